@@ -1,0 +1,72 @@
+//! Write gatehouse adapters and policy modules in Rust.
+//!
+//! A gatehouse plugin is a WebAssembly component built against the `gatehouse:plugin` WIT
+//! package (`wit/gatehouse.wit`). This crate is a thin layer over the `wit_bindgen` bindings of
+//! that package: plain Rust types instead of generated ones (so plugin logic is unit-testable
+//! with plain `cargo test`), one trait per world and one export macro per trait.
+//!
+//! 1. Create a `cdylib` crate that depends on `gatehouse-sdk` (and `serde` for typed
+//!    arguments).
+//! 2. Implement [`Adapter`] (world `adapter`) or [`Policy`] (world `policy`) on a unit struct.
+//! 3. Export it with [`export_adapter!`] or [`export_policy!`], once, at the crate root.
+//! 4. Test the logic natively with `cargo test`: build a [`CallContext`] and a [`Call`] (or an
+//!    [`Action`]) and call your trait method.
+//! 5. Build the component with `cargo build --release --target wasm32-wasip2`, then pack and
+//!    sign it with `gatehouse pack` (see the README).
+//!
+//! ```no_run
+//! use gatehouse_sdk::{Adapter, Call, CallContext, ToolError, ToolOutput, log};
+//! use gatehouse_sdk::serde_json::json;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct EchoArgs {
+//!     message: String,
+//! }
+//!
+//! struct Echo;
+//!
+//! impl Adapter for Echo {
+//!     fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError> {
+//!         match call.capability() {
+//!             "echo" => {
+//!                 let args: EchoArgs = call.args()?;
+//!                 log::debug(format!("echoing {} bytes", args.message.len()));
+//!                 let length = args.message.chars().count();
+//!                 Ok(ToolOutput::text(&args.message)
+//!                     .with_structured(json!({ "message": args.message, "length": length })))
+//!             }
+//!             other => Err(ToolError::unknown_capability(other)),
+//!         }
+//!     }
+//! }
+//!
+//! gatehouse_sdk::export_adapter!(Echo);
+//! ```
+//!
+//! The raw bindings stay reachable in [`adapter::bindings`] and [`policy::bindings`], for
+//! example for the `wasi:http` client an adapter uses to reach its upstream.
+
+#![deny(missing_docs)]
+
+pub mod adapter;
+mod error;
+pub mod log;
+mod output;
+pub mod policy;
+mod types;
+
+/// The generated WIT types, shared by both worlds; the SDK's conversions target these.
+use adapter::bindings::gatehouse::plugin::types as wit;
+
+pub use adapter::{Adapter, Call, CallContext};
+pub use error::{ErrorKind, ToolError};
+pub use output::{Blob, Content, EmbeddedResource, ToolOutput};
+pub use policy::{
+    Action, ActionContext, Decision, Obligation, PiiKind, Policy, Reason, RiskSignal, Verdict,
+};
+pub use types::{ApprovalMode, CapabilityClass, Principal, PrincipalKind};
+
+pub use serde;
+pub use serde_json;
+pub use wit_bindgen;
