@@ -1,0 +1,373 @@
+//! The `gatehouse` command line.
+//!
+//! Exit codes: 0 success; 1 the component was refused or the call failed (the output says
+//! why); 2 bad usage, unreadable files or invalid config.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::HostConfig;
+use crate::host::{AdapterCall, Host};
+use crate::plugin::manifest::{Manifest, PluginKind};
+use crate::plugin::signature::SigningKey;
+use crate::plugin::{self, read_file};
+use crate::sandbox::{Sandbox, SandboxConfig};
+
+/// Writes a line of command output; a closed stdout is not worth failing over.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {
+        let _ = writeln!($out, $($arg)*);
+    };
+}
+
+fn say(out: &mut dyn Write, line: &str) {
+    let _ = writeln!(out, "{line}");
+}
+
+const CONFIG_ENV: &str = "GATEHOUSE_CONFIG";
+const DEFAULT_CONFIG: &str = "gatehouse.toml";
+
+/// gatehouse: a policy-enforcement host for AI-agent tool calls.
+///
+/// Adapters and policy modules are signed WebAssembly components. Publishers create a key
+/// (`keygen`), embed a manifest and sign (`pack`); operators trust publisher keys in their
+/// config and `verify`, `inspect` and `call` components.
+#[derive(Debug, Parser)]
+#[command(name = "gatehouse", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a publisher signing key pair: <ID>.secret.toml and <ID>.pub.toml.
+    Keygen {
+        /// Key id that signatures will carry, e.g. `alice-2026`.
+        #[arg(long)]
+        key_id: String,
+        /// Directory to write the two files to.
+        #[arg(long, default_value = ".")]
+        out_dir: PathBuf,
+    },
+    /// Embed a manifest into a component and sign it.
+    Pack {
+        /// The component, as built for wasm32-wasip2.
+        component: PathBuf,
+        /// Manifest file (TOML, or JSON if it ends in .json).
+        #[arg(long)]
+        manifest: PathBuf,
+        /// Secret key file from `gatehouse keygen`.
+        #[arg(long)]
+        key: PathBuf,
+        /// Output file. Default: <component stem>.signed.wasm next to the input.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Check a component as the host would before loading it: signature, trusted key and its
+    /// scope, manifest, and that it implements its world. Executes nothing.
+    Verify {
+        /// The signed component.
+        component: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Print a component's manifest and signature block without verifying or executing it.
+    Inspect {
+        /// The component.
+        component: PathBuf,
+    },
+    /// Run one capability of a signed adapter and print the ToolResultEnvelope as JSON.
+    Call {
+        /// The signed adapter.
+        component: PathBuf,
+        /// Capability id, e.g. `echo`.
+        capability: String,
+        /// Arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Tenant the call runs for.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Idempotency key for write-class capabilities.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ConfigArg {
+    /// Operator config file. Default: $GATEHOUSE_CONFIG, else ./gatehouse.toml if present,
+    /// else built-in defaults (which trust no publisher).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn usage(message: impl std::fmt::Display) -> Failure {
+    Failure {
+        code: 2,
+        message: message.to_string(),
+    }
+}
+
+fn refused(message: impl std::fmt::Display) -> Failure {
+    Failure {
+        code: 1,
+        message: message.to_string(),
+    }
+}
+
+/// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`).
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    ExitCode::from(run(std::env::args_os(), &mut std::io::stdout().lock()))
+}
+
+/// Runs the CLI with these arguments (the first is the program name), writing results to
+/// `out` and errors to stderr. Returns the exit code.
+pub fn run<I, T>(args: I, out: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    match execute(cli.command, out) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
+    match command {
+        Command::Keygen { key_id, out_dir } => keygen(&key_id, &out_dir, out),
+        Command::Pack {
+            component,
+            manifest,
+            key,
+            output,
+        } => pack(&component, &manifest, &key, output, out),
+        Command::Verify { component, config } => verify(&component, &config, out),
+        Command::Inspect { component } => inspect(&component, out),
+        Command::Call {
+            component,
+            capability,
+            args,
+            tenant,
+            idempotency_key,
+            config,
+        } => {
+            let args = serde_json::from_str(&args).map_err(|e| {
+                usage(format!(
+                    "ARGS is not valid JSON: {e}; pass an object like '{{\"message\":\"hi\"}}'"
+                ))
+            })?;
+            let mut call = AdapterCall::new(capability, args);
+            call.tenant = tenant;
+            call.idempotency_key = idempotency_key;
+            call_adapter(&component, &config, call, out)
+        }
+    }
+}
+
+fn keygen(key_id: &str, out_dir: &Path, out: &mut dyn Write) -> Result<u8, Failure> {
+    if key_id.is_empty()
+        || !key_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(usage(format!(
+            "key id `{key_id}` must be non-empty [A-Za-z0-9._-]"
+        )));
+    }
+    let key = SigningKey::generate(key_id).map_err(refused)?;
+    std::fs::create_dir_all(out_dir).map_err(|e| usage(format!("{}: {e}", out_dir.display())))?;
+    let secret = out_dir.join(format!("{key_id}.secret.toml"));
+    let public = out_dir.join(format!("{key_id}.pub.toml"));
+    for path in [&secret, &public] {
+        if path.exists() {
+            return Err(usage(format!(
+                "{} already exists; refusing to overwrite a key",
+                path.display()
+            )));
+        }
+    }
+    write_secret(&secret, key.to_toml().as_bytes())
+        .map_err(|e| usage(format!("{}: {e}", secret.display())))?;
+    std::fs::write(&public, key.public_key().to_toml())
+        .map_err(|e| usage(format!("{}: {e}", public.display())))?;
+    say!(out, "wrote {} (keep it private)", secret.display());
+    say!(out, "wrote {} (give it to operators)", public.display());
+    say(out, "");
+    say!(out, "Operators trust this key with, in gatehouse.toml:");
+    say!(out, "[[trust.publisher]]");
+    say!(out, "key_id = \"{key_id}\"");
+    say!(out, "public_key = \"{}\"", key.public_key().to_base64());
+    say!(out, "adapters = [\"<adapter id glob>\"]");
+    say!(out, "policies = []");
+    Ok(0)
+}
+
+fn write_secret(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
+
+fn pack(
+    component: &Path,
+    manifest_path: &Path,
+    key: &Path,
+    output: Option<PathBuf>,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let bytes = read_file(component).map_err(usage)?;
+    let manifest = Manifest::from_file(manifest_path).map_err(usage)?;
+    let key = SigningKey::from_file(key).map_err(usage)?;
+    check_world(&bytes, manifest.kind()).map_err(refused)?;
+    let signed = plugin::pack(&bytes, &manifest, &key).map_err(refused)?;
+    let output = output.unwrap_or_else(|| {
+        let stem = component
+            .file_stem()
+            .map_or("component".into(), |s| s.to_string_lossy());
+        component.with_file_name(format!("{stem}.signed.wasm"))
+    });
+    std::fs::write(&output, &signed).map_err(|e| usage(format!("{}: {e}", output.display())))?;
+    let inspection = plugin::inspect(&signed).map_err(refused)?;
+    say!(
+        out,
+        "packed {} {} {} signed by `{}` -> {} ({})",
+        manifest.kind(),
+        manifest.id(),
+        manifest.version(),
+        key.key_id,
+        output.display(),
+        inspection.digest
+    );
+    Ok(0)
+}
+
+/// Compiles the component and checks it implements the manifest's world, so an author learns
+/// at pack time, not at an operator's load time.
+fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_concurrent_calls: 1,
+        ..SandboxConfig::default()
+    })
+    .map_err(|e| format!("cannot create the engine: {e:#}"))?;
+    let component = wasmtime::component::Component::new(sandbox.engine(), bytes)
+        .map_err(|e| format!("the component does not compile: {e:#}"))?;
+    match kind {
+        PluginKind::Adapter => sandbox.prepare_adapter(&component).map(drop),
+        PluginKind::Policy => sandbox.prepare_policy(&component).map(drop),
+    }
+    .map_err(|e| format!("{e}; the manifest says kind = \"{kind}\""))
+}
+
+fn load_config(arg: &ConfigArg) -> Result<HostConfig, Failure> {
+    let path = arg
+        .config
+        .clone()
+        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
+        .or_else(|| {
+            Path::new(DEFAULT_CONFIG)
+                .exists()
+                .then(|| PathBuf::from(DEFAULT_CONFIG))
+        });
+    match path {
+        Some(path) => HostConfig::from_file(&path).map_err(usage),
+        None => {
+            tracing::warn!("no config file: using built-in defaults, which trust no publisher");
+            Ok(HostConfig::default())
+        }
+    }
+}
+
+fn verify(component: &Path, config: &ConfigArg, out: &mut dyn Write) -> Result<u8, Failure> {
+    let host = Host::new(load_config(config)?).map_err(usage)?;
+    let bytes = read_file(component).map_err(usage)?;
+    let verified = host
+        .verify(&bytes)
+        .map_err(|e| refused(format!("{}: refused: {e}", component.display())))?;
+    let kind = verified.manifest.kind();
+    let (id, version) = (
+        verified.manifest.id().to_owned(),
+        verified.manifest.version().to_owned(),
+    );
+    match kind {
+        PluginKind::Adapter => host.load_adapter(&bytes).map(drop),
+        PluginKind::Policy => host.load_policy(&bytes).map(drop),
+    }
+    .map_err(|e| refused(format!("{}: refused: {e}", component.display())))?;
+    say!(
+        out,
+        "ok: {kind} {id} {version}, signed by trusted key `{}`, digest {}",
+        verified.key_id,
+        verified.digest
+    );
+    Ok(0)
+}
+
+fn inspect(component: &Path, out: &mut dyn Write) -> Result<u8, Failure> {
+    let bytes = read_file(component).map_err(usage)?;
+    let inspection = plugin::inspect(&bytes).map_err(refused)?;
+    say!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&inspection).expect("inspection serializes")
+    );
+    Ok(0)
+}
+
+fn call_adapter(
+    component: &Path,
+    config: &ConfigArg,
+    call: AdapterCall,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let host = Host::new(load_config(config)?).map_err(usage)?;
+    let bytes = read_file(component).map_err(usage)?;
+    let adapter = host
+        .load_adapter(&bytes)
+        .map_err(|e| refused(format!("{}: refused: {e}", component.display())))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    let envelope = runtime.block_on(host.call_adapter(&adapter, call));
+    say!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
+    );
+    Ok(if envelope.is_ok() { 0 } else { 1 })
+}

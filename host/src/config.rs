@@ -1,0 +1,111 @@
+//! The operator's config file (`gatehouse.toml`): the grant.
+//!
+//! Every table is optional and every default denies: with an empty file the host trusts no
+//! publisher, so nothing loads. Unknown keys are errors, so a typo cannot silently fall back to
+//! a default.
+//!
+//! ```toml
+//! [sandbox]              # per-call budgets (see SandboxConfig for defaults)
+//! fuel = 1_000_000_000
+//! timeout_ms = 5000
+//! memory_mib = 64
+//! max_output_kib = 1024
+//!
+//! [cache]                # compiled-component cache (see CacheConfig)
+//! enabled = true
+//!
+//! [[trust.publisher]]    # who may publish what (see TrustConfig)
+//! key_id = "acme-2026"
+//! public_key = "..."
+//! adapters = ["acme.*"]
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plugin::cache::CacheConfig;
+use crate::plugin::trust::TrustConfig;
+use crate::sandbox::SandboxConfig;
+
+/// The whole operator config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Per-call budgets. Default: see [`SandboxConfig`].
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
+    /// Compiled-component cache. Default: enabled, in the user's cache directory.
+    #[serde(default)]
+    pub cache: CacheConfig,
+    /// Trusted publishers. Default: none.
+    #[serde(default)]
+    pub trust: TrustConfig,
+}
+
+/// Why the config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid config.
+    #[error("invalid config {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The parser's message, naming the key and line.
+        message: String,
+    },
+}
+
+impl HostConfig {
+    /// Reads a config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|message| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses config text.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_denies_by_default() {
+        let config = HostConfig::from_toml("").unwrap();
+        assert!(config.trust.publishers.is_empty());
+        assert_eq!(config.sandbox, SandboxConfig::default());
+        assert!(config.cache.enabled);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        let err = HostConfig::from_toml("[sandbox]\nfule = 5").unwrap_err();
+        assert!(err.contains("unknown field `fule`"), "{err}");
+        let err = HostConfig::from_toml("[[trust.publisher]]\nkey_id = \"a\"").unwrap_err();
+        assert!(err.contains("missing field `public_key`"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_are_errors() {
+        let err = HostConfig::from_toml("[sandbox]\nmemory_mib = \"lots\"").unwrap_err();
+        assert!(err.contains("memory_mib"), "{err}");
+    }
+}

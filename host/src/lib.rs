@@ -1,0 +1,43 @@
+//! gatehouse-host: a policy-enforcement host for AI-agent tool calls.
+//!
+//! Third parties ship **adapters** and operators ship **policy modules**, both as signed
+//! WebAssembly components behind one WIT contract (`wit/gatehouse.wit`). The host:
+//! 1. checks each component's signature against the operator's trusted publisher keys and
+//!    scopes ([`plugin`]);
+//! 2. compiles it once, caching the artifact by digest ([`plugin::cache`]);
+//! 3. runs every call in a fresh instance with fuel, deadline and memory budgets
+//!    ([`sandbox`]), with no ambient authority: no files, no environment, no sockets, and
+//!    egress only through the [`egress`] gate;
+//! 4. reports every outcome as a [`ToolResultEnvelope`] with an [`OutcomeCode`].
+//!
+//! Embedding: build a [`Host`] from a [`HostConfig`], load adapters, call them.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use gatehouse_host::{AdapterCall, Host, HostConfig};
+//!
+//! let host = Host::new(HostConfig::from_file("gatehouse.toml".as_ref())?)?;
+//! let echo = host.load_adapter(&std::fs::read("echo.signed.wasm")?)?;
+//! let result = host
+//!     .call_adapter(&echo, AdapterCall::new("echo", serde_json::json!({ "message": "hi" })))
+//!     .await;
+//! assert!(result.is_ok());
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod bindings;
+pub mod cli;
+pub mod config;
+pub mod egress;
+pub mod envelope;
+mod host;
+pub mod model;
+pub mod plugin;
+pub mod sandbox;
+
+pub use config::HostConfig;
+pub use envelope::{OutcomeCode, Status, ToolResultEnvelope};
+pub use host::{AdapterCall, Host, HostError};

@@ -1,0 +1,439 @@
+//! The sandbox: one engine, and a fresh, budgeted instance for every call.
+//!
+//! Lifecycle phases:
+//! 1. **link** (once per host): [`Sandbox::new`] builds the wasmtime [`Engine`] (component
+//!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
+//!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
+//!    environment, no sockets) and the `log` import; only the adapter linker has `wasi:http`,
+//!    served by the [egress gate](crate::egress).
+//! 2. **load** (once per plugin): [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`]
+//!    pre-instantiate a compiled component against its world's linker; a component that does
+//!    not implement the world is refused here.
+//! 3. **prepare** (per call): a new [`Store`] with fuel, an epoch deadline and the memory limit.
+//! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
+//!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
+
+mod state;
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
+use crate::bindings::policy::PolicyPre;
+use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
+use crate::egress::EgressAttempt;
+pub use state::{CallState, LogLine, MemoryLimitExceeded};
+
+/// How often the epoch advances. Deadlines are rounded up to whole ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Wasm stack per call: deep enough for real code, small enough that unbounded recursion
+/// traps quickly with `StackOverflow`.
+const MAX_WASM_STACK: usize = 1 << 20;
+/// Pool slots per concurrent component instance: a Rust component built for wasm32-wasip2
+/// holds a handful of core instances (the program, the WASI adapter, shims), memories and
+/// tables.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 8;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 4;
+/// Host-side slack on top of the guest deadline for the async host calls around it.
+const HOST_GRACE: Duration = Duration::from_millis(250);
+
+/// The `[sandbox]` table of the operator config: per-call budgets. Every default is chosen so
+/// a well-behaved adapter never meets it and a runaway one is stopped within seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Fuel (roughly, wasm instructions) per call. Default: 1,000,000,000 — about a second of
+    /// guest compute on a current x86-64 core.
+    #[serde(default = "defaults::fuel")]
+    pub fuel: u64,
+    /// Wall-clock deadline per call, in milliseconds, host calls included. Default: 5000.
+    #[serde(default = "defaults::timeout_ms")]
+    pub timeout_ms: u64,
+    /// Linear memory per instance, in MiB. Default: 64.
+    #[serde(default = "defaults::memory_mib")]
+    pub memory_mib: u32,
+    /// Largest tool output accepted from an adapter (all content, structured JSON and evidence
+    /// refs together), in KiB. Default: 1024.
+    #[serde(default = "defaults::max_output_kib")]
+    pub max_output_kib: u32,
+    /// Instances that may run at once (sizes the pooling allocator). Default: 128.
+    #[serde(default = "defaults::max_concurrent_calls")]
+    pub max_concurrent_calls: u32,
+}
+
+mod defaults {
+    pub fn fuel() -> u64 {
+        1_000_000_000
+    }
+    pub fn timeout_ms() -> u64 {
+        5_000
+    }
+    pub fn memory_mib() -> u32 {
+        64
+    }
+    pub fn max_output_kib() -> u32 {
+        1024
+    }
+    pub fn max_concurrent_calls() -> u32 {
+        128
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            fuel: defaults::fuel(),
+            timeout_ms: defaults::timeout_ms(),
+            memory_mib: defaults::memory_mib(),
+            max_output_kib: defaults::max_output_kib(),
+            max_concurrent_calls: defaults::max_concurrent_calls(),
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// The per-call budgets this config sets.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            timeout: Duration::from_millis(self.timeout_ms),
+            memory_bytes: self.memory_mib as usize * 1024 * 1024,
+            max_output_bytes: self.max_output_kib as usize * 1024,
+        }
+    }
+}
+
+/// Per-call budgets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel for the call.
+    pub fuel: u64,
+    /// Wall-clock deadline.
+    pub timeout: Duration,
+    /// Linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// Output size cap.
+    pub max_output_bytes: usize,
+}
+
+/// Why a call did not produce a result. Classified by trap *type*, never by message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// All fuel consumed.
+    #[error("ran out of fuel after {fuel} units")]
+    OutOfFuel {
+        /// The budget.
+        fuel: u64,
+    },
+    /// The wall-clock deadline passed.
+    #[error("did not finish within its {}ms deadline", timeout.as_millis())]
+    Deadline {
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The memory limit was hit.
+    #[error("{0}")]
+    MemoryLimit(MemoryLimitExceeded),
+    /// The output was larger than allowed.
+    #[error("returned {size} bytes of output; the limit is {limit}")]
+    OutputTooLarge {
+        /// Output size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The guest trapped (a panic, stack overflow, bad memory access...).
+    #[error("trapped: {trap}{}", stderr_suffix(.stderr))]
+    Trap {
+        /// The trap, e.g. "wasm `unreachable` instruction executed".
+        trap: String,
+        /// What the guest wrote to stderr (a Rust panic message lands here).
+        stderr: String,
+    },
+    /// The host failed while running the guest (not the guest's fault as far as we can tell).
+    #[error("host error while running the plugin: {0}")]
+    Host(String),
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {stderr}")
+    }
+}
+
+/// A component does not implement the world it claims.
+#[derive(Debug, thiserror::Error)]
+#[error("the component does not implement the `{world}` world of gatehouse:plugin@0.1.0: {detail}")]
+pub struct WorldMismatch {
+    /// `adapter` or `policy`.
+    pub world: &'static str,
+    /// What is missing or mistyped.
+    pub detail: String,
+}
+
+/// What one call did, whatever its outcome.
+#[derive(Debug)]
+pub struct CallReport<T> {
+    /// The result, or why there is none.
+    pub outcome: Result<T, SandboxError>,
+    /// Fuel the call consumed.
+    pub fuel_consumed: u64,
+    /// Wall-clock time, instantiation included.
+    pub duration: Duration,
+    /// Log lines the plugin wrote.
+    pub logs: Vec<LogLine>,
+    /// Log lines beyond the per-call cap.
+    pub logs_dropped: usize,
+    /// Outbound requests it attempted.
+    pub egress: Vec<EgressAttempt>,
+}
+
+/// The engine and its linkers. Cheap to share (`Arc` it); one per host.
+pub struct Sandbox {
+    engine: Engine,
+    adapter_linker: Linker<CallState>,
+    policy_linker: Linker<CallState>,
+    config: SandboxConfig,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Link phase: builds the engine and the linkers, and starts the epoch ticker (a thread
+    /// that ends when the engine is dropped).
+    pub fn new(config: SandboxConfig) -> wasmtime::Result<Self> {
+        let limits = config.limits();
+        let slots = config.max_concurrent_calls.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(slots * MEMORIES_PER_COMPONENT)
+            .total_tables(slots * TABLES_PER_COMPONENT)
+            .total_stacks(slots)
+            .max_memory_size(limits.memory_bytes);
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(MAX_WASM_STACK)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm)?;
+        start_epoch_ticker(&engine)?;
+
+        let mut adapter_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut adapter_linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
+        log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+
+        let mut policy_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
+        log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+
+        Ok(Self {
+            engine,
+            adapter_linker,
+            policy_linker,
+            config,
+        })
+    }
+
+    /// The engine, for compiling components.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The config this sandbox was built with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world.
+    pub fn prepare_adapter(
+        &self,
+        component: &Component,
+    ) -> Result<AdapterPre<CallState>, WorldMismatch> {
+        let mismatch = |e: wasmtime::Error| WorldMismatch {
+            world: "adapter",
+            detail: format!("{e:#}"),
+        };
+        let pre = self
+            .adapter_linker
+            .instantiate_pre(component)
+            .map_err(mismatch)?;
+        AdapterPre::new(pre).map_err(mismatch)
+    }
+
+    /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world.
+    pub fn prepare_policy(
+        &self,
+        component: &Component,
+    ) -> Result<PolicyPre<CallState>, WorldMismatch> {
+        let mismatch = |e: wasmtime::Error| WorldMismatch {
+            world: "policy",
+            detail: format!("{e:#}"),
+        };
+        let pre = self
+            .policy_linker
+            .instantiate_pre(component)
+            .map_err(mismatch)?;
+        PolicyPre::new(pre).map_err(mismatch)
+    }
+
+    /// Prepare + invoke: runs one adapter capability in a fresh instance.
+    pub async fn run_adapter(
+        &self,
+        pre: &AdapterPre<CallState>,
+        limits: &Limits,
+        ctx: &CallContext,
+        capability: &str,
+        args: &str,
+    ) -> CallReport<Result<ToolOutput, ToolError>> {
+        let (mut store, started) = self.prepare(limits);
+        let call = async {
+            let adapter = pre.instantiate_async(&mut store).await?;
+            adapter.call_invoke(&mut store, ctx, capability, args).await
+        };
+        let result = tokio::time::timeout(limits.timeout + HOST_GRACE, call).await;
+        let outcome = match result {
+            Ok(Ok(Ok(output))) => match output_size(&output) {
+                size if size > limits.max_output_bytes => Err(SandboxError::OutputTooLarge {
+                    size,
+                    limit: limits.max_output_bytes,
+                }),
+                _ => Ok(Ok(output)),
+            },
+            Ok(Ok(Err(tool_error))) => Ok(Err(tool_error)),
+            Ok(Err(error)) => Err(classify(&error, limits, &store)),
+            Err(_elapsed) => Err(SandboxError::Deadline {
+                timeout: limits.timeout,
+            }),
+        };
+        finish(store, started, limits, outcome)
+    }
+
+    /// Prepare + invoke: runs one policy evaluation in a fresh instance.
+    pub async fn run_policy(
+        &self,
+        pre: &PolicyPre<CallState>,
+        limits: &Limits,
+        action: &Action,
+        config: &str,
+    ) -> CallReport<Decision> {
+        let (mut store, started) = self.prepare(limits);
+        let call = async {
+            let policy = pre.instantiate_async(&mut store).await?;
+            policy.call_evaluate(&mut store, action, config).await
+        };
+        let result = tokio::time::timeout(limits.timeout + HOST_GRACE, call).await;
+        let outcome = match result {
+            Ok(Ok(decision)) => Ok(decision),
+            Ok(Err(error)) => Err(classify(&error, limits, &store)),
+            Err(_elapsed) => Err(SandboxError::Deadline {
+                timeout: limits.timeout,
+            }),
+        };
+        finish(store, started, limits, outcome)
+    }
+
+    fn prepare(&self, limits: &Limits) -> (Store<CallState>, Instant) {
+        let mut store = Store::new(&self.engine, CallState::new(limits.memory_bytes));
+        store.limiter(|state| state);
+        store
+            .set_fuel(limits.fuel)
+            .expect("fuel consumption is enabled on this engine");
+        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        store.epoch_deadline_trap();
+        (store, Instant::now())
+    }
+}
+
+fn finish<T>(
+    mut store: Store<CallState>,
+    started: Instant,
+    limits: &Limits,
+    outcome: Result<T, SandboxError>,
+) -> CallReport<T> {
+    let remaining = store.get_fuel().unwrap_or(0);
+    let state = store.data_mut();
+    CallReport {
+        outcome,
+        fuel_consumed: limits.fuel.saturating_sub(remaining),
+        duration: started.elapsed(),
+        logs: std::mem::take(&mut state.logs),
+        logs_dropped: state.logs_dropped,
+        egress: state.egress.take_attempts(),
+    }
+}
+
+/// Classifies a failed call by the type of its error.
+fn classify(error: &wasmtime::Error, limits: &Limits, store: &Store<CallState>) -> SandboxError {
+    if let Some(exceeded) = error.downcast_ref::<MemoryLimitExceeded>() {
+        return SandboxError::MemoryLimit(*exceeded);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => SandboxError::OutOfFuel { fuel: limits.fuel },
+        Some(Trap::Interrupt) => SandboxError::Deadline {
+            timeout: limits.timeout,
+        },
+        Some(trap) => SandboxError::Trap {
+            trap: trap.to_string(),
+            stderr: store.data().stderr(),
+        },
+        None => SandboxError::Host(format!("{error:#}")),
+    }
+}
+
+fn deadline_ticks(timeout: Duration) -> u64 {
+    let ticks = timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+}
+
+fn start_epoch_ticker(engine: &Engine) -> wasmtime::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("gatehouse-epoch".to_owned())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Bytes of an adapter's output as the host will hold and forward them.
+pub fn output_size(output: &ToolOutput) -> usize {
+    use crate::bindings::types::Content;
+    let content: usize = output
+        .content
+        .iter()
+        .map(|block| match block {
+            Content::Text(text) => text.len(),
+            Content::Image(blob) | Content::Audio(blob) => blob.data.len() + blob.mime_type.len(),
+            Content::Resource(r) => {
+                r.uri.len()
+                    + r.mime_type.as_ref().map_or(0, String::len)
+                    + r.text.as_ref().map_or(0, String::len)
+                    + r.data.as_ref().map_or(0, Vec::len)
+            }
+        })
+        .sum();
+    content
+        + output.structured.as_ref().map_or(0, String::len)
+        + output.evidence_refs.iter().map(String::len).sum::<usize>()
+}
