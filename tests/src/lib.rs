@@ -1,0 +1,84 @@
+//! Shared fixtures for the end-to-end tests: the components built from source by `build.rs`,
+//! a test publisher key, and operator configs that trust it.
+
+use std::sync::OnceLock;
+
+use gatehouse_host::HostConfig;
+use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_host::plugin::trust::PublisherConfig;
+
+/// A component built from source, and its manifest file.
+#[derive(Debug, Clone, Copy)]
+pub struct Artifact {
+    /// Package name.
+    pub name: &'static str,
+    /// Path of the unsigned `.wasm` component.
+    pub wasm: &'static str,
+    /// Path of its `manifest.toml`.
+    pub manifest: &'static str,
+}
+
+/// The components, named after their packages.
+pub mod artifacts {
+    use super::Artifact;
+    include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+}
+
+impl Artifact {
+    /// The raw component bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        std::fs::read(self.wasm).unwrap_or_else(|e| panic!("{}: {e}", self.wasm))
+    }
+
+    /// The parsed manifest.
+    pub fn manifest(&self) -> Manifest {
+        Manifest::from_file(self.manifest.as_ref())
+            .unwrap_or_else(|e| panic!("{}: {e}", self.manifest))
+    }
+
+    /// The component with its manifest embedded, signed by [`publisher`].
+    pub fn signed(&self) -> Vec<u8> {
+        self.signed_by(publisher())
+    }
+
+    /// The component with its manifest embedded, signed by `key`.
+    pub fn signed_by(&self, key: &SigningKey) -> Vec<u8> {
+        gatehouse_host::plugin::pack(&self.bytes(), &self.manifest(), key)
+            .expect("a built component packs")
+    }
+}
+
+/// The test publisher: one key per test process.
+pub fn publisher() -> &'static SigningKey {
+    static KEY: OnceLock<SigningKey> = OnceLock::new();
+    KEY.get_or_init(|| SigningKey::generate("test-publisher").expect("randomness"))
+}
+
+/// An operator config trusting [`publisher`] for adapters matching `adapters` and policies
+/// matching `policies`, with the compile cache off and budgets small enough that hostile
+/// plugins are stopped quickly.
+pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
+    let mut config = HostConfig::default();
+    config.cache.enabled = false;
+    config.sandbox.fuel = 200_000_000;
+    config.sandbox.timeout_ms = 2_000;
+    config.sandbox.memory_mib = 32;
+    config.sandbox.max_output_kib = 256;
+    config.sandbox.max_concurrent_calls = 16;
+    config
+        .trust
+        .publishers
+        .push(trust(publisher(), adapters, policies));
+    config
+}
+
+/// A `[[trust.publisher]]` entry for `key`.
+pub fn trust(key: &SigningKey, adapters: &[&str], policies: &[&str]) -> PublisherConfig {
+    PublisherConfig {
+        key_id: key.key_id.clone(),
+        public_key: key.public_key().to_base64(),
+        adapters: adapters.iter().map(|s| (*s).to_owned()).collect(),
+        policies: policies.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}

@@ -1,0 +1,186 @@
+//! Hostile plugins: each is stopped with its exact outcome code, and the same host serves a
+//! normal call right after.
+
+use gatehouse_host::envelope::ErrorKind;
+use gatehouse_host::plugin::LoadedAdapter;
+use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status, ToolResultEnvelope};
+use gatehouse_tests::artifacts::{
+    ECHO, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC, RECURSION, TEST_PROGRAMS,
+    WRONG_WORLD,
+};
+use gatehouse_tests::{Artifact, config};
+use serde_json::json;
+
+fn host() -> Host {
+    Host::new(config(&["gatehouse.*", "test.*"], &[])).expect("host builds")
+}
+
+fn load(host: &Host, artifact: Artifact) -> LoadedAdapter {
+    host.load_adapter(&artifact.signed())
+        .unwrap_or_else(|e| panic!("{} loads: {e}", artifact.name))
+}
+
+async fn run(host: &Host, adapter: &LoadedAdapter, args: serde_json::Value) -> ToolResultEnvelope {
+    host.call_adapter(adapter, AdapterCall::new("run", args))
+        .await
+}
+
+/// After any failure, the host still serves a normal call.
+async fn assert_echo_still_works(host: &Host) {
+    let echo = load(host, ECHO);
+    let result = host
+        .call_adapter(
+            &echo,
+            AdapterCall::new("echo", json!({ "message": "still here" })),
+        )
+        .await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "message": "still here", "length": 10 }))
+    );
+}
+
+fn assert_failed(result: &ToolResultEnvelope, outcome: OutcomeCode, kind: ErrorKind) -> &str {
+    assert_eq!(result.status, Status::Failed, "{result:#?}");
+    assert_eq!(result.outcome, outcome, "{result:#?}");
+    let error = result
+        .error
+        .as_ref()
+        .expect("a failed result carries an error");
+    assert_eq!(error.kind, kind, "{result:#?}");
+    assert_eq!(error.code, gatehouse_host::envelope::code_of(outcome));
+    assert!(result.content.is_empty() && result.structured_content.is_none());
+    &error.message
+}
+
+#[tokio::test]
+async fn an_infinite_loop_runs_out_of_fuel() {
+    let host = host();
+    let adapter = load(&host, INFINITE_LOOP);
+    let result = run(&host, &adapter, json!({})).await;
+    let message = assert_failed(&result, OutcomeCode::ToolTimeout, ErrorKind::Timeout);
+    assert!(
+        message.contains("ran out of fuel after 200000000 units"),
+        "{message}"
+    );
+    assert_eq!(result.usage.as_ref().unwrap().fuel_consumed, 200_000_000);
+    assert!(!result.error.as_ref().unwrap().retryable);
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn an_infinite_loop_with_ample_fuel_hits_the_deadline() {
+    let mut config = config(&["gatehouse.*", "test.*"], &[]);
+    config.sandbox.fuel = u64::MAX / 2;
+    config.sandbox.timeout_ms = 300;
+    let host = Host::new(config).unwrap();
+    let adapter = load(&host, INFINITE_LOOP);
+    let result = run(&host, &adapter, json!({})).await;
+    let message = assert_failed(&result, OutcomeCode::ToolTimeout, ErrorKind::Timeout);
+    assert!(message.contains("300ms deadline"), "{message}");
+    assert!(result.error.as_ref().unwrap().retryable);
+    let ms = result.usage.as_ref().unwrap().duration_ms;
+    assert!((300..5_000).contains(&ms), "stopped after {ms}ms");
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_memory_limit() {
+    let host = host();
+    let adapter = load(&host, MEMORY_BOMB);
+    let result = run(&host, &adapter, json!({})).await;
+    let message = assert_failed(&result, OutcomeCode::ToolMemoryLimit, ErrorKind::Limit);
+    assert!(
+        message.contains("memory limit of 33554432 bytes exceeded"),
+        "{message}"
+    );
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn unbounded_recursion_traps_with_stack_overflow() {
+    let host = host();
+    let adapter = load(&host, RECURSION);
+    let result = run(&host, &adapter, json!({})).await;
+    let message = assert_failed(&result, OutcomeCode::ToolTrapped, ErrorKind::Internal);
+    assert!(message.contains("call stack exhausted"), "{message}");
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn a_panic_traps_and_reports_the_panic_message() {
+    let host = host();
+    let adapter = load(&host, PANIC);
+    let result = run(&host, &adapter, json!({})).await;
+    let message = assert_failed(&result, OutcomeCode::ToolTrapped, ErrorKind::Internal);
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(
+        message.contains("panic plugin: deliberate panic"),
+        "{message}"
+    );
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn oversized_output_is_refused() {
+    let host = host();
+    let adapter = load(&host, OVERSIZED_OUTPUT);
+    let result = run(&host, &adapter, json!({ "bytes": 1_000_000 })).await;
+    let message = assert_failed(&result, OutcomeCode::ToolOutputTooLarge, ErrorKind::Limit);
+    assert!(
+        message.contains("returned 1000000 bytes of output; the limit is 262144"),
+        "{message}"
+    );
+    // Just under the limit passes: the cap is exact, not approximate.
+    let result = run(&host, &adapter, json!({ "bytes": 262_144 })).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn a_component_for_the_wrong_world_is_refused_at_load() {
+    let host = host();
+    let err = host
+        .load_adapter(&WRONG_WORLD.signed())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "the component does not implement the `adapter` world of gatehouse:plugin@0.1.0"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("invoke"), "names the missing export: {err}");
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn many_failures_in_a_row_do_not_exhaust_the_pool() {
+    // The pool has 16 slots; a leaked instance per failure would run it dry.
+    let host = host();
+    let adapter = load(&host, PANIC);
+    for _ in 0..40 {
+        let result = run(&host, &adapter, json!({})).await;
+        assert_eq!(result.outcome, OutcomeCode::ToolTrapped);
+    }
+    assert_echo_still_works(&host).await;
+}
+
+#[test]
+fn every_test_program_has_a_test_here() {
+    let covered = [
+        INFINITE_LOOP.name,
+        MEMORY_BOMB.name,
+        RECURSION.name,
+        PANIC.name,
+        OVERSIZED_OUTPUT.name,
+        WRONG_WORLD.name,
+    ];
+    for program in TEST_PROGRAMS {
+        assert!(
+            covered.contains(program),
+            "tests/plugins/{program} has no test in hostile.rs"
+        );
+    }
+}
