@@ -99,6 +99,14 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// Run the host on its built-in defaults with the first-party plugins, signed with a
+    /// throwaway key, through a short tour of governed calls.
+    #[cfg(feature = "demo")]
+    Demo {
+        /// Also write the signed plugins, the demo key pair and a matching gatehouse.toml here.
+        #[arg(long)]
+        export: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -175,6 +183,10 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         } => pack(&component, &manifest, &key, output, out),
         Command::Verify { component, config } => verify(&component, &config, out),
         Command::Inspect { component } => inspect(&component, out),
+        #[cfg(feature = "demo")]
+        Command::Demo { export } => crate::demo::run(export.as_deref(), out)
+            .map(|()| 0)
+            .map_err(refused),
         Command::Call {
             component,
             capability,

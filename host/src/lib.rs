@@ -31,6 +31,8 @@
 pub mod bindings;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod egress;
 pub mod envelope;
 mod host;

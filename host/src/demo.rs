@@ -1,0 +1,211 @@
+//! `gatehouse demo`: the host on its built-in defaults with the first-party plugins.
+//!
+//! 1. Signs the embedded `echo` and `textkit` components with a throwaway publisher key.
+//! 2. Builds a host whose only trusted key is that one, scoped to `gatehouse.*`.
+//! 3. Loads both plugins (verify, compile or cache hit, pre-instantiate).
+//! 4. Runs a short tour of governed calls, failures included, and shows a tampered copy being
+//!    refused.
+//! 5. With `--export DIR`, writes the signed plugins, the key pair and a matching operator
+//!    config, so `verify`, `inspect` and `call` can be tried on them.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::config::HostConfig;
+use crate::envelope::ToolResultEnvelope;
+use crate::host::{AdapterCall, Host};
+use crate::plugin::manifest::Manifest;
+use crate::plugin::signature::SigningKey;
+use crate::plugin::trust::PublisherConfig;
+use crate::plugin::{self, LoadedAdapter, sections};
+
+/// The first-party plugins, built from source by build.rs: (name, component, manifest).
+const PLUGINS: &[(&str, &[u8], &str)] = include!(concat!(env!("OUT_DIR"), "/demo_plugins.rs"));
+
+const DEMO_KEY_ID: &str = "gatehouse-demo";
+const DEMO_SCOPE: &str = "gatehouse.*";
+
+/// A demo step failed: the embedded plugins did not behave as built. Not a user error.
+#[derive(Debug, thiserror::Error)]
+#[error("demo: {0}")]
+pub struct DemoError(String);
+
+fn fail(e: impl std::fmt::Display) -> DemoError {
+    DemoError(e.to_string())
+}
+
+/// Runs the demo, writing to `out`; with `export`, also writes the demo files there.
+pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> {
+    let key = SigningKey::generate(DEMO_KEY_ID).map_err(fail)?;
+    let signed: Vec<(&str, Vec<u8>)> = PLUGINS
+        .iter()
+        .map(|(name, wasm, manifest)| {
+            let manifest = Manifest::from_toml(manifest).map_err(fail)?;
+            Ok((*name, plugin::pack(wasm, &manifest, &key).map_err(fail)?))
+        })
+        .collect::<Result<_, DemoError>>()?;
+    let mut config = HostConfig::default();
+    config.trust.publishers.push(PublisherConfig {
+        key_id: key.key_id.clone(),
+        public_key: key.public_key().to_base64(),
+        adapters: vec![DEMO_SCOPE.to_owned()],
+        policies: vec![DEMO_SCOPE.to_owned()],
+    });
+    let host = Host::new(config.clone()).map_err(fail)?;
+    let mut w = Writer(out);
+    w.line(format_args!(
+        "gatehouse demo: trusting one throwaway key `{DEMO_KEY_ID}` for `{DEMO_SCOPE}`"
+    ));
+
+    let mut adapters = Vec::new();
+    for (name, bytes) in &signed {
+        let started = Instant::now();
+        let adapter = host.load_adapter(bytes).map_err(fail)?;
+        w.line(format_args!(
+            "loaded {} {} ({}) in {} ms, compile cache: {:?}",
+            adapter.plugin.id,
+            adapter.plugin.version,
+            adapter.plugin.digest,
+            started.elapsed().as_millis(),
+            adapter.cache
+        ));
+        adapters.push((*name, adapter));
+    }
+    let find = |name: &str| -> Result<&LoadedAdapter, DemoError> {
+        adapters
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, a)| a)
+            .ok_or_else(|| DemoError(format!("plugin {name} is not embedded")))
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(fail)?;
+    let tour: [(&str, &str, Value); 6] = [
+        ("echo", "echo", json!({ "message": "hello from the demo" })),
+        (
+            "textkit",
+            "word_stats",
+            json!({ "text": "Agents propose. Gatehouse decides." }),
+        ),
+        (
+            "textkit",
+            "verify_iban",
+            json!({ "iban": "DE89 3704 0044 0532 0130 00" }),
+        ),
+        ("textkit", "verify_iban", json!({ "iban": "not an iban" })),
+        (
+            "textkit",
+            "render_badge",
+            json!({ "label": "policy", "value": "enforced" }),
+        ),
+        ("echo", "shout", json!({ "message": "no such capability" })),
+    ];
+    w.line(format_args!("\ncalls (each in a fresh sandbox):"));
+    for (index, (name, capability, args)) in tour.into_iter().enumerate() {
+        let adapter = find(name)?;
+        let envelope = runtime
+            .block_on(host.call_adapter(adapter, AdapterCall::new(capability, args.clone())));
+        w.line(format_args!(
+            "  {}",
+            summary(&adapter.plugin.id, capability, &args, &envelope)
+        ));
+        if index == 0 {
+            let json = serde_json::to_string_pretty(&envelope).map_err(fail)?;
+            w.line(format_args!(
+                "  full result envelope of the first call:\n{json}"
+            ));
+        }
+    }
+
+    let mut tampered = signed[0].1.clone();
+    let list = sections::sections(&tampered).map_err(fail)?;
+    let code = list
+        .iter()
+        .max_by_key(|s| s.range.len())
+        .map(|s| s.range.clone())
+        .unwrap_or(8..9);
+    tampered[code.start + code.len() / 2] ^= 1;
+    match host.load_adapter(&tampered) {
+        Ok(_) => return Err(DemoError("a tampered component loaded".to_owned())),
+        Err(e) => w.line(format_args!(
+            "\none flipped bit in echo's code: refused: {e}"
+        )),
+    }
+
+    if let Some(dir) = export {
+        export_files(dir, &key, &signed, &config).map_err(fail)?;
+        w.line(format_args!(
+            "\nwrote the signed plugins, the demo key pair and gatehouse.toml to {}",
+            dir.display()
+        ));
+        w.line(format_args!("try:"));
+        w.line(format_args!(
+            "  gatehouse inspect {}/echo.signed.wasm",
+            dir.display()
+        ));
+        w.line(format_args!(
+            "  gatehouse verify --config {0}/gatehouse.toml {0}/textkit.signed.wasm",
+            dir.display()
+        ));
+        w.line(format_args!(
+            "  gatehouse call --config {0}/gatehouse.toml {0}/textkit.signed.wasm word_stats '{{\"text\":\"one two\"}}'",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+fn summary(adapter: &str, capability: &str, args: &Value, envelope: &ToolResultEnvelope) -> String {
+    let status = serde_json::to_value(envelope.status).unwrap_or_default();
+    let outcome = serde_json::to_value(envelope.outcome).unwrap_or_default();
+    let detail = match (&envelope.structured_content, &envelope.error) {
+        (_, Some(error)) => format!("{}: {}", error.code, error.message),
+        (Some(structured), None) => structured.to_string(),
+        (None, None) => format!("{} content block(s)", envelope.content.len()),
+    };
+    let fuel = envelope.usage.as_ref().map_or(0, |u| u.fuel_consumed);
+    format!(
+        "{adapter}/{capability} {args} -> {} {} [{fuel} fuel] {detail}",
+        status.as_str().unwrap_or("?"),
+        outcome.as_str().unwrap_or("?")
+    )
+}
+
+fn export_files(
+    dir: &Path,
+    key: &SigningKey,
+    signed: &[(&str, Vec<u8>)],
+    config: &HostConfig,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, bytes) in signed {
+        std::fs::write(dir.join(format!("{name}.signed.wasm")), bytes)?;
+    }
+    std::fs::write(
+        dir.join(format!("{DEMO_KEY_ID}.secret.toml")),
+        key.to_toml(),
+    )?;
+    std::fs::write(
+        dir.join(format!("{DEMO_KEY_ID}.pub.toml")),
+        key.public_key().to_toml(),
+    )?;
+    let text = toml::to_string_pretty(config).map_err(std::io::Error::other)?;
+    std::fs::write(
+        dir.join("gatehouse.toml"),
+        format!("# gatehouse demo operator config\n{text}"),
+    )
+}
+
+struct Writer<'a>(&'a mut dyn Write);
+
+impl Writer<'_> {
+    fn line(&mut self, args: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.0, "{args}");
+    }
+}

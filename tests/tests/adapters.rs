@@ -1,0 +1,142 @@
+//! The first-party adapters through the host: content blocks, structured output, evidence,
+//! structured errors, and the call context reaching the guest.
+
+use gatehouse_host::envelope::{ContentBlock, ErrorKind};
+use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
+use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status};
+use gatehouse_tests::artifacts::{ECHO, TEXTKIT};
+use gatehouse_tests::config;
+use serde_json::json;
+
+fn host() -> Host {
+    Host::new(config(&["gatehouse.*"], &[])).unwrap()
+}
+
+#[tokio::test]
+async fn echo_returns_text_and_structured_output() {
+    let host = host();
+    let echo = host.load_adapter(&ECHO.signed()).unwrap();
+    let result = host
+        .call_adapter(
+            &echo,
+            AdapterCall::new("echo", json!({ "message": "héllo" })),
+        )
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Ok, OutcomeCode::Ok)
+    );
+    assert_eq!(
+        result.content,
+        vec![ContentBlock::Text {
+            text: "héllo".to_owned()
+        }]
+    );
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "message": "héllo", "length": 5 }))
+    );
+    assert_eq!(result.approval_mode_effective, Some(ApprovalMode::ReadOnly));
+    assert!(result.usage.unwrap().fuel_consumed > 0);
+}
+
+#[tokio::test]
+async fn bad_arguments_come_back_as_a_correctable_tool_error() {
+    let host = host();
+    let echo = host.load_adapter(&ECHO.signed()).unwrap();
+    let result = host
+        .call_adapter(&echo, AdapterCall::new("echo", json!({ "msg": 1 })))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Failed, OutcomeCode::ToolError)
+    );
+    let error = result.error.unwrap();
+    assert_eq!(
+        (error.kind, error.code.as_str()),
+        (ErrorKind::Validation, "INVALID_ARGUMENTS")
+    );
+    assert!(
+        error.message.contains("message"),
+        "names the missing field: {}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn verify_iban_returns_evidence_and_structured_errors() {
+    let host = host();
+    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
+    let ok = host
+        .call_adapter(
+            &textkit,
+            AdapterCall::new(
+                "verify_iban",
+                json!({ "iban": "GB82 WEST 1234 5698 7654 32" }),
+            ),
+        )
+        .await;
+    assert_eq!(ok.status, Status::Ok, "{ok:#?}");
+    assert_eq!(ok.structured_content.as_ref().unwrap()["valid"], true);
+    assert_eq!(ok.evidence_refs, vec!["iso13616:mod97".to_owned()]);
+
+    let bad = host
+        .call_adapter(
+            &textkit,
+            AdapterCall::new("verify_iban", json!({ "iban": "12" })),
+        )
+        .await;
+    assert_eq!(bad.outcome, OutcomeCode::ToolError);
+    let error = bad.error.unwrap();
+    assert_eq!(
+        (error.kind, error.code.as_str()),
+        (ErrorKind::Validation, "MALFORMED_IBAN")
+    );
+    assert!(error.remediation.is_some());
+}
+
+#[tokio::test]
+async fn render_badge_returns_an_svg_image_block() {
+    let host = host();
+    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
+    let result = host
+        .call_adapter(
+            &textkit,
+            AdapterCall::new("render_badge", json!({ "label": "a", "value": "b" })),
+        )
+        .await;
+    match result.content.as_slice() {
+        [ContentBlock::Image { data, mime_type }] => {
+            assert_eq!(mime_type, "image/svg+xml");
+            assert!(data.starts_with("PHN2Zy"), "base64 of `<svg`: {data}");
+        }
+        other => panic!("expected one image block, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_call_context_reaches_the_guest() {
+    let host = host();
+    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
+    let mut call = AdapterCall::new("describe_call", json!({}));
+    call.tenant = "acme".to_owned();
+    call.idempotency_key = Some("ik_1".to_owned());
+    call.principals = vec![Principal {
+        kind: PrincipalKind::User,
+        id: "usr_1".to_owned(),
+        tenant: "acme".to_owned(),
+    }];
+    let (id, trace) = (call.tool_call_id.clone(), call.trace_id.clone());
+    let result = host.call_adapter(&textkit, call).await;
+    let seen = result.structured_content.unwrap();
+    assert_eq!(seen["tool_call_id"], id);
+    assert_eq!(seen["trace_id"], trace);
+    assert_eq!(seen["tenant"], "acme");
+    assert_eq!(seen["idempotency_key"], "ik_1");
+    assert_eq!(seen["approval_mode"], "read_only");
+    assert_eq!(
+        seen["principals"],
+        json!([{ "kind": "user", "id": "usr_1", "tenant": "acme" }])
+    );
+    assert_eq!(seen["has_skill_context"], false);
+}
