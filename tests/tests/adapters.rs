@@ -140,3 +140,27 @@ async fn the_call_context_reaches_the_guest() {
     );
     assert_eq!(seen["has_skill_context"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_concurrently_from_spawned_tasks() {
+    let host = std::sync::Arc::new(host());
+    let echo = std::sync::Arc::new(host.load_adapter(&ECHO.signed()).unwrap());
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let (host, echo) = (host.clone(), echo.clone());
+            tokio::spawn(async move {
+                let message = format!("call {i}");
+                let result = host
+                    .call_adapter(
+                        &echo,
+                        AdapterCall::new("echo", json!({ "message": message })),
+                    )
+                    .await;
+                assert_eq!(result.structured_content.unwrap()["message"], message);
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
