@@ -5,8 +5,8 @@ use gatehouse_host::envelope::ErrorKind;
 use gatehouse_host::plugin::LoadedAdapter;
 use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
-    ECHO, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC, RECURSION, TEST_PROGRAMS,
-    WRONG_WORLD,
+    AMBIENT_PROBE, ECHO, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC, RECURSION,
+    TEST_PROGRAMS, WRONG_WORLD,
 };
 use gatehouse_tests::{Artifact, config};
 use serde_json::json;
@@ -170,6 +170,7 @@ async fn many_failures_in_a_row_do_not_exhaust_the_pool() {
 #[test]
 fn every_test_program_has_a_test_here() {
     let covered = [
+        AMBIENT_PROBE.name,
         INFINITE_LOOP.name,
         MEMORY_BOMB.name,
         RECURSION.name,
@@ -183,4 +184,32 @@ fn every_test_program_has_a_test_here() {
             "tests/plugins/{program} has no test in hostile.rs"
         );
     }
+}
+
+#[tokio::test]
+async fn a_plugin_has_no_environment_files_sockets_or_egress() {
+    let host = host();
+    let adapter = load(&host, AMBIENT_PROBE);
+    let result = run(&host, &adapter, json!({})).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let seen = result.structured_content.unwrap();
+    assert_eq!(seen["env_vars"], 0, "{seen:#}");
+    assert_eq!(seen["args"], 0, "{seen:#}");
+    for attempt in [
+        "read_root_dir",
+        "read_passwd",
+        "write_tmp",
+        "tcp_connect",
+        "udp_bind",
+    ] {
+        let got = seen[attempt].as_str().unwrap();
+        assert!(got.starts_with("error: "), "{attempt} must fail, got {got}");
+    }
+    assert_eq!(seen["http_get"], "error: ErrorCode::HttpRequestDenied", "{seen:#}");
+    assert_eq!(result.egress.len(), 1, "the denied attempt is recorded");
+    assert_eq!(
+        (result.egress[0].method.as_str(), result.egress[0].allowed),
+        ("GET", false)
+    );
+    assert_eq!(result.egress[0].uri, "http://example.com/");
 }
