@@ -37,7 +37,14 @@ const DEFAULT_CONFIG: &str = "gatehouse.toml";
 /// (`keygen`), embed a manifest and sign (`pack`); operators trust publisher keys in their
 /// config and `verify`, `inspect` and `call` components.
 #[derive(Debug, Parser)]
-#[command(name = "gatehouse", version, propagate_version = true)]
+#[command(
+    name = "gatehouse",
+    version,
+    propagate_version = true,
+    after_help = "Exit codes: 0 success; 1 the component was refused or the call failed; \
+                  2 bad usage, unreadable file or invalid config.\n\
+                  Logs go to stderr; RUST_LOG=info shows plugin log lines."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -205,7 +205,10 @@ async fn a_plugin_has_no_environment_files_sockets_or_egress() {
         let got = seen[attempt].as_str().unwrap();
         assert!(got.starts_with("error: "), "{attempt} must fail, got {got}");
     }
-    assert_eq!(seen["http_get"], "error: ErrorCode::HttpRequestDenied", "{seen:#}");
+    assert_eq!(
+        seen["http_get"], "error: ErrorCode::HttpRequestDenied",
+        "{seen:#}"
+    );
     assert_eq!(result.egress.len(), 1, "the denied attempt is recorded");
     assert_eq!(
         (result.egress[0].method.as_str(), result.egress[0].allowed),
