@@ -13,7 +13,8 @@
 //! 5. resolves the host once and refuses the request if *any* resolved address is loopback,
 //!    private, link-local, unique-local, CGNAT, multicast, unspecified, reserved or cloud
 //!    metadata (IPv4-mapped IPv6 judged as IPv4) unless `[egress] allow_private` lists it,
-//!    then connects to that checked address (no second lookup, so no DNS rebinding);
+//!    then connects to a checked address, trying them in resolver order (no second lookup, so
+//!    no DNS rebinding);
 //! 6. reads the request body against the call's request-byte budget;
 //! 7. strips `Authorization`, `Cookie`, `Proxy-*`, `Idempotency-Key`, `traceparent` and every
 //!    credential-slot header the guest set, injects the rule's credentials, and adds
@@ -371,7 +372,7 @@ async fn send(
         }
     };
     attempt.destination = checked.dest.without_query();
-    attempt.address = Some(checked.addr);
+    attempt.address = checked.addrs.first().copied();
     attempt.allowed = true;
     if checked.dest.scheme == Scheme::Https {
         attempt.code = "tls_unavailable".to_owned();
@@ -395,9 +396,12 @@ async fn send(
             shared.deadline.min(Instant::now() + wait)
         });
     let result =
-        tokio::time::timeout_at(head_deadline.into(), exchange(checked.addr, outgoing)).await;
+        tokio::time::timeout_at(head_deadline.into(), exchange(&checked.addrs, outgoing)).await;
     let response = match result {
-        Ok(Ok(response)) => response,
+        Ok(Ok((addr, response))) => {
+            attempt.address = Some(addr);
+            response
+        }
         Ok(Err(error)) => {
             attempt.code = "upstream_error".to_owned();
             attempt.reason = error.to_string();
@@ -440,7 +444,7 @@ async fn send(
 /// A request that passed every check.
 struct Checked {
     dest: Destination,
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     rule: usize,
     body: Bytes,
 }
@@ -510,26 +514,32 @@ async fn check(
             mode: mode_name(shared.call.approval_mode).to_owned(),
         }));
     }
-    let addr = resolve(&dest, &grants.addresses, shared.deadline)
+    let addrs = resolve(&dest, &grants.addresses, shared.deadline)
         .await
         .map_err(deny)?;
-    let body = read_body(shared, body)
-        .await
-        .map_err(|stop| (stop, Some(shown.clone())))?;
+    let body = match tokio::time::timeout_at(shared.deadline.into(), read_body(shared, body)).await
+    {
+        Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
+        Err(_elapsed) => {
+            return Err(deny(Denial::TimeBudget {
+                limit_ms: millis(grants.max_total),
+            }));
+        }
+    };
     Ok(Checked {
         dest,
-        addr,
+        addrs,
         rule,
         body,
     })
 }
 
-/// Step 5: one lookup; every address must pass; the first is used.
+/// Step 5: one lookup; every address must pass. Returns at least one address.
 async fn resolve(
     dest: &Destination,
     policy: &AddressPolicy,
     deadline: Instant,
-) -> Result<SocketAddr, Denial> {
+) -> Result<Vec<SocketAddr>, Denial> {
     let addrs: Vec<SocketAddr> = match &dest.host {
         DestHost::Ip(ip) => vec![SocketAddr::new(*ip, dest.port)],
         DestHost::Name(name) => {
@@ -555,10 +565,13 @@ async fn resolve(
     for addr in &addrs {
         policy.check(addr.ip()).map_err(Denial::Address)?;
     }
-    addrs.first().copied().ok_or_else(|| Denial::Resolve {
-        host: dest.host.to_string(),
-        detail: "no addresses".to_owned(),
-    })
+    if addrs.is_empty() {
+        return Err(Denial::Resolve {
+            host: dest.host.to_string(),
+            detail: "no addresses".to_owned(),
+        });
+    }
+    Ok(addrs)
 }
 
 /// Step 6: reads the whole body, charging the request-byte budget as it goes.
@@ -650,14 +663,28 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(buf)
 }
 
-/// Step 8: connects to the checked address and exchanges one HTTP/1.1 request.
+/// Step 8: connects to the first checked address that accepts, and exchanges one HTTP/1.1
+/// request over that connection.
 async fn exchange(
-    addr: SocketAddr,
+    addrs: &[SocketAddr],
     request: Request<http_body_util::Full<Bytes>>,
-) -> Result<Response<hyper::body::Incoming>, HttpError> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(HttpError::Connect)?;
+) -> Result<(SocketAddr, Response<hyper::body::Incoming>), HttpError> {
+    let mut last = None;
+    let mut connected = None;
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(stream) => {
+                connected = Some((*addr, stream));
+                break;
+            }
+            Err(error) => last = Some(error),
+        }
+    }
+    let Some((addr, stream)) = connected else {
+        return Err(HttpError::Connect(last.unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address to connect to")
+        })));
+    };
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(HttpError::from)?;
@@ -667,7 +694,11 @@ async fn exchange(
             tracing::debug!(%error, "egress connection closed with an error");
         }
     });
-    sender.send_request(request).await.map_err(HttpError::from)
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(HttpError::from)?;
+    Ok((addr, response))
 }
 
 /// The response body, metered against the call's response-byte and time budgets.
