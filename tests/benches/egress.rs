@@ -96,7 +96,7 @@ fn overhead(c: &mut Criterion) {
                             .boxed_unsync(),
                     )
                     .expect("request");
-                let response = gate.send(request).await.expect("allowed");
+                let response = gate.send(request, None).await.expect("allowed");
                 response.into_body().collect().await.expect("body");
             });
         });

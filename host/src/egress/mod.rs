@@ -293,9 +293,15 @@ impl EgressGate {
     }
 
     /// Sends one request through every check (the function the WASI hook calls; public so
-    /// the checks can be tested without a guest). Denials are `HttpRequestDenied`.
-    pub async fn send(&self, request: Request<WasiBody>) -> Result<Response<WasiBody>, HttpError> {
-        send(Arc::clone(&self.shared), request, None).await
+    /// the checks can be tested without a guest). Denials are `HttpRequestDenied`. `options`
+    /// are the guest's request options: a `first_byte_timeout` shortens the wait for the
+    /// response head, never beyond the call's time budget.
+    pub async fn send(
+        &self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> Result<Response<WasiBody>, HttpError> {
+        send(Arc::clone(&self.shared), request, options).await
     }
 }
 

@@ -174,8 +174,17 @@ fn request(
         .unwrap()
 }
 
+impl EgressGate {
+    async fn send_plain(
+        &self,
+        request: Request<WasiBody>,
+    ) -> Result<Response<WasiBody>, HttpError> {
+        self.send(request, None).await
+    }
+}
+
 async fn denied(gate: &EgressGate, request: Request<WasiBody>) -> EgressAttempt {
-    let result = gate.send(request).await;
+    let result = gate.send(request, None).await;
     assert!(
         matches!(result, Err(HttpError::HttpRequestDenied)),
         "expected a denial, got {:?}",
@@ -193,7 +202,7 @@ async fn allowed_request_carries_credential_trace_and_idempotency_key() {
         Some("key-123"),
     );
     let response = gate
-        .send(request(
+        .send_plain(request(
             "POST",
             &upstream.url("/api/items?x=1"),
             &[
@@ -262,7 +271,7 @@ async fn safe_methods_get_no_idempotency_key() {
         ApprovalMode::Network,
         Some("key-123"),
     );
-    gate.send(request(
+    gate.send_plain(request(
         "GET",
         &upstream.url("/api/x"),
         &[("idempotency-key", "guest")],
@@ -372,7 +381,7 @@ async fn localhost_works_once_loopback_is_allowed() {
     let upstream = Upstream::start().await;
     let gate = gate(&config(&upstream, true), ApprovalMode::ReadOnly, None);
     let response = gate
-        .send(request(
+        .send_plain(request(
             "GET",
             &format!("http://localhost:{}/hello", upstream.port),
             &[],
@@ -397,7 +406,7 @@ async fn request_count_budget_cuts_off_a_loop() {
     config.max_requests = 3;
     let gate = gate(&config, ApprovalMode::ReadOnly, None);
     for _ in 0..3 {
-        gate.send(request("GET", &upstream.url("/api"), &[], b""))
+        gate.send_plain(request("GET", &upstream.url("/api"), &[], b""))
             .await
             .unwrap();
     }
@@ -428,7 +437,7 @@ async fn response_byte_budget_cuts_the_body() {
     config.max_response_bytes = 1024;
     let gate = gate(&config, ApprovalMode::ReadOnly, None);
     let response = gate
-        .send(request("GET", &upstream.url("/big"), &[], b""))
+        .send_plain(request("GET", &upstream.url("/big"), &[], b""))
         .await
         .unwrap();
     let error = response.into_body().collect().await.err();
@@ -449,7 +458,7 @@ async fn time_budget_stops_a_slow_upstream() {
     let gate = gate(&config, ApprovalMode::ReadOnly, None);
     let started = Instant::now();
     let result = gate
-        .send(request("GET", &upstream.url("/slow"), &[], b""))
+        .send_plain(request("GET", &upstream.url("/slow"), &[], b""))
         .await;
     assert!(
         matches!(result, Err(HttpError::ConnectionReadTimeout)),
@@ -610,8 +619,30 @@ async fn https_is_refused_until_a_tls_client_exists() {
         CallInfo::new(ApprovalMode::ReadOnly, "", None),
     );
     let url = format!("https://127.0.0.1:{}/", upstream.port);
-    let result = gate.send(request("GET", &url, &[], b"")).await;
+    let result = gate.send_plain(request("GET", &url, &[], b"")).await;
     assert!(matches!(result, Err(HttpError::TlsProtocolError)));
     assert_eq!(gate.take_attempts()[0].code, "tls_unavailable");
     assert!(upstream.seen().is_empty());
+}
+
+#[tokio::test]
+async fn the_guests_first_byte_timeout_shortens_the_wait() {
+    let upstream = Upstream::start().await;
+    let gate = gate(&config(&upstream, true), ApprovalMode::ReadOnly, None);
+    let options = RequestOptions {
+        first_byte_timeout: Some(Duration::from_millis(100)),
+        ..RequestOptions::default()
+    };
+    let started = Instant::now();
+    let result = gate
+        .send(
+            request("GET", &upstream.url("/slow"), &[], b""),
+            Some(options),
+        )
+        .await;
+    assert!(matches!(result, Err(HttpError::ConnectionReadTimeout)));
+    assert!(started.elapsed() < Duration::from_millis(900));
+    let attempt = gate.take_attempts().pop().unwrap();
+    assert_eq!(attempt.code, "upstream_timeout");
+    assert!(attempt.allowed);
 }
