@@ -18,12 +18,22 @@
 //! key_id = "acme-2026"
 //! public_key = "..."
 //! adapters = ["acme.*"]
+//!
+//! [egress]               # what adapters may reach (see EgressConfig)
+//! allow_private = []
+//!
+//! [[egress.grant]]
+//! adapter = "acme.orders"
+//! url = "https://api.acme.example/v1/"
+//! methods = ["GET", "POST"]
+//! credentials = { api_token = { env = "ACME_TOKEN", scheme = "Bearer" } }
 //! ```
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::egress::EgressConfig;
 use crate::plugin::cache::CacheConfig;
 use crate::plugin::trust::TrustConfig;
 use crate::sandbox::SandboxConfig;
@@ -41,6 +51,10 @@ pub struct HostConfig {
     /// Trusted publishers. Default: none.
     #[serde(default)]
     pub trust: TrustConfig,
+    /// Egress grants, private-address allowances and per-call egress budgets. Default: no
+    /// adapter may reach anything.
+    #[serde(default)]
+    pub egress: EgressConfig,
 }
 
 /// Why the config cannot be used.

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::bindings::types as wit;
 use crate::config::HostConfig;
+use crate::egress::{CallInfo, EgressConfig, EgressGate};
 use crate::envelope::{
     self, ErrorBody, ErrorKind, OutcomeCode, RESULT_ENVELOPE_VERSION, Status, ToolResultEnvelope,
     Usage,
@@ -78,6 +79,7 @@ pub struct Host {
     trust: TrustStore,
     cache: Option<CompileCache>,
     limits: Limits,
+    egress: EgressConfig,
 }
 
 impl std::fmt::Debug for Host {
@@ -110,6 +112,7 @@ impl Host {
             trust,
             cache,
             limits,
+            egress: config.egress,
         })
     }
 
@@ -121,7 +124,13 @@ impl Host {
     /// Verifies, compiles (or loads from the cache) and pre-instantiates an adapter.
     pub fn load_adapter(&self, bytes: &[u8]) -> Result<LoadedAdapter, LoadError> {
         let verified = self.verify(bytes)?;
-        plugin::load_adapter(&self.sandbox, self.cache.as_ref(), bytes, verified)
+        plugin::load_adapter(
+            &self.sandbox,
+            self.cache.as_ref(),
+            &self.egress,
+            bytes,
+            verified,
+        )
     }
 
     /// Verifies, compiles (or loads from the cache) and pre-instantiates a policy module.
@@ -190,9 +199,20 @@ impl Host {
             skill_context: None,
         };
         let args = call.args.to_string();
+        let gate = EgressGate::new(
+            adapter.egress.clone(),
+            CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone()),
+        );
         let report = self
             .sandbox
-            .run_adapter(&adapter.pre, &self.limits, &ctx, &call.capability, &args)
+            .run_adapter(
+                &adapter.pre,
+                &self.limits,
+                gate,
+                &ctx,
+                &call.capability,
+                &args,
+            )
             .await;
         for line in &report.logs {
             tracing::info!(target: "gatehouse::plugin", level = line.level, "{}", line.message);

@@ -44,13 +44,15 @@
 //! gatehouse_sdk::export_adapter!(Echo);
 //! ```
 //!
-//! The raw bindings stay reachable in [`adapter::bindings`] and [`policy::bindings`], for
-//! example for the `wasi:http` client an adapter uses to reach its upstream.
+//! Adapters reach their upstream with the blocking [`http`] client; a request the gateway
+//! refuses comes back as [`http::HttpError::Denied`]. The raw bindings stay reachable in
+//! [`adapter::bindings`] and [`policy::bindings`].
 
 #![deny(missing_docs)]
 
 pub mod adapter;
 mod error;
+pub mod http;
 pub mod log;
 mod output;
 pub mod policy;

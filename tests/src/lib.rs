@@ -1,5 +1,5 @@
 //! Shared fixtures for the end-to-end tests: the components built from source by `build.rs`,
-//! a test publisher key, and operator configs that trust it.
+//! a test publisher key, operator configs that trust it, and a loopback [`upstream`] server.
 
 use std::sync::OnceLock;
 
@@ -7,6 +7,8 @@ use gatehouse_host::HostConfig;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::trust::PublisherConfig;
+
+pub mod upstream;
 
 /// A component built from source, and its manifest file.
 #[derive(Debug, Clone, Copy)]

@@ -5,8 +5,8 @@ use gatehouse_host::envelope::ErrorKind;
 use gatehouse_host::plugin::LoadedAdapter;
 use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
-    AMBIENT_PROBE, ECHO, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC, RECURSION,
-    TEST_PROGRAMS, WRONG_WORLD,
+    AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
+    RECURSION, TEST_PROGRAMS, WRONG_WORLD,
 };
 use gatehouse_tests::{Artifact, config};
 use serde_json::json;
@@ -177,11 +177,13 @@ fn every_test_program_has_a_test_here() {
         PANIC.name,
         OVERSIZED_OUTPUT.name,
         WRONG_WORLD.name,
+        // Driven by tests/egress.rs.
+        EGRESS_PROBE.name,
     ];
     for program in TEST_PROGRAMS {
         assert!(
             covered.contains(program),
-            "tests/plugins/{program} has no test in hostile.rs"
+            "tests/plugins/{program} has no test in hostile.rs or egress.rs"
         );
     }
 }
@@ -214,5 +216,6 @@ async fn a_plugin_has_no_environment_files_sockets_or_egress() {
         (result.egress[0].method.as_str(), result.egress[0].allowed),
         ("GET", false)
     );
-    assert_eq!(result.egress[0].uri, "http://example.com/");
+    assert_eq!(result.egress[0].destination, "http://example.com:80/");
+    assert_eq!(result.egress[0].code, "no_matching_grant");
 }

@@ -352,6 +352,12 @@ impl AdapterManifest {
                     "list at least one HTTP method",
                 ));
             }
+            if let Err(e) = crate::egress::UrlPattern::parse(&egress.url) {
+                return Err(invalid(&format!("egress[{i}].url"), &e.to_string()));
+            }
+            if let Err(e) = crate::egress::parse_methods(&egress.methods) {
+                return Err(invalid(&format!("egress[{i}].methods"), &e.to_string()));
+            }
         }
         Ok(())
     }

@@ -7,8 +7,10 @@
 //! 3. find the trusted key and verify the signature with it (unknown key, bad signature);
 //! 4. read and check the embedded manifest (missing, invalid, wrong kind);
 //! 5. check the key may publish this plugin id (out of scope);
-//! 6. compile, through the digest-keyed [cache](cache::CompileCache);
-//! 7. pre-instantiate against the world's linker (component not implementing the world).
+//! 6. for adapters, intersect the operator's egress grants with the manifest's egress requests
+//!    and read the bound credentials ([`Grants::for_adapter`]);
+//! 7. compile, through the digest-keyed [cache](cache::CompileCache);
+//! 8. pre-instantiate against the world's linker (component not implementing the world).
 //!
 //! Steps 1-5 are [`verify`], which compiles and executes nothing; [`inspect`] only reads.
 
@@ -19,6 +21,7 @@ pub mod signature;
 pub mod trust;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use cache::{CacheOutcome, CompileCache};
 use manifest::{AdapterManifest, Manifest, ManifestError, PluginKind, PolicyManifest};
@@ -29,6 +32,7 @@ use wasmtime::component::Component;
 
 use crate::bindings::adapter::AdapterPre;
 use crate::bindings::policy::PolicyPre;
+use crate::egress::{EgressConfig, GrantError, Grants};
 use crate::sandbox::{CallState, Sandbox, WorldMismatch};
 
 /// Why a plugin was refused.
@@ -68,6 +72,10 @@ pub enum LoadError {
     /// The component does not implement its world.
     #[error(transparent)]
     World(#[from] WorldMismatch),
+    /// The operator's egress grants for this adapter do not fit its manifest, or a bound
+    /// credential cannot be read.
+    #[error(transparent)]
+    Egress(#[from] GrantError),
 }
 
 fn article(kind: PluginKind) -> &'static str {
@@ -109,6 +117,8 @@ pub struct LoadedAdapter {
     pub plugin: PluginRef,
     /// Whether compilation came from the cache.
     pub cache: CacheOutcome,
+    /// What it may reach: the operator's grants intersected with the manifest's requests.
+    pub egress: Arc<Grants>,
     pub(crate) pre: AdapterPre<CallState>,
 }
 
@@ -210,10 +220,11 @@ fn read_manifest(list: &[sections::Section<'_>]) -> Result<Manifest, LoadError> 
     }
 }
 
-/// Steps 6-7 for an adapter, after [`verify`].
+/// Steps 6-8 for an adapter, after [`verify`].
 pub fn load_adapter(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,
+    egress: &EgressConfig,
     bytes: &[u8],
     verified: Verified,
 ) -> Result<LoadedAdapter, LoadError> {
@@ -229,17 +240,19 @@ pub fn load_adapter(
         &verified.digest,
         verified.key_id,
     );
+    let egress = Arc::new(Grants::for_adapter(egress, &manifest.id, &manifest.egress)?);
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {
         manifest,
         plugin,
         cache,
+        egress,
         pre,
     })
 }
 
-/// Steps 6-7 for a policy module, after [`verify`].
+/// Steps 7-8 for a policy module, after [`verify`].
 pub fn load_policy(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,

@@ -24,7 +24,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
-use crate::egress::EgressAttempt;
+use crate::egress::{EgressAttempt, EgressGate};
 pub use state::{CallState, LogLine, MemoryLimitExceeded};
 
 /// How often the epoch advances. Deadlines are rounded up to whole ticks.
@@ -296,11 +296,12 @@ impl Sandbox {
         &self,
         pre: &AdapterPre<CallState>,
         limits: &Limits,
+        egress: EgressGate,
         ctx: &CallContext,
         capability: &str,
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
-        let (mut store, started) = self.prepare(limits);
+        let (mut store, started) = self.prepare(limits, egress);
         let call = async {
             let adapter = pre.instantiate_async(&mut store).await?;
             adapter.call_invoke(&mut store, ctx, capability, args).await
@@ -331,7 +332,8 @@ impl Sandbox {
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
-        let (mut store, started) = self.prepare(limits);
+        // Policies have no wasi:http import, so this gate is never reached; it denies anyway.
+        let (mut store, started) = self.prepare(limits, EgressGate::deny_all());
         let call = async {
             let policy = pre.instantiate_async(&mut store).await?;
             policy.call_evaluate(&mut store, action, config).await
@@ -347,8 +349,8 @@ impl Sandbox {
         finish(store, started, limits, outcome)
     }
 
-    fn prepare(&self, limits: &Limits) -> (Store<CallState>, Instant) {
-        let mut store = Store::new(&self.engine, CallState::new(limits.memory_bytes));
+    fn prepare(&self, limits: &Limits, egress: EgressGate) -> (Store<CallState>, Instant) {
+        let mut store = Store::new(&self.engine, CallState::new(limits.memory_bytes, egress));
         store.limiter(|state| state);
         store
             .set_fuel(limits.fuel)

@@ -56,7 +56,7 @@ pub struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(memory_limit: usize) -> Self {
+    pub(crate) fn new(memory_limit: usize, egress: EgressGate) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let wasi = WasiCtx::builder()
             .stdout(SinkOutputStream)
@@ -69,7 +69,7 @@ impl CallState {
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            egress: EgressGate::default(),
+            egress,
             memory_limit,
             stderr,
             logs: Vec::new(),
