@@ -6,7 +6,12 @@ use std::path::{Path, PathBuf};
 use gatehouse_build_support::{Package, build_components};
 
 /// First-party plugins the tests drive.
-const PLUGINS: &[(&str, &str)] = &[("echo", "plugins/echo"), ("textkit", "plugins/textkit")];
+const PLUGINS: &[(&str, &str)] = &[
+    ("echo", "plugins/echo"),
+    ("textkit", "plugins/textkit"),
+    ("baseline", "plugins/baseline"),
+    ("redact", "plugins/redact"),
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));

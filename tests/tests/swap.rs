@@ -1,0 +1,136 @@
+//! Hot swap of a policy module under concurrent calls: no call fails because of the swap,
+//! every decision names the version that made it, a module that fails to load or whose
+//! config check fails never replaces the serving one, and rollback restores the previous one.
+
+use std::sync::Arc;
+
+use gatehouse_host::pipeline::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
+use gatehouse_tests::{config, publisher};
+use serde_json::json;
+
+/// The probe policy packed and signed as `version`.
+fn probe(version: &str) -> Vec<u8> {
+    let mut manifest = POLICY_PROBE.manifest();
+    let Manifest::Policy(policy) = &mut manifest else {
+        panic!("policy-probe is a policy")
+    };
+    policy.version = version.to_owned();
+    gatehouse_host::plugin::pack(&POLICY_PROBE.bytes(), &manifest, publisher()).expect("packs")
+}
+
+fn host() -> Host {
+    let mut config = config(&["gatehouse.*"], &["test.*"]);
+    config.pipeline.policy_default = PolicyDefault::Deny;
+    config.pipeline.policies = vec![PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: vec!["*".to_owned()],
+        tools: vec!["*".to_owned()],
+        order: 0,
+        config: json!({ "verdict": "allow" }),
+    }];
+    let host = Host::new(config).expect("host builds");
+    host.install_adapter(&ECHO.signed()).expect("echo installs");
+    host
+}
+
+async fn decided_by(host: &Host) -> String {
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "m" }),
+        ))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Ok, OutcomeCode::Ok),
+        "{result:#?}"
+    );
+    let decision = result.policy_decision.expect("a decision is recorded");
+    let module = decision.modules[0].module.clone().expect("module named");
+    assert_eq!(module.id, "test.policy-probe");
+    assert!(module.digest.starts_with("sha256:"));
+    module.version
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_under_concurrent_calls_fails_no_call() {
+    let host = Arc::new(host());
+    let v1 = probe("1.0.0");
+    let v2 = probe("2.0.0");
+    host.install_policy(&v1).expect("v1 installs");
+    assert_eq!(decided_by(&host).await, "1.0.0");
+
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let host = Arc::clone(&host);
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                for _ in 0..30 {
+                    seen.push(decided_by(&host).await);
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut tampered = v2.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0xff;
+    for round in 0..10 {
+        let next = if round % 2 == 0 { &v2 } else { &v1 };
+        host.install_policy(next).expect("swap installs");
+        // A tampered build never replaces the serving version.
+        let serving = host.policy_version("test.policy-probe").unwrap();
+        host.install_policy(&tampered)
+            .expect_err("tampered bytes are refused");
+        assert_eq!(host.policy_version("test.policy-probe").unwrap(), serving);
+        tokio::task::yield_now().await;
+    }
+    let mut versions = std::collections::BTreeSet::new();
+    for worker in workers {
+        for version in worker.await.expect("no worker panicked") {
+            versions.insert(version);
+        }
+    }
+    assert!(
+        versions.iter().all(|v| v == "1.0.0" || v == "2.0.0"),
+        "{versions:?}"
+    );
+    // The last swap installed v1 (round 9); new calls see it.
+    assert_eq!(decided_by(&host).await, "1.0.0");
+}
+
+#[tokio::test]
+async fn rollback_restores_the_previous_version_and_bad_config_never_swaps() {
+    let host = host();
+    host.install_policy(&probe("1.0.0")).unwrap();
+    host.install_policy(&probe("2.0.0")).unwrap();
+    assert_eq!(decided_by(&host).await, "2.0.0");
+    let back = host.rollback_policy("test.policy-probe").unwrap();
+    assert_eq!(back.version, "1.0.0");
+    assert_eq!(decided_by(&host).await, "1.0.0");
+
+    // A config that breaks the module's config schema is refused; the old config keeps serving.
+    let err = host
+        .set_policy_config("test.policy-probe", json!({ "verdict": "maybe" }))
+        .unwrap_err();
+    assert!(err.to_string().contains("config_schema"), "{err}");
+    assert_eq!(decided_by(&host).await, "1.0.0");
+    // A valid config swap takes effect for new calls.
+    host.set_policy_config("test.policy-probe", json!({ "verdict": "deny" }))
+        .unwrap();
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "m" }),
+        ))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Rejected, OutcomeCode::PolicyBlocked)
+    );
+}
