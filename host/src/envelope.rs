@@ -218,34 +218,6 @@ pub struct ToolResultEnvelope {
 }
 
 impl ToolResultEnvelope {
-    /// A failed result with no output.
-    pub fn failure(
-        tool_call_id: &str,
-        trace_id: &str,
-        capability_id: &str,
-        outcome: OutcomeCode,
-        error: ErrorBody,
-    ) -> Self {
-        Self {
-            envelope_version: RESULT_ENVELOPE_VERSION,
-            tool_call_id: tool_call_id.to_owned(),
-            trace_id: trace_id.to_owned(),
-            adapter: None,
-            capability_id: capability_id.to_owned(),
-            resolved_from: None,
-            approval_mode_effective: None,
-            status: Status::Failed,
-            outcome,
-            content: Vec::new(),
-            structured_content: None,
-            evidence_refs: Vec::new(),
-            error: Some(error),
-            policy_decision: None,
-            egress: Vec::new(),
-            usage: None,
-        }
-    }
-
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok

@@ -2,14 +2,13 @@
 
 use serde_json::Value;
 
-use crate::bindings::types as wit;
 use crate::config::HostConfig;
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
 use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 use crate::policy::PolicyError;
-use crate::sandbox::{CallReport, Limits, Sandbox};
+use crate::sandbox::{Limits, Sandbox};
 use crate::skills::Resolution;
 
 /// Why a host could not be built from its config.
@@ -149,7 +148,7 @@ impl Host {
 
     /// Replaces the config of every binding of `module`, atomically, after checking it
     /// against the module's config schema.
-    pub fn set_policy_config(&self, module: &str, config: Value) -> Result<(), PolicyError> {
+    pub fn set_policy_config(&self, module: &str, config: &Value) -> Result<(), PolicyError> {
         self.pipeline.policies.set_config(module, config)
     }
 
@@ -181,20 +180,6 @@ impl Host {
     /// The sandbox (engine and linkers).
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
-    }
-
-    /// Runs a policy module's `evaluate` in a fresh instance with the host's budgets. A module
-    /// that traps or exhausts a budget reports a [`SandboxError`](crate::sandbox::SandboxError);
-    /// callers treat that as deny (fail closed).
-    pub async fn evaluate_policy(
-        &self,
-        policy: &LoadedPolicy,
-        action: &wit::Action,
-        config: &str,
-    ) -> CallReport<wit::Decision> {
-        self.sandbox
-            .run_policy(&policy.pre, &self.limits, action, config)
-            .await
     }
 }
 

@@ -14,7 +14,7 @@
 //!    invariants, policy modules ([`policy`]), invoke with skills context ([`skills`]),
 //!    verify, obligations.
 //!
-//! Embedding (see `host/examples/embed.rs` and the `docs` in [`Host`]): build a [`Host`] from
+//! Embedding (see [`Host`] and `host/examples/embed.rs`): build a [`Host`] from
 //! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s.
 //!
 //! ```no_run

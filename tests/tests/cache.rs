@@ -19,7 +19,7 @@ fn host_with_cache(dir: &Path) -> Host {
 async fn load_and_call(dir: &Path) -> CacheOutcome {
     let host = host_with_cache(dir);
     let echo = host.load_adapter(&ECHO.signed()).unwrap();
-    let outcome = echo.cache;
+    let outcome = echo.cache.clone();
     host.serve_adapter(echo).unwrap();
     let result = host
         .call(ToolCallEnvelope::new(

@@ -276,7 +276,7 @@ impl PolicyStore {
 
     /// Replaces the config of every binding of `module`, after checking it against the
     /// serving module's config schema (if one is installed). Atomic like an install.
-    pub fn set_config(&self, module: &str, config: Value) -> Result<(), PolicyError> {
+    pub fn set_config(&self, module: &str, config: &Value) -> Result<(), PolicyError> {
         let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
         if !serving.bindings.iter().any(|b| b.module == module) {
             return Err(PolicyError::Unbound {
