@@ -18,8 +18,8 @@
 //! 8. **invoke** — skills resolved ([`crate::skills`]), the adapter run in a fresh sandbox;
 //! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
 //!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]);
-//! 10. record — the result carries the decision record; the audit log (state module) plugs in
-//!    here.
+//! 10. record — the result carries the decision record; the audit log (state module)
+//!     plugs in here.
 //!
 //! Gates before 8 have no side effects: a refusal there is `rejected` (or `paused`).
 

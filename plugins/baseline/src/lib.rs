@@ -69,7 +69,9 @@ impl Policy for Baseline {
             && let Ok(args) = action.args_value()
         {
             for (name, limit) in &config.approval_thresholds {
-                if let Some(amount) = args.get(name).and_then(|v| v.as_f64())
+                if let Some(amount) = args
+                    .get(name)
+                    .and_then(gatehouse_sdk::serde_json::Value::as_f64)
                     && amount > *limit
                 {
                     return Decision::require_approval(
