@@ -146,3 +146,30 @@ async fn rollback_restores_the_previous_version_and_bad_config_never_swaps() {
         (Status::Rejected, OutcomeCode::PolicyBlocked)
     );
 }
+
+#[tokio::test]
+async fn a_watched_directory_swaps_in_new_versions_and_ignores_bad_files() {
+    let host = Arc::new(host());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probe.wasm");
+    std::fs::write(&file, probe("1.0.0")).unwrap();
+    let mut watcher =
+        host.watch_policies(dir.path().to_owned(), std::time::Duration::from_millis(20));
+    let event = watcher.next_event().await.unwrap();
+    assert_eq!(event.result.unwrap().version, "1.0.0");
+    assert_eq!(decided_by(&host).await, "1.0.0");
+
+    std::fs::write(&file, probe("2.0.0")).unwrap();
+    let event = watcher.next_event().await.unwrap();
+    assert_eq!(
+        (event.path, event.result.unwrap().version),
+        (file.clone(), "2.0.0".to_owned())
+    );
+    assert_eq!(decided_by(&host).await, "2.0.0");
+
+    // A file that does not verify never replaces the serving version.
+    std::fs::write(dir.path().join("broken.wasm"), b"not a component").unwrap();
+    let event = watcher.next_event().await.unwrap();
+    assert!(event.result.is_err(), "{event:?}");
+    assert_eq!(decided_by(&host).await, "2.0.0");
+}

@@ -13,7 +13,11 @@
 //!    closed). Deny overrides require-approval overrides allow; all-abstain falls to the
 //!    operator default. A module may lower the effective approval mode, never raise it.
 //!
-//! Every [`ModuleDecision`] names the module id, version and digest that made it.
+//! Every [`ModuleDecision`] names the module id, version and digest that made it. Swaps go
+//! through the library API ([`crate::Host::install_policy`], `rollback_policy`,
+//! `set_policy_config`) or a watched directory ([`watch`]).
+
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
