@@ -326,7 +326,7 @@ async fn the_approval_mode_can_go_down_never_up() {
         .call(transfer(1.0).with_mode(ApprovalMode::Destructive))
         .await;
     let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
-    assert!(message.contains("maximum of Delegated"), "{message}");
+    assert!(message.contains("maximum of `delegated`"), "{message}");
     // A policy tries to raise the mode: ignored, recorded.
     let host = host_with(
         base_config(),

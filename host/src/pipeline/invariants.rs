@@ -12,7 +12,7 @@ use crate::plugin::manifest::Capability;
 pub enum InvariantError {
     /// The call asked for a mode above the capability's maximum.
     #[error(
-        "the call asks for approval mode {requested:?} but `{tool}` is declared with a maximum of {maximum:?}"
+        "the call asks for approval mode `{requested}` but `{tool}` is declared with a maximum of `{maximum}`; ask for `{maximum}` or lower"
     )]
     ModeAboveMaximum {
         /// The tool.
