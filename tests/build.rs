@@ -10,6 +10,8 @@ const PLUGINS: &[(&str, &str)] = &[
     ("echo", "plugins/echo"),
     ("textkit", "plugins/textkit"),
     ("rest", "plugins/rest"),
+    ("baseline", "plugins/baseline"),
+    ("redact", "plugins/redact"),
 ];
 
 fn main() {

@@ -11,7 +11,8 @@ use std::io::Write;
 use clap::{Parser, Subcommand};
 
 use crate::config::HostConfig;
-use crate::host::{AdapterCall, Host};
+use crate::host::Host;
+use crate::pipeline::ToolCallEnvelope;
 use crate::plugin::manifest::{Manifest, PluginKind};
 use crate::plugin::signature::SigningKey;
 use crate::plugin::{self, read_file};
@@ -88,7 +89,8 @@ enum Command {
         /// The component.
         component: PathBuf,
     },
-    /// Run one capability of a signed adapter and print the ToolResultEnvelope as JSON.
+    /// Run one capability of a signed adapter through the governed pipeline (tool grants,
+    /// policies, skills from the config) and print the ToolResultEnvelope as JSON.
     Call {
         /// The signed adapter.
         component: PathBuf,
@@ -207,10 +209,15 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
                     "ARGS is not valid JSON: {e}; pass an object like '{{\"message\":\"hi\"}}'"
                 ))
             })?;
-            let mut call = AdapterCall::new(capability, args);
-            call.tenant = tenant;
-            call.idempotency_key = idempotency_key;
-            call_adapter(&component, &config, call, out)
+            call_tool(
+                &component,
+                &config,
+                &capability,
+                args,
+                tenant,
+                idempotency_key,
+                out,
+            )
         }
     }
 }
@@ -367,22 +374,27 @@ fn inspect(component: &Path, out: &mut dyn Write) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn call_adapter(
+fn call_tool(
     component: &Path,
     config: &ConfigArg,
-    call: AdapterCall,
+    capability: &str,
+    args: serde_json::Value,
+    tenant: String,
+    idempotency_key: Option<String>,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let host = Host::new(load_config(config)?).map_err(usage)?;
     let bytes = read_file(component).map_err(usage)?;
     let adapter = host
-        .load_adapter(&bytes)
+        .install_adapter(&bytes)
         .map_err(|e| refused(format!("{}: refused: {e}", component.display())))?;
+    let mut call = ToolCallEnvelope::new(tenant, format!("{}.{capability}", adapter.id), args);
+    call.idempotency_key = idempotency_key;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
-    let envelope = runtime.block_on(host.call_adapter(&adapter, call));
+    let envelope = runtime.block_on(host.call(call));
     say!(
         out,
         "{}",

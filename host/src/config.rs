@@ -14,6 +14,9 @@
 //! [cache]                # compiled-component cache (see CacheConfig)
 //! enabled = true
 //!
+//! [pipeline]             # tools, policies, skills (see PipelineConfig)
+//! policy_default = "deny"
+//!
 //! [[trust.publisher]]    # who may publish what (see TrustConfig)
 //! key_id = "acme-2026"
 //! public_key = "..."
@@ -34,6 +37,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::egress::EgressConfig;
+use crate::pipeline::config::PipelineConfig;
 use crate::plugin::cache::CacheConfig;
 use crate::plugin::trust::TrustConfig;
 use crate::sandbox::SandboxConfig;
@@ -55,6 +59,10 @@ pub struct HostConfig {
     /// adapter may reach anything.
     #[serde(default)]
     pub egress: EgressConfig,
+    /// The governed call: tool grants, meta-tools, policy bindings, skills. Default: no tool
+    /// visible, no policy bound, policy default deny. See [`PipelineConfig`].
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
 }
 
 /// Why the config cannot be used.

@@ -16,11 +16,13 @@ use serde_json::{Value, json};
 
 use crate::config::HostConfig;
 use crate::envelope::ToolResultEnvelope;
-use crate::host::{AdapterCall, Host};
+use crate::host::Host;
+use crate::pipeline::ToolCallEnvelope;
+use crate::pipeline::config::{PolicyDefault, ToolGrant};
 use crate::plugin::manifest::Manifest;
 use crate::plugin::signature::SigningKey;
 use crate::plugin::trust::PublisherConfig;
-use crate::plugin::{self, LoadedAdapter, sections};
+use crate::plugin::{self, sections};
 
 /// The first-party plugins, built from source by build.rs: (name, component, manifest).
 const PLUGINS: &[(&str, &[u8], &str)] = include!(concat!(env!("OUT_DIR"), "/demo_plugins.rs"));
@@ -54,67 +56,67 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
         adapters: vec![DEMO_SCOPE.to_owned()],
         policies: vec![DEMO_SCOPE.to_owned()],
     });
+    // No policy module is bound in the demo, so the operator default decides: allow. Every
+    // tenant sees the demo tools.
+    config.pipeline.policy_default = PolicyDefault::Allow;
+    config.pipeline.tools.push(ToolGrant {
+        tools: DEMO_SCOPE.to_owned(),
+        tenants: vec!["*".to_owned()],
+        arg_constraints: Default::default(),
+    });
     let host = Host::new(config.clone()).map_err(fail)?;
     let mut w = Writer(out);
     w.line(format_args!(
         "gatehouse demo: trusting one throwaway key `{DEMO_KEY_ID}` for `{DEMO_SCOPE}`"
     ));
 
-    let mut adapters = Vec::new();
-    for (name, bytes) in &signed {
+    for (_, bytes) in &signed {
         let started = Instant::now();
         let adapter = host.load_adapter(bytes).map_err(fail)?;
+        let cache = adapter.cache.clone();
+        let plugin = host.serve_adapter(adapter).map_err(fail)?;
         w.line(format_args!(
-            "loaded {} {} ({}) in {} ms, compile cache: {:?}",
-            adapter.plugin.id,
-            adapter.plugin.version,
-            adapter.plugin.digest,
+            "loaded {} {} ({}) in {} ms, compile cache: {cache:?}",
+            plugin.id,
+            plugin.version,
+            plugin.digest,
             started.elapsed().as_millis(),
-            adapter.cache
         ));
-        adapters.push((*name, adapter));
     }
-    let find = |name: &str| -> Result<&LoadedAdapter, DemoError> {
-        adapters
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, a)| a)
-            .ok_or_else(|| DemoError(format!("plugin {name} is not embedded")))
-    };
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(fail)?;
-    let tour: [(&str, &str, Value); 6] = [
-        ("echo", "echo", json!({ "message": "hello from the demo" })),
+    let tour: [(&str, Value); 7] = [
         (
-            "textkit",
-            "word_stats",
+            "gatehouse.echo.echo",
+            json!({ "message": "hello from the demo" }),
+        ),
+        (
+            "gatehouse.textkit.word_stats",
             json!({ "text": "Agents propose. Gatehouse decides." }),
         ),
         (
-            "textkit",
-            "verify_iban",
+            "gatehouse.textkit.verify_iban",
             json!({ "iban": "DE89 3704 0044 0532 0130 00" }),
         ),
-        ("textkit", "verify_iban", json!({ "iban": "not an iban" })),
         (
-            "textkit",
-            "render_badge",
+            "gatehouse.textkit.verify_iban",
+            json!({ "iban": "not an iban" }),
+        ),
+        (
+            "gatehouse.textkit.render_badge",
             json!({ "label": "policy", "value": "enforced" }),
         ),
-        ("echo", "shout", json!({ "message": "no such capability" })),
+        ("gatehouse.echo.echo", json!({ "message": 42 })),
+        ("gatehouse.echo.shout", json!({ "message": "no such tool" })),
     ];
-    w.line(format_args!("\ncalls (each in a fresh sandbox):"));
-    for (index, (name, capability, args)) in tour.into_iter().enumerate() {
-        let adapter = find(name)?;
-        let envelope = runtime
-            .block_on(host.call_adapter(adapter, AdapterCall::new(capability, args.clone())));
-        w.line(format_args!(
-            "  {}",
-            summary(&adapter.plugin.id, capability, &args, &envelope)
-        ));
+    w.line(format_args!("\ngoverned calls (each in a fresh sandbox):"));
+    for (index, (tool, args)) in tour.into_iter().enumerate() {
+        let envelope =
+            runtime.block_on(host.call(ToolCallEnvelope::new("demo", tool, args.clone())));
+        w.line(format_args!("  {}", summary(tool, &args, &envelope)));
         if index == 0 {
             let json = serde_json::to_string_pretty(&envelope).map_err(fail)?;
             w.line(format_args!(
@@ -161,7 +163,7 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
     Ok(())
 }
 
-fn summary(adapter: &str, capability: &str, args: &Value, envelope: &ToolResultEnvelope) -> String {
+fn summary(tool: &str, args: &Value, envelope: &ToolResultEnvelope) -> String {
     let status = serde_json::to_value(envelope.status).unwrap_or_default();
     let outcome = serde_json::to_value(envelope.outcome).unwrap_or_default();
     let detail = match (&envelope.structured_content, &envelope.error) {
@@ -171,7 +173,7 @@ fn summary(adapter: &str, capability: &str, args: &Value, envelope: &ToolResultE
     };
     let fuel = envelope.usage.as_ref().map_or(0, |u| u.fuel_consumed);
     format!(
-        "{adapter}/{capability} {args} -> {} {} [{fuel} fuel] {detail}",
+        "{tool} {args} -> {} {} [{fuel} fuel] {detail}",
         status.as_str().unwrap_or("?"),
         outcome.as_str().unwrap_or("?")
     )

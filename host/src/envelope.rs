@@ -14,6 +14,7 @@ use crate::bindings::types as wit;
 use crate::egress::EgressAttempt;
 use crate::model::ApprovalMode;
 use crate::plugin::PluginRef;
+use crate::policy::DecisionRecord;
 use crate::sandbox::SandboxError;
 
 /// Version tag of the envelope format.
@@ -66,6 +67,10 @@ pub enum OutcomeCode {
     ToolTrapped,
     /// The tool's output exceeded the size limit.
     ToolOutputTooLarge,
+    /// The arguments break the input schema or an operator constraint (model-correctable).
+    InvalidArguments,
+    /// A write-class call came without an idempotency key (model-correctable).
+    IdempotencyKeyRequired,
     /// The host failed; not the caller's or the tool's fault.
     InternalError,
 }
@@ -179,8 +184,11 @@ pub struct ToolResultEnvelope {
     /// The adapter that ran (absent if none was reached).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adapter: Option<PluginRef>,
-    /// The capability called.
+    /// The tool called: `<adapter id>.<capability id>`, after meta-tool resolution.
     pub capability_id: String,
+    /// The meta-tool the call came through, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_from: Option<String>,
     /// The approval mode the call ran at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_mode_effective: Option<ApprovalMode>,
@@ -198,6 +206,9 @@ pub struct ToolResultEnvelope {
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// The policy gate's decision record (absent if the call ended before it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_decision: Option<DecisionRecord>,
     /// Outbound requests attempted (the call's mutation refs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressAttempt>,
@@ -207,32 +218,6 @@ pub struct ToolResultEnvelope {
 }
 
 impl ToolResultEnvelope {
-    /// A failed result with no output.
-    pub fn failure(
-        tool_call_id: &str,
-        trace_id: &str,
-        capability_id: &str,
-        outcome: OutcomeCode,
-        error: ErrorBody,
-    ) -> Self {
-        Self {
-            envelope_version: RESULT_ENVELOPE_VERSION,
-            tool_call_id: tool_call_id.to_owned(),
-            trace_id: trace_id.to_owned(),
-            adapter: None,
-            capability_id: capability_id.to_owned(),
-            approval_mode_effective: None,
-            status: Status::Failed,
-            outcome,
-            content: Vec::new(),
-            structured_content: None,
-            evidence_refs: Vec::new(),
-            error: Some(error),
-            egress: Vec::new(),
-            usage: None,
-        }
-    }
-
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok

@@ -10,17 +10,21 @@
 //!    egress only through the [`egress`] gate;
 //! 4. reports every outcome as a [`ToolResultEnvelope`] with an [`OutcomeCode`].
 //!
-//! Embedding: build a [`Host`] from a [`HostConfig`], load adapters, call them.
+//! 5. runs every call through the governed pipeline ([`pipeline`]): normalize, validate, host
+//!    invariants, policy modules ([`policy`]), invoke with skills context ([`skills`]),
+//!    verify, obligations.
+//!
+//! Embedding (see [`Host`] and `host/examples/embed.rs`): build a [`Host`] from
+//! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use gatehouse_host::{AdapterCall, Host, HostConfig};
+//! use gatehouse_host::{Host, HostConfig, ToolCallEnvelope};
 //!
 //! let host = Host::new(HostConfig::from_file("gatehouse.toml".as_ref())?)?;
-//! let echo = host.load_adapter(&std::fs::read("echo.signed.wasm")?)?;
-//! let result = host
-//!     .call_adapter(&echo, AdapterCall::new("echo", serde_json::json!({ "message": "hi" })))
-//!     .await;
+//! host.install_adapter(&std::fs::read("echo.signed.wasm")?)?;
+//! let call = ToolCallEnvelope::new("acme", "gatehouse.echo.echo", serde_json::json!({ "message": "hi" }));
+//! let result = host.call(call).await;
 //! assert!(result.is_ok());
 //! # Ok(()) }
 //! ```
@@ -37,9 +41,13 @@ pub mod egress;
 pub mod envelope;
 mod host;
 pub mod model;
+pub mod pipeline;
 pub mod plugin;
+pub mod policy;
 pub mod sandbox;
+pub mod skills;
 
 pub use config::HostConfig;
 pub use envelope::{OutcomeCode, Status, ToolResultEnvelope};
-pub use host::{AdapterCall, Host, HostError};
+pub use host::{Host, HostError, InstallError};
+pub use pipeline::ToolCallEnvelope;

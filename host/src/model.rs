@@ -40,6 +40,19 @@ pub enum ApprovalMode {
     Destructive,
 }
 
+impl std::fmt::Display for ApprovalMode {
+    /// The wire name, e.g. `local_write`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ReadOnly => "read_only",
+            Self::LocalWrite => "local_write",
+            Self::Network => "network",
+            Self::Delegated => "delegated",
+            Self::Destructive => "destructive",
+        })
+    }
+}
+
 /// Who a principal in the chain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

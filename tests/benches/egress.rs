@@ -13,7 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants};
 use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest};
-use gatehouse_host::{AdapterCall, Host};
+use gatehouse_host::{Host, ToolCallEnvelope};
 use gatehouse_tests::artifacts::REST;
 use gatehouse_tests::upstream::Upstream;
 use http_body_util::{BodyExt, Empty, Full};
@@ -106,11 +106,14 @@ fn overhead(c: &mut Criterion) {
     host_config.sandbox.max_concurrent_calls = 64;
     host_config.egress = config.clone();
     let host = Host::new(host_config).expect("host");
-    let rest = host.load_adapter(&REST.signed()).expect("loads");
+    host.install_adapter(&REST.signed()).expect("loads");
     group.bench_function("guest_rest_get", |b| {
         b.iter(|| {
-            let envelope = runtime
-                .block_on(host.call_adapter(&rest, AdapterCall::new("get", json!({ "url": url }))));
+            let envelope = runtime.block_on(host.call(ToolCallEnvelope::new(
+                "default",
+                "gatehouse.rest.get",
+                json!({ "url": url }),
+            )));
             assert!(envelope.is_ok(), "{envelope:?}");
         });
     });

@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p gatehouse-tests --bench load_and_call`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_host::{AdapterCall, Host};
+use gatehouse_host::{Host, ToolCallEnvelope};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::config;
 use serde_json::json;
@@ -40,16 +40,18 @@ fn load(c: &mut Criterion) {
 
 fn call(c: &mut Criterion) {
     let host = host(None);
-    let echo = host.load_adapter(&ECHO.signed()).expect("loads");
+    host.install_adapter(&ECHO.signed()).expect("loads");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     c.bench_function("echo_call_fresh_instance", |b| {
         b.iter(|| {
-            let result = runtime.block_on(
-                host.call_adapter(&echo, AdapterCall::new("echo", json!({ "message": "hi" }))),
-            );
+            let result = runtime.block_on(host.call(ToolCallEnvelope::new(
+                "default",
+                "gatehouse.echo.echo",
+                json!({ "message": "hi" }),
+            )));
             assert!(result.is_ok());
         });
     });

@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use gatehouse_host::HostConfig;
+use gatehouse_host::pipeline::config::{PolicyDefault, ToolGrant};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::trust::PublisherConfig;
@@ -59,7 +60,9 @@ pub fn publisher() -> &'static SigningKey {
 
 /// An operator config trusting [`publisher`] for adapters matching `adapters` and policies
 /// matching `policies`, with the compile cache off and budgets small enough that hostile
-/// plugins are stopped quickly.
+/// plugins are stopped quickly. Every tool is visible to every tenant and, with no policy
+/// bound, calls are allowed (`policy_default = "allow"`), so tests of other gates need no
+/// policy; pipeline tests set both explicitly.
 pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
     let mut config = HostConfig::default();
     config.cache.enabled = false;
@@ -72,6 +75,12 @@ pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
         .trust
         .publishers
         .push(trust(publisher(), adapters, policies));
+    config.pipeline.policy_default = PolicyDefault::Allow;
+    config.pipeline.tools.push(ToolGrant {
+        tools: "*".to_owned(),
+        tenants: vec!["*".to_owned()],
+        arg_constraints: Default::default(),
+    });
     config
 }
 

@@ -3,7 +3,7 @@
 
 use gatehouse_host::envelope::{ContentBlock, ErrorKind};
 use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
-use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status};
+use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT};
 use gatehouse_tests::config;
 use serde_json::json;
@@ -15,12 +15,13 @@ fn host() -> Host {
 #[tokio::test]
 async fn echo_returns_text_and_structured_output() {
     let host = host();
-    let echo = host.load_adapter(&ECHO.signed()).unwrap();
+    host.install_adapter(&ECHO.signed()).unwrap();
     let result = host
-        .call_adapter(
-            &echo,
-            AdapterCall::new("echo", json!({ "message": "héllo" })),
-        )
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "héllo" }),
+        ))
         .await;
     assert_eq!(
         (result.status, result.outcome),
@@ -41,16 +42,22 @@ async fn echo_returns_text_and_structured_output() {
 }
 
 #[tokio::test]
-async fn bad_arguments_come_back_as_a_correctable_tool_error() {
+async fn bad_arguments_are_rejected_before_the_adapter_runs() {
     let host = host();
-    let echo = host.load_adapter(&ECHO.signed()).unwrap();
+    host.install_adapter(&ECHO.signed()).unwrap();
     let result = host
-        .call_adapter(&echo, AdapterCall::new("echo", json!({ "msg": 1 })))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({}),
+        ))
         .await;
     assert_eq!(
         (result.status, result.outcome),
-        (Status::Failed, OutcomeCode::ToolError)
+        (Status::Rejected, OutcomeCode::InvalidArguments),
+        "{result:#?}"
     );
+    assert!(result.usage.is_none(), "the adapter never ran");
     let error = result.error.unwrap();
     assert_eq!(
         (error.kind, error.code.as_str()),
@@ -66,25 +73,24 @@ async fn bad_arguments_come_back_as_a_correctable_tool_error() {
 #[tokio::test]
 async fn verify_iban_returns_evidence_and_structured_errors() {
     let host = host();
-    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
+    host.install_adapter(&TEXTKIT.signed()).unwrap();
     let ok = host
-        .call_adapter(
-            &textkit,
-            AdapterCall::new(
-                "verify_iban",
-                json!({ "iban": "GB82 WEST 1234 5698 7654 32" }),
-            ),
-        )
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.textkit.verify_iban",
+            json!({ "iban": "GB82 WEST 1234 5698 7654 32" }),
+        ))
         .await;
     assert_eq!(ok.status, Status::Ok, "{ok:#?}");
     assert_eq!(ok.structured_content.as_ref().unwrap()["valid"], true);
     assert_eq!(ok.evidence_refs, vec!["iso13616:mod97".to_owned()]);
 
     let bad = host
-        .call_adapter(
-            &textkit,
-            AdapterCall::new("verify_iban", json!({ "iban": "12" })),
-        )
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.textkit.verify_iban",
+            json!({ "iban": "12" }),
+        ))
         .await;
     assert_eq!(bad.outcome, OutcomeCode::ToolError);
     let error = bad.error.unwrap();
@@ -98,12 +104,13 @@ async fn verify_iban_returns_evidence_and_structured_errors() {
 #[tokio::test]
 async fn render_badge_returns_an_svg_image_block() {
     let host = host();
-    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
+    host.install_adapter(&TEXTKIT.signed()).unwrap();
     let result = host
-        .call_adapter(
-            &textkit,
-            AdapterCall::new("render_badge", json!({ "label": "a", "value": "b" })),
-        )
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.textkit.render_badge",
+            json!({ "label": "a", "value": "b" }),
+        ))
         .await;
     match result.content.as_slice() {
         [ContentBlock::Image { data, mime_type }] => {
@@ -117,17 +124,16 @@ async fn render_badge_returns_an_svg_image_block() {
 #[tokio::test]
 async fn the_call_context_reaches_the_guest() {
     let host = host();
-    let textkit = host.load_adapter(&TEXTKIT.signed()).unwrap();
-    let mut call = AdapterCall::new("describe_call", json!({}));
-    call.tenant = "acme".to_owned();
+    host.install_adapter(&TEXTKIT.signed()).unwrap();
+    let mut call = ToolCallEnvelope::new("acme", "gatehouse.textkit.describe_call", json!({}));
     call.idempotency_key = Some("ik_1".to_owned());
-    call.principals = vec![Principal {
+    call.principal_chain = vec![Principal {
         kind: PrincipalKind::User,
         id: "usr_1".to_owned(),
         tenant: "acme".to_owned(),
     }];
     let (id, trace) = (call.tool_call_id.clone(), call.trace_id.clone());
-    let result = host.call_adapter(&textkit, call).await;
+    let result = host.call(call).await;
     let seen = result.structured_content.unwrap();
     assert_eq!(seen["tool_call_id"], id);
     assert_eq!(seen["trace_id"], trace);
@@ -144,17 +150,18 @@ async fn the_call_context_reaches_the_guest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_concurrently_from_spawned_tasks() {
     let host = std::sync::Arc::new(host());
-    let echo = std::sync::Arc::new(host.load_adapter(&ECHO.signed()).unwrap());
+    host.install_adapter(&ECHO.signed()).unwrap();
     let tasks: Vec<_> = (0..32)
         .map(|i| {
-            let (host, echo) = (host.clone(), echo.clone());
+            let host = host.clone();
             tokio::spawn(async move {
                 let message = format!("call {i}");
                 let result = host
-                    .call_adapter(
-                        &echo,
-                        AdapterCall::new("echo", json!({ "message": message })),
-                    )
+                    .call(ToolCallEnvelope::new(
+                        "default",
+                        "gatehouse.echo.echo",
+                        json!({ "message": message }),
+                    ))
                     .await;
                 assert_eq!(result.structured_content.unwrap()["message"], message);
             })

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gatehouse_host::plugin::cache::CacheOutcome;
-use gatehouse_host::{AdapterCall, Host, Status};
+use gatehouse_host::{Host, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::config;
 use serde_json::json;
@@ -19,11 +19,17 @@ fn host_with_cache(dir: &Path) -> Host {
 async fn load_and_call(dir: &Path) -> CacheOutcome {
     let host = host_with_cache(dir);
     let echo = host.load_adapter(&ECHO.signed()).unwrap();
+    let outcome = echo.cache.clone();
+    host.serve_adapter(echo).unwrap();
     let result = host
-        .call_adapter(&echo, AdapterCall::new("echo", json!({ "message": "x" })))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "x" }),
+        ))
         .await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
-    echo.cache
+    outcome
 }
 
 fn entry(dir: &Path) -> PathBuf {

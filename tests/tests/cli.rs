@@ -49,7 +49,7 @@ impl Publisher {
             .expect("the public key file names public_key");
         let path = self.path("gatehouse.toml");
         let text = format!(
-            "[cache]\nenabled = false\n\n[[trust.publisher]]\nkey_id = \"alice\"\npublic_key = {key}\nadapters = [\"{scope}\"]\n"
+            "[cache]\nenabled = false\n\n[[trust.publisher]]\nkey_id = \"alice\"\npublic_key = {key}\nadapters = [\"{scope}\"]\n\n[pipeline]\npolicy_default = \"allow\"\n\n[[pipeline.tool]]\ntools = \"*\"\ntenants = [\"*\"]\n"
         );
         std::fs::write(&path, text).unwrap();
         path
@@ -203,9 +203,10 @@ fn the_demo_runs_and_exports_files_the_cli_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out) = gatehouse(&["demo", "--export", s(dir.path())]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("gatehouse.echo/echo"), "{out}");
+    assert!(out.contains("gatehouse.echo.echo"), "{out}");
     assert!(out.contains("-> failed TOOL_ERROR"), "{out}");
-    assert!(out.contains("-> failed UNKNOWN_CAPABILITY"), "{out}");
+    assert!(out.contains("-> rejected UNKNOWN_CAPABILITY"), "{out}");
+    assert!(out.contains("-> rejected INVALID_ARGUMENTS"), "{out}");
     assert!(
         out.contains("refused: the component was modified after signing"),
         "{out}"

@@ -4,7 +4,7 @@
 //! land on the result envelope.
 
 use gatehouse_host::egress::{EgressAttempt, EgressConfig};
-use gatehouse_host::{AdapterCall, Host, ToolResultEnvelope};
+use gatehouse_host::{Host, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
@@ -48,7 +48,7 @@ fn egress(adapter: &str, upstream: &Upstream, allow_loopback: bool) -> Value {
     })
 }
 
-fn probe(requests: Value) -> Value {
+fn probe(requests: &Value) -> Value {
     json!({ "requests": requests })
 }
 
@@ -68,10 +68,14 @@ fn codes(envelope: &ToolResultEnvelope) -> Vec<&str> {
 async fn rest_get_reaches_the_upstream_with_the_injected_credential() {
     let upstream = Upstream::start().await;
     let host = host(egress("gatehouse.rest", &upstream, true));
-    let rest = host.load_adapter(&REST.signed()).unwrap();
-    let call = AdapterCall::new("get", json!({ "url": upstream.url("/api/items/7") }));
+    host.install_adapter(&REST.signed()).unwrap();
+    let call = ToolCallEnvelope::new(
+        "default",
+        "gatehouse.rest.get",
+        json!({ "url": upstream.url("/api/items/7") }),
+    );
     let trace_id = call.trace_id.clone();
-    let envelope = host.call_adapter(&rest, call).await;
+    let envelope = host.call(call).await;
 
     assert!(envelope.is_ok(), "{envelope:#?}");
     assert_eq!(
@@ -121,13 +125,14 @@ fn seen_len(envelope: &ToolResultEnvelope) -> u64 {
 async fn rest_send_carries_the_calls_idempotency_key() {
     let upstream = Upstream::start().await;
     let host = host(egress("gatehouse.rest", &upstream, true));
-    let rest = host.load_adapter(&REST.signed()).unwrap();
-    let mut call = AdapterCall::new(
-        "send",
+    host.install_adapter(&REST.signed()).unwrap();
+    let mut call = ToolCallEnvelope::new(
+        "default",
+        "gatehouse.rest.send",
         json!({ "url": upstream.url("/api/items"), "method": "POST", "body": { "name": "widget" } }),
     );
     call.idempotency_key = Some("idem-42".to_owned());
-    let envelope = host.call_adapter(&rest, call).await;
+    let envelope = host.call(call).await;
 
     assert!(envelope.is_ok(), "{envelope:#?}");
     let seen = upstream.seen();
@@ -143,14 +148,15 @@ async fn rest_send_carries_the_calls_idempotency_key() {
 async fn rest_denial_is_a_typed_tool_error_and_recorded() {
     let upstream = Upstream::start().await;
     let host = host(egress("gatehouse.rest", &upstream, true));
-    let rest = host.load_adapter(&REST.signed()).unwrap();
+    host.install_adapter(&REST.signed()).unwrap();
     // PUT is requested by the manifest but not granted by the operator.
-    let mut call = AdapterCall::new(
-        "send",
+    let mut call = ToolCallEnvelope::new(
+        "default",
+        "gatehouse.rest.send",
         json!({ "url": upstream.url("/api/items/1"), "method": "PUT", "body": {} }),
     );
     call.idempotency_key = Some("k".to_owned());
-    let envelope = host.call_adapter(&rest, call).await;
+    let envelope = host.call(call).await;
 
     let error = envelope.error.as_ref().unwrap();
     assert_eq!(error.code, "EGRESS_DENIED");
@@ -167,14 +173,18 @@ async fn rest_denial_is_a_typed_tool_error_and_recorded() {
 async fn the_guest_cannot_read_or_override_the_credential() {
     let upstream = Upstream::start().await;
     let host = host(egress("test.egress-probe", &upstream, true));
-    let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
-    let args = probe(json!([{
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+    let args = probe(&json!([{
         "method": "GET",
         "url": upstream.url("/api/whoami"),
         "headers": [["authorization", "Bearer forged"], ["cookie", "a=b"], ["x-trace", "1"]],
     }]));
     let envelope = host
-        .call_adapter(&probe_adapter, AdapterCall::new("read", args))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.egress-probe.read",
+            args,
+        ))
         .await;
 
     let structured = envelope.structured_content.clone().unwrap();
@@ -195,7 +205,7 @@ async fn the_guest_cannot_read_or_override_the_credential() {
 async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
     let upstream = Upstream::start().await;
     let host = host(egress("test.egress-probe", &upstream, true));
-    let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
     let port = upstream.port;
     let cases = [
         (
@@ -224,9 +234,13 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
         ),
     ];
     for (capability, method, url, code) in cases {
-        let args = probe(json!([{ "method": method, "url": url, "body": "x" }]));
+        let args = probe(&json!([{ "method": method, "url": url, "body": "x" }]));
         let envelope = host
-            .call_adapter(&probe_adapter, AdapterCall::new(capability, args))
+            .call(ToolCallEnvelope::new(
+                "default",
+                format!("test.egress-probe.{capability}"),
+                args,
+            ))
             .await;
         assert_eq!(
             results(&envelope),
@@ -239,9 +253,13 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
     assert!(upstream.seen().is_empty());
 
     // The same POST in a network-mode call goes through.
-    let args = probe(json!([{ "method": "POST", "url": upstream.url("/api/1"), "body": "x" }]));
+    let args = probe(&json!([{ "method": "POST", "url": upstream.url("/api/1"), "body": "x" }]));
     let envelope = host
-        .call_adapter(&probe_adapter, AdapterCall::new("write", args))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.egress-probe.write",
+            args,
+        ))
         .await;
     assert_eq!(results(&envelope)[0]["status"], 200);
     assert_eq!(codes(&envelope), ["ok"]);
@@ -251,7 +269,7 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
 async fn loopback_is_refused_without_the_allowance_by_ip_name_and_mapped_ipv6() {
     let upstream = Upstream::start().await;
     let host = host(egress("gatehouse.rest", &upstream, false));
-    let rest = host.load_adapter(&REST.signed()).unwrap();
+    host.install_adapter(&REST.signed()).unwrap();
     let port = upstream.port;
     for url in [
         format!("http://127.0.0.1:{port}/api/x"),
@@ -259,7 +277,11 @@ async fn loopback_is_refused_without_the_allowance_by_ip_name_and_mapped_ipv6() 
         format!("http://[::ffff:127.0.0.1]:{port}/api/x"),
     ] {
         let envelope = host
-            .call_adapter(&rest, AdapterCall::new("get", json!({ "url": url })))
+            .call(ToolCallEnvelope::new(
+                "default",
+                "gatehouse.rest.get",
+                json!({ "url": url }),
+            ))
             .await;
         assert_eq!(
             envelope.error.as_ref().unwrap().code,
@@ -281,11 +303,15 @@ async fn a_redirect_to_a_forbidden_address_is_refused() {
         "allow_private": ["127.0.0.0/8"],
         "grant": [{ "adapter": "test.egress-probe", "url": "http://*:*", "methods": ["GET"] }],
     }));
-    let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
 
-    let args = probe(json!([{ "method": "GET", "url": upstream.url("/redirect/metadata") }]));
+    let args = probe(&json!([{ "method": "GET", "url": upstream.url("/redirect/metadata") }]));
     let envelope = host
-        .call_adapter(&probe_adapter, AdapterCall::new("read", args))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.egress-probe.read",
+            args,
+        ))
         .await;
     assert_eq!(results(&envelope), [json!({ "error": "denied" })]);
     assert_eq!(codes(&envelope), ["ok", "address_not_allowed"]);
@@ -297,9 +323,13 @@ async fn a_redirect_to_a_forbidden_address_is_refused() {
     assert!(envelope.egress[1].reason.contains("cloud metadata"));
 
     // A redirect within the grant is followed, through the gate again.
-    let args = probe(json!([{ "method": "GET", "url": upstream.url("/redirect/local") }]));
+    let args = probe(&json!([{ "method": "GET", "url": upstream.url("/redirect/local") }]));
     let envelope = host
-        .call_adapter(&probe_adapter, AdapterCall::new("read", args))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.egress-probe.read",
+            args,
+        ))
         .await;
     assert_eq!(results(&envelope)[0]["status"], 200);
     assert_eq!(codes(&envelope), ["ok", "ok"]);
@@ -311,13 +341,17 @@ async fn the_request_budget_cuts_off_a_looping_adapter() {
     let mut egress = egress("test.egress-probe", &upstream, true);
     egress["max_requests"] = json!(3);
     let host = host(egress);
-    let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
     let args = json!({
         "requests": [{ "method": "GET", "url": upstream.url("/api/loop") }],
         "repeat": 1000,
     });
     let envelope = host
-        .call_adapter(&probe_adapter, AdapterCall::new("read", args))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.egress-probe.read",
+            args,
+        ))
         .await;
     let results = results(&envelope);
     assert_eq!(results.len(), 4);

@@ -2,11 +2,11 @@
 //! normal call right after.
 
 use gatehouse_host::envelope::ErrorKind;
-use gatehouse_host::plugin::LoadedAdapter;
-use gatehouse_host::{AdapterCall, Host, OutcomeCode, Status, ToolResultEnvelope};
+use gatehouse_host::plugin::PluginRef;
+use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
-    AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
-    RECURSION, TEST_PROGRAMS, WRONG_WORLD,
+    AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, LEDGER, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
+    POLICY_PROBE, RECURSION, TEST_PROGRAMS, WRONG_WORLD,
 };
 use gatehouse_tests::{Artifact, config};
 use serde_json::json;
@@ -15,24 +15,29 @@ fn host() -> Host {
     Host::new(config(&["gatehouse.*", "test.*"], &[])).expect("host builds")
 }
 
-fn load(host: &Host, artifact: Artifact) -> LoadedAdapter {
-    host.load_adapter(&artifact.signed())
+fn load(host: &Host, artifact: Artifact) -> PluginRef {
+    host.install_adapter(&artifact.signed())
         .unwrap_or_else(|e| panic!("{} loads: {e}", artifact.name))
 }
 
-async fn run(host: &Host, adapter: &LoadedAdapter, args: serde_json::Value) -> ToolResultEnvelope {
-    host.call_adapter(adapter, AdapterCall::new("run", args))
-        .await
+async fn run(host: &Host, adapter: &PluginRef, args: serde_json::Value) -> ToolResultEnvelope {
+    host.call(ToolCallEnvelope::new(
+        "default",
+        format!("{}.run", adapter.id),
+        args,
+    ))
+    .await
 }
 
 /// After any failure, the host still serves a normal call.
 async fn assert_echo_still_works(host: &Host) {
-    let echo = load(host, ECHO);
+    load(host, ECHO);
     let result = host
-        .call_adapter(
-            &echo,
-            AdapterCall::new("echo", json!({ "message": "still here" })),
-        )
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "still here" }),
+        ))
         .await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
     assert_eq!(
@@ -167,10 +172,47 @@ async fn many_failures_in_a_row_do_not_exhaust_the_pool() {
     assert_echo_still_works(&host).await;
 }
 
+/// A policy that loops past its deadline denies the call (fail closed); trap and fuel
+/// exhaustion are in tests/pipeline.rs.
+#[tokio::test]
+async fn a_policy_that_hits_its_deadline_denies() {
+    let mut config = config(&["gatehouse.*"], &["test.*"]);
+    config.sandbox.fuel = u64::MAX / 2;
+    config.sandbox.timeout_ms = 300;
+    config.pipeline.policies = vec![gatehouse_host::pipeline::config::PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: vec!["*".to_owned()],
+        tools: vec!["*".to_owned()],
+        order: 0,
+        config: json!({ "behavior": "loop" }),
+    }];
+    let host = Host::new(config).unwrap();
+    load(&host, ECHO);
+    host.install_policy(&POLICY_PROBE.signed()).unwrap();
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "m" }),
+        ))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Rejected, OutcomeCode::PolicyBlocked),
+        "{result:#?}"
+    );
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(message.contains("300ms deadline"), "{message}");
+    assert!(result.usage.is_none(), "the adapter never ran");
+}
+
 #[test]
 fn every_test_program_has_a_test_here() {
     let covered = [
         AMBIENT_PROBE.name,
+        // Not hostile: the pipeline's test adapter, driven by tests/pipeline.rs.
+        LEDGER.name,
+        POLICY_PROBE.name,
         INFINITE_LOOP.name,
         MEMORY_BOMB.name,
         RECURSION.name,

@@ -6,7 +6,7 @@ use gatehouse_host::plugin::sections::{self, MANIFEST_SECTION, SIGNATURE_SECTION
 use gatehouse_host::plugin::signature::{SignatureError, SigningKey};
 use gatehouse_host::plugin::trust::TrustError;
 use gatehouse_host::plugin::{LoadError, inspect};
-use gatehouse_host::{AdapterCall, Host, Status};
+use gatehouse_host::{Host, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT, WRONG_WORLD};
 use gatehouse_tests::{config, publisher, trust};
 use serde_json::json;
@@ -20,11 +20,14 @@ async fn refused(host: &Host, bytes: &[u8]) -> LoadError {
     let err = host
         .load_adapter(bytes)
         .expect_err("the component must be refused");
-    let echo = host
-        .load_adapter(&ECHO.signed())
+    host.install_adapter(&ECHO.signed())
         .expect("a good adapter still loads");
     let result = host
-        .call_adapter(&echo, AdapterCall::new("echo", json!({ "message": "ok" })))
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.echo.echo",
+            json!({ "message": "ok" }),
+        ))
         .await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
     err

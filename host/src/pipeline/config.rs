@@ -1,0 +1,154 @@
+//! The operator's `[pipeline]` config: which tools each tenant sees, argument constraints,
+//! meta-tools, policy bindings and the policy default.
+//!
+//! Every default denies: with no `[[pipeline.tool]]` grant no tenant sees any tool, and when
+//! every bound policy abstains (or none is bound) the call is denied unless
+//! `policy_default = "allow"`.
+//!
+//! ```toml
+//! [pipeline]
+//! policy_default = "deny"
+//!
+//! [[pipeline.tool]]                  # who sees which tools
+//! tools = "acme.payments.*"          # glob over `<adapter id>.<capability id>`
+//! tenants = ["acme"]
+//! arg_constraints = { amount = { min = 1, max = 50000 }, currency = { enum = ["EUR"] } }
+//!
+//! [[pipeline.meta_tool]]             # a wrapper tool whose real target is in its arguments
+//! name = "mcp_tool"
+//! target_arg = "tool"
+//! args_arg = "arguments"
+//!
+//! [[pipeline.policy]]                # a policy module bound to tenants and tools
+//! module = "gatehouse.baseline"
+//! tenants = ["*"]
+//! tools = ["*"]
+//! order = 10
+//! config = { approval_threshold = 1000 }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value};
+
+/// The `[pipeline]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// What a call gets when every bound policy abstains or none is bound. Default: `deny`.
+    #[serde(default)]
+    pub policy_default: PolicyDefault,
+    /// Tool grants: which tenants see which tools, and argument constraints. Default: none, so
+    /// no tool is visible to anyone.
+    #[serde(default, rename = "tool")]
+    pub tools: Vec<ToolGrant>,
+    /// Wrapper tools resolved to their real target before any policy runs. Default: none.
+    #[serde(default, rename = "meta_tool")]
+    pub meta_tools: Vec<MetaTool>,
+    /// Policy modules bound to tenants and tools. Default: none.
+    #[serde(default, rename = "policy")]
+    pub policies: Vec<PolicyBinding>,
+    /// Skills: operator-declared context text for adapters. Default: none.
+    #[serde(default, rename = "skill")]
+    pub skills: Vec<crate::skills::Skill>,
+    /// Skill resolution limits. Default: see [`crate::skills::SkillLimits`].
+    #[serde(default)]
+    pub skill_limits: crate::skills::SkillLimits,
+}
+
+/// The verdict when no policy has an opinion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyDefault {
+    /// Deny (the default: fail closed).
+    #[default]
+    Deny,
+    /// Allow. Choose this only when the bound policies are written as deny lists.
+    Allow,
+}
+
+/// One `[[pipeline.tool]]` grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolGrant {
+    /// Glob over tool names `<adapter id>.<capability id>`, e.g. `acme.orders.*`.
+    pub tools: String,
+    /// Tenants that see and may call these tools; `*` matches every tenant. Required.
+    pub tenants: Vec<String>,
+    /// Constraints on top-level arguments, checked after the input schema. Default: none.
+    #[serde(default)]
+    pub arg_constraints: BTreeMap<String, ArgConstraint>,
+}
+
+/// An operator constraint on one argument (spec 000 `arg_constraints`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgConstraint {
+    /// Smallest allowed number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Number>,
+    /// Largest allowed number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Number>,
+    /// The only allowed values.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<Vec<Value>>,
+    /// Regular expression a string must match (unanchored unless you anchor it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Whether the argument must be present. Default: false.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// One `[[pipeline.meta_tool]]`: a wrapper tool whose real target is in its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetaTool {
+    /// The wrapper's tool name, e.g. `mcp_tool`.
+    pub name: String,
+    /// Argument holding the real tool name. Default: `tool`.
+    #[serde(default = "default_target_arg")]
+    pub target_arg: String,
+    /// Argument holding the real arguments (an object). Default: `arguments`.
+    #[serde(default = "default_args_arg")]
+    pub args_arg: String,
+}
+
+fn default_target_arg() -> String {
+    "tool".to_owned()
+}
+
+fn default_args_arg() -> String {
+    "arguments".to_owned()
+}
+
+/// One `[[pipeline.policy]]` binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBinding {
+    /// The policy module's id, e.g. `gatehouse.baseline`.
+    pub module: String,
+    /// Tenants it applies to (`*` = all). Default: `["*"]`: a binding restricts, so the wide
+    /// default is the safe one.
+    #[serde(default = "everything")]
+    pub tenants: Vec<String>,
+    /// Tool-name globs it applies to. Default: `["*"]`.
+    #[serde(default = "everything")]
+    pub tools: Vec<String>,
+    /// Evaluation order, lowest first; ties keep file order. Default: 0.
+    #[serde(default)]
+    pub order: i32,
+    /// The module's JSON config, checked against its `config_schema`. Default: `{}`.
+    #[serde(default = "empty_object")]
+    pub config: Value,
+}
+
+fn everything() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}

@@ -1,0 +1,529 @@
+//! Policy modules: bindings, the chain, composition, and hot swap.
+//!
+//! Phases and how often they run:
+//! 1. **bind** (once per config): each `[[pipeline.policy]]` binding names a module id, the
+//!    tenants and tool globs it applies to, its order and its JSON config;
+//! 2. **install** (once per module version, [`PolicyStore::install`]): the config of every
+//!    binding naming the module is checked against the module's `config_schema`; only then is
+//!    the serving set replaced, atomically. A module that fails verification, loading or the
+//!    config check never replaces the serving one;
+//! 3. **evaluate** (per call, [`evaluate`]): the call takes one snapshot of the serving set, so
+//!    a call in flight finishes on the versions it started with; the bound modules run in
+//!    order, each in a fresh sandboxed instance; a trap, fuel or deadline failure denies (fail
+//!    closed). Deny overrides require-approval overrides allow; all-abstain falls to the
+//!    operator default. A module may lower the effective approval mode, never raise it.
+//!
+//! Every [`ModuleDecision`] names the module id, version and digest that made it. Swaps go
+//! through the library API ([`crate::Host::install_policy`], `rollback_policy`,
+//! `set_policy_config`) or a watched directory ([`watch`]).
+
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use globset::{Glob, GlobMatcher};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::types as wit;
+use crate::model::ApprovalMode;
+use crate::pipeline::config::{PolicyBinding, PolicyDefault};
+use crate::plugin::{LoadedPolicy, PluginRef};
+use crate::sandbox::{Limits, Sandbox};
+
+/// Reason code recorded when a module failed to evaluate (trap, fuel, deadline).
+pub const POLICY_FAILED: &str = "POLICY_FAILED";
+/// Reason code recorded when a binding names a module that is not installed.
+pub const POLICY_MODULE_MISSING: &str = "POLICY_MODULE_MISSING";
+/// Reason code recorded when every policy abstained and the operator default decided.
+pub const POLICY_DEFAULT: &str = "POLICY_DEFAULT";
+
+/// Why a policy change was refused. The serving set is unchanged whenever one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A binding's config does not satisfy the module's config schema.
+    #[error(
+        "the config of [[pipeline.policy]] binding #{binding} for `{module}` does not match the module's config_schema: {message}; fix the binding's `config`"
+    )]
+    Config {
+        /// Module id.
+        module: String,
+        /// Index of the binding in `[[pipeline.policy]]`.
+        binding: usize,
+        /// What the schema says is wrong.
+        message: String,
+    },
+    /// The module's config schema is not a valid JSON Schema.
+    #[error(
+        "the config_schema of `{module}` is not a valid JSON Schema: {message}; ask its publisher for a fixed build"
+    )]
+    Schema {
+        /// Module id.
+        module: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// A tool glob in a binding is invalid.
+    #[error("[[pipeline.policy]] binding #{binding}: tool glob `{glob}` is invalid: {message}")]
+    Glob {
+        /// Index of the binding.
+        binding: usize,
+        /// The glob.
+        glob: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// Rollback asked for a module with no previous version.
+    #[error("`{module}` has no previous version to roll back to")]
+    NoPrevious {
+        /// Module id.
+        module: String,
+    },
+    /// The module is not bound by any `[[pipeline.policy]]`.
+    #[error("`{module}` is not bound by any [[pipeline.policy]]; bind it in the config first")]
+    Unbound {
+        /// Module id.
+        module: String,
+    },
+}
+
+/// A policy's verdict, host side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Proceed.
+    Allow,
+    /// Refuse.
+    Deny,
+    /// Proceed once a person approves.
+    RequireApproval,
+    /// No opinion.
+    Abstain,
+}
+
+/// A reason given by a module or the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reason {
+    /// Machine-readable code.
+    pub code: String,
+    /// For people.
+    pub message: String,
+}
+
+/// Something the host must do to the result before delivering it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Obligation {
+    /// Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
+    RedactPointer(String),
+    /// Mask these kinds of personal data in every text of the result.
+    MaskPii(Vec<PiiKind>),
+}
+
+/// Kinds of personal data the host can mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiKind {
+    /// Email addresses.
+    Email,
+    /// Phone numbers.
+    Phone,
+}
+
+/// What one module said about one call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModuleDecision {
+    /// The module that said it (id, version, digest, key). Absent if the module was missing.
+    pub module: Option<PluginRef>,
+    /// The module id named by the binding.
+    pub module_id: String,
+    /// Its verdict (`deny` when it failed: fail closed).
+    pub verdict: Verdict,
+    /// The mode it asked for, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_mode: Option<ApprovalMode>,
+    /// Whether the host ignored its mode because it would have raised the call's mode.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mode_raise_ignored: bool,
+    /// Why.
+    pub reasons: Vec<Reason>,
+    /// Evidence it cited.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence_refs: Vec<String>,
+    /// Fuel it consumed.
+    pub fuel_consumed: u64,
+}
+
+/// The decision record of one call's policy gate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    /// Id of this decision (`pol_<hex>`).
+    pub decision_id: String,
+    /// The composed verdict.
+    pub verdict: Verdict,
+    /// The approval mode the call runs at after policy.
+    pub approval_mode_effective: ApprovalMode,
+    /// Whether the operator default decided (every module abstained or none was bound).
+    pub default_applied: bool,
+    /// Each module's answer, in evaluation order.
+    pub modules: Vec<ModuleDecision>,
+    /// The obligations the result must satisfy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub obligations: Vec<Obligation>,
+}
+
+/// One compiled binding.
+#[derive(Debug)]
+struct Binding {
+    index: usize,
+    module: String,
+    tenants: Vec<String>,
+    tools: Vec<GlobMatcher>,
+    order: i32,
+    config: Value,
+    config_json: String,
+}
+
+impl Binding {
+    fn applies(&self, tenant: &str, tool: &str) -> bool {
+        self.tenants.iter().any(|t| t == "*" || t == tenant)
+            && self.tools.iter().any(|g| g.is_match(tool))
+    }
+}
+
+/// The serving set: installed modules and the bindings, as one immutable snapshot.
+#[derive(Debug)]
+pub struct PolicySet {
+    modules: BTreeMap<String, Arc<LoadedPolicy>>,
+    bindings: Arc<Vec<Binding>>,
+    default: PolicyDefault,
+}
+
+impl PolicySet {
+    /// The installed version of `module`, if any.
+    pub fn module(&self, module: &str) -> Option<&PluginRef> {
+        self.modules.get(module).map(|m| &m.plugin)
+    }
+}
+
+/// Installed policy modules with atomic swap and rollback.
+#[derive(Debug)]
+pub struct PolicyStore {
+    serving: RwLock<Arc<PolicySet>>,
+    previous: Mutex<BTreeMap<String, Vec<Arc<LoadedPolicy>>>>,
+}
+
+impl PolicyStore {
+    /// Compiles the bindings; no module is installed yet.
+    pub fn new(bindings: &[PolicyBinding], default: PolicyDefault) -> Result<Self, PolicyError> {
+        let mut compiled = Vec::with_capacity(bindings.len());
+        for (index, b) in bindings.iter().enumerate() {
+            let tools = b
+                .tools
+                .iter()
+                .map(|glob| {
+                    Glob::new(glob)
+                        .map(|g| g.compile_matcher())
+                        .map_err(|e| PolicyError::Glob {
+                            binding: index,
+                            glob: glob.clone(),
+                            message: e.to_string(),
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            compiled.push(Binding {
+                index,
+                module: b.module.clone(),
+                tenants: b.tenants.clone(),
+                tools,
+                order: b.order,
+                config: b.config.clone(),
+                config_json: b.config.to_string(),
+            });
+        }
+        // Stable sort: ties keep file order.
+        compiled.sort_by_key(|b| b.order);
+        Ok(Self {
+            serving: RwLock::new(Arc::new(PolicySet {
+                modules: BTreeMap::new(),
+                bindings: Arc::new(compiled),
+                default,
+            })),
+            previous: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The serving set. A call holds this one snapshot for its whole policy gate.
+    pub fn snapshot(&self) -> Arc<PolicySet> {
+        Arc::clone(&self.serving.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Installs `module`, replacing the serving version of the same id atomically, after
+    /// checking every binding's config against its config schema. The replaced version is
+    /// kept for [`PolicyStore::rollback`].
+    pub fn install(&self, module: LoadedPolicy) -> Result<PluginRef, PolicyError> {
+        self.swap_in(Arc::new(module), true)
+    }
+
+    /// Puts back the version that the last install of `module` replaced.
+    pub fn rollback(&self, module: &str) -> Result<PluginRef, PolicyError> {
+        let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(old) = previous.get_mut(module).and_then(Vec::pop) else {
+            return Err(PolicyError::NoPrevious {
+                module: module.to_owned(),
+            });
+        };
+        drop(previous);
+        self.swap_in(old, false)
+    }
+
+    /// Replaces the config of every binding of `module`, after checking it against the
+    /// serving module's config schema (if one is installed). Atomic like an install.
+    pub fn set_config(&self, module: &str, config: &Value) -> Result<(), PolicyError> {
+        let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
+        if !serving.bindings.iter().any(|b| b.module == module) {
+            return Err(PolicyError::Unbound {
+                module: module.to_owned(),
+            });
+        }
+        let bindings: Vec<Binding> = serving
+            .bindings
+            .iter()
+            .map(|b| Binding {
+                index: b.index,
+                module: b.module.clone(),
+                tenants: b.tenants.clone(),
+                tools: b.tools.clone(),
+                order: b.order,
+                config: if b.module == module {
+                    config.clone()
+                } else {
+                    b.config.clone()
+                },
+                config_json: if b.module == module {
+                    config.to_string()
+                } else {
+                    b.config_json.clone()
+                },
+            })
+            .collect();
+        if let Some(installed) = serving.modules.get(module) {
+            check_configs(installed, &bindings)?;
+        }
+        *serving = Arc::new(PolicySet {
+            modules: serving.modules.clone(),
+            bindings: Arc::new(bindings),
+            default: serving.default,
+        });
+        Ok(())
+    }
+
+    fn swap_in(&self, module: Arc<LoadedPolicy>, keep_old: bool) -> Result<PluginRef, PolicyError> {
+        let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
+        check_configs(&module, &serving.bindings)?;
+        let id = module.manifest.id.clone();
+        let plugin = module.plugin.clone();
+        let mut modules = serving.modules.clone();
+        let old = modules.insert(id.clone(), module);
+        *serving = Arc::new(PolicySet {
+            modules,
+            bindings: Arc::clone(&serving.bindings),
+            default: serving.default,
+        });
+        drop(serving);
+        if keep_old && let Some(old) = old {
+            self.previous
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default()
+                .push(old);
+        }
+        Ok(plugin)
+    }
+}
+
+fn check_configs(module: &LoadedPolicy, bindings: &[Binding]) -> Result<(), PolicyError> {
+    let id = &module.manifest.id;
+    let validator = jsonschema::draft202012::new(&module.manifest.config_schema).map_err(|e| {
+        PolicyError::Schema {
+            module: id.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    for binding in bindings.iter().filter(|b| &b.module == id) {
+        if let Err(e) = validator.validate(&binding.config) {
+            return Err(PolicyError::Config {
+                module: id.clone(),
+                binding: binding.index,
+                message: format!("at `{}`: {e}", e.instance_path()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the policy chain for `action` on `set` and composes the answers.
+///
+/// `action.approval_mode_requested` is the mode the call enters the gate with; each module
+/// sees the mode as lowered by the modules before it.
+pub async fn evaluate(
+    set: &PolicySet,
+    sandbox: &Sandbox,
+    limits: &Limits,
+    tool: &str,
+    mut action: wit::Action,
+) -> DecisionRecord {
+    let mut mode = ApprovalMode::from(action.approval_mode_requested);
+    let mut modules = Vec::new();
+    let mut obligations = Vec::new();
+    let (mut denied, mut approval, mut allowed) = (false, false, false);
+    for binding in set
+        .bindings
+        .iter()
+        .filter(|b| b.applies(&action.tenant, tool))
+    {
+        action.approval_mode_requested = mode.into();
+        let decision = match set.modules.get(&binding.module) {
+            None => missing(&binding.module),
+            Some(module) => {
+                run_one(
+                    module,
+                    sandbox,
+                    limits,
+                    &action,
+                    &binding.config_json,
+                    &mut mode,
+                )
+                .await
+            }
+        };
+        match decision.0.verdict {
+            Verdict::Deny => denied = true,
+            Verdict::RequireApproval => approval = true,
+            Verdict::Allow => allowed = true,
+            Verdict::Abstain => {}
+        }
+        obligations.extend(decision.1);
+        modules.push(decision.0);
+        if denied {
+            // Deny overrides everything after it: stop here.
+            break;
+        }
+    }
+    let default_applied = !denied && !approval && !allowed;
+    let verdict = if denied {
+        Verdict::Deny
+    } else if approval {
+        Verdict::RequireApproval
+    } else if allowed {
+        Verdict::Allow
+    } else {
+        match set.default {
+            PolicyDefault::Deny => Verdict::Deny,
+            PolicyDefault::Allow => Verdict::Allow,
+        }
+    };
+    DecisionRecord {
+        decision_id: format!("pol_{}", crate::host::random_hex(8)),
+        verdict,
+        approval_mode_effective: mode,
+        default_applied,
+        modules,
+        obligations,
+    }
+}
+
+fn missing(module: &str) -> (ModuleDecision, Vec<Obligation>) {
+    let decision = ModuleDecision {
+        module: None,
+        module_id: module.to_owned(),
+        verdict: Verdict::Deny,
+        effective_mode: None,
+        mode_raise_ignored: false,
+        reasons: vec![Reason {
+            code: POLICY_MODULE_MISSING.to_owned(),
+            message: format!(
+                "policy module `{module}` is bound but not installed; install it or remove the binding"
+            ),
+        }],
+        evidence_refs: Vec::new(),
+        fuel_consumed: 0,
+    };
+    (decision, Vec::new())
+}
+
+async fn run_one(
+    module: &LoadedPolicy,
+    sandbox: &Sandbox,
+    limits: &Limits,
+    action: &wit::Action,
+    config: &str,
+    mode: &mut ApprovalMode,
+) -> (ModuleDecision, Vec<Obligation>) {
+    let report = sandbox
+        .run_policy(&module.pre, limits, action, config)
+        .await;
+    let mut record = ModuleDecision {
+        module: Some(module.plugin.clone()),
+        module_id: module.manifest.id.clone(),
+        verdict: Verdict::Deny,
+        effective_mode: None,
+        mode_raise_ignored: false,
+        reasons: Vec::new(),
+        evidence_refs: Vec::new(),
+        fuel_consumed: report.fuel_consumed,
+    };
+    let decision = match report.outcome {
+        Ok(decision) => decision,
+        Err(failure) => {
+            tracing::warn!(module = %module.plugin.id, error = %failure, "policy failed; denying");
+            record.reasons.push(Reason {
+                code: POLICY_FAILED.to_owned(),
+                message: format!("policy module `{}` {failure}", module.plugin.id),
+            });
+            return (record, Vec::new());
+        }
+    };
+    record.verdict = match decision.verdict {
+        wit::Verdict::Allow => Verdict::Allow,
+        wit::Verdict::Deny => Verdict::Deny,
+        wit::Verdict::RequireApproval => Verdict::RequireApproval,
+        wit::Verdict::Abstain => Verdict::Abstain,
+    };
+    if let Some(asked) = decision.effective_mode.map(ApprovalMode::from) {
+        record.effective_mode = Some(asked);
+        if asked <= *mode {
+            *mode = asked;
+        } else {
+            record.mode_raise_ignored = true;
+        }
+    }
+    record.reasons = decision
+        .reasons
+        .into_iter()
+        .map(|r| Reason {
+            code: r.code,
+            message: r.message,
+        })
+        .collect();
+    record.evidence_refs = decision.evidence_refs;
+    let obligations = decision
+        .obligations
+        .into_iter()
+        .map(|o| match o {
+            wit::Obligation::RedactPointer(p) => Obligation::RedactPointer(p),
+            wit::Obligation::MaskPii(kinds) => Obligation::MaskPii(
+                kinds
+                    .into_iter()
+                    .map(|k| match k {
+                        wit::PiiKind::Email => PiiKind::Email,
+                        wit::PiiKind::Phone => PiiKind::Phone,
+                    })
+                    .collect(),
+            ),
+        })
+        .collect();
+    (record, obligations)
+}

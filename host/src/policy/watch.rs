@@ -1,0 +1,108 @@
+//! Hot swap by a watched directory: every `*.wasm` file in the directory is a signed policy
+//! module. A new or changed file is installed through [`Host::install_policy`], so it is
+//! verified, loaded and config-checked before it replaces anything; a file that fails any
+//! step leaves the serving version in place. Removing a file uninstalls nothing (roll back
+//! through the library API).
+//!
+//! The directory is polled: changes are detected by content digest, which is immune to
+//! coarse file timestamps and needs no platform notification API.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::host::Host;
+use crate::plugin::PluginRef;
+
+/// What the watcher did with one new or changed file.
+#[derive(Debug)]
+pub struct WatchEvent {
+    /// The file.
+    pub path: PathBuf,
+    /// The installed version, or why the file was refused (the serving version is unchanged).
+    pub result: Result<PluginRef, String>,
+}
+
+/// A running directory watcher. Dropping it stops the watching.
+#[derive(Debug)]
+pub struct PolicyWatcher {
+    task: JoinHandle<()>,
+    events: mpsc::UnboundedReceiver<WatchEvent>,
+}
+
+impl PolicyWatcher {
+    /// The next event; `None` once the watcher has stopped.
+    pub async fn next_event(&mut self) -> Option<WatchEvent> {
+        self.events.recv().await
+    }
+}
+
+impl Drop for PolicyWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Host {
+    /// Watches `dir` for policy modules, checking every `interval` (must be called inside a
+    /// tokio runtime). Files present at start are installed on the first check.
+    pub fn watch_policies(self: &Arc<Self>, dir: PathBuf, interval: Duration) -> PolicyWatcher {
+        let (tx, events) = mpsc::unbounded_channel();
+        let host = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let mut seen: HashMap<PathBuf, [u8; 32]> = HashMap::new();
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                ticker.tick().await;
+                for (path, bytes) in changed_files(&dir, &mut seen) {
+                    let result = host.install_policy(&bytes).map_err(|e| e.to_string());
+                    match &result {
+                        Ok(plugin) => {
+                            tracing::info!(path = %path.display(), module = %plugin.id, version = %plugin.version, "policy installed from watched directory");
+                        }
+                        Err(e) => {
+                            tracing::warn!(path = %path.display(), error = %e, "policy file refused; the serving version stays");
+                        }
+                    }
+                    if tx.send(WatchEvent { path, result }).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        PolicyWatcher { task, events }
+    }
+}
+
+/// `*.wasm` files whose content changed since the last check.
+fn changed_files(dir: &Path, seen: &mut HashMap<PathBuf, [u8; 32]>) -> Vec<(PathBuf, Vec<u8>)> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the policy directory");
+            return Vec::new();
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    paths.sort();
+    let mut changed = Vec::new();
+    for path in paths {
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        if seen.insert(path.clone(), digest) != Some(digest) {
+            changed.push((path, bytes));
+        }
+    }
+    changed
+}

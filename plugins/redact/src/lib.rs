@@ -1,0 +1,65 @@
+//! `gatehouse.redact`: asks the host to mask personal data in results.
+//!
+//! It never decides whether a call runs (it abstains); it attaches obligations the host
+//! applies to the result before delivery: mask the configured PII kinds (default: emails and
+//! phone numbers) in every text, and redact the configured JSON pointers.
+
+use gatehouse_sdk::{Action, Decision, Obligation, PiiKind, Policy};
+use serde::Deserialize;
+
+/// The operator's config; mirrors `config_schema` in `manifest.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
+    pii: Vec<PiiKind>,
+    pointers: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            pii: vec![PiiKind::Email, PiiKind::Phone],
+            pointers: Vec::new(),
+        }
+    }
+}
+
+struct Redact;
+
+impl Policy for Redact {
+    type Config = Config;
+
+    fn evaluate(_action: &Action, config: &Config) -> Decision {
+        let mut decision = Decision::abstain();
+        if !config.pii.is_empty() {
+            decision = decision.with_obligation(Obligation::MaskPii(config.pii.clone()));
+        }
+        for pointer in &config.pointers {
+            decision = decision.with_obligation(Obligation::RedactPointer(pointer.clone()));
+        }
+        decision
+    }
+}
+
+gatehouse_sdk::export_policy!(Redact);
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_sdk::policy::evaluate_with_config_json;
+    use gatehouse_sdk::{ApprovalMode, CapabilityClass, Verdict};
+
+    use super::*;
+
+    #[test]
+    fn abstains_with_default_pii_obligation() {
+        let a = Action::new("a", "b", CapabilityClass::Observe, ApprovalMode::ReadOnly);
+        let d = evaluate_with_config_json::<Redact>(&a, "{}");
+        assert_eq!(d.verdict, Verdict::Abstain);
+        assert_eq!(
+            d.obligations,
+            [Obligation::MaskPii(vec![PiiKind::Email, PiiKind::Phone])]
+        );
+        let d = evaluate_with_config_json::<Redact>(&a, r#"{"pii":[],"pointers":["/iban"]}"#);
+        assert_eq!(d.obligations, [Obligation::RedactPointer("/iban".into())]);
+    }
+}

@@ -1,0 +1,62 @@
+//! `test.policy-probe`: a scripted policy for pipeline tests.
+//!
+//! Its config says what it does: answer `verdict` (default allow) with `effective_mode`, or
+//! `behavior = "trap"` (panics) or `behavior = "loop"` (spins until fuel or the deadline stops
+//! it). The verdict's reason names the version, so tests can see which version decided.
+
+use std::hint::black_box;
+
+use gatehouse_sdk::{Action, ApprovalMode, Decision, Policy, Verdict};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
+    verdict: Option<Verdict>,
+    effective_mode: Option<ApprovalMode>,
+    behavior: Behavior,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Behavior {
+    #[default]
+    Answer,
+    Trap,
+    Loop,
+}
+
+struct Probe;
+
+impl Policy for Probe {
+    type Config = Config;
+
+    fn evaluate(_action: &Action, config: &Config) -> Decision {
+        match config.behavior {
+            Behavior::Answer => {}
+            Behavior::Trap => panic!("policy-probe: deliberate trap"),
+            Behavior::Loop => spin(),
+        }
+        let mut decision = match config.verdict.unwrap_or(Verdict::Allow) {
+            Verdict::Allow => Decision::allow(),
+            Verdict::Deny => Decision::deny("PROBE_DENY", "scripted deny"),
+            Verdict::RequireApproval => {
+                Decision::require_approval("PROBE_APPROVAL", "scripted require-approval")
+            }
+            Verdict::Abstain => Decision::abstain(),
+        };
+        if let Some(mode) = config.effective_mode {
+            decision = decision.with_effective_mode(mode);
+        }
+        decision
+    }
+}
+
+fn spin() -> ! {
+    let mut counter: u64 = 0;
+    loop {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
+gatehouse_sdk::export_policy!(Probe);

@@ -1,0 +1,579 @@
+//! The governed call: real components driven through `Host::call`, one test per gate outcome,
+//! each asserting the exact outcome code and status.
+
+use gatehouse_host::envelope::ErrorKind;
+use gatehouse_host::model::ApprovalMode;
+use gatehouse_host::pipeline::config::{
+    ArgConstraint, MetaTool, PolicyBinding, PolicyDefault, ToolGrant,
+};
+use gatehouse_host::policy::{POLICY_FAILED, Verdict};
+use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER, POLICY_PROBE, REDACT};
+use gatehouse_tests::config;
+use serde_json::{Value, json};
+
+/// Tenant `acme` sees echo and ledger; tenant `globex` sees only echo.
+fn base_config() -> HostConfig {
+    let mut config = config(&["gatehouse.*", "test.*"], &["gatehouse.*", "test.*"]);
+    config.pipeline.tools = vec![
+        grant("gatehouse.echo.*", &["acme", "globex"]),
+        grant("test.ledger.*", &["acme"]),
+    ];
+    config.pipeline.policy_default = PolicyDefault::Deny;
+    config
+}
+
+fn grant(tools: &str, tenants: &[&str]) -> ToolGrant {
+    ToolGrant {
+        tools: tools.to_owned(),
+        tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+        arg_constraints: Default::default(),
+    }
+}
+
+fn bind(module: &str, order: i32, config: Value) -> PolicyBinding {
+    PolicyBinding {
+        module: module.to_owned(),
+        tenants: vec!["*".to_owned()],
+        tools: vec!["*".to_owned()],
+        order,
+        config,
+    }
+}
+
+/// A host with echo and ledger installed and the given policies bound and installed.
+fn host_with(
+    mut config: HostConfig,
+    policies: &[(&gatehouse_tests::Artifact, PolicyBinding)],
+) -> Host {
+    config.pipeline.policies = policies.iter().map(|(_, b)| b.clone()).collect();
+    let host = Host::new(config).expect("host builds");
+    host.install_adapter(&ECHO.signed()).expect("echo installs");
+    host.install_adapter(&LEDGER.signed())
+        .expect("ledger installs");
+    for (artifact, _) in policies {
+        host.install_policy(&artifact.signed())
+            .unwrap_or_else(|e| panic!("{} installs: {e}", artifact.name));
+    }
+    host
+}
+
+/// Baseline bound everywhere, allowing by default.
+fn baseline_host(baseline_config: Value) -> Host {
+    host_with(
+        base_config(),
+        &[(&BASELINE, bind("gatehouse.baseline", 0, baseline_config))],
+    )
+}
+
+async fn call(host: &Host, tenant: &str, tool: &str, args: Value) -> ToolResultEnvelope {
+    host.call(ToolCallEnvelope::new(tenant, tool, args)).await
+}
+
+fn transfer(amount: f64) -> ToolCallEnvelope {
+    ToolCallEnvelope::new(
+        "acme",
+        "test.ledger.transfer",
+        json!({ "amount": amount, "currency": "EUR", "note": "mail ann@example.com" }),
+    )
+    .with_idempotency_key("ik_1")
+}
+
+#[track_caller]
+fn assert_outcome(result: &ToolResultEnvelope, status: Status, outcome: OutcomeCode) -> String {
+    assert_eq!(
+        (result.status, result.outcome),
+        (status, outcome),
+        "{result:#?}"
+    );
+    match status {
+        Status::Ok => {
+            assert!(result.error.is_none(), "{result:#?}");
+            String::new()
+        }
+        Status::Failed | Status::Paused | Status::Rejected => {
+            let error = result.error.as_ref().expect("a refusal carries an error");
+            assert_eq!(error.code, gatehouse_host::envelope::code_of(outcome));
+            error.message.clone()
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_call_runs_and_names_the_deciding_module() {
+    let host = baseline_host(json!({}));
+    let result = host.call(transfer(10.0)).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.structured_content.as_ref().unwrap()["transfer_id"],
+        "tr_1"
+    );
+    let decision = result.policy_decision.as_ref().unwrap();
+    assert_eq!(decision.verdict, Verdict::Allow);
+    let module = decision.modules[0].module.as_ref().unwrap();
+    assert_eq!(
+        (module.id.as_str(), module.version.as_str()),
+        ("gatehouse.baseline", "0.1.0")
+    );
+    assert!(module.digest.starts_with("sha256:"));
+}
+
+#[tokio::test]
+async fn unknown_and_hidden_tools_are_indistinguishable() {
+    let host = baseline_host(json!({}));
+    let unknown = call(&host, "globex", "test.ledger.nope", json!({})).await;
+    let hidden = call(&host, "globex", "test.ledger.bad_output", json!({})).await;
+    assert_outcome(&unknown, Status::Rejected, OutcomeCode::UnknownCapability);
+    assert_outcome(&hidden, Status::Rejected, OutcomeCode::UnknownCapability);
+    let strip = |r: &ToolResultEnvelope| {
+        let mut v = serde_json::to_value(r).unwrap();
+        for key in ["tool_call_id", "trace_id", "capability_id"] {
+            v.as_object_mut().unwrap().remove(key);
+        }
+        v.to_string()
+            .replace("test.ledger.nope", "T")
+            .replace("test.ledger.bad_output", "T")
+    };
+    assert_eq!(strip(&unknown), strip(&hidden));
+    assert!(unknown.adapter.is_none() && hidden.adapter.is_none());
+    assert!(
+        !host
+            .visible_tools("globex")
+            .contains(&"test.ledger.bad_output".to_owned())
+    );
+    assert!(
+        host.visible_tools("acme")
+            .contains(&"test.ledger.bad_output".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_schema_violation_is_a_correctable_error_naming_the_field() {
+    let host = baseline_host(json!({}));
+    let result = call(
+        &host,
+        "acme",
+        "test.ledger.transfer",
+        json!({ "amount": "ten", "currency": "EUR" }),
+    )
+    .await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert_eq!(result.error.as_ref().unwrap().kind, ErrorKind::Validation);
+    assert!(message.contains("`/amount`"), "{message}");
+    assert!(
+        result.policy_decision.is_none(),
+        "no policy runs on invalid arguments"
+    );
+}
+
+#[tokio::test]
+async fn a_constraint_violation_names_the_argument() {
+    let mut config = base_config();
+    let mut constraints = std::collections::BTreeMap::new();
+    constraints.insert(
+        "amount".to_owned(),
+        ArgConstraint {
+            max: Some(500.into()),
+            ..ArgConstraint::default()
+        },
+    );
+    constraints.insert(
+        "currency".to_owned(),
+        ArgConstraint {
+            allowed: Some(vec![json!("EUR")]),
+            ..ArgConstraint::default()
+        },
+    );
+    config.pipeline.tools[1].arg_constraints = constraints;
+    let host = host_with(
+        config,
+        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+    );
+    let result = host.call(transfer(501.0)).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert!(
+        message.contains("argument `amount` must be a number <= 500"),
+        "{message}"
+    );
+    let mut usd = transfer(5.0);
+    usd.args["currency"] = json!("USD");
+    let result = host.call(usd).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert!(
+        message.contains("argument `currency` must be one of \"EUR\""),
+        "{message}"
+    );
+    assert_outcome(
+        &host.call(transfer(500.0)).await,
+        Status::Ok,
+        OutcomeCode::Ok,
+    );
+}
+
+#[tokio::test]
+async fn a_write_without_idempotency_key_is_refused() {
+    let host = baseline_host(json!({}));
+    let mut call = transfer(1.0);
+    call.idempotency_key = None;
+    let result = host.call(call).await;
+    let message = assert_outcome(
+        &result,
+        Status::Rejected,
+        OutcomeCode::IdempotencyKeyRequired,
+    );
+    assert!(message.contains("idempotency_key"), "{message}");
+}
+
+#[tokio::test]
+async fn destructive_without_approval_or_rollback_metadata_is_refused() {
+    let host = baseline_host(json!({}));
+    let purge =
+        ToolCallEnvelope::new("acme", "test.ledger.purge", json!({})).with_idempotency_key("ik_p");
+    let result = host.call(purge).await;
+    assert_outcome(&result, Status::Rejected, OutcomeCode::RollbackRequired);
+    // With an approval gate declared, it pauses for approval instead of running.
+    let close = ToolCallEnvelope::new("acme", "test.ledger.close_account", json!({}))
+        .with_idempotency_key("ik_c");
+    let result = host.call(close).await;
+    let message = assert_outcome(&result, Status::Paused, OutcomeCode::ApprovalRequired);
+    assert!(message.contains("GATE_ACCOUNT_CLOSURE"), "{message}");
+    assert!(
+        result.structured_content.is_none() && result.usage.is_none(),
+        "nothing ran"
+    );
+}
+
+#[tokio::test]
+async fn a_policy_deny_blocks_the_call() {
+    let host = baseline_host(json!({ "deny": { "acme": ["test.ledger.transfer"] } }));
+    let result = host.call(transfer(1.0)).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(message.contains("CAPABILITY_DENIED"), "{message}");
+    assert!(result.usage.is_none(), "the adapter never ran");
+}
+
+#[tokio::test]
+async fn a_policy_require_approval_pauses_the_call() {
+    let host = baseline_host(json!({ "approval_thresholds": { "amount": 100 } }));
+    let result = host.call(transfer(250.0)).await;
+    let message = assert_outcome(&result, Status::Paused, OutcomeCode::ApprovalRequired);
+    assert!(message.contains("AMOUNT_ABOVE_THRESHOLD"), "{message}");
+    assert_eq!(
+        result.policy_decision.as_ref().unwrap().verdict,
+        Verdict::RequireApproval
+    );
+    assert!(result.usage.is_none(), "the adapter never ran");
+}
+
+#[tokio::test]
+async fn composition_deny_beats_approval_beats_allow_and_abstain_falls_to_default() {
+    let probe = |verdict: &str, order| {
+        (
+            &POLICY_PROBE,
+            bind("test.policy-probe", order, json!({ "verdict": verdict })),
+        )
+    };
+    // require-approval (probe) + allow (baseline) -> paused.
+    let host = host_with(
+        base_config(),
+        &[
+            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
+            probe("require_approval", 1),
+        ],
+    );
+    assert_outcome(
+        &host.call(transfer(1.0)).await,
+        Status::Paused,
+        OutcomeCode::ApprovalRequired,
+    );
+    // Only abstain -> the operator default: deny unless set.
+    let host = host_with(base_config(), &[probe("abstain", 0)]);
+    let result = host.call(transfer(1.0)).await;
+    assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(result.policy_decision.as_ref().unwrap().default_applied);
+    let mut allow_default = base_config();
+    allow_default.pipeline.policy_default = PolicyDefault::Allow;
+    let host = host_with(allow_default, &[probe("abstain", 0)]);
+    assert_outcome(&host.call(transfer(1.0)).await, Status::Ok, OutcomeCode::Ok);
+}
+
+#[tokio::test]
+async fn a_trapping_or_looping_policy_fails_closed() {
+    for behavior in ["trap", "loop"] {
+        let host = host_with(
+            base_config(),
+            &[(
+                &POLICY_PROBE,
+                bind("test.policy-probe", 0, json!({ "behavior": behavior })),
+            )],
+        );
+        let result = host.call(transfer(1.0)).await;
+        let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+        assert!(message.contains(POLICY_FAILED), "{behavior}: {message}");
+        let module = &result.policy_decision.as_ref().unwrap().modules[0];
+        assert_eq!(module.verdict, Verdict::Deny);
+        if behavior == "loop" {
+            assert!(message.contains("ran out of fuel"), "{message}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_approval_mode_can_go_down_never_up() {
+    // The caller asks for more than the declared maximum.
+    let host = baseline_host(json!({}));
+    let result = host
+        .call(transfer(1.0).with_mode(ApprovalMode::Destructive))
+        .await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(message.contains("maximum of `delegated`"), "{message}");
+    // A policy tries to raise the mode: ignored, recorded.
+    let host = host_with(
+        base_config(),
+        &[(
+            &POLICY_PROBE,
+            bind(
+                "test.policy-probe",
+                0,
+                json!({ "effective_mode": "destructive" }),
+            ),
+        )],
+    );
+    let result = host.call(transfer(1.0)).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.approval_mode_effective,
+        Some(ApprovalMode::Delegated)
+    );
+    assert!(result.policy_decision.as_ref().unwrap().modules[0].mode_raise_ignored);
+    // A policy lowers it: honoured.
+    let host = host_with(
+        base_config(),
+        &[(
+            &POLICY_PROBE,
+            bind(
+                "test.policy-probe",
+                0,
+                json!({ "effective_mode": "local_write" }),
+            ),
+        )],
+    );
+    let result = host.call(transfer(1.0)).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.approval_mode_effective,
+        Some(ApprovalMode::LocalWrite)
+    );
+}
+
+#[tokio::test]
+async fn an_output_schema_mismatch_fails_verification() {
+    let host = baseline_host(json!({}));
+    let result = call(&host, "acme", "test.ledger.bad_output", json!({})).await;
+    let message = assert_outcome(&result, Status::Failed, OutcomeCode::VerificationFailed);
+    assert!(message.contains("`/count`"), "{message}");
+    assert!(result.structured_content.is_none());
+}
+
+#[tokio::test]
+async fn a_missing_evidence_key_is_evidence_missing() {
+    let host = baseline_host(json!({}));
+    let result = call(&host, "acme", "test.ledger.no_evidence", json!({})).await;
+    let message = assert_outcome(&result, Status::Failed, OutcomeCode::EvidenceMissing);
+    assert!(message.contains("`receipt_id`"), "{message}");
+}
+
+#[tokio::test]
+async fn a_meta_tool_resolves_to_its_target_before_policy() {
+    let mut config = base_config();
+    config.pipeline.meta_tools = vec![MetaTool {
+        name: "mcp_tool".to_owned(),
+        target_arg: "tool".to_owned(),
+        args_arg: "arguments".to_owned(),
+    }];
+    let host = host_with(
+        config,
+        &[(
+            &BASELINE,
+            bind(
+                "gatehouse.baseline",
+                0,
+                json!({ "deny": { "*": ["test.ledger.transfer"] } }),
+            ),
+        )],
+    );
+    let wrapped = ToolCallEnvelope::new(
+        "acme",
+        "mcp_tool",
+        json!({ "tool": "test.ledger.transfer", "arguments": { "amount": 1, "currency": "EUR" } }),
+    )
+    .with_idempotency_key("ik_m");
+    let result = host.call(wrapped).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(message.contains("CAPABILITY_DENIED"), "{message}");
+    assert_eq!(result.capability_id, "test.ledger.transfer");
+    assert_eq!(result.resolved_from.as_deref(), Some("mcp_tool"));
+    // An allowed target runs through the wrapper, validated as the target.
+    let ok = call(
+        &host,
+        "acme",
+        "mcp_tool",
+        json!({ "tool": "gatehouse.echo.echo", "arguments": { "message": "hi" } }),
+    )
+    .await;
+    assert_outcome(&ok, Status::Ok, OutcomeCode::Ok);
+    let bad = call(
+        &host,
+        "acme",
+        "mcp_tool",
+        json!({ "tool": "gatehouse.echo.echo", "arguments": { "message": 5 } }),
+    )
+    .await;
+    assert_outcome(&bad, Status::Rejected, OutcomeCode::InvalidArguments);
+}
+
+#[tokio::test]
+async fn redact_masks_personal_data_in_results() {
+    let host = host_with(
+        base_config(),
+        &[
+            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
+            (
+                &REDACT,
+                bind(
+                    "gatehouse.redact",
+                    1,
+                    json!({ "pointers": ["/transfer_id"] }),
+                ),
+            ),
+        ],
+    );
+    let result = host.call(transfer(1.0)).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    let structured = result.structured_content.as_ref().unwrap();
+    assert_eq!(structured["note"], "mail [REDACTED]");
+    assert_eq!(structured["transfer_id"], "[REDACTED]");
+    let text = serde_json::to_string(&result.content).unwrap();
+    assert!(!text.contains("ann@example.com"), "{text}");
+}
+
+#[tokio::test]
+async fn a_policy_config_that_breaks_the_config_schema_is_refused_at_install() {
+    let mut config = base_config();
+    config.pipeline.policies = vec![bind(
+        "gatehouse.baseline",
+        0,
+        json!({ "deny": "everything" }),
+    )];
+    let host = Host::new(config).unwrap();
+    let err = host
+        .install_policy(&BASELINE.signed())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("config_schema"), "{err}");
+    assert!(host.policy_version("gatehouse.baseline").is_none());
+}
+
+/// The checked-in JSON Schemas (schemas/) accept real envelopes of every status.
+#[tokio::test]
+async fn envelopes_match_their_checked_in_schemas() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/");
+    let load = |name: &str| {
+        let text = std::fs::read_to_string(format!("{root}{name}")).unwrap();
+        let schema: Value = serde_json::from_str(&text).unwrap();
+        jsonschema::draft202012::new(&schema).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let call_schema = load("tool_call_envelope.schema.json");
+    let result_schema = load("tool_result_envelope.schema.json");
+    let host = baseline_host(json!({ "approval_thresholds": { "amount": 100 } }));
+    let mut calls = vec![
+        transfer(1.0),
+        transfer(1000.0),
+        ToolCallEnvelope::new("acme", "test.ledger.bad_output", json!({})),
+        ToolCallEnvelope::new("acme", "test.ledger.nope", json!({})),
+    ];
+    calls[0] = calls[0]
+        .clone()
+        .with_principal(gatehouse_host::model::Principal {
+            kind: gatehouse_host::model::PrincipalKind::User,
+            id: "usr_1".to_owned(),
+            tenant: "acme".to_owned(),
+        });
+    let mut statuses = Vec::new();
+    for call in calls {
+        let value = serde_json::to_value(&call).unwrap();
+        if let Err(e) = call_schema.validate(&value) {
+            panic!("call envelope {value}: {e} at {}", e.instance_path());
+        }
+        let back: ToolCallEnvelope = serde_json::from_value(value).unwrap();
+        assert_eq!(back, call);
+        let result = host.call(call).await;
+        statuses.push(result.status);
+        let value = serde_json::to_value(&result).unwrap();
+        if let Err(e) = result_schema.validate(&value) {
+            panic!("result envelope {value}: {e} at {}", e.instance_path());
+        }
+    }
+    assert_eq!(
+        statuses,
+        [Status::Ok, Status::Paused, Status::Failed, Status::Rejected]
+    );
+}
+
+/// Skills reach the adapter as `skill-context`, resolved through the cascade; tools/list is
+/// unchanged; secret-looking skills are refused when the host is built.
+#[tokio::test]
+async fn skills_reach_the_adapter_and_never_change_the_tool_list() {
+    use gatehouse_host::skills::{Level, Scope, Skill};
+    let skill = |name: &str, scope, matches: &str, priority, text: &str| Skill {
+        name: name.to_owned(),
+        scope,
+        matches: matches.to_owned(),
+        priority,
+        text: text.to_owned(),
+    };
+    let plain = baseline_host(json!({}));
+    let mut config = base_config();
+    config.pipeline.skills = vec![
+        skill("house-style", Scope::Global, "", 0, "Be brief."),
+        skill(
+            "ledger",
+            Scope::Tool,
+            "test.ledger.*",
+            0,
+            "Amounts are in EUR.",
+        ),
+        skill("globex-only", Scope::Tenant, "globex", 0, "Globex rules."),
+    ];
+    let host = host_with(
+        config.clone(),
+        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+    );
+    let result = host.call(transfer(1.0)).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.structured_content.as_ref().unwrap()["skill_context"],
+        "Be brief.\n\nAmounts are in EUR."
+    );
+    let trace = host.resolve_skills("acme", "test.ledger.transfer", &[]);
+    assert_eq!(
+        trace.levels[0],
+        (Level::Global, vec!["house-style".to_owned()])
+    );
+    assert_eq!(trace.levels[1], (Level::Tenant, vec![]));
+    assert_eq!(trace.levels[2], (Level::Tool, vec!["ledger".to_owned()]));
+    assert_eq!(host.visible_tools("acme"), plain.visible_tools("acme"));
+
+    config.pipeline.skills.push(skill(
+        "leaky",
+        Scope::Global,
+        "",
+        0,
+        "-----BEGIN PRIVATE KEY----- abc",
+    ));
+    let err = Host::new(config).unwrap_err().to_string();
+    assert!(
+        err.contains("skill `leaky` looks like it contains a secret"),
+        "{err}"
+    );
+}
