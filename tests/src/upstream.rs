@@ -80,7 +80,7 @@ async fn answer(
     let body = body
         .collect()
         .await
-        .map(|b| b.to_bytes())
+        .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
     let path = parts.uri.path().to_owned();
     record.lock().expect("not poisoned").push(Seen {

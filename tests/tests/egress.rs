@@ -48,7 +48,7 @@ fn egress(adapter: &str, upstream: &Upstream, allow_loopback: bool) -> Value {
     })
 }
 
-fn probe(requests: Value) -> Value {
+fn probe(requests: &Value) -> Value {
     json!({ "requests": requests })
 }
 
@@ -168,7 +168,7 @@ async fn the_guest_cannot_read_or_override_the_credential() {
     let upstream = Upstream::start().await;
     let host = host(egress("test.egress-probe", &upstream, true));
     let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
-    let args = probe(json!([{
+    let args = probe(&json!([{
         "method": "GET",
         "url": upstream.url("/api/whoami"),
         "headers": [["authorization", "Bearer forged"], ["cookie", "a=b"], ["x-trace", "1"]],
@@ -224,7 +224,7 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
         ),
     ];
     for (capability, method, url, code) in cases {
-        let args = probe(json!([{ "method": method, "url": url, "body": "x" }]));
+        let args = probe(&json!([{ "method": method, "url": url, "body": "x" }]));
         let envelope = host
             .call_adapter(&probe_adapter, AdapterCall::new(capability, args))
             .await;
@@ -239,7 +239,7 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
     assert!(upstream.seen().is_empty());
 
     // The same POST in a network-mode call goes through.
-    let args = probe(json!([{ "method": "POST", "url": upstream.url("/api/1"), "body": "x" }]));
+    let args = probe(&json!([{ "method": "POST", "url": upstream.url("/api/1"), "body": "x" }]));
     let envelope = host
         .call_adapter(&probe_adapter, AdapterCall::new("write", args))
         .await;
@@ -283,7 +283,7 @@ async fn a_redirect_to_a_forbidden_address_is_refused() {
     }));
     let probe_adapter = host.load_adapter(&EGRESS_PROBE.signed()).unwrap();
 
-    let args = probe(json!([{ "method": "GET", "url": upstream.url("/redirect/metadata") }]));
+    let args = probe(&json!([{ "method": "GET", "url": upstream.url("/redirect/metadata") }]));
     let envelope = host
         .call_adapter(&probe_adapter, AdapterCall::new("read", args))
         .await;
@@ -297,7 +297,7 @@ async fn a_redirect_to_a_forbidden_address_is_refused() {
     assert!(envelope.egress[1].reason.contains("cloud metadata"));
 
     // A redirect within the grant is followed, through the gate again.
-    let args = probe(json!([{ "method": "GET", "url": upstream.url("/redirect/local") }]));
+    let args = probe(&json!([{ "method": "GET", "url": upstream.url("/redirect/local") }]));
     let envelope = host
         .call_adapter(&probe_adapter, AdapterCall::new("read", args))
         .await;
