@@ -235,13 +235,11 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
     ];
     for (capability, method, url, code) in cases {
         let args = probe(&json!([{ "method": method, "url": url, "body": "x" }]));
-        let envelope = host
-            .call(ToolCallEnvelope::new(
-                "default",
-                format!("test.egress-probe.{capability}"),
-                args,
-            ))
-            .await;
+        let mut call =
+            ToolCallEnvelope::new("default", format!("test.egress-probe.{capability}"), args);
+        // `write` is write-class: the pipeline requires a key before anything runs.
+        call.idempotency_key = Some(format!("k-{method}"));
+        let envelope = host.call(call).await;
         assert_eq!(
             results(&envelope),
             [json!({ "error": "denied" })],
@@ -254,13 +252,9 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
 
     // The same POST in a network-mode call goes through.
     let args = probe(&json!([{ "method": "POST", "url": upstream.url("/api/1"), "body": "x" }]));
-    let envelope = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "test.egress-probe.write",
-            args,
-        ))
-        .await;
+    let mut call = ToolCallEnvelope::new("default", "test.egress-probe.write", args);
+    call.idempotency_key = Some("k-post".to_owned());
+    let envelope = host.call(call).await;
     assert_eq!(results(&envelope)[0]["status"], 200);
     assert_eq!(codes(&envelope), ["ok"]);
 }
