@@ -1,5 +1,6 @@
 //! Echo adapter costs: cold load (verify + compile), warm load (verify + compiled artifact from
-//! the cache), and one call (fresh instance + invoke + envelope).
+//! the cache), and one governed call through `Host::call` (every gate, no policy bound, a fresh
+//! instance, the envelope).
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench load_and_call`
 
