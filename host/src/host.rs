@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::config::HostConfig;
-use crate::egress::EgressConfig;
+use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
@@ -24,6 +24,9 @@ pub enum HostError {
     /// The `[pipeline]` config is invalid.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// The TLS client for `https` egress cannot be built (a bad `extra_root_certificates` file).
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
 }
 
 /// Why a plugin was not installed. The serving version, if any, is unchanged.
@@ -66,6 +69,7 @@ pub struct Host {
     cache: Option<CompileCache>,
     limits: Limits,
     egress: EgressConfig,
+    tls: TlsClient,
     pipeline: Pipeline,
 }
 
@@ -79,11 +83,13 @@ impl std::fmt::Debug for Host {
 }
 
 impl Host {
-    /// Builds a host: checks the trust config, creates the engine, opens the cache. A cache
+    /// Builds a host: checks the trust config, loads the TLS roots for `https` egress, creates
+    /// the engine, opens the cache. A cache
     /// that cannot be opened is logged and skipped (compilation still works, just slower).
     pub fn new(config: HostConfig) -> Result<Self, HostError> {
         let trust = TrustStore::new(&config.trust)?;
         let pipeline = Pipeline::new(&config.pipeline)?;
+        let tls = TlsClient::from_config(&config.egress)?;
         let limits = config.sandbox.limits();
         let sandbox =
             Sandbox::new(config.sandbox).map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -101,6 +107,7 @@ impl Host {
             cache,
             limits,
             egress: config.egress,
+            tls,
             pipeline,
         })
     }
@@ -117,6 +124,7 @@ impl Host {
             &self.sandbox,
             self.cache.as_ref(),
             &self.egress,
+            &self.tls,
             bytes,
             verified,
         )

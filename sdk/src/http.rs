@@ -58,6 +58,10 @@ pub enum HttpError {
     Status(u16),
     /// More than [`MAX_REDIRECTS`] redirects.
     TooManyRedirects,
+    /// The TLS handshake with an `https` upstream failed: its certificate is not issued by a
+    /// CA the gateway trusts or does not name the URL's host, or the peer does not speak TLS.
+    /// Retrying will not help; the URL or the operator's trust settings must change.
+    Tls(String),
     /// Any other transport failure, with the `wasi:http` error code.
     Transport(String),
 }
@@ -72,6 +76,7 @@ impl std::fmt::Display for HttpError {
             Self::Timeout => f.write_str("the upstream did not answer in time"),
             Self::Status(status) => write!(f, "the upstream answered with status {status}"),
             Self::TooManyRedirects => write!(f, "more than {MAX_REDIRECTS} redirects"),
+            Self::Tls(why) => write!(f, "TLS handshake with the upstream failed: {why}"),
             Self::Transport(code) => write!(f, "transport error: {code}"),
         }
     }
@@ -86,6 +91,19 @@ impl From<ErrorCode> for HttpError {
             ErrorCode::ConnectionTimeout
             | ErrorCode::ConnectionReadTimeout
             | ErrorCode::HttpResponseTimeout => Self::Timeout,
+            ErrorCode::TlsCertificateError => Self::Tls(
+                "its certificate is not trusted by the gateway or does not name the host"
+                    .to_owned(),
+            ),
+            ErrorCode::TlsProtocolError => {
+                Self::Tls("protocol error (does the upstream speak TLS?)".to_owned())
+            }
+            ErrorCode::TlsAlertReceived(alert) => Self::Tls(format!(
+                "the upstream sent alert {}",
+                alert
+                    .alert_message
+                    .unwrap_or_else(|| format!("{:?}", alert.alert_id))
+            )),
             other => Self::Transport(format!("{other:?}")),
         }
     }

@@ -2,7 +2,9 @@
 //! 1. directly with hyper (new TCP connection, HTTP/1.1 handshake, request, body read);
 //! 2. through `EgressGate::send` (rule match, approval check, address check, header rewrite,
 //!    credential injection, traceparent, recording, metering; same connection work);
-//! 3. through a real guest (`gatehouse.rest` `get`: fresh instance + SDK client + gate).
+//! 3. through a real guest (`gatehouse.rest` `get`: fresh instance + SDK client + gate);
+//! 4. and 5. as 1. and 2. over TLS (a new handshake per request, as the gate does), to an
+//!    upstream whose certificate a throwaway CA issued.
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench egress`
 
@@ -10,29 +12,97 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants};
+use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants, TlsClient};
 use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest};
 use gatehouse_host::{Host, ToolCallEnvelope};
 use gatehouse_tests::artifacts::REST;
-use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::upstream::{TestCa, Upstream};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::Request;
 use serde_json::json;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use wasmtime_wasi_http::io::TokioIo;
 
-fn egress(port: u16, token: &std::path::Path) -> EgressConfig {
+fn egress(port: u16, tls_port: u16, ca: &TestCa, token: &std::path::Path) -> EgressConfig {
+    let credentials = json!({ "api_token": { "file": token, "scheme": "Bearer" } });
     serde_json::from_value(json!({
         "allow_private": ["127.0.0.0/8"],
         "max_requests": 1_000_000,
-        "grant": [{
-            "adapter": "gatehouse.rest",
-            "url": format!("http://127.0.0.1:{port}/api/"),
-            "methods": ["GET"],
-            "credentials": { "api_token": { "file": token, "scheme": "Bearer" } },
-        }],
+        "system_root_certificates": false,
+        "extra_root_certificates": [ca.pem_file()],
+        "grant": [
+            {
+                "adapter": "gatehouse.rest",
+                "url": format!("http://127.0.0.1:{port}/api/"),
+                "methods": ["GET"],
+                "credentials": credentials,
+            },
+            {
+                "adapter": "gatehouse.rest",
+                "url": format!("https://127.0.0.1:{tls_port}/api/"),
+                "methods": ["GET"],
+                "credentials": credentials,
+            },
+        ],
     }))
     .expect("valid egress config")
+}
+
+/// One GET with hyper over `stream`, body read to the end.
+async fn get<S>(stream: S, port: u16)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let request = Request::get("/api/items/1")
+        .header("host", format!("127.0.0.1:{port}"))
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    response.into_body().collect().await.expect("body");
+}
+
+/// One GET to `url` through a fresh gate (one per call, as the host does).
+async fn gate_get(grants: &Arc<Grants>, url: &str) {
+    let gate = EgressGate::new(
+        Arc::clone(grants),
+        CallInfo::new(
+            ApprovalMode::ReadOnly,
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+            None,
+        ),
+    );
+    let request = Request::get(url)
+        .body(
+            Full::new(Bytes::new())
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+        .expect("request");
+    let response = gate.send(request, None).await.expect("allowed");
+    response.into_body().collect().await.expect("body");
+}
+
+/// A rustls client trusting only `ca`, for the direct TLS case.
+fn direct_tls_client(ca: &TestCa) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca.pem_file()).expect("CA file") {
+        roots.add(cert.expect("CA PEM")).expect("CA certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    TlsConnector::from(Arc::new(config))
 }
 
 fn rest_manifest() -> AdapterManifest {
@@ -49,57 +119,49 @@ fn overhead(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let upstream = runtime.block_on(Upstream::start());
+    let ca = TestCa::new();
+    let upstream_tls = runtime.block_on(Upstream::start_tls(&ca, &["127.0.0.1"]));
     let dir = tempfile::tempdir().expect("temp dir");
     let token = dir.path().join("token");
     std::fs::write(&token, "bench-token").expect("write token");
-    let config = egress(upstream.port, &token);
+    let config = egress(upstream.port, upstream_tls.port, &ca, &token);
+    let tls = TlsClient::from_config(&config).expect("CA loads");
     let grants = Arc::new(
-        Grants::for_adapter(&config, "gatehouse.rest", &rest_manifest().egress).expect("grants"),
+        Grants::for_adapter(&config, &tls, "gatehouse.rest", &rest_manifest().egress)
+            .expect("grants"),
     );
     let url = upstream.url("/api/items/1");
+    let url_tls = upstream_tls.url("/api/items/1");
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], upstream.port));
+    let addr_tls = std::net::SocketAddr::from(([127, 0, 0, 1], upstream_tls.port));
+    let direct_tls = direct_tls_client(&ca);
 
     let mut group = c.benchmark_group("egress_get");
     group.bench_function("direct_hyper", |b| {
         b.iter(|| {
             runtime.block_on(async {
                 let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .expect("handshake");
-                tokio::spawn(conn);
-                let request = Request::get("/api/items/1")
-                    .header("host", format!("127.0.0.1:{}", addr.port()))
-                    .body(Empty::<Bytes>::new())
-                    .expect("request");
-                let response = sender.send_request(request).await.expect("response");
-                response.into_body().collect().await.expect("body");
+                get(stream, addr.port()).await;
             });
         });
     });
     group.bench_function("through_gate", |b| {
+        b.iter(|| runtime.block_on(gate_get(&grants, &url)));
+    });
+    group.bench_function("direct_hyper_tls", |b| {
         b.iter(|| {
             runtime.block_on(async {
-                let gate = EgressGate::new(
-                    Arc::clone(&grants),
-                    CallInfo::new(
-                        ApprovalMode::ReadOnly,
-                        "4bf92f3577b34da6a3ce929d0e0e4736",
-                        None,
-                    ),
-                );
-                let request = Request::get(url.as_str())
-                    .body(
-                        Full::new(Bytes::new())
-                            .map_err(|never| match never {})
-                            .boxed_unsync(),
-                    )
-                    .expect("request");
-                let response = gate.send(request, None).await.expect("allowed");
-                response.into_body().collect().await.expect("body");
+                let stream = tokio::net::TcpStream::connect(addr_tls)
+                    .await
+                    .expect("connect");
+                let name = ServerName::IpAddress(addr_tls.ip().into());
+                let stream = direct_tls.connect(name, stream).await.expect("TLS");
+                get(stream, addr_tls.port()).await;
             });
         });
+    });
+    group.bench_function("through_gate_tls", |b| {
+        b.iter(|| runtime.block_on(gate_get(&grants, &url_tls)));
     });
 
     let mut host_config = gatehouse_tests::config(&["gatehouse.*"], &[]);

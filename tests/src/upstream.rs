@@ -1,11 +1,13 @@
 //! A real HTTP/1.1 upstream on loopback for egress tests and benchmarks: records what it
-//! sees, and answers by path.
+//! sees, and answers by path. [`Upstream::start`] serves plain HTTP; [`Upstream::start_tls`]
+//! serves HTTPS with a certificate from a throwaway [`TestCa`].
 //!
 //! 1. `/redirect/metadata` answers 302 to `http://169.254.169.254/latest/meta-data/`;
 //! 2. `/redirect/local` answers 302 to `/api/ok` on itself;
 //! 3. every other path answers `{"ok":true,"method":..,"path":..}`.
 
 use std::convert::Infallible;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -14,8 +16,85 @@ use hyper::body::Incoming;
 use hyper::header::HeaderMap;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::rustls::{self, ServerConfig};
 use wasmtime_wasi_http::io::TokioIo;
+
+/// A throwaway certificate authority: trust it with `[egress] extra_root_certificates =
+/// [ca.pem_file()]`, and let it issue the certificates of [`Upstream::start_tls`].
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for TestCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCa")
+            .field("pem_file", &self.pem_file())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestCa {
+    /// A fresh CA, its certificate written as PEM to a temporary file.
+    pub fn new() -> Self {
+        let mut params = CertificateParams::new(Vec::new()).expect("no names to check");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "gatehouse test CA");
+        let key = KeyPair::generate().expect("key generation");
+        let issuer = CertifiedIssuer::self_signed(params, key).expect("self-signed CA");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("ca.pem"), issuer.pem()).expect("write CA certificate");
+        Self { issuer, dir }
+    }
+
+    /// The PEM file holding the CA certificate.
+    pub fn pem_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A server configuration presenting a certificate this CA issued for `names` (DNS names
+    /// or IP literals).
+    pub fn server_config(&self, names: &[&str]) -> Arc<ServerConfig> {
+        let params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                .expect("valid subject alternative names");
+        let key = KeyPair::generate().expect("key generation");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("CA signs the server certificate");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone(), self.issuer.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .expect("valid certificate and key");
+        Arc::new(config)
+    }
+}
+
+impl Default for TestCa {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Writes `text` to a fresh file in `dir` and returns its path (for bad root files).
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write file");
+    path
+}
 
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]
@@ -35,41 +114,73 @@ pub struct Seen {
 pub struct Upstream {
     /// The loopback port it listens on.
     pub port: u16,
+    scheme: &'static str,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Upstream {
-    /// Binds `127.0.0.1:0` and serves on the current tokio runtime.
+    /// Binds `127.0.0.1:0` and serves plain HTTP on the current tokio runtime.
     pub async fn start() -> Self {
+        Self::serve(None).await
+    }
+
+    /// Binds `127.0.0.1:0` and serves HTTPS with a certificate `ca` issued for `names`.
+    pub async fn start_tls(ca: &TestCa, names: &[&str]) -> Self {
+        Self::serve(Some(TlsAcceptor::from(ca.server_config(names)))).await
+    }
+
+    async fn serve(tls: Option<TlsAcceptor>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
         let port = listener.local_addr().expect("bound").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&seen);
+        let scheme = if tls.is_some() { "https" } else { "http" };
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let record = Arc::clone(&record);
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request| answer(Arc::clone(&record), request));
-                    let _closed = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    match tls {
+                        None => serve_connection(stream, record).await,
+                        // A failed handshake (an untrusting client) just ends the connection.
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                serve_connection(stream, record).await;
+                            }
+                        }
+                    }
                 });
             }
         });
-        Self { port, seen }
+        Self { port, scheme, seen }
     }
 
-    /// `http://127.0.0.1:<port><path>`.
+    /// `<scheme>://127.0.0.1:<port><path>`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        self.url_via("127.0.0.1", path)
+    }
+
+    /// `<scheme>://<host>:<port><path>`, e.g. via `localhost`.
+    pub fn url_via(&self, host: &str, path: &str) -> String {
+        format!("{}://{host}:{}{path}", self.scheme, self.port)
     }
 
     /// Every request seen so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("not poisoned").clone()
     }
+}
+
+async fn serve_connection<S>(stream: S, record: Arc<Mutex<Vec<Seen>>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| answer(Arc::clone(&record), request));
+    let _closed = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 async fn answer(

@@ -15,6 +15,7 @@
 //! ```toml
 //! [egress]
 //! allow_private = ["127.0.0.0/8"]      # default: none
+//! extra_root_certificates = ["/etc/gatehouse/internal-ca.pem"]   # default: none
 //! max_requests = 16                    # per call
 //!
 //! [[egress.grant]]
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::addr::AddressPolicy;
 use super::rules::{self, MethodName, PatternError, UrlPattern};
+use super::transport::TlsClient;
 use crate::plugin::manifest::EgressRequest;
 
 /// The `[egress]` table of the operator config. The defaults deny: no grants, no private
@@ -60,6 +62,14 @@ pub struct EgressConfig {
     /// typed error in time to report it).
     #[serde(default = "defaults::max_total_ms")]
     pub max_total_ms: u64,
+    /// Whether `https` upstreams may present certificates issued by the system's root CAs
+    /// (the platform trust store; `SSL_CERT_FILE`/`SSL_CERT_DIR` override it). Default: true.
+    #[serde(default = "defaults::system_root_certificates")]
+    pub system_root_certificates: bool,
+    /// PEM files of further root CAs to trust for `https` upstreams, e.g. a private CA.
+    /// Default: none. A file that is missing or holds no certificate fails the host's start.
+    #[serde(default)]
+    pub extra_root_certificates: Vec<PathBuf>,
     /// What each adapter may reach. Default: nothing.
     #[serde(default, rename = "grant")]
     pub grants: Vec<GrantConfig>,
@@ -78,6 +88,9 @@ mod defaults {
     pub fn max_total_ms() -> u64 {
         4_000
     }
+    pub fn system_root_certificates() -> bool {
+        true
+    }
 }
 
 impl Default for EgressConfig {
@@ -88,6 +101,8 @@ impl Default for EgressConfig {
             max_request_bytes: defaults::max_request_bytes(),
             max_response_bytes: defaults::max_response_bytes(),
             max_total_ms: defaults::max_total_ms(),
+            system_root_certificates: defaults::system_root_certificates(),
+            extra_root_certificates: Vec::new(),
             grants: Vec::new(),
         }
     }
@@ -240,6 +255,8 @@ pub struct Grants {
     pub max_response_bytes: u64,
     /// Time for all egress of a call.
     pub max_total: Duration,
+    /// The host's TLS client, for `https` rules.
+    pub tls: TlsClient,
 }
 
 impl Grants {
@@ -249,9 +266,11 @@ impl Grants {
     }
 
     /// Load phase: intersects the operator's grants for `adapter` with what its manifest
-    /// requested, and reads the bound credentials.
+    /// requested, and reads the bound credentials. `tls` is the host's TLS client (built once
+    /// from the same config with [`TlsClient::from_config`]).
     pub fn for_adapter(
         config: &EgressConfig,
+        tls: &TlsClient,
         adapter: &str,
         requested: &[EgressRequest],
     ) -> Result<Self, GrantError> {
@@ -337,6 +356,7 @@ impl Grants {
             max_request_bytes: config.max_request_bytes,
             max_response_bytes: config.max_response_bytes,
             max_total: Duration::from_millis(config.max_total_ms),
+            tls: tls.clone(),
         })
     }
 

@@ -20,13 +20,14 @@
 //!    credential-slot header the guest set, injects the rule's credentials, and adds
 //!    `traceparent` (the call's trace id) and, on non-safe methods, `Idempotency-Key` (the
 //!    call's key, when it has one);
-//! 8. sends over HTTP/1.1 and meters the response body against the response-byte and time
-//!    budgets.
+//! 8. connects to the checked address, performs the TLS handshake for `https` (system roots
+//!    plus `[egress] extra_root_certificates`; the certificate must name the destination's
+//!    host), sends over HTTP/1.1 and meters the response body against the response-byte and
+//!    time budgets.
 //!
 //! Redirects are **not followed** by the host: a 3xx response is returned to the guest as is.
 //! A client that follows it sends a new request, which passes all of the above again (the SDK
-//! client does this). `https` destinations are refused with a TLS error: this build has no TLS
-//! client yet.
+//! client does this).
 //!
 //! Every attempt is recorded on the call as an [`EgressAttempt`] (method, destination without
 //! query, address, status, bytes, allowed or the denial code and reason), never with header
@@ -34,7 +35,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants};
+//! use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants, TlsClient};
 //! use gatehouse_host::model::ApprovalMode;
 //!
 //! let config: EgressConfig = toml::from_str(r#"
@@ -45,7 +46,8 @@
 //!     methods = ["GET"]
 //! "#).unwrap();
 //! # let requested = Vec::new();
-//! let grants = Arc::new(Grants::for_adapter(&config, "gatehouse.rest", &requested).unwrap());
+//! let tls = TlsClient::from_config(&config).unwrap(); // once per host
+//! let grants = Arc::new(Grants::for_adapter(&config, &tls, "gatehouse.rest", &requested).unwrap());
 //! let call = CallInfo::new(ApprovalMode::ReadOnly, "4bf92f3577b34da6a3ce929d0e0e4736", None);
 //! let gate = EgressGate::new(grants, call);
 //! ```
@@ -55,20 +57,17 @@ mod grants;
 mod rules;
 #[cfg(test)]
 mod tests;
+mod transport;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use addr::{AddrClass, AddressPolicy, AddressRefused, canonical, classify};
@@ -79,6 +78,8 @@ pub use rules::{
     DestHost, Destination, HostPattern, MethodName, PatternError, PortPattern, Scheme, UrlPattern,
     is_safe, parse_methods,
 };
+use transport::MeteredBody;
+pub use transport::{TlsClient, TlsConfigError};
 
 use crate::model::ApprovalMode;
 
@@ -186,7 +187,7 @@ pub struct EgressAttempt {
     /// Whether the gate let it through.
     pub allowed: bool,
     /// `ok`; after a denial, its [`Denial::code`]; or how an allowed request failed:
-    /// `upstream_error`, `upstream_timeout`, `tls_unavailable`, `request_body_error`,
+    /// `upstream_error`, `upstream_timeout`, `tls_error`, `request_body_error`,
     /// `response_bytes_budget`, `time_budget`.
     pub code: String,
     /// Why it was denied or how it failed; empty when it went through.
@@ -380,13 +381,6 @@ async fn send(
     attempt.destination = checked.dest.without_query();
     attempt.address = checked.addrs.first().copied();
     attempt.allowed = true;
-    if checked.dest.scheme == Scheme::Https {
-        attempt.code = "tls_unavailable".to_owned();
-        attempt.reason =
-            "this build has no TLS client; https upstreams cannot be reached yet".to_owned();
-        shared.record(attempt);
-        return Err(HttpError::TlsProtocolError);
-    }
     attempt.request_bytes = checked.body.len() as u64;
     let mut outgoing = Request::builder()
         .method(method.clone())
@@ -401,19 +395,18 @@ async fn send(
         .map_or(shared.deadline, |wait| {
             shared.deadline.min(Instant::now() + wait)
         });
-    let result =
-        tokio::time::timeout_at(head_deadline.into(), exchange(&checked.addrs, outgoing)).await;
-    let response = match result {
+    let exchange = transport::exchange(&checked.addrs, &checked.dest, &shared.grants.tls, outgoing);
+    let response = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
         Ok(Ok((addr, response))) => {
             attempt.address = Some(addr);
             response
         }
-        Ok(Err(error)) => {
-            attempt.code = "upstream_error".to_owned();
-            attempt.reason = error.to_string();
-            tracing::info!(method = %method, destination = %attempt.destination, reason = %attempt.reason, "egress failed upstream");
+        Ok(Err(failure)) => {
+            attempt.code = failure.code.to_owned();
+            attempt.reason = failure.reason;
+            tracing::info!(method = %method, destination = %attempt.destination, code = %attempt.code, reason = %attempt.reason, "egress failed upstream");
             shared.record(attempt);
-            return Err(error);
+            return Err(failure.error);
         }
         Err(_elapsed) if head_deadline < shared.deadline => {
             attempt.code = "upstream_timeout".to_owned();
@@ -667,105 +660,6 @@ fn random_hex(bytes: usize) -> String {
         buf[0] = 1;
     }
     hex::encode(buf)
-}
-
-/// Step 8: connects to the first checked address that accepts, and exchanges one HTTP/1.1
-/// request over that connection.
-async fn exchange(
-    addrs: &[SocketAddr],
-    request: Request<http_body_util::Full<Bytes>>,
-) -> Result<(SocketAddr, Response<hyper::body::Incoming>), HttpError> {
-    let mut last = None;
-    let mut connected = None;
-    for addr in addrs {
-        match tokio::net::TcpStream::connect(addr).await {
-            Ok(stream) => {
-                connected = Some((*addr, stream));
-                break;
-            }
-            Err(error) => last = Some(error),
-        }
-    }
-    let Some((addr, stream)) = connected else {
-        return Err(HttpError::Connect(last.unwrap_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no address to connect to")
-        })));
-    };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(HttpError::from)?;
-    // The connection task ends when the response body is finished or dropped.
-    tokio::spawn(async move {
-        if let Err(error) = conn.await {
-            tracing::debug!(%error, "egress connection closed with an error");
-        }
-    });
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(HttpError::from)?;
-    Ok((addr, response))
-}
-
-/// The response body, metered against the call's response-byte and time budgets.
-struct MeteredBody {
-    incoming: hyper::body::Incoming,
-    shared: Arc<Shared>,
-    index: Option<usize>,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl Body for MeteredBody {
-    type Data = Bytes;
-    type Error = HttpError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.incoming).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                let len = frame.data_ref().map_or(0, |d| d.len() as u64);
-                let limit = this.shared.grants.max_response_bytes;
-                let over = {
-                    let mut spent = this.shared.spent();
-                    spent.response_bytes += len;
-                    spent.response_bytes > limit
-                };
-                if over {
-                    this.shared.update(this.index, |a| {
-                        a.code = "response_bytes_budget".to_owned();
-                        a.reason = format!("the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)");
-                    });
-                    return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(limit)))));
-                }
-                this.shared.update(this.index, |a| a.response_bytes += len);
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(HttpError::from(error)))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    let limit_ms = millis(this.shared.grants.max_total);
-                    this.shared.update(this.index, |a| {
-                        a.code = "time_budget".to_owned();
-                        a.reason = Denial::TimeBudget { limit_ms }.to_string();
-                    });
-                    Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.incoming.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.incoming.size_hint()
-    }
 }
 
 type SendFuture = Box<

@@ -144,7 +144,7 @@ fn config(upstream: &Upstream, allow_loopback: bool) -> EgressConfig {
 }
 
 fn gate(config: &EgressConfig, mode: ApprovalMode, key: Option<&str>) -> EgressGate {
-    let grants = Grants::for_adapter(config, "t", &requested()).unwrap();
+    let grants = Grants::for_adapter(config, &TlsClient::default(), "t", &requested()).unwrap();
     EgressGate::new(
         Arc::new(grants),
         CallInfo::new(
@@ -513,7 +513,7 @@ fn grants_must_be_requested_by_the_manifest() {
         credentials: vec!["api_token".into()],
     }];
     let err = |config: EgressConfig| {
-        Grants::for_adapter(&config, "t", &requested)
+        Grants::for_adapter(&config, &TlsClient::default(), "t", &requested)
             .unwrap_err()
             .to_string()
     };
@@ -551,7 +551,7 @@ fn grants_must_be_requested_by_the_manifest() {
         methods: vec!["DELETE".to_owned()],
         credentials: Default::default(),
     });
-    let grants = Grants::for_adapter(&ok, "t", &requested).unwrap();
+    let grants = Grants::for_adapter(&ok, &TlsClient::default(), "t", &requested).unwrap();
     assert_eq!(grants.rules.len(), 1);
     assert_eq!(
         grants.rules[0].url.to_string(),
@@ -568,7 +568,7 @@ fn credentials_from_env_get_their_scheme() {
         "[[grant]]\nadapter = \"t\"\nurl = \"http://*:*\"\nmethods = [\"GET\"]\ncredentials = { api_token = { env = \"PATH\", scheme = \"Token\" } }",
     )
     .unwrap();
-    let grants = Grants::for_adapter(&config, "t", &requested()).unwrap();
+    let grants = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap();
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "authorization");
     assert_eq!(
@@ -587,42 +587,12 @@ fn credentials_from_files_are_trimmed_and_redacted() {
         path.display().to_string()
     ))
     .unwrap();
-    let grants = Grants::for_adapter(&config, "t", &requested()).unwrap();
+    let grants = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap();
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "x-api-key");
     assert_eq!(credential.value.header_value(), "file-secret");
     assert!(credential.value.header_value().is_sensitive());
     assert!(!format!("{grants:?}").contains("file-secret"));
-}
-
-#[tokio::test]
-async fn https_is_refused_until_a_tls_client_exists() {
-    let upstream = Upstream::start().await;
-    let config: EgressConfig = toml::from_str(
-        r#"
-        allow_private = ["127.0.0.0/8"]
-        [[grant]]
-        adapter = "t"
-        url = "https://127.0.0.1:*"
-        methods = ["GET"]
-        "#,
-    )
-    .unwrap();
-    let requested = vec![EgressRequest {
-        url: "https://*:*".to_owned(),
-        methods: vec!["GET".into()],
-        credentials: Vec::new(),
-    }];
-    let grants = Grants::for_adapter(&config, "t", &requested).unwrap();
-    let gate = EgressGate::new(
-        Arc::new(grants),
-        CallInfo::new(ApprovalMode::ReadOnly, "", None),
-    );
-    let url = format!("https://127.0.0.1:{}/", upstream.port);
-    let result = gate.send_plain(request("GET", &url, &[], b"")).await;
-    assert!(matches!(result, Err(HttpError::TlsProtocolError)));
-    assert_eq!(gate.take_attempts()[0].code, "tls_unavailable");
-    assert!(upstream.seen().is_empty());
 }
 
 #[tokio::test]

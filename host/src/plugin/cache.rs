@@ -150,11 +150,8 @@ impl CompileCache {
             tracing::warn!(entry = %path.display(), %reason, "ignoring compile-cache entry");
         }
         let component = Component::new(engine, bytes)?;
-        match self.store(&path, &name, &component.serialize()?) {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::warn!(entry = %path.display(), error = %e, "cannot write compile-cache entry")
-            }
+        if let Err(e) = self.store(&path, &name, &component.serialize()?) {
+            tracing::warn!(entry = %path.display(), error = %e, "cannot write compile-cache entry");
         }
         Ok((component, outcome))
     }

@@ -32,7 +32,7 @@ use wasmtime::component::Component;
 
 use crate::bindings::adapter::AdapterPre;
 use crate::bindings::policy::PolicyPre;
-use crate::egress::{EgressConfig, GrantError, Grants};
+use crate::egress::{EgressConfig, GrantError, Grants, TlsClient};
 use crate::sandbox::{CallState, Sandbox, WorldMismatch};
 
 /// Why a plugin was refused.
@@ -225,6 +225,7 @@ pub fn load_adapter(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,
     egress: &EgressConfig,
+    tls: &TlsClient,
     bytes: &[u8],
     verified: Verified,
 ) -> Result<LoadedAdapter, LoadError> {
@@ -240,7 +241,12 @@ pub fn load_adapter(
         &verified.digest,
         verified.key_id,
     );
-    let egress = Arc::new(Grants::for_adapter(egress, &manifest.id, &manifest.egress)?);
+    let egress = Arc::new(Grants::for_adapter(
+        egress,
+        tls,
+        &manifest.id,
+        &manifest.egress,
+    )?);
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {

@@ -93,6 +93,11 @@ fn to_tool_error(error: &HttpError) -> ToolError {
             ToolError::validation("INVALID_REQUEST", error.to_string())
         }
         HttpError::Json(_) => ToolError::upstream("INVALID_JSON", error.to_string()),
+        HttpError::Tls(_) => ToolError::upstream("UPSTREAM_TLS_FAILED", error.to_string())
+            .with_remediation(
+                "use the host name the service's certificate names, or ask the operator to \
+                 trust its CA (`[egress] extra_root_certificates`)",
+            ),
         HttpError::Status(_) | HttpError::TooManyRedirects | HttpError::Transport(_) => {
             ToolError::upstream("UPSTREAM_FAILED", error.to_string()).retryable(true)
         }
