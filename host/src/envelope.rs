@@ -71,6 +71,8 @@ pub enum OutcomeCode {
     InvalidArguments,
     /// A write-class call came without an idempotency key (model-correctable).
     IdempotencyKeyRequired,
+    /// Every instance slot stayed busy for the call's whole deadline; the tool did not run.
+    GatewayBusy,
     /// The host failed; not the caller's or the tool's fault.
     InternalError,
 }
@@ -288,6 +290,12 @@ pub fn sandbox_failure(error: &SandboxError) -> (OutcomeCode, ErrorBody) {
             ErrorKind::Internal,
             false,
             "the tool crashed; report it to the adapter's publisher",
+        ),
+        SandboxError::Busy { .. } => (
+            OutcomeCode::GatewayBusy,
+            ErrorKind::Unavailable,
+            true,
+            "the gateway is running as many tools as it may at once; retry shortly, or ask the operator to raise [sandbox].max_concurrent_calls",
         ),
         SandboxError::Host(_) => (
             OutcomeCode::InternalError,

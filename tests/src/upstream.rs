@@ -4,7 +4,8 @@
 //!
 //! 1. `/redirect/metadata` answers 302 to `http://169.254.169.254/latest/meta-data/`;
 //! 2. `/redirect/local` answers 302 to `/api/ok` on itself;
-//! 3. every other path answers `{"ok":true,"method":..,"path":..}`.
+//! 3. `/delay/<ms>/...` waits that many milliseconds, then answers as below;
+//! 4. every other path answers `{"ok":true,"method":..,"path":..}`.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -200,6 +201,13 @@ async fn answer(
         headers: parts.headers,
         body,
     });
+    if let Some(ms) = path
+        .strip_prefix("/delay/")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|ms| ms.parse().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let redirect = |to: &str| {
         Response::builder()
             .status(StatusCode::FOUND)

@@ -9,7 +9,10 @@
 //! 2. **load** (once per plugin): [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`]
 //!    pre-instantiate a compiled component against its world's linker; a component that does
 //!    not implement the world is refused here.
-//! 3. **prepare** (per call): a new [`Store`] with fuel, an epoch deadline and the memory limit.
+//! 3. **prepare** (per call): a free instance slot (a call beyond `max_concurrent_calls` waits
+//!    for one, at most its own `timeout_ms`, then fails as [`SandboxError::Busy`]), and a new
+//!    [`Store`] with fuel, an epoch deadline and the memory limit. The deadline starts once the
+//!    slot is held, so a call that queued still gets its whole budget.
 //! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
 //!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
 
@@ -18,6 +21,7 @@ mod state;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
@@ -60,7 +64,8 @@ pub struct SandboxConfig {
     /// refs together), in KiB. Default: 1024.
     #[serde(default = "defaults::max_output_kib")]
     pub max_output_kib: u32,
-    /// Instances that may run at once (sizes the pooling allocator). Default: 128.
+    /// Instances that may run at once (sizes the pooling allocator); further calls wait for a
+    /// free slot. Default: 128.
     #[serde(default = "defaults::max_concurrent_calls")]
     pub max_concurrent_calls: u32,
 }
@@ -154,6 +159,17 @@ pub enum SandboxError {
         /// What the guest wrote to stderr (a Rust panic message lands here).
         stderr: String,
     },
+    /// Every instance slot stayed taken for the call's whole deadline; nothing ran.
+    #[error(
+        "could not start: all {slots} instance slots stayed busy for {}ms (`[sandbox] max_concurrent_calls`)",
+        waited.as_millis()
+    )]
+    Busy {
+        /// The number of slots.
+        slots: u32,
+        /// How long the call waited.
+        waited: Duration,
+    },
     /// The host failed while running the guest (not the guest's fault as far as we can tell).
     #[error("host error while running the plugin: {0}")]
     Host(String),
@@ -197,6 +213,8 @@ pub struct CallReport<T> {
 /// The engine and its linkers. Cheap to share (`Arc` it); one per host.
 pub struct Sandbox {
     engine: Engine,
+    /// One permit per pooled instance: held from store creation to its drop.
+    slots: Semaphore,
     adapter_linker: Linker<CallState>,
     policy_linker: Linker<CallState>,
     config: SandboxConfig,
@@ -243,6 +261,7 @@ impl Sandbox {
 
         Ok(Self {
             engine,
+            slots: Semaphore::new(slots as usize),
             adapter_linker,
             policy_linker,
             config,
@@ -301,6 +320,10 @@ impl Sandbox {
         capability: &str,
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
+        let waited = Instant::now();
+        let Some(_slot) = self.slot(limits).await else {
+            return self.busy(waited);
+        };
         let (mut store, started) = self.prepare(limits, egress);
         let call = async {
             let adapter = pre.instantiate_async(&mut store).await?;
@@ -332,6 +355,10 @@ impl Sandbox {
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
+        let waited = Instant::now();
+        let Some(_slot) = self.slot(limits).await else {
+            return self.busy(waited);
+        };
         // Policies have no wasi:http import, so this gate is never reached; it denies anyway.
         let (mut store, started) = self.prepare(limits, EgressGate::deny_all());
         let call = async {
@@ -347,6 +374,35 @@ impl Sandbox {
             }),
         };
         finish(store, started, limits, outcome)
+    }
+
+    /// Waits for a free instance slot, at most the call's deadline. (The semaphore is never
+    /// closed.)
+    async fn slot(&self, limits: &Limits) -> Option<SemaphorePermit<'_>> {
+        tokio::time::timeout(limits.timeout, self.slots.acquire())
+            .await
+            .ok()?
+            .ok()
+    }
+
+    fn busy<T>(&self, waited: Instant) -> CallReport<T> {
+        let waited = waited.elapsed();
+        tracing::warn!(
+            slots = self.config.max_concurrent_calls,
+            waited_ms = waited.as_millis(),
+            "no free instance slot; call refused"
+        );
+        CallReport {
+            outcome: Err(SandboxError::Busy {
+                slots: self.config.max_concurrent_calls,
+                waited,
+            }),
+            fuel_consumed: 0,
+            duration: waited,
+            logs: Vec::new(),
+            logs_dropped: 0,
+            egress: Vec::new(),
+        }
     }
 
     fn prepare(&self, limits: &Limits, egress: EgressGate) -> (Store<CallState>, Instant) {
