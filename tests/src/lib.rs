@@ -3,11 +3,11 @@
 
 use std::sync::OnceLock;
 
-use gatehouse_host::HostConfig;
 use gatehouse_host::pipeline::config::{PolicyDefault, ToolGrant};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::trust::PublisherConfig;
+use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
 pub mod upstream;
 
@@ -82,6 +82,17 @@ pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
         arg_constraints: Default::default(),
     });
     config
+}
+
+/// Calls `gatehouse.echo.echo` with `message`, as tenant `default` (the call most tests use to
+/// show a host still serves).
+pub async fn echo(host: &Host, message: &str) -> ToolResultEnvelope {
+    host.call(ToolCallEnvelope::new(
+        "default",
+        "gatehouse.echo.echo",
+        serde_json::json!({ "message": message }),
+    ))
+    .await
 }
 
 /// A `[[trust.publisher]]` entry for `key`.

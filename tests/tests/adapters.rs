@@ -16,13 +16,7 @@ fn host() -> Host {
 async fn echo_returns_text_and_structured_output() {
     let host = host();
     host.install_adapter(&ECHO.signed()).unwrap();
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "héllo" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(&host, "héllo").await;
     assert_eq!(
         (result.status, result.outcome),
         (Status::Ok, OutcomeCode::Ok)
@@ -156,13 +150,7 @@ async fn calls_run_concurrently_from_spawned_tasks() {
             let host = host.clone();
             tokio::spawn(async move {
                 let message = format!("call {i}");
-                let result = host
-                    .call(ToolCallEnvelope::new(
-                        "default",
-                        "gatehouse.echo.echo",
-                        json!({ "message": message }),
-                    ))
-                    .await;
+                let result = gatehouse_tests::echo(&host, &message).await;
                 assert_eq!(result.structured_content.unwrap()["message"], message);
             })
         })

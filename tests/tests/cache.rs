@@ -4,10 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use gatehouse_host::plugin::cache::CacheOutcome;
-use gatehouse_host::{Host, Status, ToolCallEnvelope};
+use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::config;
-use serde_json::json;
 
 fn host_with_cache(dir: &Path) -> Host {
     let mut config = config(&["gatehouse.*"], &[]);
@@ -21,13 +20,7 @@ async fn load_and_call(dir: &Path) -> CacheOutcome {
     let echo = host.load_adapter(&ECHO.signed()).unwrap();
     let outcome = echo.cache.clone();
     host.serve_adapter(echo).unwrap();
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "x" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(&host, "x").await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
     outcome
 }

@@ -48,12 +48,7 @@ async fn slow_call(host: &Host, upstream: &Upstream, ms: u64) -> ToolResultEnvel
 /// An echo call sent once the slow call is under way.
 async fn echo_meanwhile(host: &Host) -> ToolResultEnvelope {
     tokio::time::sleep(Duration::from_millis(50)).await;
-    host.call(ToolCallEnvelope::new(
-        "default",
-        "gatehouse.echo.echo",
-        json!({ "message": "queued" }),
-    ))
-    .await
+    gatehouse_tests::echo(host, "queued").await
 }
 
 #[tokio::test]

@@ -32,13 +32,7 @@ async fn run(host: &Host, adapter: &PluginRef, args: serde_json::Value) -> ToolR
 /// After any failure, the host still serves a normal call.
 async fn assert_echo_still_works(host: &Host) {
     load(host, ECHO);
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "still here" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(host, "still here").await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
     assert_eq!(
         result.structured_content,
@@ -189,13 +183,7 @@ async fn a_policy_that_hits_its_deadline_denies() {
     let host = Host::new(config).unwrap();
     load(&host, ECHO);
     host.install_policy(&POLICY_PROBE.signed()).unwrap();
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "m" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(&host, "m").await;
     assert_eq!(
         (result.status, result.outcome),
         (Status::Rejected, OutcomeCode::PolicyBlocked),

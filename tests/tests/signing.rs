@@ -6,10 +6,9 @@ use gatehouse_host::plugin::sections::{self, MANIFEST_SECTION, SIGNATURE_SECTION
 use gatehouse_host::plugin::signature::{SignatureError, SigningKey};
 use gatehouse_host::plugin::trust::TrustError;
 use gatehouse_host::plugin::{LoadError, inspect};
-use gatehouse_host::{Host, Status, ToolCallEnvelope};
+use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT, WRONG_WORLD};
 use gatehouse_tests::{config, publisher, trust};
-use serde_json::json;
 
 fn host() -> Host {
     Host::new(config(&["gatehouse.*", "test.*"], &[])).expect("host builds")
@@ -22,13 +21,7 @@ async fn refused(host: &Host, bytes: &[u8]) -> LoadError {
         .expect_err("the component must be refused");
     host.install_adapter(&ECHO.signed())
         .expect("a good adapter still loads");
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "ok" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(host, "ok").await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");
     err
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use gatehouse_host::pipeline::config::{PolicyBinding, PolicyDefault};
 use gatehouse_host::plugin::manifest::Manifest;
-use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_host::{Host, OutcomeCode, Status};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
 use gatehouse_tests::{config, publisher};
 use serde_json::json;
@@ -38,13 +38,7 @@ fn host() -> Host {
 }
 
 async fn decided_by(host: &Host) -> String {
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "m" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(host, "m").await;
     assert_eq!(
         (result.status, result.outcome),
         (Status::Ok, OutcomeCode::Ok),
@@ -134,13 +128,7 @@ async fn rollback_restores_the_previous_version_and_bad_config_never_swaps() {
     // A valid config swap takes effect for new calls.
     host.set_policy_config("test.policy-probe", &json!({ "verdict": "deny" }))
         .unwrap();
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "gatehouse.echo.echo",
-            json!({ "message": "m" }),
-        ))
-        .await;
+    let result = gatehouse_tests::echo(&host, "m").await;
     assert_eq!(
         (result.status, result.outcome),
         (Status::Rejected, OutcomeCode::PolicyBlocked)
