@@ -3,8 +3,10 @@
 //! Exit codes: 0 success; 1 the component was refused or the call failed (the output says
 //! why); 2 bad usage, unreadable files or invalid config.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use std::io::Write;
 
@@ -12,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::HostConfig;
 use crate::host::Host;
+use crate::mcp::McpServer;
 use crate::pipeline::ToolCallEnvelope;
 use crate::plugin::manifest::{Manifest, PluginKind};
 use crate::plugin::signature::SigningKey;
@@ -108,6 +111,27 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// Serve MCP over Streamable HTTP (`[mcp]` in the config): tools/list shows each caller
+    /// the tools its tenant may see, tools/call runs them through the governed pipeline.
+    /// Runs until Ctrl-C.
+    Serve {
+        /// A signed adapter to serve (repeatable); the config must trust its key.
+        #[arg(long = "adapter", value_name = "FILE")]
+        adapters: Vec<PathBuf>,
+        /// A signed policy module to install (repeatable); bind it in `[[pipeline.policy]]`.
+        #[arg(long = "policy", value_name = "FILE")]
+        policies: Vec<PathBuf>,
+        /// Address to listen on, overriding `[mcp] listen` (e.g. 127.0.0.1:0 for any port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Serve the built-in first-party plugins, signed with a throwaway key, on the demo
+        /// config: every tool visible, callers without an API key run as tenant `default`.
+        #[cfg(feature = "demo")]
+        #[arg(long, conflicts_with_all = ["adapters", "policies", "config"])]
+        demo: bool,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -192,6 +216,18 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         } => pack(&component, &manifest, &key, output, out),
         Command::Verify { component, config } => verify(&component, &config, out),
         Command::Inspect { component } => inspect(&component, out),
+        Command::Serve {
+            adapters,
+            policies,
+            listen,
+            #[cfg(feature = "demo")]
+            demo,
+            config,
+        } => {
+            #[cfg(not(feature = "demo"))]
+            let demo = false;
+            serve(&adapters, &policies, listen, demo, &config, out)
+        }
         #[cfg(feature = "demo")]
         Command::Demo { export } => crate::demo::run(export.as_deref(), out)
             .map(|()| 0)
@@ -401,4 +437,122 @@ fn call_tool(
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
+}
+
+/// The plugins `serve` installs: (label for messages, signed bytes, is a policy).
+type Plugins = Vec<(String, Vec<u8>, bool)>;
+
+fn serve(
+    adapters: &[PathBuf],
+    policies: &[PathBuf],
+    listen: Option<SocketAddr>,
+    demo: bool,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (mut config, plugins) = if demo {
+        demo_plugins()?
+    } else {
+        let mut plugins: Plugins = Vec::new();
+        for (paths, is_policy) in [(adapters, false), (policies, true)] {
+            for path in paths {
+                let bytes = read_file(path).map_err(usage)?;
+                plugins.push((path.display().to_string(), bytes, is_policy));
+            }
+        }
+        (load_config(config)?, plugins)
+    };
+    if let Some(listen) = listen {
+        config.mcp.listen = listen;
+    }
+    let mcp = config.mcp.clone();
+    if mcp.api_keys.is_empty() && mcp.anonymous_tenant.is_none() {
+        return Err(usage(
+            "no caller could be admitted: add `[[mcp.api_key]]` entries to the config (or \
+             `[mcp] anonymous_tenant` for local use)",
+        ));
+    }
+    if mcp.anonymous_tenant.is_some() && !mcp.listen.ip().is_loopback() {
+        tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
+    }
+    let host = Arc::new(Host::new(config).map_err(usage)?);
+    for (label, bytes, is_policy) in &plugins {
+        let installed = if *is_policy {
+            host.install_policy(bytes)
+        } else {
+            host.install_adapter(bytes)
+        };
+        let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
+        say!(
+            out,
+            "loaded {} {} ({})",
+            plugin.id,
+            plugin.version,
+            plugin.digest
+        );
+    }
+    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(mcp.listen)
+            .await
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let endpoint = format!("http://{addr}{}", mcp.path);
+        say!(out, "gatehouse: serving MCP (Streamable HTTP) at {endpoint}");
+        match &mcp.anonymous_tenant {
+            Some(tenant) => {
+                let tools = host.visible_tools(tenant);
+                say!(out, "callers without an API key run as tenant `{tenant}`, which sees {} tool(s): {}", tools.len(), tools.join(", "));
+            }
+            None => {
+                say!(out, "callers need one of the {} configured API key(s)", mcp.api_keys.len());
+            }
+        }
+        say!(out, "try: npx @modelcontextprotocol/inspector, or");
+        say!(
+            out,
+            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\"
+        );
+        say!(
+            out,
+            "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
+        );
+        say!(out, "Ctrl-C stops the gateway.");
+        let _ = out.flush();
+        let shutdown = async {
+            if let Err(error) = tokio::signal::ctrl_c().await {
+                tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
+                std::future::pending::<()>().await;
+            }
+        };
+        server.serve(listener, shutdown).await;
+        say!(out, "gatehouse: stopped");
+        Ok(0)
+    })
+}
+
+#[cfg(feature = "demo")]
+fn demo_plugins() -> Result<(HostConfig, Plugins), Failure> {
+    let demo = crate::demo::prepare().map_err(refused)?;
+    let mut config = demo.config;
+    config.mcp.anonymous_tenant = Some("default".to_owned());
+    let plugins = demo
+        .plugins
+        .into_iter()
+        .map(|(name, bytes)| (format!("demo plugin {name}"), bytes, false))
+        .collect();
+    Ok((config, plugins))
+}
+
+#[cfg(not(feature = "demo"))]
+fn demo_plugins() -> Result<(HostConfig, Plugins), Failure> {
+    Err(usage(
+        "this build has no demo plugins (build with `--features demo`)",
+    ))
 }

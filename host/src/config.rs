@@ -30,6 +30,13 @@
 //! url = "https://api.acme.example/v1/"
 //! methods = ["GET", "POST"]
 //! credentials = { api_token = { env = "ACME_TOKEN", scheme = "Bearer" } }
+//!
+//! [mcp]                  # `gatehouse serve` (see McpConfig)
+//! listen = "127.0.0.1:8787"
+//!
+//! [[mcp.api_key]]
+//! tenant = "acme"
+//! env = "ACME_AGENT_KEY"
 //! ```
 
 use std::path::Path;
@@ -37,6 +44,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::egress::EgressConfig;
+use crate::mcp::McpConfig;
 use crate::pipeline::config::PipelineConfig;
 use crate::plugin::cache::CacheConfig;
 use crate::plugin::trust::TrustConfig;
@@ -63,6 +71,11 @@ pub struct HostConfig {
     /// visible, no policy bound, policy default deny. See [`PipelineConfig`].
     #[serde(default)]
     pub pipeline: PipelineConfig,
+    /// The MCP endpoint of `gatehouse serve`: listen address, API keys, allowed hosts and
+    /// origins. Default: loopback, nobody admitted. See [`McpConfig`]. (The library's
+    /// [`Host`](crate::Host) ignores it.)
+    #[serde(default)]
+    pub mcp: McpConfig,
 }
 
 /// Why the config cannot be used.
@@ -103,6 +116,28 @@ impl HostConfig {
     pub fn from_toml(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
+}
+
+/// Reads a secret from exactly one of an environment variable and a file, trimmed. Errors name
+/// the variable or file and the fix, never the value.
+pub fn read_secret(env: Option<&str>, file: Option<&Path>) -> Result<String, String> {
+    let raw = match (env, file) {
+        (Some(var), None) => std::env::var(var).map_err(|_| {
+            format!(
+                "environment variable `{var}` is not set (or not UTF-8); set it in the host's environment"
+            )
+        })?,
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?,
+        (Some(_), Some(_)) | (None, None) => {
+            return Err("set exactly one of `env` and `file`".to_owned());
+        }
+    };
+    let secret = raw.trim();
+    if secret.is_empty() {
+        return Err("the secret is empty".to_owned());
+    }
+    Ok(secret.to_owned())
 }
 
 #[cfg(test)]

@@ -39,10 +39,22 @@ fn fail(e: impl std::fmt::Display) -> DemoError {
     DemoError(e.to_string())
 }
 
-/// Runs the demo, writing to `out`; with `export`, also writes the demo files there.
-pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> {
+/// The demo's parts: a throwaway publisher key, the first-party plugins signed with it, and
+/// an operator config trusting that key for `gatehouse.*`, with every demo tool visible to
+/// every tenant and no policy bound (the operator default decides: allow).
+pub struct Demo {
+    /// The throwaway key.
+    pub key: SigningKey,
+    /// (name, signed component) of each first-party plugin.
+    pub plugins: Vec<(&'static str, Vec<u8>)>,
+    /// The matching operator config.
+    pub config: HostConfig,
+}
+
+/// Signs the embedded plugins with a fresh key and builds the matching config.
+pub fn prepare() -> Result<Demo, DemoError> {
     let key = SigningKey::generate(DEMO_KEY_ID).map_err(fail)?;
-    let signed: Vec<(&str, Vec<u8>)> = PLUGINS
+    let plugins = PLUGINS
         .iter()
         .map(|(name, wasm, manifest)| {
             let manifest = Manifest::from_toml(manifest).map_err(fail)?;
@@ -56,14 +68,26 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
         adapters: vec![DEMO_SCOPE.to_owned()],
         policies: vec![DEMO_SCOPE.to_owned()],
     });
-    // No policy module is bound in the demo, so the operator default decides: allow. Every
-    // tenant sees the demo tools.
     config.pipeline.policy_default = PolicyDefault::Allow;
     config.pipeline.tools.push(ToolGrant {
         tools: DEMO_SCOPE.to_owned(),
         tenants: vec!["*".to_owned()],
         arg_constraints: Default::default(),
     });
+    Ok(Demo {
+        key,
+        plugins,
+        config,
+    })
+}
+
+/// Runs the demo tour, writing to `out`; with `export`, also writes the demo files there.
+pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> {
+    let Demo {
+        key,
+        plugins: signed,
+        config,
+    } = prepare()?;
     let host = Host::new(config.clone()).map_err(fail)?;
     let mut w = Writer(out);
     w.line(format_args!(

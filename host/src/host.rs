@@ -6,6 +6,7 @@ use crate::config::HostConfig;
 use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
+use crate::plugin::manifest::Capability;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
 use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 use crate::policy::PolicyError;
@@ -176,7 +177,16 @@ impl Host {
 
     /// The tools `tenant` may see and call, sorted. Skills never change this list.
     pub fn visible_tools(&self, tenant: &str) -> Vec<String> {
-        self.pipeline.registry.visible_tools(tenant)
+        self.tool_catalog(tenant)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// The tools `tenant` may see and call, sorted by name, with their capabilities (what MCP
+    /// `tools/list` shows).
+    pub fn tool_catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
+        self.pipeline.registry.catalog(tenant)
     }
 
     /// The skills resolution trace for a call of `tool` by `tenant` and `users`: the text

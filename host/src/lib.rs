@@ -8,11 +8,12 @@
 //! 3. runs every call in a fresh instance with fuel, deadline and memory budgets
 //!    ([`sandbox`]), with no ambient authority: no files, no environment, no sockets, and
 //!    egress only through the [`egress`] gate;
-//! 4. reports every outcome as a [`ToolResultEnvelope`] with an [`OutcomeCode`].
-//!
+//! 4. reports every outcome as a [`ToolResultEnvelope`] with an [`OutcomeCode`];
 //! 5. runs every call through the governed pipeline ([`pipeline`]): normalize, validate, host
 //!    invariants, policy modules ([`policy`]), invoke with skills context ([`skills`]),
-//!    verify, obligations.
+//!    verify, obligations;
+//! 6. serves the tools to agents over MCP (Streamable HTTP) with API-key identity
+//!    ([`mcp`], `gatehouse serve`).
 //!
 //! Embedding (see [`Host`] and `host/examples/embed.rs`): build a [`Host`] from
 //! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s.
@@ -40,6 +41,7 @@ pub mod demo;
 pub mod egress;
 pub mod envelope;
 mod host;
+pub mod mcp;
 pub mod model;
 pub mod pipeline;
 pub mod plugin;

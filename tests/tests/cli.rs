@@ -223,3 +223,30 @@ fn the_demo_runs_and_exports_files_the_cli_accepts() {
     ]);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn serve_refuses_to_start_when_no_caller_could_be_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(&config, "[mcp]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let (code, out) = gatehouse(&["serve", "--config", s(&config)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty(), "nothing is served: {out}");
+}
+
+#[test]
+fn serve_names_a_missing_api_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    let missing = dir.path().join("missing.key");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp]\nlisten = \"127.0.0.1:0\"\n[[mcp.api_key]]\ntenant = \"acme\"\nfile = {:?}\n",
+            missing.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (code, out) = gatehouse(&["serve", "--config", s(&config)]);
+    assert_eq!(code, 2, "{out}");
+}

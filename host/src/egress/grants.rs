@@ -382,25 +382,12 @@ fn requested_list(requested: &[EgressRequest]) -> String {
 
 /// Reads a credential. Errors name the variable or file, never the value.
 fn load_credential(slot: &str, binding: &CredentialConfig) -> Result<Credential, String> {
-    let raw = match (&binding.env, &binding.file) {
-        (Some(var), None) => std::env::var(var).map_err(|_| {
-            format!("environment variable `{var}` is not set (or not UTF-8); set it in the host's environment")
-        })?,
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?,
-        (Some(_), Some(_)) | (None, None) => {
-            return Err("set exactly one of `env` and `file`".to_owned());
-        }
-    };
-    let secret = raw.trim();
-    if secret.is_empty() {
-        return Err("the secret is empty".to_owned());
-    }
+    let secret = crate::config::read_secret(binding.env.as_deref(), binding.file.as_deref())?;
     let header = HeaderName::from_bytes(binding.header.as_bytes())
         .map_err(|_| format!("`{}` is not a valid header name", binding.header))?;
     let text = match &binding.scheme {
         Some(scheme) => format!("{scheme} {secret}"),
-        None => secret.to_owned(),
+        None => secret,
     };
     let mut value = HeaderValue::from_str(&text)
         .map_err(|_| "the secret contains characters not allowed in a header value".to_owned())?;

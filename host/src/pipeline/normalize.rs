@@ -149,21 +149,23 @@ impl Registry {
             .insert(id, Arc::new(adapter));
     }
 
-    /// The tools `tenant` may see, sorted (what tools/list would show).
-    pub fn visible_tools(&self, tenant: &str) -> Vec<String> {
+    /// The tools `tenant` may see, sorted by name, with their capabilities (what tools/list
+    /// shows).
+    pub fn catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
         let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
-        let mut tools: Vec<String> = adapters
+        let mut tools: Vec<(String, Capability)> = adapters
             .values()
             .flat_map(|a| {
+                let id = &a.adapter.manifest.id;
                 a.adapter
                     .manifest
                     .capabilities
                     .iter()
-                    .map(|c| format!("{}.{}", a.adapter.manifest.id, c.id))
+                    .map(move |c| (format!("{id}.{}", c.id), c.clone()))
             })
-            .filter(|tool| self.grants_for(tenant, tool).next().is_some())
+            .filter(|(tool, _)| self.grants_for(tenant, tool).next().is_some())
             .collect();
-        tools.sort();
+        tools.sort_by(|a, b| a.0.cmp(&b.0));
         tools
     }
 

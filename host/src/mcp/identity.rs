@@ -1,0 +1,250 @@
+//! Gate 1, identify: who is calling, from the HTTP request.
+//!
+//! A caller presents `Authorization: Bearer <key>`; the key is looked up among the operator's
+//! `[[mcp.api_key]]` entries (read once at start, from an environment variable or a file, and
+//! kept only as SHA-256 digests) and yields the key's tenant and principal. A request without
+//! `Authorization` runs as `[mcp] anonymous_tenant` if the operator set one, and is refused
+//! otherwise. A present but unknown or malformed key is always refused, never downgraded to
+//! anonymous.
+
+use std::path::PathBuf;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::model::{Principal, PrincipalKind};
+
+/// One `[[mcp.api_key]]`: a bearer key and who it identifies. Exactly one of `env` and `file`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// The tenant calls with this key run for.
+    pub tenant: String,
+    /// The principal id recorded on the call, e.g. `agent:support-bot`. Default:
+    /// `api-key:<tenant>`.
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Environment variable of the gateway process holding the key.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// File holding the key (surrounding whitespace is trimmed).
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+/// Who is calling: established by [`ApiKeys::identify`], carried into every call envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The tenant the call runs for.
+    pub tenant: String,
+    /// The calling principal.
+    pub principal: Principal,
+}
+
+/// Why a `[[mcp.api_key]]` entry cannot be used. Never contains the key.
+#[derive(Debug, thiserror::Error)]
+#[error("`[[mcp.api_key]]` #{index} (tenant `{tenant}`): {problem}")]
+pub struct ApiKeyError {
+    /// Position of the entry (0-based).
+    pub index: usize,
+    /// Its tenant.
+    pub tenant: String,
+    /// What is wrong and the fix.
+    pub problem: String,
+}
+
+/// Why a request was not identified. Sent to the caller with HTTP 401.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// No `Authorization` header and no anonymous tenant.
+    #[error("this gateway needs an API key: send `Authorization: Bearer <key>`")]
+    Missing,
+    /// Not `Bearer <key>`.
+    #[error("the Authorization header must be `Bearer <key>`")]
+    Malformed,
+    /// No configured key matches.
+    #[error("the API key is not valid for this gateway")]
+    Unknown,
+}
+
+/// The operator's API keys, loaded once.
+#[derive(Debug, Clone, Default)]
+pub struct ApiKeys {
+    keys: Vec<([u8; 32], Caller)>,
+    anonymous: Option<Caller>,
+}
+
+impl ApiKeys {
+    /// Load phase: reads every key. A missing variable or file, an empty key, or two entries
+    /// with the same key fail the start, naming the entry.
+    pub fn load(
+        entries: &[ApiKeyConfig],
+        anonymous_tenant: Option<&str>,
+    ) -> Result<Self, ApiKeyError> {
+        let mut keys: Vec<([u8; 32], Caller)> = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            let problem = |problem: String| ApiKeyError {
+                index,
+                tenant: entry.tenant.clone(),
+                problem,
+            };
+            let key = crate::config::read_secret(entry.env.as_deref(), entry.file.as_deref())
+                .map_err(problem)?;
+            let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+            if keys.iter().any(|(d, _)| *d == digest) {
+                return Err(problem(
+                    "the same key is configured twice; give each caller its own key".to_owned(),
+                ));
+            }
+            let principal = entry
+                .principal
+                .clone()
+                .unwrap_or_else(|| format!("api-key:{}", entry.tenant));
+            keys.push((
+                digest,
+                caller(&entry.tenant, principal, PrincipalKind::Agent),
+            ));
+        }
+        let anonymous = anonymous_tenant
+            .map(|tenant| caller(tenant, "anonymous".to_owned(), PrincipalKind::Agent));
+        Ok(Self { keys, anonymous })
+    }
+
+    /// Gate 1 for one request.
+    pub fn identify(&self, headers: &HeaderMap) -> Result<Caller, IdentityError> {
+        let Some(value) = headers.get(AUTHORIZATION) else {
+            return self.anonymous.clone().ok_or(IdentityError::Missing);
+        };
+        let key = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or(IdentityError::Malformed)?;
+        // Digests are compared, so the comparison time says nothing about the stored keys.
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        self.keys
+            .iter()
+            .find(|(d, _)| *d == digest)
+            .map(|(_, caller)| caller.clone())
+            .ok_or(IdentityError::Unknown)
+    }
+}
+
+fn caller(tenant: &str, id: String, kind: PrincipalKind) -> Caller {
+    Caller {
+        tenant: tenant.to_owned(),
+        principal: Principal {
+            kind,
+            id,
+            tenant: tenant.to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(anonymous: Option<&str>) -> (ApiKeys, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("acme"), "key-acme\n").unwrap();
+        std::fs::write(dir.path().join("globex"), "key-globex").unwrap();
+        let entry = |tenant: &str, principal: Option<&str>| ApiKeyConfig {
+            tenant: tenant.to_owned(),
+            principal: principal.map(str::to_owned),
+            env: None,
+            file: Some(dir.path().join(tenant)),
+        };
+        let keys = ApiKeys::load(
+            &[entry("acme", Some("agent:support")), entry("globex", None)],
+            anonymous,
+        )
+        .unwrap();
+        (keys, dir)
+    }
+
+    fn headers(authorization: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = authorization {
+            headers.insert(AUTHORIZATION, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn a_known_key_yields_its_tenant_and_principal() {
+        let (keys, _dir) = keys(None);
+        let acme = keys.identify(&headers(Some("Bearer key-acme"))).unwrap();
+        assert_eq!(acme.tenant, "acme");
+        assert_eq!(acme.principal.id, "agent:support");
+        let globex = keys.identify(&headers(Some("Bearer key-globex"))).unwrap();
+        assert_eq!(
+            (globex.tenant.as_str(), globex.principal.id.as_str()),
+            ("globex", "api-key:globex")
+        );
+    }
+
+    #[test]
+    fn missing_malformed_and_unknown_keys_are_refused() {
+        let (keys, _dir) = keys(None);
+        assert_eq!(keys.identify(&headers(None)), Err(IdentityError::Missing));
+        for malformed in [
+            "key-acme",
+            "Basic a2V5LWFjbWU=",
+            "Bearer ",
+            "bearer key-acme",
+        ] {
+            assert_eq!(
+                keys.identify(&headers(Some(malformed))),
+                Err(IdentityError::Malformed),
+                "{malformed}"
+            );
+        }
+        assert_eq!(
+            keys.identify(&headers(Some("Bearer key-acme2"))),
+            Err(IdentityError::Unknown)
+        );
+    }
+
+    #[test]
+    fn anonymous_applies_only_without_a_header() {
+        let (keys, _dir) = keys(Some("public"));
+        assert_eq!(keys.identify(&headers(None)).unwrap().tenant, "public");
+        assert_eq!(
+            keys.identify(&headers(Some("Bearer wrong"))),
+            Err(IdentityError::Unknown)
+        );
+    }
+
+    #[test]
+    fn bad_entries_fail_the_load_naming_the_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("k"), "k-7f3a9").unwrap();
+        let entry = |env: Option<&str>, file: Option<PathBuf>| ApiKeyConfig {
+            tenant: "acme".to_owned(),
+            principal: None,
+            env: env.map(str::to_owned),
+            file,
+        };
+        let err = |entries: &[ApiKeyConfig]| ApiKeys::load(entries, None).unwrap_err().to_string();
+        assert!(
+            err(&[entry(None, None)])
+                .contains("#0 (tenant `acme`): set exactly one of `env` and `file`")
+        );
+        assert!(
+            err(&[entry(Some("GATEHOUSE_TEST_UNSET_KEY_VAR"), None)])
+                .contains("`GATEHOUSE_TEST_UNSET_KEY_VAR` is not set")
+        );
+        let file = Some(dir.path().join("k"));
+        let twice = err(&[entry(None, file.clone()), entry(None, file)]);
+        assert!(
+            twice.contains("#1") && twice.contains("configured twice"),
+            "{twice}"
+        );
+        assert!(!twice.contains("k-7f3a9"));
+    }
+}
