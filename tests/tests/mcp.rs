@@ -397,3 +397,30 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
     assert_eq!(result.is_error, Some(false), "{result:#?}");
     assert_eq!(record(&result)["outcome"], "OK");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let gateway = gateway(|mcp| mcp.header_timeout_ms = 200).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // The gateway closes the connection (possibly after a 408) instead of waiting forever.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is still open after 5 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}

@@ -30,12 +30,14 @@ pub mod identity;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
+use hyper_util::rt::TokioTimer;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -89,6 +91,10 @@ pub struct McpConfig {
     /// Largest request body, in bytes. Default: 1 MiB.
     #[serde(default = "defaults::max_request_bytes")]
     pub max_request_bytes: usize,
+    /// Time a client has to send a request's headers, in milliseconds; a connection that
+    /// dawdles longer is closed (slow-header attacks). Default: 10000.
+    #[serde(default = "defaults::header_timeout_ms")]
+    pub header_timeout_ms: u64,
     /// Tenant for requests without an `Authorization` header. Default: none, so they are
     /// refused. Meant for local use (the demo sets it).
     #[serde(default)]
@@ -117,6 +123,9 @@ mod defaults {
     pub fn max_request_bytes() -> usize {
         1024 * 1024
     }
+    pub fn header_timeout_ms() -> u64 {
+        10_000
+    }
 }
 
 impl Default for McpConfig {
@@ -127,6 +136,7 @@ impl Default for McpConfig {
             allowed_hosts: defaults::allowed_hosts(),
             allowed_origins: Vec::new(),
             max_request_bytes: defaults::max_request_bytes(),
+            header_timeout_ms: defaults::header_timeout_ms(),
             anonymous_tenant: None,
             api_keys: Vec::new(),
         }
@@ -137,6 +147,7 @@ impl Default for McpConfig {
 #[derive(Clone)]
 pub struct McpServer {
     path: Arc<str>,
+    header_timeout: Duration,
     keys: Arc<ApiKeys>,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
@@ -168,6 +179,7 @@ impl McpServer {
         );
         Ok(Self {
             path: Arc::from(config.path.as_str()),
+            header_timeout: Duration::from_millis(config.header_timeout_ms),
             keys: Arc::new(keys),
             service,
         })
@@ -222,17 +234,20 @@ impl McpServer {
                     // E.g. out of file descriptors: keep serving the connections we have and
                     // try again shortly, rather than stopping the gateway.
                     tracing::warn!(%error, "cannot accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
             let server = self.clone();
+            let header_timeout = self.header_timeout;
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |request| {
                     let server = server.clone();
                     async move { Ok::<_, std::convert::Infallible>(server.handle(request).await) }
                 });
                 if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout)
                     .serve_connection(TokioIo::new(stream), service)
                     .await
                 {
