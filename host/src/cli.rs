@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::HostConfig;
 use crate::host::Host;
-use crate::mcp::McpServer;
+use crate::mcp::{McpConfig, McpServer};
 use crate::pipeline::ToolCallEnvelope;
 use crate::plugin::manifest::{Manifest, PluginKind};
 use crate::plugin::signature::SigningKey;
@@ -472,8 +472,16 @@ fn serve(
              `[mcp] anonymous_tenant` for local use)",
         ));
     }
-    if mcp.anonymous_tenant.is_some() && !mcp.listen.ip().is_loopback() {
-        tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
+    if !mcp.listen.ip().is_loopback() {
+        if mcp.anonymous_tenant.is_some() {
+            tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
+        }
+        if mcp.allowed_hosts == McpConfig::default().allowed_hosts {
+            tracing::warn!(
+                listen = %mcp.listen,
+                "`[mcp] allowed_hosts` lists only loopback names: add the host names clients use, or they get 403"
+            );
+        }
     }
     let host = Arc::new(Host::new(config).map_err(usage)?);
     for (label, bytes, is_policy) in &plugins {
@@ -517,7 +525,7 @@ fn serve(
         say!(out, "try: npx @modelcontextprotocol/inspector, or");
         say!(
             out,
-            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\"
+            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-11-25' \\"
         );
         say!(
             out,

@@ -5,10 +5,9 @@
 //! Run: `cargo bench -p gatehouse-tests --bench load_and_call`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_host::{Host, ToolCallEnvelope};
+use gatehouse_host::Host;
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::config;
-use serde_json::json;
 
 fn host(cache_dir: Option<&std::path::Path>) -> Host {
     let mut config = config(&["gatehouse.*"], &[]);
@@ -48,11 +47,7 @@ fn call(c: &mut Criterion) {
         .expect("runtime");
     c.bench_function("echo_call_fresh_instance", |b| {
         b.iter(|| {
-            let result = runtime.block_on(host.call(ToolCallEnvelope::new(
-                "default",
-                "gatehouse.echo.echo",
-                json!({ "message": "hi" }),
-            )));
+            let result = runtime.block_on(gatehouse_tests::echo(&host, "hi"));
             assert!(result.is_ok());
         });
     });
