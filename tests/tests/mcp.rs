@@ -137,6 +137,9 @@ async fn tools_list_shows_each_tenant_its_tools_with_schemas() {
     assert_eq!(echo.name, "gatehouse.echo.echo");
     assert_eq!(echo.input_schema["required"], json!(["message"]));
     assert!(echo.output_schema.is_some());
+    let hints = echo.annotations.as_ref().expect("the manifest's hints");
+    assert_eq!(hints.read_only_hint, Some(true));
+    assert_eq!(hints.destructive_hint, None);
     assert!(echo.description.as_deref().is_some_and(|d| !d.is_empty()));
 }
 

@@ -320,8 +320,14 @@ impl ServerHandler for Gateway {
                 if let Some(schema) = &capability.output_schema {
                     tool["outputSchema"] = schema.clone();
                 }
-                if let Some(annotations) = &capability.annotations {
-                    tool["annotations"] = serde_json::to_value(annotations).unwrap_or(Value::Null);
+                if let Some(hints) = &capability.annotations {
+                    // Manifests spell the hints in snake_case; MCP in camelCase.
+                    tool["annotations"] = json!({
+                        "readOnlyHint": hints.read_only_hint,
+                        "destructiveHint": hints.destructive_hint,
+                        "idempotentHint": hints.idempotent_hint,
+                        "openWorldHint": hints.open_world_hint,
+                    });
                 }
                 serde_json::from_value::<Tool>(tool).map_err(|e| {
                     ErrorData::internal_error(
