@@ -210,9 +210,22 @@ impl Host {
     }
 }
 
-/// `bytes` random bytes as lowercase hex.
+/// `bytes` random bytes as lowercase hex, never all zeros (an all-zero trace or span id is
+/// invalid in W3C trace context).
 pub(crate) fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     getrandom::fill(&mut buf).expect("the OS provides randomness");
+    if buf.iter().all(|b| *b == 0)
+        && let Some(first) = buf.first_mut()
+    {
+        *first = 1;
+    }
     hex::encode(buf)
+}
+
+/// Whether `id` is a valid W3C trace id: 32 lowercase hex digits, not all zeros.
+pub(crate) fn is_trace_id(id: &str) -> bool {
+    id.len() == 32
+        && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && id.bytes().any(|b| b != b'0')
 }

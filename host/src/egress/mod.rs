@@ -81,6 +81,7 @@ pub use rules::{
 use transport::MeteredBody;
 pub use transport::{TlsClient, TlsConfigError};
 
+use crate::host::{is_trace_id, random_hex};
 use crate::model::ApprovalMode;
 
 /// Attempts beyond this many are not recorded individually (a looping adapter cannot grow the
@@ -639,27 +640,12 @@ fn outgoing_headers(
 
 /// `00-<trace id>-<fresh span id>-01`.
 fn traceparent(trace_id: &str) -> String {
-    let valid = trace_id.len() == 32
-        && trace_id
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        && trace_id.bytes().any(|b| b != b'0');
-    let trace = if valid {
+    let trace = if is_trace_id(trace_id) {
         trace_id.to_owned()
     } else {
         random_hex(16)
     };
     format!("00-{trace}-{}-01", random_hex(8))
-}
-
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the OS provides randomness");
-    // An all-zero span id is invalid in W3C trace context.
-    if buf.iter().all(|b| *b == 0) {
-        buf[0] = 1;
-    }
-    hex::encode(buf)
 }
 
 type SendFuture = Box<

@@ -139,11 +139,6 @@ impl TlsClient {
             roots: count,
         })
     }
-
-    /// How many root certificates this client trusts.
-    pub fn roots(&self) -> usize {
-        self.roots
-    }
 }
 
 fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsConfigError> {

@@ -102,13 +102,9 @@ impl ApiKeys {
                 .principal
                 .clone()
                 .unwrap_or_else(|| format!("api-key:{}", entry.tenant));
-            keys.push((
-                digest,
-                caller(&entry.tenant, principal, PrincipalKind::Agent),
-            ));
+            keys.push((digest, caller(&entry.tenant, principal)));
         }
-        let anonymous = anonymous_tenant
-            .map(|tenant| caller(tenant, "anonymous".to_owned(), PrincipalKind::Agent));
+        let anonymous = anonymous_tenant.map(|tenant| caller(tenant, "anonymous".to_owned()));
         Ok(Self { keys, anonymous })
     }
 
@@ -134,11 +130,12 @@ impl ApiKeys {
     }
 }
 
-fn caller(tenant: &str, id: String, kind: PrincipalKind) -> Caller {
+/// An MCP caller is an agent acting in `tenant`.
+fn caller(tenant: &str, id: String) -> Caller {
     Caller {
         tenant: tenant.to_owned(),
         principal: Principal {
-            kind,
+            kind: PrincipalKind::Agent,
             id,
             tenant: tenant.to_owned(),
         },

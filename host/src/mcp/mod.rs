@@ -55,7 +55,7 @@ use wasmtime_wasi_http::io::TokioIo;
 pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Caller, IdentityError};
 
 use crate::envelope::{OutcomeCode, Status, ToolResultEnvelope};
-use crate::host::Host;
+use crate::host::{Host, is_trace_id};
 use crate::model::ApprovalMode;
 use crate::pipeline::ToolCallEnvelope;
 
@@ -351,31 +351,29 @@ impl ServerHandler for Gateway {
             .with_principal(caller.principal);
         // rmcp moves the request's `_meta` into the context.
         let meta = request.meta.as_ref().unwrap_or(&context.meta);
-        {
-            // W3C trace context (SEP-414): the call joins the caller's trace.
-            if let Some(trace_id) = meta.get_traceparent().and_then(trace_id_of) {
-                call.trace_id = trace_id;
-            }
-            if let Some(key) = meta.get(IDEMPOTENCY_KEY_META) {
-                let key = key.as_str().ok_or_else(|| {
-                    ErrorData::invalid_params(
-                        format!("_meta[\"{IDEMPOTENCY_KEY_META}\"] must be a string"),
-                        None,
-                    )
-                })?;
-                call = call.with_idempotency_key(key);
-            }
-            if let Some(mode) = meta.get(APPROVAL_MODE_META) {
-                let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {
-                    ErrorData::invalid_params(
-                        format!(
-                            "_meta[\"{APPROVAL_MODE_META}\"] must be one of read_only, local_write, network, delegated, destructive"
-                        ),
-                        None,
-                    )
-                })?;
-                call = call.with_mode(mode);
-            }
+        // W3C trace context (SEP-414): the call joins the caller's trace.
+        if let Some(trace_id) = meta.get_traceparent().and_then(trace_id_of) {
+            call.trace_id = trace_id;
+        }
+        if let Some(key) = meta.get(IDEMPOTENCY_KEY_META) {
+            let key = key.as_str().ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("_meta[\"{IDEMPOTENCY_KEY_META}\"] must be a string"),
+                    None,
+                )
+            })?;
+            call = call.with_idempotency_key(key);
+        }
+        if let Some(mode) = meta.get(APPROVAL_MODE_META) {
+            let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {
+                ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{APPROVAL_MODE_META}\"] must be one of read_only, local_write, network, delegated, destructive"
+                    ),
+                    None,
+                )
+            })?;
+            call = call.with_mode(mode);
         }
         let result = self.host.call(call).await;
         if result.outcome == OutcomeCode::UnknownCapability {
@@ -414,12 +412,6 @@ fn to_mcp(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData> {
 
 /// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), if valid.
 fn trace_id_of(traceparent: &str) -> Option<String> {
-    let mut parts = traceparent.split('-');
-    let (_version, trace) = (parts.next()?, parts.next()?);
-    let valid = trace.len() == 32
-        && trace
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        && trace.bytes().any(|b| b != b'0');
-    valid.then(|| trace.to_owned())
+    let trace = traceparent.split('-').nth(1)?;
+    is_trace_id(trace).then(|| trace.to_owned())
 }
