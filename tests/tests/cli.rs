@@ -224,29 +224,24 @@ fn the_demo_runs_and_exports_files_the_cli_accepts() {
     assert_eq!(code, 0, "{out}");
 }
 
-#[test]
-fn serve_refuses_to_start_when_no_caller_could_be_admitted() {
+/// `gatehouse serve` with a config of `toml` (listening on any free port).
+fn serve_with(toml: &str) -> (u8, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
-    std::fs::write(&config, "[mcp]\nlisten = \"127.0.0.1:0\"\n").unwrap();
-    let (code, out) = gatehouse(&["serve", "--config", s(&config)]);
+    std::fs::write(&config, format!("[mcp]\nlisten = \"127.0.0.1:0\"\n{toml}")).unwrap();
+    gatehouse(&["serve", "--config", s(&config)])
+}
+
+#[test]
+fn serve_refuses_to_start_when_no_caller_could_be_admitted() {
+    let (code, out) = serve_with("");
     assert_eq!(code, 2, "{out}");
     assert!(out.is_empty(), "nothing is served: {out}");
 }
 
 #[test]
 fn serve_names_a_missing_api_key_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gatehouse.toml");
-    let missing = dir.path().join("missing.key");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp]\nlisten = \"127.0.0.1:0\"\n[[mcp.api_key]]\ntenant = \"acme\"\nfile = {:?}\n",
-            missing.display().to_string()
-        ),
-    )
-    .unwrap();
-    let (code, out) = gatehouse(&["serve", "--config", s(&config)]);
+    let (code, out) =
+        serve_with("[[mcp.api_key]]\ntenant = \"acme\"\nfile = \"/nonexistent/gatehouse.key\"\n");
     assert_eq!(code, 2, "{out}");
 }

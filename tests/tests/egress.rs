@@ -5,6 +5,7 @@
 
 use gatehouse_host::egress::{EgressAttempt, EgressConfig};
 use gatehouse_host::{Host, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
@@ -48,6 +49,13 @@ fn egress(adapter: &str, upstream: &Upstream, allow_loopback: bool) -> Value {
     })
 }
 
+/// A host with `adapter` installed and granted [`egress`] to `upstream`.
+fn granted(adapter: &Artifact, upstream: &Upstream, allow_loopback: bool) -> Host {
+    let host = host(egress(adapter.manifest().id(), upstream, allow_loopback));
+    host.install_adapter(&adapter.signed()).unwrap();
+    host
+}
+
 fn probe(requests: &Value) -> Value {
     json!({ "requests": requests })
 }
@@ -67,8 +75,7 @@ fn codes(envelope: &ToolResultEnvelope) -> Vec<&str> {
 #[tokio::test]
 async fn rest_get_reaches_the_upstream_with_the_injected_credential() {
     let upstream = Upstream::start().await;
-    let host = host(egress("gatehouse.rest", &upstream, true));
-    host.install_adapter(&REST.signed()).unwrap();
+    let host = granted(&REST, &upstream, true);
     let call = ToolCallEnvelope::new(
         "default",
         "gatehouse.rest.get",
@@ -124,8 +131,7 @@ fn seen_len(envelope: &ToolResultEnvelope) -> u64 {
 #[tokio::test]
 async fn rest_send_carries_the_calls_idempotency_key() {
     let upstream = Upstream::start().await;
-    let host = host(egress("gatehouse.rest", &upstream, true));
-    host.install_adapter(&REST.signed()).unwrap();
+    let host = granted(&REST, &upstream, true);
     let mut call = ToolCallEnvelope::new(
         "default",
         "gatehouse.rest.send",
@@ -147,8 +153,7 @@ async fn rest_send_carries_the_calls_idempotency_key() {
 #[tokio::test]
 async fn rest_denial_is_a_typed_tool_error_and_recorded() {
     let upstream = Upstream::start().await;
-    let host = host(egress("gatehouse.rest", &upstream, true));
-    host.install_adapter(&REST.signed()).unwrap();
+    let host = granted(&REST, &upstream, true);
     // PUT is requested by the manifest but not granted by the operator.
     let mut call = ToolCallEnvelope::new(
         "default",
@@ -172,8 +177,7 @@ async fn rest_denial_is_a_typed_tool_error_and_recorded() {
 #[tokio::test]
 async fn the_guest_cannot_read_or_override_the_credential() {
     let upstream = Upstream::start().await;
-    let host = host(egress("test.egress-probe", &upstream, true));
-    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+    let host = granted(&EGRESS_PROBE, &upstream, true);
     let args = probe(&json!([{
         "method": "GET",
         "url": upstream.url("/api/whoami"),
@@ -204,8 +208,7 @@ async fn the_guest_cannot_read_or_override_the_credential() {
 #[tokio::test]
 async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
     let upstream = Upstream::start().await;
-    let host = host(egress("test.egress-probe", &upstream, true));
-    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+    let host = granted(&EGRESS_PROBE, &upstream, true);
     let port = upstream.port;
     let cases = [
         (
@@ -262,8 +265,7 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
 #[tokio::test]
 async fn loopback_is_refused_without_the_allowance_by_ip_name_and_mapped_ipv6() {
     let upstream = Upstream::start().await;
-    let host = host(egress("gatehouse.rest", &upstream, false));
-    host.install_adapter(&REST.signed()).unwrap();
+    let host = granted(&REST, &upstream, false);
     let port = upstream.port;
     for url in [
         format!("http://127.0.0.1:{port}/api/x"),
