@@ -1,7 +1,7 @@
 //! Embedding gatehouse in a Rust gateway: build a host, install an adapter, serve one call.
 //!
 //! ```text
-//! cargo run -p gatehouse-host --example embed -- gatehouse.toml echo.signed.wasm '{"message":"hi"}'
+//! cargo run -p gatehouse-host --no-default-features --example embed -- gatehouse.toml echo.signed.wasm '{"message":"hi"}'
 //! ```
 //!
 //! `gatehouse.toml` must trust the adapter's publisher (`[[trust.publisher]]`) and grant the

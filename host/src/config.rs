@@ -2,7 +2,11 @@
 //!
 //! Every table is optional and every default denies: with an empty file the host trusts no
 //! publisher, so nothing loads. Unknown keys are errors, so a typo cannot silently fall back to
-//! a default.
+//! a default, and every error names the file, line and key.
+//!
+//! [`HostConfig`] holds the library's tables. A program that adds tables of its own to the
+//! same file (`gatehouse serve` adds `[mcp]`) reads it as a [`Document`]: it takes out its
+//! tables, and the rest must be the library's.
 //!
 //! ```toml
 //! [sandbox]              # per-call budgets (see SandboxConfig for defaults)
@@ -31,24 +35,23 @@
 //! methods = ["GET", "POST"]
 //! credentials = { api_token = { env = "ACME_TOKEN", scheme = "Bearer" } }
 //!
-//! [mcp]                  # `gatehouse serve` (see McpConfig)
-//! listen = "127.0.0.1:8787"
-//!
-//! [[mcp.api_key]]
-//! tenant = "acme"
-//! env = "ACME_AGENT_KEY"
 //! ```
 
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
+use toml::de::{DeTable, Deserializer, ValueDeserializer};
 
-use crate::egress::EgressConfig;
-use crate::mcp::McpConfig;
-use crate::pipeline::config::PipelineConfig;
-use crate::plugin::cache::CacheConfig;
-use crate::plugin::trust::TrustConfig;
-use crate::sandbox::SandboxConfig;
+pub use crate::egress::{CredentialConfig, EgressConfig, GrantConfig, MethodName, UrlPattern};
+pub use crate::model::{Glob, Tenants};
+pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolGrant};
+pub use crate::plugin::cache::CacheConfig;
+pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
+pub use crate::policy::{PolicyBinding, PolicyDefault};
+pub use crate::sandbox::SandboxConfig;
+pub use crate::skills::{Scope as SkillScope, Skill, SkillLimits};
 
 /// The whole operator config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,11 +74,6 @@ pub struct HostConfig {
     /// visible, no policy bound, policy default deny. See [`PipelineConfig`].
     #[serde(default)]
     pub pipeline: PipelineConfig,
-    /// The MCP endpoint of `gatehouse serve`: listen address, API keys, allowed hosts and
-    /// origins. Default: loopback, nobody admitted. See [`McpConfig`]. (The library's
-    /// [`Host`](crate::Host) ignores it.)
-    #[serde(default)]
-    pub mcp: McpConfig,
 }
 
 /// Why the config cannot be used.
@@ -99,17 +97,20 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// `message` about the file at `path`.
+    pub fn invalid(path: &Path, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            path: path.display().to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 impl HostConfig {
     /// Reads a config file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_toml(&text).map_err(|message| ConfigError::Invalid {
-            path: path.display().to_string(),
-            message,
-        })
+        Self::from_toml(&read(path)?).map_err(|message| ConfigError::invalid(path, message))
     }
 
     /// Parses config text.
@@ -118,26 +119,58 @@ impl HostConfig {
     }
 }
 
-/// Reads a secret from exactly one of an environment variable and a file, trimmed. Errors name
-/// the variable or file and the fix, never the value.
-pub fn read_secret(env: Option<&str>, file: Option<&Path>) -> Result<String, String> {
-    let raw = match (env, file) {
-        (Some(var), None) => std::env::var(var).map_err(|_| {
-            format!(
-                "environment variable `{var}` is not set (or not UTF-8); set it in the host's environment"
-            )
-        })?,
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?,
-        (Some(_), Some(_)) | (None, None) => {
-            return Err("set exactly one of `env` and `file`".to_owned());
-        }
-    };
-    let secret = raw.trim();
-    if secret.is_empty() {
-        return Err("the secret is empty".to_owned());
+/// Reads a config file's text, naming the file in the error.
+pub fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A config file shared by the library and a program that adds tables of its own: parsed once,
+/// the program [takes](Document::take) its tables out, and the rest is the library's
+/// [`HostConfig`]. Errors keep TOML's line, column and key, like [`HostConfig::from_toml`].
+pub struct Document<'a> {
+    text: &'a str,
+    root: Spanned<DeTable<'a>>,
+}
+
+impl<'a> Document<'a> {
+    /// Parses config text.
+    pub fn parse(text: &'a str) -> Result<Self, String> {
+        let root = DeTable::parse(text).map_err(|e| e.to_string())?;
+        Ok(Self { text, root })
     }
-    Ok(secret.to_owned())
+
+    /// Takes table `name` out of the document; absent, it is `T::default()`.
+    pub fn take<T: DeserializeOwned + Default>(&mut self, name: &str) -> Result<T, String> {
+        let key = self
+            .root
+            .get_ref()
+            .keys()
+            .find(|k| k.get_ref() == name)
+            .cloned();
+        let Some(value) = key.and_then(|k| self.root.get_mut().remove(&k)) else {
+            return Ok(T::default());
+        };
+        T::deserialize(ValueDeserializer::from(value)).map_err(|mut e| {
+            e.set_input(Some(self.text));
+            // An error without a position names its key relative to the table: say which.
+            match e.span() {
+                Some(_) => e.to_string(),
+                None => format!("in [{name}]: {e}"),
+            }
+        })
+    }
+
+    /// The library's tables: everything not taken. A table nobody took is an unknown key.
+    pub fn into_host_config(self) -> Result<HostConfig, String> {
+        let (text, root) = (self.text, self.root);
+        HostConfig::deserialize(Deserializer::from(root)).map_err(|mut e| {
+            e.set_input(Some(text));
+            e.to_string()
+        })
+    }
 }
 
 #[cfg(test)]

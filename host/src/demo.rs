@@ -15,14 +15,16 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::config::HostConfig;
+use crate::envelope::ToolCallEnvelope;
 use crate::envelope::ToolResultEnvelope;
 use crate::host::Host;
-use crate::pipeline::ToolCallEnvelope;
-use crate::pipeline::config::{PolicyDefault, ToolGrant};
+use crate::model::{Glob, Tenants};
+use crate::pipeline::config::ToolGrant;
 use crate::plugin::manifest::Manifest;
 use crate::plugin::signature::SigningKey;
 use crate::plugin::trust::PublisherConfig;
 use crate::plugin::{self, sections};
+use crate::policy::PolicyDefault;
 
 /// The first-party plugins, built from source by build.rs: (name, component, manifest).
 const PLUGINS: &[(&str, &[u8], &str)] = include!(concat!(env!("OUT_DIR"), "/demo_plugins.rs"));
@@ -34,6 +36,10 @@ const DEMO_SCOPE: &str = "gatehouse.*";
 #[derive(Debug, thiserror::Error)]
 #[error("demo: {0}")]
 pub struct DemoError(String);
+
+fn scope() -> Glob {
+    Glob::new(DEMO_SCOPE).expect("the demo scope is a valid glob")
+}
 
 fn fail(e: impl std::fmt::Display) -> DemoError {
     DemoError(e.to_string())
@@ -65,13 +71,13 @@ pub fn prepare() -> Result<Demo, DemoError> {
     config.trust.publishers.push(PublisherConfig {
         key_id: key.key_id.clone(),
         public_key: key.public_key().to_base64(),
-        adapters: vec![DEMO_SCOPE.to_owned()],
-        policies: vec![DEMO_SCOPE.to_owned()],
+        adapters: vec![scope()],
+        policies: vec![scope()],
     });
     config.pipeline.policy_default = PolicyDefault::Allow;
     config.pipeline.tools.push(ToolGrant {
-        tools: DEMO_SCOPE.to_owned(),
-        tenants: vec!["*".to_owned()],
+        tools: scope(),
+        tenants: Tenants::all(),
         arg_constraints: Default::default(),
     });
     Ok(Demo {
@@ -97,7 +103,7 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
     for (_, bytes) in &signed {
         let started = Instant::now();
         let adapter = host.load_adapter(bytes).map_err(fail)?;
-        let cache = adapter.cache.clone();
+        let cache = adapter.cache().clone();
         let plugin = host.serve_adapter(adapter).map_err(fail)?;
         w.line(format_args!(
             "loaded {} {} ({}) in {} ms, compile cache: {cache:?}",
@@ -189,7 +195,6 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
 
 fn summary(tool: &str, args: &Value, envelope: &ToolResultEnvelope) -> String {
     let status = serde_json::to_value(envelope.status).unwrap_or_default();
-    let outcome = serde_json::to_value(envelope.outcome).unwrap_or_default();
     let detail = match (&envelope.structured_content, &envelope.error) {
         (_, Some(error)) => format!("{}: {}", error.code, error.message),
         (Some(structured), None) => structured.to_string(),
@@ -199,7 +204,7 @@ fn summary(tool: &str, args: &Value, envelope: &ToolResultEnvelope) -> String {
     format!(
         "{tool} {args} -> {} {} [{fuel} fuel] {detail}",
         status.as_str().unwrap_or("?"),
-        outcome.as_str().unwrap_or("?")
+        envelope.outcome
     )
 }
 

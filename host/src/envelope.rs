@@ -1,21 +1,108 @@
-//! The result of a governed call: `ToolResultEnvelope` and its outcome codes.
+//! The two envelopes of a governed call, as plain data: the [`ToolCallEnvelope`] a caller
+//! submits and the [`ToolResultEnvelope`] it gets back, with its [`Status`] and
+//! [`OutcomeCode`].
 //!
 //! Field names follow spec 000 (`tool_call_id`, `trace_id`, `evidence_refs`, ...); content
 //! blocks use MCP's shape so a result can be delivered as `content` + `structuredContent`
-//! unchanged. Every failure of a call is a result with `status: failed` and an outcome code,
-//! never a panic or a protocol error.
+//! unchanged. Every failure of a call is a result with a status and an outcome code, never a
+//! panic or a protocol error. Which failure gets which code is decided in one table, the
+//! pipeline's `outcome` module.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bindings::types as wit;
-use crate::egress::EgressAttempt;
-use crate::model::ApprovalMode;
-use crate::plugin::PluginRef;
-use crate::policy::DecisionRecord;
-use crate::sandbox::SandboxError;
+use crate::ids;
+use crate::model::{ApprovalMode, ContentBlock, ErrorBody, Principal};
+
+pub use crate::egress::EgressAttempt;
+pub use crate::plugin::PluginRef;
+pub use crate::policy::{
+    DecisionRecord, ModuleDecision, POLICY_DEFAULT, POLICY_FAILED, POLICY_MODULE_MISSING,
+};
+
+/// Version tag of the call envelope format.
+pub const CALL_ENVELOPE_VERSION: &str = "gatehouse.tool_call.v1";
+
+/// One tool call as the pipeline receives it (spec 000 `ToolCallEnvelope`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallEnvelope {
+    /// Always [`CALL_ENVELOPE_VERSION`].
+    #[serde(default = "call_version")]
+    pub envelope_version: String,
+    /// Unique id of the call.
+    pub tool_call_id: String,
+    /// W3C trace id (32 hex digits).
+    pub trace_id: String,
+    /// Session the call belongs to, if the caller tracks one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Tenant the call runs for (established by the caller's identify step).
+    pub tenant_id: String,
+    /// Principal chain, user first.
+    #[serde(default)]
+    pub principal_chain: Vec<Principal>,
+    /// Tool name as called: `<adapter id>.<capability id>`, or a meta-tool's name.
+    pub capability_id: String,
+    /// Arguments (a JSON object).
+    #[serde(default = "crate::model::empty_object")]
+    pub args: Value,
+    /// The approval mode the caller asks for; default: the capability's declared maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode_requested: Option<ApprovalMode>,
+    /// Idempotency key; required on write-class calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+fn call_version() -> String {
+    CALL_ENVELOPE_VERSION.to_owned()
+}
+
+impl ToolCallEnvelope {
+    /// A call of `tool` for `tenant` with fresh ids, no principals and no idempotency key.
+    pub fn new(tenant: impl Into<String>, tool: impl Into<String>, args: Value) -> Self {
+        Self {
+            envelope_version: call_version(),
+            tool_call_id: ids::tool_call_id(),
+            trace_id: ids::trace_id(),
+            session_id: None,
+            tenant_id: tenant.into(),
+            principal_chain: Vec::new(),
+            capability_id: tool.into(),
+            args,
+            approval_mode_requested: None,
+            idempotency_key: None,
+        }
+    }
+
+    /// With an idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Asking for an approval mode.
+    pub fn with_mode(mut self, mode: ApprovalMode) -> Self {
+        self.approval_mode_requested = Some(mode);
+        self
+    }
+
+    /// Joining the caller's W3C trace: the trace id of `traceparent` when it is a valid one;
+    /// otherwise the call keeps its own fresh trace.
+    pub fn with_traceparent(mut self, traceparent: &str) -> Self {
+        if let Some(trace_id) = ids::trace_id_of(traceparent) {
+            self.trace_id = trace_id.to_owned();
+        }
+        self
+    }
+
+    /// With one more principal at the end of the chain.
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal_chain.push(principal);
+        self
+    }
+}
 
 /// Version tag of the envelope format.
 pub const RESULT_ENVELOPE_VERSION: &str = "gatehouse.tool_result.v1";
@@ -39,7 +126,7 @@ pub enum Status {
 /// The first seven are the specs' codes. The rest are gatehouse's own, for failures the specs
 /// do not name: they say exactly which budget or rule stopped the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[serde(into = "&'static str")]
 pub enum OutcomeCode {
     /// The call succeeded.
     Ok,
@@ -77,92 +164,41 @@ pub enum OutcomeCode {
     InternalError,
 }
 
-/// What kind of failure, for clients deciding what to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// Bad arguments; the model can correct them.
-    Validation,
-    /// Not found.
-    NotFound,
-    /// Conflicts with current state.
-    Conflict,
-    /// The external system failed.
-    Upstream,
-    /// Temporarily unavailable.
-    Unavailable,
-    /// Ran out of a time or fuel budget.
-    Timeout,
-    /// Exceeded a resource limit.
-    Limit,
-    /// Refused by policy or a host invariant.
-    Policy,
-    /// Internal failure.
-    Internal,
+impl OutcomeCode {
+    /// The wire name, e.g. `TOOL_TIMEOUT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::IdentityInvalid => "IDENTITY_INVALID",
+            Self::PolicyBlocked => "POLICY_BLOCKED",
+            Self::ApprovalRequired => "APPROVAL_REQUIRED",
+            Self::RollbackRequired => "ROLLBACK_REQUIRED",
+            Self::VerificationFailed => "VERIFICATION_FAILED",
+            Self::EvidenceMissing => "EVIDENCE_MISSING",
+            Self::ToolTimeout => "TOOL_TIMEOUT",
+            Self::ToolError => "TOOL_ERROR",
+            Self::UnknownCapability => "UNKNOWN_CAPABILITY",
+            Self::ToolMemoryLimit => "TOOL_MEMORY_LIMIT",
+            Self::ToolTrapped => "TOOL_TRAPPED",
+            Self::ToolOutputTooLarge => "TOOL_OUTPUT_TOO_LARGE",
+            Self::InvalidArguments => "INVALID_ARGUMENTS",
+            Self::IdempotencyKeyRequired => "IDEMPOTENCY_KEY_REQUIRED",
+            Self::GatewayBusy => "GATEWAY_BUSY",
+            Self::InternalError => "INTERNAL_ERROR",
+        }
+    }
 }
 
-/// Why a call failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorBody {
-    /// Kind of failure.
-    pub kind: ErrorKind,
-    /// Machine-readable code: the outcome code, or the adapter's own code for `TOOL_ERROR`.
-    pub code: String,
-    /// For people.
-    pub message: String,
-    /// Whether the same call may succeed if retried.
-    pub retryable: bool,
-    /// What to do about it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remediation: Option<String>,
+impl From<OutcomeCode> for &'static str {
+    fn from(outcome: OutcomeCode) -> Self {
+        outcome.as_str()
+    }
 }
 
-/// One MCP content block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ContentBlock {
-    /// Text.
-    Text {
-        /// The text.
-        text: String,
-    },
-    /// An image, base64.
-    Image {
-        /// Base64 data.
-        data: String,
-        /// Media type.
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-    },
-    /// Audio, base64.
-    Audio {
-        /// Base64 data.
-        data: String,
-        /// Media type.
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-    },
-    /// An embedded resource.
-    Resource {
-        /// Its contents.
-        resource: ResourceContents,
-    },
-}
-
-/// MCP resource contents: text or a base64 blob.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceContents {
-    /// The resource URI.
-    pub uri: String,
-    /// Media type.
-    #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-    /// Text contents.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Binary contents, base64.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blob: Option<String>,
+impl std::fmt::Display for OutcomeCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Resources one call used.
@@ -220,135 +256,30 @@ pub struct ToolResultEnvelope {
 }
 
 impl ToolResultEnvelope {
+    /// The result of `call` before any gate ran: `ok` with nothing in it yet.
+    pub fn begin(call: &ToolCallEnvelope) -> Self {
+        Self {
+            envelope_version: RESULT_ENVELOPE_VERSION,
+            tool_call_id: call.tool_call_id.clone(),
+            trace_id: call.trace_id.clone(),
+            adapter: None,
+            capability_id: call.capability_id.clone(),
+            resolved_from: None,
+            approval_mode_effective: None,
+            status: Status::Ok,
+            outcome: OutcomeCode::Ok,
+            content: Vec::new(),
+            structured_content: None,
+            evidence_refs: Vec::new(),
+            error: None,
+            policy_decision: None,
+            egress: Vec::new(),
+            usage: None,
+        }
+    }
+
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok
     }
-}
-
-impl ErrorBody {
-    /// An error body for a host outcome.
-    pub fn new(
-        kind: ErrorKind,
-        outcome: OutcomeCode,
-        message: impl Into<String>,
-        retryable: bool,
-    ) -> Self {
-        Self {
-            kind,
-            code: code_of(outcome),
-            message: message.into(),
-            retryable,
-            remediation: None,
-        }
-    }
-
-    /// With a remediation hint.
-    pub fn with_remediation(mut self, remediation: impl Into<String>) -> Self {
-        self.remediation = Some(remediation.into());
-        self
-    }
-}
-
-/// The wire name of an outcome code, e.g. `TOOL_TIMEOUT`.
-pub fn code_of(outcome: OutcomeCode) -> String {
-    serde_json::to_value(outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .expect("outcome codes serialize as strings")
-}
-
-/// Classifies a sandbox failure: the one place a [`SandboxError`] becomes an outcome.
-pub fn sandbox_failure(error: &SandboxError) -> (OutcomeCode, ErrorBody) {
-    let (outcome, kind, retryable, remediation) = match error {
-        SandboxError::OutOfFuel { .. } => (
-            OutcomeCode::ToolTimeout,
-            ErrorKind::Timeout,
-            false,
-            "the tool used its whole compute budget; ask the operator to raise [sandbox].fuel if this input is legitimate",
-        ),
-        SandboxError::Deadline { .. } => (
-            OutcomeCode::ToolTimeout,
-            ErrorKind::Timeout,
-            true,
-            "the tool did not answer in time; retry later or ask the operator to raise [sandbox].timeout_ms",
-        ),
-        SandboxError::MemoryLimit(_) => (
-            OutcomeCode::ToolMemoryLimit,
-            ErrorKind::Limit,
-            false,
-            "the tool needed more memory than allowed; use a smaller input or ask the operator to raise [sandbox].memory_mib",
-        ),
-        SandboxError::OutputTooLarge { .. } => (
-            OutcomeCode::ToolOutputTooLarge,
-            ErrorKind::Limit,
-            false,
-            "ask for less data (paging, filters) or ask the operator to raise [sandbox].max_output_kib",
-        ),
-        SandboxError::Trap { .. } => (
-            OutcomeCode::ToolTrapped,
-            ErrorKind::Internal,
-            false,
-            "the tool crashed; report it to the adapter's publisher",
-        ),
-        SandboxError::Busy { .. } => (
-            OutcomeCode::GatewayBusy,
-            ErrorKind::Unavailable,
-            true,
-            "the gateway is running as many tools as it may at once; retry shortly, or ask the operator to raise [sandbox].max_concurrent_calls",
-        ),
-        SandboxError::Host(_) => (
-            OutcomeCode::InternalError,
-            ErrorKind::Internal,
-            true,
-            "the gateway failed while running the tool; see its logs",
-        ),
-    };
-    let body = ErrorBody::new(kind, outcome, format!("the tool {error}"), retryable)
-        .with_remediation(remediation);
-    (outcome, body)
-}
-
-/// Converts an adapter's structured error.
-pub fn tool_error(error: wit::ToolError) -> ErrorBody {
-    ErrorBody {
-        kind: match error.kind {
-            wit::ErrorKind::Validation => ErrorKind::Validation,
-            wit::ErrorKind::NotFound => ErrorKind::NotFound,
-            wit::ErrorKind::Conflict => ErrorKind::Conflict,
-            wit::ErrorKind::Upstream => ErrorKind::Upstream,
-            wit::ErrorKind::Unavailable => ErrorKind::Unavailable,
-            wit::ErrorKind::Internal => ErrorKind::Internal,
-        },
-        code: error.code,
-        message: error.message,
-        retryable: error.retryable,
-        remediation: error.remediation,
-    }
-}
-
-/// Converts an adapter's content blocks to MCP's shape.
-pub fn content_blocks(content: Vec<wit::Content>) -> Vec<ContentBlock> {
-    content
-        .into_iter()
-        .map(|block| match block {
-            wit::Content::Text(text) => ContentBlock::Text { text },
-            wit::Content::Image(blob) => ContentBlock::Image {
-                data: BASE64.encode(&blob.data),
-                mime_type: blob.mime_type,
-            },
-            wit::Content::Audio(blob) => ContentBlock::Audio {
-                data: BASE64.encode(&blob.data),
-                mime_type: blob.mime_type,
-            },
-            wit::Content::Resource(r) => ContentBlock::Resource {
-                resource: ResourceContents {
-                    uri: r.uri,
-                    mime_type: r.mime_type,
-                    text: r.text,
-                    blob: r.data.map(|d| BASE64.encode(d)),
-                },
-            },
-        })
-        .collect()
 }

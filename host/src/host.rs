@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::config::HostConfig;
 use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
+use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
 use crate::plugin::manifest::Capability;
@@ -42,6 +43,12 @@ pub enum InstallError {
     /// The policy's config schema rejects a binding's config.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The adapter was loaded by another host (with its own engine and trust), so this one
+    /// cannot vouch for it.
+    #[error(
+        "`{0}` was loaded by another host; load it with this host's `load_adapter` before serving it"
+    )]
+    ForeignAdapter(String),
 }
 
 /// The gatehouse host: verifies and loads signed plugins and runs calls in fresh sandboxes.
@@ -68,7 +75,6 @@ pub struct Host {
     sandbox: Sandbox,
     trust: TrustStore,
     cache: Option<CompileCache>,
-    limits: Limits,
     egress: EgressConfig,
     tls: TlsClient,
     pipeline: Pipeline,
@@ -78,7 +84,7 @@ impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
             .field("trust", &self.trust)
-            .field("limits", &self.limits)
+            .field("limits", self.sandbox.limits())
             .finish_non_exhaustive()
     }
 }
@@ -91,7 +97,6 @@ impl Host {
         let trust = TrustStore::new(&config.trust)?;
         let pipeline = Pipeline::new(&config.pipeline)?;
         let tls = TlsClient::from_config(&config.egress)?;
-        let limits = config.sandbox.limits();
         let sandbox =
             Sandbox::new(config.sandbox).map_err(|e| HostError::Engine(format!("{e:#}")))?;
         let cache = if config.cache.enabled {
@@ -106,7 +111,6 @@ impl Host {
             sandbox,
             trust,
             cache,
-            limits,
             egress: config.egress,
             tls,
             pipeline,
@@ -143,10 +147,13 @@ impl Host {
         self.serve_adapter(self.load_adapter(bytes)?)
     }
 
-    /// Serves an adapter already loaded with [`Host::load_adapter`] (see
-    /// [`Host::install_adapter`]).
+    /// Serves an adapter this host loaded with [`Host::load_adapter`] (see
+    /// [`Host::install_adapter`]). An adapter loaded by another host is refused.
     pub fn serve_adapter(&self, adapter: LoadedAdapter) -> Result<PluginRef, InstallError> {
-        let plugin = adapter.plugin.clone();
+        let plugin = adapter.plugin().clone();
+        if !wasmtime::Engine::same(adapter.pre().engine(), self.sandbox.engine()) {
+            return Err(InstallError::ForeignAdapter(plugin.id));
+        }
         self.pipeline.install_adapter(adapter)?;
         Ok(plugin)
     }
@@ -195,37 +202,14 @@ impl Host {
         self.pipeline.skills.resolve(tenant, tool, users)
     }
 
-    pub(crate) fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
-    }
-
     /// The per-call budgets in force.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        self.sandbox.limits()
     }
 
-    /// The sandbox (engine and linkers).
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
+    /// Runs one governed call through every gate, in order (see [`crate::pipeline`]). Never
+    /// fails: every refusal or failure is a result envelope with a status and an outcome code.
+    pub async fn call(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        self.pipeline.run(&self.sandbox, call).await
     }
-}
-
-/// `bytes` random bytes as lowercase hex, never all zeros (an all-zero trace or span id is
-/// invalid in W3C trace context).
-pub(crate) fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the OS provides randomness");
-    if buf.iter().all(|b| *b == 0)
-        && let Some(first) = buf.first_mut()
-    {
-        *first = 1;
-    }
-    hex::encode(buf)
-}
-
-/// Whether `id` is a valid W3C trace id: 32 lowercase hex digits, not all zeros.
-pub(crate) fn is_trace_id(id: &str) -> bool {
-    id.len() == 32
-        && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        && id.bytes().any(|b| b != b'0')
 }

@@ -4,19 +4,25 @@
 //! WebAssembly components behind one WIT contract (`wit/gatehouse.wit`). The host:
 //! 1. checks each component's signature against the operator's trusted publisher keys and
 //!    scopes ([`plugin`]);
-//! 2. compiles it once, caching the artifact by digest ([`plugin::cache`]);
-//! 3. runs every call in a fresh instance with fuel, deadline and memory budgets
-//!    ([`sandbox`]), with no ambient authority: no files, no environment, no sockets, and
-//!    egress only through the [`egress`] gate;
+//! 2. compiles it once, caching the artifact by digest;
+//! 3. runs every call in a fresh instance with fuel, deadline and memory budgets, with no
+//!    ambient authority: no files, no environment, no sockets, and egress only through the
+//!    egress gate;
 //! 4. reports every outcome as a [`ToolResultEnvelope`] with an [`OutcomeCode`];
-//! 5. runs every call through the governed pipeline ([`pipeline`]): normalize, validate, host
-//!    invariants, policy modules ([`policy`]), invoke with skills context ([`skills`]),
-//!    verify, obligations;
+//! 5. runs every call through the governed pipeline ([`Host::call`]): normalize, validate,
+//!    host invariants, policy modules, invoke with skills context, verify, obligations;
 //! 6. serves the tools to agents over MCP (Streamable HTTP) with API-key identity
-//!    ([`mcp`], `gatehouse serve`).
+//!    (`mcp`, feature `mcp`, and `gatehouse serve`, feature `cli`).
 //!
 //! Embedding (see [`Host`] and `host/examples/embed.rs`): build a [`Host`] from
-//! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s.
+//! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s. The public
+//! surface is this root, [`config`] (every config table), [`envelope`] (both envelopes and
+//! what they carry), [`model`] (the specs' vocabulary), [`plugin`] (manifests, signing keys,
+//! `pack` and `inspect`), [`error`] (every error type) and [`watch`]. With
+//! `default-features = false` the crate compiles neither the command line nor the MCP server.
+//!
+//! How the modules layer (each imports only from layers below it) is drawn in
+//! `host/README.md`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,23 +39,45 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod bindings;
+// Layers, top to bottom (see host/README.md): cli -> mcp, demo, watch -> host -> config ->
+// pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, ids, secret,
+// bindings.
+mod bindings;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
-pub mod egress;
+mod egress;
 pub mod envelope;
+pub mod error;
 mod host;
+mod ids;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod model;
-pub mod pipeline;
+mod pipeline;
 pub mod plugin;
-pub mod policy;
-pub mod sandbox;
-pub mod skills;
+mod policy;
+mod sandbox;
+mod secret;
+mod skills;
+pub mod watch;
 
 pub use config::HostConfig;
-pub use envelope::{OutcomeCode, Status, ToolResultEnvelope};
-pub use host::{Host, HostError, InstallError};
-pub use pipeline::ToolCallEnvelope;
+pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+pub use error::{HostError, InstallError, LoadError};
+pub use host::Host;
+pub use model::{
+    ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Principal, PrincipalKind,
+};
+pub use plugin::{LoadedAdapter, LoadedPolicy, PluginRef, Verified};
+pub use skills::{Level as SkillLevel, Resolution};
+
+/// The egress gate's own API, for the project's benchmarks (feature `internals`): drive the
+/// gate without a guest. Not a stable API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::egress::{CallInfo, EgressGate, Grants, TlsClient};
+}

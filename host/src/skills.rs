@@ -11,9 +11,10 @@
 
 use std::sync::LazyLock;
 
-use globset::{Glob, GlobMatcher};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
+
+use crate::model::{Glob, GlobError};
 
 /// Why the skills config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -29,14 +30,12 @@ pub enum SkillError {
         what: &'static str,
     },
     /// A tool-scope pattern is invalid.
-    #[error("skill `{name}`: tool pattern `{pattern}` is invalid: {message}")]
+    #[error("skill `{name}`: tool pattern {source}")]
     Pattern {
         /// The skill.
         name: String,
-        /// The pattern.
-        pattern: String,
-        /// The parser's message.
-        message: String,
+        /// What is wrong with the pattern.
+        source: GlobError,
     },
     /// Two skills share a name.
     #[error("two skills are named `{0}`; names must be unique (they break priority ties)")]
@@ -152,14 +151,14 @@ static SECRETS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
 /// The checked skills.
 #[derive(Debug)]
 pub struct Skills {
-    skills: Vec<(Skill, Option<GlobMatcher>)>,
+    skills: Vec<(Skill, Option<Glob>)>,
     limits: SkillLimits,
 }
 
 impl Skills {
     /// Checks every skill (secrets, patterns, unique names).
     pub fn new(skills: &[Skill], limits: SkillLimits) -> Result<Self, SkillError> {
-        let mut out: Vec<(Skill, Option<GlobMatcher>)> = Vec::with_capacity(skills.len());
+        let mut out: Vec<(Skill, Option<Glob>)> = Vec::with_capacity(skills.len());
         for skill in skills {
             if out.iter().any(|(s, _)| s.name == skill.name) {
                 return Err(SkillError::Duplicate(skill.name.clone()));
@@ -171,15 +170,14 @@ impl Skills {
                 });
             }
             let glob = match skill.scope {
-                Scope::Tool => Some(
-                    Glob::new(&skill.matches)
-                        .map_err(|e| SkillError::Pattern {
+                Scope::Tool => {
+                    Some(
+                        Glob::new(&skill.matches).map_err(|source| SkillError::Pattern {
                             name: skill.name.clone(),
-                            pattern: skill.matches.clone(),
-                            message: e.to_string(),
-                        })?
-                        .compile_matcher(),
-                ),
+                            source,
+                        })?,
+                    )
+                }
                 Scope::Global | Scope::Tenant | Scope::User => None,
             };
             out.push((skill.clone(), glob));

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants, TlsClient};
+use gatehouse_host::config::EgressConfig;
+use gatehouse_host::internals::{CallInfo, EgressGate, Grants, TlsClient};
 use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest};
 use gatehouse_host::{Host, ToolCallEnvelope};

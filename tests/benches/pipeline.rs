@@ -4,8 +4,8 @@
 //! Run: `cargo bench -p gatehouse-tests --bench pipeline`
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gatehouse_host::config::{PolicyBinding, PolicyDefault, Tenants};
 use gatehouse_host::model::ApprovalMode;
-use gatehouse_host::pipeline::config::{PolicyBinding, PolicyDefault};
 use gatehouse_host::{Host, OutcomeCode, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{BASELINE, ECHO};
 use gatehouse_tests::config;
@@ -17,8 +17,8 @@ fn host(baseline_config: Value) -> Host {
     config.pipeline.policy_default = PolicyDefault::Deny;
     config.pipeline.policies = vec![PolicyBinding {
         module: "gatehouse.baseline".to_owned(),
-        tenants: vec!["*".to_owned()],
-        tools: vec!["*".to_owned()],
+        tenants: Tenants::all(),
+        tools: vec![gatehouse_tests::glob("*")],
         order: 0,
         config: baseline_config,
     }];

@@ -3,10 +3,10 @@
 
 use std::sync::OnceLock;
 
-use gatehouse_host::pipeline::config::{PolicyDefault, ToolGrant};
+use gatehouse_host::config::PublisherConfig;
+use gatehouse_host::config::{Glob, PolicyDefault, Tenants, ToolGrant};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
-use gatehouse_host::plugin::trust::PublisherConfig;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
 pub mod upstream;
@@ -77,8 +77,8 @@ pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
         .push(trust(publisher(), adapters, policies));
     config.pipeline.policy_default = PolicyDefault::Allow;
     config.pipeline.tools.push(ToolGrant {
-        tools: "*".to_owned(),
-        tenants: vec!["*".to_owned()],
+        tools: glob("*"),
+        tenants: Tenants::all(),
         arg_constraints: Default::default(),
     });
     config
@@ -95,12 +95,31 @@ pub async fn echo(host: &Host, message: &str) -> ToolResultEnvelope {
     .await
 }
 
+/// The credential the egress tests bind to their upstreams.
+pub const TOKEN: &str = "e2e-secret-token-7f3a";
+
+/// A file holding [`TOKEN`] for the whole test process (the path, as a string for configs).
+pub fn token_file() -> String {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("token"), TOKEN).expect("the token file is writable");
+        dir
+    });
+    dir.path().join("token").display().to_string()
+}
+
+/// A glob from a literal the test wrote.
+pub fn glob(text: &str) -> Glob {
+    Glob::new(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A `[[trust.publisher]]` entry for `key`.
 pub fn trust(key: &SigningKey, adapters: &[&str], policies: &[&str]) -> PublisherConfig {
     PublisherConfig {
         key_id: key.key_id.clone(),
         public_key: key.public_key().to_base64(),
-        adapters: adapters.iter().map(|s| (*s).to_owned()).collect(),
-        policies: policies.iter().map(|s| (*s).to_owned()).collect(),
+        adapters: adapters.iter().map(|s| glob(s)).collect(),
+        policies: policies.iter().map(|s| glob(s)).collect(),
     }
 }

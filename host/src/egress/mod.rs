@@ -33,36 +33,27 @@
 //! query, address, status, bytes, allowed or the denial code and reason), never with header
 //! values. A denial reaches the guest as `HTTP-request-denied`.
 //!
-//! ```no_run
-//! use std::sync::Arc;
-//! use gatehouse_host::egress::{CallInfo, EgressConfig, EgressGate, Grants, TlsClient};
-//! use gatehouse_host::model::ApprovalMode;
-//!
-//! let config: EgressConfig = toml::from_str(r#"
-//!     allow_private = ["127.0.0.0/8"]
-//!     [[grant]]
-//!     adapter = "gatehouse.rest"
-//!     url = "http://127.0.0.1:8080/api/"
-//!     methods = ["GET"]
-//! "#).unwrap();
-//! # let requested = Vec::new();
-//! let tls = TlsClient::from_config(&config).unwrap(); // once per host
-//! let grants = Arc::new(Grants::for_adapter(&config, &tls, "gatehouse.rest", &requested).unwrap());
-//! let call = CallInfo::new(ApprovalMode::ReadOnly, "4bf92f3577b34da6a3ce929d0e0e4736", None);
-//! let gate = EgressGate::new(grants, call);
-//! ```
+//! Phases: the host builds one [`TlsClient`] from `[egress]` (link); each adapter gets its
+//! [`Grants`] when it is loaded ([`Grants::for_adapter`], load); each call gets a fresh
+//! [`EgressGate`] over those grants with the call's facts ([`CallInfo`]: effective approval
+//! mode, trace id, idempotency key) and budgets (prepare); the guest's requests go through
+//! `send` (invoke). Tests drive `send` directly against loopback servers (`tests.rs`); the
+//! project's benchmarks reach it through the `internals` feature.
 
 mod addr;
+mod call;
+mod config;
 mod grants;
 mod rules;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod transport;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
@@ -70,187 +61,24 @@ use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-pub use addr::{AddrClass, AddressPolicy, AddressRefused, canonical, classify};
-pub use grants::{
-    Credential, CredentialConfig, EgressConfig, GrantConfig, GrantError, Grants, Rule, Secret,
-};
+pub use addr::AddressPolicy;
+pub use call::{CallInfo, Denial, EgressAttempt};
+use call::{Ledger, MAX_RECORDED_URL, Spent, millis};
+pub use config::{CredentialConfig, EgressConfig, GrantConfig};
+pub use grants::{GrantError, Grants, Rule};
 pub use rules::{
-    DestHost, Destination, HostPattern, MethodName, PatternError, PortPattern, Scheme, UrlPattern,
-    is_safe, parse_methods,
+    DestHost, Destination, EgressRequest, MethodName, PatternError, UrlPattern, is_safe,
 };
+pub use tls::{TlsClient, TlsConfigError};
 use transport::MeteredBody;
-pub use transport::{TlsClient, TlsConfigError};
 
-use crate::host::{is_trace_id, random_hex};
+use crate::ids;
 use crate::model::ApprovalMode;
-
-/// Attempts beyond this many are not recorded individually (a looping adapter cannot grow the
-/// call record without bound); the count of dropped records is kept instead.
-const MAX_RECORDED_ATTEMPTS: usize = 64;
-/// Longest destination text kept in a record of an unparsable URL.
-const MAX_RECORDED_URL: usize = 256;
-
-/// Why the gate refused a request. The guest sees only `HTTP-request-denied`; the call record
-/// and the log keep this.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Denial {
-    /// Not an absolute `http`/`https` URL with a host, or it carries userinfo.
-    #[error("not an absolute http(s) URL without userinfo")]
-    InvalidUrl,
-    /// The call already made its allowed number of requests.
-    #[error("the call's budget of {limit} requests is spent (`[egress] max_requests`)")]
-    RequestBudget {
-        /// The budget.
-        limit: u32,
-    },
-    /// The call's egress time is spent.
-    #[error("the call's egress time budget of {limit_ms} ms is spent (`[egress] max_total_ms`)")]
-    TimeBudget {
-        /// The budget.
-        limit_ms: u64,
-    },
-    /// No granted rule covers the destination.
-    #[error(
-        "no egress grant for this adapter covers {destination}; the operator grants destinations in `[[egress.grant]]`"
-    )]
-    NoMatchingGrant {
-        /// The destination, without query.
-        destination: String,
-    },
-    /// A rule covers the destination, but not with this method.
-    #[error("{method} is not granted for {destination} (granted: {granted})")]
-    MethodNotGranted {
-        /// The method.
-        method: String,
-        /// The destination.
-        destination: String,
-        /// Methods granted there.
-        granted: String,
-    },
-    /// The method writes and the call's effective approval mode does not allow writes.
-    #[error(
-        "{method} can change upstream state; a `{mode}` call may only use GET, HEAD and OPTIONS"
-    )]
-    ApprovalMode {
-        /// The method.
-        method: String,
-        /// The effective approval mode.
-        mode: String,
-    },
-    /// The host name did not resolve.
-    #[error("cannot resolve {host}: {detail}")]
-    Resolve {
-        /// The host.
-        host: String,
-        /// The resolver's message.
-        detail: String,
-    },
-    /// A resolved address is not allowed.
-    #[error("{0}")]
-    Address(AddressRefused),
-    /// The request body exceeds what is left of the call's request-byte budget.
-    #[error(
-        "the request body exceeds the call's request budget of {limit} bytes (`[egress] max_request_bytes`)"
-    )]
-    RequestBytes {
-        /// The budget.
-        limit: u64,
-    },
-}
-
-impl Denial {
-    /// Stable machine-readable code, as recorded on the call.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidUrl => "invalid_url",
-            Self::RequestBudget { .. } => "request_budget",
-            Self::TimeBudget { .. } => "time_budget",
-            Self::NoMatchingGrant { .. } => "no_matching_grant",
-            Self::MethodNotGranted { .. } => "method_not_granted",
-            Self::ApprovalMode { .. } => "approval_mode",
-            Self::Resolve { .. } => "resolve_failed",
-            Self::Address(_) => "address_not_allowed",
-            Self::RequestBytes { .. } => "request_bytes_budget",
-        }
-    }
-}
-
-/// One outbound request an adapter attempted during a call. Never holds header values.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct EgressAttempt {
-    /// HTTP method.
-    pub method: String,
-    /// `scheme://host:port/path` (no query), or the raw URI, cut, when it did not parse.
-    pub destination: String,
-    /// The checked address connected to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<SocketAddr>,
-    /// Whether the gate let it through.
-    pub allowed: bool,
-    /// `ok`; after a denial, its [`Denial::code`]; or how an allowed request failed:
-    /// `upstream_error`, `upstream_timeout`, `tls_error`, `request_body_error`,
-    /// `response_bytes_budget`, `time_budget`.
-    pub code: String,
-    /// Why it was denied or how it failed; empty when it went through.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// Response status, if a response arrived.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// Request body bytes sent.
-    pub request_bytes: u64,
-    /// Response body bytes delivered to the guest.
-    pub response_bytes: u64,
-}
-
-/// What the gate needs to know about the call in flight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallInfo {
-    /// The call's effective approval mode.
-    pub approval_mode: ApprovalMode,
-    /// W3C trace id (32 lowercase hex digits); others are replaced by a fresh one.
-    pub trace_id: String,
-    /// Sent as `Idempotency-Key` on non-safe methods.
-    pub idempotency_key: Option<String>,
-}
-
-impl CallInfo {
-    /// Call facts for the gate.
-    pub fn new(
-        approval_mode: ApprovalMode,
-        trace_id: impl Into<String>,
-        idempotency_key: Option<String>,
-    ) -> Self {
-        Self {
-            approval_mode,
-            trace_id: trace_id.into(),
-            idempotency_key,
-        }
-    }
-}
 
 /// The per-call egress gate: the adapter's grants, the call's facts, and what the call spent.
 #[derive(Debug, Clone)]
 pub struct EgressGate {
-    shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-struct Shared {
-    grants: Arc<Grants>,
-    call: CallInfo,
-    deadline: Instant,
-    strip: Vec<HeaderName>,
-    spent: Mutex<Spent>,
-}
-
-#[derive(Debug, Default)]
-struct Spent {
-    requests: u32,
-    request_bytes: u64,
-    response_bytes: u64,
-    attempts: Vec<EgressAttempt>,
-    dropped: usize,
+    ledger: Arc<Ledger>,
 }
 
 impl EgressGate {
@@ -266,7 +94,7 @@ impl EgressGate {
         ];
         strip.extend(grants.credential_headers().cloned());
         Self {
-            shared: Arc::new(Shared {
+            ledger: Arc::new(Ledger {
                 deadline: Instant::now() + grants.max_total,
                 grants,
                 call,
@@ -286,60 +114,26 @@ impl EgressGate {
 
     /// Takes the recorded attempts.
     pub fn take_attempts(&self) -> Vec<EgressAttempt> {
-        std::mem::take(&mut self.shared.spent().attempts)
+        std::mem::take(&mut self.ledger.spent().attempts)
     }
 
-    /// How many attempts were not recorded because of the per-call record cap.
-    pub fn attempts_dropped(&self) -> usize {
-        self.shared.spent().dropped
-    }
-
-    /// Sends one request through every check (the function the WASI hook calls; public so
-    /// the checks can be tested without a guest). Denials are `HttpRequestDenied`. `options`
+    /// Sends one request through every check (the function the WASI hook calls; reachable
+    /// here so tests and benchmarks can drive the checks without a guest). Denials are `HttpRequestDenied`. `options`
     /// are the guest's request options: a `first_byte_timeout` shortens the wait for the
     /// response head, never beyond the call's time budget.
+    #[cfg(any(test, feature = "internals"))]
     pub async fn send(
         &self,
         request: Request<WasiBody>,
         options: Option<RequestOptions>,
     ) -> Result<Response<WasiBody>, HttpError> {
-        send(Arc::clone(&self.shared), request, options).await
-    }
-}
-
-impl Shared {
-    fn spent(&self) -> MutexGuard<'_, Spent> {
-        // A panic while holding this lock cannot leave the counters half-updated in a way that
-        // loosens a budget, so a poisoned lock is still usable.
-        self.spent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Records an attempt; returns its index if it was kept.
-    fn record(&self, attempt: EgressAttempt) -> Option<usize> {
-        let mut spent = self.spent();
-        if spent.attempts.len() < MAX_RECORDED_ATTEMPTS {
-            spent.attempts.push(attempt);
-            Some(spent.attempts.len() - 1)
-        } else {
-            spent.dropped += 1;
-            None
-        }
-    }
-
-    fn update(&self, index: Option<usize>, f: impl FnOnce(&mut EgressAttempt)) {
-        if let Some(i) = index
-            && let Some(attempt) = self.spent().attempts.get_mut(i)
-        {
-            f(attempt);
-        }
+        send(Arc::clone(&self.ledger), request, options).await
     }
 }
 
 /// The one function that performs egress. See the module docs for the order of checks.
 async fn send(
-    shared: Arc<Shared>,
+    ledger: Arc<Ledger>,
     request: Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<Response<WasiBody>, HttpError> {
@@ -348,7 +142,7 @@ async fn send(
     let raw_uri = parts.uri.to_string();
     let mut attempt = EgressAttempt {
         method: method.to_string(),
-        destination: cut(&raw_uri, MAX_RECORDED_URL),
+        destination: raw_uri[..raw_uri.floor_char_boundary(MAX_RECORDED_URL)].to_owned(),
         address: None,
         allowed: false,
         code: String::new(),
@@ -357,7 +151,7 @@ async fn send(
         request_bytes: 0,
         response_bytes: 0,
     };
-    let checked = match check(&shared, &method, &raw_uri, body).await {
+    let checked = match check(&ledger, &method, &raw_uri, body).await {
         Ok(checked) => checked,
         Err((stop, destination)) => {
             if let Some(destination) = destination {
@@ -368,14 +162,14 @@ async fn send(
                 Stop::Failed(error) => {
                     attempt.code = "request_body_error".to_owned();
                     attempt.reason = error.to_string();
-                    shared.record(attempt);
+                    ledger.record(attempt);
                     return Err(error);
                 }
             };
             tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
             attempt.code = denial.code().to_owned();
             attempt.reason = denial.to_string();
-            shared.record(attempt);
+            ledger.record(attempt);
             return Err(HttpError::HttpRequestDenied);
         }
     };
@@ -388,15 +182,15 @@ async fn send(
         .uri(checked.dest.path_and_query())
         .body(http_body_util::Full::new(checked.body.clone()))
         .map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
-    *outgoing.headers_mut() = outgoing_headers(&shared, &parts.headers, &checked, &method);
+    *outgoing.headers_mut() = outgoing_headers(&ledger, &parts.headers, &checked, &method);
 
     // The guest may ask for a shorter wait for the response head; never a longer one.
     let head_deadline = options
         .and_then(|o| o.first_byte_timeout)
-        .map_or(shared.deadline, |wait| {
-            shared.deadline.min(Instant::now() + wait)
+        .map_or(ledger.deadline, |wait| {
+            ledger.deadline.min(Instant::now() + wait)
         });
-    let exchange = transport::exchange(&checked.addrs, &checked.dest, &shared.grants.tls, outgoing);
+    let exchange = transport::exchange(&checked.addrs, &checked.dest, &ledger.grants.tls, outgoing);
     let response = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
         Ok(Ok((addr, response))) => {
             attempt.address = Some(addr);
@@ -406,34 +200,34 @@ async fn send(
             attempt.code = failure.code.to_owned();
             attempt.reason = failure.reason;
             tracing::info!(method = %method, destination = %attempt.destination, code = %attempt.code, reason = %attempt.reason, "egress failed upstream");
-            shared.record(attempt);
+            ledger.record(attempt);
             return Err(failure.error);
         }
-        Err(_elapsed) if head_deadline < shared.deadline => {
+        Err(_elapsed) if head_deadline < ledger.deadline => {
             attempt.code = "upstream_timeout".to_owned();
             attempt.reason = "no response within the timeout the adapter set".to_owned();
-            shared.record(attempt);
+            ledger.record(attempt);
             return Err(HttpError::ConnectionReadTimeout);
         }
         Err(_elapsed) => {
             let denial = Denial::TimeBudget {
-                limit_ms: millis(shared.grants.max_total),
+                limit_ms: millis(ledger.grants.max_total),
             };
             attempt.code = denial.code().to_owned();
             attempt.reason = denial.to_string();
-            shared.record(attempt);
+            ledger.record(attempt);
             return Err(HttpError::ConnectionReadTimeout);
         }
     };
     attempt.code = "ok".to_owned();
     attempt.status = Some(response.status().as_u16());
     tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
-    let index = shared.record(attempt);
-    let sleep = Box::pin(tokio::time::sleep_until(shared.deadline.into()));
+    let index = ledger.record(attempt);
+    let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline.into()));
     Ok(response.map(|incoming| {
         MeteredBody {
             incoming,
-            shared,
+            ledger,
             index,
             sleep,
         }
@@ -459,7 +253,7 @@ enum Stop {
 
 /// Steps 1-6. On denial, also returns the normalized destination if it got that far.
 async fn check(
-    shared: &Shared,
+    ledger: &Ledger,
     method: &Method,
     raw_uri: &str,
     body: WasiBody,
@@ -467,9 +261,9 @@ async fn check(
     let dest = Destination::parse(raw_uri).ok_or((Stop::Denied(Denial::InvalidUrl), None))?;
     let shown = dest.without_query();
     let deny = |denial| (Stop::Denied(denial), Some(shown.clone()));
-    let grants = &shared.grants;
+    let grants = &ledger.grants;
     {
-        let mut spent = shared.spent();
+        let mut spent = ledger.spent();
         if spent.requests >= grants.max_requests {
             return Err(deny(Denial::RequestBudget {
                 limit: grants.max_requests,
@@ -477,7 +271,7 @@ async fn check(
         }
         spent.requests += 1;
     }
-    if Instant::now() >= shared.deadline {
+    if Instant::now() >= ledger.deadline {
         return Err(deny(Denial::TimeBudget {
             limit_ms: millis(grants.max_total),
         }));
@@ -508,16 +302,16 @@ async fn check(
             granted: granted.into_iter().collect::<Vec<_>>().join(", "),
         }));
     };
-    if !is_safe(method) && shared.call.approval_mode < ApprovalMode::Network {
+    if !is_safe(method) && ledger.call.approval_mode < ApprovalMode::Network {
         return Err(deny(Denial::ApprovalMode {
             method: method.to_string(),
-            mode: mode_name(shared.call.approval_mode).to_owned(),
+            mode: ledger.call.approval_mode.to_string(),
         }));
     }
-    let addrs = resolve(&dest, &grants.addresses, shared.deadline)
+    let addrs = resolve(&dest, &grants.addresses, ledger.deadline)
         .await
         .map_err(deny)?;
-    let body = match tokio::time::timeout_at(shared.deadline.into(), read_body(shared, body)).await
+    let body = match tokio::time::timeout_at(ledger.deadline.into(), read_body(ledger, body)).await
     {
         Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
         Err(_elapsed) => {
@@ -575,14 +369,14 @@ async fn resolve(
 }
 
 /// Step 6: reads the whole body, charging the request-byte budget as it goes.
-async fn read_body(shared: &Shared, mut body: WasiBody) -> Result<Bytes, Stop> {
-    let limit = shared.grants.max_request_bytes;
+async fn read_body(ledger: &Ledger, mut body: WasiBody) -> Result<Bytes, Stop> {
+    let limit = ledger.grants.max_request_bytes;
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         // The guest's body stream failed (e.g. it was dropped unfinished): nothing is sent.
         let frame = frame.map_err(Stop::Failed)?;
         if let Ok(data) = frame.into_data() {
-            let mut spent = shared.spent();
+            let mut spent = ledger.spent();
             spent.request_bytes += data.len() as u64;
             if spent.request_bytes > limit {
                 return Err(Stop::Denied(Denial::RequestBytes { limit }));
@@ -596,14 +390,14 @@ async fn read_body(shared: &Shared, mut body: WasiBody) -> Result<Bytes, Stop> {
 
 /// Step 7: the headers sent upstream.
 fn outgoing_headers(
-    shared: &Shared,
+    ledger: &Ledger,
     guest: &http::HeaderMap,
     checked: &Checked,
     method: &Method,
 ) -> http::HeaderMap {
     let mut headers = http::HeaderMap::new();
     for (name, value) in guest {
-        let stripped = shared.strip.contains(name)
+        let stripped = ledger.strip.contains(name)
             || name.as_str().starts_with("proxy-")
             || *name == header::HOST
             || *name == header::CONTENT_LENGTH;
@@ -614,17 +408,14 @@ fn outgoing_headers(
     if let Ok(host) = HeaderValue::from_str(&checked.dest.authority()) {
         headers.insert(header::HOST, host);
     }
-    for credential in &shared.grants.rules[checked.rule].credentials {
-        headers.insert(
-            credential.header.clone(),
-            credential.value.header_value().clone(),
-        );
+    for credential in &ledger.grants.rules[checked.rule].credentials {
+        headers.insert(credential.header.clone(), credential.value.clone());
     }
-    if let Ok(value) = HeaderValue::from_str(&traceparent(&shared.call.trace_id)) {
+    if let Ok(value) = HeaderValue::from_str(&ids::traceparent(&ledger.call.trace_id)) {
         headers.insert(HeaderName::from_static("traceparent"), value);
     }
     if !is_safe(method)
-        && let Some(key) = &shared.call.idempotency_key
+        && let Some(key) = &ledger.call.idempotency_key
         && let Ok(value) = HeaderValue::from_str(key)
     {
         headers.insert(HeaderName::from_static("idempotency-key"), value);
@@ -636,16 +427,6 @@ fn outgoing_headers(
         );
     }
     headers
-}
-
-/// `00-<trace id>-<fresh span id>-01`.
-fn traceparent(trace_id: &str) -> String {
-    let trace = if is_trace_id(trace_id) {
-        trace_id.to_owned()
-    } else {
-        random_hex(16)
-    };
-    format!("00-{trace}-{}-01", random_hex(8))
 }
 
 type SendFuture = Box<
@@ -664,34 +445,12 @@ impl WasiHttpHooks for EgressGate {
         options: Option<RequestOptions>,
         _response_done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> SendFuture {
-        let shared = Arc::clone(&self.shared);
+        let ledger = Arc::clone(&self.ledger);
         Box::new(async move {
-            let response = send(shared, request, options).await?;
+            let response = send(ledger, request, options).await?;
             let done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
                 Box::new(async { Ok(()) });
             Ok((response, done))
         })
     }
-}
-
-fn mode_name(mode: ApprovalMode) -> &'static str {
-    match mode {
-        ApprovalMode::ReadOnly => "read_only",
-        ApprovalMode::LocalWrite => "local_write",
-        ApprovalMode::Network => "network",
-        ApprovalMode::Delegated => "delegated",
-        ApprovalMode::Destructive => "destructive",
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }

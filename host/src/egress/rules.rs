@@ -12,12 +12,16 @@
 //!    refused by the matcher (a credential in a URL would bypass credential injection).
 //! 5. [`UrlPattern::covers`] says whether one pattern is at least as broad as another: an
 //!    operator grant must be covered by something the manifest requested.
+//! 6. Patterns and methods deserialize from their text, so a manifest's [`EgressRequest`] and
+//!    an operator's grant are typed from the moment they are read; they serialize back to the
+//!    text as written.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
 
 use http::Method;
+use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
 /// Why a pattern or method list cannot be parsed.
@@ -96,8 +100,10 @@ pub enum PortPattern {
     Is(u16),
 }
 
-/// A parsed `scheme://host[:port][/path-prefix]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed `scheme://host[:port][/path-prefix]`. `Display` shows the normalized form;
+/// [`UrlPattern::as_written`] and serialization give the text it was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct UrlPattern {
     /// Scheme.
     pub scheme: Scheme,
@@ -107,6 +113,7 @@ pub struct UrlPattern {
     pub port: PortPattern,
     /// Path prefix, always starting with `/`.
     pub path: String,
+    text: String,
 }
 
 /// A request destination, normalized by the WHATWG URL parser (dot segments resolved, host
@@ -278,7 +285,13 @@ impl UrlPattern {
             host,
             port,
             path: url.path().to_owned(),
+            text: pattern.to_owned(),
         })
+    }
+
+    /// The pattern as it was written.
+    pub fn as_written(&self) -> &str {
+        &self.text
     }
 
     /// Whether `dest` is inside this pattern.
@@ -349,6 +362,28 @@ impl fmt::Display for UrlPattern {
     }
 }
 
+impl std::str::FromStr for UrlPattern {
+    type Err = PatternError;
+
+    fn from_str(text: &str) -> Result<Self, PatternError> {
+        Self::parse(text)
+    }
+}
+
+impl TryFrom<String> for UrlPattern {
+    type Error = PatternError;
+
+    fn try_from(text: String) -> Result<Self, PatternError> {
+        Self::parse(&text)
+    }
+}
+
+impl From<UrlPattern> for String {
+    fn from(pattern: UrlPattern) -> Self {
+        pattern.text
+    }
+}
+
 /// Splits `host[:port]` (IPv6 in brackets). `None` when the port is not a valid port or `*`.
 fn split_port(authority: &str) -> Option<(&str, PortPattern)> {
     let colon = match authority.rfind(':') {
@@ -379,23 +414,50 @@ fn path_within(path: &str, prefix: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// Parses a list of methods: uppercase tokens, as HTTP spells them.
-pub fn parse_methods(methods: &[String]) -> Result<BTreeSet<MethodName>, PatternError> {
-    methods
-        .iter()
-        .map(|m| {
-            let valid = !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase());
-            match (valid, Method::from_bytes(m.as_bytes())) {
-                (true, Ok(method)) => Ok(MethodName(method)),
-                _ => Err(PatternError::Method(m.clone())),
-            }
-        })
-        .collect()
+/// An HTTP method, written uppercase as HTTP spells it, ordered by name so method sets print
+/// stably.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MethodName(pub Method);
+
+impl MethodName {
+    /// Parses one method: an uppercase token.
+    pub fn parse(text: &str) -> Result<Self, PatternError> {
+        let valid = !text.is_empty() && text.bytes().all(|b| b.is_ascii_uppercase());
+        match (valid, Method::from_bytes(text.as_bytes())) {
+            (true, Ok(method)) => Ok(Self(method)),
+            _ => Err(PatternError::Method(text.to_owned())),
+        }
+    }
 }
 
-/// An HTTP method, ordered by name so method sets print stably.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MethodName(pub Method);
+impl std::str::FromStr for MethodName {
+    type Err = PatternError;
+
+    fn from_str(text: &str) -> Result<Self, PatternError> {
+        Self::parse(text)
+    }
+}
+
+impl TryFrom<String> for MethodName {
+    type Error = PatternError;
+
+    fn try_from(text: String) -> Result<Self, PatternError> {
+        Self::parse(&text)
+    }
+}
+
+impl From<MethodName> for String {
+    fn from(method: MethodName) -> Self {
+        method.0.to_string()
+    }
+}
+
+impl fmt::Display for MethodName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
 
 impl PartialOrd for MethodName {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
@@ -407,6 +469,20 @@ impl Ord for MethodName {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.as_str().cmp(other.0.as_str())
     }
+}
+
+/// One outbound destination an adapter asks to reach, as its manifest declares it (the
+/// manifest is a request: nothing here is granted until the operator's config grants it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRequest {
+    /// `scheme://host[:port][/path-prefix]`, e.g. `https://api.example.com/v1/`.
+    pub url: UrlPattern,
+    /// HTTP methods it needs there, e.g. `["GET", "POST"]`; at least one.
+    pub methods: BTreeSet<MethodName>,
+    /// Named credential slots the operator may bind for this destination, e.g. `["api_token"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// GET, HEAD and OPTIONS: the methods a read-only call may use.
@@ -465,6 +541,13 @@ mod tests {
         ];
         for (text, want) in table {
             assert_eq!(pattern(text).to_string(), want, "{text}");
+            // Serialized as written; parsing that again gives the same pattern.
+            let json = serde_json::to_value(pattern(text)).unwrap();
+            assert_eq!(json, serde_json::json!(text));
+            assert_eq!(
+                serde_json::from_value::<UrlPattern>(json).unwrap(),
+                pattern(text)
+            );
         }
     }
 
@@ -657,11 +740,15 @@ mod tests {
 
     #[test]
     fn parses_methods_as_uppercase_tokens() {
-        let ok = parse_methods(&["GET".into(), "POST".into(), "PROPFIND".into()]).unwrap();
-        assert_eq!(ok.len(), 3);
+        let ok: BTreeSet<MethodName> =
+            serde_json::from_str(r#"["GET", "POST", "PROPFIND", "GET"]"#).unwrap();
+        assert_eq!(
+            ok.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["GET", "POST", "PROPFIND"]
+        );
         for bad in ["get", "", "GET ", "G/T", "*"] {
             assert_eq!(
-                parse_methods(&[bad.to_owned()]),
+                MethodName::parse(bad),
                 Err(PatternError::Method(bad.to_owned())),
                 "{bad:?}"
             );

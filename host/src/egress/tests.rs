@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -12,7 +13,6 @@ use tokio::net::TcpListener;
 use wasmtime_wasi_http::io::TokioIo;
 
 use super::*;
-use crate::plugin::manifest::EgressRequest;
 
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]
@@ -100,8 +100,8 @@ fn token_file() -> &'static std::path::Path {
 
 fn requested() -> Vec<EgressRequest> {
     vec![EgressRequest {
-        url: "http://*:*".to_owned(),
-        methods: vec!["GET".into(), "POST".into(), "DELETE".into()],
+        url: "http://*:*".parse().unwrap(),
+        methods: ["GET", "POST", "DELETE"].map(|m| m.parse().unwrap()).into(),
         credentials: vec!["api_token".to_owned()],
     }]
 }
@@ -508,8 +508,8 @@ fn grants_must_be_requested_by_the_manifest() {
         .unwrap()
     };
     let requested = vec![EgressRequest {
-        url: "https://api.example.com/v1/".to_owned(),
-        methods: vec!["GET".into()],
+        url: "https://api.example.com/v1/".parse().unwrap(),
+        methods: ["GET".parse().unwrap()].into(),
         credentials: vec!["api_token".into()],
     }];
     let err = |config: EgressConfig| {
@@ -540,15 +540,20 @@ fn grants_must_be_requested_by_the_manifest() {
         "credentials = { api_token = { env = \"A\", file = \"/b\" } }",
     ));
     assert!(e.contains("exactly one of `env` and `file`"), "{e}");
-    let e = err(grant("api.example.com", r#"["GET"]"#, ""));
+    // A malformed destination is refused when the config is read, naming the expected form.
+    let e = toml::from_str::<EgressConfig>(
+        "[[grant]]\nadapter = \"t\"\nurl = \"api.example.com\"\nmethods = [\"GET\"]",
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("scheme://host[:port][/path-prefix]"), "{e}");
 
     // A narrower grant, and grants for other adapters, are fine.
     let mut ok = grant("https://api.example.com/v1/orders", r#"["GET"]"#, "");
     ok.grants.push(GrantConfig {
         adapter: "other".to_owned(),
-        url: "https://elsewhere.example".to_owned(),
-        methods: vec!["DELETE".to_owned()],
+        url: "https://elsewhere.example".parse().unwrap(),
+        methods: ["DELETE".parse().unwrap()].into(),
         credentials: Default::default(),
     });
     let grants = Grants::for_adapter(&ok, &TlsClient::default(), "t", &requested).unwrap();
@@ -572,7 +577,7 @@ fn credentials_from_env_get_their_scheme() {
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "authorization");
     assert_eq!(
-        credential.value.header_value().to_str().unwrap(),
+        credential.value.to_str().unwrap(),
         format!("Token {}", path.trim())
     );
 }
@@ -590,8 +595,8 @@ fn credentials_from_files_are_trimmed_and_redacted() {
     let grants = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap();
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "x-api-key");
-    assert_eq!(credential.value.header_value(), "file-secret");
-    assert!(credential.value.header_value().is_sensitive());
+    assert_eq!(credential.value, "file-secret");
+    assert!(credential.value.is_sensitive());
     assert!(!format!("{grants:?}").contains("file-secret"));
 }
 

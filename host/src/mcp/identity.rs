@@ -90,9 +90,9 @@ impl ApiKeys {
                 tenant: entry.tenant.clone(),
                 problem,
             };
-            let key = crate::config::read_secret(entry.env.as_deref(), entry.file.as_deref())
+            let key = crate::secret::read(entry.env.as_deref(), entry.file.as_deref())
                 .map_err(problem)?;
-            let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+            let digest: [u8; 32] = Sha256::digest(key.expose().as_bytes()).into();
             if keys.iter().any(|(d, _)| *d == digest) {
                 return Err(problem(
                     "the same key is configured twice; give each caller its own key".to_owned(),

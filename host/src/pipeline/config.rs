@@ -32,6 +32,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
 
+use crate::model::{Glob, Tenants};
+use crate::policy::{PolicyBinding, PolicyDefault};
+
 /// The `[pipeline]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,25 +60,14 @@ pub struct PipelineConfig {
     pub skill_limits: crate::skills::SkillLimits,
 }
 
-/// The verdict when no policy has an opinion.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PolicyDefault {
-    /// Deny (the default: fail closed).
-    #[default]
-    Deny,
-    /// Allow. Choose this only when the bound policies are written as deny lists.
-    Allow,
-}
-
 /// One `[[pipeline.tool]]` grant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolGrant {
     /// Glob over tool names `<adapter id>.<capability id>`, e.g. `acme.orders.*`.
-    pub tools: String,
+    pub tools: Glob,
     /// Tenants that see and may call these tools; `*` matches every tenant. Required.
-    pub tenants: Vec<String>,
+    pub tenants: Tenants,
     /// Constraints on top-level arguments, checked after the input schema. Default: none.
     #[serde(default)]
     pub arg_constraints: BTreeMap<String, ArgConstraint>,
@@ -122,33 +114,4 @@ fn default_target_arg() -> String {
 
 fn default_args_arg() -> String {
     "arguments".to_owned()
-}
-
-/// One `[[pipeline.policy]]` binding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyBinding {
-    /// The policy module's id, e.g. `gatehouse.baseline`.
-    pub module: String,
-    /// Tenants it applies to (`*` = all). Default: `["*"]`: a binding restricts, so the wide
-    /// default is the safe one.
-    #[serde(default = "everything")]
-    pub tenants: Vec<String>,
-    /// Tool-name globs it applies to. Default: `["*"]`.
-    #[serde(default = "everything")]
-    pub tools: Vec<String>,
-    /// Evaluation order, lowest first; ties keep file order. Default: 0.
-    #[serde(default)]
-    pub order: i32,
-    /// The module's JSON config, checked against its `config_schema`. Default: `{}`.
-    #[serde(default = "empty_object")]
-    pub config: Value,
-}
-
-fn everything() -> Vec<String> {
-    vec!["*".to_owned()]
-}
-
-fn empty_object() -> Value {
-    Value::Object(serde_json::Map::new())
 }

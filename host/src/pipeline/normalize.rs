@@ -1,19 +1,17 @@
-//! Gate 2, normalize: meta-tool resolution, then registry lookup with tenant visibility.
+//! Gate 2, normalize: meta-tool resolution, then registry lookup with tenant visibility, and
+//! the normalized action (AARM's action shape) that policy modules evaluate.
 //!
 //! A wrapper tool configured as a `[[pipeline.meta_tool]]` resolves to the real target named
 //! in its arguments *before* any policy runs; the target is what every later gate, policy and
 //! record sees. A tool the tenant may not see is reported exactly like a missing one.
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
-
-use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
-use crate::pipeline::config::{MetaTool, ToolGrant};
-use crate::pipeline::validate::{CompiledConstraints, Schemas, ValidateError};
-use crate::plugin::LoadedAdapter;
-use crate::plugin::manifest::Capability;
+use crate::bindings::types as wit;
+use crate::envelope::ToolCallEnvelope;
+use crate::model::ApprovalMode;
+use crate::pipeline::config::MetaTool;
+use crate::pipeline::registry::{Registry, Tool};
 
 /// Why a call was not resolved to a tool.
 #[derive(Debug, thiserror::Error)]
@@ -40,201 +38,88 @@ pub enum NormalizeError {
         /// The argument that should hold the target's arguments.
         arg: String,
     },
-    /// A tool grant's glob is invalid (config error, reported at startup).
-    #[error("[[pipeline.tool]] #{index}: {message}")]
-    Grant {
-        /// Index of the grant.
-        index: usize,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-/// An installed adapter with its compiled schemas.
-#[derive(Debug)]
-pub struct InstalledAdapter {
-    /// The loaded component.
-    pub adapter: LoadedAdapter,
-    /// Compiled input/output schemas per capability id.
-    pub schemas: HashMap<String, Schemas>,
-}
-
-struct Grant {
-    tools: GlobMatcher,
-    tenants: Vec<String>,
-    constraints: CompiledConstraints,
-}
-
-/// Tools by name, tenant grants and meta-tools.
-pub struct Registry {
-    adapters: RwLock<HashMap<String, Arc<InstalledAdapter>>>,
-    grants: Vec<Grant>,
-    meta_tools: Vec<MetaTool>,
-}
-
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry")
-            .field("meta_tools", &self.meta_tools)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A call resolved to one capability of one installed adapter.
 #[derive(Debug)]
 pub struct Target {
-    /// The tool name `<adapter id>.<capability id>`.
-    pub tool: String,
+    /// The tool.
+    pub tool: Tool,
     /// The meta-tool it was reached through, if any.
     pub via_meta_tool: Option<String>,
-    /// The adapter.
-    pub adapter: Arc<InstalledAdapter>,
-    /// Index of the capability in the adapter's manifest.
-    capability: usize,
     /// The real arguments.
     pub args: Value,
-    /// Constraints from every grant that matched.
-    pub constraints: Vec<CompiledConstraints>,
+}
+
+/// Gate 2: resolves a meta-tool, then finds the capability the tenant may see.
+pub fn resolve(
+    registry: &Registry,
+    meta_tools: &[MetaTool],
+    tenant: &str,
+    tool: &str,
+    args: &Value,
+) -> Result<Target, NormalizeError> {
+    let (tool, args, via_meta_tool) = match meta_tools.iter().find(|m| m.name == tool) {
+        Some(meta) => {
+            let target = args
+                .get(&meta.target_arg)
+                .and_then(Value::as_str)
+                .ok_or_else(|| NormalizeError::MetaTarget {
+                    meta: meta.name.clone(),
+                    arg: meta.target_arg.clone(),
+                })?;
+            let inner = match args.get(&meta.args_arg) {
+                None => crate::model::empty_object(),
+                Some(v @ Value::Object(_)) => v.clone(),
+                Some(_) => {
+                    return Err(NormalizeError::MetaArgs {
+                        meta: meta.name.clone(),
+                        arg: meta.args_arg.clone(),
+                    });
+                }
+            };
+            (target, inner, Some(meta.name.clone()))
+        }
+        None => (tool, args.clone(), None),
+    };
+    let tool = registry
+        .lookup(tenant, tool)
+        .ok_or_else(|| NormalizeError::Unknown {
+            tool: tool.to_owned(),
+        })?;
+    Ok(Target {
+        tool,
+        via_meta_tool,
+        args,
+    })
 }
 
 impl Target {
-    /// The capability called.
-    pub fn capability(&self) -> &Capability {
-        &self.adapter.adapter.manifest.capabilities[self.capability]
-    }
-
-    /// The compiled schemas of the capability.
-    pub fn schemas(&self) -> &Schemas {
-        &self.adapter.schemas[&self.capability().id]
-    }
-}
-
-impl Registry {
-    /// Compiles grants (globs, constraint patterns).
-    pub fn new(grants: &[ToolGrant], meta_tools: Vec<MetaTool>) -> Result<Self, NormalizeError> {
-        let mut compiled = Vec::with_capacity(grants.len());
-        for (index, grant) in grants.iter().enumerate() {
-            let tools = Glob::new(&grant.tools)
-                .map_err(|e| NormalizeError::Grant {
-                    index,
-                    message: format!("tool glob `{}` is invalid: {e}", grant.tools),
-                })?
-                .compile_matcher();
-            let constraints =
-                CompiledConstraints::new(&grant.arg_constraints).map_err(|e: ValidateError| {
-                    NormalizeError::Grant {
-                        index,
-                        message: e.to_string(),
-                    }
-                })?;
-            compiled.push(Grant {
-                tools,
-                tenants: grant.tenants.clone(),
-                constraints,
-            });
-        }
-        Ok(Self {
-            adapters: RwLock::new(HashMap::new()),
-            grants: compiled,
-            meta_tools,
-        })
-    }
-
-    /// Adds or atomically replaces an adapter (by id). Calls in flight keep the old one.
-    pub fn install(&self, adapter: InstalledAdapter) {
-        let id = adapter.adapter.manifest.id.clone();
-        self.adapters
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, Arc::new(adapter));
-    }
-
-    /// The tools `tenant` may see, sorted by name, with their capabilities (what tools/list
-    /// shows).
-    pub fn catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
-        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
-        let mut tools: Vec<(String, Capability)> = adapters
-            .values()
-            .flat_map(|a| {
-                let id = &a.adapter.manifest.id;
-                a.adapter
-                    .manifest
-                    .capabilities
-                    .iter()
-                    .map(move |c| (format!("{id}.{}", c.id), c.clone()))
-            })
-            .filter(|(tool, _)| self.grants_for(tenant, tool).next().is_some())
-            .collect();
-        tools.sort_by(|a, b| a.0.cmp(&b.0));
-        tools
-    }
-
-    fn grants_for<'a>(&'a self, tenant: &'a str, tool: &'a str) -> impl Iterator<Item = &'a Grant> {
-        self.grants.iter().filter(move |g| {
-            g.tools.is_match(tool) && g.tenants.iter().any(|t| t == "*" || t == tenant)
-        })
-    }
-
-    /// Gate 2: resolves a meta-tool, then finds the capability the tenant may see.
-    pub fn resolve(
+    /// The normalized action the policy gate evaluates, at approval mode `mode` and the host's
+    /// time `now_unix_ms` (so a recorded decision replays exactly).
+    pub fn action(
         &self,
-        tenant: &str,
-        tool: &str,
-        args: &Value,
-    ) -> Result<Target, NormalizeError> {
-        let (tool, args, via) = match self.meta_tools.iter().find(|m| m.name == tool) {
-            Some(meta) => {
-                let target = args
-                    .get(&meta.target_arg)
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| NormalizeError::MetaTarget {
-                        meta: meta.name.clone(),
-                        arg: meta.target_arg.clone(),
-                    })?;
-                let inner = match args.get(&meta.args_arg) {
-                    None => Value::Object(serde_json::Map::new()),
-                    Some(v @ Value::Object(_)) => v.clone(),
-                    Some(_) => {
-                        return Err(NormalizeError::MetaArgs {
-                            meta: meta.name.clone(),
-                            arg: meta.args_arg.clone(),
-                        });
-                    }
-                };
-                (target.to_owned(), inner, Some(meta.name.clone()))
-            }
-            None => (tool.to_owned(), args.clone(), None),
-        };
-        let unknown = || NormalizeError::Unknown { tool: tool.clone() };
-        let constraints: Vec<CompiledConstraints> = self
-            .grants_for(tenant, &tool)
-            .map(|g| g.constraints.clone())
-            .collect();
-        if constraints.is_empty() {
-            return Err(unknown());
+        call: &ToolCallEnvelope,
+        mode: ApprovalMode,
+        now_unix_ms: u64,
+    ) -> wit::Action {
+        let capability = self.tool.capability();
+        wit::Action {
+            tool_call_id: call.tool_call_id.clone(),
+            adapter_id: self.tool.adapter().manifest().id.clone(),
+            capability_id: capability.id.clone(),
+            capability_class: capability.capability_class.into(),
+            approval_mode_max: capability.approval_mode.into(),
+            approval_mode_requested: mode.into(),
+            args: self.args.to_string(),
+            principals: call.principal_chain.iter().map(Into::into).collect(),
+            tenant: call.tenant_id.clone(),
+            context: wit::ActionContext {
+                now_unix_ms,
+                prior_actions: Vec::new(),
+                data_classification: Vec::new(),
+            },
+            risk_signals: Vec::new(),
         }
-        let (adapter_id, capability_id) = tool.rsplit_once('.').ok_or_else(unknown)?;
-        let adapter = self
-            .adapters
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(adapter_id)
-            .cloned()
-            .ok_or_else(unknown)?;
-        let capability = adapter
-            .adapter
-            .manifest
-            .capabilities
-            .iter()
-            .position(|c| c.id == capability_id)
-            .ok_or_else(unknown)?;
-        Ok(Target {
-            tool: tool.clone(),
-            via_meta_tool: via,
-            adapter,
-            capability,
-            args,
-            constraints,
-        })
     }
 }

@@ -5,8 +5,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::envelope::ContentBlock;
-use crate::policy::{Obligation, PiiKind};
+use crate::model::{ContentBlock, Obligation, PiiKind};
 
 /// What masked data is replaced with.
 pub const REDACTED: &str = "[REDACTED]";

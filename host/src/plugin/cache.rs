@@ -185,11 +185,6 @@ impl CompileCache {
         mac.update(artifact);
         mac
     }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 /// `<component digest>-<engine compatibility hash>.cwasm`: a different wasmtime version or

@@ -26,6 +26,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::egress::EgressRequest;
 use crate::model::{ApprovalMode, CapabilityClass};
 
 /// A plugin manifest: either an adapter's or a policy module's, told apart by `kind`.
@@ -58,19 +59,6 @@ pub struct AdapterManifest {
     /// The capabilities (tools) it offers. At least one.
     #[serde(rename = "capability", alias = "capabilities")]
     pub capabilities: Vec<Capability>,
-}
-
-/// One outbound destination an adapter asks to reach.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EgressRequest {
-    /// `scheme://host[:port][/path-prefix]`, e.g. `https://api.example.com/v1/`.
-    pub url: String,
-    /// HTTP methods it needs there, e.g. `["GET", "POST"]`.
-    pub methods: Vec<String>,
-    /// Named credential slots the operator may bind for this destination, e.g. `["api_token"]`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub credentials: Vec<String>,
 }
 
 /// One capability (an MCP tool) of an adapter.
@@ -351,12 +339,6 @@ impl AdapterManifest {
                     &format!("egress[{i}].methods"),
                     "list at least one HTTP method",
                 ));
-            }
-            if let Err(e) = crate::egress::UrlPattern::parse(&egress.url) {
-                return Err(invalid(&format!("egress[{i}].url"), &e.to_string()));
-            }
-            if let Err(e) = crate::egress::parse_methods(&egress.methods) {
-                return Err(invalid(&format!("egress[{i}].methods"), &e.to_string()));
             }
         }
         Ok(())

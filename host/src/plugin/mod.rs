@@ -8,22 +8,24 @@
 //! 4. read and check the embedded manifest (missing, invalid, wrong kind);
 //! 5. check the key may publish this plugin id (out of scope);
 //! 6. for adapters, intersect the operator's egress grants with the manifest's egress requests
-//!    and read the bound credentials ([`Grants::for_adapter`]);
-//! 7. compile, through the digest-keyed [cache](cache::CompileCache);
+//!    and read the bound credentials;
+//! 7. compile, through the digest-keyed, integrity-checked compile cache;
 //! 8. pre-instantiate against the world's linker (component not implementing the world).
 //!
-//! Steps 1-5 are [`verify`], which compiles and executes nothing; [`inspect`] only reads.
+//! Steps 1-5 are [`crate::Host::verify`], which compiles and executes nothing; [`inspect`]
+//! only reads.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod manifest;
 pub mod sections;
 pub mod signature;
-pub mod trust;
+pub(crate) mod trust;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use cache::{CacheOutcome, CompileCache};
+pub use cache::CacheOutcome;
+use cache::CompileCache;
 use manifest::{AdapterManifest, Manifest, ManifestError, PluginKind, PolicyManifest};
 use sections::{MANIFEST_SECTION, SIGNATURE_SECTION, SectionError};
 use signature::{ComponentDigest, SignatureBlock, SignatureError, SigningKey};
@@ -109,28 +111,72 @@ pub struct PluginRef {
     pub key_id: String,
 }
 
-/// An adapter ready to run.
+/// An adapter ready to run: verified, compiled and pre-instantiated by one host. Read-only:
+/// what was verified is what gets served.
 pub struct LoadedAdapter {
-    /// Its manifest.
-    pub manifest: AdapterManifest,
-    /// Who and what it is.
-    pub plugin: PluginRef,
-    /// Whether compilation came from the cache.
-    pub cache: CacheOutcome,
-    /// What it may reach: the operator's grants intersected with the manifest's requests.
-    pub egress: Arc<Grants>,
-    pub(crate) pre: AdapterPre<CallState>,
+    manifest: AdapterManifest,
+    plugin: PluginRef,
+    cache: CacheOutcome,
+    egress: Arc<Grants>,
+    pre: AdapterPre<CallState>,
 }
 
-/// A policy module ready to run.
-pub struct LoadedPolicy {
-    /// Its manifest.
-    pub manifest: PolicyManifest,
+impl LoadedAdapter {
+    /// Its manifest, as signed.
+    pub fn manifest(&self) -> &AdapterManifest {
+        &self.manifest
+    }
+
     /// Who and what it is.
-    pub plugin: PluginRef,
+    pub fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
     /// Whether compilation came from the cache.
-    pub cache: CacheOutcome,
-    pub(crate) pre: PolicyPre<CallState>,
+    pub fn cache(&self) -> &CacheOutcome {
+        &self.cache
+    }
+
+    /// What it may reach: the operator's grants intersected with the manifest's requests.
+    pub(crate) fn grants(&self) -> Arc<Grants> {
+        Arc::clone(&self.egress)
+    }
+
+    /// The pre-instance every call instantiates.
+    pub(crate) fn pre(&self) -> &AdapterPre<CallState> {
+        &self.pre
+    }
+}
+
+/// A policy module ready to run: verified, compiled and pre-instantiated by one host.
+/// Read-only, like [`LoadedAdapter`].
+pub struct LoadedPolicy {
+    manifest: PolicyManifest,
+    plugin: PluginRef,
+    cache: CacheOutcome,
+    pre: PolicyPre<CallState>,
+}
+
+impl LoadedPolicy {
+    /// Its manifest, as signed.
+    pub fn manifest(&self) -> &PolicyManifest {
+        &self.manifest
+    }
+
+    /// Who and what it is.
+    pub fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    /// Whether compilation came from the cache.
+    pub fn cache(&self) -> &CacheOutcome {
+        &self.cache
+    }
+
+    /// The pre-instance every evaluation instantiates.
+    pub(crate) fn pre(&self) -> &PolicyPre<CallState> {
+        &self.pre
+    }
 }
 
 impl std::fmt::Debug for LoadedAdapter {
@@ -186,7 +232,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, SectionError> {
 }
 
 /// Steps 1-5: checks signature, trust and manifest. Compiles and executes nothing.
-pub fn verify(bytes: &[u8], trust: &TrustStore) -> Result<Verified, LoadError> {
+pub(crate) fn verify(bytes: &[u8], trust: &TrustStore) -> Result<Verified, LoadError> {
     let list = sections::sections(bytes)?;
     let signed = signature::read_signature(bytes, &list)?;
     let publisher = trust.authenticate(&signed)?;
@@ -221,7 +267,7 @@ fn read_manifest(list: &[sections::Section<'_>]) -> Result<Manifest, LoadError> 
 }
 
 /// Steps 6-8 for an adapter, after [`verify`].
-pub fn load_adapter(
+pub(crate) fn load_adapter(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,
     egress: &EgressConfig,
@@ -259,7 +305,7 @@ pub fn load_adapter(
 }
 
 /// Steps 7-8 for a policy module, after [`verify`].
-pub fn load_policy(
+pub(crate) fn load_policy(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,
     bytes: &[u8],

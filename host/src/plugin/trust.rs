@@ -11,11 +11,11 @@
 //! policies = []                 # policy ids this key may sign (none)
 //! ```
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::manifest::PluginKind;
 use super::signature::{KeyError, PublicKey, SignedComponent};
+use crate::model::Glob;
 
 /// The `[trust]` table of the operator config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,10 +36,10 @@ pub struct PublisherConfig {
     pub public_key: String,
     /// Globs of adapter ids this key may publish, e.g. `["acme.*"]`. Default: none.
     #[serde(default)]
-    pub adapters: Vec<String>,
+    pub adapters: Vec<Glob>,
     /// Globs of policy ids this key may publish. Default: none.
     #[serde(default)]
-    pub policies: Vec<String>,
+    pub policies: Vec<Glob>,
 }
 
 /// Why the trust config is unusable.
@@ -52,16 +52,6 @@ pub enum TrustConfigError {
         key_id: String,
         /// What is wrong with the key.
         source: KeyError,
-    },
-    /// A scope glob does not parse.
-    #[error("trust.publisher `{key_id}`: scope `{pattern}` is not a glob: {message}")]
-    Glob {
-        /// The entry.
-        key_id: String,
-        /// The pattern.
-        pattern: String,
-        /// The parser's message.
-        message: String,
     },
     /// Two entries share a key id.
     #[error("trust.publisher `{0}` is listed twice; key ids must be unique")]
@@ -104,8 +94,8 @@ pub enum TrustError {
 /// A trusted key with its scope.
 pub struct TrustedPublisher {
     key: PublicKey,
-    adapters: (GlobSet, Vec<String>),
-    policies: (GlobSet, Vec<String>),
+    adapters: Vec<Glob>,
+    policies: Vec<Glob>,
 }
 
 /// The compiled trust config.
@@ -123,7 +113,7 @@ impl std::fmt::Debug for TrustStore {
 }
 
 impl TrustStore {
-    /// Compiles the trust config, checking every key and glob.
+    /// Compiles the trust config, checking every key.
     pub fn new(config: &TrustConfig) -> Result<Self, TrustConfigError> {
         let mut publishers: Vec<TrustedPublisher> = Vec::new();
         for entry in &config.publishers {
@@ -139,14 +129,8 @@ impl TrustStore {
                 })?;
             publishers.push(TrustedPublisher {
                 key,
-                adapters: (
-                    globs(&entry.key_id, &entry.adapters)?,
-                    entry.adapters.clone(),
-                ),
-                policies: (
-                    globs(&entry.key_id, &entry.policies)?,
-                    entry.policies.clone(),
-                ),
+                adapters: entry.adapters.clone(),
+                policies: entry.policies.clone(),
             });
         }
         Ok(Self { publishers })
@@ -172,42 +156,20 @@ impl TrustStore {
 }
 
 impl TrustedPublisher {
-    /// The key.
-    pub fn key(&self) -> &PublicKey {
-        &self.key
-    }
-
     /// Checks that this key may publish `kind` `id`.
     pub fn authorize(&self, kind: PluginKind, id: &str) -> Result<(), TrustError> {
-        let (set, patterns) = match kind {
+        let scope = match kind {
             PluginKind::Adapter => &self.adapters,
             PluginKind::Policy => &self.policies,
         };
-        if set.is_match(id) {
+        if scope.iter().any(|glob| glob.is_match(id)) {
             return Ok(());
         }
         Err(TrustError::OutOfScope {
             key_id: self.key.key_id.clone(),
             kind,
             id: id.to_owned(),
-            scope: patterns.clone(),
+            scope: scope.iter().map(|glob| glob.as_str().to_owned()).collect(),
         })
     }
-}
-
-fn globs(key_id: &str, patterns: &[String]) -> Result<GlobSet, TrustConfigError> {
-    let mut builder = GlobSetBuilder::new();
-    for pattern in patterns {
-        let glob = Glob::new(pattern).map_err(|e| TrustConfigError::Glob {
-            key_id: key_id.to_owned(),
-            pattern: pattern.clone(),
-            message: e.kind().to_string(),
-        })?;
-        builder.add(glob);
-    }
-    builder.build().map_err(|e| TrustConfigError::Glob {
-        key_id: key_id.to_owned(),
-        pattern: patterns.join(", "),
-        message: e.to_string(),
-    })
 }

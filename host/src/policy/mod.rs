@@ -15,22 +15,21 @@
 //!
 //! Every [`ModuleDecision`] names the module id, version and digest that made it. Swaps go
 //! through the library API ([`crate::Host::install_policy`], `rollback_policy`,
-//! `set_policy_config`) or a watched directory ([`watch`]).
+//! `set_policy_config`) or a watched directory ([`crate::watch`]).
 
-pub mod watch;
+pub mod config;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use globset::{Glob, GlobMatcher};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::types as wit;
-use crate::model::ApprovalMode;
-use crate::pipeline::config::{PolicyBinding, PolicyDefault};
+use crate::model::{ApprovalMode, Obligation, Reason, Verdict};
 use crate::plugin::{LoadedPolicy, PluginRef};
-use crate::sandbox::{Limits, Sandbox};
+use crate::sandbox::Sandbox;
+pub use config::{PolicyBinding, PolicyDefault};
 
 /// Reason code recorded when a module failed to evaluate (trap, fuel, deadline).
 pub const POLICY_FAILED: &str = "POLICY_FAILED";
@@ -64,16 +63,6 @@ pub enum PolicyError {
         /// The compiler's message.
         message: String,
     },
-    /// A tool glob in a binding is invalid.
-    #[error("[[pipeline.policy]] binding #{binding}: tool glob `{glob}` is invalid: {message}")]
-    Glob {
-        /// Index of the binding.
-        binding: usize,
-        /// The glob.
-        glob: String,
-        /// The parser's message.
-        message: String,
-    },
     /// Rollback asked for a module with no previous version.
     #[error("`{module}` has no previous version to roll back to")]
     NoPrevious {
@@ -86,49 +75,6 @@ pub enum PolicyError {
         /// Module id.
         module: String,
     },
-}
-
-/// A policy's verdict, host side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Proceed.
-    Allow,
-    /// Refuse.
-    Deny,
-    /// Proceed once a person approves.
-    RequireApproval,
-    /// No opinion.
-    Abstain,
-}
-
-/// A reason given by a module or the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Reason {
-    /// Machine-readable code.
-    pub code: String,
-    /// For people.
-    pub message: String,
-}
-
-/// Something the host must do to the result before delivering it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Obligation {
-    /// Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
-    RedactPointer(String),
-    /// Mask these kinds of personal data in every text of the result.
-    MaskPii(Vec<PiiKind>),
-}
-
-/// Kinds of personal data the host can mask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PiiKind {
-    /// Email addresses.
-    Email,
-    /// Phone numbers.
-    Phone,
 }
 
 /// What one module said about one call.
@@ -173,22 +119,41 @@ pub struct DecisionRecord {
     pub obligations: Vec<Obligation>,
 }
 
-/// One compiled binding.
-#[derive(Debug)]
+impl DecisionRecord {
+    /// Every module's reasons, as `code: message`, in evaluation order.
+    pub fn reasons(&self) -> Vec<String> {
+        self.modules
+            .iter()
+            .flat_map(|m| {
+                m.reasons
+                    .iter()
+                    .map(|r| format!("{}: {}", r.code, r.message))
+            })
+            .collect()
+    }
+}
+
+/// One binding, with its position in the config and its config as the JSON text a module
+/// receives.
+#[derive(Debug, Clone)]
 struct Binding {
     index: usize,
-    module: String,
-    tenants: Vec<String>,
-    tools: Vec<GlobMatcher>,
-    order: i32,
-    config: Value,
+    spec: PolicyBinding,
     config_json: String,
 }
 
 impl Binding {
+    fn new(index: usize, spec: PolicyBinding) -> Self {
+        let config_json = spec.config.to_string();
+        Self {
+            index,
+            spec,
+            config_json,
+        }
+    }
+
     fn applies(&self, tenant: &str, tool: &str) -> bool {
-        self.tenants.iter().any(|t| t == "*" || t == tenant)
-            && self.tools.iter().any(|g| g.is_match(tool))
+        self.spec.tenants.matches(tenant) && self.spec.tools.iter().any(|g| g.is_match(tool))
     }
 }
 
@@ -203,7 +168,7 @@ pub struct PolicySet {
 impl PolicySet {
     /// The installed version of `module`, if any.
     pub fn module(&self, module: &str) -> Option<&PluginRef> {
-        self.modules.get(module).map(|m| &m.plugin)
+        self.modules.get(module).map(|m| m.plugin())
     }
 }
 
@@ -215,43 +180,23 @@ pub struct PolicyStore {
 }
 
 impl PolicyStore {
-    /// Compiles the bindings; no module is installed yet.
-    pub fn new(bindings: &[PolicyBinding], default: PolicyDefault) -> Result<Self, PolicyError> {
-        let mut compiled = Vec::with_capacity(bindings.len());
-        for (index, b) in bindings.iter().enumerate() {
-            let tools = b
-                .tools
-                .iter()
-                .map(|glob| {
-                    Glob::new(glob)
-                        .map(|g| g.compile_matcher())
-                        .map_err(|e| PolicyError::Glob {
-                            binding: index,
-                            glob: glob.clone(),
-                            message: e.to_string(),
-                        })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            compiled.push(Binding {
-                index,
-                module: b.module.clone(),
-                tenants: b.tenants.clone(),
-                tools,
-                order: b.order,
-                config: b.config.clone(),
-                config_json: b.config.to_string(),
-            });
-        }
+    /// The bindings, ordered; no module is installed yet.
+    pub fn new(bindings: &[PolicyBinding], default: PolicyDefault) -> Self {
+        let mut compiled: Vec<Binding> = bindings
+            .iter()
+            .enumerate()
+            .map(|(index, b)| Binding::new(index, b.clone()))
+            .collect();
         // Stable sort: ties keep file order.
-        compiled.sort_by_key(|b| b.order);
-        Ok(Self {
+        compiled.sort_by_key(|b| b.spec.order);
+        Self {
             serving: RwLock::new(Arc::new(PolicySet {
                 modules: BTreeMap::new(),
                 bindings: Arc::new(compiled),
                 default,
             })),
             previous: Mutex::new(BTreeMap::new()),
-        })
+        }
     }
 
     /// The serving set. A call holds this one snapshot for its whole policy gate.
@@ -282,7 +227,7 @@ impl PolicyStore {
     /// serving module's config schema (if one is installed). Atomic like an install.
     pub fn set_config(&self, module: &str, config: &Value) -> Result<(), PolicyError> {
         let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
-        if !serving.bindings.iter().any(|b| b.module == module) {
+        if !serving.bindings.iter().any(|b| b.spec.module == module) {
             return Err(PolicyError::Unbound {
                 module: module.to_owned(),
             });
@@ -290,22 +235,13 @@ impl PolicyStore {
         let bindings: Vec<Binding> = serving
             .bindings
             .iter()
-            .map(|b| Binding {
-                index: b.index,
-                module: b.module.clone(),
-                tenants: b.tenants.clone(),
-                tools: b.tools.clone(),
-                order: b.order,
-                config: if b.module == module {
-                    config.clone()
-                } else {
-                    b.config.clone()
-                },
-                config_json: if b.module == module {
-                    config.to_string()
-                } else {
-                    b.config_json.clone()
-                },
+            .map(|b| {
+                if b.spec.module != module {
+                    return b.clone();
+                }
+                let mut spec = b.spec.clone();
+                spec.config = config.clone();
+                Binding::new(b.index, spec)
             })
             .collect();
         if let Some(installed) = serving.modules.get(module) {
@@ -322,8 +258,8 @@ impl PolicyStore {
     fn swap_in(&self, module: Arc<LoadedPolicy>, keep_old: bool) -> Result<PluginRef, PolicyError> {
         let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
         check_configs(&module, &serving.bindings)?;
-        let id = module.manifest.id.clone();
-        let plugin = module.plugin.clone();
+        let id = module.manifest().id.clone();
+        let plugin = module.plugin().clone();
         let mut modules = serving.modules.clone();
         let old = modules.insert(id.clone(), module);
         *serving = Arc::new(PolicySet {
@@ -345,15 +281,16 @@ impl PolicyStore {
 }
 
 fn check_configs(module: &LoadedPolicy, bindings: &[Binding]) -> Result<(), PolicyError> {
-    let id = &module.manifest.id;
-    let validator = jsonschema::draft202012::new(&module.manifest.config_schema).map_err(|e| {
-        PolicyError::Schema {
-            module: id.clone(),
-            message: e.to_string(),
-        }
-    })?;
-    for binding in bindings.iter().filter(|b| &b.module == id) {
-        if let Err(e) = validator.validate(&binding.config) {
+    let id = &module.manifest().id;
+    let validator =
+        jsonschema::draft202012::new(&module.manifest().config_schema).map_err(|e| {
+            PolicyError::Schema {
+                module: id.clone(),
+                message: e.to_string(),
+            }
+        })?;
+    for binding in bindings.iter().filter(|b| &b.spec.module == id) {
+        if let Err(e) = validator.validate(&binding.spec.config) {
             return Err(PolicyError::Config {
                 module: id.clone(),
                 binding: binding.index,
@@ -371,7 +308,6 @@ fn check_configs(module: &LoadedPolicy, bindings: &[Binding]) -> Result<(), Poli
 pub async fn evaluate(
     set: &PolicySet,
     sandbox: &Sandbox,
-    limits: &Limits,
     tool: &str,
     mut action: wit::Action,
 ) -> DecisionRecord {
@@ -385,18 +321,10 @@ pub async fn evaluate(
         .filter(|b| b.applies(&action.tenant, tool))
     {
         action.approval_mode_requested = mode.into();
-        let decision = match set.modules.get(&binding.module) {
-            None => missing(&binding.module),
+        let decision = match set.modules.get(&binding.spec.module) {
+            None => missing(&binding.spec.module),
             Some(module) => {
-                run_one(
-                    module,
-                    sandbox,
-                    limits,
-                    &action,
-                    &binding.config_json,
-                    &mut mode,
-                )
-                .await
+                run_one(module, sandbox, &action, &binding.config_json, &mut mode).await
             }
         };
         match decision.0.verdict {
@@ -426,7 +354,7 @@ pub async fn evaluate(
         }
     };
     DecisionRecord {
-        decision_id: format!("pol_{}", crate::host::random_hex(8)),
+        decision_id: crate::ids::decision_id(),
         verdict,
         approval_mode_effective: mode,
         default_applied,
@@ -457,17 +385,14 @@ fn missing(module: &str) -> (ModuleDecision, Vec<Obligation>) {
 async fn run_one(
     module: &LoadedPolicy,
     sandbox: &Sandbox,
-    limits: &Limits,
     action: &wit::Action,
     config: &str,
     mode: &mut ApprovalMode,
 ) -> (ModuleDecision, Vec<Obligation>) {
-    let report = sandbox
-        .run_policy(&module.pre, limits, action, config)
-        .await;
+    let report = sandbox.run_policy(module.pre(), action, config).await;
     let mut record = ModuleDecision {
-        module: Some(module.plugin.clone()),
-        module_id: module.manifest.id.clone(),
+        module: Some(module.plugin().clone()),
+        module_id: module.manifest().id.clone(),
         verdict: Verdict::Deny,
         effective_mode: None,
         mode_raise_ignored: false,
@@ -478,20 +403,15 @@ async fn run_one(
     let decision = match report.outcome {
         Ok(decision) => decision,
         Err(failure) => {
-            tracing::warn!(module = %module.plugin.id, error = %failure, "policy failed; denying");
+            tracing::warn!(module = %module.plugin().id, error = %failure, "policy failed; denying");
             record.reasons.push(Reason {
                 code: POLICY_FAILED.to_owned(),
-                message: format!("policy module `{}` {failure}", module.plugin.id),
+                message: format!("policy module `{}` {failure}", module.plugin().id),
             });
             return (record, Vec::new());
         }
     };
-    record.verdict = match decision.verdict {
-        wit::Verdict::Allow => Verdict::Allow,
-        wit::Verdict::Deny => Verdict::Deny,
-        wit::Verdict::RequireApproval => Verdict::RequireApproval,
-        wit::Verdict::Abstain => Verdict::Abstain,
-    };
+    record.verdict = decision.verdict.into();
     if let Some(asked) = decision.effective_mode.map(ApprovalMode::from) {
         record.effective_mode = Some(asked);
         if asked <= *mode {
@@ -500,30 +420,12 @@ async fn run_one(
             record.mode_raise_ignored = true;
         }
     }
-    record.reasons = decision
-        .reasons
-        .into_iter()
-        .map(|r| Reason {
-            code: r.code,
-            message: r.message,
-        })
-        .collect();
+    record.reasons = decision.reasons.into_iter().map(Reason::from).collect();
     record.evidence_refs = decision.evidence_refs;
     let obligations = decision
         .obligations
         .into_iter()
-        .map(|o| match o {
-            wit::Obligation::RedactPointer(p) => Obligation::RedactPointer(p),
-            wit::Obligation::MaskPii(kinds) => Obligation::MaskPii(
-                kinds
-                    .into_iter()
-                    .map(|k| match k {
-                        wit::PiiKind::Email => PiiKind::Email,
-                        wit::PiiKind::Phone => PiiKind::Phone,
-                    })
-                    .collect(),
-            ),
-        })
+        .map(Obligation::from)
         .collect();
     (record, obligations)
 }

@@ -213,6 +213,7 @@ pub struct CallReport<T> {
 /// The engine and its linkers. Cheap to share (`Arc` it); one per host.
 pub struct Sandbox {
     engine: Engine,
+    limits: Limits,
     /// One permit per pooled instance: held from store creation to its drop.
     slots: Semaphore,
     adapter_linker: Linker<CallState>,
@@ -261,6 +262,7 @@ impl Sandbox {
 
         Ok(Self {
             engine,
+            limits,
             slots: Semaphore::new(slots as usize),
             adapter_linker,
             policy_linker,
@@ -273,9 +275,9 @@ impl Sandbox {
         &self.engine
     }
 
-    /// The config this sandbox was built with.
-    pub fn config(&self) -> &SandboxConfig {
-        &self.config
+    /// The per-call budgets.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world.
@@ -314,72 +316,70 @@ impl Sandbox {
     pub async fn run_adapter(
         &self,
         pre: &AdapterPre<CallState>,
-        limits: &Limits,
         egress: EgressGate,
         ctx: &CallContext,
         capability: &str,
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
-        let waited = Instant::now();
-        let Some(_slot) = self.slot(limits).await else {
-            return self.busy(waited);
-        };
-        let (mut store, started) = self.prepare(limits, egress);
-        let call = async {
-            let adapter = pre.instantiate_async(&mut store).await?;
-            adapter.call_invoke(&mut store, ctx, capability, args).await
-        };
-        let result = tokio::time::timeout(limits.timeout + HOST_GRACE, call).await;
-        let outcome = match result {
-            Ok(Ok(Ok(output))) => match output_size(&output) {
-                size if size > limits.max_output_bytes => Err(SandboxError::OutputTooLarge {
-                    size,
-                    limit: limits.max_output_bytes,
-                }),
-                _ => Ok(Ok(output)),
-            },
-            Ok(Ok(Err(tool_error))) => Ok(Err(tool_error)),
-            Ok(Err(error)) => Err(classify(&error, limits, &store)),
-            Err(_elapsed) => Err(SandboxError::Deadline {
-                timeout: limits.timeout,
-            }),
-        };
-        finish(store, started, limits, outcome)
+        let mut report = self
+            .run(egress, async |store| {
+                let adapter = pre.instantiate_async(&mut *store).await?;
+                adapter.call_invoke(store, ctx, capability, args).await
+            })
+            .await;
+        let limit = self.limits.max_output_bytes;
+        if let Ok(Ok(output)) = &report.outcome
+            && let size = output_size(output)
+            && size > limit
+        {
+            report.outcome = Err(SandboxError::OutputTooLarge { size, limit });
+        }
+        report
     }
 
-    /// Prepare + invoke: runs one policy evaluation in a fresh instance.
+    /// Prepare + invoke: runs one policy evaluation in a fresh instance. Policies have no
+    /// `wasi:http` import, so the egress gate is never reached; it denies anyway.
     pub async fn run_policy(
         &self,
         pre: &PolicyPre<CallState>,
-        limits: &Limits,
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
+        self.run(EgressGate::deny_all(), async |store| {
+            let policy = pre.instantiate_async(&mut *store).await?;
+            policy.call_evaluate(store, action, config).await
+        })
+        .await
+    }
+
+    /// Prepare + invoke, whatever the world: a slot, a fresh budgeted store, `call` under the
+    /// deadline, every failure classified.
+    async fn run<T>(
+        &self,
+        egress: EgressGate,
+        call: impl AsyncFnOnce(&mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> CallReport<T> {
         let waited = Instant::now();
-        let Some(_slot) = self.slot(limits).await else {
+        let Some(_slot) = self.slot().await else {
             return self.busy(waited);
         };
-        // Policies have no wasi:http import, so this gate is never reached; it denies anyway.
-        let (mut store, started) = self.prepare(limits, EgressGate::deny_all());
-        let call = async {
-            let policy = pre.instantiate_async(&mut store).await?;
-            policy.call_evaluate(&mut store, action, config).await
-        };
-        let result = tokio::time::timeout(limits.timeout + HOST_GRACE, call).await;
-        let outcome = match result {
-            Ok(Ok(decision)) => Ok(decision),
-            Ok(Err(error)) => Err(classify(&error, limits, &store)),
-            Err(_elapsed) => Err(SandboxError::Deadline {
-                timeout: limits.timeout,
-            }),
-        };
+        let (mut store, started) = self.prepare(egress);
+        let limits = &self.limits;
+        let outcome =
+            match tokio::time::timeout(limits.timeout + HOST_GRACE, call(&mut store)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(classify(&error, limits, &store)),
+                Err(_elapsed) => Err(SandboxError::Deadline {
+                    timeout: limits.timeout,
+                }),
+            };
         finish(store, started, limits, outcome)
     }
 
     /// Waits for a free instance slot, at most the call's deadline. (The semaphore is never
     /// closed.)
-    async fn slot(&self, limits: &Limits) -> Option<SemaphorePermit<'_>> {
-        tokio::time::timeout(limits.timeout, self.slots.acquire())
+    async fn slot(&self) -> Option<SemaphorePermit<'_>> {
+        tokio::time::timeout(self.limits.timeout, self.slots.acquire())
             .await
             .ok()?
             .ok()
@@ -405,7 +405,8 @@ impl Sandbox {
         }
     }
 
-    fn prepare(&self, limits: &Limits, egress: EgressGate) -> (Store<CallState>, Instant) {
+    fn prepare(&self, egress: EgressGate) -> (Store<CallState>, Instant) {
+        let limits = &self.limits;
         let mut store = Store::new(&self.engine, CallState::new(limits.memory_bytes, egress));
         store.limiter(|state| state);
         store

@@ -136,20 +136,8 @@ impl log::Host for CallState {
             self.logs_dropped += 1;
             return;
         }
-        if message.len() > MAX_LOG_LINE {
-            let mut cut = MAX_LOG_LINE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
-        let level = match level {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        };
+        message.truncate(message.floor_char_boundary(MAX_LOG_LINE));
+        let level: &'static str = level.into();
         tracing::debug!(target: "gatehouse::plugin", level, %message);
         self.logs.push(LogLine { level, message });
     }

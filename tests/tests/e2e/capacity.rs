@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use gatehouse_host::egress::EgressConfig;
-use gatehouse_host::envelope::ErrorKind;
+use gatehouse_host::ErrorKind;
+use gatehouse_host::config::EgressConfig;
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{ECHO, EGRESS_PROBE};
 use gatehouse_tests::upstream::Upstream;

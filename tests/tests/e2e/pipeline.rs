@@ -1,15 +1,14 @@
 //! The governed call: real components driven through `Host::call`, one test per gate outcome,
 //! each asserting the exact outcome code and status.
 
-use gatehouse_host::envelope::ErrorKind;
+use gatehouse_host::ErrorKind;
+use gatehouse_host::config::{ArgConstraint, MetaTool, PolicyBinding, PolicyDefault, ToolGrant};
+use gatehouse_host::envelope::POLICY_FAILED;
 use gatehouse_host::model::ApprovalMode;
-use gatehouse_host::pipeline::config::{
-    ArgConstraint, MetaTool, PolicyBinding, PolicyDefault, ToolGrant,
-};
-use gatehouse_host::policy::{POLICY_FAILED, Verdict};
+use gatehouse_host::model::Verdict;
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER, POLICY_PROBE, REDACT};
-use gatehouse_tests::config;
+use gatehouse_tests::{config, glob};
 use serde_json::{Value, json};
 
 /// Tenant `acme` sees echo and ledger; tenant `globex` sees only echo.
@@ -25,7 +24,7 @@ fn base_config() -> HostConfig {
 
 fn grant(tools: &str, tenants: &[&str]) -> ToolGrant {
     ToolGrant {
-        tools: tools.to_owned(),
+        tools: glob(tools),
         tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
         arg_constraints: Default::default(),
     }
@@ -34,8 +33,8 @@ fn grant(tools: &str, tenants: &[&str]) -> ToolGrant {
 fn bind(module: &str, order: i32, config: Value) -> PolicyBinding {
     PolicyBinding {
         module: module.to_owned(),
-        tenants: vec!["*".to_owned()],
-        tools: vec!["*".to_owned()],
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("*")],
         order,
         config,
     }
@@ -93,7 +92,7 @@ fn assert_outcome(result: &ToolResultEnvelope, status: Status, outcome: OutcomeC
         }
         Status::Failed | Status::Paused | Status::Rejected => {
             let error = result.error.as_ref().expect("a refusal carries an error");
-            assert_eq!(error.code, gatehouse_host::envelope::code_of(outcome));
+            assert_eq!(error.code, outcome.as_str());
             error.message.clone()
         }
     }
@@ -524,7 +523,8 @@ async fn envelopes_match_their_checked_in_schemas() {
 /// unchanged; secret-looking skills are refused when the host is built.
 #[tokio::test]
 async fn skills_reach_the_adapter_and_never_change_the_tool_list() {
-    use gatehouse_host::skills::{Level, Scope, Skill};
+    use gatehouse_host::SkillLevel as Level;
+    use gatehouse_host::config::{Skill, SkillScope as Scope};
     let skill = |name: &str, scope, matches: &str, priority, text: &str| Skill {
         name: name.to_owned(),
         scope,

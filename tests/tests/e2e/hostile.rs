@@ -1,14 +1,14 @@
 //! Hostile plugins: each is stopped with its exact outcome code, and the same host serves a
 //! normal call right after.
 
-use gatehouse_host::envelope::ErrorKind;
-use gatehouse_host::plugin::PluginRef;
+use gatehouse_host::ErrorKind;
+use gatehouse_host::PluginRef;
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
     AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, LEDGER, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
     POLICY_PROBE, RECURSION, TEST_PROGRAMS, WRONG_WORLD,
 };
-use gatehouse_tests::{Artifact, config};
+use gatehouse_tests::{Artifact, config, glob};
 use serde_json::json;
 
 fn host() -> Host {
@@ -48,7 +48,7 @@ fn assert_failed(result: &ToolResultEnvelope, outcome: OutcomeCode, kind: ErrorK
         .as_ref()
         .expect("a failed result carries an error");
     assert_eq!(error.kind, kind, "{result:#?}");
-    assert_eq!(error.code, gatehouse_host::envelope::code_of(outcome));
+    assert_eq!(error.code, outcome.as_str());
     assert!(result.content.is_empty() && result.structured_content.is_none());
     &error.message
 }
@@ -173,10 +173,10 @@ async fn a_policy_that_hits_its_deadline_denies() {
     let mut config = config(&["gatehouse.*"], &["test.*"]);
     config.sandbox.fuel = u64::MAX / 2;
     config.sandbox.timeout_ms = 300;
-    config.pipeline.policies = vec![gatehouse_host::pipeline::config::PolicyBinding {
+    config.pipeline.policies = vec![gatehouse_host::config::PolicyBinding {
         module: "test.policy-probe".to_owned(),
-        tenants: vec!["*".to_owned()],
-        tools: vec!["*".to_owned()],
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("*")],
         order: 0,
         config: json!({ "behavior": "loop" }),
     }];

@@ -3,25 +3,14 @@
 //! (host/src/egress/tests.rs); these prove the outcomes reach a guest as the typed error and
 //! land on the result envelope.
 
-use gatehouse_host::egress::{EgressAttempt, EgressConfig};
+use gatehouse_host::config::EgressConfig;
+use gatehouse_host::envelope::EgressAttempt;
 use gatehouse_host::{Host, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{TOKEN, token_file};
 use serde_json::{Value, json};
-
-const TOKEN: &str = "e2e-secret-token-7f3a";
-
-/// A file holding [`TOKEN`] for the whole test process.
-fn token_file() -> String {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("token"), TOKEN).unwrap();
-        dir
-    });
-    dir.path().join("token").display().to_string()
-}
 
 /// A host trusting the test publisher, with `egress` as its `[egress]` table.
 fn host(egress: Value) -> Host {

@@ -1,8 +1,8 @@
 //! The first-party adapters through the host: content blocks, structured output, evidence,
 //! structured errors, and the call context reaching the guest.
 
-use gatehouse_host::envelope::{ContentBlock, ErrorKind};
 use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
+use gatehouse_host::{ContentBlock, ErrorKind};
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT};
 use gatehouse_tests::config;

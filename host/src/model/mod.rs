@@ -1,12 +1,22 @@
-//! The shared vocabulary of the specs: capability classes, approval modes, principals.
+//! The shared vocabulary of the specs, used by every layer: capability classes, approval
+//! modes and principals (this file), policy verdicts and obligations ([`decision`]), content
+//! blocks and error bodies ([`content`]), and tenant and tool selectors ([`select`]).
 //!
-//! These are the host's own types (serde, snake_case as in spec 000); the WIT bindings have
-//! twins of them, and the conversions between the two live here so every other module speaks
-//! one language.
+//! These are the host's own types (serde, snake_case as in spec 000). The WIT bindings have
+//! twins of many of them; every conversion between the two lives in one module,
+//! `model::wit`, so every other module speaks one language.
+
+mod content;
+mod decision;
+mod select;
+pub(crate) mod wit;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::bindings::types as wit;
+pub use content::{ContentBlock, ErrorBody, ErrorKind, ResourceContents};
+pub use decision::{Obligation, PiiKind, Reason, Verdict};
+pub use select::{Glob, GlobError, Tenants};
 
 /// The kind of operation a capability performs (spec 000, "Capability classification").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -78,52 +88,7 @@ pub struct Principal {
     pub tenant: String,
 }
 
-impl From<CapabilityClass> for wit::CapabilityClass {
-    fn from(class: CapabilityClass) -> Self {
-        match class {
-            CapabilityClass::Observe => Self::Observe,
-            CapabilityClass::Recall => Self::Recall,
-            CapabilityClass::ThinkSupport => Self::ThinkSupport,
-            CapabilityClass::Act => Self::Act,
-            CapabilityClass::Verify => Self::Verify,
-        }
-    }
-}
-
-impl From<ApprovalMode> for wit::ApprovalMode {
-    fn from(mode: ApprovalMode) -> Self {
-        match mode {
-            ApprovalMode::ReadOnly => Self::ReadOnly,
-            ApprovalMode::LocalWrite => Self::LocalWrite,
-            ApprovalMode::Network => Self::Network,
-            ApprovalMode::Delegated => Self::Delegated,
-            ApprovalMode::Destructive => Self::Destructive,
-        }
-    }
-}
-
-impl From<wit::ApprovalMode> for ApprovalMode {
-    fn from(mode: wit::ApprovalMode) -> Self {
-        match mode {
-            wit::ApprovalMode::ReadOnly => Self::ReadOnly,
-            wit::ApprovalMode::LocalWrite => Self::LocalWrite,
-            wit::ApprovalMode::Network => Self::Network,
-            wit::ApprovalMode::Delegated => Self::Delegated,
-            wit::ApprovalMode::Destructive => Self::Destructive,
-        }
-    }
-}
-
-impl From<&Principal> for wit::Principal {
-    fn from(p: &Principal) -> Self {
-        Self {
-            kind: match p.kind {
-                PrincipalKind::User => wit::PrincipalKind::User,
-                PrincipalKind::Agent => wit::PrincipalKind::Agent,
-                PrincipalKind::Service => wit::PrincipalKind::Service,
-            },
-            id: p.id.clone(),
-            tenant: p.tenant.clone(),
-        }
-    }
+/// An empty JSON object, the default of argument and config fields.
+pub(crate) fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
 }

@@ -3,19 +3,17 @@
 //! Exit codes: 0 success; 1 the component was refused or the call failed (the output says
 //! why); 2 bad usage, unreadable files or invalid config.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::HostConfig;
+pub use serve::ServeConfig;
+
+use crate::envelope::ToolCallEnvelope;
 use crate::host::Host;
-use crate::mcp::{McpConfig, McpServer};
-use crate::pipeline::ToolCallEnvelope;
 use crate::plugin::manifest::{Manifest, PluginKind};
 use crate::plugin::signature::SigningKey;
 use crate::plugin::{self, read_file};
@@ -28,9 +26,7 @@ macro_rules! say {
     };
 }
 
-fn say(out: &mut dyn Write, line: &str) {
-    let _ = writeln!(out, "{line}");
-}
+mod serve;
 
 const CONFIG_ENV: &str = "GATEHOUSE_CONFIG";
 const DEFAULT_CONFIG: &str = "gatehouse.toml";
@@ -226,7 +222,7 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         } => {
             #[cfg(not(feature = "demo"))]
             let demo = false;
-            serve(&adapters, &policies, listen, demo, &config, out)
+            serve::serve(&adapters, &policies, listen, demo, &config, out)
         }
         #[cfg(feature = "demo")]
         Command::Demo { export } => crate::demo::run(export.as_deref(), out)
@@ -286,7 +282,7 @@ fn keygen(key_id: &str, out_dir: &Path, out: &mut dyn Write) -> Result<u8, Failu
         .map_err(|e| usage(format!("{}: {e}", public.display())))?;
     say!(out, "wrote {} (keep it private)", secret.display());
     say!(out, "wrote {} (give it to operators)", public.display());
-    say(out, "");
+    say!(out, "");
     say!(out, "Operators trust this key with, in gatehouse.toml:");
     say!(out, "[[trust.publisher]]");
     say!(out, "key_id = \"{key_id}\"");
@@ -355,7 +351,9 @@ fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
     .map_err(|e| format!("{e}; the manifest says kind = \"{kind}\""))
 }
 
-fn load_config(arg: &ConfigArg) -> Result<HostConfig, Failure> {
+/// The operator config named by `--config`, `$GATEHOUSE_CONFIG` or `./gatehouse.toml`, else the
+/// built-in defaults.
+fn load_config(arg: &ConfigArg) -> Result<ServeConfig, Failure> {
     let path = arg
         .config
         .clone()
@@ -366,16 +364,16 @@ fn load_config(arg: &ConfigArg) -> Result<HostConfig, Failure> {
                 .then(|| PathBuf::from(DEFAULT_CONFIG))
         });
     match path {
-        Some(path) => HostConfig::from_file(&path).map_err(usage),
+        Some(path) => ServeConfig::from_file(&path).map_err(usage),
         None => {
             tracing::warn!("no config file: using built-in defaults, which trust no publisher");
-            Ok(HostConfig::default())
+            Ok(ServeConfig::default())
         }
     }
 }
 
 fn verify(component: &Path, config: &ConfigArg, out: &mut dyn Write) -> Result<u8, Failure> {
-    let host = Host::new(load_config(config)?).map_err(usage)?;
+    let host = Host::new(load_config(config)?.host).map_err(usage)?;
     let bytes = read_file(component).map_err(usage)?;
     let verified = host
         .verify(&bytes)
@@ -419,7 +417,7 @@ fn call_tool(
     idempotency_key: Option<String>,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let host = Host::new(load_config(config)?).map_err(usage)?;
+    let host = Host::new(load_config(config)?.host).map_err(usage)?;
     let bytes = read_file(component).map_err(usage)?;
     let adapter = host
         .install_adapter(&bytes)
@@ -437,130 +435,4 @@ fn call_tool(
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
-}
-
-/// The plugins `serve` installs: (label for messages, signed bytes, is a policy).
-type Plugins = Vec<(String, Vec<u8>, bool)>;
-
-fn serve(
-    adapters: &[PathBuf],
-    policies: &[PathBuf],
-    listen: Option<SocketAddr>,
-    demo: bool,
-    config: &ConfigArg,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let (mut config, plugins) = if demo {
-        demo_plugins()?
-    } else {
-        let mut plugins: Plugins = Vec::new();
-        for (paths, is_policy) in [(adapters, false), (policies, true)] {
-            for path in paths {
-                let bytes = read_file(path).map_err(usage)?;
-                plugins.push((path.display().to_string(), bytes, is_policy));
-            }
-        }
-        (load_config(config)?, plugins)
-    };
-    if let Some(listen) = listen {
-        config.mcp.listen = listen;
-    }
-    let mcp = config.mcp.clone();
-    if mcp.api_keys.is_empty() && mcp.anonymous_tenant.is_none() {
-        return Err(usage(
-            "no caller could be admitted: add `[[mcp.api_key]]` entries to the config (or \
-             `[mcp] anonymous_tenant` for local use)",
-        ));
-    }
-    if !mcp.listen.ip().is_loopback() {
-        if mcp.anonymous_tenant.is_some() {
-            tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
-        }
-        if mcp.allowed_hosts == McpConfig::default().allowed_hosts {
-            tracing::warn!(
-                listen = %mcp.listen,
-                "`[mcp] allowed_hosts` lists only loopback names: add the host names clients use, or they get 403"
-            );
-        }
-    }
-    let host = Arc::new(Host::new(config).map_err(usage)?);
-    for (label, bytes, is_policy) in &plugins {
-        let installed = if *is_policy {
-            host.install_policy(bytes)
-        } else {
-            host.install_adapter(bytes)
-        };
-        let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
-        say!(
-            out,
-            "loaded {} {} ({})",
-            plugin.id,
-            plugin.version,
-            plugin.digest
-        );
-    }
-    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(mcp.listen)
-            .await
-            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
-        let endpoint = format!("http://{addr}{}", mcp.path);
-        say!(out, "gatehouse: serving MCP (Streamable HTTP) at {endpoint}");
-        match &mcp.anonymous_tenant {
-            Some(tenant) => {
-                let tools = host.visible_tools(tenant);
-                say!(out, "callers without an API key run as tenant `{tenant}`, which sees {} tool(s): {}", tools.len(), tools.join(", "));
-            }
-            None => {
-                say!(out, "callers need one of the {} configured API key(s)", mcp.api_keys.len());
-            }
-        }
-        say!(out, "try: npx @modelcontextprotocol/inspector, or");
-        say!(
-            out,
-            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-11-25' \\"
-        );
-        say!(
-            out,
-            "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
-        );
-        say!(out, "Ctrl-C stops the gateway.");
-        let _ = out.flush();
-        let shutdown = async {
-            if let Err(error) = tokio::signal::ctrl_c().await {
-                tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
-                std::future::pending::<()>().await;
-            }
-        };
-        server.serve(listener, shutdown).await;
-        say!(out, "gatehouse: stopped");
-        Ok(0)
-    })
-}
-
-#[cfg(feature = "demo")]
-fn demo_plugins() -> Result<(HostConfig, Plugins), Failure> {
-    let demo = crate::demo::prepare().map_err(refused)?;
-    let mut config = demo.config;
-    config.mcp.anonymous_tenant = Some("default".to_owned());
-    let plugins = demo
-        .plugins
-        .into_iter()
-        .map(|(name, bytes)| (format!("demo plugin {name}"), bytes, false))
-        .collect();
-    Ok((config, plugins))
-}
-
-#[cfg(not(feature = "demo"))]
-fn demo_plugins() -> Result<(HostConfig, Plugins), Failure> {
-    Err(usage(
-        "this build has no demo plugins (build with `--features demo`)",
-    ))
 }

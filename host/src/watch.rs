@@ -48,12 +48,12 @@ impl Drop for PolicyWatcher {
     }
 }
 
-impl Host {
-    /// Watches `dir` for policy modules, checking every `interval` (must be called inside a
-    /// tokio runtime). Files present at start are installed on the first check.
-    pub fn watch_policies(self: &Arc<Self>, dir: PathBuf, interval: Duration) -> PolicyWatcher {
+impl PolicyWatcher {
+    /// Watches `dir` for policy modules to install on `host`, checking every `interval` (must
+    /// be called inside a tokio runtime). Files present at start are installed on the first
+    /// check.
+    pub fn start(host: Arc<Host>, dir: PathBuf, interval: Duration) -> Self {
         let (tx, events) = mpsc::unbounded_channel();
-        let host = Arc::clone(self);
         let task = tokio::spawn(async move {
             let mut seen: HashMap<PathBuf, [u8; 32]> = HashMap::new();
             let mut ticker = tokio::time::interval(interval);
@@ -75,7 +75,7 @@ impl Host {
                 }
             }
         });
-        PolicyWatcher { task, events }
+        Self { task, events }
     }
 }
 

@@ -4,27 +4,16 @@
 //! does not speak TLS stops it in the handshake, before any header (so any credential) is
 //! sent, and the guest sees the typed TLS error.
 
-use gatehouse_host::egress::{EgressAttempt, EgressConfig};
+use gatehouse_host::config::EgressConfig;
+use gatehouse_host::envelope::EgressAttempt;
 use gatehouse_host::{
     Host, HostConfig, HostError, OutcomeCode, ToolCallEnvelope, ToolResultEnvelope,
 };
 use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
 use gatehouse_tests::upstream::{TestCa, Upstream, write_file};
+use gatehouse_tests::{TOKEN, token_file};
 use serde_json::{Value, json};
-
-const TOKEN: &str = "tls-secret-token-91c2";
-
-/// A file holding [`TOKEN`] for the whole test process.
-fn token_file() -> String {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        write_file(dir.path(), "token", TOKEN);
-        dir
-    });
-    dir.path().join("token").display().to_string()
-}
 
 fn config(egress: Value) -> HostConfig {
     let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gatehouse_host::plugin::cache::CacheOutcome;
+use gatehouse_host::plugin::CacheOutcome;
 use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::config;
@@ -18,7 +18,7 @@ fn host_with_cache(dir: &Path) -> Host {
 async fn load_and_call(dir: &Path) -> CacheOutcome {
     let host = host_with_cache(dir);
     let echo = host.load_adapter(&ECHO.signed()).unwrap();
-    let outcome = echo.cache.clone();
+    let outcome = echo.cache().clone();
     host.serve_adapter(echo).unwrap();
     let result = gatehouse_tests::echo(&host, "x").await;
     assert_eq!(result.status, Status::Ok, "{result:#?}");

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gatehouse_host::pipeline::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::config::{PolicyBinding, PolicyDefault};
 use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_host::watch::PolicyWatcher;
 use gatehouse_host::{Host, OutcomeCode, Status};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
-use gatehouse_tests::{config, publisher};
+use gatehouse_tests::{config, glob, publisher};
 use serde_json::json;
 
 /// The probe policy packed and signed as `version`.
@@ -27,8 +28,8 @@ fn host() -> Host {
     config.pipeline.policy_default = PolicyDefault::Deny;
     config.pipeline.policies = vec![PolicyBinding {
         module: "test.policy-probe".to_owned(),
-        tenants: vec!["*".to_owned()],
-        tools: vec!["*".to_owned()],
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("*")],
         order: 0,
         config: json!({ "verdict": "allow" }),
     }];
@@ -141,8 +142,11 @@ async fn a_watched_directory_swaps_in_new_versions_and_ignores_bad_files() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("probe.wasm");
     std::fs::write(&file, probe("1.0.0")).unwrap();
-    let mut watcher =
-        host.watch_policies(dir.path().to_owned(), std::time::Duration::from_millis(20));
+    let mut watcher = PolicyWatcher::start(
+        Arc::clone(&host),
+        dir.path().to_owned(),
+        std::time::Duration::from_millis(20),
+    );
     let event = watcher.next_event().await.unwrap();
     assert_eq!(event.result.unwrap().version, "1.0.0");
     assert_eq!(decided_by(&host).await, "1.0.0");

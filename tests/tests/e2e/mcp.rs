@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gatehouse_host::Host;
+use gatehouse_host::config::ToolGrant;
 use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
-use gatehouse_host::pipeline::config::ToolGrant;
 use gatehouse_tests::artifacts::{ECHO, LEDGER, TEXTKIT};
+use gatehouse_tests::glob;
 use http_body_util::{BodyExt, Full};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -43,13 +44,13 @@ async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Gateway {
     let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
     config.pipeline.tools = vec![
         ToolGrant {
-            tools: "*".to_owned(),
-            tenants: vec!["acme".to_owned()],
+            tools: glob("*"),
+            tenants: ["acme"].into_iter().collect(),
             arg_constraints: Default::default(),
         },
         ToolGrant {
-            tools: "gatehouse.echo.*".to_owned(),
-            tenants: vec!["globex".to_owned()],
+            tools: glob("gatehouse.echo.*"),
+            tenants: ["globex"].into_iter().collect(),
             arg_constraints: Default::default(),
         },
     ];

@@ -1,11 +1,13 @@
 //! Signed plugins: each way a component can be untrustworthy is refused at load with an error
 //! naming the cause, and the host keeps serving.
 
+use gatehouse_host::LoadError;
+use gatehouse_host::error::SignatureError;
+use gatehouse_host::error::TrustError;
+use gatehouse_host::plugin::inspect;
 use gatehouse_host::plugin::manifest::PluginKind;
 use gatehouse_host::plugin::sections::{self, MANIFEST_SECTION, SIGNATURE_SECTION};
-use gatehouse_host::plugin::signature::{SignatureError, SigningKey};
-use gatehouse_host::plugin::trust::TrustError;
-use gatehouse_host::plugin::{LoadError, inspect};
+use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT, WRONG_WORLD};
 use gatehouse_tests::{config, publisher, trust};
@@ -30,9 +32,9 @@ async fn refused(host: &Host, bytes: &[u8]) -> LoadError {
 async fn a_correctly_signed_adapter_loads_and_runs() {
     let host = host();
     let adapter = host.load_adapter(&ECHO.signed()).unwrap();
-    assert_eq!(adapter.plugin.id, "gatehouse.echo");
-    assert_eq!(adapter.plugin.key_id, "test-publisher");
-    assert!(adapter.plugin.digest.starts_with("sha256:"));
+    assert_eq!(adapter.plugin().id, "gatehouse.echo");
+    assert_eq!(adapter.plugin().key_id, "test-publisher");
+    assert!(adapter.plugin().digest.starts_with("sha256:"));
 }
 
 #[tokio::test]

@@ -1,0 +1,203 @@
+//! `gatehouse serve`: the host behind the MCP endpoint, and the config file it reads.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use crate::config::{self, ConfigError, Document, HostConfig};
+use crate::host::Host;
+use crate::mcp::{McpConfig, McpServer};
+
+/// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
+/// the server's own `[mcp]` table. Every other command reads the same file (ignoring `[mcp]`),
+/// so one `gatehouse.toml` serves them all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The library's tables.
+    pub host: HostConfig,
+    /// The MCP endpoint: listen address, API keys, allowed hosts and origins. Default:
+    /// loopback, nobody admitted.
+    pub mcp: McpConfig,
+}
+
+impl ServeConfig {
+    /// Reads a config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_toml(&config::read(path)?).map_err(|message| ConfigError::invalid(path, message))
+    }
+
+    /// Parses config text.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let mut document = Document::parse(text)?;
+        let mcp = document.take("mcp")?;
+        Ok(Self {
+            host: document.into_host_config()?,
+            mcp,
+        })
+    }
+}
+
+/// The plugins `serve` installs: (label for messages, signed bytes, is a policy).
+type Plugins = Vec<(String, Vec<u8>, bool)>;
+
+pub(super) fn serve(
+    adapters: &[PathBuf],
+    policies: &[PathBuf],
+    listen: Option<SocketAddr>,
+    demo: bool,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (mut config, plugins) = if demo {
+        demo_plugins()?
+    } else {
+        let mut plugins: Plugins = Vec::new();
+        for (paths, is_policy) in [(adapters, false), (policies, true)] {
+            for path in paths {
+                let bytes = read_file(path).map_err(usage)?;
+                plugins.push((path.display().to_string(), bytes, is_policy));
+            }
+        }
+        (load_config(config)?, plugins)
+    };
+    if let Some(listen) = listen {
+        config.mcp.listen = listen;
+    }
+    let ServeConfig { host: config, mcp } = config;
+    if mcp.api_keys.is_empty() && mcp.anonymous_tenant.is_none() {
+        return Err(usage(
+            "no caller could be admitted: add `[[mcp.api_key]]` entries to the config (or \
+             `[mcp] anonymous_tenant` for local use)",
+        ));
+    }
+    if !mcp.listen.ip().is_loopback() {
+        if mcp.anonymous_tenant.is_some() {
+            tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
+        }
+        if mcp.allowed_hosts == McpConfig::default().allowed_hosts {
+            tracing::warn!(
+                listen = %mcp.listen,
+                "`[mcp] allowed_hosts` lists only loopback names: add the host names clients use, or they get 403"
+            );
+        }
+    }
+    let host = Arc::new(Host::new(config).map_err(usage)?);
+    for (label, bytes, is_policy) in &plugins {
+        let installed = if *is_policy {
+            host.install_policy(bytes)
+        } else {
+            host.install_adapter(bytes)
+        };
+        let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
+        say!(
+            out,
+            "loaded {} {} ({})",
+            plugin.id,
+            plugin.version,
+            plugin.digest
+        );
+    }
+    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(mcp.listen)
+            .await
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let endpoint = format!("http://{addr}{}", mcp.path);
+        say!(out, "gatehouse: serving MCP (Streamable HTTP) at {endpoint}");
+        match &mcp.anonymous_tenant {
+            Some(tenant) => {
+                let tools = host.visible_tools(tenant);
+                say!(out, "callers without an API key run as tenant `{tenant}`, which sees {} tool(s): {}", tools.len(), tools.join(", "));
+            }
+            None => {
+                say!(out, "callers need one of the {} configured API key(s)", mcp.api_keys.len());
+            }
+        }
+        say!(out, "try: npx @modelcontextprotocol/inspector, or");
+        say!(
+            out,
+            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-11-25' \\"
+        );
+        say!(
+            out,
+            "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
+        );
+        say!(out, "Ctrl-C stops the gateway.");
+        let _ = out.flush();
+        let shutdown = async {
+            if let Err(error) = tokio::signal::ctrl_c().await {
+                tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
+                std::future::pending::<()>().await;
+            }
+        };
+        server.serve(listener, shutdown).await;
+        say!(out, "gatehouse: stopped");
+        Ok(0)
+    })
+}
+
+#[cfg(feature = "demo")]
+fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
+    let demo = crate::demo::prepare().map_err(refused)?;
+    let config = ServeConfig {
+        host: demo.config,
+        mcp: McpConfig {
+            anonymous_tenant: Some("default".to_owned()),
+            ..McpConfig::default()
+        },
+    };
+    let plugins = demo
+        .plugins
+        .into_iter()
+        .map(|(name, bytes)| (format!("demo plugin {name}"), bytes, false))
+        .collect();
+    Ok((config, plugins))
+}
+
+#[cfg(not(feature = "demo"))]
+fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
+    Err(usage(
+        "this build has no demo plugins (build with `--features demo`)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_file_holds_the_library_tables_and_mcp() {
+        let config = ServeConfig::from_toml(
+            "[sandbox]\nfuel = 5\n\n[mcp]\nlisten = \"127.0.0.1:9999\"\nanonymous_tenant = \"t\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.host.sandbox.fuel, 5);
+        assert_eq!(config.mcp.listen.port(), 9999);
+        assert_eq!(config.mcp.anonymous_tenant.as_deref(), Some("t"));
+        // The library alone does not know `[mcp]`.
+        let err = HostConfig::from_toml("[mcp]\nlisten = \"127.0.0.1:9999\"").unwrap_err();
+        assert!(err.contains("unknown field `mcp`"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_key_in_either_part() {
+        let err = ServeConfig::from_toml("[sandbox]\nfuel = 5\n\n[mcp]\nlisten = 7\n").unwrap_err();
+        assert!(err.contains("line 5"), "{err}");
+        let err = ServeConfig::from_toml("[mcp]\n\n[sandbox]\nfule = 5\n").unwrap_err();
+        assert!(
+            err.contains("line 4") && err.contains("unknown field `fule`"),
+            "{err}"
+        );
+        let err = ServeConfig::from_toml("[sandbx]\n").unwrap_err();
+        assert!(err.contains("unknown field `sandbx`"), "{err}");
+    }
+}

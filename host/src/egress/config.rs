@@ -1,0 +1,133 @@
+//! The operator's `[egress]` config: which destinations each adapter may reach, with which
+//! methods and credentials, which special-purpose addresses are allowed, the per-call budgets,
+//! and the roots trusted for `https`. Destinations and methods are parsed when the config is
+//! read ([`UrlPattern`], [`MethodName`]), so a malformed grant is a config error naming its
+//! line.
+//!
+//! ```toml
+//! [egress]
+//! allow_private = ["127.0.0.0/8"]      # default: none
+//! extra_root_certificates = ["/etc/gatehouse/internal-ca.pem"]   # default: none
+//! max_requests = 16                    # per call
+//!
+//! [[egress.grant]]
+//! adapter = "gatehouse.rest"
+//! url = "http://127.0.0.1:8080/api/"
+//! methods = ["GET", "POST"]
+//! credentials = { api_token = { env = "REST_TOKEN", header = "authorization", scheme = "Bearer" } }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use super::rules::{MethodName, UrlPattern};
+
+/// The `[egress]` table of the operator config. The defaults deny: no grants, no private
+/// addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Special-purpose address ranges (loopback, private, link-local, metadata...) adapters
+    /// may connect to, as CIDR, e.g. `["127.0.0.0/8", "10.20.0.0/16"]`. Default: none, so
+    /// resolved addresses must be public.
+    #[serde(default)]
+    pub allow_private: Vec<IpNet>,
+    /// Outbound requests allowed per call. Default: 16.
+    #[serde(default = "defaults::max_requests")]
+    pub max_requests: u32,
+    /// Request body bytes allowed per call, over all requests. Default: 1 MiB.
+    #[serde(default = "defaults::max_request_bytes")]
+    pub max_request_bytes: u64,
+    /// Response body bytes allowed per call, over all requests. Default: 8 MiB.
+    #[serde(default = "defaults::max_response_bytes")]
+    pub max_response_bytes: u64,
+    /// Wall-clock time for all egress of one call, from the call's start, in milliseconds.
+    /// Default: 4000 (under the sandbox's default 5000 ms call deadline, so an adapter gets a
+    /// typed error in time to report it).
+    #[serde(default = "defaults::max_total_ms")]
+    pub max_total_ms: u64,
+    /// Whether `https` upstreams may present certificates issued by the system's root CAs
+    /// (the platform trust store; `SSL_CERT_FILE`/`SSL_CERT_DIR` override it). Default: true.
+    #[serde(default = "defaults::system_root_certificates")]
+    pub system_root_certificates: bool,
+    /// PEM files of further root CAs to trust for `https` upstreams, e.g. a private CA.
+    /// Default: none. A file that is missing or holds no certificate fails the host's start.
+    #[serde(default)]
+    pub extra_root_certificates: Vec<PathBuf>,
+    /// What each adapter may reach. Default: nothing.
+    #[serde(default, rename = "grant")]
+    pub grants: Vec<GrantConfig>,
+}
+
+mod defaults {
+    pub fn max_requests() -> u32 {
+        16
+    }
+    pub fn max_request_bytes() -> u64 {
+        1024 * 1024
+    }
+    pub fn max_response_bytes() -> u64 {
+        8 * 1024 * 1024
+    }
+    pub fn max_total_ms() -> u64 {
+        4_000
+    }
+    pub fn system_root_certificates() -> bool {
+        true
+    }
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        Self {
+            allow_private: Vec::new(),
+            max_requests: defaults::max_requests(),
+            max_request_bytes: defaults::max_request_bytes(),
+            max_response_bytes: defaults::max_response_bytes(),
+            max_total_ms: defaults::max_total_ms(),
+            system_root_certificates: defaults::system_root_certificates(),
+            extra_root_certificates: Vec::new(),
+            grants: Vec::new(),
+        }
+    }
+}
+
+/// One `[[egress.grant]]`: a destination an adapter may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantConfig {
+    /// The adapter id, exactly, e.g. `gatehouse.rest`.
+    pub adapter: String,
+    /// `scheme://host[:port][/path-prefix]`; must lie within a URL the manifest requested.
+    pub url: UrlPattern,
+    /// Methods allowed there; each must be one the manifest requested for that URL.
+    pub methods: BTreeSet<MethodName>,
+    /// Credential bindings by slot name; each slot must be one the manifest requested.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, CredentialConfig>,
+}
+
+/// Where a credential comes from and how it is sent. Exactly one of `env` and `file`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialConfig {
+    /// Environment variable of the host process holding the secret.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// File holding the secret (surrounding whitespace is trimmed).
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// Header to send it in. Default: `authorization`.
+    #[serde(default = "default_header")]
+    pub header: String,
+    /// Prefix written before the secret with one space, e.g. `Bearer`. Default: none.
+    #[serde(default)]
+    pub scheme: Option<String>,
+}
+
+fn default_header() -> String {
+    "authorization".to_owned()
+}

@@ -1,0 +1,94 @@
+//! The `[mcp]` table of `gatehouse serve`'s config: where it listens, which hosts and
+//! origins it accepts, and who may call.
+//!
+//! ```toml
+//! [mcp]
+//! listen = "127.0.0.1:8787"
+//!
+//! [[mcp.api_key]]
+//! tenant = "acme"
+//! env = "ACME_AGENT_KEY"
+//! ```
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::identity::ApiKeyConfig;
+
+/// The `[mcp]` table: where `gatehouse serve` listens and who may call. The defaults listen on
+/// loopback only and admit nobody: every caller needs an `[[mcp.api_key]]` unless
+/// `anonymous_tenant` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Address to listen on. Default: `127.0.0.1:8787`.
+    #[serde(default = "defaults::listen")]
+    pub listen: SocketAddr,
+    /// The MCP endpoint's path. Default: `/mcp`.
+    #[serde(default = "defaults::path")]
+    pub path: String,
+    /// `Host` header values accepted, as host names or `host:port` (protects loopback servers
+    /// from DNS rebinding). Default: `localhost`, `127.0.0.1`, `::1`. List your public names
+    /// when serving beyond loopback.
+    #[serde(default = "defaults::allowed_hosts")]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call, with scheme, e.g. `https://console.example.com:443`.
+    /// A request carrying any other `Origin` is refused; requests without one pass. Default:
+    /// none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, in bytes. Default: 1 MiB.
+    #[serde(default = "defaults::max_request_bytes")]
+    pub max_request_bytes: usize,
+    /// Time a client has to send a request's headers, in milliseconds; a connection that
+    /// dawdles longer is closed (slow-header attacks). Default: 10000.
+    #[serde(default = "defaults::header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// Tenant for requests without an `Authorization` header. Default: none, so they are
+    /// refused. Meant for local use (the demo sets it).
+    #[serde(default)]
+    pub anonymous_tenant: Option<String>,
+    /// Bearer API keys and the tenant each identifies. Default: none.
+    #[serde(default, rename = "api_key")]
+    pub api_keys: Vec<ApiKeyConfig>,
+}
+
+mod defaults {
+    use std::net::SocketAddr;
+
+    pub fn listen() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 8787))
+    }
+    pub fn path() -> String {
+        "/mcp".to_owned()
+    }
+    pub fn allowed_hosts() -> Vec<String> {
+        vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ]
+    }
+    pub fn max_request_bytes() -> usize {
+        1024 * 1024
+    }
+    pub fn header_timeout_ms() -> u64 {
+        10_000
+    }
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            listen: defaults::listen(),
+            path: defaults::path(),
+            allowed_hosts: defaults::allowed_hosts(),
+            allowed_origins: Vec::new(),
+            max_request_bytes: defaults::max_request_bytes(),
+            header_timeout_ms: defaults::header_timeout_ms(),
+            anonymous_tenant: None,
+            api_keys: Vec::new(),
+        }
+    }
+}

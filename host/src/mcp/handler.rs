@@ -1,0 +1,148 @@
+//! The rmcp server handler: `tools/list` and `tools/call` for the identified caller, through
+//! the host's governed pipeline.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+
+use super::identity::Caller;
+use super::result::to_mcp;
+use super::{APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
+use crate::envelope::{OutcomeCode, ToolCallEnvelope};
+use crate::host::Host;
+use crate::model::ApprovalMode;
+use crate::plugin::manifest::Capability;
+
+/// The MCP server handler: one per request (stateless), all sharing the host.
+#[derive(Clone)]
+pub struct Gateway {
+    host: Arc<Host>,
+}
+
+impl Gateway {
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+
+    fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            // Unreachable through McpServer::handle, which identifies every request first.
+            .ok_or_else(|| ErrorData::internal_error("the request was not identified", None))
+    }
+}
+
+/// A capability as an MCP tool.
+fn tool(name: String, capability: Capability) -> Result<Tool, ErrorData> {
+    let schema = |value: Value, which: &str| match value {
+        Value::Object(map) => Ok(Arc::new(map)),
+        _ => Err(ErrorData::internal_error(
+            format!("tool `{name}`: its {which} is not a JSON object, which MCP requires"),
+            None,
+        )),
+    };
+    let input: Arc<JsonObject> = schema(capability.input_schema, "input schema")?;
+    let output = capability
+        .output_schema
+        .map(|output| schema(output, "output schema"))
+        .transpose()?;
+    let mut tool = Tool::new_with_raw(name, Some(capability.description.into()), input);
+    if let Some(title) = capability.title {
+        tool = tool.with_title(title);
+    }
+    if let Some(output) = output {
+        tool = tool.with_raw_output_schema(output);
+    }
+    if let Some(hints) = capability.annotations {
+        tool = tool.with_annotations(ToolAnnotations::from_raw(
+            None,
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ));
+    }
+    Ok(tool)
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools run in a policy-enforcing sandbox. Write tools need an idempotency key in \
+                 _meta[\"gatehouse/idempotency_key\"]; every result carries the gateway's record \
+                 in _meta[\"gatehouse/result\"].",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = Self::caller(&context)?;
+        let tools = self
+            .host
+            .tool_catalog(&caller.tenant)
+            .into_iter()
+            .map(|(name, capability)| tool(name, capability))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = Self::caller(&context)?;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let mut call = ToolCallEnvelope::new(&caller.tenant, request.name.as_ref(), args)
+            .with_principal(caller.principal);
+        // rmcp moves the request's `_meta` into the context.
+        let meta = request.meta.as_ref().unwrap_or(&context.meta);
+        // W3C trace context (SEP-414): the call joins the caller's trace.
+        if let Some(traceparent) = meta.get_traceparent() {
+            call = call.with_traceparent(traceparent);
+        }
+        if let Some(key) = meta.get(IDEMPOTENCY_KEY_META) {
+            let key = key.as_str().ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("_meta[\"{IDEMPOTENCY_KEY_META}\"] must be a string"),
+                    None,
+                )
+            })?;
+            call = call.with_idempotency_key(key);
+        }
+        if let Some(mode) = meta.get(APPROVAL_MODE_META) {
+            let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {
+                ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{APPROVAL_MODE_META}\"] must be one of read_only, local_write, network, delegated, destructive"
+                    ),
+                    None,
+                )
+            })?;
+            call = call.with_mode(mode);
+        }
+        let result = self.host.call(call).await;
+        if result.outcome == OutcomeCode::UnknownCapability {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        }
+        Ok(CallToolResponse::Complete(to_mcp(&result)?))
+    }
+}

@@ -1,0 +1,47 @@
+//! What a policy module says about a call: its verdict, its reasons, and the obligations the
+//! result must meet before delivery.
+
+use serde::Serialize;
+
+/// A policy's verdict, host side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Proceed.
+    Allow,
+    /// Refuse.
+    Deny,
+    /// Proceed once a person approves.
+    RequireApproval,
+    /// No opinion.
+    Abstain,
+}
+
+/// A reason given by a module or the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reason {
+    /// Machine-readable code.
+    pub code: String,
+    /// For people.
+    pub message: String,
+}
+
+/// Something the host must do to the result before delivering it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Obligation {
+    /// Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
+    RedactPointer(String),
+    /// Mask these kinds of personal data in every text of the result.
+    MaskPii(Vec<PiiKind>),
+}
+
+/// Kinds of personal data the host can mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiKind {
+    /// Email addresses.
+    Email,
+    /// Phone numbers.
+    Phone,
+}

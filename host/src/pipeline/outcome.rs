@@ -1,0 +1,192 @@
+//! How a call that stops early ends: the one table from every gate's refusal and every
+//! failure to a status, an outcome code and an error body for the caller.
+//!
+//! [`Stop`] gathers every way a call can end without delivering a tool's output; [`end`]
+//! classifies it with one exhaustive match, so a new error variant cannot ship unclassified.
+
+use crate::envelope::{OutcomeCode, Status, ToolResultEnvelope};
+use crate::model::{ErrorBody, ErrorKind};
+use crate::pipeline::invariants::InvariantError;
+use crate::pipeline::normalize::NormalizeError;
+use crate::pipeline::validate::ValidateError;
+use crate::pipeline::verify::VerifyError;
+use crate::sandbox::SandboxError;
+
+/// Why a call ended before delivering a tool's output.
+#[derive(Debug, thiserror::Error)]
+pub enum Stop {
+    /// Gate 2: unknown or hidden tool, or a malformed meta-tool call.
+    #[error(transparent)]
+    Normalize(#[from] NormalizeError),
+    /// Gate 3: the arguments break the schema or a constraint.
+    #[error(transparent)]
+    Validate(#[from] ValidateError),
+    /// Gate 4: a host invariant.
+    #[error(transparent)]
+    Invariant(#[from] InvariantError),
+    /// Gate 5: the policies denied the call (their reasons, `code: message`).
+    #[error("{}", denial(.0))]
+    PolicyDenied(Vec<String>),
+    /// Gate 6: the call needs an approver first.
+    #[error("`{tool}` needs approval before it runs ({why})")]
+    ApprovalRequired {
+        /// The tool.
+        tool: String,
+        /// The policy reasons or the capability's approval gate.
+        why: String,
+    },
+    /// Gate 8: the sandbox stopped the tool (budget, trap, no slot, host failure).
+    #[error("the tool {0}")]
+    Sandbox(#[from] SandboxError),
+    /// Gate 8: the adapter returned its own structured error.
+    #[error("{}", .0.message)]
+    Tool(ErrorBody),
+    /// Gate 9: the output failed verification.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+fn denial(reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        "no policy allowed this call and the operator default is deny".to_owned()
+    } else {
+        format!("policy denied the call: {}", reasons.join("; "))
+    }
+}
+
+/// Ends `result` with `stop`: status, outcome code and error body from the table below.
+pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
+    use ErrorKind as K;
+    use OutcomeCode as O;
+    use Status::{Failed, Paused, Rejected};
+    let message = stop.to_string();
+    let (status, outcome, kind, retryable, remediation) = match stop {
+        Stop::Normalize(NormalizeError::Unknown { .. }) => (
+            Rejected,
+            O::UnknownCapability,
+            K::Validation,
+            false,
+            Some("call one of the tools listed by tools/list"),
+        ),
+        Stop::Normalize(NormalizeError::MetaTarget { .. } | NormalizeError::MetaArgs { .. }) => {
+            (Rejected, O::InvalidArguments, K::Validation, false, None)
+        }
+        Stop::Validate(ValidateError::Schema { .. } | ValidateError::Constraint { .. }) => (
+            Rejected,
+            O::InvalidArguments,
+            K::Validation,
+            false,
+            Some("fix the named argument and call again; see the tool's input schema"),
+        ),
+        Stop::Validate(ValidateError::BadSchema { .. } | ValidateError::BadPattern { .. }) => {
+            (Failed, O::InternalError, K::Internal, false, None)
+        }
+        Stop::Invariant(InvariantError::ModeAboveMaximum { .. }) | Stop::PolicyDenied(_) => {
+            (Rejected, O::PolicyBlocked, K::Policy, false, None)
+        }
+        Stop::Invariant(InvariantError::IdempotencyKeyRequired { .. }) => (
+            Rejected,
+            O::IdempotencyKeyRequired,
+            K::Validation,
+            false,
+            Some("send a unique idempotency_key with the call and reuse it on retries"),
+        ),
+        Stop::Invariant(InvariantError::RollbackRequired { .. }) => (
+            Rejected,
+            O::RollbackRequired,
+            K::Policy,
+            false,
+            Some(
+                "ask the adapter's publisher to declare an approval_gate or a rollback capability",
+            ),
+        ),
+        Stop::ApprovalRequired { .. } => (
+            Paused,
+            O::ApprovalRequired,
+            K::Policy,
+            true,
+            Some("wait for an approver to approve the call, then retry"),
+        ),
+        Stop::Sandbox(SandboxError::OutOfFuel { .. }) => (
+            Failed,
+            O::ToolTimeout,
+            K::Timeout,
+            false,
+            Some(
+                "the tool used its whole compute budget; ask the operator to raise [sandbox].fuel if this input is legitimate",
+            ),
+        ),
+        Stop::Sandbox(SandboxError::Deadline { .. }) => (
+            Failed,
+            O::ToolTimeout,
+            K::Timeout,
+            true,
+            Some(
+                "the tool did not answer in time; retry later or ask the operator to raise [sandbox].timeout_ms",
+            ),
+        ),
+        Stop::Sandbox(SandboxError::MemoryLimit(_)) => (
+            Failed,
+            O::ToolMemoryLimit,
+            K::Limit,
+            false,
+            Some(
+                "the tool needed more memory than allowed; use a smaller input or ask the operator to raise [sandbox].memory_mib",
+            ),
+        ),
+        Stop::Sandbox(SandboxError::OutputTooLarge { .. }) => (
+            Failed,
+            O::ToolOutputTooLarge,
+            K::Limit,
+            false,
+            Some(
+                "ask for less data (paging, filters) or ask the operator to raise [sandbox].max_output_kib",
+            ),
+        ),
+        Stop::Sandbox(SandboxError::Trap { .. }) => (
+            Failed,
+            O::ToolTrapped,
+            K::Internal,
+            false,
+            Some("the tool crashed; report it to the adapter's publisher"),
+        ),
+        Stop::Sandbox(SandboxError::Busy { .. }) => (
+            Failed,
+            O::GatewayBusy,
+            K::Unavailable,
+            true,
+            Some(
+                "the gateway is running as many tools as it may at once; retry shortly, or ask the operator to raise [sandbox].max_concurrent_calls",
+            ),
+        ),
+        Stop::Sandbox(SandboxError::Host(_)) => (
+            Failed,
+            O::InternalError,
+            K::Internal,
+            true,
+            Some("the gateway failed while running the tool; see its logs"),
+        ),
+        Stop::Tool(error) => {
+            // The adapter's own error reaches the caller as it was given.
+            result.status = Failed;
+            result.outcome = O::ToolError;
+            result.error = Some(error.clone());
+            return;
+        }
+        Stop::Verify(VerifyError::NotJson(_) | VerifyError::Schema { .. }) => {
+            (Failed, O::VerificationFailed, K::Internal, false, None)
+        }
+        Stop::Verify(VerifyError::EvidenceMissing { .. }) => {
+            (Failed, O::EvidenceMissing, K::Internal, false, None)
+        }
+    };
+    match stop {
+        Stop::Sandbox(error) => tracing::warn!(%error, "tool call failed in the sandbox"),
+        _ => tracing::info!(outcome = %outcome, "call refused: {message}"),
+    }
+    let mut error = ErrorBody::new(kind, outcome.as_str(), message, retryable);
+    error.remediation = remediation.map(str::to_owned);
+    result.status = status;
+    result.outcome = outcome;
+    result.error = Some(error);
+}

@@ -1,0 +1,15 @@
+//! The end-to-end tests, one binary (each test binary links wasmtime: one link instead of
+//! eleven). Real components built from source by `build.rs`, driven through the host, the
+//! command line and the MCP server, against loopback upstreams.
+
+mod adapters;
+mod cache;
+mod capacity;
+mod cli;
+mod egress;
+mod hostile;
+mod mcp;
+mod pipeline;
+mod signing;
+mod swap;
+mod tls;
