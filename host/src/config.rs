@@ -21,6 +21,9 @@
 //! [pipeline]             # tools, policies, skills (see PipelineConfig)
 //! policy_default = "deny"
 //!
+//! [store]                # idempotency, approvals, audit log (see StoreConfig)
+//! path = "/var/lib/gatehouse/gatehouse.db"
+//!
 //! [[trust.publisher]]    # who may publish what (see TrustConfig)
 //! key_id = "acme-2026"
 //! public_key = "..."
@@ -52,6 +55,7 @@ pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
 pub use crate::policy::{PolicyBinding, PolicyDefault};
 pub use crate::sandbox::SandboxConfig;
 pub use crate::skills::{Scope as SkillScope, Skill, SkillLimits};
+pub use crate::state::StoreConfig;
 
 /// The whole operator config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +78,10 @@ pub struct HostConfig {
     /// visible, no policy bound, policy default deny. See [`PipelineConfig`].
     #[serde(default)]
     pub pipeline: PipelineConfig,
+    /// Idempotency records, approvals and the audit log. Default: a SQLite file in the user's
+    /// data directory; approvals valid a day; no self-approval. See [`StoreConfig`].
+    #[serde(default)]
+    pub store: StoreConfig,
 }
 
 /// Why the config cannot be used.

@@ -68,6 +68,9 @@ pub fn prepare() -> Result<Demo, DemoError> {
         })
         .collect::<Result<_, DemoError>>()?;
     let mut config = HostConfig::default();
+    // A real file, so approvals and the audit log survive a restart; apart from an operator's
+    // own store.
+    config.store.path = Some(config.store.resolved_path().with_file_name("demo.db"));
     config.trust.publishers.push(PublisherConfig {
         key_id: key.key_id.clone(),
         public_key: key.public_key().to_base64(),

@@ -50,9 +50,14 @@ pub struct ToolCallEnvelope {
     /// The approval mode the caller asks for; default: the capability's declared maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode_requested: Option<ApprovalMode>,
-    /// Idempotency key; required on write-class calls.
+    /// Idempotency key; required on write-class calls. A repeat with the same key replays the
+    /// first call's result instead of running again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The approval this call resumes: a call without an idempotency key that was paused for
+    /// approval is retried with the approval id it got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 fn call_version() -> String {
@@ -73,6 +78,7 @@ impl ToolCallEnvelope {
             args,
             approval_mode_requested: None,
             idempotency_key: None,
+            approval_id: None,
         }
     }
 
@@ -97,6 +103,12 @@ impl ToolCallEnvelope {
         self
     }
 
+    /// Resuming the approval `id` (a call without an idempotency key that was paused).
+    pub fn with_approval(mut self, id: impl Into<String>) -> Self {
+        self.approval_id = Some(id.into());
+        self
+    }
+
     /// With one more principal at the end of the chain.
     pub fn with_principal(mut self, principal: Principal) -> Self {
         self.principal_chain.push(principal);
@@ -108,7 +120,7 @@ impl ToolCallEnvelope {
 pub const RESULT_ENVELOPE_VERSION: &str = "gatehouse.tool_result.v1";
 
 /// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The tool ran and returned a result.
@@ -125,8 +137,8 @@ pub enum Status {
 ///
 /// The first seven are the specs' codes. The rest are gatehouse's own, for failures the specs
 /// do not name: they say exactly which budget or rule stopped the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(into = "&'static str")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OutcomeCode {
     /// The call succeeded.
     Ok,
@@ -160,6 +172,21 @@ pub enum OutcomeCode {
     IdempotencyKeyRequired,
     /// Every instance slot stayed busy for the call's whole deadline; the tool did not run.
     GatewayBusy,
+    /// The idempotency key was used before for a different request; nothing ran.
+    IdempotencyConflict,
+    /// A call with the same key is still running and did not finish within this call's
+    /// deadline; retry to get its result.
+    IdempotencyInFlight,
+    /// A call with the same key started and never recorded an outcome (the gateway stopped
+    /// mid-call): whether its effect happened is unknown. An operator must resolve the key;
+    /// nothing runs again by itself.
+    IdempotencyIndeterminate,
+    /// An approver rejected the call.
+    ApprovalRejected,
+    /// The call's approval expired before it was decided or used; propose it again.
+    ApprovalExpired,
+    /// The state store could not record the call, so nothing ran; retry.
+    StoreUnavailable,
     /// The host failed; not the caller's or the tool's fault.
     InternalError,
 }
@@ -184,14 +211,14 @@ impl OutcomeCode {
             Self::InvalidArguments => "INVALID_ARGUMENTS",
             Self::IdempotencyKeyRequired => "IDEMPOTENCY_KEY_REQUIRED",
             Self::GatewayBusy => "GATEWAY_BUSY",
+            Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
+            Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
+            Self::IdempotencyIndeterminate => "IDEMPOTENCY_INDETERMINATE",
+            Self::ApprovalRejected => "APPROVAL_REJECTED",
+            Self::ApprovalExpired => "APPROVAL_EXPIRED",
+            Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
         }
-    }
-}
-
-impl From<OutcomeCode> for &'static str {
-    fn from(outcome: OutcomeCode) -> Self {
-        outcome.as_str()
     }
 }
 
@@ -202,7 +229,7 @@ impl std::fmt::Display for OutcomeCode {
 }
 
 /// Resources one call used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Fuel consumed.
     pub fuel_consumed: u64,
@@ -211,10 +238,10 @@ pub struct Usage {
 }
 
 /// The result of one tool call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultEnvelope {
     /// Always [`RESULT_ENVELOPE_VERSION`].
-    pub envelope_version: &'static str,
+    pub envelope_version: String,
     /// The call's id.
     pub tool_call_id: String,
     /// W3C trace id.
@@ -230,6 +257,13 @@ pub struct ToolResultEnvelope {
     /// The approval mode the call ran at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_mode_effective: Option<ApprovalMode>,
+    /// The approval the call waits for (`paused`) or ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// Set when this result is a replay: nothing ran; this is the result the call with this id
+    /// delivered under the same idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
     /// How it ended.
     pub status: Status,
     /// Outcome code.
@@ -248,7 +282,7 @@ pub struct ToolResultEnvelope {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_decision: Option<DecisionRecord>,
     /// Outbound requests attempted (the call's mutation refs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressAttempt>,
     /// Budgets used.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -259,13 +293,15 @@ impl ToolResultEnvelope {
     /// The result of `call` before any gate ran: `ok` with nothing in it yet.
     pub fn begin(call: &ToolCallEnvelope) -> Self {
         Self {
-            envelope_version: RESULT_ENVELOPE_VERSION,
+            envelope_version: RESULT_ENVELOPE_VERSION.to_owned(),
             tool_call_id: call.tool_call_id.clone(),
             trace_id: call.trace_id.clone(),
             adapter: None,
             capability_id: call.capability_id.clone(),
             resolved_from: None,
             approval_mode_effective: None,
+            approval_id: None,
+            replay_of: None,
             status: Status::Ok,
             outcome: OutcomeCode::Ok,
             content: Vec::new(),
@@ -281,5 +317,74 @@ impl ToolResultEnvelope {
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{ErrorKind, Obligation, PiiKind, Reason, Verdict};
+    use crate::policy::DecisionRecord;
+
+    #[test]
+    fn a_full_result_round_trips_through_json() {
+        let call = ToolCallEnvelope::new("acme", "a.b", json!({ "x": 1 }));
+        let mut result = ToolResultEnvelope::begin(&call);
+        result.status = Status::Failed;
+        result.outcome = OutcomeCode::ToolError;
+        result.content = vec![ContentBlock::Text { text: "t".into() }];
+        result.structured_content = Some(json!({ "k": [1, 2] }));
+        result.error = Some(ErrorBody::new(ErrorKind::Upstream, "X", "m", true));
+        result.approval_id = Some("apr_1".into());
+        result.policy_decision = Some(DecisionRecord {
+            decision_id: "pol_1".into(),
+            verdict: Verdict::Allow,
+            approval_mode_effective: ApprovalMode::Network,
+            default_applied: false,
+            modules: vec![ModuleDecision {
+                module: None,
+                module_id: "m".into(),
+                verdict: Verdict::Abstain,
+                effective_mode: None,
+                mode_raise_ignored: false,
+                reasons: vec![Reason {
+                    code: "C".into(),
+                    message: "why".into(),
+                }],
+                evidence_refs: Vec::new(),
+                fuel_consumed: 7,
+            }],
+            obligations: vec![Obligation::MaskPii(vec![PiiKind::Email])],
+        });
+        result.egress = vec![EgressAttempt {
+            method: "GET".into(),
+            destination: "http://h:80/".into(),
+            address: None,
+            allowed: true,
+            code: "ok".into(),
+            reason: String::new(),
+            status: Some(200),
+            request_bytes: 0,
+            response_bytes: 3,
+        }];
+        let text = serde_json::to_string(&result).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ToolResultEnvelope>(&text).unwrap(),
+            result
+        );
+    }
+
+    #[test]
+    fn outcome_codes_serialize_as_their_wire_names() {
+        for code in [
+            OutcomeCode::Ok,
+            OutcomeCode::IdempotencyInFlight,
+            OutcomeCode::StoreUnavailable,
+            OutcomeCode::ToolOutputTooLarge,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+        }
     }
 }

@@ -18,3 +18,4 @@ pub use crate::plugin::trust::{TrustConfigError, TrustError};
 pub use crate::policy::PolicyError;
 pub use crate::sandbox::WorldMismatch;
 pub use crate::skills::SkillError;
+pub use crate::state::StoreError;

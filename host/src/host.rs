@@ -1,5 +1,7 @@
 //! [`Host`]: the library entry point for gateway embedders and the CLI.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::config::HostConfig;
@@ -13,6 +15,11 @@ use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Ver
 use crate::policy::PolicyError;
 use crate::sandbox::{Limits, Sandbox};
 use crate::skills::Resolution;
+use crate::state::sqlite::SqliteStore;
+use crate::state::{
+    Approval, ApprovalFilter, ApprovalLookup, AuditEntry, AuditQuery, Decision, Store, StoreError,
+    VerifyReport,
+};
 
 /// Why a host could not be built from its config.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +36,9 @@ pub enum HostError {
     /// The TLS client for `https` egress cannot be built (a bad `extra_root_certificates` file).
     #[error(transparent)]
     Tls(#[from] TlsConfigError),
+    /// The state store cannot be opened (corrupt, unwritable, newer schema).
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Why a plugin was not installed. The serving version, if any, is unchanged.
@@ -94,8 +104,15 @@ impl Host {
     /// the engine, opens the cache. A cache
     /// that cannot be opened is logged and skipped (compilation still works, just slower).
     pub fn new(config: HostConfig) -> Result<Self, HostError> {
+        let store = Arc::new(SqliteStore::open(&config.store)?);
+        Self::with_store(config, store)
+    }
+
+    /// Builds a host over a store of the embedder's choosing (the store in `config` is not
+    /// opened; its approval settings still apply).
+    pub fn with_store(config: HostConfig, store: Arc<dyn Store>) -> Result<Self, HostError> {
         let trust = TrustStore::new(&config.trust)?;
-        let pipeline = Pipeline::new(&config.pipeline)?;
+        let pipeline = Pipeline::new(&config.pipeline, store, config.store.clone())?;
         let tls = TlsClient::from_config(&config.egress)?;
         let sandbox =
             Sandbox::new(config.sandbox).map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -200,6 +217,68 @@ impl Host {
     /// the adapter would receive and which skills matched at each level.
     pub fn resolve_skills(&self, tenant: &str, tool: &str, users: &[&str]) -> Resolution {
         self.pipeline.skills.resolve(tenant, tool, users)
+    }
+
+    /// The state store (idempotency records, approvals, audit log).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.pipeline.store
+    }
+
+    /// Approvals, newest first.
+    pub async fn approvals(&self, filter: ApprovalFilter) -> Result<Vec<Approval>, StoreError> {
+        self.pipeline.store.approvals(filter).await
+    }
+
+    /// One approval.
+    pub async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        self.pipeline
+            .store
+            .approval(ApprovalLookup::Id(id.to_owned()))
+            .await
+    }
+
+    /// Approves (or rejects) a pending approval as principal `by`. Refused if `by` is in the
+    /// requesting chain (unless `[store] allow_self_approval`), or the approval is decided or
+    /// expired. The caller's next call with the same request then runs, once.
+    pub async fn decide(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        reason: &str,
+    ) -> Result<Approval, StoreError> {
+        self.pipeline
+            .store
+            .decide(Decision {
+                id: id.to_owned(),
+                approve,
+                by: by.to_owned(),
+                reason: reason.to_owned(),
+                now_ms: crate::state::now_ms(),
+                allow_self_approval: self.pipeline.store_config().allow_self_approval,
+            })
+            .await
+    }
+
+    /// Audit entries, in log order.
+    pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        self.pipeline.store.audit(query).await
+    }
+
+    /// Checks the whole audit chain.
+    pub async fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
+        self.pipeline.store.verify_audit().await
+    }
+
+    /// The policy gate alone, for a recorded action (`gatehouse replay`): the serving modules
+    /// and bindings evaluate it; nothing else runs.
+    pub(crate) async fn evaluate_policy(
+        &self,
+        tool: &str,
+        action: crate::model::wit::ActionRecord,
+    ) -> crate::policy::DecisionRecord {
+        let set = self.pipeline.policies.snapshot();
+        crate::policy::evaluate(&set, &self.sandbox, tool, action.into()).await
     }
 
     /// The per-call budgets in force.

@@ -40,8 +40,8 @@
 #![deny(unsafe_code)]
 
 // Layers, top to bottom (see host/README.md): cli -> mcp, demo, watch -> host -> config ->
-// pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, ids, secret,
-// bindings.
+// pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
+// secret, bindings.
 mod bindings;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -62,6 +62,7 @@ mod policy;
 mod sandbox;
 mod secret;
 mod skills;
+pub mod state;
 pub mod watch;
 
 pub use config::HostConfig;

@@ -12,44 +12,61 @@
 //!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`), high-risk write rule
 //!    (`ROLLBACK_REQUIRED`);
 //! 5. **policy** ([`crate::policy`]) — the bound modules, composed; deny is `POLICY_BLOCKED`;
-//! 6. **approve** — a require-approval decision, or an effective mode of network or above on
-//!    a capability with an approval gate, returns `paused` / `APPROVAL_REQUIRED`. (Pending
-//!    approvals are stored by the state module, a later issue; it plugs in here.)
-//! 7. deduplicate — plugs in here with the state module (idempotency records);
+//! 6. **approve** ([`approve`]) — a require-approval decision, or an effective mode of network
+//!    or above on a capability with an approval gate: the call is proposed in the store and
+//!    ends `paused` / `APPROVAL_REQUIRED` with its approval id, until an approver approves it;
+//! 7. **deduplicate** ([`dedupe`]) — a call with an idempotency key claims it, durably, before
+//!    anything runs: replay, conflict, wait for the holder, or indeterminate;
 //! 8. **invoke** ([`invoke`]) — skills resolved ([`crate::skills`]), the adapter run in a
 //!    fresh sandbox;
 //! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
 //!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]);
-//! 10. record — the result carries the decision record; the audit log (state module)
-//!     plugs in here.
+//! 10. **record** ([`record`]) — every call, refusals included, appended to the audit log
+//!     with its key's result and its approval's execution, in one transaction; durable
+//!     before delivery for write-class calls.
 //!
 //! Gates before 8 have no side effects: a refusal there is `rejected` (or `paused`). How each
 //! refusal or failure ends the call is one table, [`outcome`].
 
+pub mod approve;
 pub mod config;
+pub mod dedupe;
 pub mod invariants;
 pub mod invoke;
 pub mod normalize;
 pub mod obligations;
 pub mod outcome;
+pub mod record;
 pub mod registry;
 pub mod validate;
 pub mod verify;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Instrument;
 
 use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use crate::model::wit::ActionRecord;
 use crate::model::{ApprovalMode, ContentBlock, Verdict};
 use crate::pipeline::config::{MetaTool, PipelineConfig};
+use crate::pipeline::dedupe::Dedupe;
 use crate::pipeline::outcome::Stop;
 use crate::pipeline::registry::{InstalledAdapter, Registry, ToolGrantError};
 use crate::pipeline::validate::ValidateError;
 use crate::plugin::LoadedAdapter;
 use crate::policy::{self, PolicyStore};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::skills::Skills;
+use crate::state::{ClaimRequest, IdempotencyKey, Store, StoreConfig, Waiters};
+
+/// How long a claimed key stays `in_progress` beyond the call's own deadline before a repeat
+/// reports it `indeterminate`: covers verification and recording after the sandbox returns.
+const LEASE_GRACE: Duration = Duration::from_secs(5);
+/// The dedupe window of a capability whose manifest does not set one: one day.
+const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(86_400);
+/// How many of the principal's recent calls a policy sees in `prior-actions`.
+const PRIOR_ACTIONS: usize = 16;
 
 /// Why the pipeline could not be built from the config, or an adapter not installed.
 #[derive(Debug, thiserror::Error)]
@@ -70,24 +87,40 @@ pub enum PipelineError {
     },
 }
 
-/// The pipeline's state: the tools, the policies, the skills and the meta-tools.
+/// The pipeline's state: the tools, the policies, the skills, the meta-tools and the store.
 #[derive(Debug)]
 pub struct Pipeline {
     pub(crate) registry: Registry,
     pub(crate) policies: PolicyStore,
     pub(crate) skills: Skills,
     meta_tools: Vec<MetaTool>,
+    pub(crate) store: Arc<dyn Store>,
+    store_config: StoreConfig,
+    waiters: Waiters,
 }
 
 impl Pipeline {
-    /// Builds the pipeline from the operator's `[pipeline]` config; no adapter is installed.
-    pub fn new(config: &PipelineConfig) -> Result<Self, PipelineError> {
+    /// Builds the pipeline from the operator's `[pipeline]` config over `store`; no adapter is
+    /// installed.
+    pub fn new(
+        config: &PipelineConfig,
+        store: Arc<dyn Store>,
+        store_config: StoreConfig,
+    ) -> Result<Self, PipelineError> {
         Ok(Self {
             registry: Registry::new(&config.tools)?,
             policies: PolicyStore::new(&config.policies, config.policy_default),
             skills: Skills::new(&config.skills, config.skill_limits.clone())?,
             meta_tools: config.meta_tools.clone(),
+            store,
+            store_config,
+            waiters: Waiters::default(),
         })
+    }
+
+    /// The approval settings of `[store]`.
+    pub fn store_config(&self) -> &StoreConfig {
+        &self.store_config
     }
 
     /// Compiles an adapter's schemas and serves it (replacing the same id atomically).
@@ -105,10 +138,15 @@ impl Pipeline {
     /// failure is a result envelope with a status and an outcome code.
     pub async fn run(&self, sandbox: &Sandbox, call: ToolCallEnvelope) -> ToolResultEnvelope {
         let span = tracing::info_span!("tool_call", tool_call_id = %call.tool_call_id, tool = %call.capability_id);
-        let now_unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_unix_ms = crate::state::now_ms();
+        let timeout = sandbox.limits().timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut result = ToolResultEnvelope::begin(&call);
+        // What gate 10 records besides the result.
+        let mut action = None;
+        let mut sensitive = false;
+        let mut claimed = None;
+        let mut executes = None;
         let gates = async {
             // 2. Normalize.
             let target = normalize::resolve(
@@ -122,6 +160,7 @@ impl Pipeline {
             result.capability_id.clone_from(&tool.name);
             result.resolved_from.clone_from(&target.via_meta_tool);
             result.adapter = Some(tool.adapter().plugin().clone());
+            sensitive = capability.sensitive;
 
             // 3. Validate.
             validate::check(tool.schemas(), &tool.constraints, &target.args)?;
@@ -136,39 +175,97 @@ impl Pipeline {
             result.approval_mode_effective = Some(mode);
 
             // 5. Policy.
-            let action = target.action(&call, mode, now_unix_ms);
             let set = self.policies.snapshot();
-            let decision = policy::evaluate(&set, sandbox, &tool.name, action).await;
+            let mut wit_action = target.action(&call, mode, now_unix_ms);
+            if set.applies(&call.tenant_id, &tool.name)
+                && let Some(principal) = call.principal_chain.last()
+            {
+                wit_action.context.prior_actions = self
+                    .store
+                    .prior_actions(call.tenant_id.clone(), principal.id.clone(), PRIOR_ACTIONS)
+                    .await?;
+            }
+            action = serde_json::to_value(ActionRecord::from(&wit_action)).ok();
+            let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action).await;
             drop(set);
-            let mode = decision.approval_mode_effective;
+            let mut mode = decision.approval_mode_effective;
             result.approval_mode_effective = Some(mode);
             let reasons = decision.reasons();
             let (verdict, obligations) = (decision.verdict, decision.obligations.clone());
             result.policy_decision = Some(decision);
-            match verdict {
-                Verdict::Allow => {}
+            let why = match verdict {
+                Verdict::Allow => Vec::new(),
                 // The composition never yields abstain; treat it like deny (fail closed).
                 Verdict::Deny | Verdict::Abstain => return Err(Stop::PolicyDenied(reasons)),
-                // 6. Approve (requested by policy).
-                Verdict::RequireApproval => {
-                    return Err(Stop::ApprovalRequired {
-                        tool: tool.name.clone(),
-                        why: reasons.join("; "),
+                Verdict::RequireApproval => reasons,
+            };
+
+            // 6. Approve: asked by policy, or the capability's approval gate at network or above.
+            let gate = capability
+                .approval_gate
+                .as_ref()
+                .filter(|_| mode >= ApprovalMode::Network)
+                .map(|gate| format!("approval gate {gate}"));
+            let request_hash = crate::state::request_hash(
+                &tool.name,
+                &target.args,
+                call.approval_mode_requested
+                    .map(|m| m.to_string())
+                    .as_deref(),
+            );
+            let mut key = call.idempotency_key.clone();
+            if verdict == Verdict::RequireApproval || gate.is_some() {
+                let proposal = approve::Proposal {
+                    call: &call,
+                    tool: &tool.name,
+                    mode,
+                    why: if why.is_empty() {
+                        gate.into_iter().collect()
+                    } else {
+                        why
+                    },
+                    request_hash: &request_hash,
+                    now_ms: now_unix_ms,
+                };
+                let approval =
+                    approve::approve(&*self.store, &self.store_config, &proposal, &mut result)
+                        .await?;
+                mode = approve::approved_mode(&approval, mode);
+                result.approval_mode_effective = Some(mode);
+                // A call without a key runs once under its approval.
+                key.get_or_insert_with(|| format!("approval:{}", approval.id));
+                executes = Some(approval.id);
+            }
+
+            // 7. Deduplicate.
+            if let Some(key) = key {
+                let key = IdempotencyKey {
+                    tenant: call.tenant_id.clone(),
+                    tool: tool.name.clone(),
+                    key,
+                };
+                let window = capability
+                    .idempotency
+                    .as_ref()
+                    .map_or(DEFAULT_DEDUP_WINDOW, |i| {
+                        Duration::from_secs(i.dedup_window_seconds)
                     });
+                let request = ClaimRequest {
+                    key: key.clone(),
+                    request_hash,
+                    tool_call_id: call.tool_call_id.clone(),
+                    lease_until_ms: now_unix_ms + millis(timeout + LEASE_GRACE),
+                    expires_at_ms: now_unix_ms + millis(window),
+                };
+                match dedupe::dedupe(&*self.store, &self.waiters, &call, request, deadline).await? {
+                    Dedupe::Run => claimed = Some(key),
+                    Dedupe::Replay(stored) => {
+                        result = *stored;
+                        executes = None;
+                        return Ok(());
+                    }
                 }
             }
-
-            // 6. Approve (required by the capability's approval gate at network or above).
-            if let Some(gate) = &capability.approval_gate
-                && mode >= ApprovalMode::Network
-            {
-                return Err(Stop::ApprovalRequired {
-                    tool: tool.name.clone(),
-                    why: format!("approval gate {gate}"),
-                });
-            }
-
-            // 7. Deduplicate: plugs in here with the state module.
 
             // 8. Invoke.
             let output =
@@ -183,12 +280,37 @@ impl Pipeline {
             result.content = content;
             result.structured_content = structured;
             result.evidence_refs = output.evidence_refs;
-            // 10. Record: the audit log plugs in here with the state module.
             Ok::<(), Stop>(())
         };
-        if let Err(stop) = gates.instrument(span.clone()).await {
-            span.in_scope(|| outcome::end(&mut result, &stop));
+        let stopped = gates.instrument(span.clone()).await.err();
+        if let Some(stop) = &stopped {
+            span.in_scope(|| outcome::end(&mut result, stop));
+        }
+        // 10. Record.
+        let waking = claimed.clone();
+        let entry = record::record(record::Facts {
+            call: &call,
+            result: &result,
+            action,
+            sensitive,
+            claimed,
+            nothing_ran: matches!(stopped, Some(Stop::Sandbox(SandboxError::Busy { .. }))),
+            executes,
+            at_ms: crate::state::now_ms(),
+        });
+        let durable = entry.durable;
+        if let Err(error) = self.store.record(entry).instrument(span.clone()).await {
+            // The effect (if any) happened; its result is delivered, and a repeat under the key
+            // will find it indeterminate after the lease for an operator to resolve.
+            span.in_scope(|| tracing::error!(%error, durable, "the call could not be recorded"));
+        }
+        if let Some(key) = &waking {
+            self.waiters.wake(key);
         }
         result
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

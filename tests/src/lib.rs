@@ -1,7 +1,9 @@
 //! Shared fixtures for the end-to-end tests: the components built from source by `build.rs`,
 //! a test publisher key, operator configs that trust it, and a loopback [`upstream`] server.
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gatehouse_host::config::PublisherConfig;
 use gatehouse_host::config::{Glob, PolicyDefault, Tenants, ToolGrant};
@@ -58,14 +60,31 @@ pub fn publisher() -> &'static SigningKey {
     KEY.get_or_init(|| SigningKey::generate("test-publisher").expect("randomness"))
 }
 
+/// A fresh state store file for one host, in a directory that lives as long as the test
+/// process.
+pub fn store_path() -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    dir.path().join(format!("store-{n}.db"))
+}
+
+/// A number no other call of this process returned.
+pub fn unique() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// An operator config trusting [`publisher`] for adapters matching `adapters` and policies
-/// matching `policies`, with the compile cache off and budgets small enough that hostile
-/// plugins are stopped quickly. Every tool is visible to every tenant and, with no policy
+/// matching `policies`, with the compile cache off, a fresh state store, and budgets small
+/// enough that hostile plugins are stopped quickly. Every tool is visible to every tenant and, with no policy
 /// bound, calls are allowed (`policy_default = "allow"`), so tests of other gates need no
 /// policy; pipeline tests set both explicitly.
 pub fn config(adapters: &[&str], policies: &[&str]) -> HostConfig {
     let mut config = HostConfig::default();
     config.cache.enabled = false;
+    config.store.path = Some(store_path());
     config.sandbox.fuel = 200_000_000;
     config.sandbox.timeout_ms = 2_000;
     config.sandbox.memory_mib = 32;

@@ -27,6 +27,7 @@ macro_rules! say {
 }
 
 mod serve;
+mod state;
 
 const CONFIG_ENV: &str = "GATEHOUSE_CONFIG";
 const DEFAULT_CONFIG: &str = "gatehouse.toml";
@@ -128,6 +129,40 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// Pending calls and their decisions: list, show, approve, reject (`[store]` in the
+    /// config names the store file).
+    Approvals {
+        #[command(subcommand)]
+        command: state::ApprovalsCommand,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// The hash-chained audit log: verify, export, show.
+    Audit {
+        #[command(subcommand)]
+        command: state::AuditCommand,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Idempotency records: list the ones a crash left indeterminate, and resolve them.
+    Idempotency {
+        #[command(subcommand)]
+        command: state::IdempotencyCommand,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Evaluate a recorded call's action again with the given policy modules (and the config's
+    /// bindings), without running any adapter, and say whether the decision would change:
+    /// the what-if to run before swapping a policy.
+    Replay {
+        /// The recorded call's id (`call_...`).
+        tool_call_id: String,
+        /// A signed policy module to evaluate with (repeatable).
+        #[arg(long = "policy", value_name = "FILE")]
+        policies: Vec<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -142,7 +177,7 @@ enum Command {
 struct ConfigArg {
     /// Operator config file. Default: $GATEHOUSE_CONFIG, else ./gatehouse.toml if present,
     /// else built-in defaults (which trust no publisher).
-    #[arg(long)]
+    #[arg(long, global = true)]
     config: Option<PathBuf>,
 }
 
@@ -212,6 +247,14 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         } => pack(&component, &manifest, &key, output, out),
         Command::Verify { component, config } => verify(&component, &config, out),
         Command::Inspect { component } => inspect(&component, out),
+        Command::Approvals { command, config } => state::approvals(command, &config, out),
+        Command::Audit { command, config } => state::audit(command, &config, out),
+        Command::Idempotency { command, config } => state::idempotency(command, &config, out),
+        Command::Replay {
+            tool_call_id,
+            policies,
+            config,
+        } => state::replay(&tool_call_id, &policies, &config, out),
         Command::Serve {
             adapters,
             policies,

@@ -104,7 +104,7 @@ impl Denial {
 }
 
 /// One outbound request an adapter attempted during a call. Never holds header values.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EgressAttempt {
     /// HTTP method.
     pub method: String,
@@ -120,7 +120,7 @@ pub struct EgressAttempt {
     /// `response_bytes_budget`, `time_budget`.
     pub code: String,
     /// Why it was denied or how it failed; empty when it went through.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
     /// Response status, if a response arrived.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::identity::Caller;
 use super::result::to_mcp;
-use super::{APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
+use super::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
 use crate::envelope::{OutcomeCode, ToolCallEnvelope};
 use crate::host::Host;
 use crate::model::ApprovalMode;
@@ -124,6 +124,15 @@ impl ServerHandler for Gateway {
                 )
             })?;
             call = call.with_idempotency_key(key);
+        }
+        if let Some(id) = meta.get(APPROVAL_ID_META) {
+            let id = id.as_str().ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("_meta[\"{APPROVAL_ID_META}\"] must be a string"),
+                    None,
+                )
+            })?;
+            call = call.with_approval(id);
         }
         if let Some(mode) = meta.get(APPROVAL_MODE_META) {
             let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {

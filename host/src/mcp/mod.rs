@@ -17,10 +17,12 @@
 //! returned them (after verification and obligations); `isError` unless the outcome is `OK`,
 //! with the error's message (and remediation) as text content; and the whole
 //! `ToolResultEnvelope` (outcome code, policy decision, egress record, usage) under
-//! `_meta["gatehouse/result"]`. An unknown or hidden tool is the JSON-RPC invalid-params error,
+//! `_meta["gatehouse/result"]`; a replayed result (same idempotency key, same request) also
+//! carries `_meta["gatehouse/replay_of"]`, the id of the call that ran. An unknown or hidden tool is the JSON-RPC invalid-params error,
 //! as the MCP specification asks. A caller passes an idempotency key (required on write-class
 //! tools) and an approval mode in the request's `_meta` as `gatehouse/idempotency_key` and
-//! `gatehouse/approval_mode`.
+//! `gatehouse/approval_mode`; a call paused for approval without a key resumes with
+//! `gatehouse/approval_id`.
 //!
 //! Sessions: stateless. Every request stands alone (the 2026-07-28 protocol has no sessions;
 //! older clients get plain JSON responses without a session id).
@@ -45,3 +47,7 @@ pub const RESULT_META: &str = "gatehouse/result";
 pub const IDEMPOTENCY_KEY_META: &str = "gatehouse/idempotency_key";
 /// `_meta` key a caller sets to ask for an approval mode (never above the tool's maximum).
 pub const APPROVAL_MODE_META: &str = "gatehouse/approval_mode";
+/// `_meta` key a caller sets to resume a call paused for approval that had no idempotency key.
+pub const APPROVAL_ID_META: &str = "gatehouse/approval_id";
+/// `_meta` key set on a result that is a replay: the id of the call whose result it is.
+pub const REPLAY_OF_META: &str = "gatehouse/replay_of";

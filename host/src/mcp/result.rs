@@ -6,7 +6,7 @@
 use rmcp::ErrorData;
 use rmcp::model::{self as mcp, CallToolResult, MetaObject};
 
-use super::RESULT_META;
+use super::{REPLAY_OF_META, RESULT_META};
 use crate::envelope::{Status, ToolResultEnvelope};
 use crate::model::{ContentBlock, ResourceContents};
 
@@ -37,6 +37,9 @@ pub fn to_mcp(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData> 
     })?;
     let mut meta = MetaObject::new();
     meta.insert(RESULT_META.to_owned(), envelope);
+    if let Some(original) = &result.replay_of {
+        meta.insert(REPLAY_OF_META.to_owned(), original.clone().into());
+    }
     mcp.meta = Some(meta);
     Ok(mcp)
 }

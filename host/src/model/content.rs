@@ -1,10 +1,10 @@
 //! What a call delivers to its caller: MCP-shaped content blocks, and the error body of a
 //! failed call.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One MCP content block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     /// Text.
@@ -36,7 +36,7 @@ pub enum ContentBlock {
 }
 
 /// MCP resource contents: text or a base64 blob.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceContents {
     /// The resource URI.
     pub uri: String,
@@ -52,7 +52,7 @@ pub struct ResourceContents {
 }
 
 /// What kind of failure, for clients deciding what to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// Bad arguments; the model can correct them.
@@ -76,7 +76,7 @@ pub enum ErrorKind {
 }
 
 /// Why a call failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// Kind of failure.
     pub kind: ErrorKind,

@@ -1,10 +1,10 @@
 //! What a policy module says about a call: its verdict, its reasons, and the obligations the
 //! result must meet before delivery.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A policy's verdict, host side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Proceed.
@@ -18,7 +18,7 @@ pub enum Verdict {
 }
 
 /// A reason given by a module or the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
     /// Machine-readable code.
     pub code: String,
@@ -27,7 +27,7 @@ pub struct Reason {
 }
 
 /// Something the host must do to the result before delivering it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Obligation {
     /// Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
@@ -37,7 +37,7 @@ pub enum Obligation {
 }
 
 /// Kinds of personal data the host can mask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PiiKind {
     /// Email addresses.

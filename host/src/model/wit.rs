@@ -159,3 +159,112 @@ impl From<LogLevel> for &'static str {
         }
     }
 }
+
+/// The normalized action a policy evaluates, in the host's vocabulary: how the audit log keeps
+/// it, and what `gatehouse replay` evaluates again. Converts to and from the WIT `action`
+/// without loss.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ActionRecord {
+    /// The call.
+    pub tool_call_id: String,
+    /// The adapter.
+    pub adapter_id: String,
+    /// The capability.
+    pub capability_id: String,
+    /// Its class.
+    pub capability_class: CapabilityClass,
+    /// Its declared maximum mode.
+    pub approval_mode_max: ApprovalMode,
+    /// The mode the call entered the policy gate with.
+    pub approval_mode_requested: ApprovalMode,
+    /// The arguments (JSON text, as the policy saw them).
+    pub args: String,
+    /// The principal chain.
+    pub principals: Vec<Principal>,
+    /// The tenant.
+    pub tenant: String,
+    /// Host time, unix ms.
+    pub now_unix_ms: u64,
+    /// The principal's recent calls, oldest first.
+    pub prior_actions: Vec<String>,
+    /// Data classifications touched.
+    pub data_classification: Vec<String>,
+    /// Risk signals: (name, score).
+    pub risk_signals: Vec<(String, f64)>,
+}
+
+impl From<&wit::Action> for ActionRecord {
+    fn from(action: &wit::Action) -> Self {
+        Self {
+            tool_call_id: action.tool_call_id.clone(),
+            adapter_id: action.adapter_id.clone(),
+            capability_id: action.capability_id.clone(),
+            capability_class: action.capability_class.into(),
+            approval_mode_max: action.approval_mode_max.into(),
+            approval_mode_requested: action.approval_mode_requested.into(),
+            args: action.args.clone(),
+            principals: action.principals.iter().map(Principal::from).collect(),
+            tenant: action.tenant.clone(),
+            now_unix_ms: action.context.now_unix_ms,
+            prior_actions: action.context.prior_actions.clone(),
+            data_classification: action.context.data_classification.clone(),
+            risk_signals: action
+                .risk_signals
+                .iter()
+                .map(|s| (s.name.clone(), s.score))
+                .collect(),
+        }
+    }
+}
+
+impl From<ActionRecord> for wit::Action {
+    fn from(action: ActionRecord) -> Self {
+        Self {
+            tool_call_id: action.tool_call_id,
+            adapter_id: action.adapter_id,
+            capability_id: action.capability_id,
+            capability_class: action.capability_class.into(),
+            approval_mode_max: action.approval_mode_max.into(),
+            approval_mode_requested: action.approval_mode_requested.into(),
+            args: action.args,
+            principals: action.principals.iter().map(Into::into).collect(),
+            tenant: action.tenant,
+            context: wit::ActionContext {
+                now_unix_ms: action.now_unix_ms,
+                prior_actions: action.prior_actions,
+                data_classification: action.data_classification,
+            },
+            risk_signals: action
+                .risk_signals
+                .into_iter()
+                .map(|(name, score)| wit::RiskSignal { name, score })
+                .collect(),
+        }
+    }
+}
+
+impl From<wit::CapabilityClass> for CapabilityClass {
+    fn from(class: wit::CapabilityClass) -> Self {
+        match class {
+            wit::CapabilityClass::Observe => Self::Observe,
+            wit::CapabilityClass::Recall => Self::Recall,
+            wit::CapabilityClass::ThinkSupport => Self::ThinkSupport,
+            wit::CapabilityClass::Act => Self::Act,
+            wit::CapabilityClass::Verify => Self::Verify,
+        }
+    }
+}
+
+impl From<&wit::Principal> for Principal {
+    fn from(p: &wit::Principal) -> Self {
+        Self {
+            kind: match p.kind {
+                wit::PrincipalKind::User => PrincipalKind::User,
+                wit::PrincipalKind::Agent => PrincipalKind::Agent,
+                wit::PrincipalKind::Service => PrincipalKind::Service,
+            },
+            id: p.id.clone(),
+            tenant: p.tenant.clone(),
+        }
+    }
+}

@@ -11,6 +11,7 @@ use crate::pipeline::normalize::NormalizeError;
 use crate::pipeline::validate::ValidateError;
 use crate::pipeline::verify::VerifyError;
 use crate::sandbox::SandboxError;
+use crate::state::StoreError;
 
 /// Why a call ended before delivering a tool's output.
 #[derive(Debug, thiserror::Error)]
@@ -27,14 +28,75 @@ pub enum Stop {
     /// Gate 5: the policies denied the call (their reasons, `code: message`).
     #[error("{}", denial(.0))]
     PolicyDenied(Vec<String>),
-    /// Gate 6: the call needs an approver first.
-    #[error("`{tool}` needs approval before it runs ({why})")]
+    /// Gate 6: the call needs an approver first; its approval is pending.
+    #[error("`{tool}` needs approval before it runs ({why}); approval `{approval_id}` is pending")]
     ApprovalRequired {
         /// The tool.
         tool: String,
         /// The policy reasons or the capability's approval gate.
         why: String,
+        /// The pending approval.
+        approval_id: String,
+        /// Whether the call has an idempotency key (it resumes with it; else with the id).
+        keyed: bool,
     },
+    /// Gate 6: an approver rejected the call.
+    #[error("approval `{id}` was rejected by `{by}`: {reason}")]
+    ApprovalRejected {
+        /// The approval.
+        id: String,
+        /// Who rejected it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// Gate 6: the approval expired before it was decided or used.
+    #[error("approval `{id}` expired")]
+    ApprovalExpired {
+        /// The approval.
+        id: String,
+    },
+    /// Gate 6: the call names an approval that does not exist.
+    #[error("there is no approval `{id}`")]
+    UnknownApproval {
+        /// The id the call named.
+        id: String,
+    },
+    /// Gate 6: the approval was proposed for another request (tenant, tool or arguments).
+    #[error("approval `{id}` was proposed for a different request; it does not cover this one")]
+    ApprovalMismatch {
+        /// The approval.
+        id: String,
+    },
+    /// Gate 7: the key was used for a different request.
+    #[error("idempotency key `{key}` was used by call `{holder}` for a different request")]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The call that holds it.
+        holder: String,
+    },
+    /// Gate 7: the call holding the key did not finish within this call's deadline.
+    #[error("call `{holder}` with idempotency key `{key}` is still running")]
+    IdempotencyInFlight {
+        /// The key.
+        key: String,
+        /// The call that holds it.
+        holder: String,
+    },
+    /// Gate 7: the call holding the key never recorded an outcome.
+    #[error(
+        "call `{holder}` with idempotency key `{key}` started but never recorded an outcome, so whether its effect happened is unknown"
+    )]
+    IdempotencyIndeterminate {
+        /// The key.
+        key: String,
+        /// The call that held it.
+        holder: String,
+    },
+    /// Gates 5-7 and 10: the state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// Gate 8: the sandbox stopped the tool (budget, trap, no slot, host failure).
     #[error("the tool {0}")]
     Sandbox(#[from] SandboxError),
@@ -100,12 +162,79 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 "ask the adapter's publisher to declare an approval_gate or a rollback capability",
             ),
         ),
-        Stop::ApprovalRequired { .. } => (
+        Stop::ApprovalRequired { keyed: true, .. } => (
             Paused,
             O::ApprovalRequired,
             K::Policy,
             true,
-            Some("wait for an approver to approve the call, then retry"),
+            Some(
+                "once an approver approves it, call again with the same arguments and the same idempotency key; it runs then, once",
+            ),
+        ),
+        Stop::ApprovalRequired { keyed: false, .. } => (
+            Paused,
+            O::ApprovalRequired,
+            K::Policy,
+            true,
+            Some(
+                "once an approver approves it, call again with the same arguments and the approval id (`approval_id`; over MCP `_meta[\"gatehouse/approval_id\"]`); it runs then, once",
+            ),
+        ),
+        Stop::ApprovalRejected { .. } => (Rejected, O::ApprovalRejected, K::Policy, false, None),
+        Stop::ApprovalExpired { .. } => (
+            Rejected,
+            O::ApprovalExpired,
+            K::Policy,
+            false,
+            Some("call again with a new idempotency key to propose the call again"),
+        ),
+        Stop::UnknownApproval { .. } => (
+            Rejected,
+            O::InvalidArguments,
+            K::Validation,
+            false,
+            Some("use the approval id a paused result gave you, or call without one to propose"),
+        ),
+        Stop::ApprovalMismatch { .. } => (
+            Rejected,
+            O::IdempotencyConflict,
+            K::Conflict,
+            false,
+            Some(
+                "retry with exactly the arguments that were approved, or propose this request with a new idempotency key",
+            ),
+        ),
+        Stop::IdempotencyConflict { .. } => (
+            Rejected,
+            O::IdempotencyConflict,
+            K::Conflict,
+            false,
+            Some(
+                "use a new idempotency key for a different request; reuse a key only to retry the same request",
+            ),
+        ),
+        Stop::IdempotencyInFlight { .. } => (
+            Failed,
+            O::IdempotencyInFlight,
+            K::Unavailable,
+            true,
+            Some("retry with the same key to get its result once it finishes"),
+        ),
+        Stop::IdempotencyIndeterminate { .. } => (
+            Failed,
+            O::IdempotencyIndeterminate,
+            K::Conflict,
+            false,
+            Some(
+                "an operator must check whether the effect happened and resolve the key (`gatehouse idempotency resolve`); do not retry with a new key unless they say so",
+            ),
+        ),
+        Stop::Store(_) => (
+            Failed,
+            O::StoreUnavailable,
+            K::Unavailable,
+            true,
+            Some("nothing ran; retry shortly"),
         ),
         Stop::Sandbox(SandboxError::OutOfFuel { .. }) => (
             Failed,
@@ -182,6 +311,9 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
     };
     match stop {
         Stop::Sandbox(error) => tracing::warn!(%error, "tool call failed in the sandbox"),
+        Stop::Store(error) => {
+            tracing::error!(%error, "the state store failed; the call did not run");
+        }
         _ => tracing::info!(outcome = %outcome, "call refused: {message}"),
     }
     let mut error = ErrorBody::new(kind, outcome.as_str(), message, retryable);

@@ -98,6 +98,10 @@ pub struct Capability {
     /// MCP tool annotations (hints for clients; never trusted for enforcement).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Annotations>,
+    /// Whether its arguments and results are sensitive: the audit log keeps only their
+    /// SHA-256 hashes. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
 }
 
 /// Idempotency requirements of a capability.

@@ -99,7 +99,7 @@ pub struct Verified {
 }
 
 /// Identity of a loaded plugin, as decision and result records cite it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginRef {
     /// Plugin id.
     pub id: String,

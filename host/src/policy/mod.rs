@@ -22,7 +22,7 @@ pub mod config;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bindings::types as wit;
@@ -78,7 +78,7 @@ pub enum PolicyError {
 }
 
 /// What one module said about one call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModuleDecision {
     /// The module that said it (id, version, digest, key). Absent if the module was missing.
     pub module: Option<PluginRef>,
@@ -90,19 +90,19 @@ pub struct ModuleDecision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effective_mode: Option<ApprovalMode>,
     /// Whether the host ignored its mode because it would have raised the call's mode.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mode_raise_ignored: bool,
     /// Why.
     pub reasons: Vec<Reason>,
     /// Evidence it cited.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence_refs: Vec<String>,
     /// Fuel it consumed.
     pub fuel_consumed: u64,
 }
 
 /// The decision record of one call's policy gate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
     /// Id of this decision (`pol_<hex>`).
     pub decision_id: String,
@@ -115,7 +115,7 @@ pub struct DecisionRecord {
     /// Each module's answer, in evaluation order.
     pub modules: Vec<ModuleDecision>,
     /// The obligations the result must satisfy.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub obligations: Vec<Obligation>,
 }
 
@@ -166,6 +166,12 @@ pub struct PolicySet {
 }
 
 impl PolicySet {
+    /// Whether any binding applies to a call of `tool` by `tenant` (else the policy gate
+    /// decides by the operator default alone).
+    pub fn applies(&self, tenant: &str, tool: &str) -> bool {
+        self.bindings.iter().any(|b| b.applies(tenant, tool))
+    }
+
     /// The installed version of `module`, if any.
     pub fn module(&self, module: &str) -> Option<&PluginRef> {
         self.modules.get(module).map(|m| m.plugin())

@@ -225,12 +225,13 @@ async fn each_denial_reaches_the_guest_as_denied_and_is_recorded() {
             "approval_mode",
         ),
     ];
-    for (capability, method, url, code) in cases {
+    for (n, (capability, method, url, code)) in cases.into_iter().enumerate() {
         let args = probe(&json!([{ "method": method, "url": url, "body": "x" }]));
         let mut call =
             ToolCallEnvelope::new("default", format!("test.egress-probe.{capability}"), args);
-        // `write` is write-class: the pipeline requires a key before anything runs.
-        call.idempotency_key = Some(format!("k-{method}"));
+        // `write` is write-class: the pipeline requires a key before anything runs. One key
+        // per request: reusing a key for a different request is a conflict.
+        call.idempotency_key = Some(format!("k-{n}"));
         let envelope = host.call(call).await;
         assert_eq!(
             results(&envelope),

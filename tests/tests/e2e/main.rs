@@ -11,5 +11,6 @@ mod hostile;
 mod mcp;
 mod pipeline;
 mod signing;
+mod state;
 mod swap;
 mod tls;

@@ -2,7 +2,9 @@
 //!
 //! Its config says what it does: answer `verdict` (default allow) with `effective_mode`, or
 //! `behavior = "trap"` (panics) or `behavior = "loop"` (spins until fuel or the deadline stops
-//! it). The verdict's reason names the version, so tests can see which version decided.
+//! it). The verdict's reason names the version, so tests can see which version decided. With
+//! `report_prior_actions = true` it adds a reason `PRIOR_ACTIONS` listing the action's
+//! `prior-actions`, so tests can see what the host told it.
 
 use std::hint::black_box;
 
@@ -15,6 +17,7 @@ struct Config {
     verdict: Option<Verdict>,
     effective_mode: Option<ApprovalMode>,
     behavior: Behavior,
+    report_prior_actions: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -31,7 +34,7 @@ struct Probe;
 impl Policy for Probe {
     type Config = Config;
 
-    fn evaluate(_action: &Action, config: &Config) -> Decision {
+    fn evaluate(action: &Action, config: &Config) -> Decision {
         match config.behavior {
             Behavior::Answer => {}
             Behavior::Trap => panic!("policy-probe: deliberate trap"),
@@ -47,6 +50,10 @@ impl Policy for Probe {
         };
         if let Some(mode) = config.effective_mode {
             decision = decision.with_effective_mode(mode);
+        }
+        if config.report_prior_actions {
+            decision =
+                decision.with_reason("PRIOR_ACTIONS", action.context.prior_actions.join(","));
         }
         decision
     }

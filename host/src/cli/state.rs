@@ -1,0 +1,537 @@
+//! The operator's commands on the state store: `approvals`, `audit`, `idempotency` and
+//! `replay`. They open the store file the config names (`[store] path`) directly, so they work
+//! whether or not a gateway is serving from it (SQLite serializes the writers).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use crate::envelope::ToolResultEnvelope;
+use crate::host::Host;
+use crate::model::wit::ActionRecord;
+use crate::state::sqlite::SqliteStore;
+use crate::state::{
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditQuery, Decision,
+    IdempotencyKey, Resolution, Store, now_ms,
+};
+
+/// `gatehouse approvals ...`
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approvals, newest first (pending ones by default).
+    List {
+        /// Only approvals in this state: pending, approved, rejected, executed, or `all`.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print one approval as JSON: the proposed call, who asked, why, and its decision.
+    Show {
+        /// The approval id (`apr_...`).
+        id: String,
+    },
+    /// Approve a pending call. Its caller's next call with the same request runs, once.
+    Approve {
+        /// The approval id.
+        id: String,
+        /// Who approves (a principal id). Must not be in the requesting chain unless
+        /// `[store] allow_self_approval = true`.
+        #[arg(long = "as", value_name = "PRINCIPAL")]
+        by: String,
+        /// Why (recorded in the audit log).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Reject a pending call. Its caller's next call gets APPROVAL_REJECTED.
+    Reject {
+        /// The approval id.
+        id: String,
+        /// Who rejects (a principal id).
+        #[arg(long = "as", value_name = "PRINCIPAL")]
+        by: String,
+        /// Why (shown to the caller and recorded in the audit log).
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// `gatehouse audit ...`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the whole hash chain; names the first edited, deleted, inserted or reordered
+    /// entry. Exit code 1 if the chain is broken (or does not end at `--head`).
+    Verify {
+        /// The head hash you recorded earlier: the chain must still contain it as its last
+        /// entry (detects entries removed from the end).
+        #[arg(long)]
+        head: Option<String>,
+    },
+    /// Write entries as JSON lines (oldest first).
+    Export {
+        /// Write here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this outcome code, e.g. POLICY_BLOCKED.
+        #[arg(long)]
+        outcome: Option<String>,
+        /// Only entries at or after this time (unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<u64>,
+        /// Only entries before this time (unix milliseconds).
+        #[arg(long)]
+        until_ms: Option<u64>,
+    },
+    /// Print every entry about one call (its record, approvals, resolutions).
+    Show {
+        /// The call's id (`call_...`).
+        tool_call_id: String,
+    },
+}
+
+/// `gatehouse idempotency ...`
+#[derive(Debug, Subcommand)]
+pub enum IdempotencyCommand {
+    /// List idempotency records (only the indeterminate ones that need an operator with
+    /// `--indeterminate`).
+    List {
+        /// Only keys whose call never recorded an outcome.
+        #[arg(long)]
+        indeterminate: bool,
+    },
+    /// Resolve an indeterminate key after checking the upstream: `--release` if the effect
+    /// did not happen (the next call with the key runs), `--done` if it did (later calls get
+    /// a result saying so; nothing runs).
+    Resolve {
+        /// Tenant of the call.
+        tenant: String,
+        /// The tool (`<adapter id>.<capability id>`).
+        tool: String,
+        /// The idempotency key.
+        key: String,
+        /// The effect did not happen: forget the key.
+        #[arg(long, conflicts_with = "done", required_unless_present = "done")]
+        release: bool,
+        /// The effect happened: keep the key, run nothing.
+        #[arg(long)]
+        done: bool,
+        /// Who resolves (recorded in the audit log).
+        #[arg(long = "as", value_name = "PRINCIPAL")]
+        by: String,
+    },
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))
+}
+
+fn open(config: &ConfigArg) -> Result<(SqliteStore, crate::state::StoreConfig), Failure> {
+    let store_config = load_config(config)?.host.store;
+    let store = SqliteStore::open(&store_config).map_err(usage)?;
+    Ok((store, store_config))
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).expect("store records serialize")
+}
+
+/// Runs `gatehouse approvals ...`.
+pub(super) fn approvals(
+    command: ApprovalsCommand,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (store, store_config) = open(config)?;
+    let runtime = runtime()?;
+    match command {
+        ApprovalsCommand::List {
+            status,
+            tenant,
+            json: as_json,
+        } => {
+            let status = match status.as_str() {
+                "all" => None,
+                other => Some(
+                    serde_json::from_value::<ApprovalStatus>(Value::String(other.to_owned()))
+                        .map_err(|_| {
+                            usage(format!(
+                                "--status `{other}`: expected pending, approved, rejected, executed or all"
+                            ))
+                        })?,
+                ),
+            };
+            let list = runtime
+                .block_on(store.approvals(ApprovalFilter {
+                    status,
+                    tenant,
+                    limit: 0,
+                }))
+                .map_err(refused)?;
+            if as_json {
+                say!(out, "{}", json(&list));
+            } else if list.is_empty() {
+                say!(out, "no approvals");
+            } else {
+                let now = now_ms();
+                for approval in &list {
+                    say!(out, "{}", line(approval, now));
+                }
+            }
+            Ok(0)
+        }
+        ApprovalsCommand::Show { id } => {
+            let approval = runtime
+                .block_on(store.approval(ApprovalLookup::Id(id.clone())))
+                .map_err(refused)?
+                .ok_or_else(|| refused(format!("there is no approval `{id}`")))?;
+            say!(out, "{}", json(&approval));
+            Ok(0)
+        }
+        ApprovalsCommand::Approve { id, by, reason } => {
+            decide(&runtime, &store, &store_config, id, true, by, reason, out)
+        }
+        ApprovalsCommand::Reject { id, by, reason } => {
+            decide(&runtime, &store, &store_config, id, false, by, reason, out)
+        }
+    }
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per verb; the arguments are the command's"
+)]
+fn decide(
+    runtime: &tokio::runtime::Runtime,
+    store: &SqliteStore,
+    config: &crate::state::StoreConfig,
+    id: String,
+    approve: bool,
+    by: String,
+    reason: String,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let approval = runtime
+        .block_on(store.decide(Decision {
+            id,
+            approve,
+            by,
+            reason,
+            now_ms: now_ms(),
+            allow_self_approval: config.allow_self_approval,
+        }))
+        .map_err(|e| refused(format!("refused: {e}")))?;
+    say!(out, "{}", line(&approval, now_ms()));
+    if approve {
+        say!(
+            out,
+            "the caller's next call with the same request runs it, once"
+        );
+    }
+    Ok(0)
+}
+
+/// One approval as a line for people.
+fn line(approval: &Approval, now: u64) -> String {
+    let age = now.saturating_sub(approval.created_at_ms) / 1000;
+    let state = if approval.expired(now) {
+        "expired".to_owned()
+    } else {
+        approval.status.as_str().to_owned()
+    };
+    let decided = approval
+        .decided_by
+        .as_deref()
+        .map(|by| format!(" by {by}"))
+        .unwrap_or_default();
+    format!(
+        "{}  {state}{decided}  {}  tenant {}  asked by {}  {age}s ago  ({})",
+        approval.id,
+        approval.tool,
+        approval.tenant,
+        approval.principals.join(" > "),
+        approval.reasons.join("; ")
+    )
+}
+
+/// Runs `gatehouse audit ...`.
+pub(super) fn audit(
+    command: AuditCommand,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (store, _) = open(config)?;
+    let runtime = runtime()?;
+    match command {
+        AuditCommand::Verify { head } => {
+            let report = runtime.block_on(store.verify_audit()).map_err(refused)?;
+            if let Some(problem) = &report.first_break {
+                say!(
+                    out,
+                    "audit log {}: BROKEN after {} good entries: {problem}",
+                    store.path().display(),
+                    report.entries
+                );
+                return Ok(1);
+            }
+            if let Some(expected) = head
+                && expected != report.head
+            {
+                say!(
+                    out,
+                    "audit log {}: {} entries chain correctly, but the head is {} where you recorded {expected}: entries were removed from the end (or the head is from another log)",
+                    store.path().display(),
+                    report.entries,
+                    report.head
+                );
+                return Ok(1);
+            }
+            say!(
+                out,
+                "audit log {}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time)",
+                store.path().display(),
+                report.entries,
+                report.head
+            );
+            Ok(0)
+        }
+        AuditCommand::Export {
+            output,
+            tenant,
+            outcome,
+            since_ms,
+            until_ms,
+        } => {
+            let mut file;
+            let sink: &mut dyn Write = match &output {
+                Some(path) => {
+                    file = std::fs::File::create(path)
+                        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+                    &mut file
+                }
+                None => out,
+            };
+            let mut after_seq = None;
+            let mut written = 0u64;
+            // Paged, so a long log never sits in memory at once.
+            loop {
+                let page = runtime
+                    .block_on(store.audit(AuditQuery {
+                        tenant: tenant.clone(),
+                        outcome: outcome.clone(),
+                        since_ms,
+                        until_ms,
+                        after_seq,
+                        limit: 1000,
+                        ..AuditQuery::default()
+                    }))
+                    .map_err(refused)?;
+                let Some(last) = page.last() else { break };
+                after_seq = Some(last.seq);
+                for entry in &page {
+                    writeln!(sink, "{}", export_line(entry))
+                        .map_err(|e| usage(format!("cannot write the export: {e}")))?;
+                    written += 1;
+                }
+            }
+            if let Some(path) = output {
+                say!(out, "wrote {written} entries to {}", path.display());
+            }
+            Ok(0)
+        }
+        AuditCommand::Show { tool_call_id } => {
+            let entries = runtime
+                .block_on(store.audit(AuditQuery {
+                    tool_call_id: Some(tool_call_id.clone()),
+                    ..AuditQuery::default()
+                }))
+                .map_err(refused)?;
+            if entries.is_empty() {
+                return Err(refused(format!(
+                    "the audit log has no entry about `{tool_call_id}`"
+                )));
+            }
+            for entry in &entries {
+                say!(out, "{}", json(&expanded(entry)));
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// An entry with its record parsed (the record is stored as canonical JSON text).
+fn expanded(entry: &AuditEntry) -> Value {
+    let mut value = serde_json::to_value(entry).unwrap_or_default();
+    if let Some(record) = value.get_mut("record")
+        && let Ok(parsed) = serde_json::from_str::<Value>(&entry.event.record)
+    {
+        *record = parsed;
+    }
+    value
+}
+
+fn export_line(entry: &AuditEntry) -> String {
+    expanded(entry).to_string()
+}
+
+/// Runs `gatehouse idempotency ...`.
+pub(super) fn idempotency(
+    command: IdempotencyCommand,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (store, _) = open(config)?;
+    let runtime = runtime()?;
+    match command {
+        IdempotencyCommand::List { indeterminate } => {
+            let keys = runtime
+                .block_on(store.keys(indeterminate, now_ms()))
+                .map_err(refused)?;
+            say!(out, "{}", json(&keys));
+            Ok(0)
+        }
+        IdempotencyCommand::Resolve {
+            tenant,
+            tool,
+            key,
+            release,
+            done: _,
+            by,
+        } => {
+            let resolution = if release {
+                Resolution::Release
+            } else {
+                Resolution::Done
+            };
+            runtime
+                .block_on(store.resolve(
+                    IdempotencyKey { tenant, tool, key },
+                    resolution,
+                    by,
+                    now_ms(),
+                ))
+                .map_err(|e| refused(format!("refused: {e}")))?;
+            say!(
+                out,
+                "{}",
+                match resolution {
+                    Resolution::Release => "released: the next call with this key runs",
+                    Resolution::Done => "resolved as done: later calls with this key run nothing",
+                }
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// Runs `gatehouse replay`: the recorded action of `tool_call_id` through the given policy
+/// modules, with the config's bindings; no adapter runs.
+pub(super) fn replay(
+    tool_call_id: &str,
+    policies: &[PathBuf],
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    if policies.is_empty() {
+        return Err(usage(
+            "name the policy modules to evaluate with --policy FILE (the ones the gateway serves, or the ones you plan to swap in)",
+        ));
+    }
+    let host = Host::new(load_config(config)?.host).map_err(usage)?;
+    for path in policies {
+        let bytes = read_file(path).map_err(usage)?;
+        host.install_policy(&bytes)
+            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
+    }
+    let runtime = runtime()?;
+    let entries = runtime
+        .block_on(host.audit(AuditQuery {
+            tool_call_id: Some(tool_call_id.to_owned()),
+            ..AuditQuery::default()
+        }))
+        .map_err(refused)?;
+    let record: Value = entries
+        .iter()
+        .find(|e| e.event.kind == "call")
+        .and_then(|e| serde_json::from_str(&e.event.record).ok())
+        .ok_or_else(|| refused(format!("the audit log has no call `{tool_call_id}`")))?;
+    let recorded: ToolResultEnvelope =
+        serde_json::from_value(record["result"].clone()).map_err(|e| {
+            refused(format!(
+                "the recorded result of `{tool_call_id}` does not read: {e}"
+            ))
+        })?;
+    let action: ActionRecord = match record.get("action").filter(|a| !a.is_null()) {
+        Some(action) => serde_json::from_value(action.clone()).map_err(|e| {
+            refused(format!(
+                "the recorded action of `{tool_call_id}` does not read: {e}"
+            ))
+        })?,
+        None => {
+            say!(
+                out,
+                "`{tool_call_id}` ended before the policy gate ({}): there is no decision to replay",
+                recorded.outcome
+            );
+            return Ok(0);
+        }
+    };
+    if action.args.starts_with("\"sha256:") {
+        return Err(refused(format!(
+            "`{}` is declared sensitive: its arguments are kept only as a hash, so its decision cannot be replayed",
+            recorded.capability_id
+        )));
+    }
+    let before = recorded.policy_decision.as_ref();
+    let after = runtime.block_on(host.evaluate_policy(&recorded.capability_id, action));
+    let verdict = |d: Option<&crate::envelope::DecisionRecord>| {
+        d.map_or("none".to_owned(), |d| {
+            format!("{:?} at {}", d.verdict, d.approval_mode_effective).to_lowercase()
+        })
+    };
+    let (was, now) = (verdict(before), verdict(Some(&after)));
+    say!(out, "recorded decision: {was}");
+    say!(out, "replayed decision: {now}");
+    for module in &after.modules {
+        let version = module
+            .module
+            .as_ref()
+            .map_or("not installed".to_owned(), |m| {
+                format!("{} {}", m.version, m.digest)
+            });
+        say!(
+            out,
+            "  {} ({version}): {:?} {}",
+            module.module_id,
+            module.verdict,
+            module
+                .reasons
+                .iter()
+                .map(|r| format!("{}: {}", r.code, r.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    say!(
+        out,
+        "{}",
+        if was == now {
+            "the decision would not change"
+        } else {
+            "the decision WOULD CHANGE"
+        }
+    );
+    Ok(0)
+}

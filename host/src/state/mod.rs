@@ -1,0 +1,568 @@
+//! State: what must outlive a call and be shared by every call: idempotency records, pending
+//! approvals and the audit log, behind one [`Store`] interface (DESIGN.md section 8).
+//!
+//! The embedded default is one SQLite file ([`sqlite`]); a PostgreSQL backend with the same
+//! semantics plugs in behind the same trait. The pipeline uses the store at three gates:
+//! 1. **approve** (gate 6): a call that needs approval is proposed ([`Store::propose`], find or
+//!    create, so a repeat never makes a second approval) and ends `paused`; a repeat finds it
+//!    approved ([`Store::approval`]) and goes on;
+//! 2. **deduplicate** (gate 7): a call with an idempotency key claims it
+//!    ([`Store::claim`]) before anything runs, durably; the claim says whether to run, replay
+//!    a stored result, refuse a conflicting request, wait for the call in flight, or report a
+//!    record a crash left behind (`indeterminate`, never re-run by itself);
+//! 3. **record** (gate 10): every call, refusals included, ends in one [`CallRecord`]: an entry
+//!    appended to the hash-chained audit log, the key's result, the approval's execution, all
+//!    in one transaction. For a write-class call it is durable before the result is delivered.
+//!
+//! Writes from concurrent calls share commits (group commit). Nothing here knows the pipeline's
+//! types: records arrive as JSON text, so the store has no opinion on envelopes.
+
+pub mod audit;
+pub mod sqlite;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub use audit::{AuditEntry, AuditQuery, ChainBreak, VerifyReport};
+
+/// A store operation in flight.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The `[store]` table: where state lives.
+///
+/// ```toml
+/// [store]
+/// path = "/var/lib/gatehouse/gatehouse.db"   # default: the user's data directory
+/// approval_ttl_seconds = 86400                # how long an approval stays valid
+/// allow_self_approval = false                 # may a principal approve its own call?
+/// # max_size_mib = 1024                       # cap the file; default: the disk's size
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The SQLite file. Default: `$XDG_DATA_HOME/gatehouse/gatehouse.db`, else
+    /// `~/.local/share/gatehouse/gatehouse.db`. Created (with its directory) if missing.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// How long a proposed approval may wait for a decision, and an approved one for its
+    /// caller's retry, in seconds. Default: 86400 (one day).
+    #[serde(default = "defaults::approval_ttl_seconds")]
+    pub approval_ttl_seconds: u64,
+    /// Whether a principal in the requesting chain may approve the call. Default: false (four
+    /// eyes).
+    #[serde(default)]
+    pub allow_self_approval: bool,
+    /// Largest size of the store file, in MiB; a write that would pass it fails, and so does
+    /// the write-class call that needed it (`STORE_UNAVAILABLE`, nothing runs). Default: no
+    /// limit but the disk's.
+    #[serde(default)]
+    pub max_size_mib: Option<u64>,
+}
+
+mod defaults {
+    pub fn approval_ttl_seconds() -> u64 {
+        86_400
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            path: None,
+            approval_ttl_seconds: defaults::approval_ttl_seconds(),
+            allow_self_approval: false,
+            max_size_mib: None,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The file to use, with the documented default applied.
+    pub fn resolved_path(&self) -> PathBuf {
+        if let Some(path) = &self.path {
+            return path.clone();
+        }
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        data.join("gatehouse").join("gatehouse.db")
+    }
+}
+
+/// Why the store could not do what was asked. Every variant names the file or the record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be opened (corrupt, unwritable, a newer schema).
+    #[error("cannot open the state store {path}: {detail}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What went wrong and the fix.
+        detail: String,
+    },
+    /// A read or write failed (disk full, I/O error, the database went away).
+    #[error("the state store failed: {0}")]
+    Unavailable(String),
+    /// No such record.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The operation is not allowed in the record's current state.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// What identifies an idempotent call: the same key means the same effect.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct IdempotencyKey {
+    /// Tenant the call runs for.
+    pub tenant: String,
+    /// The tool, after meta-tool resolution.
+    pub tool: String,
+    /// The caller's key.
+    pub key: String,
+}
+
+/// Gate 7's question: may this call run under its key?
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Hash of the canonical request ([`request_hash`]).
+    pub request_hash: String,
+    /// The claiming call.
+    pub tool_call_id: String,
+    /// Until when the claim holds if the call never finishes (a crash); after it the record is
+    /// `indeterminate`. Unix ms.
+    pub lease_until_ms: u64,
+    /// Until when the key is remembered (the capability's dedupe window). Unix ms.
+    pub expires_at_ms: u64,
+}
+
+/// Gate 7's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The key is new (or its record expired): this call runs, and must record its result.
+    Run,
+    /// A call with this key and request completed: here is the result it delivered.
+    Replay {
+        /// The call that ran.
+        tool_call_id: String,
+        /// The result envelope it delivered, as JSON; `None` when an operator resolved the key
+        /// as done (the effect happened, no result was recorded).
+        result: Option<String>,
+    },
+    /// The key was used for a different request.
+    Conflict {
+        /// The call that holds the key.
+        tool_call_id: String,
+    },
+    /// A call with this key and request is running now.
+    InFlight {
+        /// The call that holds the key.
+        tool_call_id: String,
+    },
+    /// A call with this key started and never recorded an outcome (the process died): whether
+    /// its effect happened is unknown. An operator resolves it; it is never re-run by itself.
+    Indeterminate {
+        /// The call that held the key.
+        tool_call_id: String,
+    },
+}
+
+/// The state of an idempotency record, as operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    /// A call holds the key and is running (or died; see the lease).
+    InProgress,
+    /// The call completed; its result replays.
+    Complete,
+    /// The call died before recording an outcome; an operator must resolve it.
+    Indeterminate,
+}
+
+/// An idempotency record, for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyRecord {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Its state (`in_progress` past its lease is reported as `indeterminate`).
+    pub state: KeyState,
+    /// The call that holds or held it.
+    pub tool_call_id: String,
+    /// When it was claimed, unix ms.
+    pub created_at_ms: u64,
+    /// When it expires, unix ms.
+    pub expires_at_ms: u64,
+}
+
+/// How an operator resolves an indeterminate key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The effect did not happen: forget the key, so the next call with it runs.
+    Release,
+    /// The effect happened: later calls with the key get a result saying so, and nothing runs.
+    Done,
+}
+
+/// The status of an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for an approver.
+    Pending,
+    /// Approved: the caller's next call with the same request runs, once.
+    Approved,
+    /// Rejected: the call will not run.
+    Rejected,
+    /// Approved and run.
+    Executed,
+}
+
+impl ApprovalStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Executed => "executed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "rejected" => Some(Self::Rejected),
+            "executed" => Some(Self::Executed),
+            _ => None,
+        }
+    }
+}
+
+/// A proposed call waiting for (or past) a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Approval {
+    /// `apr_<hex>`.
+    pub id: String,
+    /// Tenant of the call.
+    pub tenant: String,
+    /// The tool.
+    pub tool: String,
+    /// The call's idempotency key, if it had one.
+    pub idempotency_key: Option<String>,
+    /// Hash of the canonical request: a retry must be the same request.
+    pub request_hash: String,
+    /// The proposed call (its `ToolCallEnvelope`, JSON), with its principal chain.
+    pub call: Value,
+    /// Ids of the principals in the requesting chain.
+    pub principals: Vec<String>,
+    /// The effective approval mode the call will run at.
+    pub mode: String,
+    /// Why it needs approval (policy reasons or the capability's approval gate).
+    pub reasons: Vec<String>,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// When it was proposed, unix ms.
+    pub created_at_ms: u64,
+    /// When it stops being valid (undecided, or approved but not run), unix ms.
+    pub expires_at_ms: u64,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// Why.
+    pub decided_reason: Option<String>,
+    /// When, unix ms.
+    pub decided_at_ms: Option<u64>,
+    /// The call that ran it.
+    pub executed_by_call: Option<String>,
+}
+
+impl Approval {
+    /// Whether it is past its expiry at `now_ms` without having run or been rejected.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        matches!(
+            self.status,
+            ApprovalStatus::Pending | ApprovalStatus::Approved
+        ) && now_ms >= self.expires_at_ms
+    }
+}
+
+/// How an approval is found for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalLookup {
+    /// By id (a call without idempotency key resumes with the approval id).
+    Id(String),
+    /// By the call's key.
+    Key(IdempotencyKey),
+}
+
+/// An approver's decision.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// The approval.
+    pub id: String,
+    /// Approve (true) or reject.
+    pub approve: bool,
+    /// Who decides (a principal id).
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Now, unix ms.
+    pub now_ms: u64,
+    /// Whether someone in the requesting chain may decide.
+    pub allow_self_approval: bool,
+}
+
+/// Which approvals to list.
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalFilter {
+    /// Only this status.
+    pub status: Option<ApprovalStatus>,
+    /// Only this tenant.
+    pub tenant: Option<String>,
+    /// At most this many, newest first. Default (0): 100.
+    pub limit: usize,
+}
+
+/// Everything one call leaves behind, written in one transaction (gate 10).
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    /// The audit entry.
+    pub audit: AuditEvent,
+    /// The key this call claimed, and the result to replay for it.
+    pub completes: Option<(IdempotencyKey, String)>,
+    /// The key this call claimed but that nothing ran under (the call could not start): the
+    /// key is forgotten, so a retry runs.
+    pub releases: Option<IdempotencyKey>,
+    /// The approval this call executed.
+    pub executes: Option<String>,
+    /// Whether the record must be durable before this returns (write-class calls). Otherwise
+    /// it is queued and this returns at once.
+    pub durable: bool,
+}
+
+/// What an audit entry says: everything but its place in the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEvent {
+    /// `call`, `approval` (a decision) or `operator` (an operator's resolution).
+    pub kind: String,
+    /// The call it is about.
+    pub tool_call_id: Option<String>,
+    /// Tenant.
+    pub tenant: Option<String>,
+    /// The acting principal (for `prior-actions`): the last of a call's chain, or the approver.
+    pub principal: Option<String>,
+    /// The tool.
+    pub tool: Option<String>,
+    /// The outcome code.
+    pub outcome: Option<String>,
+    /// The record itself: JSON text, hashed as stored.
+    pub record: String,
+    /// When, unix ms.
+    pub at_ms: u64,
+}
+
+/// The state interface every backend implements with the same semantics. All writes are
+/// transactions; a write that returns `Ok` is committed.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Gate 7: claims `request.key` for a call, atomically, durably.
+    fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim>;
+
+    /// Gate 10: appends the audit entry and applies the rest of `record`, in one transaction.
+    fn record(&self, record: CallRecord) -> StoreFuture<'_, ()>;
+
+    /// Gate 6: the approval for `proposal`'s key if there is one, else `proposal` (pending,
+    /// undecided), stored.
+    fn propose(&self, proposal: Approval) -> StoreFuture<'_, Approval>;
+
+    /// Gate 6: an existing approval.
+    fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>>;
+
+    /// Approves or rejects a pending approval, appending the decision to the audit log.
+    fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval>;
+
+    /// Approvals, newest first.
+    fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>>;
+
+    /// The capability ids of a principal's most recent calls in a tenant, oldest first.
+    fn prior_actions(
+        &self,
+        tenant: String,
+        principal: String,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<String>>;
+
+    /// Idempotency records; `indeterminate_only` lists only those needing an operator.
+    fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>>;
+
+    /// An operator's resolution of an indeterminate key, appended to the audit log.
+    fn resolve(
+        &self,
+        key: IdempotencyKey,
+        resolution: Resolution,
+        by: String,
+        now_ms: u64,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Forgets idempotency records past their window; returns how many.
+    fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64>;
+
+    /// Audit entries matching `query`, in log order.
+    fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Walks the whole audit chain and reports the first bad entry, if any.
+    fn verify_audit(&self) -> StoreFuture<'_, VerifyReport>;
+}
+
+/// In-process wake-ups for calls waiting on a key another call holds (gate 7). A backend shared
+/// by several processes also needs its own notification (or the waiter's poll) for keys held
+/// elsewhere; within one process this wakes the waiter the moment the holder records.
+#[derive(Debug, Default)]
+pub struct Waiters {
+    keys: std::sync::Mutex<
+        std::collections::HashMap<IdempotencyKey, std::sync::Arc<tokio::sync::Notify>>,
+    >,
+}
+
+impl Waiters {
+    /// Registers interest in `key`: await the returned `Notify`'s `notified()` (created before
+    /// checking the key's state, so no wake-up is lost).
+    pub fn watch(&self, key: &IdempotencyKey) -> std::sync::Arc<tokio::sync::Notify> {
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::sync::Arc::clone(keys.entry(key.clone()).or_default())
+    }
+
+    /// Wakes every call waiting on `key`.
+    pub fn wake(&self, key: &IdempotencyKey) {
+        let notify = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        if let Some(notify) = notify {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// The current time, unix ms.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A fresh approval id, `apr_<hex>`.
+pub fn approval_id() -> String {
+    format!("apr_{}", crate::ids::random_hex(8))
+}
+
+/// `value` as canonical JSON: object keys sorted at every level, no insignificant
+/// whitespace. The same value always gives the same text, so its hash identifies it.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::to_string(key).unwrap_or_default());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// The hash that identifies a request under an idempotency key: SHA-256 of the canonical
+/// JSON of the tool (after meta-tool resolution), its arguments and the approval mode asked
+/// for. The same key with a different request is a conflict.
+pub fn request_hash(tool: &str, args: &Value, mode_requested: Option<&str>) -> String {
+    let request = serde_json::json!({ "tool": tool, "args": args, "mode": mode_requested });
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(&request)))
+    )
+}
+
+/// The hash an audit record keeps in place of a sensitive value.
+pub fn redacted(value: &Value) -> Value {
+    Value::String(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(value)))
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({ "b": 1, "a": { "d": [1, { "z": 0, "y": "é" }], "c": null } });
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":null,"d":[1,{"y":"é","z":0}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn request_hash_ignores_key_order_and_sees_every_change() {
+        let one = request_hash("t.x", &json!({ "a": 1, "b": 2 }), None);
+        assert_eq!(one, request_hash("t.x", &json!({ "b": 2, "a": 1 }), None));
+        assert_ne!(one, request_hash("t.x", &json!({ "a": 1, "b": 3 }), None));
+        assert_ne!(one, request_hash("t.y", &json!({ "a": 1, "b": 2 }), None));
+        assert_ne!(
+            one,
+            request_hash("t.x", &json!({ "a": 1, "b": 2 }), Some("network"))
+        );
+    }
+
+    #[test]
+    fn the_default_path_is_under_the_data_directory() {
+        let config = StoreConfig {
+            path: Some(PathBuf::from("/x/y.db")),
+            ..StoreConfig::default()
+        };
+        assert_eq!(config.resolved_path(), PathBuf::from("/x/y.db"));
+        assert!(
+            StoreConfig::default()
+                .resolved_path()
+                .ends_with("gatehouse/gatehouse.db")
+        );
+    }
+}

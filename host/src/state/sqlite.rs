@@ -1,0 +1,1202 @@
+//! The embedded store: one SQLite file in WAL mode.
+//!
+//! 1. **open** (once per host): the file and its directory are created if missing, the
+//!    versioned migrations in `migrations/` are applied (tracked by `PRAGMA user_version`),
+//!    and a writer thread starts. A file that is not a database, is of a newer schema, or
+//!    cannot be written fails the open, naming the file.
+//! 2. **write** (group commit): every write is a job sent to the writer thread. It takes the
+//!    first job waiting, then every other job already queued, runs them all in one
+//!    transaction (each in a savepoint, so one failing job does not undo the others), commits
+//!    once (`synchronous = FULL`: one fsync for the whole batch), and only then answers each
+//!    job. Concurrent calls therefore share commits instead of paying one fsync each.
+//! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
+//!    mutex, used from the blocking thread pool.
+//!
+//! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
+//! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
+//! head is read inside each transaction, never cached.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use super::{
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
+    ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, Resolution, Store, StoreConfig,
+    StoreError, StoreFuture,
+};
+
+/// The schema migrations, in order; the schema version is their count.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+/// How long a connection waits for another process's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most jobs in one transaction: bounds the latency one commit adds to the first job.
+const MAX_BATCH: usize = 512;
+
+/// A write job and where its answer goes (`None`: nobody waits for it).
+struct Job {
+    op: Op,
+    reply: Option<oneshot::Sender<Result<Done, StoreError>>>,
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one job per call, moved once into the writer's queue"
+)]
+enum Op {
+    Claim(ClaimRequest),
+    Record(CallRecord),
+    Propose(Approval),
+    Decide(Decision),
+    Resolve {
+        key: IdempotencyKey,
+        resolution: Resolution,
+        by: String,
+        now_ms: u64,
+    },
+    Prune(u64),
+}
+
+enum Done {
+    Claim(Claim),
+    Approval(Box<Approval>),
+    Count(u64),
+    Unit,
+}
+
+/// The SQLite store. Cheap to share (`Arc` it).
+pub struct SqliteStore {
+    path: PathBuf,
+    /// `None` once the store is shutting down.
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+impl Drop for SqliteStore {
+    /// Lets the writer finish the jobs already queued (records of read-only calls nobody waited
+    /// for), so a clean shutdown loses nothing.
+    fn drop(&mut self) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = writer
+            && writer.join().is_err()
+        {
+            tracing::error!("the state store's writer thread panicked");
+        }
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store `config` names and starts its writer thread.
+    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+        let path = &config.resolved_path();
+        let fail = |detail: String| StoreError::Open {
+            path: path.display().to_string(),
+            detail,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| fail(format!("cannot create its directory: {e}")))?;
+        }
+        let mut writer = connect(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        migrate(&mut writer).map_err(fail)?;
+        if let Some(mib) = config.max_size_mib {
+            let page_size: i64 = writer
+                .pragma_query_value(None, "page_size", |row| row.get(0))
+                .map_err(|e| fail(e.to_string()))?;
+            let pages = i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX)
+                / page_size.max(512);
+            writer
+                .pragma_update(None, "max_page_count", pages.max(1))
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        // Checkpoints (copying the WAL into the database file) mostly run on their own
+        // connection and thread, off the writer's path; the writer's own automatic checkpoint
+        // (every 1000 pages) then finds little left to copy, and restarts the WAL from its
+        // beginning, so commits overwrite the same file blocks instead of growing the file.
+        let checkpointer =
+            connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|e| fail(e.to_string()))?;
+        let reader =
+            connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| fail(e.to_string()))?;
+        let (jobs, queue) = mpsc::channel();
+        let (stop, stopped) = mpsc::channel::<()>();
+        let writer = std::thread::Builder::new()
+            .name("gatehouse-store".to_owned())
+            .spawn(move || {
+                write_loop(writer, &queue);
+                drop(stop);
+            })
+            .map_err(|e| fail(format!("cannot start the writer thread: {e}")))?;
+        std::thread::Builder::new()
+            .name("gatehouse-checkpoint".to_owned())
+            .spawn(move || checkpoint_loop(&checkpointer, &stopped))
+            .map_err(|e| fail(format!("cannot start the checkpoint thread: {e}")))?;
+        Ok(Self {
+            path: path.to_owned(),
+            jobs: Mutex::new(Some(jobs)),
+            writer: Mutex::new(Some(writer)),
+            reader: Arc::new(Mutex::new(reader)),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends a job to the writer; waits for its commit when `wait`.
+    fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            op,
+            reply: wait.then_some(reply),
+        };
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
+        Box::pin(async move {
+            if !sent {
+                return Err(StoreError::Unavailable(
+                    "the store's writer thread has stopped; see the log".to_owned(),
+                ));
+            }
+            if !wait {
+                return Ok(Done::Unit);
+            }
+            answer.await.unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(
+                    "the store's writer thread stopped before answering; see the log".to_owned(),
+                ))
+            })
+        })
+    }
+
+    /// Runs `read` on the reader connection in the blocking pool.
+    fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let reader = Arc::clone(&self.reader);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+                read(&conn).map_err(unavailable)
+            })
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("a store read failed: {e}")))?
+        })
+    }
+}
+
+fn connect(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if !flags.contains(OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        // WAL: readers never block the writer; FULL: a commit survives power loss.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+    }
+    Ok(conn)
+}
+
+/// Applies the migrations the file has not seen, in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let version: usize = conn
+        .pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))
+        .map_err(|e| e.to_string())?
+        .try_into()
+        .unwrap_or(usize::MAX);
+    if version > MIGRATIONS.len() {
+        return Err(format!(
+            "its schema version is {version}, newer than this gatehouse knows ({}); run a newer gatehouse",
+            MIGRATIONS.len()
+        ));
+    }
+    if version == MIGRATIONS.len() {
+        return Ok(());
+    }
+    let txn = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        txn.execute_batch(sql)
+            .map_err(|e| format!("migration {} failed: {e}", index + 1))?;
+    }
+    txn.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+        .map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| e.to_string())
+}
+
+/// Runs a statement through the connection's statement cache (hot statements are parsed once).
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// One row through the statement cache.
+fn query_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, map)
+}
+
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "used as `map_err(unavailable)`, which passes the error by value"
+)]
+fn unavailable(error: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// How often the WAL is copied into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// The checkpoint thread: copies committed WAL frames into the database file without blocking
+/// the writer (`PASSIVE`). Once a checkpoint has copied everything, the writer's next
+/// transaction starts the WAL over from its beginning, so it stays small. Ends when the writer
+/// thread ends, with a last full checkpoint.
+fn checkpoint_loop(conn: &Connection, writer_gone: &mpsc::Receiver<()>) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = writer_gone.recv_timeout(CHECKPOINT_EVERY) {
+        let checkpoint = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        if let Err(error) = checkpoint {
+            tracing::debug!(%error, "a WAL checkpoint did not complete; the next one retries");
+        }
+    }
+    // A last checkpoint, so a clean shutdown leaves the database file complete.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+}
+
+/// How often idempotency records past their dedupe window are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The writer thread: group commit (see the module docs). Also prunes expired idempotency
+/// records, at most every [`PRUNE_EVERY`], in a batch of their own. Ends when every sender is
+/// gone, after the jobs already queued.
+fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
+    let mut pruned: Option<std::time::Instant> = None;
+    while let Ok(first) = queue.recv() {
+        if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            pruned = Some(std::time::Instant::now());
+            let mut prune = [Job {
+                op: Op::Prune(super::now_ms()),
+                reply: None,
+            }];
+            match run_batch(&mut conn, &mut prune).pop() {
+                Some(Ok(Done::Count(n))) if n > 0 => {
+                    tracing::info!(pruned = n, "forgot idempotency records past their window");
+                }
+                Some(Err(error)) => tracing::warn!(%error, "pruning idempotency records failed"),
+                _ => {}
+            }
+        }
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH
+            && let Ok(job) = queue.try_recv()
+        {
+            batch.push(job);
+        }
+        let results = run_batch(&mut conn, &mut batch);
+        for (job, result) in batch.into_iter().zip(results) {
+            if let Err(error) = &result {
+                tracing::warn!(%error, "a state store write failed");
+            }
+            if let Some(reply) = job.reply {
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// Runs a batch in one transaction; every job gets an answer, all failed if the commit fails.
+fn run_batch(conn: &mut Connection, batch: &mut [Job]) -> Vec<Result<Done, StoreError>> {
+    let failed = |error: &StoreError, n: usize| (0..n).map(|_| Err(error.clone())).collect();
+    let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(txn) => txn,
+        Err(e) => return failed(&unavailable(e), batch.len()),
+    };
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch.iter_mut() {
+        // Each job in a savepoint (through the statement cache: this runs per job).
+        let result = match exec(&txn, "SAVEPOINT job", []) {
+            Ok(_) => match apply(&txn, &mut job.op) {
+                Ok(done) => exec(&txn, "RELEASE job", [])
+                    .map(|_| done)
+                    .map_err(unavailable),
+                Err(error) => {
+                    // Undo this job only.
+                    exec(&txn, "ROLLBACK TO job", []).ok();
+                    exec(&txn, "RELEASE job", []).ok();
+                    Err(error)
+                }
+            },
+            Err(e) => Err(unavailable(e)),
+        };
+        results.push(result);
+    }
+    match txn.commit() {
+        Ok(()) => results,
+        Err(e) => failed(&unavailable(e), batch.len()),
+    }
+}
+
+/// One job inside the batch's transaction.
+fn apply(txn: &Connection, op: &mut Op) -> Result<Done, StoreError> {
+    match op {
+        Op::Claim(request) => claim(txn, request).map(Done::Claim),
+        Op::Record(record) => {
+            let at = record.audit.at_ms;
+            append(txn, &record.audit)?;
+            if let Some((key, result)) = &record.completes {
+                let tool_call_id = call_id_of(&record.audit);
+                let updated = exec(
+                    txn,
+                    "UPDATE idempotency SET state = 'complete', result = ?1 \
+                     WHERE tenant = ?2 AND tool = ?3 AND key = ?4 AND tool_call_id = ?5",
+                    params![result, key.tenant, key.tool, key.key, tool_call_id],
+                )
+                .map_err(unavailable)?;
+                if updated == 0 {
+                    tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
+                }
+            }
+            if let Some(key) = &record.releases {
+                exec(txn, "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3 AND tool_call_id = ?4", params![key.tenant, key.tool, key.key, call_id_of(&record.audit)])
+                .map_err(unavailable)?;
+            }
+            if let Some(id) = &record.executes {
+                exec(txn, "UPDATE approvals SET status = 'executed', executed_by_call = ?1, decided_at = COALESCE(decided_at, ?3) \
+                     WHERE id = ?2 AND status = 'approved'", params![call_id_of(&record.audit), id, to_db(at)])
+                .map_err(unavailable)?;
+            }
+            Ok(Done::Unit)
+        }
+        Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
+        Op::Decide(decision) => decide(txn, decision).map(|a| Done::Approval(Box::new(a))),
+        Op::Resolve {
+            key,
+            resolution,
+            by,
+            now_ms,
+        } => resolve(txn, key, *resolution, by, *now_ms).map(|()| Done::Unit),
+        Op::Prune(now_ms) => txn
+            .execute(
+                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= ?1",
+                params![to_db(*now_ms)],
+            )
+            .map(|n| Done::Count(n as u64))
+            .map_err(unavailable),
+    }
+}
+
+fn call_id_of(entry: &AuditEvent) -> Option<&str> {
+    entry.tool_call_id.as_deref()
+}
+
+fn to_db(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn from_db(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> {
+    let key = &request.key;
+    let now = super::now_ms();
+    let existing = query_row(
+        txn,
+        "SELECT request_hash, state, tool_call_id, lease_until, result, expires_at \
+         FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+        params![key.tenant, key.tool, key.key],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, Option<String>>(4)?,
+                row.get::<_, i64>(5)?,
+            ))
+        },
+    )
+    .optional()
+    .map_err(unavailable)?;
+    if let Some((hash, state, tool_call_id, lease_until, result, expires_at)) = existing {
+        let same = hash == request.request_hash;
+        match state.as_str() {
+            // A completed record past its window is forgotten: the key is free again.
+            "complete" if from_db(expires_at) <= now => {}
+            "complete" if same => {
+                return Ok(Claim::Replay {
+                    tool_call_id,
+                    result,
+                });
+            }
+            "in_progress" if from_db(lease_until) > now => {
+                return Ok(if same {
+                    Claim::InFlight { tool_call_id }
+                } else {
+                    Claim::Conflict { tool_call_id }
+                });
+            }
+            "in_progress" | "indeterminate" if same => {
+                exec(
+                    txn,
+                    "UPDATE idempotency SET state = 'indeterminate' \
+                     WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+                    params![key.tenant, key.tool, key.key],
+                )
+                .map_err(unavailable)?;
+                return Ok(Claim::Indeterminate { tool_call_id });
+            }
+            _ => return Ok(Claim::Conflict { tool_call_id }),
+        }
+    }
+    exec(txn, "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, NULL, ?7, ?8) \
+         ON CONFLICT (tenant, tool, key) DO UPDATE SET request_hash = excluded.request_hash, \
+           state = 'in_progress', tool_call_id = excluded.tool_call_id, lease_until = excluded.lease_until, \
+           result = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at", params![
+            key.tenant,
+            key.tool,
+            key.key,
+            request.request_hash,
+            request.tool_call_id,
+            to_db(request.lease_until_ms),
+            to_db(now),
+            to_db(request.expires_at_ms)
+        ])
+    .map_err(unavailable)?;
+    Ok(Claim::Run)
+}
+
+/// Appends an audit entry after the current head, read inside this transaction.
+fn append(txn: &Connection, entry: &AuditEvent) -> Result<(), StoreError> {
+    let (seq, prev_hash) = query_row(
+        txn,
+        "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+        [],
+        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)),
+    )
+    .optional()
+    .map_err(unavailable)?
+    .map_or((1, GENESIS.to_owned()), |(seq, hash)| {
+        (from_db(seq) + 1, hash)
+    });
+    let hash = audit::entry_hash(&prev_hash, seq, entry);
+    exec(txn, "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", params![
+            to_db(seq),
+            to_db(entry.at_ms),
+            entry.kind,
+            entry.tool_call_id,
+            entry.tenant,
+            entry.principal,
+            entry.tool,
+            entry.outcome,
+            entry.record,
+            prev_hash,
+            hash
+        ])
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
+     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+
+fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+    let json = |index: usize| -> rusqlite::Result<Value> {
+        let text: String = row.get(index)?;
+        serde_json::from_str(&text).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                index,
+                rusqlite::types::Type::Text,
+                Box::new(e),
+            )
+        })
+    };
+    let strings = |index: usize| -> rusqlite::Result<Vec<String>> {
+        Ok(json(index)?
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    };
+    let status: String = row.get(9)?;
+    Ok(Approval {
+        id: row.get(0)?,
+        tenant: row.get(1)?,
+        tool: row.get(2)?,
+        idempotency_key: row.get(3)?,
+        request_hash: row.get(4)?,
+        call: json(5)?,
+        principals: strings(6)?,
+        mode: row.get(7)?,
+        reasons: strings(8)?,
+        status: ApprovalStatus::parse(&status).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                9,
+                rusqlite::types::Type::Text,
+                format!("unknown approval status `{status}`").into(),
+            )
+        })?,
+        created_at_ms: from_db(row.get(10)?),
+        expires_at_ms: from_db(row.get(11)?),
+        decided_by: row.get(12)?,
+        decided_reason: row.get(13)?,
+        decided_at_ms: row.get::<_, Option<i64>>(14)?.map(from_db),
+        executed_by_call: row.get(15)?,
+    })
+}
+
+fn approval_by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
+    query_row(
+        conn,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
+        params![id],
+        approval_row,
+    )
+    .optional()
+}
+
+fn approval_by_key(conn: &Connection, key: &IdempotencyKey) -> rusqlite::Result<Option<Approval>> {
+    query_row(
+        conn,
+        &format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE tenant = ?1 AND tool = ?2 AND idempotency_key = ?3"
+        ),
+        params![key.tenant, key.tool, key.key],
+        approval_row,
+    )
+    .optional()
+}
+
+fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError> {
+    if let Some(key) = &proposal.idempotency_key {
+        let key = IdempotencyKey {
+            tenant: proposal.tenant.clone(),
+            tool: proposal.tool.clone(),
+            key: key.clone(),
+        };
+        if let Some(existing) = approval_by_key(txn, &key).map_err(unavailable)? {
+            return Ok(existing);
+        }
+    }
+    exec(
+        txn,
+        &format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL)"
+        ),
+        params![
+            proposal.id,
+            proposal.tenant,
+            proposal.tool,
+            proposal.idempotency_key,
+            proposal.request_hash,
+            proposal.call.to_string(),
+            Value::from(proposal.principals.clone()).to_string(),
+            proposal.mode,
+            Value::from(proposal.reasons.clone()).to_string(),
+            to_db(proposal.created_at_ms),
+            to_db(proposal.expires_at_ms)
+        ],
+    )
+    .map_err(unavailable)?;
+    approval_by_id(txn, &proposal.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::Unavailable("the new approval vanished".to_owned()))
+}
+
+fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError> {
+    let approval = approval_by_id(txn, &decision.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
+    if approval.status != ApprovalStatus::Pending {
+        return Err(StoreError::Refused(format!(
+            "approval `{}` is already {}{}",
+            approval.id,
+            approval.status.as_str(),
+            approval
+                .decided_by
+                .as_deref()
+                .map(|by| format!(" (by `{by}`)"))
+                .unwrap_or_default()
+        )));
+    }
+    if approval.expired(decision.now_ms) {
+        return Err(StoreError::Refused(format!(
+            "approval `{}` expired; the caller must propose the call again",
+            approval.id
+        )));
+    }
+    if !decision.allow_self_approval && approval.principals.contains(&decision.by) {
+        return Err(StoreError::Refused(format!(
+            "`{}` is in the requesting principal chain of approval `{}`; another principal must decide (or the operator sets `[store] allow_self_approval = true`)",
+            decision.by, approval.id
+        )));
+    }
+    let status = if decision.approve {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Rejected
+    };
+    exec(txn, "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4 WHERE id = ?5", params![
+            status.as_str(),
+            decision.by,
+            decision.reason,
+            to_db(decision.now_ms),
+            decision.id
+        ])
+    .map_err(unavailable)?;
+    let record = serde_json::json!({
+        "approval_id": approval.id, "decision": status.as_str(),
+        "by": decision.by, "reason": decision.reason,
+        "request_hash": approval.request_hash,
+    });
+    append(
+        txn,
+        &AuditEvent {
+            kind: "approval".to_owned(),
+            tool_call_id: approval
+                .call
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            tenant: Some(approval.tenant.clone()),
+            principal: Some(decision.by.clone()),
+            tool: Some(approval.tool.clone()),
+            outcome: None,
+            record: super::canonical_json(&record),
+            at_ms: decision.now_ms,
+        },
+    )?;
+    approval_by_id(txn, &decision.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
+}
+
+fn resolve(
+    txn: &Connection,
+    key: &IdempotencyKey,
+    resolution: Resolution,
+    by: &str,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let row = query_row(
+            txn,
+            "SELECT state, lease_until, tool_call_id FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+            |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or_else(|| {
+            StoreError::NotFound(format!(
+                "idempotency key `{}` of `{}` for tenant `{}`",
+                key.key, key.tool, key.tenant
+            ))
+        })?;
+    let (state, lease_until, tool_call_id) = row;
+    let stuck =
+        state == "indeterminate" || (state == "in_progress" && from_db(lease_until) <= now_ms);
+    if !stuck {
+        return Err(StoreError::Refused(format!(
+            "key `{}` is {state}, not indeterminate: nothing to resolve",
+            key.key
+        )));
+    }
+    let done = match resolution {
+        Resolution::Release => {
+            exec(
+                txn,
+                "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+                params![key.tenant, key.tool, key.key],
+            )
+            .map_err(unavailable)?;
+            "released"
+        }
+        Resolution::Done => {
+            exec(txn, "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = ?1 AND tool = ?2 AND key = ?3", params![key.tenant, key.tool, key.key])
+            .map_err(unavailable)?;
+            "done"
+        }
+    };
+    let record = serde_json::json!({
+        "resolution": done, "by": by, "tenant": key.tenant, "tool": key.tool, "key": key.key,
+        "claimed_by_call": tool_call_id,
+    });
+    append(
+        txn,
+        &AuditEvent {
+            kind: "operator".to_owned(),
+            tool_call_id: Some(tool_call_id),
+            tenant: Some(key.tenant.clone()),
+            principal: Some(by.to_owned()),
+            tool: Some(key.tool.clone()),
+            outcome: None,
+            record: super::canonical_json(&record),
+            at_ms: now_ms,
+        },
+    )
+}
+
+fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+    Ok(AuditEntry {
+        seq: from_db(row.get(0)?),
+        event: AuditEvent {
+            at_ms: from_db(row.get(1)?),
+            kind: row.get(2)?,
+            tool_call_id: row.get(3)?,
+            tenant: row.get(4)?,
+            principal: row.get(5)?,
+            tool: row.get(6)?,
+            outcome: row.get(7)?,
+            record: row.get(8)?,
+        },
+        prev_hash: row.get(9)?,
+        hash: row.get(10)?,
+    })
+}
+
+const AUDIT_COLUMNS: &str =
+    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
+
+impl Store for SqliteStore {
+    fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim> {
+        let write = self.write(Op::Claim(request), true);
+        Box::pin(async move {
+            match write.await? {
+                Done::Claim(claim) => Ok(claim),
+                Done::Approval(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
+            }
+        })
+    }
+
+    fn record(&self, record: CallRecord) -> StoreFuture<'_, ()> {
+        let durable = record.durable;
+        let write = self.write(Op::Record(record), durable);
+        Box::pin(async move { write.await.map(drop) })
+    }
+
+    fn propose(&self, proposal: Approval) -> StoreFuture<'_, Approval> {
+        let write = self.write(Op::Propose(proposal), true);
+        Box::pin(async move {
+            match write.await? {
+                Done::Approval(approval) => Ok(*approval),
+                Done::Claim(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
+            }
+        })
+    }
+
+    fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>> {
+        self.read(move |conn| match &lookup {
+            ApprovalLookup::Id(id) => approval_by_id(conn, id),
+            ApprovalLookup::Key(key) => approval_by_key(conn, key),
+        })
+    }
+
+    fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval> {
+        let write = self.write(Op::Decide(decision), true);
+        Box::pin(async move {
+            match write.await? {
+                Done::Approval(approval) => Ok(*approval),
+                Done::Claim(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
+            }
+        })
+    }
+
+    fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
+        self.read(move |conn| {
+            let limit = if filter.limit == 0 { 100 } else { filter.limit };
+            let mut statement = conn.prepare(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR tenant = ?2) \
+                 ORDER BY created_at DESC, id LIMIT ?3"
+            ))?;
+            let rows = statement.query_map(
+                params![
+                    filter.status.map(ApprovalStatus::as_str),
+                    filter.tenant,
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                approval_row,
+            )?;
+            rows.collect()
+        })
+    }
+
+    fn prior_actions(
+        &self,
+        tenant: String,
+        principal: String,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<String>> {
+        self.read(move |conn| {
+            let mut statement = conn.prepare_cached(
+                "SELECT tool FROM audit WHERE tenant = ?1 AND principal = ?2 AND kind = 'call' AND tool IS NOT NULL \
+                 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let mut tools: Vec<String> = statement
+                .query_map(
+                    params![tenant, principal, i64::try_from(limit).unwrap_or(i64::MAX)],
+                    |row| row.get(0),
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            tools.reverse();
+            Ok(tools)
+        })
+    }
+
+    fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>> {
+        self.read(move |conn| {
+            let mut statement = conn.prepare(
+                "SELECT tenant, tool, key, state, tool_call_id, lease_until, created_at, expires_at \
+                 FROM idempotency ORDER BY created_at",
+            )?;
+            let rows = statement.query_map([], |row| {
+                let state: String = row.get(3)?;
+                let lease_until = from_db(row.get(5)?);
+                let state = match state.as_str() {
+                    "complete" => KeyState::Complete,
+                    "in_progress" if lease_until > now_ms => KeyState::InProgress,
+                    _ => KeyState::Indeterminate,
+                };
+                Ok(KeyRecord {
+                    key: IdempotencyKey {
+                        tenant: row.get(0)?,
+                        tool: row.get(1)?,
+                        key: row.get(2)?,
+                    },
+                    state,
+                    tool_call_id: row.get(4)?,
+                    created_at_ms: from_db(row.get(6)?),
+                    expires_at_ms: from_db(row.get(7)?),
+                })
+            })?;
+            let records: Vec<KeyRecord> = rows.collect::<rusqlite::Result<_>>()?;
+            Ok(records
+                .into_iter()
+                .filter(|r| !indeterminate_only || r.state == KeyState::Indeterminate)
+                .collect())
+        })
+    }
+
+    fn resolve(
+        &self,
+        key: IdempotencyKey,
+        resolution: Resolution,
+        by: String,
+        now_ms: u64,
+    ) -> StoreFuture<'_, ()> {
+        let write = self.write(
+            Op::Resolve {
+                key,
+                resolution,
+                by,
+                now_ms,
+            },
+            true,
+        );
+        Box::pin(async move { write.await.map(drop) })
+    }
+
+    fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64> {
+        let write = self.write(Op::Prune(now_ms), true);
+        Box::pin(async move {
+            match write.await? {
+                Done::Count(n) => Ok(n),
+                Done::Claim(_) | Done::Approval(_) | Done::Unit => unreachable_answer(),
+            }
+        })
+    }
+
+    fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read(move |conn| {
+            let mut statement = conn.prepare(&format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit \
+                 WHERE (?1 IS NULL OR tool_call_id = ?1) AND (?2 IS NULL OR tenant = ?2) \
+                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR at >= ?4) \
+                   AND (?5 IS NULL OR at < ?5) AND (?6 IS NULL OR seq > ?6) \
+                 ORDER BY seq LIMIT ?7"
+            ))?;
+            let limit = if query.limit == 0 {
+                -1
+            } else {
+                i64::try_from(query.limit).unwrap_or(i64::MAX)
+            };
+            let rows = statement.query_map(
+                params![
+                    query.tool_call_id,
+                    query.tenant,
+                    query.outcome,
+                    query.since_ms.map(to_db),
+                    query.until_ms.map(to_db),
+                    query.after_seq.map(to_db),
+                    limit
+                ],
+                audit_row,
+            )?;
+            rows.collect()
+        })
+    }
+
+    fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {
+        self.read(|conn| {
+            let mut statement =
+                conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"))?;
+            let mut chain = audit::Chain::default();
+            for entry in statement.query_map([], audit_row)? {
+                if !chain.check(entry?) {
+                    break;
+                }
+            }
+            Ok(chain.report())
+        })
+    }
+}
+
+fn unreachable_answer<T>() -> Result<T, StoreError> {
+    Err(StoreError::Unavailable(
+        "the store's writer answered a different question (a bug in gatehouse)".to_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{ApprovalFilter, AuditEvent, KeyState};
+
+    fn store() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            path: Some(dir.path().join("state.db")),
+            ..StoreConfig::default()
+        };
+        (SqliteStore::open(&config).unwrap(), dir)
+    }
+
+    fn key(k: &str) -> IdempotencyKey {
+        IdempotencyKey {
+            tenant: "acme".to_owned(),
+            tool: "t.pay".to_owned(),
+            key: k.to_owned(),
+        }
+    }
+
+    fn claim_request(k: &str, hash: &str, call: &str, lease_ms: u64) -> ClaimRequest {
+        let now = crate::state::now_ms();
+        ClaimRequest {
+            key: key(k),
+            request_hash: hash.to_owned(),
+            tool_call_id: call.to_owned(),
+            lease_until_ms: now + lease_ms,
+            expires_at_ms: now + 60_000,
+        }
+    }
+
+    fn finished(call: &str, k: &str, result: &str) -> CallRecord {
+        CallRecord {
+            audit: AuditEvent {
+                kind: "call".to_owned(),
+                tool_call_id: Some(call.to_owned()),
+                tenant: Some("acme".to_owned()),
+                principal: Some("agent:a".to_owned()),
+                tool: Some("t.pay".to_owned()),
+                outcome: Some("OK".to_owned()),
+                record: "{}".to_owned(),
+                at_ms: crate::state::now_ms(),
+            },
+            completes: Some((key(k), result.to_owned())),
+            releases: None,
+            executes: None,
+            durable: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_runs_once_then_replays_and_refuses_other_requests() {
+        let (store, _dir) = store();
+        let first = claim_request("k1", "h1", "call_1", 60_000);
+        assert_eq!(store.claim(first.clone()).await.unwrap(), Claim::Run);
+        assert_eq!(
+            store
+                .claim(claim_request("k1", "h1", "call_2", 60_000))
+                .await
+                .unwrap(),
+            Claim::InFlight {
+                tool_call_id: "call_1".to_owned()
+            }
+        );
+        assert_eq!(
+            store
+                .claim(claim_request("k1", "h2", "call_3", 60_000))
+                .await
+                .unwrap(),
+            Claim::Conflict {
+                tool_call_id: "call_1".to_owned()
+            }
+        );
+        store
+            .record(finished("call_1", "k1", "{\"r\":1}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .claim(claim_request("k1", "h1", "call_4", 60_000))
+                .await
+                .unwrap(),
+            Claim::Replay {
+                tool_call_id: "call_1".to_owned(),
+                result: Some("{\"r\":1}".to_owned())
+            }
+        );
+        let report = store.verify_audit().await.unwrap();
+        assert_eq!((report.entries, report.first_break), (1, None));
+    }
+
+    #[tokio::test]
+    async fn a_claim_past_its_lease_is_indeterminate_until_an_operator_resolves_it() {
+        let (store, _dir) = store();
+        assert_eq!(
+            store
+                .claim(claim_request("k", "h", "call_1", 0))
+                .await
+                .unwrap(),
+            Claim::Run
+        );
+        let again = claim_request("k", "h", "call_2", 60_000);
+        let indeterminate = Claim::Indeterminate {
+            tool_call_id: "call_1".to_owned(),
+        };
+        assert_eq!(store.claim(again.clone()).await.unwrap(), indeterminate);
+        assert_eq!(store.claim(again.clone()).await.unwrap(), indeterminate);
+        let now = crate::state::now_ms();
+        let listed = store.keys(true, now).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].state, KeyState::Indeterminate);
+        store
+            .resolve(key("k"), Resolution::Release, "ops".to_owned(), now)
+            .await
+            .unwrap();
+        assert_eq!(store.claim(again).await.unwrap(), Claim::Run);
+        // The resolution is in the audit log, chained.
+        let entries = store.audit(AuditQuery::default()).await.unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].event.kind, "operator");
+        assert!(store.verify_audit().await.unwrap().first_break.is_none());
+    }
+
+    #[tokio::test]
+    async fn proposals_are_found_by_key_and_decided_by_someone_else() {
+        let (store, _dir) = store();
+        let proposal = |id: &str| Approval {
+            id: id.to_owned(),
+            tenant: "acme".to_owned(),
+            tool: "t.pay".to_owned(),
+            idempotency_key: Some("k".to_owned()),
+            request_hash: "h".to_owned(),
+            call: serde_json::json!({ "tool_call_id": "call_1" }),
+            principals: vec!["usr_alice".to_owned()],
+            mode: "delegated".to_owned(),
+            reasons: vec!["R: why".to_owned()],
+            status: ApprovalStatus::Pending,
+            created_at_ms: crate::state::now_ms(),
+            expires_at_ms: crate::state::now_ms() + 60_000,
+            decided_by: None,
+            decided_reason: None,
+            decided_at_ms: None,
+            executed_by_call: None,
+        };
+        let first = store.propose(proposal("apr_1")).await.unwrap();
+        let second = store.propose(proposal("apr_2")).await.unwrap();
+        assert_eq!((first.id.as_str(), second.id.as_str()), ("apr_1", "apr_1"));
+        let decision = |by: &str| Decision {
+            id: "apr_1".to_owned(),
+            approve: true,
+            by: by.to_owned(),
+            reason: "fine".to_owned(),
+            now_ms: crate::state::now_ms(),
+            allow_self_approval: false,
+        };
+        let refused = store.decide(decision("usr_alice")).await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Refused(ref m) if m.contains("requesting principal chain")),
+            "{refused}"
+        );
+        let approved = store.decide(decision("usr_bob")).await.unwrap();
+        assert_eq!(approved.status, ApprovalStatus::Approved);
+        assert_eq!(approved.decided_by.as_deref(), Some("usr_bob"));
+        let again = store.decide(decision("usr_carol")).await.unwrap_err();
+        assert!(
+            matches!(again, StoreError::Refused(ref m) if m.contains("already approved")),
+            "{again}"
+        );
+        let pending = store
+            .approvals(ApprovalFilter {
+                status: Some(ApprovalStatus::Pending),
+                ..ApprovalFilter::default()
+            })
+            .await
+            .unwrap();
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_store_fails_the_open_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("garbage.db");
+        std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        let config = StoreConfig {
+            path: Some(path.clone()),
+            ..StoreConfig::default()
+        };
+        let error = SqliteStore::open(&config).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("cannot open the state store {}", path.display())),
+            "{error}"
+        );
+        let under_a_file = StoreConfig {
+            path: Some(path.join("inside.db")),
+            ..StoreConfig::default()
+        };
+        let error = SqliteStore::open(&under_a_file).unwrap_err().to_string();
+        assert!(error.contains("cannot create its directory"), "{error}");
+    }
+}
