@@ -48,6 +48,21 @@ impl ErrorKind {
 ///
 /// Every constructor sets `retryable` to `false` except [`ToolError::unavailable`], whose
 /// meaning is "try again later"; change it with [`ToolError::retryable`].
+///
+/// `?` converts the errors an adapter meets most into a `ToolError`, so
+/// `fn invoke(..) -> gatehouse_sdk::Result<ToolOutput>` rarely needs a `map_err`:
+///
+/// | from | code | kind | retryable |
+/// |------|------|------|-----------|
+/// | [`http::HttpError`](crate::http::HttpError) | see the table in [`http`](crate::http) | | |
+/// | [`serde_json::Error`] | `INVALID_JSON` | `upstream` | no |
+///
+/// A `serde_json::Error` that reaches `?` is taken to be data the adapter read (usually the
+/// upstream's body, e.g. `serde_json::from_value::<Order>(body)?`) that is not the JSON it
+/// expected, exactly like [`HttpError::Json`](crate::http::HttpError::Json). The other two
+/// JSON failures have their own codes and do not go through it: arguments that do not parse
+/// are `INVALID_ARGUMENTS` ([`Call::args`](crate::Call::args)), and a result that cannot be
+/// JSON is `OUTPUT_NOT_JSON` ([`ToolOutput::json`](crate::ToolOutput::json)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     /// What went wrong.
@@ -114,6 +129,11 @@ impl ToolError {
         .with_remediation("call one of the capabilities listed in the adapter's manifest")
     }
 
+    /// `INVALID_JSON`: a JSON document the adapter read is not what it expected.
+    pub(crate) fn invalid_json(message: impl Into<String>) -> Self {
+        Self::upstream("INVALID_JSON", message)
+    }
+
     /// Sets whether the same call may succeed if repeated unchanged.
     pub fn retryable(mut self, retryable: bool) -> Self {
         self.retryable = retryable;
@@ -140,6 +160,13 @@ impl std::fmt::Display for ToolError {
 }
 
 impl std::error::Error for ToolError {}
+
+/// See the table on [`ToolError`].
+impl From<serde_json::Error> for ToolError {
+    fn from(error: serde_json::Error) -> Self {
+        Self::invalid_json(format!("JSON: {error}"))
+    }
+}
 
 impl From<wit::ErrorKind> for ErrorKind {
     fn from(kind: wit::ErrorKind) -> Self {
@@ -251,6 +278,21 @@ mod tests {
         assert_eq!(err.code, "UNKNOWN_CAPABILITY");
         assert!(err.message.contains("`frobnicate`"), "{}", err.message);
         assert!(!err.retryable);
+    }
+
+    #[test]
+    fn serde_json_errors_are_invalid_json_from_upstream() {
+        fn parse(text: &str) -> crate::Result<u32> {
+            Ok(serde_json::from_str(text)?)
+        }
+        assert_eq!(parse("7"), Ok(7));
+        assert_eq!(
+            parse("\"seven\""),
+            Err(ToolError::upstream(
+                "INVALID_JSON",
+                "JSON: invalid type: string \"seven\", expected u32 at line 1 column 7"
+            ))
+        );
     }
 
     #[test]

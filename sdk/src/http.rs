@@ -4,7 +4,24 @@
 //! grants, injects credentials and adds tracing headers. So:
 //! 1. build a [`Request`] (`Request::get(url)`, `.header(..)`, `.json(&body)?`, `.timeout(..)`);
 //! 2. [`Request::send`] it and read the [`Response`] (`status()`, `json()`, `text()`);
-//! 3. match [`HttpError::Denied`] to report "not allowed by the gateway" to the caller.
+//! 3. return its errors with `?` from [`Adapter::invoke`](crate::Adapter::invoke): an
+//!    [`HttpError`] converts into the [`ToolError`] of the table below, so a refusal by the
+//!    gateway reaches the caller as `EGRESS_DENIED` without a line of mapping code. Match on
+//!    the [`HttpError`] first only where your adapter means something more specific.
+//!
+//! | [`HttpError`]                                      | code                  | kind          | retryable | remediation |
+//! |----------------------------------------------------|-----------------------|---------------|-----------|-------------|
+//! | [`Denied`](HttpError::Denied)                      | `EGRESS_DENIED`       | `unavailable` | yes       | ask the operator to grant the destination, or use a URL it grants |
+//! | [`Timeout`](HttpError::Timeout)                    | `UPSTREAM_TIMEOUT`    | `unavailable` | yes       | — |
+//! | [`InvalidUrl`](HttpError::InvalidUrl), [`InvalidHeader`](HttpError::InvalidHeader) | `INVALID_REQUEST` | `validation` | no | — |
+//! | [`Json`](HttpError::Json)                          | `INVALID_JSON`        | `upstream`    | no        | — |
+//! | [`Tls`](HttpError::Tls)                            | `UPSTREAM_TLS_FAILED` | `upstream`    | no        | use the host name the certificate names, or ask the operator to trust its CA |
+//! | [`Status`](HttpError::Status), [`TooManyRedirects`](HttpError::TooManyRedirects), [`Transport`](HttpError::Transport) | `UPSTREAM_FAILED` | `upstream` | yes | — |
+//!
+//! The message is the [`HttpError`]'s `Display`, except for `EGRESS_DENIED`, whose message
+//! does not repeat what the gateway refused (the host's audit log records the exact reason).
+//! A `serde_json::Error` converts to `INVALID_JSON` like [`HttpError::Json`] (see
+//! [`ToolError`]'s `From<serde_json::Error>`).
 //!
 //! Authors never handle credentials: do not set `Authorization` or `Cookie`, the gate strips
 //! them and sends the operator's credential instead. Redirects (301, 302, 303, 307, 308) are
@@ -12,12 +29,13 @@
 //! the first; 303 (and 301/302 after a POST) turns into a GET without body.
 //!
 //! ```no_run
-//! use gatehouse_sdk::http::{HttpError, Request};
+//! use gatehouse_sdk::http::Request;
+//! use gatehouse_sdk::serde_json::Value;
 //!
-//! # fn demo() -> Result<(), HttpError> {
-//! let response = Request::get("https://api.example.com/v1/items/42").send()?;
-//! let item: gatehouse_sdk::serde_json::Value = response.error_for_status()?.json()?;
-//! # Ok(()) }
+//! fn fetch_item() -> gatehouse_sdk::Result<Value> {
+//!     let response = Request::get("https://api.example.com/v1/items/42").send()?;
+//!     Ok(response.error_for_status()?.json()?)
+//! }
 //! ```
 
 use std::time::Duration;
@@ -30,6 +48,7 @@ use crate::adapter::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 use crate::adapter::bindings::wasi::io::streams::StreamError;
+use crate::error::ToolError;
 
 /// Redirects followed before giving up; each is a new request through the gate.
 pub const MAX_REDIRECTS: usize = 5;
@@ -83,6 +102,33 @@ impl std::fmt::Display for HttpError {
 }
 
 impl std::error::Error for HttpError {}
+
+/// The table in the [module docs](self): one exhaustive `match`, so a new [`HttpError`]
+/// variant cannot ship without a code.
+impl From<HttpError> for ToolError {
+    fn from(error: HttpError) -> Self {
+        match error {
+            HttpError::Denied => ToolError::unavailable(
+                "EGRESS_DENIED",
+                "the gateway does not allow this request (destination, method or budget)",
+            )
+            .with_remediation("ask the operator to grant this destination, or use a URL it grants"),
+            HttpError::Timeout => ToolError::unavailable("UPSTREAM_TIMEOUT", error.to_string()),
+            HttpError::InvalidUrl(_) | HttpError::InvalidHeader(_) => {
+                ToolError::validation("INVALID_REQUEST", error.to_string())
+            }
+            HttpError::Json(_) => ToolError::invalid_json(error.to_string()),
+            HttpError::Tls(_) => ToolError::upstream("UPSTREAM_TLS_FAILED", error.to_string())
+                .with_remediation(
+                    "use the host name the service's certificate names, or ask the operator to \
+                     trust its CA (`[egress] extra_root_certificates`)",
+                ),
+            HttpError::Status(_) | HttpError::TooManyRedirects | HttpError::Transport(_) => {
+                ToolError::upstream("UPSTREAM_FAILED", error.to_string()).retryable(true)
+            }
+        }
+    }
+}
 
 impl From<ErrorCode> for HttpError {
     fn from(code: ErrorCode) -> Self {
@@ -449,6 +495,110 @@ mod tests {
         assert_eq!(
             resolve(base, "relative"),
             Err(HttpError::InvalidUrl("relative".to_owned()))
+        );
+    }
+
+    /// The table in the module docs, row by row: adapters and the end-to-end tests rely on
+    /// these codes.
+    #[test]
+    fn http_errors_convert_to_the_documented_tool_errors() {
+        use crate::error::ErrorKind::{Unavailable, Upstream, Validation};
+        let tls_fix = "use the host name the service's certificate names, or ask the operator \
+                       to trust its CA (`[egress] extra_root_certificates`)";
+        let cases = [
+            (
+                HttpError::Denied,
+                Unavailable,
+                "EGRESS_DENIED",
+                "the gateway does not allow this request (destination, method or budget)",
+                true,
+                Some("ask the operator to grant this destination, or use a URL it grants"),
+            ),
+            (
+                HttpError::Timeout,
+                Unavailable,
+                "UPSTREAM_TIMEOUT",
+                "the upstream did not answer in time",
+                true,
+                None,
+            ),
+            (
+                HttpError::InvalidUrl("ftp://x".into()),
+                Validation,
+                "INVALID_REQUEST",
+                "`ftp://x` is not an http(s) URL",
+                false,
+                None,
+            ),
+            (
+                HttpError::InvalidHeader("bad name".into()),
+                Validation,
+                "INVALID_REQUEST",
+                "invalid header `bad name`",
+                false,
+                None,
+            ),
+            (
+                HttpError::Json("expected value at line 1 column 1".into()),
+                Upstream,
+                "INVALID_JSON",
+                "JSON: expected value at line 1 column 1",
+                false,
+                None,
+            ),
+            (
+                HttpError::Tls("bad certificate".into()),
+                Upstream,
+                "UPSTREAM_TLS_FAILED",
+                "TLS handshake with the upstream failed: bad certificate",
+                false,
+                Some(tls_fix),
+            ),
+            (
+                HttpError::Status(502),
+                Upstream,
+                "UPSTREAM_FAILED",
+                "the upstream answered with status 502",
+                true,
+                None,
+            ),
+            (
+                HttpError::TooManyRedirects,
+                Upstream,
+                "UPSTREAM_FAILED",
+                "more than 5 redirects",
+                true,
+                None,
+            ),
+            (
+                HttpError::Transport("ConnectionRefused".into()),
+                Upstream,
+                "UPSTREAM_FAILED",
+                "transport error: ConnectionRefused",
+                true,
+                None,
+            ),
+        ];
+        for (http, kind, code, message, retryable, remediation) in cases {
+            let mut expected = ToolError::new(kind, code, message).retryable(retryable);
+            expected.remediation = remediation.map(str::to_owned);
+            assert_eq!(ToolError::from(http.clone()), expected, "{http:?}");
+        }
+    }
+
+    #[test]
+    fn question_mark_converts_http_errors() {
+        fn send() -> crate::Result<Response> {
+            Ok(Request::get("ftp://example.com/").send()?)
+        }
+        let err = send().unwrap_err();
+        assert_eq!(
+            (err.kind, err.code.as_str(), err.message.as_str()),
+            (
+                crate::ErrorKind::Validation,
+                "INVALID_REQUEST",
+                "`ftp://example.com/` is not an http(s) URL"
+            )
         );
     }
 

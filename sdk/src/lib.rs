@@ -69,6 +69,11 @@ pub use policy::{
 };
 pub use types::{ApprovalMode, CapabilityClass, Principal, PrincipalKind};
 
+/// `Result<T, ToolError>`, what [`Adapter::invoke`] returns; `?` converts
+/// [`http::HttpError`] and `serde_json::Error` into a [`ToolError`] (the table is on
+/// [`ToolError`]).
+pub type Result<T, E = ToolError> = core::result::Result<T, E>;
+
 pub use serde;
 pub use serde_json;
 pub use wit_bindgen;

@@ -5,22 +5,24 @@
 //!    JSON body, `{ "status", "body" }` out.
 //!
 //! Every request goes through `gatehouse_sdk::http`, so the host's egress gate decides where
-//! it may go and adds the operator's credential; this code never sees one. A refused request
-//! is reported as the tool error `EGRESS_DENIED`; an upstream error status as `UPSTREAM_<status>`.
+//! it may go and adds the operator's credential; this code never sees one. Client errors reach
+//! the caller through `?` as the SDK maps them (a refused request is `EGRESS_DENIED`, a
+//! certificate the gateway does not trust `UPSTREAM_TLS_FAILED`; the table is in
+//! `gatehouse_sdk::http`); an upstream error status is `UPSTREAM_<status>`.
 
-use gatehouse_sdk::http::{HttpError, Request, Response};
+use gatehouse_sdk::http::{Request, Response};
 use gatehouse_sdk::serde_json::{Value, json};
-use gatehouse_sdk::{Adapter, Call, CallContext, ToolError, ToolOutput};
+use gatehouse_sdk::{Adapter, Call, CallContext, Result, ToolError, ToolOutput};
 use serde::Deserialize;
 
-/// Arguments of `get`.
+/// Arguments of `get`; mirrors its input schema in `manifest.toml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GetArgs {
     url: String,
 }
 
-/// Arguments of `send`.
+/// Arguments of `send`; mirrors its input schema in `manifest.toml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SendArgs {
@@ -33,12 +35,12 @@ struct SendArgs {
 struct Rest;
 
 impl Adapter for Rest {
-    fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError> {
+    fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput> {
         match call.capability() {
             "get" => {
                 let args: GetArgs = call.args()?;
                 let request = Request::get(&args.url).header("accept", "application/json");
-                output(request.send())
+                output(&request.send()?)
             }
             "send" => {
                 let args: SendArgs = call.args()?;
@@ -51,17 +53,17 @@ impl Adapter for Rest {
                 let mut request =
                     Request::new(&args.method, &args.url).header("accept", "application/json");
                 if let Some(body) = &args.body {
-                    request = request.json(body).map_err(|e| to_tool_error(&e))?;
+                    request = request.json(body)?;
                 }
-                output(request.send())
+                output(&request.send()?)
             }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
 }
 
-fn output(response: Result<Response, HttpError>) -> Result<ToolOutput, ToolError> {
-    let response = response.map_err(|e| to_tool_error(&e))?;
+/// `{ "status", "body" }`, or `UPSTREAM_<status>` for an error status.
+fn output(response: &Response) -> Result<ToolOutput> {
     let status = response.status();
     if status >= 400 {
         return Err(ToolError::upstream(
@@ -73,35 +75,10 @@ fn output(response: Result<Response, HttpError>) -> Result<ToolOutput, ToolError
     let body = if response.bytes().is_empty() {
         Value::Null
     } else {
-        response.json().map_err(|e| to_tool_error(&e))?
+        response.json()?
     };
     Ok(ToolOutput::text(format!("{status}"))
         .with_structured(json!({ "status": status, "body": body })))
-}
-
-fn to_tool_error(error: &HttpError) -> ToolError {
-    match error {
-        HttpError::Denied => ToolError::unavailable(
-            "EGRESS_DENIED",
-            "the gateway does not allow this request (destination, method or budget)",
-        )
-        .with_remediation("ask the operator to grant this destination, or use a URL it grants"),
-        HttpError::Timeout => {
-            ToolError::unavailable("UPSTREAM_TIMEOUT", error.to_string()).retryable(true)
-        }
-        HttpError::InvalidUrl(_) | HttpError::InvalidHeader(_) => {
-            ToolError::validation("INVALID_REQUEST", error.to_string())
-        }
-        HttpError::Json(_) => ToolError::upstream("INVALID_JSON", error.to_string()),
-        HttpError::Tls(_) => ToolError::upstream("UPSTREAM_TLS_FAILED", error.to_string())
-            .with_remediation(
-                "use the host name the service's certificate names, or ask the operator to \
-                 trust its CA (`[egress] extra_root_certificates`)",
-            ),
-        HttpError::Status(_) | HttpError::TooManyRedirects | HttpError::Transport(_) => {
-            ToolError::upstream("UPSTREAM_FAILED", error.to_string()).retryable(true)
-        }
-    }
 }
 
 gatehouse_sdk::export_adapter!(Rest);
