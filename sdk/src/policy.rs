@@ -12,6 +12,8 @@ use serde_json::Value;
 use crate::types::{ApprovalMode, CapabilityClass, Principal};
 use crate::wit;
 
+mod config;
+
 /// Reason code of the [`Verdict::Deny`] returned when the operator's config does not parse
 /// into [`Policy::Config`].
 pub const POLICY_CONFIG_INVALID: &str = "POLICY_CONFIG_INVALID";
@@ -301,9 +303,14 @@ impl Decision {
     note = "add `impl gatehouse_sdk::Policy for {Self} {{ type Config = ..; fn evaluate(action: &Action, config: &Self::Config) -> Decision {{ .. }} }}`"
 )]
 pub trait Policy {
-    /// The operator's config for this policy. An empty config or `null` is
-    /// `Config::default()`; anything that does not deserialize denies the call with
-    /// [`POLICY_CONFIG_INVALID`].
+    /// The operator's config for this policy, parsed from the binding's JSON `config`.
+    ///
+    /// "Nothing configured" is `Config::default()`: an empty config, `null`, and `{}` (the
+    /// host's default when a binding sets no `config`) for a type that takes no JSON object,
+    /// such as `()`, a unit struct, a `Vec` or an `Option` whose inner type needs fields. A struct whose fields all have defaults
+    /// (`#[serde(default)]`) reads `{}` as its defaults by itself. Anything that does not
+    /// deserialize denies the call with [`POLICY_CONFIG_INVALID`], including `{}` for a struct
+    /// with a required field.
     type Config: DeserializeOwned + Default;
 
     /// Decides on `action` under `config`.
@@ -311,28 +318,21 @@ pub trait Policy {
 }
 
 /// Parses `config_json` into `P::Config` and evaluates `action`, exactly as the exported
-/// `evaluate` does: an empty (or whitespace) config or `null` is `P::Config::default()`, and a
-/// config that fails to parse yields [`Verdict::Deny`] with reason [`POLICY_CONFIG_INVALID`]
-/// without calling `P::evaluate`. Use it to test a policy's config handling natively.
+/// `evaluate` does: an empty (or whitespace) config or `null` is `P::Config::default()`, so is
+/// `{}` when `P::Config` takes no JSON object (see [`Policy::Config`]), and a config that fails
+/// to parse yields [`Verdict::Deny`] with reason [`POLICY_CONFIG_INVALID`] without calling
+/// `P::evaluate`. Use it to test a policy's config handling natively.
 pub fn evaluate_with_config_json<P: Policy + ?Sized>(
     action: &Action,
     config_json: &str,
 ) -> Decision {
-    let config_json = config_json.trim();
-    let config = if config_json.is_empty() || config_json == "null" {
-        P::Config::default()
-    } else {
-        match serde_json::from_str::<P::Config>(config_json) {
-            Ok(config) => config,
-            Err(e) => {
-                return Decision::deny(
-                    POLICY_CONFIG_INVALID,
-                    format!("the policy's config does not parse: {e}"),
-                );
-            }
-        }
-    };
-    P::evaluate(action, &config)
+    match config::parse::<P::Config>(config_json) {
+        Ok(config) => P::evaluate(action, &config),
+        Err(e) => Decision::deny(
+            POLICY_CONFIG_INVALID,
+            format!("the policy's config does not parse: {e}"),
+        ),
+    }
 }
 
 /// Exports `$ty`, which must implement [`Policy`], as the component's `evaluate`.
@@ -645,6 +645,23 @@ mod tests {
             assert_eq!(d.verdict, Verdict::RequireApproval, "config {raw:?}");
             assert_eq!(d.reasons, [Reason::new("ABOVE_MAX_MODE", "needs a person")]);
         }
+    }
+
+    #[test]
+    fn a_policy_without_config_runs_under_the_default_binding_config() {
+        struct NoConfig;
+        impl Policy for NoConfig {
+            type Config = ();
+            fn evaluate(_: &Action, (): &()) -> Decision {
+                Decision::allow()
+            }
+        }
+        let action = wit::Action::from(network_action());
+        let d = __evaluate::<NoConfig>(action.clone(), "{}");
+        assert!(matches!(d.verdict, wit::Verdict::Allow));
+        let d = __evaluate::<NoConfig>(action, r#"{"strict":true}"#);
+        assert!(matches!(d.verdict, wit::Verdict::Deny));
+        assert_eq!(d.reasons[0].code, POLICY_CONFIG_INVALID);
     }
 
     #[test]
