@@ -117,6 +117,12 @@ impl Action {
         }
     }
 
+    /// The tool name, `<adapter id>.<capability id>` (e.g. `acme.pay.refund`): what operator
+    /// configs name tools by, and what [`glob_match`] patterns are written against.
+    pub fn tool(&self) -> String {
+        format!("{}.{}", self.adapter_id, self.capability_id)
+    }
+
     /// Sets the arguments (a JSON document).
     pub fn with_args(mut self, args_json: impl Into<String>) -> Self {
         self.args_json = args_json.into();
@@ -133,6 +139,41 @@ impl Action {
     pub fn args_value(&self) -> Result<Value, serde_json::Error> {
         self.args()
     }
+}
+
+/// Whether `name` matches `glob`, where `*` matches any run of characters (including none
+/// and including `.`) and every other character matches itself.
+///
+/// This is all a policy config usually needs to name tools (`acme.pay.*`, `*.refund`); the
+/// host's own `[[pipeline.tool]]` globs also know `?`, `[abc]` and `{a,b}`, which this does
+/// not. Runs in time linear in `name` for each `*`-separated piece, so an operator's glob
+/// cannot make a call expensive.
+///
+/// ```
+/// use gatehouse_sdk::policy::glob_match;
+///
+/// assert!(glob_match("acme.pay.*", "acme.pay.refund"));
+/// assert!(glob_match("*.refund", "acme.pay.refund"));
+/// assert!(!glob_match("acme.*", "globex.acme.pay"));
+/// ```
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    let mut pieces = glob.split('*');
+    // `split` yields at least one piece, the text before the first `*`.
+    let first = pieces.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some(last) = pieces.next_back() else {
+        return rest.is_empty();
+    };
+    // The leftmost match of each middle piece leaves the most room for the ones after it.
+    for piece in pieces {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 /// A policy module's verdict. Serialized in `snake_case`.
@@ -765,6 +806,86 @@ mod tests {
         assert_eq!(action.args::<Refund>().unwrap(), Refund { amount: 12 });
         assert_eq!(action.args_value().unwrap(), json!({ "amount": 12 }));
         assert!(action.with_args("{").args_value().is_err());
+    }
+
+    #[test]
+    fn action_tool_is_adapter_dot_capability() {
+        assert_eq!(network_action().tool(), "acme.shop.refund");
+    }
+
+    #[test]
+    fn globs_match_tool_names() {
+        let cases = [
+            ("acme.pay.refund", "acme.pay.refund", true),
+            ("acme.pay.refund", "acme.pay.refunds", false),
+            ("acme.pay.*", "acme.pay.refund", true),
+            ("acme.pay.*", "acme.pay.", true),
+            ("acme.pay.*", "acme.pay", false),
+            ("*.refund", "acme.pay.refund", true),
+            ("*.refund", "acme.pay.refund.undo", false),
+            ("a.*.c", "a.b.c", true),
+            ("a.*.c", "a.b.x.c", true),
+            ("a.*", "b.a", false),
+            ("*", "", true),
+            ("*", "anything.at.all", true),
+            ("", "", true),
+            ("", "x", false),
+            ("**", "x", true),
+            ("a*a", "a", false),
+            ("a*a", "aa", true),
+            ("*ab*ab*", "xabyab", true),
+            ("*ab*ab*", "xaby", false),
+            ("grüß*", "grüß.dich", true),
+            ("*ß", "grüß", true),
+            ("*ü*", "grüß", true),
+        ];
+        for (glob, name, expected) in cases {
+            assert_eq!(glob_match(glob, name), expected, "{glob:?} vs {name:?}");
+        }
+    }
+
+    /// The recursive matcher `glob_match` replaced in `plugins/baseline`: the two must agree
+    /// on every glob over `a`, `b`, `*` up to 5 characters and every name over `a`, `b` up to
+    /// 6, so baseline's behaviour is unchanged.
+    #[test]
+    fn globs_agree_with_the_recursive_definition() {
+        fn reference(glob: &str, text: &str) -> bool {
+            match glob.split_once('*') {
+                None => glob == text,
+                Some((prefix, rest)) => {
+                    let Some(tail) = text.strip_prefix(prefix) else {
+                        return false;
+                    };
+                    (0..=tail.len())
+                        .filter(|&i| tail.is_char_boundary(i))
+                        .any(|i| reference(rest, &tail[i..]))
+                }
+            }
+        }
+        fn words(alphabet: &[char], max_len: usize) -> Vec<String> {
+            let mut all = vec![String::new()];
+            let mut last = vec![String::new()];
+            for _ in 0..max_len {
+                last = last
+                    .iter()
+                    .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
+                    .collect();
+                all.extend(last.iter().cloned());
+            }
+            all
+        }
+        let globs = words(&['a', 'b', '*'], 5);
+        let names = words(&['a', 'b'], 6);
+        assert_eq!((globs.len(), names.len()), (364, 127));
+        for glob in &globs {
+            for name in &names {
+                assert_eq!(
+                    glob_match(glob, name),
+                    reference(glob, name),
+                    "{glob:?} vs {name:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use gatehouse_sdk::policy::glob_match;
 use gatehouse_sdk::{Action, ApprovalMode, Decision, Policy};
 use serde::Deserialize;
 
@@ -37,7 +38,7 @@ impl Policy for Baseline {
     type Config = Config;
 
     fn evaluate(action: &Action, config: &Config) -> Decision {
-        let tool = format!("{}.{}", action.adapter_id, action.capability_id);
+        let tool = action.tool();
         for (tenant, globs) in &config.deny {
             if (tenant == "*" || *tenant == action.tenant)
                 && let Some(glob) = globs.iter().find(|g| glob_match(g, &tool))
@@ -85,21 +86,6 @@ impl Policy for Baseline {
     }
 }
 
-/// `*` matches any run of characters; everything else matches itself.
-fn glob_match(glob: &str, text: &str) -> bool {
-    match glob.split_once('*') {
-        None => glob == text,
-        Some((prefix, rest)) => {
-            let Some(tail) = text.strip_prefix(prefix) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob_match(rest, &tail[i..]))
-        }
-    }
-}
-
 gatehouse_sdk::export_policy!(Baseline);
 
 #[cfg(test)]
@@ -128,6 +114,13 @@ mod tests {
         );
         assert_eq!(verdict(&a, r#"{"deny":{"*":["*.refund"]}}"#), Verdict::Deny);
         assert_eq!(verdict(&a, r#"{"deny":{"globex":["*"]}}"#), Verdict::Allow);
+        assert_eq!(
+            evaluate_with_config_json::<Baseline>(&a, r#"{"deny":{"*":["acme.*.refund"]}}"#),
+            Decision::deny(
+                "CAPABILITY_DENIED",
+                "`acme.pay.refund` is denied for tenant `acme` by `acme.*.refund`"
+            )
+        );
     }
 
     #[test]
@@ -150,12 +143,5 @@ mod tests {
         let mut lower = action(ApprovalMode::Delegated, "{}");
         lower.context.now_unix_ms = 20 * 3_600_000;
         assert_eq!(verdict(&lower, config), Verdict::Allow);
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("a.*.c", "a.b.c"));
-        assert!(glob_match("*", ""));
-        assert!(!glob_match("a.*", "b.a"));
     }
 }
