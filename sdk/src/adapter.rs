@@ -27,7 +27,9 @@ use crate::wit;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "adapter",
-        path: "../wit",
+        // `sdk/wit` is a symlink to the workspace's `wit/`, the one copy the host binds too;
+        // `cargo package` follows it, so the published crate carries the same files.
+        path: "wit",
         // The export macro is used from plugin crates: wit-bindgen then leaves the exports out of
         // this crate's type section and emits them where the macro expands, so the `adapter`
         // and `policy` worlds can share this crate without each plugin exporting both.

@@ -32,7 +32,8 @@ pub const POLICY_CONFIG_INVALID: &str = "POLICY_CONFIG_INVALID";
 pub mod bindings {
     wit_bindgen::generate!({
         world: "policy",
-        path: "../wit",
+        // The symlink to the workspace's `wit/`; see the adapter bindings.
+        path: "wit",
         // See the adapter bindings for why the export macro is public.
         pub_export_macro: true,
         export_macro_name: "__export_policy_world",
