@@ -56,6 +56,8 @@ pub mod http;
 pub mod log;
 mod output;
 pub mod policy;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod types;
 
 /// The generated WIT types, shared by both worlds; the SDK's conversions target these.

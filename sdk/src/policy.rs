@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::types::{ApprovalMode, CapabilityClass, Principal};
 use crate::wit;
 
-mod config;
+pub(crate) mod config;
 
 /// Reason code of the [`Verdict::Deny`] returned when the operator's config does not parse
 /// into [`Policy::Config`].

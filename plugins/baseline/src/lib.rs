@@ -91,9 +91,50 @@ gatehouse_sdk::export_policy!(Baseline);
 #[cfg(test)]
 mod tests {
     use gatehouse_sdk::policy::evaluate_with_config_json;
+    use gatehouse_sdk::serde_json::json;
+    use gatehouse_sdk::testing::{CheckError, check_config, try_check_config};
     use gatehouse_sdk::{CapabilityClass, Verdict};
 
     use super::*;
+
+    const MANIFEST: &str = include_str!("../manifest.toml");
+
+    #[test]
+    fn sample_configs_satisfy_the_schema_and_the_struct() {
+        let config: Config = check_config(
+            MANIFEST,
+            &json!({
+                "deny": { "*": ["*.delete_*"], "acme": ["acme.pay.*"] },
+                "approval_thresholds": { "amount": 1000, "fee": 2.5 },
+                "destructive_hours": { "start": 9, "end": 17 }
+            }),
+        );
+        assert_eq!(config.deny["acme"], ["acme.pay.*"]);
+        assert_eq!(config.approval_thresholds["fee"], 2.5);
+        assert!(matches!(
+            config.destructive_hours,
+            Some(Hours { start: 9, end: 17 })
+        ));
+        let nothing: Config = check_config(MANIFEST, &json!({}));
+        assert!(nothing.deny.is_empty() && nothing.destructive_hours.is_none());
+    }
+
+    #[test]
+    fn the_schema_bounds_the_hours() {
+        let err = try_check_config::<Config>(
+            MANIFEST,
+            &json!({ "destructive_hours": { "start": 9, "end": 25 } }),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            CheckError::Schema {
+                schema: "config_schema".into(),
+                field: "/destructive_hours/end".into(),
+                message: "25 is greater than the maximum of 24".into(),
+            }
+        );
+    }
 
     fn action(mode: ApprovalMode, args: &str) -> Action {
         let mut a = Action::new("acme.pay", "refund", CapabilityClass::Act, mode).with_args(args);

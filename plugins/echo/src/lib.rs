@@ -37,9 +37,12 @@ gatehouse_sdk::export_adapter!(Echo);
 
 #[cfg(test)]
 mod tests {
+    use gatehouse_sdk::testing::{CheckError, check_args, try_check_args};
     use gatehouse_sdk::{Content, ErrorKind};
 
     use super::*;
+
+    const MANIFEST: &str = include_str!("../manifest.toml");
 
     fn call(capability: &str, args: &str) -> Result<ToolOutput, ToolError> {
         Echo::invoke(&CallContext::default(), &Call::new(capability, args))
@@ -84,6 +87,54 @@ mod tests {
             err.message.contains("unknown field `shout`"),
             "{}",
             err.message
+        );
+    }
+
+    #[test]
+    fn sample_arguments_satisfy_the_schema_and_echo_args() {
+        let args: EchoArgs = check_args(MANIFEST, "echo", &json!({ "message": "grüß dich" }));
+        assert_eq!(
+            echo(&args).structured,
+            Some(json!({ "message": "grüß dich", "length": 9 }))
+        );
+        let args: EchoArgs = check_args(MANIFEST, "echo", &json!({ "message": "" }));
+        assert_eq!(args.message, "");
+    }
+
+    #[test]
+    fn the_schema_refuses_what_echo_args_refuses() {
+        let err =
+            try_check_args::<EchoArgs>(MANIFEST, "echo", &json!({ "message": "a", "shout": true }))
+                .unwrap_err();
+        assert_eq!(
+            err,
+            CheckError::Schema {
+                schema: "input_schema of `echo`".into(),
+                field: "/".into(),
+                message: "Additional properties are not allowed ('shout' was unexpected)".into(),
+            }
+        );
+    }
+
+    /// What `check_args` is for: a struct that drifted from `manifest.toml` (here `message`
+    /// became a number) fails `cargo test`, naming the capability and the field.
+    #[test]
+    fn a_struct_that_disagrees_with_the_manifest_is_caught() {
+        #[derive(Debug, Deserialize)]
+        struct DriftedArgs {
+            #[expect(dead_code, reason = "only its parse matters")]
+            message: u64,
+        }
+        let err = try_check_args::<DriftedArgs>(MANIFEST, "echo", &json!({ "message": "hi" }))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the input_schema of `echo` accepts the sample but `{}` refuses it at \
+                 `/message`: invalid type: string \"hi\", expected u64; make the type and the \
+                 schema agree",
+                std::any::type_name::<DriftedArgs>()
+            )
         );
     }
 

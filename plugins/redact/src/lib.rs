@@ -46,9 +46,27 @@ gatehouse_sdk::export_policy!(Redact);
 #[cfg(test)]
 mod tests {
     use gatehouse_sdk::policy::evaluate_with_config_json;
+    use gatehouse_sdk::serde_json::json;
+    use gatehouse_sdk::testing::check_config;
     use gatehouse_sdk::{ApprovalMode, CapabilityClass, Verdict};
 
     use super::*;
+
+    const MANIFEST: &str = include_str!("../manifest.toml");
+
+    #[test]
+    fn sample_configs_satisfy_the_schema_and_the_struct() {
+        let config: Config = check_config(
+            MANIFEST,
+            &json!({ "pii": ["phone"], "pointers": ["/card/number"] }),
+        );
+        assert_eq!(
+            (config.pii, config.pointers),
+            (vec![PiiKind::Phone], vec!["/card/number".to_owned()])
+        );
+        let default: Config = check_config(MANIFEST, &json!({}));
+        assert_eq!(default.pii, [PiiKind::Email, PiiKind::Phone]);
+    }
 
     #[test]
     fn abstains_with_default_pii_obligation() {

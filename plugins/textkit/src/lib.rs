@@ -36,30 +36,57 @@ gatehouse_sdk::export_adapter!(TextKit);
 #[cfg(test)]
 mod tests {
     use gatehouse_sdk::ErrorKind;
+    use gatehouse_sdk::serde_json::json;
+    use gatehouse_sdk::testing::check_args;
 
     use super::*;
+
+    const MANIFEST: &str = include_str!("../manifest.toml");
 
     fn call(capability: &str, args: &str) -> Result<ToolOutput, ToolError> {
         TextKit::invoke(&CallContext::default(), &Call::new(capability, args))
     }
 
+    /// One sample per capability: its input schema and its argument struct both accept it
+    /// (`check_args`), and `invoke` dispatches it.
     #[test]
     fn dispatches_every_capability_in_the_manifest() {
-        let manifest = include_str!("../manifest.toml");
+        let word_stats = json!({ "text": "The gate opens.\nWho keeps it?" });
+        let verify_iban = json!({ "iban": "DE89 3704 0044 0532 0130 00" });
+        let render_badge = json!({ "label": "build", "value": "passing", "color": "#4c1" });
+        let describe_call = json!({});
+        check_args::<stats::WordStatsArgs>(MANIFEST, "word_stats", &word_stats);
+        check_args::<iban::VerifyIbanArgs>(MANIFEST, "verify_iban", &verify_iban);
+        check_args::<badge::RenderBadgeArgs>(MANIFEST, "render_badge", &render_badge);
+        check_args::<context::DescribeCallArgs>(MANIFEST, "describe_call", &describe_call);
         let cases = [
-            ("word_stats", r#"{"text":"a b"}"#),
-            ("verify_iban", r#"{"iban":"DE89 3704 0044 0532 0130 00"}"#),
-            ("render_badge", r#"{"label":"build","value":"passing"}"#),
-            ("describe_call", "{}"),
+            ("word_stats", word_stats),
+            ("verify_iban", verify_iban),
+            ("render_badge", render_badge),
+            ("describe_call", describe_call),
         ];
-        for (capability, args) in cases {
-            assert!(
-                manifest.contains(&format!("id = \"{capability}\"")),
-                "{capability} is not in manifest.toml"
-            );
-            call(capability, args).unwrap_or_else(|e| panic!("{capability}: {e}"));
+        for (capability, args) in &cases {
+            call(capability, &args.to_string()).unwrap_or_else(|e| panic!("{capability}: {e}"));
         }
-        assert_eq!(manifest.matches("[[capability]]").count(), cases.len());
+        assert_eq!(
+            MANIFEST.matches("[[capability]]").count(),
+            cases.len(),
+            "a capability of manifest.toml has no sample here"
+        );
+    }
+
+    #[test]
+    fn optional_arguments_may_be_left_out() {
+        let args: badge::RenderBadgeArgs = check_args(
+            MANIFEST,
+            "render_badge",
+            &json!({ "label": "build", "value": "passing" }),
+        );
+        let out = badge::render_badge(&args).unwrap();
+        assert_eq!(
+            out.structured,
+            Some(json!({ "width": 108, "height": 20, "color": "#4c1" }))
+        );
     }
 
     #[test]

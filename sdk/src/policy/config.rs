@@ -17,17 +17,20 @@ pub(super) fn parse<C: DeserializeOwned + Default>(config_json: &str) -> serde_j
     if config_json.is_empty() || config_json == "null" {
         return Ok(C::default());
     }
-    serde_json::from_str(config_json).or_else(|e| {
-        let empty_object = matches!(
-            serde_json::from_str::<Value>(config_json),
-            Ok(Value::Object(map)) if map.is_empty()
-        );
-        if empty_object && takes_no_object::<C>() {
-            Ok(C::default())
-        } else {
-            Err(e)
-        }
+    serde_json::from_str(config_json).or_else(|e| match serde_json::from_str(config_json) {
+        Ok(value) if is_nothing_configured::<C>(&value) => Ok(C::default()),
+        _ => Err(e),
     })
+}
+
+/// Whether `value`, which `C` does not deserialize from, means "nothing configured" for `C`:
+/// `null`, or `{}` when `C` takes no object.
+pub(crate) fn is_nothing_configured<C: DeserializeOwned>(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty() && takes_no_object::<C>(),
+        _ => false,
+    }
 }
 
 /// Whether `C` refuses a JSON object for what it is, an object, rather than for what is in
