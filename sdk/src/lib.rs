@@ -10,12 +10,14 @@
 //! 2. Implement [`Adapter`] (world `adapter`) or [`Policy`] (world `policy`) on a unit struct.
 //! 3. Export it with [`export_adapter!`] or [`export_policy!`], once, at the crate root.
 //! 4. Test the logic natively with `cargo test`: build a [`CallContext`] and a [`Call`] (or an
-//!    [`Action`]) and call your trait method.
+//!    [`Action`]) and call your trait method. With the `testing` feature (in
+//!    `[dev-dependencies]` only), `gatehouse_sdk::testing::check_args` also checks that sample
+//!    arguments satisfy both the manifest's input schema and your argument struct.
 //! 5. Build the component with `cargo build --release --target wasm32-wasip2`, then pack and
 //!    sign it with `gatehouse pack` (see the README).
 //!
 //! ```no_run
-//! use gatehouse_sdk::{Adapter, Call, CallContext, ToolError, ToolOutput, log};
+//! use gatehouse_sdk::{Adapter, Call, CallContext, Result, ToolError, ToolOutput, log};
 //! use gatehouse_sdk::serde_json::json;
 //! use serde::Deserialize;
 //!
@@ -27,7 +29,7 @@
 //! struct Echo;
 //!
 //! impl Adapter for Echo {
-//!     fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError> {
+//!     fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput> {
 //!         match call.capability() {
 //!             "echo" => {
 //!                 let args: EchoArgs = call.args()?;
@@ -45,8 +47,10 @@
 //! ```
 //!
 //! Adapters reach their upstream with the blocking [`http`] client; a request the gateway
-//! refuses comes back as [`http::HttpError::Denied`]. The raw bindings stay reachable in
-//! [`adapter::bindings`] and [`policy::bindings`].
+//! refuses comes back as [`http::HttpError::Denied`], and `?` turns it (like every
+//! [`http::HttpError`] and `serde_json::Error`) into the documented [`ToolError`]. Policies
+//! name tools with [`Action::tool`] and match them with [`policy::glob_match`]. The raw
+//! bindings stay reachable in [`adapter::bindings`] and [`policy::bindings`].
 
 #![deny(missing_docs)]
 
