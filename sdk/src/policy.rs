@@ -60,7 +60,9 @@ pub struct RiskSignal {
 pub struct ActionContext {
     /// Host time when the call entered the pipeline, milliseconds since the Unix epoch (UTC).
     pub now_unix_ms: u64,
-    /// Capability ids of the principal's recent calls, oldest first.
+    /// Tool names (`<adapter id>.<capability id>`, as [`Action::tool`] spells them) of the
+    /// calling principal's most recent calls in this tenant, oldest first, as the host's audit
+    /// log records them (at most 16).
     pub prior_actions: Vec<String>,
     /// Data classifications touched so far in the session (e.g. `PII`).
     pub data_classification: Vec<String>,
@@ -896,7 +898,7 @@ mod tests {
             .principals
             .push(Principal::new(PrincipalKind::Service, "svc", "acme"));
         action.context.now_unix_ms = 1_700_000_000_000;
-        action.context.prior_actions.push("lookup".into());
+        action.context.prior_actions.push("acme.shop.lookup".into());
         action.risk_signals.push(RiskSignal {
             name: "velocity".into(),
             score: 0.5,
