@@ -15,7 +15,6 @@ use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Ver
 use crate::policy::PolicyError;
 use crate::sandbox::{Limits, Sandbox};
 use crate::skills::Resolution;
-use crate::state::sqlite::SqliteStore;
 use crate::state::{
     Approval, ApprovalFilter, ApprovalLookup, AuditEntry, AuditQuery, Decision, Store, StoreError,
     VerifyReport,
@@ -104,7 +103,7 @@ impl Host {
     /// the engine, opens the cache. A cache
     /// that cannot be opened is logged and skipped (compilation still works, just slower).
     pub fn new(config: HostConfig) -> Result<Self, HostError> {
-        let store = Arc::new(SqliteStore::open(&config.store)?);
+        let store = crate::state::open(&config.store)?;
         Self::with_store(config, store)
     }
 
@@ -272,6 +271,7 @@ impl Host {
 
     /// The policy gate alone, for a recorded action (`gatehouse replay`): the serving modules
     /// and bindings evaluate it; nothing else runs.
+    #[cfg(feature = "cli")]
     pub(crate) async fn evaluate_policy(
         &self,
         tool: &str,
