@@ -58,7 +58,7 @@ use crate::plugin::LoadedAdapter;
 use crate::policy::{self, PolicyStore};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::skills::Skills;
-use crate::state::{ClaimRequest, IdempotencyKey, Store, StoreConfig, Waiters};
+use crate::state::{ClaimRequest, IdempotencyKey, Store, StoreConfig};
 
 /// How long a claimed key stays `in_progress` beyond the call's own deadline before a repeat
 /// reports it `indeterminate`: covers verification and recording after the sandbox returns.
@@ -96,7 +96,6 @@ pub struct Pipeline {
     meta_tools: Vec<MetaTool>,
     pub(crate) store: Arc<dyn Store>,
     store_config: StoreConfig,
-    waiters: Waiters,
 }
 
 impl Pipeline {
@@ -114,7 +113,6 @@ impl Pipeline {
             meta_tools: config.meta_tools.clone(),
             store,
             store_config,
-            waiters: Waiters::default(),
         })
     }
 
@@ -161,6 +159,14 @@ impl Pipeline {
             result.resolved_from.clone_from(&target.via_meta_tool);
             result.adapter = Some(tool.adapter().plugin().clone());
             sensitive = capability.sensitive;
+            // The store is down: nothing that must be recorded may start. Read-only calls go
+            // on (unaudited) only if the operator allows it.
+            let may_start = self.store.available()
+                || (self.store_config.read_only_without_store
+                    && invariants::read_only(capability, call.approval_mode_requested));
+            if !may_start {
+                return Err(Stop::StoreDown);
+            }
 
             // 3. Validate.
             validate::check(tool.schemas(), &tool.constraints, &target.args)?;
@@ -257,7 +263,7 @@ impl Pipeline {
                     lease_until_ms: now_unix_ms + millis(timeout + LEASE_GRACE),
                     expires_at_ms: now_unix_ms + millis(window),
                 };
-                match dedupe::dedupe(&*self.store, &self.waiters, &call, request, deadline).await? {
+                match dedupe::dedupe(&*self.store, &call, request, deadline).await? {
                     Dedupe::Run => claimed = Some(key),
                     Dedupe::Replay(stored) => {
                         result = *stored;
@@ -287,25 +293,34 @@ impl Pipeline {
             span.in_scope(|| outcome::end(&mut result, stop));
         }
         // 10. Record.
-        let waking = claimed.clone();
+        let nothing_ran = matches!(stopped, Some(Stop::Sandbox(SandboxError::Busy { .. })));
+        let may_have_run = claimed.is_some() && !nothing_ran;
         let entry = record::record(record::Facts {
             call: &call,
             result: &result,
             action,
             sensitive,
             claimed,
-            nothing_ran: matches!(stopped, Some(Stop::Sandbox(SandboxError::Busy { .. }))),
+            nothing_ran,
             executes,
             at_ms: crate::state::now_ms(),
         });
-        let durable = entry.durable;
+        let (durable, key) = (
+            entry.durable,
+            entry.completes.as_ref().map(|(k, _)| k.clone()),
+        );
         if let Err(error) = self.store.record(entry).instrument(span.clone()).await {
-            // The effect (if any) happened; its result is delivered, and a repeat under the key
-            // will find it indeterminate after the lease for an operator to resolve.
-            span.in_scope(|| tracing::error!(%error, durable, "the call could not be recorded"));
-        }
-        if let Some(key) = &waking {
-            self.waiters.wake(key);
+            if durable && may_have_run {
+                // Nothing is delivered that is not recorded: the effect (if any) happened, but
+                // its result is withheld, and a repeat under the key finds it indeterminate
+                // after the lease, for an operator to resolve.
+                span.in_scope(|| outcome::unrecorded(&mut result, &error, key.as_ref()));
+            } else {
+                // A refusal, a replay or a read-only call: no effect waits on this record.
+                span.in_scope(
+                    || tracing::warn!(%error, "the call's audit entry could not be recorded"),
+                );
+            }
         }
         result
     }

@@ -11,6 +11,7 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
+pub mod postgres;
 pub mod upstream;
 
 /// A component built from source, and its manifest file.

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -12,7 +13,6 @@ use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
 use crate::envelope::ToolResultEnvelope;
 use crate::host::Host;
 use crate::model::wit::ActionRecord;
-use crate::state::sqlite::SqliteStore;
 use crate::state::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditQuery, Decision,
     IdempotencyKey, Resolution, Store, now_ms,
@@ -138,9 +138,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))
 }
 
-fn open(config: &ConfigArg) -> Result<(SqliteStore, crate::state::StoreConfig), Failure> {
+fn open(config: &ConfigArg) -> Result<(Arc<dyn Store>, crate::state::StoreConfig), Failure> {
     let store_config = load_config(config)?.host.store;
-    let store = SqliteStore::open(&store_config).map_err(usage)?;
+    let store = crate::state::open(&store_config).map_err(usage)?;
     Ok((store, store_config))
 }
 
@@ -201,10 +201,10 @@ pub(super) fn approvals(
             Ok(0)
         }
         ApprovalsCommand::Approve { id, by, reason } => {
-            decide(&runtime, &store, &store_config, id, true, by, reason, out)
+            decide(&runtime, &*store, &store_config, id, true, by, reason, out)
         }
         ApprovalsCommand::Reject { id, by, reason } => {
-            decide(&runtime, &store, &store_config, id, false, by, reason, out)
+            decide(&runtime, &*store, &store_config, id, false, by, reason, out)
         }
     }
 }
@@ -215,7 +215,7 @@ pub(super) fn approvals(
 )]
 fn decide(
     runtime: &tokio::runtime::Runtime,
-    store: &SqliteStore,
+    store: &dyn Store,
     config: &crate::state::StoreConfig,
     id: String,
     approve: bool,
@@ -272,7 +272,8 @@ pub(super) fn audit(
     config: &ConfigArg,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let (store, _) = open(config)?;
+    let (store, store_config) = open(config)?;
+    let location = store_config.location();
     let runtime = runtime()?;
     match command {
         AuditCommand::Verify { head } => {
@@ -281,7 +282,7 @@ pub(super) fn audit(
                 say!(
                     out,
                     "audit log {}: BROKEN after {} good entries: {problem}",
-                    store.path().display(),
+                    location,
                     report.entries
                 );
                 return Ok(1);
@@ -292,7 +293,7 @@ pub(super) fn audit(
                 say!(
                     out,
                     "audit log {}: {} entries chain correctly, but the head is {} where you recorded {expected}: entries were removed from the end (or the head is from another log)",
-                    store.path().display(),
+                    location,
                     report.entries,
                     report.head
                 );
@@ -301,7 +302,7 @@ pub(super) fn audit(
             say!(
                 out,
                 "audit log {}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time)",
-                store.path().display(),
+                location,
                 report.entries,
                 report.head
             );

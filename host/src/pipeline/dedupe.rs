@@ -6,9 +6,9 @@
 //! 2. the key with the same request, completed: the stored result is returned, marked as a
 //!    replay (`replay_of`), and nothing runs;
 //! 3. the key with a different request: `IDEMPOTENCY_CONFLICT`, nothing runs;
-//! 4. the key held by a call still running: wait for it (woken when it records; polled for
-//!    holders in other processes), at most this call's deadline, then return its result
-//!    (`IDEMPOTENCY_IN_FLIGHT` if it is still running);
+//! 4. the key held by a call still running: wait for it (the store wakes the waiter when the
+//!    holder records, in this process or another), at most this call's deadline, then return
+//!    its result (`IDEMPOTENCY_IN_FLIGHT` if it is still running);
 //! 5. the key held by a call that never recorded an outcome (the process died): reported as
 //!    `IDEMPOTENCY_INDETERMINATE` until an operator resolves it; never re-run by itself.
 
@@ -19,11 +19,12 @@ use tokio::time::Instant;
 use crate::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use crate::model::{ErrorBody, ErrorKind};
 use crate::pipeline::outcome::Stop;
-use crate::state::{Claim, ClaimRequest, Store, Waiters};
+use crate::state::{Claim, ClaimRequest, Store};
 
-/// How often a waiter re-checks a key held elsewhere (another process may hold it; a holder
-/// in this process wakes the waiter at once).
-const POLL: Duration = Duration::from_millis(200);
+/// How long a waiter sleeps without a wake-up before it looks at the key again: a backstop
+/// for a holder the store cannot wake it for (an operator's command on another process's
+/// SQLite file), not the way waiters normally learn.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// Gate 7's verdict.
 #[derive(Debug)]
@@ -37,13 +38,12 @@ pub enum Dedupe {
 /// Gate 7: claims `request.key`, waiting for an in-flight holder until `deadline`.
 pub async fn dedupe(
     store: &dyn Store,
-    waiters: &Waiters,
     call: &ToolCallEnvelope,
     request: ClaimRequest,
     deadline: Instant,
 ) -> Result<Dedupe, Stop> {
     loop {
-        let notify = waiters.watch(&request.key);
+        let notify = store.watch(&request.key);
         let notified = notify.notified();
         tokio::pin!(notified);
         // Registered before the claim reads the key, so a holder that records after the read
@@ -82,7 +82,7 @@ pub async fn dedupe(
                         holder: tool_call_id,
                     });
                 }
-                let _ = tokio::time::timeout_at(deadline.min(now + POLL), notified).await;
+                let _ = tokio::time::timeout_at(deadline.min(now + RECHECK), notified).await;
             }
         }
     }

@@ -38,6 +38,14 @@ pub enum InvariantError {
     },
 }
 
+/// Whether a call is read-only: a capability of any class but `act`, run at `read_only` (the mode the
+/// caller asked for, else the capability's maximum). Only such calls may be served while the
+/// store is down (`[store] read_only_without_store`).
+pub fn read_only(capability: &Capability, requested: Option<ApprovalMode>) -> bool {
+    capability.capability_class != CapabilityClass::Act
+        && requested.unwrap_or(capability.approval_mode) == ApprovalMode::ReadOnly
+}
+
 /// Gate 4: returns the mode the call enters the policy gate with.
 pub fn check(
     tool: &str,

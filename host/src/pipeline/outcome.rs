@@ -11,7 +11,7 @@ use crate::pipeline::normalize::NormalizeError;
 use crate::pipeline::validate::ValidateError;
 use crate::pipeline::verify::VerifyError;
 use crate::sandbox::SandboxError;
-use crate::state::StoreError;
+use crate::state::{IdempotencyKey, StoreError};
 
 /// Why a call ended before delivering a tool's output.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +97,9 @@ pub enum Stop {
     /// Gates 5-7 and 10: the state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Gate 2: the state store is unreachable, so nothing that must be recorded may start.
+    #[error("the state store is unreachable; nothing ran")]
+    StoreDown,
     /// Gate 8: the sandbox stopped the tool (budget, trap, no slot, host failure).
     #[error("the tool {0}")]
     Sandbox(#[from] SandboxError),
@@ -229,7 +232,7 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 "an operator must check whether the effect happened and resolve the key (`gatehouse idempotency resolve`); do not retry with a new key unless they say so",
             ),
         ),
-        Stop::Store(_) => (
+        Stop::Store(_) | Stop::StoreDown => (
             Failed,
             O::StoreUnavailable,
             K::Unavailable,
@@ -314,6 +317,7 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
         Stop::Store(error) => {
             tracing::error!(%error, "the state store failed; the call did not run");
         }
+        Stop::StoreDown => tracing::warn!("the state store is unreachable; call refused"),
         _ => tracing::info!(outcome = %outcome, "call refused: {message}"),
     }
     let mut error = ErrorBody::new(kind, outcome.as_str(), message, retryable);
@@ -321,4 +325,37 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
     result.status = status;
     result.outcome = outcome;
     result.error = Some(error);
+}
+
+/// Ends a call whose durable record failed to commit: its effect may have happened, but a
+/// result that is not recorded is not delivered. Not retryable under its key: a repeat finds
+/// the key `indeterminate` after its lease, for an operator to resolve.
+pub fn unrecorded(
+    result: &mut ToolResultEnvelope,
+    error: &StoreError,
+    key: Option<&IdempotencyKey>,
+) {
+    tracing::error!(%error, key = key.map(|k| k.key.as_str()), "the call ran but could not be recorded; its result is withheld");
+    let message = match key {
+        Some(key) => format!(
+            "the call ran, but the state store failed before its record was committed, so its result is withheld; whether its effect happened is for an operator to check (idempotency key `{}`)",
+            key.key
+        ),
+        None => "the call ran, but the state store failed before its record was committed, so its result is withheld".to_owned(),
+    };
+    let mut body = ErrorBody::new(
+        ErrorKind::Unavailable,
+        OutcomeCode::StoreUnavailable.as_str(),
+        message,
+        false,
+    );
+    body.remediation = Some(
+        "do not retry under a new key: an operator resolves the key (`gatehouse idempotency resolve`) once the store is back".to_owned(),
+    );
+    result.status = Status::Failed;
+    result.outcome = OutcomeCode::StoreUnavailable;
+    result.content.clear();
+    result.structured_content = None;
+    result.evidence_refs.clear();
+    result.error = Some(body);
 }

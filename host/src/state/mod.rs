@@ -1,8 +1,10 @@
 //! State: what must outlive a call and be shared by every call: idempotency records, pending
 //! approvals and the audit log, behind one [`Store`] interface (DESIGN.md section 8).
 //!
-//! The embedded default is one SQLite file ([`sqlite`]); a PostgreSQL backend with the same
-//! semantics plugs in behind the same trait. The pipeline uses the store at three gates:
+//! The embedded default is one SQLite file ([`sqlite`]); several gateway processes share one
+//! PostgreSQL database instead ([`postgres`], `[store] url`, feature `postgres`), with the same
+//! semantics behind the same trait; [`open`] picks the backend. The pipeline uses the store at
+//! three gates:
 //! 1. **approve** (gate 6): a call that needs approval is proposed ([`Store::propose`], find or
 //!    create, so a repeat never makes a second approval) and ends `paused`; a repeat finds it
 //!    approved ([`Store::approval`]) and goes on;
@@ -18,11 +20,16 @@
 //! types: records arrive as JSON text, so the store has no opinion on envelopes.
 
 pub mod audit;
+mod jobs;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -42,6 +49,13 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// approval_ttl_seconds = 86400                # how long an approval stays valid
 /// allow_self_approval = false                 # may a principal approve its own call?
 /// # max_size_mib = 1024                       # cap the file; default: the disk's size
+///
+/// # Several gateways, one database (instead of `path`):
+/// # url = "postgres://gatehouse@db.internal:5432/gatehouse?sslmode=require"
+/// # password_env = "GATEHOUSE_DB_PASSWORD"    # or password_file = "/run/secrets/db"
+/// # ca_file = "/etc/gatehouse/db-ca.pem"      # trust roots for TLS, beside the system's
+/// # pool_size = 8                             # read connections per gateway
+/// # read_only_without_store = false           # serve read-only calls while it is down?
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,11 +77,41 @@ pub struct StoreConfig {
     /// limit but the disk's.
     #[serde(default)]
     pub max_size_mib: Option<u64>,
+    /// A PostgreSQL connection URL (`postgres://user@host:port/db?sslmode=require`): every
+    /// gateway given the same URL shares idempotency, approvals and the audit log. When set,
+    /// `path` and `max_size_mib` are not used. Needs the `postgres` feature (on in the
+    /// `gatehouse` binary). A password in the URL works but is better kept out of the file:
+    /// see `password_env` and `password_file`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The environment variable that holds the database password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// A file that holds the database password (trailing newline ignored).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// PEM trust roots for the database's TLS certificate, used beside the system's roots
+    /// (`sslmode=require` in the URL insists on TLS; the default `prefer` uses it when the
+    /// server offers it).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Read connections each gateway keeps to the database (writes use one more). Default: 8.
+    #[serde(default = "defaults::pool_size")]
+    pub pool_size: usize,
+    /// While the store is unreachable, whether read-only calls are served (without audit
+    /// entries; each one logged) instead of refused with `STORE_UNAVAILABLE`. Write-class
+    /// calls are always refused then. Default: false.
+    #[serde(default)]
+    pub read_only_without_store: bool,
 }
 
 mod defaults {
     pub fn approval_ttl_seconds() -> u64 {
         86_400
+    }
+
+    pub fn pool_size() -> usize {
+        8
     }
 }
 
@@ -78,6 +122,12 @@ impl Default for StoreConfig {
             approval_ttl_seconds: defaults::approval_ttl_seconds(),
             allow_self_approval: false,
             max_size_mib: None,
+            url: None,
+            password_env: None,
+            password_file: None,
+            ca_file: None,
+            pool_size: defaults::pool_size(),
+            read_only_without_store: false,
         }
     }
 }
@@ -94,6 +144,37 @@ impl StoreConfig {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
             .unwrap_or_else(|| PathBuf::from("."));
         data.join("gatehouse").join("gatehouse.db")
+    }
+
+    /// Where the store is, for messages: the database URL without its password, or the file.
+    pub fn location(&self) -> String {
+        match &self.url {
+            Some(url) => match url::Url::parse(url) {
+                Ok(mut parsed) => {
+                    if parsed.password().is_some() {
+                        let _ = parsed.set_password(Some("***"));
+                    }
+                    parsed.to_string()
+                }
+                Err(_) => "the PostgreSQL URL in [store] url".to_owned(),
+            },
+            None => self.resolved_path().display().to_string(),
+        }
+    }
+}
+
+/// Opens the store `config` names: PostgreSQL when `url` is set, else the SQLite file.
+pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    match &config.url {
+        #[cfg(feature = "postgres")]
+        Some(_) => Ok(Arc::new(postgres::PostgresStore::open(config)?)),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(StoreError::Open {
+            path: config.location(),
+            detail: "this build of gatehouse has no PostgreSQL support (cargo feature `postgres`)"
+                .to_owned(),
+        }),
+        None => Ok(Arc::new(sqlite::SqliteStore::open(config)?)),
     }
 }
 
@@ -374,6 +455,15 @@ pub struct AuditEvent {
 /// The state interface every backend implements with the same semantics. All writes are
 /// transactions; a write that returns `Ok` is committed.
 pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Registers interest in `key`: the returned `Notify` is woken when a call holding the key
+    /// records (in this process or, for a shared backend, any other) or an operator resolves
+    /// it. Call before [`Store::claim`] reads the key, so no wake-up is lost.
+    fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify>;
+
+    /// Whether the store answers now (a shared database can be down for a while). A call made
+    /// while it is not may still fail: this only lets the pipeline refuse early.
+    fn available(&self) -> bool;
+
     /// Gate 7: claims `request.key` for a call, atomically, durably.
     fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim>;
 
@@ -423,35 +513,52 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport>;
 }
 
-/// In-process wake-ups for calls waiting on a key another call holds (gate 7). A backend shared
-/// by several processes also needs its own notification (or the waiter's poll) for keys held
-/// elsewhere; within one process this wakes the waiter the moment the holder records.
+/// Wake-ups for calls waiting on a key another call holds (gate 7), by the key's digest
+/// ([`Waiters::digest`]; a shared backend sends it to other processes).
 #[derive(Debug, Default)]
 pub struct Waiters {
-    keys: std::sync::Mutex<
-        std::collections::HashMap<IdempotencyKey, std::sync::Arc<tokio::sync::Notify>>,
-    >,
+    keys: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 impl Waiters {
+    /// The key's short, fixed-size name: hex SHA-256 of its three parts.
+    pub fn digest(key: &IdempotencyKey) -> String {
+        let mut hasher = Sha256::new();
+        for part in [&key.tenant, &key.tool, &key.key] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hex::encode(hasher.finalize())
+    }
+
     /// Registers interest in `key`: await the returned `Notify`'s `notified()` (created before
     /// checking the key's state, so no wake-up is lost).
-    pub fn watch(&self, key: &IdempotencyKey) -> std::sync::Arc<tokio::sync::Notify> {
-        let mut keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        std::sync::Arc::clone(keys.entry(key.clone()).or_default())
+    pub fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(keys.entry(Self::digest(key)).or_default())
     }
 
     /// Wakes every call waiting on `key`.
     pub fn wake(&self, key: &IdempotencyKey) {
+        self.wake_digest(&Self::digest(key));
+    }
+
+    /// Wakes every call waiting on the key with this digest.
+    pub fn wake_digest(&self, digest: &str) {
         let notify = self
             .keys
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(digest);
         if let Some(notify) = notify {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every waiter (they check their keys again): after a lost notification channel.
+    pub fn wake_all(&self) {
+        let all = std::mem::take(&mut *self.keys.lock().unwrap_or_else(PoisonError::into_inner));
+        for notify in all.into_values() {
             notify.notify_waiters();
         }
     }

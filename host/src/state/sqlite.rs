@@ -23,13 +23,13 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
-    ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, Resolution, Store, StoreConfig,
-    StoreError, StoreFuture,
+    ClaimRequest, Decision, IdempotencyKey, KeyRecord, Resolution, Store, StoreConfig, StoreError,
+    StoreFuture, Waiters,
 };
 
 /// The schema migrations, in order; the schema version is their count.
@@ -39,37 +39,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
 const MAX_BATCH: usize = 512;
 
-/// A write job and where its answer goes (`None`: nobody waits for it).
-struct Job {
-    op: Op,
-    reply: Option<oneshot::Sender<Result<Done, StoreError>>>,
-}
-
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one job per call, moved once into the writer's queue"
-)]
-enum Op {
-    Claim(ClaimRequest),
-    Record(CallRecord),
-    Propose(Approval),
-    Decide(Decision),
-    Resolve {
-        key: IdempotencyKey,
-        resolution: Resolution,
-        by: String,
-        now_ms: u64,
-    },
-    Prune(u64),
-}
-
-enum Done {
-    Claim(Claim),
-    Approval(Box<Approval>),
-    Count(u64),
-    Unit,
-}
-
 /// The SQLite store. Cheap to share (`Arc` it).
 pub struct SqliteStore {
     path: PathBuf,
@@ -77,6 +46,7 @@ pub struct SqliteStore {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     reader: Arc<Mutex<Connection>>,
+    waiters: Arc<Waiters>,
 }
 
 impl Drop for SqliteStore {
@@ -146,10 +116,12 @@ impl SqliteStore {
             connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| fail(e.to_string()))?;
         let (jobs, queue) = mpsc::channel();
         let (stop, stopped) = mpsc::channel::<()>();
+        let waiters = Arc::new(Waiters::default());
+        let woken = Arc::clone(&waiters);
         let writer = std::thread::Builder::new()
             .name("gatehouse-store".to_owned())
             .spawn(move || {
-                write_loop(writer, &queue);
+                write_loop(writer, &queue, &woken);
                 drop(stop);
             })
             .map_err(|e| fail(format!("cannot start the writer thread: {e}")))?;
@@ -162,6 +134,7 @@ impl SqliteStore {
             jobs: Mutex::new(Some(jobs)),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
+            waiters,
         })
     }
 
@@ -172,31 +145,12 @@ impl SqliteStore {
 
     /// Sends a job to the writer; waits for its commit when `wait`.
     fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
-        let (reply, answer) = oneshot::channel();
-        let job = Job {
-            op,
-            reply: wait.then_some(reply),
-        };
-        let sent = self
-            .jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|jobs| jobs.send(job).is_ok());
-        Box::pin(async move {
-            if !sent {
-                return Err(StoreError::Unavailable(
-                    "the store's writer thread has stopped; see the log".to_owned(),
-                ));
-            }
-            if !wait {
-                return Ok(Done::Unit);
-            }
-            answer.await.unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(
-                    "the store's writer thread stopped before answering; see the log".to_owned(),
-                ))
-            })
+        jobs::submit(op, wait, |job| {
+            self.jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_some_and(|jobs| jobs.send(job).is_ok())
         })
     }
 
@@ -301,9 +255,10 @@ fn checkpoint_loop(conn: &Connection, writer_gone: &mpsc::Receiver<()>) {
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// The writer thread: group commit (see the module docs). Also prunes expired idempotency
-/// records, at most every [`PRUNE_EVERY`], in a batch of their own. Ends when every sender is
-/// gone, after the jobs already queued.
-fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
+/// records, at most every [`PRUNE_EVERY`], in a batch of their own. After each commit, wakes
+/// the calls waiting on the keys it completed or released. Ends when every sender is gone,
+/// after the jobs already queued.
+fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waiters) {
     let mut pruned: Option<std::time::Instant> = None;
     while let Ok(first) = queue.recv() {
         if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
@@ -328,8 +283,13 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
         }
         let results = run_batch(&mut conn, &mut batch);
         for (job, result) in batch.into_iter().zip(results) {
-            if let Err(error) = &result {
-                tracing::warn!(%error, "a state store write failed");
+            match &result {
+                Ok(_) => {
+                    if let Some(key) = job.op.wakes() {
+                        waiters.wake(key);
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "a state store write failed"),
             }
             if let Some(reply) = job.reply {
                 let _ = reply.send(result);
@@ -440,48 +400,31 @@ fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> 
          FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
         params![key.tenant, key.tool, key.key],
         |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, i64>(3)?,
-                row.get::<_, Option<String>>(4)?,
-                row.get::<_, i64>(5)?,
-            ))
+            Ok(KeyRow {
+                request_hash: row.get(0)?,
+                state: row.get(1)?,
+                tool_call_id: row.get(2)?,
+                lease_until_ms: from_db(row.get(3)?),
+                result: row.get(4)?,
+                expires_at_ms: from_db(row.get(5)?),
+            })
         },
     )
     .optional()
     .map_err(unavailable)?;
-    if let Some((hash, state, tool_call_id, lease_until, result, expires_at)) = existing {
-        let same = hash == request.request_hash;
-        match state.as_str() {
-            // A completed record past its window is forgotten: the key is free again.
-            "complete" if from_db(expires_at) <= now => {}
-            "complete" if same => {
-                return Ok(Claim::Replay {
-                    tool_call_id,
-                    result,
-                });
-            }
-            "in_progress" if from_db(lease_until) > now => {
-                return Ok(if same {
-                    Claim::InFlight { tool_call_id }
-                } else {
-                    Claim::Conflict { tool_call_id }
-                });
-            }
-            "in_progress" | "indeterminate" if same => {
-                exec(
-                    txn,
-                    "UPDATE idempotency SET state = 'indeterminate' \
-                     WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
-                    params![key.tenant, key.tool, key.key],
-                )
-                .map_err(unavailable)?;
-                return Ok(Claim::Indeterminate { tool_call_id });
-            }
-            _ => return Ok(Claim::Conflict { tool_call_id }),
+    match jobs::judge(existing, request, now) {
+        Judgement::Answer(claim) => return Ok(claim),
+        Judgement::Indeterminate(claim) => {
+            exec(
+                txn,
+                "UPDATE idempotency SET state = 'indeterminate' \
+                 WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+                params![key.tenant, key.tool, key.key],
+            )
+            .map_err(unavailable)?;
+            return Ok(claim);
         }
+        Judgement::Take => {}
     }
     exec(txn, "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
          VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, NULL, ?7, ?8) \
@@ -548,15 +491,7 @@ fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
         })
     };
     let strings = |index: usize| -> rusqlite::Result<Vec<String>> {
-        Ok(json(index)?
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(jobs::strings_from_json(&row.get::<_, String>(index)?))
     };
     let status: String = row.get(9)?;
     Ok(Approval {
@@ -631,9 +566,9 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
             proposal.idempotency_key,
             proposal.request_hash,
             proposal.call.to_string(),
-            Value::from(proposal.principals.clone()).to_string(),
+            jobs::strings_json(&proposal.principals),
             proposal.mode,
-            Value::from(proposal.reasons.clone()).to_string(),
+            jobs::strings_json(&proposal.reasons),
             to_db(proposal.created_at_ms),
             to_db(proposal.expires_at_ms)
         ],
@@ -648,35 +583,7 @@ fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError>
     let approval = approval_by_id(txn, &decision.id)
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
-    if approval.status != ApprovalStatus::Pending {
-        return Err(StoreError::Refused(format!(
-            "approval `{}` is already {}{}",
-            approval.id,
-            approval.status.as_str(),
-            approval
-                .decided_by
-                .as_deref()
-                .map(|by| format!(" (by `{by}`)"))
-                .unwrap_or_default()
-        )));
-    }
-    if approval.expired(decision.now_ms) {
-        return Err(StoreError::Refused(format!(
-            "approval `{}` expired; the caller must propose the call again",
-            approval.id
-        )));
-    }
-    if !decision.allow_self_approval && approval.principals.contains(&decision.by) {
-        return Err(StoreError::Refused(format!(
-            "`{}` is in the requesting principal chain of approval `{}`; another principal must decide (or the operator sets `[store] allow_self_approval = true`)",
-            decision.by, approval.id
-        )));
-    }
-    let status = if decision.approve {
-        ApprovalStatus::Approved
-    } else {
-        ApprovalStatus::Rejected
-    };
+    let status = jobs::check_decision(&approval, decision)?;
     exec(txn, "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4 WHERE id = ?5", params![
             status.as_str(),
             decision.by,
@@ -685,28 +592,7 @@ fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError>
             decision.id
         ])
     .map_err(unavailable)?;
-    let record = serde_json::json!({
-        "approval_id": approval.id, "decision": status.as_str(),
-        "by": decision.by, "reason": decision.reason,
-        "request_hash": approval.request_hash,
-    });
-    append(
-        txn,
-        &AuditEvent {
-            kind: "approval".to_owned(),
-            tool_call_id: approval
-                .call
-                .get("tool_call_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            tenant: Some(approval.tenant.clone()),
-            principal: Some(decision.by.clone()),
-            tool: Some(approval.tool.clone()),
-            outcome: None,
-            record: super::canonical_json(&record),
-            at_ms: decision.now_ms,
-        },
-    )?;
+    append(txn, &jobs::decision_event(&approval, decision, status))?;
     approval_by_id(txn, &decision.id)
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
@@ -727,53 +613,25 @@ fn resolve(
         )
         .optional()
         .map_err(unavailable)?
-        .ok_or_else(|| {
-            StoreError::NotFound(format!(
-                "idempotency key `{}` of `{}` for tenant `{}`",
-                key.key, key.tool, key.tenant
-            ))
-        })?;
+        .ok_or_else(|| jobs::unknown_key(key))?;
     let (state, lease_until, tool_call_id) = row;
-    let stuck =
-        state == "indeterminate" || (state == "in_progress" && from_db(lease_until) <= now_ms);
-    if !stuck {
-        return Err(StoreError::Refused(format!(
-            "key `{}` is {state}, not indeterminate: nothing to resolve",
-            key.key
-        )));
+    jobs::check_resolvable(key, &state, from_db(lease_until), now_ms)?;
+    match resolution {
+        Resolution::Release => exec(
+            txn,
+            "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+        ),
+        Resolution::Done => exec(
+            txn,
+            "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+        ),
     }
-    let done = match resolution {
-        Resolution::Release => {
-            exec(
-                txn,
-                "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
-                params![key.tenant, key.tool, key.key],
-            )
-            .map_err(unavailable)?;
-            "released"
-        }
-        Resolution::Done => {
-            exec(txn, "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = ?1 AND tool = ?2 AND key = ?3", params![key.tenant, key.tool, key.key])
-            .map_err(unavailable)?;
-            "done"
-        }
-    };
-    let record = serde_json::json!({
-        "resolution": done, "by": by, "tenant": key.tenant, "tool": key.tool, "key": key.key,
-        "claimed_by_call": tool_call_id,
-    });
+    .map_err(unavailable)?;
     append(
         txn,
-        &AuditEvent {
-            kind: "operator".to_owned(),
-            tool_call_id: Some(tool_call_id),
-            tenant: Some(key.tenant.clone()),
-            principal: Some(by.to_owned()),
-            tool: Some(key.tool.clone()),
-            outcome: None,
-            record: super::canonical_json(&record),
-            at_ms: now_ms,
-        },
+        &jobs::resolution_event(key, resolution, by, now_ms, tool_call_id),
     )
 }
 
@@ -799,46 +657,23 @@ const AUDIT_COLUMNS: &str =
     "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
 
 impl Store for SqliteStore {
-    fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim> {
-        let write = self.write(Op::Claim(request), true);
-        Box::pin(async move {
-            match write.await? {
-                Done::Claim(claim) => Ok(claim),
-                Done::Approval(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
-            }
-        })
+    jobs::queued_writes!();
+
+    fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify> {
+        self.waiters.watch(key)
     }
 
-    fn record(&self, record: CallRecord) -> StoreFuture<'_, ()> {
-        let durable = record.durable;
-        let write = self.write(Op::Record(record), durable);
-        Box::pin(async move { write.await.map(drop) })
-    }
-
-    fn propose(&self, proposal: Approval) -> StoreFuture<'_, Approval> {
-        let write = self.write(Op::Propose(proposal), true);
-        Box::pin(async move {
-            match write.await? {
-                Done::Approval(approval) => Ok(*approval),
-                Done::Claim(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
-            }
-        })
+    fn available(&self) -> bool {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>> {
         self.read(move |conn| match &lookup {
             ApprovalLookup::Id(id) => approval_by_id(conn, id),
             ApprovalLookup::Key(key) => approval_by_key(conn, key),
-        })
-    }
-
-    fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval> {
-        let write = self.write(Op::Decide(decision), true);
-        Box::pin(async move {
-            match write.await? {
-                Done::Approval(approval) => Ok(*approval),
-                Done::Claim(_) | Done::Count(_) | Done::Unit => unreachable_answer(),
-            }
         })
     }
 
@@ -892,12 +727,7 @@ impl Store for SqliteStore {
             )?;
             let rows = statement.query_map([], |row| {
                 let state: String = row.get(3)?;
-                let lease_until = from_db(row.get(5)?);
-                let state = match state.as_str() {
-                    "complete" => KeyState::Complete,
-                    "in_progress" if lease_until > now_ms => KeyState::InProgress,
-                    _ => KeyState::Indeterminate,
-                };
+                let state = jobs::key_state(&state, from_db(row.get(5)?), now_ms);
                 Ok(KeyRecord {
                     key: IdempotencyKey {
                         tenant: row.get(0)?,
@@ -913,37 +743,8 @@ impl Store for SqliteStore {
             let records: Vec<KeyRecord> = rows.collect::<rusqlite::Result<_>>()?;
             Ok(records
                 .into_iter()
-                .filter(|r| !indeterminate_only || r.state == KeyState::Indeterminate)
+                .filter(|r| !indeterminate_only || r.state == super::KeyState::Indeterminate)
                 .collect())
-        })
-    }
-
-    fn resolve(
-        &self,
-        key: IdempotencyKey,
-        resolution: Resolution,
-        by: String,
-        now_ms: u64,
-    ) -> StoreFuture<'_, ()> {
-        let write = self.write(
-            Op::Resolve {
-                key,
-                resolution,
-                by,
-                now_ms,
-            },
-            true,
-        );
-        Box::pin(async move { write.await.map(drop) })
-    }
-
-    fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64> {
-        let write = self.write(Op::Prune(now_ms), true);
-        Box::pin(async move {
-            match write.await? {
-                Done::Count(n) => Ok(n),
-                Done::Claim(_) | Done::Approval(_) | Done::Unit => unreachable_answer(),
-            }
         })
     }
 
@@ -990,12 +791,6 @@ impl Store for SqliteStore {
             Ok(chain.report())
         })
     }
-}
-
-fn unreachable_answer<T>() -> Result<T, StoreError> {
-    Err(StoreError::Unavailable(
-        "the store's writer answered a different question (a bug in gatehouse)".to_owned(),
-    ))
 }
 
 #[cfg(test)]

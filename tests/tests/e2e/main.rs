@@ -10,6 +10,7 @@ mod egress;
 mod hostile;
 mod mcp;
 mod pipeline;
+mod postgres;
 mod signing;
 mod state;
 mod swap;

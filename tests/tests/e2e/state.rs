@@ -26,7 +26,7 @@ use wasmtime_wasi_http::io::TokioIo;
 
 /// A config for `gatehouse.rest` writing to `upstream` (GET and POST anywhere on it), the
 /// ledger, echo and the policy probe installed by [`host`].
-fn rest_config(upstream: &Upstream) -> HostConfig {
+pub(crate) fn rest_config(upstream: &Upstream) -> HostConfig {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
     config.egress = serde_json::from_value::<EgressConfig>(json!({
         "allow_private": ["127.0.0.0/8"],
@@ -41,7 +41,7 @@ fn rest_config(upstream: &Upstream) -> HostConfig {
     config
 }
 
-fn host(config: HostConfig) -> Host {
+pub(crate) fn host(config: HostConfig) -> Host {
     let host = Host::new(config).unwrap();
     for plugin in [REST, LEDGER, ECHO] {
         host.install_adapter(&plugin.signed()).unwrap();
@@ -50,7 +50,7 @@ fn host(config: HostConfig) -> Host {
 }
 
 /// A POST of `body` to `path` on the upstream, under `key`.
-fn post(upstream: &Upstream, path: &str, body: &Value, key: &str) -> ToolCallEnvelope {
+pub(crate) fn post(upstream: &Upstream, path: &str, body: &Value, key: &str) -> ToolCallEnvelope {
     ToolCallEnvelope::new(
         "default",
         "gatehouse.rest.send",
@@ -59,7 +59,7 @@ fn post(upstream: &Upstream, path: &str, body: &Value, key: &str) -> ToolCallEnv
     .with_idempotency_key(key)
 }
 
-fn upstream_path(result: &ToolResultEnvelope) -> &str {
+pub(crate) fn upstream_path(result: &ToolResultEnvelope) -> &str {
     result.structured_content.as_ref().unwrap()["body"]["path"]
         .as_str()
         .unwrap()
@@ -96,7 +96,7 @@ async fn two_hundred_calls_on_ten_keys_reach_the_upstream_ten_times() {
     assert_eq!((report.entries, report.first_break), (200, None));
 }
 
-async fn futures_join<T: Send + 'static>(
+pub(crate) async fn futures_join<T: Send + 'static>(
     tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
 ) -> Vec<T> {
     let mut out = Vec::new();
@@ -173,7 +173,7 @@ async fn a_repeat_while_the_first_runs_waits_for_its_result() {
 // ---------------------------------------------------------------------------------------------
 // Approvals.
 
-fn user(id: &str) -> Principal {
+pub(crate) fn user(id: &str) -> Principal {
     Principal {
         kind: PrincipalKind::User,
         id: id.to_owned(),
@@ -182,7 +182,7 @@ fn user(id: &str) -> Principal {
 }
 
 /// A host where `policy` (the policy probe, with `probe_config`) is bound to `tools`.
-fn probed(tools: &str, probe_config: Value, store: StoreConfig) -> Host {
+pub(crate) fn probed(tools: &str, probe_config: Value, store: StoreConfig) -> Host {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
     config.store = store;
     config.pipeline.policies.push(PolicyBinding {
@@ -204,7 +204,7 @@ fn store_at(path: &Path) -> StoreConfig {
     }
 }
 
-fn transfer(key: &str, amount: u32) -> ToolCallEnvelope {
+pub(crate) fn transfer(key: &str, amount: u32) -> ToolCallEnvelope {
     ToolCallEnvelope::new(
         "default",
         "test.ledger.transfer",
@@ -386,7 +386,7 @@ fn config_file(dir: &Path, store: &Path, extra: &str) -> PathBuf {
 }
 
 /// Runs the `gatehouse` command line (on a blocking thread: it starts its own runtime).
-async fn gatehouse(args: &[&str]) -> (u8, String) {
+pub(crate) async fn gatehouse(args: &[&str]) -> (u8, String) {
     let args: Vec<String> = std::iter::once("gatehouse")
         .chain(args.iter().copied())
         .map(str::to_owned)
@@ -584,7 +584,7 @@ async fn a_store_that_cannot_be_opened_fails_start_up_naming_the_file() {
 }
 
 #[tokio::test]
-async fn a_full_store_fails_write_calls_before_anything_runs() {
+async fn a_full_store_fails_write_calls_and_delivers_nothing_unrecorded() {
     let upstream = Upstream::start().await;
     let mut config = rest_config(&upstream);
     config.store.max_size_mib = Some(1);
@@ -602,12 +602,25 @@ async fn a_full_store_fails_write_calls_before_anything_runs() {
             .await;
         if result.outcome == OutcomeCode::StoreUnavailable {
             assert_eq!(result.status, Status::Failed);
-            assert!(result.error.unwrap().retryable);
-            assert_eq!(
-                upstream.seen().len(),
-                before,
-                "nothing runs without its record"
-            );
+            let error = result.error.unwrap();
+            if error.retryable {
+                // The claim could not be written: nothing ran.
+                assert_eq!(
+                    upstream.seen().len(),
+                    before,
+                    "nothing runs without its record"
+                );
+            } else {
+                // The claim fitted but the record did not: the effect happened, and its result
+                // is withheld, naming the key for the operator.
+                assert_eq!(upstream.seen().len(), before + 1);
+                assert!(result.content.is_empty() && result.structured_content.is_none());
+                assert!(
+                    error.message.contains(&format!("`fill-{n}`")),
+                    "{}",
+                    error.message
+                );
+            }
             return;
         }
         assert!(result.is_ok(), "{result:#?}");
@@ -635,7 +648,7 @@ fn serve_child() {
 }
 
 /// A `gatehouse serve` process, killed (SIGKILL) when dropped.
-struct Gateway(Child);
+pub(crate) struct Gateway(Child);
 
 impl Drop for Gateway {
     fn drop(&mut self) {
@@ -644,7 +657,7 @@ impl Drop for Gateway {
     }
 }
 
-async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> Gateway {
+pub(crate) async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> Gateway {
     let args = json!([
         "serve",
         "--config",
@@ -682,7 +695,7 @@ async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> Gateway {
     panic!("the gateway did not start listening on {port}");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -692,7 +705,7 @@ fn free_port() -> u16 {
 
 /// `tools/call` over MCP (plain HTTP, JSON response); the JSON-RPC `result`, or `None` when
 /// the connection failed.
-async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value> {
+pub(crate) async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "name": tool, "arguments": args, "_meta": { "gatehouse/idempotency_key": key } },
@@ -717,14 +730,14 @@ async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value
     Some(reply["result"].clone())
 }
 
-fn outcome_of(result: &Value) -> &str {
+pub(crate) fn outcome_of(result: &Value) -> &str {
     result["_meta"]["gatehouse/result"]["outcome"]
         .as_str()
         .unwrap_or("?")
 }
 
 /// A serve config for the crash test: `host`'s tables plus an anonymous `[mcp]` caller.
-fn serve_config(dir: &Path, host: &HostConfig) -> PathBuf {
+pub(crate) fn serve_config(dir: &Path, host: &HostConfig) -> PathBuf {
     let path = dir.join("serve.toml");
     let text = format!(
         "{}\n[mcp]\nanonymous_tenant = \"default\"\n",

@@ -1,0 +1,1133 @@
+//! The shared store: one PostgreSQL database behind any number of gateway processes
+//! (`[store] url`), with the semantics of the SQLite store.
+//!
+//! 1. **open** (once per host): a thread of the store's own runs a small async runtime that
+//!    owns every connection, so the store works the same whatever runtime (or none) its callers
+//!    use. The versioned migrations (the same files as SQLite's) are applied under a
+//!    session-level advisory lock, so gateways starting together apply each one exactly once;
+//!    the schema version is kept in `gatehouse_schema`.
+//! 2. **write** (group commit): every write is a job for the writer, which owns one connection
+//!    and its prepared statements. It takes the jobs waiting, and runs them in one transaction
+//!    that first takes a transaction-level advisory lock (`pg_advisory_xact_lock`). That lock
+//!    is what serializes writes across processes: a claim's read and write are one atomic step
+//!    for every gateway, and the audit chain's head, read under the lock, is the one true head,
+//!    so the log has one verifiable order. The cost: one gateway's batch commits at a time; a
+//!    batch carries every job queued meanwhile, so throughput grows with concurrency until the
+//!    database's commit latency and the batch's round trips bound it (see the README's figures).
+//!    A job that fails in SQL aborts the transaction; the batch is then rolled back and every
+//!    job run again alone, so one bad job fails only itself. A job is answered only after its
+//!    commit: what was acknowledged is in the database.
+//! 3. **wake**: a record that completes or releases a key, and an operator's resolution, send
+//!    `NOTIFY gatehouse_keys` with the key's digest; every gateway `LISTEN`s on its own
+//!    connection and wakes the calls waiting on that key, wherever its holder ran. When the
+//!    listening connection drops, every waiter is woken to look again.
+//! 4. **read**: a pool of connections (`[store] pool_size`).
+//! 5. **down**: when the database cannot be reached, [`Store::available`] turns false, every
+//!    write fails at once with `StoreError::Unavailable`, and the writer tries to reconnect
+//!    every half second; it turns true by itself once the database answers again.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::mpsc;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{AsyncMessage, Client, Row, Statement, Transaction};
+use tokio_postgres_rustls::MakeRustlsConnect;
+use tokio_rustls::rustls;
+
+use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
+use super::{
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
+    ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, Resolution, Store, StoreConfig,
+    StoreError, StoreFuture, Waiters,
+};
+
+/// The schema migrations, in order; the same files as SQLite's.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+/// The advisory lock every write transaction holds: one writer at a time, across processes.
+const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
+/// The advisory lock migrations run under.
+const MIGRATE_LOCK: i64 = 0x6761_7465_6d69_6772; // "gatemigr"
+/// The notification channel of keys that were completed, released or resolved.
+const CHANNEL: &str = "gatehouse_keys";
+/// Most jobs in one transaction.
+const MAX_BATCH: usize = 512;
+/// How often a lost database is tried again.
+const RECONNECT_EVERY: Duration = Duration::from_millis(500);
+/// How long connecting may take before the database counts as down.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often idempotency records past their dedupe window are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+/// Rows read per query when verifying the whole audit chain.
+const VERIFY_PAGE: i64 = 10_000;
+
+type Tls = MakeRustlsConnect;
+
+/// The PostgreSQL store. Cheap to share (`Arc` it).
+pub struct PostgresStore {
+    location: String,
+    /// `None` once the store is shutting down.
+    jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    runtime: tokio::runtime::Handle,
+    pool: Pool,
+    waiters: Arc<Waiters>,
+    up: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    /// Lets the writer commit the jobs already queued, then stops the store's thread.
+    fn drop(&mut self) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread
+            && thread.join().is_err()
+        {
+            tracing::error!("the PostgreSQL store's thread panicked");
+        }
+    }
+}
+
+/// What the writer and the listener share with the store.
+struct Shared {
+    config: tokio_postgres::Config,
+    tls: Tls,
+    waiters: Arc<Waiters>,
+    up: Arc<AtomicBool>,
+    location: String,
+}
+
+impl PostgresStore {
+    /// Connects to the database `config.url` names, applies the migrations it has not seen,
+    /// and starts the writer and the listener. Fails (naming the database, never its
+    /// password) when it cannot connect, authenticate or migrate.
+    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+        let location = config.location();
+        let fail = |detail: String| StoreError::Open {
+            path: location.clone(),
+            detail,
+        };
+        let url = config
+            .url
+            .as_deref()
+            .ok_or_else(|| fail("`[store] url` is not set".to_owned()))?;
+        let mut pg: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| fail(format!("not a PostgreSQL URL: {e}")))?;
+        if config.password_env.is_some() || config.password_file.is_some() {
+            let password = crate::secret::read(
+                config.password_env.as_deref(),
+                config.password_file.as_deref(),
+            )
+            .map_err(|e| fail(format!("the database password: {e}")))?;
+            pg.password(password.expose());
+        }
+        pg.connect_timeout(CONNECT_TIMEOUT);
+        pg.application_name("gatehouse");
+        let tls = MakeRustlsConnect::new(tls_config(config.ca_file.as_deref()).map_err(fail)?);
+        let pool = Pool::builder(Manager::from_config(
+            pg.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        ))
+        .max_size(config.pool_size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .wait_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
+        let waiters = Arc::new(Waiters::default());
+        let up = Arc::new(AtomicBool::new(true));
+        let shared = Arc::new(Shared {
+            config: pg,
+            tls,
+            waiters: Arc::clone(&waiters),
+            up: Arc::clone(&up),
+            location: location.clone(),
+        });
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let (ready, started) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("gatehouse-postgres".to_owned())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = ready.send(Err(format!("cannot start its runtime: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let writer = match Writer::connect(&shared).await {
+                        Ok(writer) => writer,
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = ready.send(Ok(tokio::runtime::Handle::current()));
+                    tokio::spawn(listen(Arc::clone(&shared)));
+                    write_loop(Some(writer), queue, &shared).await;
+                });
+            })
+            .map_err(|e| fail(format!("cannot start its thread: {e}")))?;
+        let runtime = match started.recv() {
+            Ok(Ok(runtime)) => runtime,
+            Ok(Err(detail)) => {
+                let _ = thread.join();
+                return Err(fail(detail));
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(fail("its thread stopped while starting".to_owned()));
+            }
+        };
+        Ok(Self {
+            location,
+            jobs: Mutex::new(Some(jobs)),
+            thread: Mutex::new(Some(thread)),
+            runtime,
+            pool,
+            waiters,
+            up,
+        })
+    }
+
+    /// Sends a job to the writer; waits for its commit when `wait`.
+    fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
+        jobs::submit(op, wait, |job| {
+            self.jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_some_and(|jobs| jobs.send(job).is_ok())
+        })
+    }
+
+    /// Runs `read` with a pooled connection on the store's runtime.
+    fn read<T, F, R>(&self, read: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> R + Send + 'static,
+        R: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let pool = self.pool.clone();
+        let location = self.location.clone();
+        let task = self.runtime.spawn(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("{location}: {e}")))?;
+            read(client).await.map_err(|e| unavailable(&location, &e))
+        });
+        Box::pin(async move {
+            task.await.unwrap_or_else(|e| {
+                Err(StoreError::Unavailable(format!("a store read failed: {e}")))
+            })
+        })
+    }
+}
+
+/// rustls with the ring provider, trusting the system's roots and the operator's `ca_file`.
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(found.certs);
+    if let Some(path) = ca_file {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+            .and_then(Iterator::collect)
+            .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!("ca_file {} holds no certificate", path.display()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// A database error, for operators: SQLSTATE and message when the server sent them.
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match std::error::Error::source(error) {
+            Some(source) => format!("{error}: {source}"),
+            None => error.to_string(),
+        },
+    }
+}
+
+fn unavailable(location: &str, error: &tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(format!("{location}: {}", describe(error)))
+}
+
+/// Connects with the store's settings; the connection is driven on the current runtime.
+async fn connect(shared: &Shared) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = shared.config.connect(shared.tls.clone()).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(error = %describe(&error), "a PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// Applies the migrations the database has not seen, under the migration lock.
+async fn migrate(client: &mut Client) -> Result<(), String> {
+    let sql = |e: tokio_postgres::Error| describe(&e);
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])
+        .await
+        .map_err(sql)?;
+    let result = async {
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS gatehouse_schema (version BIGINT NOT NULL)")
+            .await
+            .map_err(sql)?;
+        let version: i64 = client
+            .query_opt("SELECT version FROM gatehouse_schema", &[])
+            .await
+            .map_err(sql)?
+            .map_or(0, |row| row.get(0));
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(format!(
+                "its schema version is {version}, newer than this gatehouse knows ({known}); run a newer gatehouse"
+            ));
+        }
+        let txn = client.transaction().await.map_err(sql)?;
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            txn.batch_execute(migration)
+                .await
+                .map_err(|e| format!("migration {} failed: {}", index + 1, describe(&e)))?;
+        }
+        txn.execute("DELETE FROM gatehouse_schema", &[])
+            .await
+            .map_err(sql)?;
+        txn.execute("INSERT INTO gatehouse_schema (version) VALUES ($1)", &[&known])
+            .await
+            .map_err(sql)?;
+        txn.commit().await.map_err(sql)
+    }
+    .await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK])
+        .await;
+    result.and(unlocked.map(drop).map_err(sql))
+}
+
+/// The listener: `LISTEN gatehouse_keys` on a connection of its own, waking the waiters of
+/// every key another gateway (or this one) completed. Reconnects when the connection drops,
+/// waking every waiter so none sleeps through a notification it missed.
+async fn listen(shared: Arc<Shared>) {
+    loop {
+        match shared.config.connect(shared.tls.clone()).await {
+            Ok((client, mut connection)) => {
+                let waiters = Arc::clone(&shared.waiters);
+                let messages = tokio::spawn(async move {
+                    while let Some(message) =
+                        std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                    {
+                        match message {
+                            Ok(AsyncMessage::Notification(note)) => {
+                                waiters.wake_digest(note.payload());
+                            }
+                            Ok(_) => {}
+                            Err(error) => {
+                                tracing::debug!(error = %describe(&error), "the listening connection failed");
+                                break;
+                            }
+                        }
+                    }
+                });
+                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                    Ok(()) => {
+                        // Calls that began waiting before this LISTEN may have missed a wake-up.
+                        shared.waiters.wake_all();
+                        let _ = messages.await;
+                    }
+                    Err(error) => {
+                        tracing::debug!(error = %describe(&error), "LISTEN failed");
+                        messages.abort();
+                    }
+                }
+                shared.waiters.wake_all();
+            }
+            Err(error) => {
+                tracing::debug!(error = %describe(&error), "cannot connect the listener");
+            }
+        }
+        tokio::time::sleep(RECONNECT_EVERY).await;
+    }
+}
+
+/// The writer's connection and its prepared statements.
+struct Writer {
+    client: Client,
+    sql: Statements,
+}
+
+/// The statements every call runs, prepared once per connection.
+struct Statements {
+    lock: Statement,
+    head: Statement,
+    append: Statement,
+    find_key: Statement,
+    take_key: Statement,
+    stuck_key: Statement,
+    complete_key: Statement,
+    release_key: Statement,
+    execute_approval: Statement,
+    notify: Statement,
+}
+
+impl Writer {
+    async fn connect(shared: &Shared) -> Result<Self, String> {
+        let mut client = connect(shared)
+            .await
+            .map_err(|e| format!("cannot connect: {}", describe(&e)))?;
+        migrate(&mut client).await?;
+        let prepare = async |sql: &str| {
+            client
+                .prepare(sql)
+                .await
+                .map_err(|e| format!("cannot prepare `{sql}`: {}", describe(&e)))
+        };
+        let sql = Statements {
+            lock: prepare("SELECT pg_advisory_xact_lock($1)").await?,
+            head: prepare("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").await?,
+            append: prepare(
+                "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .await?,
+            find_key: prepare(
+                "SELECT request_hash, state, tool_call_id, lease_until, result, expires_at \
+                 FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3",
+            )
+            .await?,
+            take_key: prepare(
+                "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, NULL, $7, $8) \
+                 ON CONFLICT (tenant, tool, key) DO UPDATE SET request_hash = excluded.request_hash, \
+                   state = 'in_progress', tool_call_id = excluded.tool_call_id, lease_until = excluded.lease_until, \
+                   result = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
+            )
+            .await?,
+            stuck_key: prepare(
+                "UPDATE idempotency SET state = 'indeterminate' WHERE tenant = $1 AND tool = $2 AND key = $3",
+            )
+            .await?,
+            complete_key: prepare(
+                "UPDATE idempotency SET state = 'complete', result = $1 \
+                 WHERE tenant = $2 AND tool = $3 AND key = $4 AND tool_call_id = $5",
+            )
+            .await?,
+            release_key: prepare(
+                "DELETE FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3 AND tool_call_id = $4",
+            )
+            .await?,
+            execute_approval: prepare(
+                "UPDATE approvals SET status = 'executed', executed_by_call = $1, decided_at = COALESCE(decided_at, $3) \
+                 WHERE id = $2 AND status = 'approved'",
+            )
+            .await?,
+            notify: prepare("SELECT pg_notify($1, $2)").await?,
+        };
+        Ok(Self { client, sql })
+    }
+}
+
+/// The writer: group commit under the write lock (see the module docs). Reconnects by itself
+/// when the database comes back; while it is down, jobs fail at once.
+async fn write_loop(
+    mut writer: Option<Writer>,
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    shared: &Shared,
+) {
+    let mut pruned: Option<std::time::Instant> = None;
+    let mut retry = tokio::time::interval(RECONNECT_EVERY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let first = tokio::select! {
+            job = queue.recv() => match job {
+                Some(job) => job,
+                None => return,
+            },
+            // Notice a lost database without waiting for a write, and find it again.
+            _ = retry.tick() => {
+                match &writer {
+                    Some(live) if live.client.is_closed() => {
+                        writer = None;
+                        lost(shared);
+                    }
+                    Some(_) => {}
+                    None => writer = reconnect(shared).await,
+                }
+                continue;
+            }
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH
+            && let Ok(job) = queue.try_recv()
+        {
+            batch.push(job);
+        }
+        if writer.as_ref().is_some_and(|w| w.client.is_closed()) {
+            writer = None;
+            lost(shared);
+        }
+        let Some(live) = writer.as_mut() else {
+            let error = StoreError::Unavailable(format!(
+                "{}: the database is unreachable; retrying every {} ms",
+                shared.location,
+                RECONNECT_EVERY.as_millis()
+            ));
+            answer(batch, (0..).map(|_| Err(error.clone())), shared);
+            continue;
+        };
+        if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            pruned = Some(std::time::Instant::now());
+            batch.push(Job {
+                op: Op::Prune(super::now_ms()),
+                reply: None,
+            });
+        }
+        let results = run_batch(live, &batch, &shared.location).await;
+        if live.client.is_closed() {
+            writer = None;
+            lost(shared);
+        }
+        answer(batch, results, shared);
+    }
+}
+
+/// Marks the store down.
+fn lost(shared: &Shared) {
+    tracing::warn!(store = %shared.location, "lost the connection to the database; calls that must be recorded fail until it is back");
+    shared.up.store(false, Ordering::Release);
+}
+
+/// Tries to connect the writer again; marks the store up when it does.
+async fn reconnect(shared: &Shared) -> Option<Writer> {
+    match Writer::connect(shared).await {
+        Ok(writer) => {
+            tracing::info!(store = %shared.location, "the database is back");
+            shared.up.store(true, Ordering::Release);
+            // Keys may have been completed while nobody listened.
+            shared.waiters.wake_all();
+            Some(writer)
+        }
+        Err(error) => {
+            tracing::debug!(%error, "the database is still unreachable");
+            None
+        }
+    }
+}
+
+/// Sends every job its answer, waking the waiters of keys whose jobs committed.
+fn answer(
+    batch: Vec<Job>,
+    results: impl IntoIterator<Item = Result<Done, StoreError>>,
+    shared: &Shared,
+) {
+    for (job, result) in batch.into_iter().zip(results) {
+        match &result {
+            Ok(Done::Count(n)) if matches!(job.op, Op::Prune(_)) && *n > 0 => {
+                tracing::info!(pruned = n, "forgot idempotency records past their window");
+            }
+            Ok(_) => {
+                if let Some(key) = job.op.wakes() {
+                    shared.waiters.wake(key);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "a state store write failed"),
+        }
+        if let Some(reply) = job.reply {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Runs the batch in one transaction; if a job fails in SQL, rolls back and runs every job in
+/// a transaction of its own. Every job gets an answer.
+async fn run_batch(
+    writer: &mut Writer,
+    batch: &[Job],
+    location: &str,
+) -> Vec<Result<Done, StoreError>> {
+    let Writer { client, sql } = writer;
+    let together = async {
+        let txn = begin(client, sql).await?;
+        let mut head = read_head(&txn, sql).await?;
+        let mut answers = Vec::with_capacity(batch.len());
+        for job in batch.iter() {
+            answers.push(apply(&txn, sql, &mut head, &job.op).await?);
+        }
+        txn.commit().await?;
+        Ok::<_, tokio_postgres::Error>(answers)
+    };
+    match together.await {
+        Ok(answers) => return answers,
+        Err(error) if client.is_closed() || batch.len() == 1 => {
+            let error = unavailable(location, &error);
+            return batch.iter().map(|_| Err(error.clone())).collect();
+        }
+        Err(error) => {
+            tracing::debug!(error = %describe(&error), "a batch failed; running its jobs one by one");
+        }
+    }
+    let mut answers = Vec::with_capacity(batch.len());
+    for job in batch.iter() {
+        let alone = async {
+            let txn = begin(client, sql).await?;
+            let mut head = read_head(&txn, sql).await?;
+            let answer = apply(&txn, sql, &mut head, &job.op).await?;
+            txn.commit().await?;
+            Ok::<_, tokio_postgres::Error>(answer)
+        };
+        answers.push(
+            alone
+                .await
+                .unwrap_or_else(|e| Err(unavailable(location, &e))),
+        );
+    }
+    answers
+}
+
+/// Begins a write transaction holding the write lock.
+async fn begin<'c>(
+    client: &'c mut Client,
+    sql: &Statements,
+) -> Result<Transaction<'c>, tokio_postgres::Error> {
+    let txn = client.transaction().await?;
+    txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+    Ok(txn)
+}
+
+/// The audit chain's head: the next entry's number and its `prev_hash`.
+async fn read_head(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+) -> Result<(u64, String), tokio_postgres::Error> {
+    Ok(txn
+        .query_opt(&sql.head, &[])
+        .await?
+        .map_or((1, GENESIS.to_owned()), |row| {
+            (from_db(row.get(0)) + 1, row.get(1))
+        }))
+}
+
+/// One job inside the batch's transaction. The outer error is SQL's (the transaction is lost);
+/// the inner one is the job's own refusal (nothing was written).
+async fn apply(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    head: &mut (u64, String),
+    op: &Op,
+) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+    let done = match op {
+        Op::Claim(request) => Done::Claim(claim(txn, sql, request).await?),
+        Op::Record(record) => {
+            let call = record.audit.tool_call_id.as_deref();
+            append(txn, sql, head, &record.audit).await?;
+            if let Some((key, result)) = &record.completes {
+                let updated = txn
+                    .execute(
+                        &sql.complete_key,
+                        &[result, &key.tenant, &key.tool, &key.key, &call],
+                    )
+                    .await?;
+                if updated == 0 {
+                    tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
+                }
+            }
+            if let Some(key) = &record.releases {
+                txn.execute(&sql.release_key, &[&key.tenant, &key.tool, &key.key, &call])
+                    .await?;
+            }
+            if let Some(id) = &record.executes {
+                txn.execute(
+                    &sql.execute_approval,
+                    &[&call, id, &to_db(record.audit.at_ms)],
+                )
+                .await?;
+            }
+            if let Some(key) = op.wakes() {
+                notify(txn, sql, key).await?;
+            }
+            Done::Unit
+        }
+        Op::Propose(proposal) => Done::Approval(Box::new(propose(txn, proposal).await?)),
+        Op::Decide(decision) => {
+            let Some(approval) = approval_where(txn, "id = $1", &[&decision.id]).await? else {
+                return Ok(Err(StoreError::NotFound(format!(
+                    "approval `{}`",
+                    decision.id
+                ))));
+            };
+            let status = match jobs::check_decision(&approval, decision) {
+                Ok(status) => status,
+                Err(refused) => return Ok(Err(refused)),
+            };
+            txn.execute(
+                "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4 WHERE id = $5",
+                &[
+                    &status.as_str(),
+                    &decision.by,
+                    &decision.reason,
+                    &to_db(decision.now_ms),
+                    &decision.id,
+                ],
+            )
+            .await?;
+            append(
+                txn,
+                sql,
+                head,
+                &jobs::decision_event(&approval, decision, status),
+            )
+            .await?;
+            match approval_where(txn, "id = $1", &[&decision.id]).await? {
+                Some(approval) => Done::Approval(Box::new(approval)),
+                None => {
+                    return Ok(Err(StoreError::NotFound(format!(
+                        "approval `{}`",
+                        decision.id
+                    ))));
+                }
+            }
+        }
+        Op::Resolve {
+            key,
+            resolution,
+            by,
+            now_ms,
+        } => {
+            let row = txn
+                .query_opt(
+                    "SELECT state, lease_until, tool_call_id FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3",
+                    &[&key.tenant, &key.tool, &key.key],
+                )
+                .await?;
+            let Some(row) = row else {
+                return Ok(Err(jobs::unknown_key(key)));
+            };
+            let (state, lease_until, holder): (String, i64, String) =
+                (row.get(0), row.get(1), row.get(2));
+            if let Err(refused) = jobs::check_resolvable(key, &state, from_db(lease_until), *now_ms)
+            {
+                return Ok(Err(refused));
+            }
+            let change = match resolution {
+                Resolution::Release => {
+                    "DELETE FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3"
+                }
+                Resolution::Done => {
+                    "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = $1 AND tool = $2 AND key = $3"
+                }
+            };
+            txn.execute(change, &[&key.tenant, &key.tool, &key.key])
+                .await?;
+            let event = jobs::resolution_event(key, *resolution, by, *now_ms, holder);
+            append(txn, sql, head, &event).await?;
+            notify(txn, sql, key).await?;
+            Done::Unit
+        }
+        Op::Prune(now_ms) => Done::Count(
+            txn.execute(
+                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
+                &[&to_db(*now_ms)],
+            )
+            .await?,
+        ),
+    };
+    Ok(Ok(done))
+}
+
+async fn notify(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    key: &IdempotencyKey,
+) -> Result<(), tokio_postgres::Error> {
+    txn.query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
+        .await
+        .map(drop)
+}
+
+async fn claim(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    request: &ClaimRequest,
+) -> Result<Claim, tokio_postgres::Error> {
+    let key = &request.key;
+    let now = super::now_ms();
+    let existing = txn
+        .query_opt(&sql.find_key, &[&key.tenant, &key.tool, &key.key])
+        .await?
+        .map(|row| KeyRow {
+            request_hash: row.get(0),
+            state: row.get(1),
+            tool_call_id: row.get(2),
+            lease_until_ms: from_db(row.get(3)),
+            result: row.get(4),
+            expires_at_ms: from_db(row.get(5)),
+        });
+    match jobs::judge(existing, request, now) {
+        Judgement::Answer(claim) => Ok(claim),
+        Judgement::Indeterminate(claim) => {
+            txn.execute(&sql.stuck_key, &[&key.tenant, &key.tool, &key.key])
+                .await?;
+            Ok(claim)
+        }
+        Judgement::Take => {
+            txn.execute(
+                &sql.take_key,
+                &[
+                    &key.tenant,
+                    &key.tool,
+                    &key.key,
+                    &request.request_hash,
+                    &request.tool_call_id,
+                    &to_db(request.lease_until_ms),
+                    &to_db(now),
+                    &to_db(request.expires_at_ms),
+                ],
+            )
+            .await?;
+            Ok(Claim::Run)
+        }
+    }
+}
+
+/// Appends an audit entry after `head`, and moves `head` past it.
+async fn append(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    head: &mut (u64, String),
+    event: &AuditEvent,
+) -> Result<(), tokio_postgres::Error> {
+    let (seq, prev_hash) = (head.0, std::mem::take(&mut head.1));
+    let hash = audit::entry_hash(&prev_hash, seq, event);
+    txn.execute(
+        &sql.append,
+        &[
+            &to_db(seq),
+            &to_db(event.at_ms),
+            &event.kind,
+            &event.tool_call_id,
+            &event.tenant,
+            &event.principal,
+            &event.tool,
+            &event.outcome,
+            &event.record,
+            &prev_hash,
+            &hash,
+        ],
+    )
+    .await?;
+    *head = (seq + 1, hash);
+    Ok(())
+}
+
+async fn propose(
+    txn: &Transaction<'_>,
+    proposal: &Approval,
+) -> Result<Approval, tokio_postgres::Error> {
+    if let Some(key) = &proposal.idempotency_key
+        && let Some(existing) = approval_where(
+            txn,
+            "tenant = $1 AND tool = $2 AND idempotency_key = $3",
+            &[&proposal.tenant, &proposal.tool, key],
+        )
+        .await?
+    {
+        return Ok(existing);
+    }
+    txn.execute(
+        &format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL)"
+        ),
+        &[
+            &proposal.id,
+            &proposal.tenant,
+            &proposal.tool,
+            &proposal.idempotency_key,
+            &proposal.request_hash,
+            &proposal.call.to_string(),
+            &jobs::strings_json(&proposal.principals),
+            &proposal.mode,
+            &jobs::strings_json(&proposal.reasons),
+            &to_db(proposal.created_at_ms),
+            &to_db(proposal.expires_at_ms),
+        ],
+    )
+    .await?;
+    let mut stored = proposal.clone();
+    stored.status = ApprovalStatus::Pending;
+    stored.decided_by = None;
+    stored.decided_reason = None;
+    stored.decided_at_ms = None;
+    stored.executed_by_call = None;
+    Ok(stored)
+}
+
+const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
+     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+
+const AUDIT_COLUMNS: &str =
+    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
+
+/// The one approval matching `condition`, read with whatever client or transaction.
+async fn approval_where(
+    client: &impl tokio_postgres::GenericClient,
+    condition: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Approval>, tokio_postgres::Error> {
+    client
+        .query_opt(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {condition}"),
+            params,
+        )
+        .await?
+        .map(|row| approval_row(&row))
+        .transpose()
+}
+
+fn approval_row(row: &Row) -> Result<Approval, tokio_postgres::Error> {
+    let status: String = row.try_get(9)?;
+    let call: String = row.try_get(5)?;
+    Ok(Approval {
+        id: row.try_get(0)?,
+        tenant: row.try_get(1)?,
+        tool: row.try_get(2)?,
+        idempotency_key: row.try_get(3)?,
+        request_hash: row.try_get(4)?,
+        // Written by this code from a `Value`: it parses; a damaged row reads as null.
+        call: serde_json::from_str(&call).unwrap_or_default(),
+        principals: jobs::strings_from_json(&row.try_get::<_, String>(6)?),
+        mode: row.try_get(7)?,
+        reasons: jobs::strings_from_json(&row.try_get::<_, String>(8)?),
+        status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Rejected),
+        created_at_ms: from_db(row.try_get(10)?),
+        expires_at_ms: from_db(row.try_get(11)?),
+        decided_by: row.try_get(12)?,
+        decided_reason: row.try_get(13)?,
+        decided_at_ms: row.try_get::<_, Option<i64>>(14)?.map(from_db),
+        executed_by_call: row.try_get(15)?,
+    })
+}
+
+fn audit_row(row: &Row) -> Result<AuditEntry, tokio_postgres::Error> {
+    Ok(AuditEntry {
+        seq: from_db(row.try_get(0)?),
+        event: AuditEvent {
+            at_ms: from_db(row.try_get(1)?),
+            kind: row.try_get(2)?,
+            tool_call_id: row.try_get(3)?,
+            tenant: row.try_get(4)?,
+            principal: row.try_get(5)?,
+            tool: row.try_get(6)?,
+            outcome: row.try_get(7)?,
+            record: row.try_get(8)?,
+        },
+        prev_hash: row.try_get(9)?,
+        hash: row.try_get(10)?,
+    })
+}
+
+fn to_db(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn from_db(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+impl Store for PostgresStore {
+    jobs::queued_writes!();
+
+    fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify> {
+        self.waiters.watch(key)
+    }
+
+    fn available(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>> {
+        self.read(move |client| async move {
+            match &lookup {
+                ApprovalLookup::Id(id) => approval_where(&**client, "id = $1", &[id]).await,
+                ApprovalLookup::Key(key) => {
+                    approval_where(
+                        &**client,
+                        "tenant = $1 AND tool = $2 AND idempotency_key = $3",
+                        &[&key.tenant, &key.tool, &key.key],
+                    )
+                    .await
+                }
+            }
+        })
+    }
+
+    fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
+        self.read(move |client| async move {
+            let limit = if filter.limit == 0 { 100 } else { filter.limit };
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                         WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR tenant = $2) \
+                         ORDER BY created_at DESC, id LIMIT $3"
+                    ),
+                    &[
+                        &filter.status.map(ApprovalStatus::as_str),
+                        &filter.tenant,
+                        &i64::try_from(limit).unwrap_or(i64::MAX),
+                    ],
+                )
+                .await?;
+            rows.iter().map(approval_row).collect()
+        })
+    }
+
+    fn prior_actions(
+        &self,
+        tenant: String,
+        principal: String,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<String>> {
+        self.read(move |client| async move {
+            let statement = client
+                .prepare_cached(
+                    "SELECT tool FROM audit WHERE tenant = $1 AND principal = $2 AND kind = 'call' AND tool IS NOT NULL \
+                     ORDER BY seq DESC LIMIT $3",
+                )
+                .await?;
+            let rows = client
+                .query(
+                    &statement,
+                    &[&tenant, &principal, &i64::try_from(limit).unwrap_or(i64::MAX)],
+                )
+                .await?;
+            let mut tools: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+            tools.reverse();
+            Ok(tools)
+        })
+    }
+
+    fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>> {
+        self.read(move |client| async move {
+            let rows = client
+                .query(
+                    "SELECT tenant, tool, key, state, tool_call_id, lease_until, created_at, expires_at \
+                     FROM idempotency ORDER BY created_at",
+                    &[],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|row| KeyRecord {
+                    key: IdempotencyKey {
+                        tenant: row.get(0),
+                        tool: row.get(1),
+                        key: row.get(2),
+                    },
+                    state: jobs::key_state(row.get(3), from_db(row.get(5)), now_ms),
+                    tool_call_id: row.get(4),
+                    created_at_ms: from_db(row.get(6)),
+                    expires_at_ms: from_db(row.get(7)),
+                })
+                .filter(|r| !indeterminate_only || r.state == KeyState::Indeterminate)
+                .collect())
+        })
+    }
+
+    fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read(move |client| async move {
+            let limit = (query.limit > 0).then(|| i64::try_from(query.limit).unwrap_or(i64::MAX));
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {AUDIT_COLUMNS} FROM audit \
+                         WHERE ($1::text IS NULL OR tool_call_id = $1) AND ($2::text IS NULL OR tenant = $2) \
+                           AND ($3::text IS NULL OR outcome = $3) AND ($4::bigint IS NULL OR at >= $4) \
+                           AND ($5::bigint IS NULL OR at < $5) AND ($6::bigint IS NULL OR seq > $6) \
+                         ORDER BY seq LIMIT $7"
+                    ),
+                    &[
+                        &query.tool_call_id,
+                        &query.tenant,
+                        &query.outcome,
+                        &query.since_ms.map(to_db),
+                        &query.until_ms.map(to_db),
+                        &query.after_seq.map(to_db),
+                        &limit,
+                    ],
+                )
+                .await?;
+            rows.iter().map(audit_row).collect()
+        })
+    }
+
+    fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {
+        self.read(move |client| async move {
+            let statement = client
+                .prepare(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2"
+                ))
+                .await?;
+            let mut chain = audit::Chain::default();
+            let mut after = 0_i64;
+            loop {
+                let rows = client.query(&statement, &[&after, &VERIFY_PAGE]).await?;
+                for row in &rows {
+                    let entry = audit_row(row)?;
+                    after = to_db(entry.seq);
+                    if !chain.check(entry) {
+                        return Ok(chain.report());
+                    }
+                }
+                if (rows.len() as i64) < VERIFY_PAGE {
+                    return Ok(chain.report());
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,366 @@
+//! The shared store on a real PostgreSQL server (one per test, started from the distribution's
+//! binaries; see `gatehouse_tests::postgres`): exactly-once across two gateway processes, an
+//! approval made on one gateway executed through another, a gateway killed mid-call, the
+//! database restarted under load, and read-only calls while it is down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_host::config::StoreConfig;
+use gatehouse_host::state::postgres::PostgresStore;
+use gatehouse_host::state::{AuditQuery, Store};
+use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_tests::artifacts::REST;
+use gatehouse_tests::postgres::Postgres;
+use gatehouse_tests::upstream::Upstream;
+use serde_json::json;
+
+use crate::state::{
+    free_port, futures_join, gatehouse, host, mcp_call, outcome_of, probed, rest_config,
+    serve_config, spawn_gateway, transfer,
+};
+
+fn on(pg: &Postgres) -> StoreConfig {
+    StoreConfig {
+        url: Some(pg.url()),
+        ..StoreConfig::default()
+    }
+}
+
+/// `rest_config(upstream)` storing its state in `pg`.
+fn shared_config(upstream: &Upstream, pg: &Postgres) -> HostConfig {
+    let mut config = rest_config(upstream);
+    config.store = on(pg);
+    config
+}
+
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
+    let pg = Postgres::start();
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host_config = shared_config(&upstream, &pg);
+    let config = serve_config(dir.path(), &host_config);
+    let adapter = dir.path().join("rest.wasm");
+    std::fs::write(&adapter, REST.signed()).unwrap();
+    let ports = [free_port(), free_port()];
+    let _a = spawn_gateway(&config, &adapter, ports[0]).await;
+    let _b = spawn_gateway(&config, &adapter, ports[1]).await;
+
+    let calls = (0..200).map(|i| {
+        let k = i % 10;
+        let args = json!({ "url": upstream.url(&format!("/api/pg/{k}")), "method": "POST", "body": { "k": k } });
+        let port = ports[i % 2];
+        tokio::spawn(async move {
+            (
+                k,
+                mcp_call(port, "gatehouse.rest.send", args, &format!("pg-{k}")).await,
+            )
+        })
+    });
+    let results = futures_join(calls).await;
+    assert_eq!(
+        upstream.seen().len(),
+        10,
+        "one upstream request per key, whichever gateway took it"
+    );
+    let mut replays = 0;
+    for (k, result) in results {
+        let result = result.expect("every call answered");
+        assert_eq!(outcome_of(&result), "OK", "{result}");
+        assert_eq!(
+            result["structuredContent"]["body"]["path"],
+            json!(format!("/api/pg/{k}"))
+        );
+        if result["_meta"].get("gatehouse/replay_of").is_some() {
+            replays += 1;
+        }
+    }
+    assert_eq!(replays, 190);
+    let store = PostgresStore::open(&host_config.store).unwrap();
+    let report = store.verify_audit().await.unwrap();
+    assert_eq!(
+        (report.entries, report.first_break),
+        (200, None),
+        "both gateways' entries form one chain"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_made_on_one_gateway_executes_through_another() {
+    let pg = Postgres::start();
+    let verdict = json!({ "verdict": "require_approval" });
+    let a = probed("test.ledger.*", verdict.clone(), on(&pg));
+    let b = probed("test.ledger.*", verdict, on(&pg));
+
+    let paused = a.call(transfer("shared-1", 700)).await;
+    assert_eq!(paused.status, Status::Paused);
+    let id = paused.approval_id.clone().unwrap();
+    // The same call on the other gateway finds the same approval.
+    let again = b.call(transfer("shared-1", 700)).await;
+    assert_eq!(again.approval_id.as_deref(), Some(id.as_str()));
+
+    // An operator approves from the command line, against the database.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ops.toml");
+    std::fs::write(&config, format!("[store]\nurl = {:?}\n", pg.url())).unwrap();
+    let config = config.to_str().unwrap();
+    let (code, out) = gatehouse(&[
+        "approvals",
+        "approve",
+        &id,
+        "--as",
+        "usr_bob",
+        "--reason",
+        "checked",
+        "--config",
+        config,
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+
+    let ran = b.call(transfer("shared-1", 700)).await;
+    assert!(ran.is_ok(), "{ran:#?}");
+    assert_eq!(ran.replay_of, None);
+    assert_eq!(ran.approval_id.as_deref(), Some(id.as_str()));
+    let replay = a.call(transfer("shared-1", 700)).await;
+    assert_eq!(replay.replay_of.as_deref(), Some(ran.tool_call_id.as_str()));
+    let executed = a.approval(&id).await.unwrap().unwrap();
+    assert_eq!(
+        executed.executed_by_call.as_deref(),
+        Some(ran.tool_call_id.as_str())
+    );
+    let report = a.verify_audit().await.unwrap();
+    assert!(report.first_break.is_none(), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_mid_call_is_never_rerun_by_another() {
+    let pg = Postgres::start();
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut host_config = shared_config(&upstream, &pg);
+    host_config.sandbox.timeout_ms = 3_000;
+    host_config.egress.max_total_ms = 2_800;
+    let config = serve_config(dir.path(), &host_config);
+    let adapter = dir.path().join("rest.wasm");
+    std::fs::write(&adapter, REST.signed()).unwrap();
+    let (port_a, port_b) = (free_port(), free_port());
+    let args =
+        json!({ "url": upstream.url("/delay/2000/api/crash"), "method": "POST", "body": {} });
+
+    let a = spawn_gateway(&config, &adapter, port_a).await;
+    let b = spawn_gateway(&config, &adapter, port_b).await;
+    let in_flight = tokio::spawn(mcp_call(
+        port_a,
+        "gatehouse.rest.send",
+        args.clone(),
+        "crash-pg",
+    ));
+    while upstream.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(a); // SIGKILL while the adapter waits for the upstream
+    assert_eq!(in_flight.await.unwrap(), None);
+
+    let mut outcome = String::new();
+    for _ in 0..60 {
+        let result = mcp_call(port_b, "gatehouse.rest.send", args.clone(), "crash-pg")
+            .await
+            .expect("the other gateway answers");
+        outcome = outcome_of(&result).to_owned();
+        if outcome != "IDEMPOTENCY_IN_FLIGHT" {
+            break;
+        }
+    }
+    assert_eq!(outcome, "IDEMPOTENCY_INDETERMINATE");
+    assert_eq!(upstream.seen().len(), 1, "no second upstream effect");
+    drop(b);
+    let store = PostgresStore::open(&host_config.store).unwrap();
+    let stuck = store
+        .keys(true, gatehouse_host::state::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(stuck.len(), 1);
+    assert_eq!(stuck[0].key.key, "crash-pg");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_restart_under_load_loses_nothing_acknowledged() {
+    let pg = Postgres::start();
+    let upstream = Upstream::start().await;
+    let host = Arc::new(host(shared_config(&upstream, &pg)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let (host, stop) = (Arc::clone(&host), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut results = Vec::new();
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let key = format!("load-{w}-{n}");
+                    n += 1;
+                    let result = host.call(transfer(&key, 1)).await;
+                    if !result.is_ok() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    results.push((key, result));
+                }
+                results
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    pg.stop();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    pg.resume();
+    eventually("the store is back", || host.store().available()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let results: Vec<_> = futures_join(workers.into_iter())
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+
+    let (mut acknowledged, mut refused) = (Vec::new(), 0);
+    for (key, result) in &results {
+        if result.is_ok() {
+            acknowledged.push((key, result));
+        } else {
+            assert_eq!(
+                result.outcome,
+                OutcomeCode::StoreUnavailable,
+                "{key}: {result:#?}"
+            );
+            refused += 1;
+        }
+    }
+    assert!(
+        refused > 0,
+        "the restart was seen by some calls ({} calls)",
+        results.len()
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "calls around the restart succeeded"
+    );
+    // Every acknowledged call is in the audit log, and replays rather than runs again.
+    for (key, result) in &acknowledged {
+        let entries = host
+            .audit(AuditQuery {
+                tool_call_id: Some(result.tool_call_id.clone()),
+                ..AuditQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(entries.len(), 1, "{key} is recorded");
+        let replay = host.call(transfer(key, 1)).await;
+        assert_eq!(
+            replay.replay_of.as_deref(),
+            Some(result.tool_call_id.as_str())
+        );
+    }
+    let report = host.verify_audit().await.unwrap();
+    assert!(report.first_break.is_none(), "{report:?}");
+    // Service resumed by itself: a new call runs.
+    assert!(host.call(transfer("after", 1)).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_database_is_down_only_allowed_read_only_calls_run() {
+    let pg = Postgres::start();
+    let upstream = Upstream::start().await;
+    let lenient = {
+        let mut config = shared_config(&upstream, &pg);
+        config.store.read_only_without_store = true;
+        host(config)
+    };
+    let strict = host(shared_config(&upstream, &pg));
+    let echo =
+        || ToolCallEnvelope::new("default", "gatehouse.echo.echo", json!({ "message": "hi" }));
+    assert!(lenient.call(echo()).await.is_ok());
+
+    pg.stop();
+    eventually("both gateways see the database down", || {
+        !lenient.store().available() && !strict.store().available()
+    })
+    .await;
+    assert!(
+        lenient.call(echo()).await.is_ok(),
+        "read-only calls are served when the operator allows it"
+    );
+    let refused = strict.call(echo()).await;
+    assert_eq!(refused.outcome, OutcomeCode::StoreUnavailable);
+    assert!(refused.error.unwrap().retryable);
+    let write = lenient.call(transfer("down-1", 5)).await;
+    assert_eq!(write.outcome, OutcomeCode::StoreUnavailable);
+    assert!(
+        write.error.unwrap().retryable,
+        "nothing ran, so a retry is safe"
+    );
+
+    pg.resume();
+    eventually("both gateways see the database again", || {
+        lenient.store().available() && strict.store().available()
+    })
+    .await;
+    assert!(strict.call(echo()).await.is_ok());
+    let write = lenient.call(transfer("down-1", 5)).await;
+    assert!(write.is_ok(), "{write:#?}");
+}
+
+#[test]
+fn a_database_that_cannot_be_reached_fails_start_up_without_its_password() {
+    let config = StoreConfig {
+        url: Some(format!(
+            "postgres://gatehouse:hunter2@127.0.0.1:{}/postgres?connect_timeout=2",
+            free_port()
+        )),
+        ..StoreConfig::default()
+    };
+    let error = Host::new(HostConfig {
+        store: config,
+        ..HostConfig::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("cannot connect"), "{error}");
+    assert!(!error.contains("hunter2"), "{error}");
+}
+
+#[test]
+fn gateways_starting_together_apply_the_migrations_once() {
+    let pg = Postgres::start();
+    let config = on(&pg);
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let config = config.clone();
+            std::thread::spawn(move || PostgresStore::open(&config).map(drop))
+        })
+        .collect();
+    for store in opened {
+        store
+            .join()
+            .unwrap()
+            .expect("every gateway opens the store");
+    }
+    // A fifth finds the schema current and works.
+    let store = PostgresStore::open(&config).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime.block_on(store.verify_audit()).unwrap();
+    assert_eq!((report.entries, report.first_break), (0, None));
+}
