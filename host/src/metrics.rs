@@ -11,9 +11,10 @@
 //! | `gatehouse_approvals_pending` | | the store, at scrape time |
 //! | `gatehouse_instance_slots_in_use`, `gatehouse_instance_slots` | | the sandbox, at scrape |
 //!
-//! A call that never reached an adapter (an unknown or hidden tool, a refused identity) is
-//! labelled `adapter="none", capability="none"`: the tool name it asked for is the caller's
-//! text, and would let any caller grow the label set without bound.
+//! A call that never reached an adapter (an unknown or hidden tool) is labelled
+//! `adapter="none", capability="none"`: the tool name it asked for is the caller's text, and
+//! would let any caller grow the label set without bound. Requests the MCP server refuses
+//! before a call exists (401, 403, 413) are not counted here.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
