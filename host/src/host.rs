@@ -7,17 +7,19 @@ use serde_json::Value;
 use crate::config::HostConfig;
 use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
 use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
 use crate::plugin::manifest::Capability;
+use crate::plugin::manifest::PluginKind;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
 use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 use crate::policy::PolicyError;
 use crate::sandbox::{Limits, Sandbox};
 use crate::skills::Resolution;
 use crate::state::{
-    Approval, ApprovalFilter, ApprovalLookup, AuditEntry, AuditQuery, Decision, Store, StoreError,
-    VerifyReport,
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
+    CallRecord, Store, StoreError, VerifyReport, canonical_json, now_ms,
 };
 
 /// Why a host could not be built from its config.
@@ -87,6 +89,20 @@ pub struct Host {
     egress: EgressConfig,
     tls: TlsClient,
     pipeline: Pipeline,
+    metrics: Metrics,
+}
+
+/// A serving policy module, for operators: its version, the versions a rollback would put
+/// back (the next one last), and the config of each binding naming it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PolicyModule {
+    /// The serving version.
+    #[serde(flatten)]
+    pub plugin: PluginRef,
+    /// What [`Host::rollback_policy`] can put back, the next one last.
+    pub previous: Vec<PluginRef>,
+    /// The config of every `[[pipeline.policy]]` binding of the module, in binding order.
+    pub configs: Vec<Value>,
 }
 
 impl std::fmt::Debug for Host {
@@ -130,6 +146,7 @@ impl Host {
             egress: config.egress,
             tls,
             pipeline,
+            metrics: Metrics::default(),
         })
     }
 
@@ -180,6 +197,106 @@ impl Host {
     pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
         let policy = self.load_policy(bytes)?;
         Ok(self.pipeline.policies.install(policy)?)
+    }
+
+    /// Verifies and installs a signed adapter or policy module, whichever its manifest says it
+    /// is: exactly [`Host::install_adapter`] or [`Host::install_policy`] (same signature,
+    /// trust, load and config checks), for callers that take either (the admin API's upload).
+    pub fn install(&self, bytes: &[u8]) -> Result<(PluginKind, PluginRef), InstallError> {
+        let verified = self.verify(bytes)?;
+        let kind = verified.manifest.kind();
+        let plugin = match kind {
+            PluginKind::Adapter => self.serve_adapter(plugin::load_adapter(
+                &self.sandbox,
+                self.cache.as_ref(),
+                &self.egress,
+                &self.tls,
+                bytes,
+                verified,
+            )?)?,
+            PluginKind::Policy => self.pipeline.policies.install(plugin::load_policy(
+                &self.sandbox,
+                self.cache.as_ref(),
+                bytes,
+                verified,
+            )?)?,
+        };
+        Ok((kind, plugin))
+    }
+
+    /// The installed adapters, sorted by id.
+    pub fn adapters(&self) -> Vec<PluginRef> {
+        self.pipeline.registry.adapters()
+    }
+
+    /// The installed policy modules, sorted by id.
+    pub fn policies(&self) -> Vec<PolicyModule> {
+        let set = self.pipeline.policies.snapshot();
+        set.modules()
+            .map(|plugin| PolicyModule {
+                plugin: plugin.clone(),
+                previous: self.pipeline.policies.previous(&plugin.id),
+                configs: set.configs(&plugin.id).into_iter().cloned().collect(),
+            })
+            .collect()
+    }
+
+    /// Appends a change to what this host serves to the audit log, durably, as an entry of
+    /// kind `plugin` by principal `by`; `record` says what changed. The admin API and the
+    /// watched policy directory record every install, rollback and config change here; the
+    /// library's install methods record nothing by themselves (start-up loads are not
+    /// changes).
+    pub async fn audit_plugin_change(&self, by: &str, record: &Value) -> Result<(), StoreError> {
+        self.pipeline
+            .store
+            .record(CallRecord {
+                audit: AuditEvent {
+                    kind: "plugin".to_owned(),
+                    tool_call_id: None,
+                    tenant: None,
+                    principal: Some(by.to_owned()),
+                    tool: None,
+                    outcome: None,
+                    record: canonical_json(record),
+                    at_ms: now_ms(),
+                },
+                completes: None,
+                releases: None,
+                executes: None,
+                durable: true,
+            })
+            .await
+    }
+
+    /// The host's metrics in the Prometheus text format (see [`crate::metrics`]); reads the
+    /// pending approvals from the store.
+    pub async fn metrics_text(&self) -> Result<String, StoreError> {
+        let now = now_ms();
+        let pending = self
+            .pipeline
+            .store
+            .approvals(ApprovalFilter {
+                status: Some(ApprovalStatus::Pending),
+                tenant: None,
+                limit: usize::MAX,
+            })
+            .await?
+            .iter()
+            .filter(|a| !a.expired(now))
+            .count();
+        Ok(self.metrics.encode(pending, self.sandbox.slots()))
+    }
+
+    /// Whether the host can serve: its store answers a read.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.pipeline
+            .store
+            .approvals(ApprovalFilter {
+                limit: 1,
+                ..ApprovalFilter::default()
+            })
+            .await
+            .map(drop)
     }
 
     /// Puts back the policy version the last install of `module` replaced.
@@ -246,17 +363,11 @@ impl Host {
         by: &str,
         reason: &str,
     ) -> Result<Approval, StoreError> {
-        self.pipeline
-            .store
-            .decide(Decision {
-                id: id.to_owned(),
-                approve,
-                by: by.to_owned(),
-                reason: reason.to_owned(),
-                now_ms: crate::state::now_ms(),
-                allow_self_approval: self.pipeline.store_config().allow_self_approval,
-            })
-            .await
+        let decision = self
+            .pipeline
+            .store_config()
+            .decision(id, approve, by, reason);
+        self.pipeline.store.decide(decision).await
     }
 
     /// Audit entries, in log order.
@@ -289,6 +400,9 @@ impl Host {
     /// Runs one governed call through every gate, in order (see [`crate::pipeline`]). Never
     /// fails: every refusal or failure is a result envelope with a status and an outcome code.
     pub async fn call(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
-        self.pipeline.run(&self.sandbox, call).await
+        let started = std::time::Instant::now();
+        let result = self.pipeline.run(&self.sandbox, call).await;
+        self.metrics.observe(&result, started.elapsed());
+        result
     }
 }

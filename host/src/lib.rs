@@ -12,7 +12,9 @@
 //! 5. runs every call through the governed pipeline ([`Host::call`]): normalize, validate,
 //!    host invariants, policy modules, invoke with skills context, verify, obligations;
 //! 6. serves the tools to agents over MCP (Streamable HTTP) with API-key identity
-//!    (`mcp`, feature `mcp`, and `gatehouse serve`, feature `cli`).
+//!    (`mcp`, feature `mcp`, and `gatehouse serve`, feature `cli`);
+//! 7. lets operators act on a running gateway through the admin API (`admin`, feature
+//!    `admin`): approvals, the audit log, plugin swaps, health and Prometheus metrics.
 //!
 //! Embedding (see [`Host`] and `host/examples/embed.rs`): build a [`Host`] from
 //! a [`HostConfig`], install adapters and policies, submit [`ToolCallEnvelope`]s. The public
@@ -39,9 +41,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// Layers, top to bottom (see host/README.md): cli -> mcp, demo, watch -> host -> config ->
-// pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
+// Layers, top to bottom (see host/README.md): cli -> mcp, admin, demo, watch -> host ->
+// config, metrics -> pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
 // secret, bindings.
+#[cfg(feature = "admin")]
+pub mod admin;
 mod bindings;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -55,6 +59,7 @@ mod host;
 mod ids;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+mod metrics;
 pub mod model;
 mod pipeline;
 pub mod plugin;
@@ -68,7 +73,7 @@ pub mod watch;
 pub use config::HostConfig;
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 pub use error::{HostError, InstallError, LoadError};
-pub use host::Host;
+pub use host::{Host, PolicyModule};
 pub use model::{
     ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Principal, PrincipalKind,
 };

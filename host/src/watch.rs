@@ -1,8 +1,17 @@
 //! Hot swap by a watched directory: every `*.wasm` file in the directory is a signed policy
 //! module. A new or changed file is installed through [`Host::install_policy`], so it is
 //! verified, loaded and config-checked before it replaces anything; a file that fails any
-//! step leaves the serving version in place. Removing a file uninstalls nothing (roll back
-//! through the library API).
+//! step leaves the serving version in place. Every install is appended to the audit log (kind
+//! `plugin`, principal `watch:<dir>`). Removing a file uninstalls nothing (roll back through
+//! the library API or the admin API).
+//!
+//! `gatehouse serve` watches the directory its config names:
+//!
+//! ```toml
+//! [watch]
+//! policy_dir = "/etc/gatehouse/policies"
+//! interval_ms = 2000
+//! ```
 //!
 //! The directory is polled: changes are detected by content digest, which is immune to
 //! coarse file timestamps and needs no platform notification API.
@@ -12,12 +21,29 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::host::Host;
 use crate::plugin::PluginRef;
+
+/// The `[watch]` table of `gatehouse serve`: a directory of signed policy modules to install
+/// as they appear or change. Absent: nothing is watched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchConfig {
+    /// The directory. Its `*.wasm` files are installed at start and whenever they change.
+    pub policy_dir: PathBuf,
+    /// How often to look, in milliseconds. Default: 2000.
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+}
+
+fn default_interval_ms() -> u64 {
+    2000
+}
 
 /// What the watcher did with one new or changed file.
 #[derive(Debug)]
@@ -57,6 +83,7 @@ impl PolicyWatcher {
         let task = tokio::spawn(async move {
             let mut seen: HashMap<PathBuf, [u8; 32]> = HashMap::new();
             let mut ticker = tokio::time::interval(interval);
+            let by = format!("watch:{}", dir.display());
             loop {
                 ticker.tick().await;
                 for (path, bytes) in changed_files(&dir, &mut seen) {
@@ -64,6 +91,18 @@ impl PolicyWatcher {
                     match &result {
                         Ok(plugin) => {
                             tracing::info!(path = %path.display(), module = %plugin.id, version = %plugin.version, "policy installed from watched directory");
+                            let replaced = host
+                                .policies()
+                                .into_iter()
+                                .find(|p| p.plugin.id == plugin.id)
+                                .and_then(|p| p.previous.last().cloned());
+                            let change = serde_json::json!({
+                                "action": "install", "kind": "policy", "plugin": plugin,
+                                "replaced": replaced, "file": path.display().to_string(),
+                            });
+                            if let Err(e) = host.audit_plugin_change(&by, &change).await {
+                                tracing::error!(path = %path.display(), error = %e, "the policy installed from the watched directory could not be recorded in the audit log");
+                            }
                         }
                         Err(e) => {
                             tracing::warn!(path = %path.display(), error = %e, "policy file refused; the serving version stays");

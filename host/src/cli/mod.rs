@@ -26,6 +26,7 @@ macro_rules! say {
     };
 }
 
+mod admin;
 mod serve;
 mod state;
 
@@ -136,6 +137,15 @@ enum Command {
         command: state::ApprovalsCommand,
         #[command(flatten)]
         config: ConfigArg,
+    },
+    /// Act on a running gateway through its admin API (`[admin]` in its config): approvals,
+    /// policy push and rollback, plugins, audit verification. The token comes from
+    /// $GATEHOUSE_ADMIN_TOKEN (or --token-file).
+    Admin {
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+        #[command(flatten)]
+        args: admin::AdminArgs,
     },
     /// The hash-chained audit log: verify, export, show.
     Audit {
@@ -249,6 +259,7 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         Command::Inspect { component } => inspect(&component, out),
         Command::Approvals { command, config } => state::approvals(command, &config, out),
         Command::Audit { command, config } => state::audit(command, &config, out),
+        Command::Admin { command, args } => admin::admin(&args, command, out),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
         Command::Replay {
             tool_call_id,

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
 use crate::host::Host;
 use crate::mcp::{McpConfig, McpServer};
+use crate::watch::{PolicyWatcher, WatchConfig};
 
 /// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
 /// the server's own `[mcp]` table. Every other command reads the same file (ignoring `[mcp]`),
@@ -20,6 +22,11 @@ pub struct ServeConfig {
     /// The MCP endpoint: listen address, API keys, allowed hosts and origins. Default:
     /// loopback, nobody admitted.
     pub mcp: McpConfig,
+    /// The admin API (`[admin]`): runs only when the table is present.
+    pub admin: Option<AdminConfig>,
+    /// A directory of signed policy modules to install as they change (`[watch]`). Default:
+    /// none.
+    pub watch: Option<WatchConfig>,
 }
 
 impl ServeConfig {
@@ -32,9 +39,13 @@ impl ServeConfig {
     pub fn from_toml(text: &str) -> Result<Self, String> {
         let mut document = Document::parse(text)?;
         let mcp = document.take("mcp")?;
+        let admin = document.take("admin")?;
+        let watch = document.take("watch")?;
         Ok(Self {
             host: document.into_host_config()?,
             mcp,
+            admin,
+            watch,
         })
     }
 }
@@ -65,7 +76,12 @@ pub(super) fn serve(
     if let Some(listen) = listen {
         config.mcp.listen = listen;
     }
-    let ServeConfig { host: config, mcp } = config;
+    let ServeConfig {
+        host: config,
+        mcp,
+        admin,
+        watch,
+    } = config;
     if mcp.api_keys.is_empty() && mcp.anonymous_tenant.is_none() {
         return Err(usage(
             "no caller could be admitted: add `[[mcp.api_key]]` entries to the config (or \
@@ -100,6 +116,13 @@ pub(super) fn serve(
         );
     }
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
+    let admin = admin
+        .map(|admin| {
+            AdminServer::new(Arc::clone(&host), &admin)
+                .map(|server| (admin.listen, server))
+                .map_err(usage)
+        })
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -131,6 +154,29 @@ pub(super) fn serve(
             out,
             "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
         );
+        if let Some((listen, admin)) = admin {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| usage(format!("cannot listen on {listen} (`[admin] listen`): {e}")))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| usage(format!("cannot listen on {listen}: {e}")))?;
+            if !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the admin API speaks plain HTTP beyond loopback: put a TLS-terminating proxy in front of it");
+            }
+            say!(out, "gatehouse: admin API at http://{addr} ({} token(s); `gatehouse admin --server http://{addr} ...`)", admin.tokens());
+            tokio::spawn(admin.serve(listener, std::future::pending()));
+        }
+        let _watcher = watch.map(|watch| {
+            say!(out, "gatehouse: installing policy modules from {} as they change", watch.policy_dir.display());
+            let mut watcher = PolicyWatcher::start(
+                Arc::clone(&host),
+                watch.policy_dir,
+                std::time::Duration::from_millis(watch.interval_ms.max(100)),
+            );
+            // The watcher logs and audits each event itself; drain them.
+            tokio::spawn(async move { while watcher.next_event().await.is_some() {} })
+        });
         say!(out, "Ctrl-C stops the gateway.");
         let _ = out.flush();
         let shutdown = async {
@@ -154,6 +200,21 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
             anonymous_tenant: Some("default".to_owned()),
             ..McpConfig::default()
         },
+        // The admin API, when the operator gave it a token.
+        admin: std::env::var_os(super::admin::TOKEN_ENV).map(|_| AdminConfig {
+            tokens: vec![crate::admin::AdminTokenConfig {
+                principal: "demo-operator".to_owned(),
+                roles: vec![
+                    crate::admin::Role::Approver,
+                    crate::admin::Role::Operator,
+                    crate::admin::Role::Auditor,
+                ],
+                env: Some(super::admin::TOKEN_ENV.to_owned()),
+                file: None,
+            }],
+            ..AdminConfig::default()
+        }),
+        watch: None,
     };
     let plugins = demo
         .plugins
@@ -183,6 +244,23 @@ mod tests {
         assert_eq!(config.host.sandbox.fuel, 5);
         assert_eq!(config.mcp.listen.port(), 9999);
         assert_eq!(config.mcp.anonymous_tenant.as_deref(), Some("t"));
+        assert_eq!((config.admin, config.watch), (None, None));
+        let config = ServeConfig::from_toml(
+            "[admin]\n[[admin.token]]\nprincipal = \"ana\"\nroles = [\"approver\"]\nenv = \"T\"\n\n[watch]\npolicy_dir = \"/p\"\n",
+        )
+        .unwrap();
+        let admin = config.admin.unwrap();
+        assert_eq!(admin.listen.to_string(), "127.0.0.1:8788");
+        assert_eq!(admin.tokens[0].roles, [crate::admin::Role::Approver]);
+        assert_eq!(config.watch.unwrap().interval_ms, 2000);
+        let err = ServeConfig::from_toml(
+            "[admin]\n[[admin.token]]\nprincipal = \"a\"\nroles = [\"root\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("line 4") && err.contains("unknown variant `root`"),
+            "{err}"
+        );
         // The library alone does not know `[mcp]`.
         let err = HostConfig::from_toml("[mcp]\nlisten = \"127.0.0.1:9999\"").unwrap_err();
         assert!(err.contains("unknown field `mcp`"), "{err}");

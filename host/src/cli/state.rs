@@ -14,8 +14,8 @@ use crate::envelope::ToolResultEnvelope;
 use crate::host::Host;
 use crate::model::wit::ActionRecord;
 use crate::state::{
-    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditQuery, Decision,
-    IdempotencyKey, Resolution, Store, now_ms,
+    ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, IdempotencyKey, Resolution, Store,
+    now_ms,
 };
 
 /// `gatehouse approvals ...`
@@ -162,17 +162,8 @@ pub(super) fn approvals(
             tenant,
             json: as_json,
         } => {
-            let status = match status.as_str() {
-                "all" => None,
-                other => Some(
-                    serde_json::from_value::<ApprovalStatus>(Value::String(other.to_owned()))
-                        .map_err(|_| {
-                            usage(format!(
-                                "--status `{other}`: expected pending, approved, rejected, executed or all"
-                            ))
-                        })?,
-                ),
-            };
+            let status =
+                ApprovalStatus::parse_filter(&status).map_err(|e| usage(format!("--{e}")))?;
             let list = runtime
                 .block_on(store.approvals(ApprovalFilter {
                     status,
@@ -187,7 +178,7 @@ pub(super) fn approvals(
             } else {
                 let now = now_ms();
                 for approval in &list {
-                    say!(out, "{}", line(approval, now));
+                    say!(out, "{}", approval.summary(now));
                 }
             }
             Ok(0)
@@ -200,12 +191,26 @@ pub(super) fn approvals(
             say!(out, "{}", json(&approval));
             Ok(0)
         }
-        ApprovalsCommand::Approve { id, by, reason } => {
-            decide(&runtime, &*store, &store_config, id, true, by, reason, out)
-        }
-        ApprovalsCommand::Reject { id, by, reason } => {
-            decide(&runtime, &*store, &store_config, id, false, by, reason, out)
-        }
+        ApprovalsCommand::Approve { id, by, reason } => decide(
+            &runtime,
+            &*store,
+            &store_config,
+            &id,
+            true,
+            &by,
+            &reason,
+            out,
+        ),
+        ApprovalsCommand::Reject { id, by, reason } => decide(
+            &runtime,
+            &*store,
+            &store_config,
+            &id,
+            false,
+            &by,
+            &reason,
+            out,
+        ),
     }
 }
 
@@ -217,23 +222,16 @@ fn decide(
     runtime: &tokio::runtime::Runtime,
     store: &dyn Store,
     config: &crate::state::StoreConfig,
-    id: String,
+    id: &str,
     approve: bool,
-    by: String,
-    reason: String,
+    by: &str,
+    reason: &str,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let approval = runtime
-        .block_on(store.decide(Decision {
-            id,
-            approve,
-            by,
-            reason,
-            now_ms: now_ms(),
-            allow_self_approval: config.allow_self_approval,
-        }))
+        .block_on(store.decide(config.decision(id, approve, by, reason)))
         .map_err(|e| refused(format!("refused: {e}")))?;
-    say!(out, "{}", line(&approval, now_ms()));
+    say!(out, "{}", approval.summary(now_ms()));
     if approve {
         say!(
             out,
@@ -241,29 +239,6 @@ fn decide(
         );
     }
     Ok(0)
-}
-
-/// One approval as a line for people.
-fn line(approval: &Approval, now: u64) -> String {
-    let age = now.saturating_sub(approval.created_at_ms) / 1000;
-    let state = if approval.expired(now) {
-        "expired".to_owned()
-    } else {
-        approval.status.as_str().to_owned()
-    };
-    let decided = approval
-        .decided_by
-        .as_deref()
-        .map(|by| format!(" by {by}"))
-        .unwrap_or_default();
-    format!(
-        "{}  {state}{decided}  {}  tenant {}  asked by {}  {age}s ago  ({})",
-        approval.id,
-        approval.tool,
-        approval.tenant,
-        approval.principals.join(" > "),
-        approval.reasons.join("; ")
-    )
 }
 
 /// Runs `gatehouse audit ...`.
@@ -342,7 +317,7 @@ pub(super) fn audit(
                 let Some(last) = page.last() else { break };
                 after_seq = Some(last.seq);
                 for entry in &page {
-                    writeln!(sink, "{}", export_line(entry))
+                    writeln!(sink, "{}", entry.expanded())
                         .map_err(|e| usage(format!("cannot write the export: {e}")))?;
                     written += 1;
                 }
@@ -365,26 +340,11 @@ pub(super) fn audit(
                 )));
             }
             for entry in &entries {
-                say!(out, "{}", json(&expanded(entry)));
+                say!(out, "{}", json(&entry.expanded()));
             }
             Ok(0)
         }
     }
-}
-
-/// An entry with its record parsed (the record is stored as canonical JSON text).
-fn expanded(entry: &AuditEntry) -> Value {
-    let mut value = serde_json::to_value(entry).unwrap_or_default();
-    if let Some(record) = value.get_mut("record")
-        && let Ok(parsed) = serde_json::from_str::<Value>(&entry.event.record)
-    {
-        *record = parsed;
-    }
-    value
-}
-
-fn export_line(entry: &AuditEntry) -> String {
-    expanded(entry).to_string()
 }
 
 /// Runs `gatehouse idempotency ...`.

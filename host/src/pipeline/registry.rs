@@ -122,6 +122,17 @@ impl Registry {
             .insert(id, Arc::new(adapter));
     }
 
+    /// The installed adapters, sorted by id.
+    pub fn adapters(&self) -> Vec<crate::plugin::PluginRef> {
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        let mut list: Vec<_> = adapters
+            .values()
+            .map(|a| a.loaded.plugin().clone())
+            .collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+
     /// The tools `tenant` may see, sorted by name, with their capabilities (what tools/list
     /// shows).
     pub fn catalog(&self, tenant: &str) -> Vec<(String, Capability)> {

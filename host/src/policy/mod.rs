@@ -176,6 +176,20 @@ impl PolicySet {
     pub fn module(&self, module: &str) -> Option<&PluginRef> {
         self.modules.get(module).map(|m| m.plugin())
     }
+
+    /// Every installed module, by id.
+    pub fn modules(&self) -> impl Iterator<Item = &PluginRef> {
+        self.modules.values().map(|m| m.plugin())
+    }
+
+    /// The config of every binding of `module`, in binding order.
+    pub fn configs(&self, module: &str) -> Vec<&Value> {
+        self.bindings
+            .iter()
+            .filter(|b| b.spec.module == module)
+            .map(|b| &b.spec.config)
+            .collect()
+    }
 }
 
 /// Installed policy modules with atomic swap and rollback.
@@ -215,6 +229,16 @@ impl PolicyStore {
     /// kept for [`PolicyStore::rollback`].
     pub fn install(&self, module: LoadedPolicy) -> Result<PluginRef, PolicyError> {
         self.swap_in(Arc::new(module), true)
+    }
+
+    /// The versions [`PolicyStore::rollback`] can put back for `module`, the next one last.
+    pub fn previous(&self, module: &str) -> Vec<PluginRef> {
+        self.previous
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(module)
+            .map(|versions| versions.iter().map(|m| m.plugin().clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Puts back the version that the last install of `module` replaced.

@@ -280,6 +280,12 @@ impl Sandbox {
         &self.limits
     }
 
+    /// Instance slots taken now, and how many there are (`[sandbox] max_concurrent_calls`).
+    pub fn slots(&self) -> (usize, usize) {
+        let total = self.config.max_concurrent_calls.max(1) as usize;
+        (total.saturating_sub(self.slots.available_permits()), total)
+    }
+
     /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world.
     pub fn prepare_adapter(
         &self,

@@ -35,6 +35,18 @@ impl AuditEntry {
     pub fn expected_hash(&self) -> String {
         entry_hash(&self.prev_hash, self.seq, &self.event)
     }
+
+    /// The entry as JSON for people and tools, with its record parsed (it is stored as JSON
+    /// text): what `gatehouse audit show|export` print and the admin API returns.
+    pub fn expanded(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(record) = value.get_mut("record")
+            && let Ok(parsed) = serde_json::from_str::<serde_json::Value>(&self.event.record)
+        {
+            *record = parsed;
+        }
+        value
+    }
 }
 
 /// The hash of entry `seq` holding `event` after `prev_hash`: see the module docs.

@@ -133,6 +133,21 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
+    /// An approver's decision on approval `id`, now, under this config's self-approval rule.
+    /// Every way of deciding (the `gatehouse approvals` commands, [`crate::Host::decide`], the
+    /// admin API) builds its decision here and hands it to [`Store::decide`], which applies
+    /// the rules (pending, not expired, approver outside the requesting chain).
+    pub fn decision(&self, id: &str, approve: bool, by: &str, reason: &str) -> Decision {
+        Decision {
+            id: id.to_owned(),
+            approve,
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            now_ms: now_ms(),
+            allow_self_approval: self.allow_self_approval,
+        }
+    }
+
     /// The file to use, with the documented default applied.
     pub fn resolved_path(&self) -> PathBuf {
         if let Some(path) = &self.path {
@@ -328,10 +343,21 @@ impl ApprovalStatus {
             _ => None,
         }
     }
+
+    /// A status filter as operators write it (`gatehouse approvals list --status`, the admin
+    /// API's `?status=`): one of the statuses, or `all` (no filter).
+    pub fn parse_filter(text: &str) -> Result<Option<Self>, String> {
+        match text {
+            "all" => Ok(None),
+            other => Self::parse(other).map(Some).ok_or_else(|| {
+                format!("status `{other}`: expected pending, approved, rejected, executed or all")
+            }),
+        }
+    }
 }
 
 /// A proposed call waiting for (or past) a decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
     /// `apr_<hex>`.
     pub id: String,
@@ -374,6 +400,30 @@ impl Approval {
             self.status,
             ApprovalStatus::Pending | ApprovalStatus::Approved
         ) && now_ms >= self.expires_at_ms
+    }
+
+    /// One line for people: id, state (`expired` once past its expiry), who decided, the
+    /// tool, tenant, requesting chain, age and reasons.
+    pub fn summary(&self, now_ms: u64) -> String {
+        let age = now_ms.saturating_sub(self.created_at_ms) / 1000;
+        let state = if self.expired(now_ms) {
+            "expired"
+        } else {
+            self.status.as_str()
+        };
+        let decided = self
+            .decided_by
+            .as_deref()
+            .map(|by| format!(" by {by}"))
+            .unwrap_or_default();
+        format!(
+            "{}  {state}{decided}  {}  tenant {}  asked by {}  {age}s ago  ({})",
+            self.id,
+            self.tool,
+            self.tenant,
+            self.principals.join(" > "),
+            self.reasons.join("; ")
+        )
     }
 }
 
@@ -434,7 +484,8 @@ pub struct CallRecord {
 /// What an audit entry says: everything but its place in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditEvent {
-    /// `call`, `approval` (a decision) or `operator` (an operator's resolution).
+    /// `call`, `approval` (a decision), `operator` (an operator's resolution of a key) or
+    /// `plugin` (a plugin installed, rolled back or reconfigured on a running host).
     pub kind: String,
     /// The call it is about.
     pub tool_call_id: Option<String>,

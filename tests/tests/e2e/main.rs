@@ -3,6 +3,7 @@
 //! command line and the MCP server, against loopback upstreams.
 
 mod adapters;
+mod admin;
 mod cache;
 mod capacity;
 mod cli;

@@ -1,0 +1,294 @@
+//! The admin API's handlers. Each calls the same host and store code as the `gatehouse`
+//! commands (approvals through [`Host::decide`] and so `Store::decide`, with its rules;
+//! uploads through [`Host::install`], verified exactly like a file at start-up), and records
+//! every change to the serving plugins in the audit log.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::auth::Operator;
+use super::server::{ApiError, Query, Reply, json_reply};
+use crate::host::{Host, InstallError};
+use crate::plugin::manifest::PluginKind;
+use crate::policy::PolicyError;
+use crate::state::{ApprovalFilter, ApprovalStatus, AuditQuery, StoreError};
+
+/// Largest page of approvals or audit entries.
+const MAX_PAGE: usize = 1000;
+/// Default page size.
+const DEFAULT_PAGE: usize = 100;
+
+fn store_error(error: StoreError) -> ApiError {
+    match error {
+        StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+        StoreError::Refused(why) => ApiError::conflict(why),
+        StoreError::Open { .. } | StoreError::Unavailable(_) => {
+            ApiError::unavailable(error.to_string())
+        }
+    }
+}
+
+fn page(query: &mut Query) -> Result<usize, ApiError> {
+    match query.take_number::<usize>("limit")? {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "query parameter `limit` = {n}: expected 1 to {MAX_PAGE}"
+        ))),
+    }
+}
+
+fn parse_json(body: &[u8], what: &str) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON ({what}): {e}")))
+}
+
+pub async fn ready(host: &Host) -> Result<Reply, ApiError> {
+    host.ready()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("not ready: {e}")))?;
+    Ok(json_reply(StatusCode::OK, &json!({ "status": "ready" })))
+}
+
+pub async fn metrics(host: &Host) -> Result<Reply, ApiError> {
+    let text = host.metrics_text().await.map_err(store_error)?;
+    let mut reply = http::Response::new(http_body_util::Full::new(Bytes::from(text)));
+    reply.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    Ok(reply)
+}
+
+pub async fn list_approvals(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let status = ApprovalStatus::parse_filter(query.take("status").as_deref().unwrap_or("pending"))
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
+    let filter = ApprovalFilter {
+        status,
+        tenant: query.take("tenant"),
+        limit: page(&mut query)?,
+    };
+    query.none()?;
+    let approvals = host.approvals(filter).await.map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "approvals": approvals }),
+    ))
+}
+
+pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
+    let approval = host
+        .approval(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found(format!("there is no approval `{id}`")))?;
+    Ok(json_reply(StatusCode::OK, &json!(approval)))
+}
+
+/// Approves or rejects as the token's principal: `{"reason": "..."}` (required to reject).
+pub async fn decide(
+    host: &Host,
+    operator: &Operator,
+    id: &str,
+    approve: bool,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        String::new()
+    } else {
+        let body = parse_json(body, r#"expected {"reason": "..."}"#)?;
+        let Value::Object(mut fields) = body else {
+            return Err(ApiError::bad_request(
+                r#"the body must be an object: {"reason": "..."}"#,
+            ));
+        };
+        let reason = match fields.remove("reason") {
+            None => String::new(),
+            Some(Value::String(reason)) => reason,
+            Some(_) => return Err(ApiError::bad_request("`reason` must be a string")),
+        };
+        if let Some(key) = fields.keys().next() {
+            return Err(ApiError::bad_request(format!(
+                "unknown field `{key}`: the body takes only `reason`"
+            )));
+        }
+        reason
+    };
+    if !approve && reason.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            r#"a rejection needs a reason (the caller sees it): {"reason": "..."}"#,
+        ));
+    }
+    let approval = host
+        .decide(id, approve, &operator.principal, &reason)
+        .await
+        .map_err(store_error)?;
+    Ok(json_reply(StatusCode::OK, &json!(approval)))
+}
+
+pub async fn query_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let limit = page(&mut query)?;
+    let audit = AuditQuery {
+        tool_call_id: query.take("tool_call_id"),
+        tenant: query.take("tenant"),
+        outcome: query.take("outcome"),
+        since_ms: query.take_number("since_ms")?,
+        until_ms: query.take_number("until_ms")?,
+        after_seq: query.take_number("after_seq")?,
+        limit,
+    };
+    query.none()?;
+    let entries = host.audit(audit).await.map_err(store_error)?;
+    // A full page may have a next one: page on with `after_seq`.
+    let next = (entries.len() == limit)
+        .then(|| entries.last().map(|e| e.seq))
+        .flatten();
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(crate::state::AuditEntry::expanded)
+        .collect();
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "entries": entries, "next_after_seq": next }),
+    ))
+}
+
+/// The whole chain; `?head=` also checks it still ends at a head recorded earlier.
+pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let head = query.take("head");
+    query.none()?;
+    let report = host.verify_audit().await.map_err(store_error)?;
+    let (ok, message) = match (&report.first_break, &head) {
+        (Some(problem), _) => (
+            false,
+            format!("BROKEN after {} good entries: {problem}", report.entries),
+        ),
+        (None, Some(expected)) if *expected != report.head => (
+            false,
+            format!(
+                "{} entries chain correctly, but the head is {} where you recorded {expected}: entries were removed from the end (or the head is from another log)",
+                report.entries, report.head
+            ),
+        ),
+        (None, _) => (
+            true,
+            format!(
+                "ok, {} entries; head {} (keep it elsewhere and pass it as ?head= next time)",
+                report.entries, report.head
+            ),
+        ),
+    };
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({
+            "ok": ok,
+            "entries": report.entries,
+            "head": report.head,
+            "first_break": report.first_break,
+            "message": message,
+        }),
+    ))
+}
+
+pub fn list_plugins(host: &Host) -> Reply {
+    json_reply(
+        StatusCode::OK,
+        &json!({ "adapters": host.adapters(), "policies": host.policies() }),
+    )
+}
+
+/// Records a change the host already made; if the store cannot, says so (the change stands).
+async fn record(host: &Host, operator: &Operator, change: &Value) -> Result<(), ApiError> {
+    host.audit_plugin_change(&operator.principal, change)
+        .await
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "the change is in effect but could not be recorded in the audit log: {e}"
+            ))
+        })
+}
+
+/// A signed adapter or policy module, as the raw `.wasm` body.
+pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Result<Reply, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the body is empty: send the signed component's bytes (content-type application/wasm)",
+        ));
+    }
+    // Verifying and compiling take a while: off the async workers.
+    let installing = Arc::clone(host);
+    let (kind, plugin) = tokio::task::spawn_blocking(move || installing.install(&body))
+        .await
+        .map_err(|e| ApiError::internal(format!("the install task failed: {e}")))?
+        .map_err(|e| install_error(&e))?;
+    let replaced = match kind {
+        PluginKind::Policy => host
+            .policies()
+            .into_iter()
+            .find(|p| p.plugin.id == plugin.id)
+            .and_then(|p| p.previous.last().cloned()),
+        PluginKind::Adapter => None,
+    };
+    let change = json!({
+        "action": "install", "kind": kind.to_string(), "plugin": plugin, "replaced": replaced,
+    });
+    record(host, operator, &change).await?;
+    tracing::info!(by = %operator.principal, kind = %kind, id = %plugin.id, version = %plugin.version, digest = %plugin.digest, "admin: installed");
+    Ok(json_reply(StatusCode::CREATED, &change))
+}
+
+fn install_error(error: &InstallError) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "refused",
+        format!("refused; the serving version is unchanged: {error}"),
+    )
+}
+
+fn policy_error(error: &PolicyError) -> ApiError {
+    match error {
+        PolicyError::NoPrevious { .. } => ApiError::conflict(error.to_string()),
+        PolicyError::Unbound { .. } => ApiError::not_found(error.to_string()),
+        PolicyError::Config { .. } | PolicyError::Schema { .. } => {
+            ApiError::new(StatusCode::BAD_REQUEST, "refused", error.to_string())
+        }
+    }
+}
+
+pub async fn rollback(host: &Host, operator: &Operator, module: &str) -> Result<Reply, ApiError> {
+    let replaced = host.policy_version(module);
+    if replaced.is_none() {
+        return Err(ApiError::not_found(format!(
+            "no policy module `{module}` is installed"
+        )));
+    }
+    let plugin = host.rollback_policy(module).map_err(|e| policy_error(&e))?;
+    let change = json!({
+        "action": "rollback", "kind": "policy", "plugin": plugin, "replaced": replaced,
+    });
+    record(host, operator, &change).await?;
+    tracing::info!(by = %operator.principal, module, version = %plugin.version, "admin: rolled back");
+    Ok(json_reply(StatusCode::OK, &change))
+}
+
+/// Replaces the config of every binding of `module` with the JSON body.
+pub async fn set_config(
+    host: &Host,
+    operator: &Operator,
+    module: &str,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let config = parse_json(body, "expected the binding's config")?;
+    host.set_policy_config(module, &config)
+        .map_err(|e| policy_error(&e))?;
+    let change =
+        json!({ "action": "set_config", "kind": "policy", "module": module, "config": config });
+    record(host, operator, &change).await?;
+    tracing::info!(by = %operator.principal, module, "admin: binding config set");
+    Ok(json_reply(StatusCode::OK, &change))
+}

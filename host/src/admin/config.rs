@@ -1,0 +1,105 @@
+//! The `[admin]` table of `gatehouse serve`'s config: where the admin API listens and the
+//! bearer tokens operators present, each with a principal and roles.
+//!
+//! ```toml
+//! [admin]
+//! listen = "127.0.0.1:8788"
+//!
+//! [[admin.token]]
+//! principal = "usr_ops_ana"
+//! roles = ["approver", "auditor"]
+//! env = "ANA_ADMIN_TOKEN"        # or file = "/run/secrets/ana-admin"
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Lists, shows, approves and rejects approvals (as the token's principal).
+    Approver,
+    /// Lists plugins, uploads signed adapters and policy modules, rolls policies back, sets a
+    /// binding's config.
+    Operator,
+    /// Reads and verifies the audit log; lists approvals and plugins.
+    Auditor,
+}
+
+impl Role {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approver => "approver",
+            Self::Operator => "operator",
+            Self::Auditor => "auditor",
+        }
+    }
+}
+
+/// One `[[admin.token]]`: a bearer token, the principal it acts as, and its roles. Exactly one
+/// of `env` and `file` holds the token; it is read once at start and never logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTokenConfig {
+    /// Who acts with this token, e.g. `usr_ops_ana`: the approver recorded on decisions and
+    /// the principal of plugin changes in the audit log.
+    pub principal: String,
+    /// What it may do. At least one.
+    pub roles: Vec<Role>,
+    /// Environment variable of the gateway process holding the token.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// File holding the token (surrounding whitespace is trimmed).
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+/// The `[admin]` table. The admin API runs only when the table is present (or, with
+/// `serve --demo`, when `GATEHOUSE_ADMIN_TOKEN` is set); the defaults listen on loopback and
+/// admit no token, so only `/healthz`, `/readyz` and `/metrics` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Address to listen on. Default: `127.0.0.1:8788`. The API speaks plain HTTP: beyond
+    /// loopback, put a TLS-terminating proxy in front of it.
+    #[serde(default = "defaults::listen")]
+    pub listen: SocketAddr,
+    /// Largest request body in bytes (an uploaded component, a JSON body). Default: 64 MiB.
+    #[serde(default = "defaults::max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Time a client has to send a request's headers, in milliseconds. Default: 10000.
+    #[serde(default = "defaults::header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// Bearer tokens and what each may do. Default: none.
+    #[serde(default, rename = "token")]
+    pub tokens: Vec<AdminTokenConfig>,
+}
+
+mod defaults {
+    use std::net::SocketAddr;
+
+    pub fn listen() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 8788))
+    }
+    pub fn max_body_bytes() -> usize {
+        64 * 1024 * 1024
+    }
+    pub fn header_timeout_ms() -> u64 {
+        10_000
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: defaults::listen(),
+            max_body_bytes: defaults::max_body_bytes(),
+            header_timeout_ms: defaults::header_timeout_ms(),
+            tokens: Vec::new(),
+        }
+    }
+}

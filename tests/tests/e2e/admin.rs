@@ -1,0 +1,832 @@
+//! The admin API end to end: a `gatehouse serve` process (its own `[admin]` listener), driven
+//! over loopback HTTP by raw requests and by `gatehouse admin ...`: a call paused for approval
+//! over MCP, approved through the admin API, completes on the caller's retry; tokens and roles
+//! are enforced (401, 403); the audit log is queried and verified; a policy pushed while calls
+//! run fails none of them, and the audit log names the policy version and digest that decided
+//! each call; health, readiness and metrics answer.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gatehouse_host::HostConfig;
+use gatehouse_host::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
+use gatehouse_tests::{config, glob, publisher};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use wasmtime_wasi_http::io::TokioIo;
+
+const AGENT_KEY: &str = "agent-key-0b7e41";
+const APPROVER: &str = "approver-token-9c2d";
+const AUDITOR: &str = "auditor-token-51fa";
+const OPERATOR: &str = "operator-token-77e3";
+/// An approver token whose principal is the calling agent itself.
+const SELF_APPROVER: &str = "self-approver-token-3a90";
+
+/// The child half of [`Gateway::start`]: runs `gatehouse serve` with the arguments in
+/// `GATEHOUSE_E2E_ADMIN_SERVE` until it is killed.
+#[test]
+#[ignore = "started as a child process by the admin tests"]
+fn serve_child() {
+    let Ok(args) = std::env::var("GATEHOUSE_E2E_ADMIN_SERVE") else {
+        return;
+    };
+    let args: Vec<String> = serde_json::from_str(&args).unwrap();
+    let code = gatehouse_host::cli::run(
+        std::iter::once("gatehouse".to_owned()).chain(args),
+        &mut std::io::sink(),
+    );
+    std::process::exit(i32::from(code));
+}
+
+/// A running `gatehouse serve` process (killed when dropped), its MCP and admin ports, and
+/// the directory holding its config, token files and plugins.
+struct Gateway {
+    child: Child,
+    mcp: u16,
+    admin: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The probe policy packed and signed as `version`.
+fn probe(version: &str) -> Vec<u8> {
+    let mut manifest = POLICY_PROBE.manifest();
+    let Manifest::Policy(policy) = &mut manifest else {
+        panic!("policy-probe is a policy")
+    };
+    policy.version = version.to_owned();
+    gatehouse_host::plugin::pack(&POLICY_PROBE.bytes(), &manifest, publisher()).expect("packs")
+}
+
+impl Gateway {
+    /// Serves echo and the ledger, with the policy probe (as `probe_version`) bound to `tools`
+    /// with `probe_config`; an MCP key for tenant `default` (principal `agent:bot`) and four
+    /// admin tokens; `extra` is appended to the config.
+    async fn start(tools: &str, probe_config: Value, probe_version: &str, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.display().to_string()
+        };
+        let mut host: HostConfig = config(&["gatehouse.*", "test.*"], &["test.*"]);
+        host.pipeline.policy_default = PolicyDefault::Allow;
+        host.pipeline.policies.push(PolicyBinding {
+            module: "test.policy-probe".to_owned(),
+            tenants: ["*"].into_iter().collect(),
+            tools: vec![glob(tools)],
+            order: 0,
+            config: probe_config,
+        });
+        let (mcp, admin) = (free_port(), free_port());
+        let token = |principal: &str, roles: &str, value: &str| {
+            format!(
+                "[[admin.token]]\nprincipal = \"{principal}\"\nroles = {roles}\nfile = {:?}\n\n",
+                file(&format!("{principal}.token"), value.as_bytes())
+            )
+        };
+        let text = format!(
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"agent:bot\"\nfile = {:?}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n{}{}{}{}{extra}",
+            toml::to_string(&host).unwrap(),
+            file("agent.key", AGENT_KEY.as_bytes()),
+            token("usr_ops_ana", r#"["approver"]"#, APPROVER),
+            token("usr_audit", r#"["auditor"]"#, AUDITOR),
+            token("usr_ops_olaf", r#"["operator"]"#, OPERATOR),
+            token("agent:bot", r#"["approver"]"#, SELF_APPROVER),
+        );
+        let config = file("gatehouse.toml", text.as_bytes());
+        let args = json!([
+            "serve",
+            "--config",
+            config,
+            "--adapter",
+            file("echo.wasm", &ECHO.signed()),
+            "--adapter",
+            file("ledger.wasm", &LEDGER.signed()),
+            "--policy",
+            file("probe.wasm", &probe(probe_version)),
+        ]);
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "admin::serve_child",
+                "--exact",
+                "--include-ignored",
+                "--test-threads",
+                "1",
+            ])
+            .env("GATEHOUSE_E2E_ADMIN_SERVE", args.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let gateway = Self {
+            child,
+            mcp,
+            admin,
+            dir,
+        };
+        for _ in 0..600 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", admin))
+                .await
+                .is_ok()
+            {
+                return gateway;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gateway's admin API did not start listening on {admin}");
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn server(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin)
+    }
+
+    /// One admin API request: the status and the JSON (or text) body.
+    async fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Bytes>,
+    ) -> (u16, Value) {
+        let (status, bytes) = request(self.admin, method, path, token, body).await;
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, value)
+    }
+
+    /// `tools/call` over MCP with `meta`: the JSON-RPC result.
+    async fn call(&self, tool: &str, args: Value, meta: Value) -> Value {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": tool, "arguments": args, "_meta": meta },
+        });
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.mcp))
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let request = hyper::Request::post("/mcp")
+            .header("host", format!("127.0.0.1:{}", self.mcp))
+            .header("authorization", format!("Bearer {AGENT_KEY}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let reply: Value = serde_json::from_slice(&bytes).unwrap();
+        reply["result"].clone()
+    }
+}
+
+async fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Bytes>,
+) -> (u16, Bytes) {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", format!("127.0.0.1:{port}"));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request.body(Full::new(body.unwrap_or_default())).unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
+}
+
+/// The gateway's record of an MCP call.
+fn record(result: &Value) -> &Value {
+    &result["_meta"]["gatehouse/result"]
+}
+
+/// Runs `gatehouse admin ...` against `gateway` with the token in `token_file`.
+async fn gatehouse_admin(gateway: &Gateway, token_file: &Path, args: &[&str]) -> (u8, String) {
+    let args: Vec<String> = ["gatehouse", "admin"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .chain([
+            "--server".to_owned(),
+            gateway.server(),
+            "--token-file".to_owned(),
+            token_file.display().to_string(),
+        ])
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let code = gatehouse_host::cli::run(args, &mut out);
+        (code, String::from_utf8(out).unwrap())
+    })
+    .await
+    .unwrap()
+}
+
+fn transfer_args() -> Value {
+    json!({ "amount": 1200, "currency": "EUR", "note": "refund" })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_completes() {
+    let gateway = Gateway::start(
+        "test.ledger.*",
+        json!({ "verdict": "require_approval" }),
+        "1.0.0",
+        "",
+    )
+    .await;
+    let meta = json!({ "gatehouse/idempotency_key": "refund-1" });
+    let paused = gateway
+        .call("test.ledger.transfer", transfer_args(), meta.clone())
+        .await;
+    assert_eq!(record(&paused)["outcome"], "APPROVAL_REQUIRED", "{paused}");
+    let id = record(&paused)["approval_id"].as_str().unwrap().to_owned();
+    let approval_path = format!("/v1/approvals/{id}");
+
+    // No token, a malformed one, an unknown one: 401, with nothing about what exists.
+    let (status, body) = gateway.admin("GET", "/v1/approvals", None, None).await;
+    assert_eq!(
+        (status, &body["error"]),
+        (401, &json!("unauthorized")),
+        "{body}"
+    );
+    let (status, _) = gateway
+        .admin("GET", &approval_path, Some("not-a-token"), None)
+        .await;
+    assert_eq!(status, 401);
+    let (status, _) = request(
+        gateway.admin,
+        "POST",
+        &format!("{approval_path}/approve"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    // The wrong role: an auditor may look but not decide; an operator may not even look.
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            &format!("{approval_path}/approve"),
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (403, &json!("forbidden")),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("approver"),
+        "{body}"
+    );
+    let (status, _) = gateway
+        .admin("GET", "/v1/approvals", Some(OPERATOR), None)
+        .await;
+    assert_eq!(status, 403);
+
+    // The store's rules apply: the requesting agent cannot approve its own call.
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            &format!("{approval_path}/approve"),
+            Some(SELF_APPROVER),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (409, &json!("conflict")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("requesting principal chain"),
+        "{body}"
+    );
+
+    // Bad requests say why.
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            &format!("{approval_path}/reject"),
+            Some(APPROVER),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("needs a reason"),
+        "{body}"
+    );
+    let (status, body) = gateway
+        .admin("GET", "/v1/approvals?status=maybe", Some(APPROVER), None)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("`maybe`"),
+        "{body}"
+    );
+    let (status, _) = gateway
+        .admin("GET", "/v1/approvals/apr_0000", Some(APPROVER), None)
+        .await;
+    assert_eq!(status, 404);
+
+    // The approver sees it pending, from the command line.
+    let approver = gateway.path("usr_ops_ana.token");
+    let (code, out) = gatehouse_admin(&gateway, &approver, &["approvals", "list"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&id) && out.contains("pending") && out.contains("asked by agent:bot"),
+        "{out}"
+    );
+    let (code, out) = gatehouse_admin(&gateway, &approver, &["approvals", "show", &id]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("\"tool\": \"test.ledger.transfer\""), "{out}");
+
+    // Still paused until approved.
+    let again = gateway
+        .call("test.ledger.transfer", transfer_args(), meta.clone())
+        .await;
+    assert_eq!(record(&again)["outcome"], "APPROVAL_REQUIRED");
+
+    let (code, out) = gatehouse_admin(
+        &gateway,
+        &approver,
+        &["approvals", "approve", &id, "--reason", "ticket 4411"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("approved by usr_ops_ana"), "{out}");
+    // A second decision is refused by the store (exit code 1, the server's reason).
+    let (code, _) = gatehouse_admin(
+        &gateway,
+        &approver,
+        &["approvals", "reject", &id, "--reason", "late"],
+    )
+    .await;
+    assert_eq!(code, 1);
+
+    let done = gateway
+        .call("test.ledger.transfer", transfer_args(), meta)
+        .await;
+    assert_eq!(record(&done)["outcome"], "OK", "{done}");
+    assert_eq!(record(&done)["approval_id"], json!(id));
+    let call_id = record(&done)["tool_call_id"].as_str().unwrap().to_owned();
+
+    let (status, body) = gateway
+        .admin("GET", &approval_path, Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (&body["status"], &body["decided_by"]),
+        (&json!("executed"), &json!("usr_ops_ana"))
+    );
+
+    // The auditor finds the call, and the decision, in the audit log.
+    let (status, body) = gateway
+        .admin(
+            "GET",
+            &format!("/v1/audit?tool_call_id={call_id}"),
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let entries = body["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{body}");
+    assert_eq!(
+        (&entries[0]["kind"], &entries[0]["outcome"]),
+        (&json!("call"), &json!("OK"))
+    );
+    assert_eq!(entries[0]["record"]["result"]["approval_id"], json!(id));
+    let (status, body) = gateway
+        .admin(
+            "GET",
+            "/v1/audit?tenant=default&outcome=APPROVAL_REQUIRED",
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["entries"].as_array().unwrap().len(),
+        2,
+        "the two paused attempts: {body}"
+    );
+    let (_, body) = gateway
+        .admin(
+            "GET",
+            "/v1/audit?since_ms=0&until_ms=1",
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(body["entries"], json!([]));
+    let (status, _) = gateway
+        .admin("GET", "/v1/audit?tool_call_id=x", Some(APPROVER), None)
+        .await;
+    assert_eq!(status, 403, "an approver does not read the audit log");
+    let (status, body) = gateway
+        .admin("GET", "/v1/audit?colour=red", Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["message"].as_str().unwrap().contains("`colour`"),
+        "{body}"
+    );
+
+    let (status, body) = gateway
+        .admin("GET", "/v1/audit/verify", Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["ok"], true, "{body}");
+    assert_eq!(
+        body["entries"], 4,
+        "two paused attempts, the decision, the call: {body}"
+    );
+    let (code, out) =
+        gatehouse_admin(&gateway, &gateway.path("usr_audit.token"), &["verify"]).await;
+    assert_eq!(
+        (code, out.starts_with("audit log: ok, 4 entries")),
+        (0, true),
+        "{out}"
+    );
+}
+
+/// The whole audit log, page by page, as the auditor reads it.
+async fn audit_log(gateway: &Gateway) -> Vec<Value> {
+    let mut entries = Vec::new();
+    let mut path = "/v1/audit?limit=1000".to_owned();
+    loop {
+        let (status, mut body) = gateway.admin("GET", &path, Some(AUDITOR), None).await;
+        assert_eq!(status, 200, "{body}");
+        entries.append(body["entries"].as_array_mut().unwrap());
+        match body["next_after_seq"].as_u64() {
+            Some(seq) => path = format!("/v1/audit?limit=1000&after_seq={seq}"),
+            None => return entries,
+        }
+    }
+}
+
+/// The audit log once `ready` holds for it: a read-only call's entry is queued, not committed
+/// before its result (and a watched file's install is recorded just after it serves), so
+/// the test waits for it, at most five seconds.
+async fn audit_log_when(gateway: &Gateway, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut entries = Vec::new();
+    for _ in 0..50 {
+        entries = audit_log(gateway).await;
+        if ready(&entries) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    entries
+}
+
+/// The version and digest of the policy module that decided an MCP call.
+fn decided_by(result: &Value) -> (String, String) {
+    let module = &record(result)["policy_decision"]["modules"][0]["module"];
+    (
+        module["version"].as_str().unwrap().to_owned(),
+        module["digest"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_decider() {
+    let gateway = Arc::new(
+        Gateway::start(
+            "gatehouse.echo.*",
+            json!({ "verdict": "allow" }),
+            "1.0.0",
+            "",
+        )
+        .await,
+    );
+    let v2 = gateway.path("probe-2.0.0.wasm");
+    std::fs::write(&v2, probe("2.0.0")).unwrap();
+
+    let (status, plugins) = gateway
+        .admin("GET", "/v1/plugins", Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 200);
+    let v1_digest = plugins["policies"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(plugins["policies"][0]["version"], "1.0.0", "{plugins}");
+    assert_eq!(
+        plugins["policies"][0]["key_id"], "test-publisher",
+        "{plugins}"
+    );
+    let adapters: Vec<&str> = plugins["adapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(adapters, ["gatehouse.echo", "test.ledger"]);
+
+    // Four callers, each at most 2000 calls, until the push is done and they saw a few more.
+    let pushed = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (gateway, pushed) = (Arc::clone(&gateway), Arc::clone(&pushed));
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut after_push = 0;
+                for n in 0..2000 {
+                    let was_pushed = pushed.load(Ordering::SeqCst);
+                    let result = gateway
+                        .call(
+                            "gatehouse.echo.echo",
+                            json!({ "message": format!("w{w}-{n}") }),
+                            json!({}),
+                        )
+                        .await;
+                    assert_eq!(record(&result)["outcome"], "OK", "{result}");
+                    seen.push((
+                        record(&result)["tool_call_id"].as_str().unwrap().to_owned(),
+                        decided_by(&result),
+                    ));
+                    if was_pushed {
+                        after_push += 1;
+                        if after_push == 10 {
+                            break;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                seen
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, out) = gatehouse_admin(
+        &gateway,
+        &gateway.path("usr_ops_olaf.token"),
+        &["policy", "push", v2.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("installed policy test.policy-probe 2.0.0") && out.contains("replaced 1.0.0"),
+        "{out}"
+    );
+    pushed.store(true, Ordering::SeqCst);
+    let mut calls = Vec::new();
+    for worker in workers {
+        calls.extend(worker.await.unwrap());
+    }
+    let v2_digest = calls.last().map(|(_, (_, d))| d.clone()).unwrap();
+    assert_ne!(v1_digest, v2_digest);
+    let versions: std::collections::BTreeSet<&str> =
+        calls.iter().map(|(_, (v, _))| v.as_str()).collect();
+    assert_eq!(
+        versions.into_iter().collect::<Vec<_>>(),
+        ["1.0.0", "2.0.0"],
+        "calls ran on both sides of the push"
+    );
+
+    // The audit log names the decider of every call, as the caller was told.
+    let entries = audit_log_when(&gateway, |entries| {
+        calls
+            .iter()
+            .all(|(id, _)| entries.iter().any(|e| e["tool_call_id"] == json!(id)))
+    })
+    .await;
+    for (id, (version, digest)) in &calls {
+        let entry = entries
+            .iter()
+            .find(|e| e["tool_call_id"] == json!(id))
+            .unwrap_or_else(|| panic!("{id} is in the audit log"));
+        let module = &entry["record"]["result"]["policy_decision"]["modules"][0]["module"];
+        assert_eq!(
+            (&module["version"], &module["digest"]),
+            (&json!(version), &json!(digest))
+        );
+    }
+    let push = entries
+        .iter()
+        .find(|e| e["kind"] == "plugin")
+        .expect("the push is audited");
+    assert_eq!(push["principal"], "usr_ops_olaf");
+    assert_eq!(push["record"]["action"], "install");
+    assert_eq!(
+        (
+            &push["record"]["plugin"]["digest"],
+            &push["record"]["replaced"]["digest"]
+        ),
+        (&json!(v2_digest), &json!(v1_digest))
+    );
+
+    // A component that is not signed by a trusted key is refused; 2.0.0 keeps serving.
+    let mut tampered = probe("3.0.0");
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            "/v1/plugins",
+            Some(OPERATOR),
+            Some(Bytes::from(tampered)),
+        )
+        .await;
+    assert_eq!((status, &body["error"]), (400, &json!("refused")), "{body}");
+    let (status, _) = gateway
+        .admin(
+            "POST",
+            "/v1/plugins",
+            Some(AUDITOR),
+            Some(Bytes::from(probe("3.0.0"))),
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    // Roll back from the command line: 1.0.0 decides again, and the rollback is audited.
+    let (code, out) = gatehouse_admin(
+        &gateway,
+        &gateway.path("usr_ops_olaf.token"),
+        &["policy", "rollback", "test.policy-probe"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("serving policy test.policy-probe 1.0.0"),
+        "{out}"
+    );
+    let result = gateway
+        .call(
+            "gatehouse.echo.echo",
+            json!({ "message": "after" }),
+            json!({}),
+        )
+        .await;
+    assert_eq!(decided_by(&result), ("1.0.0".to_owned(), v1_digest.clone()));
+    let (code, out) = gatehouse_admin(
+        &gateway,
+        &gateway.path("usr_ops_olaf.token"),
+        &["policy", "rollback", "test.policy-probe"],
+    )
+    .await;
+    assert_eq!(code, 1, "nothing left to roll back: {out}");
+
+    // A binding's config, checked against the module's schema, then audited.
+    let (status, body) = gateway
+        .admin(
+            "PUT",
+            "/v1/policies/test.policy-probe/config",
+            Some(OPERATOR),
+            Some(Bytes::from(r#"{"verdict":"deny"}"#)),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let denied = gateway
+        .call(
+            "gatehouse.echo.echo",
+            json!({ "message": "now" }),
+            json!({}),
+        )
+        .await;
+    assert_eq!(record(&denied)["outcome"], "POLICY_BLOCKED", "{denied}");
+    let (status, _) = gateway
+        .admin(
+            "PUT",
+            "/v1/policies/no.such/config",
+            Some(OPERATOR),
+            Some(Bytes::from("{}")),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let entries = audit_log(&gateway).await;
+    let changes: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["kind"] == "plugin")
+        .map(|e| &e["record"]["action"])
+        .collect();
+    assert_eq!(
+        changes,
+        [&json!("install"), &json!("rollback"), &json!("set_config")]
+    );
+
+    // Health, readiness and metrics need no token.
+    let (status, body) = gateway.admin("GET", "/healthz", None, None).await;
+    assert_eq!((status, &body["status"]), (200, &json!("ok")));
+    let (status, body) = gateway.admin("GET", "/readyz", None, None).await;
+    assert_eq!((status, &body["status"]), (200, &json!("ready")));
+    let (status, metrics) = request(gateway.admin, "GET", "/metrics", None, None).await;
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics.to_vec()).unwrap();
+    let ok_calls = format!(
+        "gatehouse_calls_total{{adapter=\"gatehouse.echo\",capability=\"echo\",outcome=\"OK\"}} {}",
+        calls.len() + 1
+    );
+    assert!(metrics.contains(&ok_calls), "{ok_calls} in:\n{metrics}");
+    assert!(metrics.contains("gatehouse_calls_total{adapter=\"gatehouse.echo\",capability=\"echo\",outcome=\"POLICY_BLOCKED\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains(
+            "gatehouse_call_duration_seconds_count{adapter=\"gatehouse.echo\",capability=\"echo\"}"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("gatehouse_approvals_pending 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("gatehouse_instance_slots 16"), "{metrics}");
+    assert!(
+        metrics.contains("gatehouse_instance_slots_in_use 0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_them() {
+    let policies = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "\n[watch]\npolicy_dir = {:?}\ninterval_ms = 100\n",
+        policies.path().display().to_string()
+    );
+    let gateway = Gateway::start(
+        "gatehouse.echo.*",
+        json!({ "verdict": "allow" }),
+        "1.0.0",
+        &extra,
+    )
+    .await;
+    let echo = || gateway.call("gatehouse.echo.echo", json!({ "message": "m" }), json!({}));
+    assert_eq!(decided_by(&echo().await).0, "1.0.0");
+    // A file that does not verify is refused and changes nothing.
+    std::fs::write(policies.path().join("junk.wasm"), b"not a component").unwrap();
+    std::fs::write(policies.path().join("probe.wasm"), probe("2.0.0")).unwrap();
+    let mut version = String::new();
+    for _ in 0..100 {
+        version = decided_by(&echo().await).0;
+        if version == "2.0.0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(version, "2.0.0", "the watched file was installed");
+    let entries = audit_log_when(&gateway, |entries| {
+        entries.iter().any(|e| e["kind"] == "plugin")
+    })
+    .await;
+    let installs: Vec<&Value> = entries.iter().filter(|e| e["kind"] == "plugin").collect();
+    assert_eq!(
+        installs.len(),
+        1,
+        "one install, the junk refused: {installs:#?}"
+    );
+    let by = format!("watch:{}", policies.path().display());
+    assert_eq!(installs[0]["principal"], json!(by));
+    assert_eq!(installs[0]["record"]["plugin"]["version"], "2.0.0");
+    assert_eq!(installs[0]["record"]["replaced"]["version"], "1.0.0");
+}
