@@ -12,6 +12,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("rest", "plugins/rest"),
     ("baseline", "plugins/baseline"),
     ("redact", "plugins/redact"),
+    ("conformance", "plugins/conformance"),
 ];
 
 fn main() {

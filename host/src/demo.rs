@@ -6,7 +6,13 @@
 //! 4. Runs a short tour of governed calls, failures included, and shows a tampered copy being
 //!    refused.
 //! 5. With `--export DIR`, writes the signed plugins, the key pair and a matching operator
-//!    config, so `verify`, `inspect` and `call` can be tried on them.
+//!    config, so `verify`, `inspect`, `call` and `serve` can be tried on them; and the
+//!    `conformance` adapter with `conformance.toml`, a config serving it to the MCP
+//!    conformance suite.
+//!
+//! The `conformance` adapter is signed and exported with the others but neither toured nor
+//! served by `serve --demo`: its tools (`test_simple_text`, ...) exist for a test suite, and a
+//! new user's tool list stays the useful demo tools.
 
 use std::io::Write;
 use std::path::Path;
@@ -28,6 +34,9 @@ use crate::policy::PolicyDefault;
 
 /// The first-party plugins, built from source by build.rs: (name, component, manifest).
 const PLUGINS: &[(&str, &[u8], &str)] = include!(concat!(env!("OUT_DIR"), "/demo_plugins.rs"));
+
+/// The plugin exported for the MCP conformance suite, not served by the demo.
+const CONFORMANCE: &str = "conformance";
 
 const DEMO_KEY_ID: &str = "gatehouse-demo";
 const DEMO_SCOPE: &str = "gatehouse.*";
@@ -51,8 +60,10 @@ fn fail(e: impl std::fmt::Display) -> DemoError {
 pub struct Demo {
     /// The throwaway key.
     pub key: SigningKey,
-    /// (name, signed component) of each first-party plugin.
+    /// (name, signed component) of each first-party plugin the demo serves.
     pub plugins: Vec<(&'static str, Vec<u8>)>,
+    /// The signed `conformance` adapter and its capability ids (exported, not served).
+    pub conformance: (Vec<u8>, Vec<String>),
     /// The matching operator config.
     pub config: HostConfig,
 }
@@ -60,13 +71,25 @@ pub struct Demo {
 /// Signs the embedded plugins with a fresh key and builds the matching config.
 pub fn prepare() -> Result<Demo, DemoError> {
     let key = SigningKey::generate(DEMO_KEY_ID).map_err(fail)?;
-    let plugins = PLUGINS
-        .iter()
-        .map(|(name, wasm, manifest)| {
-            let manifest = Manifest::from_toml(manifest).map_err(fail)?;
-            Ok((*name, plugin::pack(wasm, &manifest, &key).map_err(fail)?))
-        })
-        .collect::<Result<_, DemoError>>()?;
+    let mut plugins = Vec::new();
+    let mut conformance = None;
+    for (name, wasm, manifest) in PLUGINS {
+        let manifest = Manifest::from_toml(manifest).map_err(fail)?;
+        let signed = plugin::pack(wasm, &manifest, &key).map_err(fail)?;
+        if *name == CONFORMANCE {
+            let Manifest::Adapter(adapter) = &manifest else {
+                return Err(DemoError(
+                    "the conformance plugin is not an adapter".to_owned(),
+                ));
+            };
+            let ids = adapter.capabilities.iter().map(|c| c.id.clone()).collect();
+            conformance = Some((signed, ids));
+        } else {
+            plugins.push((*name, signed));
+        }
+    }
+    let conformance =
+        conformance.ok_or_else(|| DemoError("the conformance adapter was not built".to_owned()))?;
     let mut config = HostConfig::default();
     // A real file, so approvals and the audit log survive a restart; apart from an operator's
     // own store.
@@ -86,6 +109,7 @@ pub fn prepare() -> Result<Demo, DemoError> {
     Ok(Demo {
         key,
         plugins,
+        conformance,
         config,
     })
 }
@@ -95,6 +119,7 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
     let Demo {
         key,
         plugins: signed,
+        conformance,
         config,
     } = prepare()?;
     let host = Host::new(config.clone()).map_err(fail)?;
@@ -174,9 +199,9 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
     }
 
     if let Some(dir) = export {
-        export_files(dir, &key, &signed, &config).map_err(fail)?;
+        export_files(dir, &key, &signed, &conformance, &config).map_err(fail)?;
         w.line(format_args!(
-            "\nwrote the signed plugins, the demo key pair and gatehouse.toml to {}",
+            "\nwrote the signed plugins, the demo key pair, gatehouse.toml and conformance.toml to {}",
             dir.display()
         ));
         w.line(format_args!("try:"));
@@ -190,6 +215,14 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
         ));
         w.line(format_args!(
             "  gatehouse call --config {0}/gatehouse.toml {0}/textkit.signed.wasm word_stats '{{\"text\":\"one two\"}}'",
+            dir.display()
+        ));
+        w.line(format_args!(
+            "  gatehouse serve --config {0}/gatehouse.toml --adapter {0}/echo.signed.wasm --adapter {0}/textkit.signed.wasm",
+            dir.display()
+        ));
+        w.line(format_args!(
+            "  gatehouse serve --config {0}/conformance.toml --adapter {0}/conformance.signed.wasm   # for the MCP conformance suite",
             dir.display()
         ));
     }
@@ -215,12 +248,14 @@ fn export_files(
     dir: &Path,
     key: &SigningKey,
     signed: &[(&str, Vec<u8>)],
+    (conformance, conformance_tools): &(Vec<u8>, Vec<String>),
     config: &HostConfig,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     for (name, bytes) in signed {
         std::fs::write(dir.join(format!("{name}.signed.wasm")), bytes)?;
     }
+    std::fs::write(dir.join(format!("{CONFORMANCE}.signed.wasm")), conformance)?;
     std::fs::write(
         dir.join(format!("{DEMO_KEY_ID}.secret.toml")),
         key.to_toml(),
@@ -233,7 +268,38 @@ fn export_files(
     std::fs::write(
         dir.join("gatehouse.toml"),
         format!("# gatehouse demo operator config\n{text}"),
+    )?;
+    std::fs::write(
+        dir.join("conformance.toml"),
+        conformance_config(dir, conformance_tools, config)?,
     )
+}
+
+/// `gatehouse serve`'s config for the MCP conformance suite: the demo's trust and tool grants,
+/// a store of its own in `dir`, callers admitted without a key (the suite sends none), and
+/// `[mcp.aliases]` giving each conformance tool the bare name the suite calls.
+fn conformance_config(
+    dir: &Path,
+    tools: &[String],
+    config: &HostConfig,
+) -> std::io::Result<String> {
+    let mut config = config.clone();
+    config.store.path = Some(std::path::absolute(dir)?.join("conformance.db"));
+    let host = toml::to_string_pretty(&config).map_err(std::io::Error::other)?;
+    let aliases: String = tools
+        .iter()
+        .map(|id| format!("{id} = \"gatehouse.{CONFORMANCE}.{id}\"\n"))
+        .collect();
+    Ok(format!(
+        "# gatehouse serve config for the MCP conformance suite (@modelcontextprotocol/conformance):\n\
+         # gatehouse serve --config conformance.toml --adapter conformance.signed.wasm\n\
+         {host}\n\
+         [mcp]\n\
+         listen = \"127.0.0.1:8787\"\n\
+         anonymous_tenant = \"default\"\n\n\
+         [mcp.aliases]\n\
+         {aliases}"
+    ))
 }
 
 struct Writer<'a>(&'a mut dyn Write);

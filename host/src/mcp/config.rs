@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::aliases::ToolAliases;
 use super::identity::ApiKeyConfig;
 
 /// The `[mcp]` table: where `gatehouse serve` listens and who may call. The defaults listen on
@@ -33,8 +34,11 @@ pub struct McpConfig {
     /// when serving beyond loopback.
     #[serde(default = "defaults::allowed_hosts")]
     pub allowed_hosts: Vec<String>,
-    /// Browser origins allowed to call, with scheme, e.g. `https://console.example.com:443`.
-    /// A request carrying any other `Origin` is refused; requests without one pass. Default:
+    /// Browser origins allowed to call, with scheme, e.g. `https://console.example.com:443`
+    /// (`:*` allows any port). A request carrying any other `Origin` is refused with 403;
+    /// requests without one pass. When `listen` is a loopback address, pages served from this
+    /// machine (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port) are allowed too, so
+    /// local web clients can connect; on any other address they must be listed here. Default:
     /// none.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
@@ -52,6 +56,12 @@ pub struct McpConfig {
     /// Bearer API keys and the tenant each identifies. Default: none.
     #[serde(default, rename = "api_key")]
     pub api_keys: Vec<ApiKeyConfig>,
+    /// `[mcp.aliases]`: MCP tool names for gatehouse tools, e.g.
+    /// `test_simple_text = "gatehouse.conformance.test_simple_text"` (see
+    /// [`aliases`](super::aliases)). Default: none; tools are listed as
+    /// `<adapter id>.<capability id>`.
+    #[serde(default, skip_serializing_if = "ToolAliases::is_empty")]
+    pub aliases: ToolAliases,
 }
 
 mod defaults {
@@ -89,6 +99,7 @@ impl Default for McpConfig {
             header_timeout_ms: defaults::header_timeout_ms(),
             anonymous_tenant: None,
             api_keys: Vec::new(),
+            aliases: ToolAliases::default(),
         }
     }
 }

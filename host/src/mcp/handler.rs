@@ -12,6 +12,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
+use super::aliases::ToolAliases;
 use super::identity::Caller;
 use super::result::to_mcp;
 use super::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
@@ -24,11 +25,15 @@ use crate::plugin::manifest::Capability;
 #[derive(Clone)]
 pub struct Gateway {
     host: Arc<Host>,
+    aliases: Arc<ToolAliases>,
 }
 
 impl Gateway {
-    pub fn new(host: Arc<Host>) -> Self {
-        Self { host }
+    pub fn new(host: Arc<Host>, aliases: ToolAliases) -> Self {
+        Self {
+            host,
+            aliases: Arc::new(aliases),
+        }
     }
 
     fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
@@ -96,7 +101,7 @@ impl ServerHandler for Gateway {
             .host
             .tool_catalog(&caller.tenant)
             .into_iter()
-            .map(|(name, capability)| tool(name, capability))
+            .map(|(name, capability)| tool(self.aliases.listed_name(name), capability))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -108,8 +113,9 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = Self::caller(&context)?;
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let mut call = ToolCallEnvelope::new(&caller.tenant, request.name.as_ref(), args)
-            .with_principal(caller.principal);
+        let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
+        let mut call =
+            ToolCallEnvelope::new(&caller.tenant, name, args).with_principal(caller.principal);
         // rmcp moves the request's `_meta` into the context.
         let meta = request.meta.as_ref().unwrap_or(&context.meta);
         // W3C trace context (SEP-414): the call joins the caller's trace.

@@ -5,10 +5,12 @@
 //! 1. anything but the endpoint path is 404;
 //! 2. **identify** (gate 1, [`identity`]): a bearer API key, or the anonymous tenant if the
 //!    operator set one; otherwise 401 and nothing else happens;
-//! 3. rmcp checks `Host` (DNS-rebinding protection; `[mcp] allowed_hosts`), `Origin` (a browser
-//!    origin must be listed in `[mcp] allowed_origins`; requests without one pass) and the body
-//!    size (`[mcp] max_request_bytes`), then parses JSON-RPC (malformed input gets a JSON-RPC
-//!    error, never a call);
+//! 3. the body is read within `[mcp] max_request_bytes` (413 beyond); rmcp checks `Host`
+//!    (DNS-rebinding protection; `[mcp] allowed_hosts`) and `Origin` (a browser origin must be
+//!    listed in `[mcp] allowed_origins`, or be a loopback origin on a loopback listener;
+//!    requests without one pass), then parses JSON-RPC: a body that is not JSON gets the
+//!    JSON-RPC parse error (-32700), JSON that is not a JSON-RPC message the invalid-request
+//!    error (-32600), both with HTTP 400 and never a call;
 //! 4. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look
 //!    the same); `tools/call` builds a `ToolCallEnvelope` for the caller and runs
 //!    [`Host::call`](crate::Host::call), the governed pipeline.
@@ -27,15 +29,20 @@
 //! Sessions: stateless. Every request stands alone (the 2026-07-28 protocol has no sessions;
 //! older clients get plain JSON responses without a session id).
 //!
-//! Files by job: [`config`] (the `[mcp]` table), [`server`] (accept loop and HTTP),
+//! A tool listed in `[mcp.aliases]` is listed and called under its alias ([`aliases`]).
+//!
+//! Files by job: [`config`] (the `[mcp]` table), [`aliases`] (MCP names for tools),
+//! [`server`] (accept loop and HTTP),
 //! [`identity`] (gate 1), `handler` (the rmcp handler), `result` (envelope to MCP result).
 
+pub mod aliases;
 pub mod config;
 mod handler;
 pub mod identity;
 mod result;
 pub mod server;
 
+pub use aliases::ToolAliases;
 pub use config::McpConfig;
 pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Caller, IdentityError};
 pub use server::McpServer;

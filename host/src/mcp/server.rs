@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioTimer;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -22,11 +22,24 @@ use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys};
 use crate::host::Host;
 
+/// Browser origins a loopback listener accepts without configuration: pages served from this
+/// machine, on any port. A remote page cannot carry them, so DNS rebinding stays refused (the
+/// `Host` check is separate). Not applied on any other listener.
+const LOOPBACK_ORIGINS: &[&str] = &[
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
 /// The MCP endpoint for a host: identity, then rmcp, then the pipeline. Cheap to clone.
 #[derive(Clone)]
 pub struct McpServer {
     path: Arc<str>,
     header_timeout: Duration,
+    max_request_bytes: usize,
     keys: Arc<ApiKeys>,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
@@ -40,17 +53,23 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// Load phase: reads the API keys and builds the endpoint.
+    /// Load phase: reads the API keys and builds the endpoint. Whether loopback browser
+    /// origins are accepted by default follows `config.listen` (see [`McpConfig`]); serve it on
+    /// a listener bound to that address.
     pub fn new(host: Arc<Host>, config: &McpConfig) -> Result<Self, ApiKeyError> {
         let keys = ApiKeys::load(&config.api_keys, config.anonymous_tenant.as_deref())?;
+        let mut origins = config.allowed_origins.clone();
+        if config.listen.ip().is_loopback() {
+            origins.extend(LOOPBACK_ORIGINS.iter().map(|&origin| origin.to_owned()));
+        }
         let rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .with_allowed_hosts(config.allowed_hosts.clone())
-            .with_allowed_origins(config.allowed_origins.clone())
+            .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(config.max_request_bytes);
-        let gateway = Gateway::new(host);
+        let gateway = Gateway::new(host, config.aliases.clone());
         let service = StreamableHttpService::new(
             move || Ok(gateway.clone()),
             Arc::new(NeverSessionManager::default()),
@@ -59,6 +78,7 @@ impl McpServer {
         Ok(Self {
             path: Arc::from(config.path.as_str()),
             header_timeout: Duration::from_millis(config.header_timeout_ms),
+            max_request_bytes: config.max_request_bytes,
             keys: Arc::new(keys),
             service,
         })
@@ -92,11 +112,40 @@ impl McpServer {
                 return response;
             }
         }
+        // The body is read here, within the size limit, so that a body rmcp cannot parse can
+        // be answered as JSON-RPC (below).
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, self.max_request_bytes).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.is::<LengthLimitError>() => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &json!({ "error": "payload_too_large", "message": format!("the request body exceeds {} bytes", self.max_request_bytes) }),
+                );
+            }
+            Err(error) => {
+                tracing::debug!(%error, "mcp request body unreadable");
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    &json!({ "error": "bad_request", "message": format!("cannot read the request body: {error}") }),
+                );
+            }
+        };
+        let declares_json = is_json(&parts.headers);
+        let request = Request::from_parts(parts, Full::new(body.clone()));
         let mut service = self.service.clone();
-        match tower_service::Service::call(&mut service, request).await {
+        let response = match tower_service::Service::call(&mut service, request).await {
             Ok(response) => response,
             Err(never) => match never {},
+        };
+        // rmcp has checked Host, Origin, Accept and the content type, and answers a JSON body
+        // it cannot read as a JSON-RPC message with 415 and plain text. JSON-RPC says: a parse
+        // error (-32700) for what is not JSON, an invalid request (-32600) for JSON that is not
+        // a JSON-RPC message. A wrong content type keeps its 415.
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && declares_json {
+            return unreadable_message(&body);
         }
+        response
     }
 
     /// Serves on `listener` until `shutdown` completes; connections in flight are dropped.
@@ -137,9 +186,35 @@ impl McpServer {
     }
 }
 
+/// Whether the request says its body is `application/json`.
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The JSON-RPC error for a body that is not a JSON-RPC message, with HTTP 400 (Streamable
+/// HTTP: a refused input gets an error status, its body may be a JSON-RPC error without id).
+fn unreadable_message(body: &[u8]) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+    let error = match serde_json::from_slice::<Value>(body) {
+        Err(error) => {
+            json!({ "code": -32700, "message": format!("Parse error: the body is not JSON: {error}") })
+        }
+        Ok(_) => json!({
+            "code": -32600,
+            "message": "Invalid Request: the body is JSON but not a JSON-RPC 2.0 request, notification or response MCP knows",
+        }),
+    };
+    plain(
+        StatusCode::BAD_REQUEST,
+        &json!({ "jsonrpc": "2.0", "id": null, "error": error }),
+    )
+}
+
 fn plain(status: StatusCode, body: &Value) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
-    let mut response =
-        Response::new(http_body_util::Full::new(Bytes::from(body.to_string())).boxed());
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

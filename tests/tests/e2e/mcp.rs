@@ -1,6 +1,7 @@
 //! MCP over Streamable HTTP: a real rmcp client against `McpServer` on loopback, and raw HTTP
 //! for what a client library would never send. Two API keys: tenant `acme` sees every tool,
-//! tenant `globex` only `gatehouse.echo.*`.
+//! tenant `globex` only `gatehouse.echo.*`. The conformance adapter's tools are served as the
+//! MCP conformance suite calls them (`.ci/conformance` runs the suite itself).
 
 use std::sync::Arc;
 
@@ -8,12 +9,12 @@ use bytes::Bytes;
 use gatehouse_host::Host;
 use gatehouse_host::config::ToolGrant;
 use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
-use gatehouse_tests::artifacts::{ECHO, LEDGER, TEXTKIT};
+use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, LEDGER, TEXTKIT};
 use gatehouse_tests::glob;
 use http_body_util::{BodyExt, Full};
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
@@ -60,11 +61,14 @@ async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Gateway {
     };
     tweak(&mut mcp);
     let host = Arc::new(Host::new(config).unwrap());
-    for plugin in [ECHO, TEXTKIT, LEDGER] {
+    for plugin in [ECHO, TEXTKIT, LEDGER, CONFORMANCE] {
         host.install_adapter(&plugin.signed()).unwrap();
     }
     let server = McpServer::new(host, &mcp).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // On `[mcp] listen`'s address (any port): what the server allows depends on it.
+    let listener = tokio::net::TcpListener::bind((mcp.listen.ip(), 0))
+        .await
+        .unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(server.serve(listener, std::future::pending()));
     Gateway {
@@ -262,8 +266,10 @@ async fn post(
     if !headers.iter().any(|(name, _)| *name == "host") {
         request = request.header("host", format!("127.0.0.1:{port}"));
     }
+    if !headers.iter().any(|(name, _)| *name == "content-type") {
+        request = request.header("content-type", "application/json");
+    }
     request = request
-        .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-11-25");
     for (name, value) in headers {
@@ -342,10 +348,134 @@ async fn http_refusals_have_exact_statuses() {
     let (status, _, body) = post(port, "/mcp", &[("authorization", auth)], big).await;
     assert_eq!(status, 413, "{body}");
 
-    // rmcp answers a body that is not JSON-RPC with 415 and the parser's message.
-    let (status, _, body) = post(port, "/mcp", &[("authorization", auth)], "{not json").await;
+    // A body that is not JSON is the JSON-RPC parse error; JSON that is not a JSON-RPC
+    // message the invalid-request error; both HTTP 400 with a JSON-RPC error body.
+    let (status, headers, body) = post(port, "/mcp", &[("authorization", auth)], "{not json").await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(headers["content-type"], "application/json");
+    let reply: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(reply["jsonrpc"], "2.0");
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], -32700, "{body}");
+    let (status, _, body) = post(port, "/mcp", &[("authorization", auth)], r#"{"hello":1}"#).await;
+    assert_eq!(status, 400, "{body}");
+    let reply: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(reply["error"]["code"], -32600, "{body}");
+    // A body declared as something else than JSON keeps HTTP's 415.
+    let (status, _, body) = post(
+        port,
+        "/mcp",
+        &[("authorization", auth), ("content-type", "text/plain")],
+        LIST,
+    )
+    .await;
     assert_eq!(status, 415, "{body}");
-    assert!(body.contains("deserialize request body"), "{body}");
+    // Refusals before the body is read keep their order: a bad Host is 403, body or not.
+    let (status, _, body) = post(
+        port,
+        "/mcp",
+        &[("authorization", auth), ("host", "attacker.example")],
+        "{not json",
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_listener_admits_loopback_browser_origins_by_default() {
+    let gateway = gateway(|_| {}).await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let origin = |origin: &'static str| [("authorization", auth.as_str()), ("origin", origin)];
+    for allowed in [
+        "http://localhost:8787",
+        "http://localhost",
+        "http://127.0.0.1:3000",
+        "http://[::1]:5173",
+        "https://localhost:8443",
+    ] {
+        let (status, _, body) = post(gateway.port, "/mcp", &origin(allowed), LIST).await;
+        assert_eq!(status, 200, "{allowed}: {body}");
+        assert!(body.contains("gatehouse.echo.echo"), "{allowed}: {body}");
+    }
+    for refused in [
+        "https://evil.example",
+        "http://localhost.evil.example:8787",
+        "http://127.0.0.2:8787",
+        "null",
+    ] {
+        let (status, _, body) = post(gateway.port, "/mcp", &origin(refused), LIST).await;
+        assert_eq!(status, 403, "{refused}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_listener_admits_only_listed_origins() {
+    let listen = "0.0.0.0:0".parse().unwrap();
+    let unlisted = gateway(|mcp| mcp.listen = listen).await;
+    let listed = gateway(|mcp| {
+        mcp.listen = listen;
+        mcp.allowed_origins = vec!["http://localhost:8787".to_owned()];
+    })
+    .await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("origin", "http://localhost:8787"),
+    ];
+    let (status, _, body) = post(unlisted.port, "/mcp", &headers, LIST).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, _, body) = post(listed.port, "/mcp", &headers, LIST).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = post(
+        listed.port,
+        "/mcp",
+        &[
+            ("authorization", auth.as_str()),
+            ("origin", "http://127.0.0.1:8787"),
+        ],
+        LIST,
+    )
+    .await;
+    assert_eq!(status, 403, "only the listed origin: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_results_follow_the_negotiated_protocol_version() {
+    let gateway = gateway(|_| {}).await;
+    let call = || params(json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "v" } }));
+    for (lifecycle, version, result_type) in [
+        // 2026-07-28: no initialize; `server/discover`, then self-contained requests.
+        (
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            ProtocolVersion::V_2026_07_28,
+            Some(ResultType::COMPLETE),
+        ),
+        (
+            ClientLifecycleMode::Initialize,
+            ProtocolVersion::V_2025_11_25,
+            None,
+        ),
+    ] {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str())
+                .auth_header(ACME_KEY),
+        );
+        let client =
+            ().serve_with_lifecycle(transport, lifecycle)
+                .await
+                .expect("the client connects");
+        assert_eq!(
+            client.peer_info().map(|p| p.protocol_version.clone()),
+            Some(version.clone())
+        );
+        let result = client.call_tool(call()).await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:#?}");
+        assert_eq!(record(&result)["outcome"], "OK");
+        // 2026-07-28 requires `resultType: "complete"`; 2025-11-25 does not know the field.
+        assert_eq!(result.result_type, result_type, "{version}");
+    }
 }
 
 /// Collects what the CLI writes, for a test reading it from another thread.
@@ -362,17 +492,8 @@ impl std::io::Write for Lines {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    // The README's "run the gateway" command, on any free port. It serves until the test
-    // process ends.
-    std::thread::spawn(move || {
-        gatehouse_host::cli::run(
-            ["gatehouse", "serve", "--demo", "--listen", "127.0.0.1:0"],
-            &mut Lines(tx),
-        )
-    });
+/// Reads what `gatehouse serve` prints until it serves; returns (endpoint URL, output).
+fn serving(rx: &std::sync::mpsc::Receiver<String>) -> (String, String) {
     let mut output = String::new();
     while !output.contains("Ctrl-C stops the gateway.") {
         let chunk = rx
@@ -385,6 +506,21 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
         .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/mcp"))
         .unwrap_or_else(|| panic!("no endpoint in:\n{output}"))
         .to_owned();
+    (url, output)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The README's "run the gateway" command, on any free port. It serves until the test
+    // process ends.
+    std::thread::spawn(move || {
+        gatehouse_host::cli::run(
+            ["gatehouse", "serve", "--demo", "--listen", "127.0.0.1:0"],
+            &mut Lines(tx),
+        )
+    });
+    let (url, output) = serving(&rx);
     assert!(output.contains("tenant `default`"), "{output}");
 
     let transport = StreamableHttpClientTransport::from_uri(url.as_str());
@@ -394,6 +530,13 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
         &["gatehouse.echo.echo", "gatehouse.textkit.word_stats"],
     )
     .await;
+    // The conformance adapter is for the test suite, not a new user's tool list.
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().all(|t| !t.name.contains("conformance")),
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
     let result = client
         .call_tool(params(json!({ "name": "gatehouse.textkit.word_stats", "arguments": { "text": "one two two" } })))
         .await
@@ -427,4 +570,177 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
         "{answer}"
     );
+}
+
+/// The MCP conformance suite's fixed tool names, as `[mcp.aliases]` maps them.
+const SUITE_TOOLS: [&str; 7] = [
+    "json_schema_2020_12_tool",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_error_handling",
+    "test_image_content",
+    "test_multiple_content_types",
+    "test_simple_text",
+];
+
+/// A 1x1 red PNG, base64: what `test_image_content` returns.
+const RED_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+fn content(result: &CallToolResult) -> Value {
+    serde_json::to_value(&result.content).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aliased_conformance_tools_answer_what_the_suite_expects() {
+    let aliases: Value = SUITE_TOOLS
+        .iter()
+        .map(|t| ((*t).to_owned(), json!(format!("gatehouse.conformance.{t}"))))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    let gateway = gateway(|mcp| mcp.aliases = serde_json::from_value(aliases).unwrap()).await;
+    let acme = client(&gateway, ACME_KEY).await;
+    let tools = acme.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for name in SUITE_TOOLS {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("gatehouse.conformance.")),
+        "an aliased tool is listed under its alias only: {names:?}"
+    );
+    // json-schema-2020-12: the keywords reach the client untouched.
+    let schema = &tools
+        .iter()
+        .find(|t| t.name == "json_schema_2020_12_tool")
+        .unwrap()
+        .input_schema;
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    assert_eq!(schema["$defs"]["address"]["type"], "object");
+    assert_eq!(schema["additionalProperties"], false);
+
+    let call = |name: &str, args: Value| {
+        let acme = &acme;
+        let request = params(json!({ "name": name, "arguments": args }));
+        async move { acme.call_tool(request).await.unwrap() }
+    };
+    let text = call("test_simple_text", json!({})).await;
+    assert_eq!(
+        content(&text),
+        json!([{ "type": "text", "text": "This is a simple text response for testing." }])
+    );
+    // The record names the real tool, not the alias.
+    assert_eq!(
+        record(&text)["capability_id"],
+        "gatehouse.conformance.test_simple_text"
+    );
+    let image = call("test_image_content", json!({})).await;
+    assert_eq!(
+        content(&image),
+        json!([{ "type": "image", "data": RED_PIXEL_PNG, "mimeType": "image/png" }])
+    );
+    let audio = call("test_audio_content", json!({})).await;
+    let audio = content(&audio);
+    assert_eq!(audio[0]["type"], "audio");
+    assert_eq!(audio[0]["mimeType"], "audio/wav");
+    // "RIFF" in base64, and 44 header bytes + 800 samples = 844 bytes = 1128 base64 chars.
+    assert!(
+        audio[0]["data"].as_str().unwrap().starts_with("UklGR"),
+        "{audio}"
+    );
+    assert_eq!(audio[0]["data"].as_str().unwrap().len(), 1128);
+    let resource = call("test_embedded_resource", json!({})).await;
+    assert_eq!(
+        content(&resource),
+        json!([{ "type": "resource", "resource": {
+            "uri": "test://embedded-resource",
+            "mimeType": "text/plain",
+            "text": "This is an embedded resource content.",
+        } }])
+    );
+    let mixed = call("test_multiple_content_types", json!({})).await;
+    let types: Vec<Value> = content(&mixed)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].clone())
+        .collect();
+    assert_eq!(types, [json!("text"), json!("image"), json!("resource")]);
+    let error = call("test_error_handling", json!({})).await;
+    assert_eq!(error.is_error, Some(true));
+    assert_eq!(record(&error)["outcome"], "TOOL_ERROR");
+    assert_eq!(
+        texts(&error),
+        ["TEST_ERROR: This tool intentionally returns an error for testing"]
+    );
+    let args = json!({ "name": "Ada", "address": { "street": "1 Main St", "city": "Paris" } });
+    let ok = call("json_schema_2020_12_tool", args.clone()).await;
+    assert_eq!(ok.is_error, Some(false), "{ok:#?}");
+    assert_eq!(texts(&ok), [format!("received: {args}")]);
+    // The 2020-12 schema is enforced: `$ref` into `$defs`, and no additional properties.
+    for bad in [
+        json!({ "name": "Ada", "address": { "city": 7 } }),
+        json!({ "name": "Ada", "age": 36 }),
+    ] {
+        let refused = call("json_schema_2020_12_tool", bad.clone()).await;
+        assert_eq!(record(&refused)["outcome"], "INVALID_ARGUMENTS", "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exported_conformance_config_serves_the_suites_tool_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().to_str().unwrap().to_owned();
+    // The demo runs its own runtime: off this one.
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let code = gatehouse_host::cli::run(["gatehouse", "demo", "--export", &export], &mut out);
+        (code, String::from_utf8_lossy(&out).into_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let config = dir.path().join("conformance.toml");
+    let adapter = dir.path().join("conformance.signed.wasm");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains("test_simple_text = \"gatehouse.conformance.test_simple_text\""),
+        "{text}"
+    );
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let args = [
+        "gatehouse".to_owned(),
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config.display().to_string(),
+        "--adapter".to_owned(),
+        adapter.display().to_string(),
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ];
+    // Serves until the test process ends.
+    std::thread::spawn(move || gatehouse_host::cli::run(args, &mut Lines(tx)));
+    let (url, _) = serving(&rx);
+    let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+    let client = ().serve(transport).await.expect("the client initializes");
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, SUITE_TOOLS);
+    let result = client
+        .call_tool(params(json!({ "name": "test_simple_text" })))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:#?}");
 }
