@@ -29,14 +29,12 @@
 //! public_key = "..."
 //! adapters = ["acme.*"]
 //!
-//! [egress]               # what adapters may reach (see EgressConfig)
-//! allow_private = []
-//!
-//! [[egress.grant]]
+//! [[egress.grant]]       # what adapters may reach (see EgressConfig)
 //! adapter = "acme.orders"
 //! url = "https://api.acme.example/v1/"
 //! methods = ["GET", "POST"]
 //! credentials = { api_token = { env = "ACME_TOKEN", scheme = "Bearer" } }
+//! allow_private = []     # special-purpose ranges this grant may reach; default none
 //!
 //! ```
 
@@ -50,6 +48,7 @@ use toml::de::{DeTable, Deserializer, ValueDeserializer};
 pub use crate::egress::{CredentialConfig, EgressConfig, GrantConfig, MethodName, UrlPattern};
 pub use crate::model::{Glob, Tenants};
 pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolGrant};
+pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLimit, RateScope};
 pub use crate::plugin::cache::CacheConfig;
 pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
 pub use crate::policy::{PolicyBinding, PolicyDefault};

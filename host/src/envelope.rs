@@ -170,6 +170,11 @@ pub enum OutcomeCode {
     InvalidArguments,
     /// A write-class call came without an idempotency key (model-correctable).
     IdempotencyKeyRequired,
+    /// The idempotency key is not 1 to 255 printable ASCII characters (model-correctable).
+    IdempotencyKeyInvalid,
+    /// The tenant's rate budget for this tool is spent; nothing ran. Retryable after the
+    /// time the message gives.
+    RateLimited,
     /// Every instance slot stayed busy for the call's whole deadline; the tool did not run.
     GatewayBusy,
     /// The idempotency key was used before for a different request; nothing ran.
@@ -210,6 +215,8 @@ impl OutcomeCode {
             Self::ToolOutputTooLarge => "TOOL_OUTPUT_TOO_LARGE",
             Self::InvalidArguments => "INVALID_ARGUMENTS",
             Self::IdempotencyKeyRequired => "IDEMPOTENCY_KEY_REQUIRED",
+            Self::IdempotencyKeyInvalid => "IDEMPOTENCY_KEY_INVALID",
+            Self::RateLimited => "RATE_LIMITED",
             Self::GatewayBusy => "GATEWAY_BUSY",
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
             Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",

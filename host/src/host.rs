@@ -60,6 +60,42 @@ pub enum InstallError {
         "`{0}` was loaded by another host; load it with this host's `load_adapter` before serving it"
     )]
     ForeignAdapter(String),
+    /// The plugin's version is lower than the one serving under its id (a downgrade, perhaps
+    /// to a version with a known flaw). The operator can force it.
+    #[error(
+        "`{id}` {offered} is older than the serving {serving}; refusing the downgrade. If you \
+         mean it, install it with `force_install_adapter` / `force_install_policy`"
+    )]
+    Downgrade {
+        /// The plugin id.
+        id: String,
+        /// The serving version.
+        serving: String,
+        /// The version offered.
+        offered: String,
+    },
+}
+
+/// Refuses `offered` when it is lower than `serving` (both semver, as manifests require).
+fn check_downgrade(id: &str, serving: Option<String>, offered: &str) -> Result<(), InstallError> {
+    let Some(serving) = serving else {
+        return Ok(());
+    };
+    let lower = match (
+        semver::Version::parse(offered),
+        semver::Version::parse(&serving),
+    ) {
+        (Ok(offered), Ok(serving)) => offered < serving,
+        _ => false,
+    };
+    if lower {
+        return Err(InstallError::Downgrade {
+            id: id.to_owned(),
+            serving,
+            offered: offered.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// The gatehouse host: verifies and loads signed plugins and runs calls in fresh sandboxes.
@@ -176,16 +212,30 @@ impl Host {
 
     /// Verifies and loads an adapter, compiles its schemas, and serves it: a new adapter id is
     /// added, an existing one replaced atomically (calls in flight finish on the old one).
+    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]).
     pub fn install_adapter(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
         self.serve_adapter(self.load_adapter(bytes)?)
+    }
+
+    /// [`Host::install_adapter`], a downgrade included: the operator's explicit choice.
+    pub fn force_install_adapter(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        self.serve(self.load_adapter(bytes)?, true)
     }
 
     /// Serves an adapter this host loaded with [`Host::load_adapter`] (see
     /// [`Host::install_adapter`]). An adapter loaded by another host is refused.
     pub fn serve_adapter(&self, adapter: LoadedAdapter) -> Result<PluginRef, InstallError> {
+        self.serve(adapter, false)
+    }
+
+    fn serve(&self, adapter: LoadedAdapter, force: bool) -> Result<PluginRef, InstallError> {
         let plugin = adapter.plugin().clone();
         if !wasmtime::Engine::same(adapter.pre().engine(), self.sandbox.engine()) {
             return Err(InstallError::ForeignAdapter(plugin.id));
+        }
+        if !force {
+            let serving = self.pipeline.registry.serving_version(&plugin.id);
+            check_downgrade(&plugin.id, serving, &plugin.version)?;
         }
         self.pipeline.install_adapter(adapter)?;
         Ok(plugin)
@@ -194,7 +244,18 @@ impl Host {
     /// Verifies and loads a policy module and swaps it in atomically after checking every
     /// binding's config against its config schema. Calls in flight finish on the version they
     /// started with. On any error the serving version keeps serving.
+    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), also
+    /// when it arrives through the watched policy directory.
     pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        let policy = self.load_policy(bytes)?;
+        let plugin = policy.plugin();
+        let serving = self.policy_version(&plugin.id).map(|p| p.version);
+        check_downgrade(&plugin.id, serving, &plugin.version)?;
+        Ok(self.pipeline.policies.install(policy)?)
+    }
+
+    /// [`Host::install_policy`], a downgrade included: the operator's explicit choice.
+    pub fn force_install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
         let policy = self.load_policy(bytes)?;
         Ok(self.pipeline.policies.install(policy)?)
     }
@@ -392,6 +453,13 @@ impl Host {
         crate::policy::evaluate(&set, &self.sandbox, tool, action.into()).await
     }
 
+    /// Keeps gate 4's rate budgets in `budget` instead of this process's memory (e.g. a
+    /// budget several gateways share). Call before serving.
+    pub fn with_rate_budget(mut self, budget: Arc<dyn crate::config::RateBudget>) -> Self {
+        self.pipeline.set_rate_budget(budget);
+        self
+    }
+
     /// The per-call budgets in force.
     pub fn limits(&self) -> &Limits {
         self.sandbox.limits()
@@ -399,10 +467,21 @@ impl Host {
 
     /// Runs one governed call through every gate, in order (see [`crate::pipeline`]). Never
     /// fails: every refusal or failure is a result envelope with a status and an outcome code.
+    ///
+    /// This is the operator's full record (policy decision, egress attempts, engine and store
+    /// errors): deliver [`Host::call_for_caller`] (or [`crate::caller_view`] of this) to the
+    /// caller that asked.
     pub async fn call(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
         let started = std::time::Instant::now();
         let result = self.pipeline.run(&self.sandbox, call).await;
         self.metrics.observe(&result, started.elapsed());
         result
+    }
+
+    /// [`Host::call`], delivered as the caller sees it ([`crate::caller_view`]): outcome codes
+    /// and model-useful messages, none of the gateway's internals. The full record is in the
+    /// logs and the audit log.
+    pub async fn call_for_caller(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        crate::pipeline::deliver::caller_view(&self.call(call).await)
     }
 }

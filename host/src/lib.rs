@@ -77,6 +77,7 @@ pub use host::{Host, PolicyModule};
 pub use model::{
     ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Principal, PrincipalKind,
 };
+pub use pipeline::deliver::caller_view;
 pub use plugin::{LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 pub use skills::{Level as SkillLevel, Resolution};
 

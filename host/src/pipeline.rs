@@ -9,21 +9,29 @@
 //! 3. **validate** ([`validate`]) — input JSON Schema 2020-12, then `arg_constraints`
 //!    (`INVALID_ARGUMENTS`, naming the field);
 //! 4. **host invariants** ([`invariants`]) — approval-mode ceiling (`POLICY_BLOCKED`),
-//!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`), high-risk write rule
-//!    (`ROLLBACK_REQUIRED`);
+//!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`); the call's risk mode
+//!    is the capability's declared maximum, whatever the caller asked for; the tenant's rate
+//!    budgets ([`rate`], `RATE_LIMITED`, retryable);
 //! 5. **policy** ([`crate::policy`]) — the bound modules, composed; deny is `POLICY_BLOCKED`;
-//! 6. **approve** ([`approve`]) — a require-approval decision, or an effective mode of network
+//!    a module may lower the risk mode; then the high-risk write rule on the risk mode
+//!    (`ROLLBACK_REQUIRED`);
+//! 6. **approve** ([`approve`]) — a require-approval decision, or a risk mode of network
 //!    or above on a capability with an approval gate: the call is proposed in the store and
 //!    ends `paused` / `APPROVAL_REQUIRED` with its approval id, until an approver approves it;
 //! 7. **deduplicate** ([`dedupe`]) — a call with an idempotency key claims it, durably, before
 //!    anything runs: replay, conflict, wait for the holder, or indeterminate;
 //! 8. **invoke** ([`invoke`]) — skills resolved ([`crate::skills`]), the adapter run in a
-//!    fresh sandbox;
+//!    fresh sandbox at the run mode: the risk mode narrowed to what the caller asked for;
 //! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
-//!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]);
+//!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]) on everything delivered,
+//!    errors included; one that cannot be applied withholds the result
+//!    (`VERIFICATION_FAILED`);
 //! 10. **record** ([`record`]) — every call, refusals included, appended to the audit log
 //!     with its key's result and its approval's execution, in one transaction; durable
 //!     before delivery for write-class calls.
+//!
+//! 11. **deliver** ([`deliver`]) — the caller gets [`deliver::caller_view`] of the recorded
+//!     result: outcome codes and model-useful messages, none of the gateway's internals.
 //!
 //! Gates before 8 have no side effects: a refusal there is `rejected` (or `paused`). How each
 //! refusal or failure ends the call is one table, [`outcome`].
@@ -31,11 +39,13 @@
 pub mod approve;
 pub mod config;
 pub mod dedupe;
+pub mod deliver;
 pub mod invariants;
 pub mod invoke;
 pub mod normalize;
 pub mod obligations;
 pub mod outcome;
+pub mod rate;
 pub mod record;
 pub mod registry;
 pub mod validate;
@@ -96,6 +106,8 @@ pub struct Pipeline {
     meta_tools: Vec<MetaTool>,
     pub(crate) store: Arc<dyn Store>,
     store_config: StoreConfig,
+    rate_limits: Vec<rate::RateLimit>,
+    rate_budget: Arc<dyn rate::RateBudget>,
 }
 
 impl Pipeline {
@@ -113,7 +125,14 @@ impl Pipeline {
             meta_tools: config.meta_tools.clone(),
             store,
             store_config,
+            rate_limits: config.rate_limits.clone(),
+            rate_budget: Arc::new(rate::MemoryRateBudget::default()),
         })
+    }
+
+    /// Keeps the rate budgets in `budget`.
+    pub fn set_rate_budget(&mut self, budget: Arc<dyn rate::RateBudget>) {
+        self.rate_budget = budget;
     }
 
     /// The approval settings of `[store]`.
@@ -145,6 +164,8 @@ impl Pipeline {
         let mut sensitive = false;
         let mut claimed = None;
         let mut executes = None;
+        // The policy decision's obligations, for whatever the call delivers.
+        let mut pending = Vec::new();
         let gates = async {
             // 2. Normalize.
             let target = normalize::resolve(
@@ -171,14 +192,24 @@ impl Pipeline {
             // 3. Validate.
             validate::check(tool.schemas(), &tool.constraints, &target.args)?;
 
-            // 4. Host invariants.
+            // 4. Host invariants. `mode` is the call's risk mode: the declared maximum, which
+            // only a policy lowers; the caller's request narrows the run mode only.
+            let requested = call.approval_mode_requested;
             let mode = invariants::check(
                 &tool.name,
                 capability,
-                call.approval_mode_requested,
+                requested,
                 call.idempotency_key.as_deref(),
             )?;
-            result.approval_mode_effective = Some(mode);
+            result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
+            rate::take(
+                &self.rate_limits,
+                &*self.rate_budget,
+                &call.tenant_id,
+                &tool.name,
+                now_unix_ms,
+            )
+            .await?;
 
             // 5. Policy.
             let set = self.policies.snapshot();
@@ -195,9 +226,10 @@ impl Pipeline {
             let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action).await;
             drop(set);
             let mut mode = decision.approval_mode_effective;
-            result.approval_mode_effective = Some(mode);
+            result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
             let reasons = decision.reasons();
-            let (verdict, obligations) = (decision.verdict, decision.obligations.clone());
+            let verdict = decision.verdict;
+            pending.clone_from(&decision.obligations);
             result.policy_decision = Some(decision);
             let why = match verdict {
                 Verdict::Allow => Vec::new(),
@@ -205,6 +237,7 @@ impl Pipeline {
                 Verdict::Deny | Verdict::Abstain => return Err(Stop::PolicyDenied(reasons)),
                 Verdict::RequireApproval => reasons,
             };
+            invariants::high_risk(&tool.name, capability, mode)?;
 
             // 6. Approve: asked by policy, or the capability's approval gate at network or above.
             let gate = capability
@@ -237,7 +270,7 @@ impl Pipeline {
                     approve::approve(&*self.store, &self.store_config, &proposal, &mut result)
                         .await?;
                 mode = approve::approved_mode(&approval, mode);
-                result.approval_mode_effective = Some(mode);
+                result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
                 // A call without a key runs once under its approval.
                 key.get_or_insert_with(|| format!("approval:{}", approval.id));
                 executes = Some(approval.id);
@@ -274,26 +307,39 @@ impl Pipeline {
             }
 
             // 8. Invoke.
+            let run = invariants::run_mode(mode, requested);
             let output =
-                invoke::invoke(sandbox, &self.skills, &call, &target, mode, &mut result).await?;
+                invoke::invoke(sandbox, &self.skills, &call, &target, run, &mut result).await?;
 
-            // 9. Verify, then apply obligations.
-            let mut structured = verify::parse(output.structured.as_deref())?;
+            // 9. Verify, then apply obligations to everything delivered.
+            let structured = verify::parse(output.structured.as_deref())?;
             verify::check(capability, tool.schemas(), structured.as_ref())?;
-            let mut content: Vec<ContentBlock> =
-                output.content.into_iter().map(ContentBlock::from).collect();
-            obligations::apply(&obligations, &mut content, &mut structured);
-            result.content = content;
+            result.content = output.content.into_iter().map(ContentBlock::from).collect();
             result.structured_content = structured;
             result.evidence_refs = output.evidence_refs;
+            if let Err(error) = obligations::apply(&pending, &mut result) {
+                result.content.clear();
+                result.structured_content = None;
+                result.evidence_refs.clear();
+                return Err(Stop::Obligation(error));
+            }
             Ok::<(), Stop>(())
         };
         let stopped = gates.instrument(span.clone()).await.err();
         if let Some(stop) = &stopped {
             span.in_scope(|| outcome::end(&mut result, stop));
+            // An error from the tool or the verifier may quote its output.
+            if matches!(stop, Stop::Tool(_) | Stop::Verify(_)) {
+                obligations::apply_to_error(&pending, &mut result);
+            }
         }
         // 10. Record.
-        let nothing_ran = matches!(stopped, Some(Stop::Sandbox(SandboxError::Busy { .. })));
+        let nothing_ran = matches!(
+            stopped,
+            Some(Stop::Sandbox(
+                SandboxError::Busy { .. } | SandboxError::TenantBusy { .. }
+            ))
+        );
         let may_have_run = claimed.is_some() && !nothing_ran;
         let entry = record::record(record::Facts {
             call: &call,

@@ -31,7 +31,6 @@ use wasmtime_wasi_http::io::TokioIo;
 fn egress(port: u16, tls_port: u16, ca: &TestCa, token: &std::path::Path) -> EgressConfig {
     let credentials = json!({ "api_token": { "file": token, "scheme": "Bearer" } });
     serde_json::from_value(json!({
-        "allow_private": ["127.0.0.0/8"],
         "max_requests": 1_000_000,
         "system_root_certificates": false,
         "extra_root_certificates": [ca.pem_file()],
@@ -41,12 +40,14 @@ fn egress(port: u16, tls_port: u16, ca: &TestCa, token: &std::path::Path) -> Egr
                 "url": format!("http://127.0.0.1:{port}/api/"),
                 "methods": ["GET"],
                 "credentials": credentials,
+                "allow_private": ["127.0.0.0/8"],
             },
             {
                 "adapter": "gatehouse.rest",
                 "url": format!("https://127.0.0.1:{tls_port}/api/"),
                 "methods": ["GET"],
                 "credentials": credentials,
+                "allow_private": ["127.0.0.0/8"],
             },
         ],
     }))

@@ -6,8 +6,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use http::HeaderName;
-
 use super::addr::AddressRefused;
 use super::grants::Grants;
 use crate::model::ApprovalMode;
@@ -25,6 +23,15 @@ pub enum Denial {
     /// Not an absolute `http`/`https` URL with a host, or it carries userinfo.
     #[error("not an absolute http(s) URL without userinfo")]
     InvalidUrl,
+    /// The path holds something upstream servers decode or treat specially.
+    #[error(
+        "the request path holds {what}, which upstream servers may read differently from the \
+         grant check; send the path without it"
+    )]
+    AmbiguousPath {
+        /// What, in words.
+        what: &'static str,
+    },
     /// The call already made its allowed number of requests.
     #[error("the call's budget of {limit} requests is spent (`[egress] max_requests`)")]
     RequestBudget {
@@ -91,6 +98,7 @@ impl Denial {
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidUrl => "invalid_url",
+            Self::AmbiguousPath { .. } => "ambiguous_path",
             Self::RequestBudget { .. } => "request_budget",
             Self::TimeBudget { .. } => "time_budget",
             Self::NoMatchingGrant { .. } => "no_matching_grant",
@@ -162,7 +170,6 @@ pub(super) struct Ledger {
     pub(super) grants: Arc<Grants>,
     pub(super) call: CallInfo,
     pub(super) deadline: Instant,
-    pub(super) strip: Vec<HeaderName>,
     pub(super) spent: Mutex<Spent>,
 }
 

@@ -1,12 +1,11 @@
 //! The operator's `[egress]` config: which destinations each adapter may reach, with which
-//! methods and credentials, which special-purpose addresses are allowed, the per-call budgets,
-//! and the roots trusted for `https`. Destinations and methods are parsed when the config is
+//! methods, credentials, extra request headers and special-purpose addresses, the per-call
+//! budgets, and the roots trusted for `https`. Destinations and methods are parsed when the config is
 //! read ([`UrlPattern`], [`MethodName`]), so a malformed grant is a config error naming its
 //! line.
 //!
 //! ```toml
 //! [egress]
-//! allow_private = ["127.0.0.0/8"]      # default: none
 //! extra_root_certificates = ["/etc/gatehouse/internal-ca.pem"]   # default: none
 //! max_requests = 16                    # per call
 //!
@@ -15,6 +14,8 @@
 //! url = "http://127.0.0.1:8080/api/"
 //! methods = ["GET", "POST"]
 //! credentials = { api_token = { env = "REST_TOKEN", header = "authorization", scheme = "Bearer" } }
+//! allow_private = ["127.0.0.0/8"]      # default: none, for this grant only
+//! headers = ["x-api-version"]          # default: only the standard content-negotiation headers
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,11 +31,6 @@ use super::rules::{MethodName, UrlPattern};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EgressConfig {
-    /// Special-purpose address ranges (loopback, private, link-local, metadata...) adapters
-    /// may connect to, as CIDR, e.g. `["127.0.0.0/8", "10.20.0.0/16"]`. Default: none, so
-    /// resolved addresses must be public.
-    #[serde(default)]
-    pub allow_private: Vec<IpNet>,
     /// Outbound requests allowed per call. Default: 16.
     #[serde(default = "defaults::max_requests")]
     pub max_requests: u32,
@@ -83,7 +79,6 @@ mod defaults {
 impl Default for EgressConfig {
     fn default() -> Self {
         Self {
-            allow_private: Vec::new(),
             max_requests: defaults::max_requests(),
             max_request_bytes: defaults::max_request_bytes(),
             max_response_bytes: defaults::max_response_bytes(),
@@ -108,6 +103,19 @@ pub struct GrantConfig {
     /// Credential bindings by slot name; each slot must be one the manifest requested.
     #[serde(default)]
     pub credentials: BTreeMap<String, CredentialConfig>,
+    /// Special-purpose address ranges (loopback, private, link-local, metadata...) requests
+    /// this grant matches may connect to, as CIDR, e.g. `["127.0.0.0/8", "10.20.0.0/16"]`.
+    /// Default: none, so resolved addresses must be public. Per grant: a range opened for one
+    /// adapter's destination is not opened for another grant whose DNS someone else controls.
+    #[serde(default)]
+    pub allow_private: Vec<IpNet>,
+    /// Request headers the adapter may send there beyond the standard ones (`accept`,
+    /// `accept-language`, `cache-control`, `content-type`, `if-match`, `if-none-match`,
+    /// `if-modified-since`, `if-unmodified-since`, `user-agent`); every other header the
+    /// guest sets is dropped. Default: none. Headers the host owns (credentials, `host`,
+    /// framing and hop-by-hop headers, `traceparent`, `idempotency-key`) cannot be listed.
+    #[serde(default)]
+    pub headers: BTreeSet<String>,
 }
 
 /// Where a credential comes from and how it is sent. Exactly one of `env` and `file`.

@@ -65,6 +65,18 @@ pub enum GrantError {
         /// What is wrong and the fix (never the secret itself).
         problem: String,
     },
+    /// A header in the grant's `headers` is not a header name, or one the host owns.
+    #[error("egress grant `{url}` for `{adapter}`, header `{header}`: {problem}")]
+    Header {
+        /// The adapter.
+        adapter: String,
+        /// The grant's URL.
+        url: String,
+        /// The header as written.
+        header: String,
+        /// What is wrong and the fix.
+        problem: &'static str,
+    },
 }
 
 /// A credential bound to a slot, ready to inject.
@@ -87,15 +99,49 @@ pub struct Rule {
     pub methods: BTreeSet<MethodName>,
     /// Credentials injected on requests this rule matches.
     pub credentials: Vec<Credential>,
+    /// Which special-purpose addresses requests this rule matches may connect to.
+    pub addresses: AddressPolicy,
+    /// Guest headers passed upstream beyond [`STANDARD_HEADERS`].
+    pub headers: Vec<HeaderName>,
 }
+
+/// Guest request headers every rule passes upstream: content negotiation and conditional
+/// requests, nothing that changes what an upstream does or who it thinks is asking.
+pub const STANDARD_HEADERS: &[HeaderName] = &[
+    http::header::ACCEPT,
+    http::header::ACCEPT_LANGUAGE,
+    http::header::CACHE_CONTROL,
+    http::header::CONTENT_TYPE,
+    http::header::IF_MATCH,
+    http::header::IF_NONE_MATCH,
+    http::header::IF_MODIFIED_SINCE,
+    http::header::IF_UNMODIFIED_SINCE,
+    http::header::USER_AGENT,
+];
+
+/// Headers the host sets or that frame the message: no grant may pass the guest's.
+const HOST_OWNED_HEADERS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "traceparent",
+    "tracestate",
+    "idempotency-key",
+];
 
 /// Everything one adapter may do on the network. Built at load, shared by its calls.
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     /// Granted destinations, in config order.
     pub rules: Vec<Rule>,
-    /// Which special-purpose addresses may be connected to.
-    pub addresses: AddressPolicy,
     /// Requests per call.
     pub max_requests: u32,
     /// Request body bytes per call.
@@ -171,17 +217,30 @@ impl Grants {
                             problem,
                         })
                     })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let headers = grant
+                    .headers
+                    .iter()
+                    .map(|text| {
+                        extra_header(text, &credentials).map_err(|problem| GrantError::Header {
+                            adapter: adapter.to_owned(),
+                            url: url.to_owned(),
+                            header: text.clone(),
+                            problem,
+                        })
+                    })
                     .collect::<Result<_, _>>()?;
                 Ok(Rule {
                     url: grant.url.clone(),
                     methods: grant.methods.clone(),
                     credentials,
+                    addresses: AddressPolicy::new(grant.allow_private.clone()),
+                    headers,
                 })
             })
             .collect::<Result<Vec<_>, GrantError>>()?;
         Ok(Self {
             rules,
-            addresses: AddressPolicy::new(config.allow_private.clone()),
             max_requests: config.max_requests,
             max_request_bytes: config.max_request_bytes,
             max_response_bytes: config.max_response_bytes,
@@ -189,14 +248,19 @@ impl Grants {
             tls: tls.clone(),
         })
     }
+}
 
-    /// Every header some rule injects a credential in: the gate strips these from whatever
-    /// the guest sent.
-    pub fn credential_headers(&self) -> impl Iterator<Item = &HeaderName> {
-        self.rules
-            .iter()
-            .flat_map(|rule| rule.credentials.iter().map(|c| &c.header))
+/// A header a grant lets the guest send: a valid name the host does not own.
+fn extra_header(text: &str, credentials: &[Credential]) -> Result<HeaderName, &'static str> {
+    let name = HeaderName::from_bytes(text.as_bytes())
+        .map_err(|_| "not a header name; write a lowercase token such as `x-api-version`")?;
+    if HOST_OWNED_HEADERS.contains(&name.as_str())
+        || name.as_str().starts_with("proxy-")
+        || credentials.iter().any(|c| c.header == name)
+    {
+        return Err("the host sets this header itself; remove it from `headers`");
     }
+    Ok(name)
 }
 
 fn requested_list(requested: &[EgressRequest]) -> String {

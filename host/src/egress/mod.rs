@@ -10,14 +10,14 @@
 //! 3. matches the adapter's granted rules (scheme, host, port, path prefix, then method);
 //! 4. checks the method against the call's effective approval mode: `read_only` and
 //!    `local_write` calls may only use GET, HEAD and OPTIONS;
-//! 5. resolves the host once and refuses the request if *any* resolved address is loopback,
-//!    private, link-local, unique-local, CGNAT, multicast, unspecified, reserved or cloud
-//!    metadata (IPv4-mapped IPv6 judged as IPv4) unless `[egress] allow_private` lists it,
-//!    then connects to a checked address, trying them in resolver order (no second lookup, so
-//!    no DNS rebinding);
+//! 5. resolves the host once and refuses the request if *any* resolved address is in a
+//!    special-purpose block (every entry of the IANA IPv4 and IPv6 special-purpose registries,
+//!    multicast, cloud metadata; IPv4-mapped IPv6 judged as IPv4) unless the matched grant's
+//!    `allow_private` lists it, then connects to a checked address, trying them in resolver
+//!    order (no second lookup, so no DNS rebinding);
 //! 6. reads the request body against the call's request-byte budget;
-//! 7. strips `Authorization`, `Cookie`, `Proxy-*`, `Idempotency-Key`, `traceparent` and every
-//!    credential-slot header the guest set, injects the rule's credentials, and adds
+//! 7. passes only the guest headers on an allow list ([`STANDARD_HEADERS`] plus the grant's
+//!    `headers`; no grant may list a header the host owns), injects the rule's credentials, and adds
 //!    `traceparent` (the call's trace id) and, on non-safe methods, `Idempotency-Key` (the
 //!    call's key, when it has one);
 //! 8. connects to the checked address, performs the TLS handshake for `https` (system roots
@@ -65,9 +65,10 @@ pub use addr::AddressPolicy;
 pub use call::{CallInfo, Denial, EgressAttempt};
 use call::{Ledger, MAX_RECORDED_URL, Spent, millis};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
-pub use grants::{GrantError, Grants, Rule};
+pub use grants::{GrantError, Grants, Rule, STANDARD_HEADERS};
 pub use rules::{
-    DestHost, Destination, EgressRequest, MethodName, PatternError, UrlPattern, is_safe,
+    DestHost, Destination, DestinationError, EgressRequest, MethodName, PatternError, UrlPattern,
+    is_safe,
 };
 pub use tls::{TlsClient, TlsConfigError};
 use transport::MeteredBody;
@@ -85,20 +86,11 @@ impl EgressGate {
     /// Prepare phase (per call): a gate for one call of an adapter with `grants`. The time
     /// budget starts now.
     pub fn new(grants: Arc<Grants>, call: CallInfo) -> Self {
-        let mut strip: Vec<HeaderName> = vec![
-            header::AUTHORIZATION,
-            header::COOKIE,
-            HeaderName::from_static("idempotency-key"),
-            HeaderName::from_static("traceparent"),
-            HeaderName::from_static("tracestate"),
-        ];
-        strip.extend(grants.credential_headers().cloned());
         Self {
             ledger: Arc::new(Ledger {
                 deadline: Instant::now() + grants.max_total,
                 grants,
                 call,
-                strip,
                 spent: Mutex::new(Spent::default()),
             }),
         }
@@ -258,7 +250,13 @@ async fn check(
     raw_uri: &str,
     body: WasiBody,
 ) -> Result<Checked, (Stop, Option<String>)> {
-    let dest = Destination::parse(raw_uri).ok_or((Stop::Denied(Denial::InvalidUrl), None))?;
+    let dest = Destination::parse(raw_uri).map_err(|e| {
+        let denial = match e {
+            DestinationError::Invalid => Denial::InvalidUrl,
+            DestinationError::AmbiguousPath(what) => Denial::AmbiguousPath { what },
+        };
+        (Stop::Denied(denial), None)
+    })?;
     let shown = dest.without_query();
     let deny = |denial| (Stop::Denied(denial), Some(shown.clone()));
     let grants = &ledger.grants;
@@ -308,7 +306,7 @@ async fn check(
             mode: ledger.call.approval_mode.to_string(),
         }));
     }
-    let addrs = resolve(&dest, &grants.addresses, ledger.deadline)
+    let addrs = resolve(&dest, &grants.rules[rule].addresses, ledger.deadline)
         .await
         .map_err(deny)?;
     let body = match tokio::time::timeout_at(ledger.deadline.into(), read_body(ledger, body)).await
@@ -395,20 +393,17 @@ fn outgoing_headers(
     checked: &Checked,
     method: &Method,
 ) -> http::HeaderMap {
+    let rule = &ledger.grants.rules[checked.rule];
     let mut headers = http::HeaderMap::new();
     for (name, value) in guest {
-        let stripped = ledger.strip.contains(name)
-            || name.as_str().starts_with("proxy-")
-            || *name == header::HOST
-            || *name == header::CONTENT_LENGTH;
-        if !stripped {
+        if STANDARD_HEADERS.contains(name) || rule.headers.contains(name) {
             headers.append(name.clone(), value.clone());
         }
     }
     if let Ok(host) = HeaderValue::from_str(&checked.dest.authority()) {
         headers.insert(header::HOST, host);
     }
-    for credential in &ledger.grants.rules[checked.rule].credentials {
+    for credential in &rule.credentials {
         headers.insert(credential.header.clone(), credential.value.clone());
     }
     if let Ok(value) = HeaderValue::from_str(&ids::traceparent(&ledger.call.trace_id)) {

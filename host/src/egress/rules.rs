@@ -7,7 +7,11 @@
 //!    not `suffix` itself), `*` (any host), an IPv4 literal or a bracketed IPv6 literal.
 //!    `port` is a number or `*`; without one, the scheme's default (80 / 443).
 //! 3. A path prefix matches on segment boundaries: `/v1` matches `/v1` and `/v1/x`, not
-//!    `/v1beta`; `/v1/` matches `/v1/x` only. No path (or `/`) matches every path.
+//!    `/v1beta`; `/v1/` matches `/v1/x` only. No path (or `/`) matches every path. Paths are
+//!    compared percent-decoded ([`decode_path`]), and a path an upstream server could read
+//!    differently from the gate is refused outright: encoded slashes, backslashes and percent
+//!    signs (`%2F`, `%5C`, `%25`), `;` path parameters (raw or `%3B`), control characters,
+//!    bytes that are not UTF-8, and dot segments left after decoding, in any encoding.
 //! 4. Userinfo, queries and fragments are refused in patterns; request URLs with userinfo are
 //!    refused by the matcher (a credential in a URL would bypass credential injection).
 //! 5. [`UrlPattern::covers`] says whether one pattern is at least as broad as another: an
@@ -126,10 +130,21 @@ pub struct Destination {
     pub host: DestHost,
     /// Port (default filled in).
     pub port: u16,
-    /// Normalized path.
+    /// Normalized path, as sent (still percent-encoded).
     pub path: String,
+    /// The path percent-decoded, as grants are matched against it.
+    pub decoded_path: String,
     /// Query, without `?`.
     pub query: Option<String>,
+}
+
+/// Why a request URL is refused before any grant is consulted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DestinationError {
+    /// Not an absolute `http`/`https` URL with a host, or it carries userinfo.
+    Invalid,
+    /// The path holds something upstream servers decode or treat specially (what, in words).
+    AmbiguousPath(&'static str),
 }
 
 /// The host of a request destination.
@@ -152,24 +167,28 @@ impl fmt::Display for DestHost {
 }
 
 impl Destination {
-    /// Parses a request URL. `None` for anything that is not an absolute `http`/`https` URL
-    /// with a host and no userinfo.
-    pub fn parse(text: &str) -> Option<Self> {
-        let url = Url::parse(text).ok()?;
-        let scheme = Scheme::parse(url.scheme())?;
+    /// Parses a request URL: [`DestinationError::Invalid`] for anything that is not an
+    /// absolute `http`/`https` URL with a host and no userinfo,
+    /// [`DestinationError::AmbiguousPath`] for a path [`decode_path`] refuses.
+    pub fn parse(text: &str) -> Result<Self, DestinationError> {
+        let invalid = DestinationError::Invalid;
+        let url = Url::parse(text).map_err(|_| invalid)?;
+        let scheme = Scheme::parse(url.scheme()).ok_or(invalid)?;
         if !url.username().is_empty() || url.password().is_some() {
-            return None;
+            return Err(invalid);
         }
-        let host = match url.host()? {
-            Host::Domain(name) => DestHost::Name(trim_dot(name)?.to_owned()),
+        let host = match url.host().ok_or(invalid)? {
+            Host::Domain(name) => DestHost::Name(trim_dot(name).ok_or(invalid)?.to_owned()),
             Host::Ipv4(ip) => DestHost::Ip(IpAddr::V4(ip)),
             Host::Ipv6(ip) => DestHost::Ip(IpAddr::V6(ip)),
         };
-        Some(Self {
+        let decoded_path = decode_path(url.path()).map_err(DestinationError::AmbiguousPath)?;
+        Ok(Self {
             scheme,
             host,
             port: url.port().unwrap_or(scheme.default_port()),
             path: url.path().to_owned(),
+            decoded_path,
             query: url.query().map(str::to_owned),
         })
     }
@@ -280,11 +299,16 @@ impl UrlPattern {
             }
             PortPattern::Any => PortPattern::Any,
         };
+        let path = decode_path(url.path()).map_err(|what| {
+            fail(&format!(
+                "the path holds {what}, which servers read differently"
+            ))
+        })?;
         Ok(Self {
             scheme,
             host,
             port,
-            path: url.path().to_owned(),
+            path,
             text: pattern.to_owned(),
         })
     }
@@ -302,7 +326,7 @@ impl UrlPattern {
                 PortPattern::Any => true,
                 PortPattern::Is(port) => port == dest.port,
             }
-            && path_within(&dest.path, &self.path)
+            && path_within(&dest.decoded_path, &self.path)
     }
 
     fn host_matches(&self, host: &DestHost) -> bool {
@@ -403,6 +427,50 @@ fn split_port(authority: &str) -> Option<(&str, PortPattern)> {
     }
 }
 
+/// Percent-decodes a path (already normalized by the WHATWG parser) for matching. Refuses, in
+/// words for the record, whatever an upstream server could read differently from the gate:
+/// an encoded `/`, `\` or `%` (double encoding), a `;` path parameter (raw or encoded), a
+/// backslash, a control character, bytes that are not UTF-8, a `%` not followed by two hex
+/// digits, and a `.` or `..` segment left after decoding.
+pub fn decode_path(path: &str) -> Result<String, &'static str> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = if bytes[i] == b'%' {
+            let decoded = bytes
+                .get(i + 1..i + 3)
+                .and_then(|hex| std::str::from_utf8(hex).ok())
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or("a `%` not followed by two hex digits")?;
+            i += 3;
+            match decoded {
+                b'/' => return Err("an encoded slash (`%2F`)"),
+                b'\\' => return Err("an encoded backslash (`%5C`)"),
+                b'%' => return Err("an encoded percent sign (`%25`: double encoding)"),
+                other => other,
+            }
+        } else {
+            i += 1;
+            bytes[i - 1]
+        };
+        match byte {
+            b';' => return Err("a `;` path parameter"),
+            b'\\' => return Err("a backslash"),
+            0..0x20 | 0x7f => return Err("a control character"),
+            _ => out.push(byte),
+        }
+    }
+    let decoded = String::from_utf8(out).map_err(|_| "bytes that are not UTF-8")?;
+    if decoded
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+    {
+        return Err("a dot segment (`.` or `..`, encoded)");
+    }
+    Ok(decoded)
+}
+
 /// Whether `path` lies under `prefix`, on segment boundaries.
 fn path_within(path: &str, prefix: &str) -> bool {
     if prefix == "/" || prefix.ends_with('/') {
@@ -499,7 +567,8 @@ mod tests {
     }
 
     fn matches(pattern_text: &str, url: &str) -> bool {
-        let dest = Destination::parse(url).unwrap_or_else(|| panic!("{url} does not parse"));
+        let dest =
+            Destination::parse(url).unwrap_or_else(|e| panic!("{url} does not parse: {e:?}"));
         pattern(pattern_text).matches(&dest)
     }
 
@@ -693,8 +762,61 @@ mod tests {
             "data:text/plain,x",
         ] {
             let parsed = Destination::parse(url);
-            assert!(parsed.is_none(), "{url} parsed as {parsed:?}");
+            assert_eq!(parsed, Err(DestinationError::Invalid), "{url}");
         }
+    }
+
+    #[test]
+    fn refuses_paths_servers_read_differently() {
+        let table = [
+            ("/v1/..%2fadmin", "an encoded slash (`%2F`)"),
+            ("/v1/%2F../admin", "an encoded slash (`%2F`)"),
+            ("/v1/..%5cadmin", "an encoded backslash (`%5C`)"),
+            ("/v1/%5C..%5Cadmin", "an encoded backslash (`%5C`)"),
+            (
+                "/v1/%252e%252e/admin",
+                "an encoded percent sign (`%25`: double encoding)",
+            ),
+            ("/v1/..;/admin", "a `;` path parameter"),
+            ("/v1;jsessionid=x/items", "a `;` path parameter"),
+            ("/v1/%3b/x", "a `;` path parameter"),
+            ("/v1/%00/x", "a control character"),
+            ("/v1/%0d%0aX:1", "a control character"),
+            ("/v1/%ff", "bytes that are not UTF-8"),
+            ("/v1/%zz", "a `%` not followed by two hex digits"),
+            ("/v1/%2", "a `%` not followed by two hex digits"),
+        ];
+        for (path, why) in table {
+            let url = format!("https://api.example.com{path}");
+            assert_eq!(
+                Destination::parse(&url),
+                Err(DestinationError::AmbiguousPath(why)),
+                "{url}"
+            );
+        }
+        // Dot segments in any encoding the WHATWG parser resolves are resolved, not refused:
+        // they then fail the prefix instead.
+        for path in [
+            "/v1/%2e%2e/admin",
+            "/v1/.%2E/admin",
+            "/v1/%2E./admin",
+            "/v1/..\\admin",
+        ] {
+            let dest = Destination::parse(&format!("https://api.example.com{path}")).unwrap();
+            assert!(!dest.decoded_path.starts_with("/v1"), "{path}: {dest:?}");
+        }
+        // Decoded paths match what the server will see.
+        assert!(matches(
+            "https://api.example.com/v1/",
+            "https://api.example.com/%76%31/x"
+        ));
+        assert!(matches(
+            "https://api.example.com/v1/",
+            "https://api.example.com/v1/a%20b"
+        ));
+        // A grant cannot itself hold an ambiguous path.
+        let err = UrlPattern::parse("https://api.example.com/v1%2f").unwrap_err();
+        assert!(err.to_string().contains("an encoded slash"), "{err}");
     }
 
     #[test]

@@ -109,28 +109,33 @@ fn requested() -> Vec<EgressRequest> {
 fn config(upstream: &Upstream, allow_loopback: bool) -> EgressConfig {
     let text = format!(
         r#"
-        allow_private = {allow}
         [[grant]]
         adapter = "t"
         url = "http://127.0.0.1:{port}/api"
         methods = ["GET", "POST"]
+        allow_private = {allow}
+        headers = ["x-custom"]
         credentials = {{ api_token = {{ file = {token:?}, scheme = "Bearer" }} }}
         [[grant]]
         adapter = "t"
         url = "http://localhost:{port}/"
         methods = ["GET"]
+        allow_private = {allow}
         [[grant]]
         adapter = "t"
         url = "http://[::ffff:127.0.0.1]:{port}/"
         methods = ["GET"]
+        allow_private = {allow}
         [[grant]]
         adapter = "t"
         url = "http://127.0.0.1:{port}/big"
         methods = ["GET"]
+        allow_private = {allow}
         [[grant]]
         adapter = "t"
         url = "http://127.0.0.1:{port}/slow"
         methods = ["GET"]
+        allow_private = {allow}
         "#,
         allow = if allow_loopback {
             r#"["127.0.0.0/8", "::1/128"]"#
@@ -211,6 +216,12 @@ async fn allowed_request_carries_credential_trace_and_idempotency_key() {
                 ("proxy-authorization", "Basic Z3Vlc3Q="),
                 ("idempotency-key", "guest-key"),
                 ("x-custom", "kept"),
+                ("content-type", "application/json"),
+                ("x-http-method-override", "DELETE"),
+                ("x-original-url", "/admin"),
+                ("x-forwarded-for", "10.0.0.1"),
+                ("forwarded", "for=10.0.0.1"),
+                ("x-real-ip", "10.0.0.1"),
             ],
             b"{\"name\":\"a\"}",
         ))
@@ -232,6 +243,19 @@ async fn allowed_request_carries_credential_trace_and_idempotency_key() {
     assert!(seen.headers.get("proxy-authorization").is_none());
     assert_eq!(seen.headers["idempotency-key"], "key-123");
     assert_eq!(seen.headers["x-custom"], "kept");
+    assert_eq!(seen.headers["content-type"], "application/json");
+    for dropped in [
+        "x-http-method-override",
+        "x-original-url",
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+    ] {
+        assert!(
+            seen.headers.get(dropped).is_none(),
+            "{dropped} reached the upstream"
+        );
+    }
     let traceparent = seen.headers["traceparent"].to_str().unwrap();
     assert!(
         traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-")
@@ -475,11 +499,11 @@ async fn time_budget_stops_a_slow_upstream() {
 async fn metadata_and_private_addresses_are_refused_even_with_loopback_allowed() {
     let config: EgressConfig = toml::from_str(
         r#"
-        allow_private = ["127.0.0.0/8"]
         [[grant]]
         adapter = "t"
         url = "http://*:*"
         methods = ["GET"]
+        allow_private = ["127.0.0.0/8"]
         "#,
     )
     .unwrap();
@@ -555,6 +579,8 @@ fn grants_must_be_requested_by_the_manifest() {
         url: "https://elsewhere.example".parse().unwrap(),
         methods: ["DELETE".parse().unwrap()].into(),
         credentials: Default::default(),
+        allow_private: Vec::new(),
+        headers: Default::default(),
     });
     let grants = Grants::for_adapter(&ok, &TlsClient::default(), "t", &requested).unwrap();
     assert_eq!(grants.rules.len(), 1);
@@ -620,4 +646,27 @@ async fn the_guests_first_byte_timeout_shortens_the_wait() {
     let attempt = gate.take_attempts().pop().unwrap();
     assert_eq!(attempt.code, "upstream_timeout");
     assert!(attempt.allowed);
+}
+
+#[test]
+fn a_grant_cannot_pass_headers_the_host_owns() {
+    for header in [
+        "authorization",
+        "Cookie",
+        "host",
+        "traceparent",
+        "idempotency-key",
+        "proxy-foo",
+        "x-api-key",
+        "bad header",
+    ] {
+        let config: EgressConfig = toml::from_str(&format!(
+            "[[grant]]\nadapter = \"t\"\nurl = \"http://*:*\"\nmethods = [\"GET\"]\nheaders = [{header:?}]\ncredentials = {{ api_token = {{ file = {:?}, header = \"x-api-key\" }} }}",
+            token_file().display().to_string()
+        ))
+        .unwrap();
+        let err =
+            Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap_err();
+        assert!(matches!(err, GrantError::Header { .. }), "{header}: {err}");
+    }
 }

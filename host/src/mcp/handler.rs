@@ -151,7 +151,7 @@ impl ServerHandler for Gateway {
             })?;
             call = call.with_mode(mode);
         }
-        let result = self.host.call(call).await;
+        let result = self.host.call_for_caller(call).await;
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),

@@ -13,12 +13,14 @@
 //!    error (-32600), both with HTTP 400 and never a call;
 //! 4. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look
 //!    the same); `tools/call` builds a `ToolCallEnvelope` for the caller and runs
-//!    [`Host::call`](crate::Host::call), the governed pipeline.
+//!    [`Host::call_for_caller`](crate::Host::call_for_caller): the governed pipeline, its
+//!    result delivered as the caller's view ([`crate::caller_view`]).
 //!
 //! A call's result maps to MCP as: content blocks and `structuredContent` as the adapter
 //! returned them (after verification and obligations); `isError` unless the outcome is `OK`,
-//! with the error's message (and remediation) as text content; and the whole
-//! `ToolResultEnvelope` (outcome code, policy decision, egress record, usage) under
+//! with the error's message (and remediation) as text content; and the caller's view of the
+//! `ToolResultEnvelope` (outcome code, status, model-useful error; no policy decision record,
+//! egress record or usage: those stay in the logs and the audit log) under
 //! `_meta["gatehouse/result"]`; a replayed result (same idempotency key, same request) also
 //! carries `_meta["gatehouse/replay_of"]`, the id of the call that ran. An unknown or hidden tool is the JSON-RPC invalid-params error,
 //! as the MCP specification asks. A caller passes an idempotency key (required on write-class

@@ -1,7 +1,8 @@
 //! A result envelope as an MCP tool result: the content blocks and `structuredContent` as the
 //! adapter returned them (after verification and obligations); `isError` unless the call
 //! ended `ok`, with the error's code, message and remediation appended as a text block; and
-//! the whole [`ToolResultEnvelope`] under `_meta["gatehouse/result"]`.
+//! the [`ToolResultEnvelope`] it is given (the caller's view, [`crate::caller_view`]) under
+//! `_meta["gatehouse/result"]`.
 
 use rmcp::ErrorData;
 use rmcp::model::{self as mcp, CallToolResult, MetaObject};

@@ -36,6 +36,29 @@ pub enum Obligation {
     MaskPii(Vec<PiiKind>),
 }
 
+impl Obligation {
+    /// Why the host cannot carry this obligation out as given, if it cannot: a redaction
+    /// pointer that is not an RFC 6901 JSON pointer (empty, or `/`-separated tokens in which
+    /// `~` is always followed by `0` or `1`).
+    pub fn problem(&self) -> Option<String> {
+        match self {
+            Self::RedactPointer(pointer) => {
+                let valid = (pointer.is_empty() || pointer.starts_with('/'))
+                    && pointer
+                        .split('~')
+                        .skip(1)
+                        .all(|rest| rest.starts_with('0') || rest.starts_with('1'));
+                (!valid).then(|| {
+                    format!(
+                        "obligation redact-pointer `{pointer}` is not a JSON pointer; write it as `/field/0/name`"
+                    )
+                })
+            }
+            Self::MaskPii(_) => None,
+        }
+    }
+}
+
 /// Kinds of personal data the host can mask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

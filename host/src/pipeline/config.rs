@@ -25,6 +25,11 @@
 //! tools = ["*"]
 //! order = 10
 //! config = { approval_threshold = 1000 }
+//!
+//! [[pipeline.rate_limit]]            # calls per window for a tenant (see `rate`)
+//! tenants = ["acme"]
+//! calls = 600
+//! per_seconds = 60
 //! ```
 
 use std::collections::BTreeMap;
@@ -58,6 +63,9 @@ pub struct PipelineConfig {
     /// Skill resolution limits. Default: see [`crate::skills::SkillLimits`].
     #[serde(default)]
     pub skill_limits: crate::skills::SkillLimits,
+    /// Rate budgets per tenant (and tool), checked at gate 4. Default: none.
+    #[serde(default, rename = "rate_limit")]
+    pub rate_limits: Vec<crate::pipeline::rate::RateLimit>,
 }
 
 /// One `[[pipeline.tool]]` grant.
@@ -68,7 +76,8 @@ pub struct ToolGrant {
     pub tools: Glob,
     /// Tenants that see and may call these tools; `*` matches every tenant. Required.
     pub tenants: Tenants,
-    /// Constraints on top-level arguments, checked after the input schema. Default: none.
+    /// Constraints on arguments, checked after the input schema: a plain name is a top-level
+    /// argument, a JSON pointer (`/payment/amount`) a nested one. Default: none.
     #[serde(default)]
     pub arg_constraints: BTreeMap<String, ArgConstraint>,
 }
@@ -77,7 +86,7 @@ pub struct ToolGrant {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArgConstraint {
-    /// Smallest allowed number.
+    /// Smallest allowed number (integers compare exactly, beyond 2^53 too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<Number>,
     /// Largest allowed number.
@@ -86,7 +95,7 @@ pub struct ArgConstraint {
     /// The only allowed values.
     #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<Value>>,
-    /// Regular expression a string must match (unanchored unless you anchor it).
+    /// Regular expression the whole string must match (anchored: `[a-z]+` refuses `ab1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
     /// Whether the argument must be present. Default: false.

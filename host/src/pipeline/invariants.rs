@@ -1,8 +1,15 @@
 //! Gate 4, host invariants: rules no plugin can relax.
 //!
 //! 1. the requested approval mode may not exceed the capability's declared maximum;
-//! 2. write-class calls (`act`, or mode >= `local_write`) carry an idempotency key;
-//! 3. high-risk write rule: a `destructive` call needs a declared approval gate or rollback.
+//! 2. an idempotency key, when the call has one, is 1 to 255 printable ASCII characters;
+//!    write-class calls (`act`, or a declared maximum >= `local_write`) carry an idempotency
+//!    key;
+//! 3. high-risk write rule ([`high_risk`], checked after the policy gate): a call whose risk
+//!    mode is `destructive` needs a declared approval gate or rollback.
+//!
+//! Rules keyed to risk use the capability's declared maximum, lowered only by a policy: the
+//! mode a caller asks for never lowers them, it only narrows what the call may do once it
+//! runs ([`run_mode`]: the mode the adapter and its egress see).
 
 use crate::model::{ApprovalMode, CapabilityClass};
 use crate::plugin::manifest::Capability;
@@ -28,6 +35,15 @@ pub enum InvariantError {
         /// The tool.
         tool: String,
     },
+    /// The idempotency key is empty, too long, or holds characters other than printable ASCII.
+    #[error(
+        "the idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters \
+         (no spaces or control characters); this one {problem}"
+    )]
+    IdempotencyKeyInvalid {
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// A destructive call with neither an approval gate nor a rollback.
     #[error(
         "`{tool}` is destructive and declares neither an approval_gate nor a rollback capability"
@@ -46,7 +62,12 @@ pub fn read_only(capability: &Capability, requested: Option<ApprovalMode>) -> bo
         && requested.unwrap_or(capability.approval_mode) == ApprovalMode::ReadOnly
 }
 
-/// Gate 4: returns the mode the call enters the policy gate with.
+/// Longest idempotency key accepted: as long as the longest the common HTTP APIs take (255),
+/// so the key always fits the `Idempotency-Key` header the egress gate sends upstream.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// Gate 4: returns the mode the call enters the policy gate with: the declared maximum, whatever
+/// the caller asked for (a caller's request never lowers a rule keyed to risk).
 pub fn check(
     tool: &str,
     capability: &Capability,
@@ -54,23 +75,52 @@ pub fn check(
     idempotency_key: Option<&str>,
 ) -> Result<ApprovalMode, InvariantError> {
     let maximum = capability.approval_mode;
-    let mode = requested.unwrap_or(maximum);
-    if mode > maximum {
+    if let Some(key) = idempotency_key {
+        check_key(key)?;
+    }
+    if let Some(requested) = requested
+        && requested > maximum
+    {
         return Err(InvariantError::ModeAboveMaximum {
             tool: tool.to_owned(),
-            requested: mode,
+            requested,
             maximum,
         });
     }
     let write_class =
-        capability.capability_class == CapabilityClass::Act || mode >= ApprovalMode::LocalWrite;
+        capability.capability_class == CapabilityClass::Act || maximum >= ApprovalMode::LocalWrite;
     let required = write_class || capability.idempotency.as_ref().is_some_and(|i| i.required);
-    if required && idempotency_key.is_none_or(str::is_empty) {
+    if required && idempotency_key.is_none() {
         return Err(InvariantError::IdempotencyKeyRequired {
             tool: tool.to_owned(),
         });
     }
-    if mode == ApprovalMode::Destructive
+    Ok(maximum)
+}
+
+/// An idempotency key travels to upstreams as a header value and to the audit log: printable
+/// ASCII (`!` to `~`), 1 to [`MAX_IDEMPOTENCY_KEY`] characters.
+fn check_key(key: &str) -> Result<(), InvariantError> {
+    let problem = if key.is_empty() {
+        "is empty"
+    } else if key.len() > MAX_IDEMPOTENCY_KEY {
+        "is longer"
+    } else if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        "holds whitespace, control or non-ASCII characters"
+    } else {
+        return Ok(());
+    };
+    Err(InvariantError::IdempotencyKeyInvalid { problem })
+}
+
+/// The high-risk write rule, on the call's risk mode: the declared maximum as the policy gate
+/// left it (only a policy lowers it).
+pub fn high_risk(
+    tool: &str,
+    capability: &Capability,
+    risk: ApprovalMode,
+) -> Result<(), InvariantError> {
+    if risk == ApprovalMode::Destructive
         && capability.approval_gate.is_none()
         && capability.rollback.is_none()
     {
@@ -78,5 +128,10 @@ pub fn check(
             tool: tool.to_owned(),
         });
     }
-    Ok(mode)
+    Ok(())
+}
+
+/// The mode the call runs at: its risk mode, narrowed to what the caller asked for.
+pub fn run_mode(risk: ApprovalMode, requested: Option<ApprovalMode>) -> ApprovalMode {
+    requested.map_or(risk, |requested| requested.min(risk))
 }

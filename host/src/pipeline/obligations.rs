@@ -1,10 +1,26 @@
-//! Result obligations from policy decisions: redact JSON pointers, mask personal data.
+//! Result obligations from policy decisions, applied to everything that reaches the caller:
+//! text and resource content (text and URI), structured content, evidence refs and the error
+//! (the caller's record under MCP `_meta` is built from these, so it is covered too).
+//!
+//! 1. **redact a JSON pointer**: the value at the pointer of the structured result becomes
+//!    `"[REDACTED]"`, and every string it held (its text, and its JSON-escaped text) is
+//!    replaced wherever else the result repeats it (SDK outputs repeat the JSON as a text
+//!    block). A pointer that cannot be applied fails closed: a result with content but no
+//!    structured output, or an error message from the tool, is withheld
+//!    ([`ObligationError`]). A pointer to a field the output does not have redacts nothing.
+//! 2. **mask personal data**: emails and phone numbers are masked in every string; a blob
+//!    resource cannot be inspected, so a result carrying one is withheld. Images and audio are
+//!    delivered as they are (no text to mask).
+//!
+//! Pointers are checked when a policy returns them ([`Obligation::problem`]): an invalid one
+//! makes that policy's decision a deny (`POLICY_FAILED`).
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
+use crate::envelope::ToolResultEnvelope;
 use crate::model::{ContentBlock, Obligation, PiiKind};
 
 /// What masked data is replaced with.
@@ -17,30 +33,159 @@ static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
 static PHONE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\+?\d[\d ().-]{5,}\d").expect("valid regex"));
 
-/// Applies every obligation to the result's content and structured output.
+/// Why obligations could not be applied: the result is withheld.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObligationError {
+    /// A pointer cannot be applied to a result without structured output.
+    #[error(
+        "a policy obligation redacts `{pointer}`, but the result has no structured output to \
+         find it in, so the result is withheld"
+    )]
+    NoStructured {
+        /// The pointer.
+        pointer: String,
+    },
+    /// A blob resource cannot be masked.
+    #[error(
+        "a policy obligation masks personal data, but the result carries binary resource \
+         `{uri}` that cannot be inspected, so the result is withheld"
+    )]
+    Blob {
+        /// The resource URI.
+        uri: String,
+    },
+}
+
+/// Applies every obligation to a delivered result (content, structured, evidence, error).
 pub fn apply(
     obligations: &[Obligation],
-    content: &mut [ContentBlock],
-    structured: &mut Option<Value>,
-) {
+    result: &mut ToolResultEnvelope,
+) -> Result<(), ObligationError> {
+    for obligation in obligations {
+        match obligation {
+            Obligation::RedactPointer(pointer) => redact(pointer, result)?,
+            Obligation::MaskPii(kinds) => {
+                if let Some(uri) = result.content.iter().find_map(|block| match block {
+                    ContentBlock::Resource { resource } if resource.blob.is_some() => {
+                        Some(resource.uri.clone())
+                    }
+                    _ => None,
+                }) {
+                    return Err(ObligationError::Blob { uri });
+                }
+                for_each_string(result, &mut |s| *s = mask(s, kinds));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies obligations to a call that failed after its tool ran: personal data is masked in
+/// the error; a redaction cannot be applied to a message (the value is unknown), so the
+/// tool's message is withheld.
+pub fn apply_to_error(obligations: &[Obligation], result: &mut ToolResultEnvelope) {
+    let Some(error) = &mut result.error else {
+        return;
+    };
     for obligation in obligations {
         match obligation {
             Obligation::RedactPointer(pointer) => {
-                if let Some(slot) = structured.as_mut().and_then(|v| v.pointer_mut(pointer)) {
-                    *slot = Value::String(REDACTED.to_owned());
-                }
+                error.message = format!(
+                    "the tool's error message was withheld: a policy obligation redacts `{pointer}` of this tool's output"
+                );
             }
             Obligation::MaskPii(kinds) => {
-                for block in content.iter_mut() {
-                    if let ContentBlock::Text { text } = block {
-                        *text = mask(text, kinds);
-                    }
-                }
-                if let Some(value) = structured.as_mut() {
-                    mask_value(value, kinds);
+                error.message = mask(&error.message, kinds);
+                if let Some(remediation) = &mut error.remediation {
+                    *remediation = mask(remediation, kinds);
                 }
             }
         }
+    }
+}
+
+fn redact(pointer: &str, result: &mut ToolResultEnvelope) -> Result<(), ObligationError> {
+    let Some(structured) = result.structured_content.as_mut() else {
+        if result.content.is_empty() && result.error.is_none() {
+            return Ok(());
+        }
+        return Err(ObligationError::NoStructured {
+            pointer: pointer.to_owned(),
+        });
+    };
+    let Some(slot) = structured.pointer_mut(pointer) else {
+        return Ok(());
+    };
+    let old = std::mem::replace(slot, Value::String(REDACTED.to_owned()));
+    let mut secrets = Vec::new();
+    leaves(&old, &mut secrets);
+    // Longest first, so a secret containing another is replaced whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    for_each_string(result, &mut |s| {
+        for secret in &secrets {
+            if s.contains(secret.as_str()) {
+                *s = s.replace(secret.as_str(), REDACTED);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The texts a value holds, as they may appear elsewhere: each string and its JSON-escaped
+/// form, each number and boolean as written.
+fn leaves(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => {
+            if !s.is_empty() && s != REDACTED {
+                let escaped = serde_json::to_string(s).unwrap_or_default();
+                let escaped = escaped.trim_matches('"');
+                if escaped != s {
+                    out.push(escaped.to_owned());
+                }
+                out.push(s.clone());
+            }
+        }
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Bool(b) => out.push(b.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+        Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+        Value::Null => {}
+    }
+}
+
+/// Calls `f` on every string of the result a caller receives from the tool.
+fn for_each_string(result: &mut ToolResultEnvelope, f: &mut dyn FnMut(&mut String)) {
+    for block in &mut result.content {
+        match block {
+            ContentBlock::Text { text } => f(text),
+            ContentBlock::Resource { resource } => {
+                f(&mut resource.uri);
+                if let Some(text) = &mut resource.text {
+                    f(text);
+                }
+            }
+            ContentBlock::Image { .. } | ContentBlock::Audio { .. } => {}
+        }
+    }
+    if let Some(value) = &mut result.structured_content {
+        for_each_value_string(value, f);
+    }
+    result.evidence_refs.iter_mut().for_each(&mut *f);
+    if let Some(error) = &mut result.error {
+        f(&mut error.message);
+        if let Some(remediation) = &mut error.remediation {
+            f(remediation);
+        }
+    }
+}
+
+fn for_each_value_string(value: &mut Value, f: &mut dyn FnMut(&mut String)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| for_each_value_string(v, f)),
+        Value::Object(map) => map.values_mut().for_each(|v| for_each_value_string(v, f)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -56,15 +201,6 @@ fn mask(text: &str, kinds: &[PiiKind]) -> String {
     out
 }
 
-fn mask_value(value: &mut Value, kinds: &[PiiKind]) {
-    match value {
-        Value::String(s) => *s = mask(s, kinds),
-        Value::Array(items) => items.iter_mut().for_each(|v| mask_value(v, kinds)),
-        Value::Object(map) => map.values_mut().for_each(|v| mask_value(v, kinds)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -72,28 +208,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masks_emails_and_phones_and_redacts_pointers() {
-        let mut content = vec![ContentBlock::Text {
-            text: "mail ann@example.com or call +49 30 1234567".to_owned(),
-        }];
-        let mut structured = Some(json!({ "who": "bob@example.org", "iban": "DE89" }));
+    fn masks_emails_and_phones_and_redacts_pointers_everywhere() {
+        let call = crate::envelope::ToolCallEnvelope::new("t", "a.b", json!({}));
+        let mut result = ToolResultEnvelope::begin(&call);
+        result.content = vec![
+            ContentBlock::Text {
+                text: "mail ann@example.com or call +49 30 1234567; {\"iban\":\"DE89 3704\"}"
+                    .to_owned(),
+            },
+            ContentBlock::Resource {
+                resource: crate::model::ResourceContents {
+                    uri: "mailto:ann@example.com".to_owned(),
+                    mime_type: None,
+                    text: Some("iban DE89 3704".to_owned()),
+                    blob: None,
+                },
+            },
+        ];
+        result.structured_content = Some(json!({ "who": "bob@example.org", "iban": "DE89 3704" }));
+        result.evidence_refs = vec![
+            "ledger:DE89 3704".to_owned(),
+            "by:bob@example.org".to_owned(),
+        ];
         apply(
             &[
                 Obligation::MaskPii(vec![PiiKind::Email, PiiKind::Phone]),
                 Obligation::RedactPointer("/iban".to_owned()),
             ],
-            &mut content,
-            &mut structured,
-        );
+            &mut result,
+        )
+        .unwrap();
+        let whole = serde_json::to_string(&result).unwrap();
+        for secret in ["ann@example.com", "bob@example.org", "1234567", "DE89"] {
+            assert!(!whole.contains(secret), "{secret}: {whole}");
+        }
         assert_eq!(
-            content,
-            [ContentBlock::Text {
-                text: "mail [REDACTED] or call [REDACTED]".to_owned()
-            }]
-        );
-        assert_eq!(
-            structured,
+            result.structured_content,
             Some(json!({ "who": "[REDACTED]", "iban": "[REDACTED]" }))
+        );
+    }
+
+    #[test]
+    fn a_pointer_that_cannot_be_applied_fails_closed() {
+        let call = crate::envelope::ToolCallEnvelope::new("t", "a.b", json!({}));
+        let mut result = ToolResultEnvelope::begin(&call);
+        result.content = vec![ContentBlock::Text {
+            text: "iban DE89".to_owned(),
+        }];
+        let err = apply(
+            &[Obligation::RedactPointer("/iban".to_owned())],
+            &mut result,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            ObligationError::NoStructured {
+                pointer: "/iban".to_owned()
+            }
         );
     }
 }

@@ -8,9 +8,11 @@ use crate::envelope::{OutcomeCode, Status, ToolResultEnvelope};
 use crate::model::{ErrorBody, ErrorKind};
 use crate::pipeline::invariants::InvariantError;
 use crate::pipeline::normalize::NormalizeError;
+use crate::pipeline::obligations::ObligationError;
+use crate::pipeline::rate::RateError;
 use crate::pipeline::validate::ValidateError;
 use crate::pipeline::verify::VerifyError;
-use crate::sandbox::SandboxError;
+use crate::sandbox::{SandboxError, escape};
 use crate::state::{IdempotencyKey, StoreError};
 
 /// Why a call ended before delivering a tool's output.
@@ -25,6 +27,9 @@ pub enum Stop {
     /// Gate 4: a host invariant.
     #[error(transparent)]
     Invariant(#[from] InvariantError),
+    /// Gate 4: a rate budget is spent, or could not be read.
+    #[error(transparent)]
+    Rate(#[from] RateError),
     /// Gate 5: the policies denied the call (their reasons, `code: message`).
     #[error("{}", denial(.0))]
     PolicyDenied(Vec<String>),
@@ -109,6 +114,9 @@ pub enum Stop {
     /// Gate 9: the output failed verification.
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    /// Gate 9: a policy obligation could not be applied; the result is withheld.
+    #[error(transparent)]
+    Obligation(#[from] ObligationError),
 }
 
 fn denial(reasons: &[String]) -> String {
@@ -156,6 +164,13 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             false,
             Some("send a unique idempotency_key with the call and reuse it on retries"),
         ),
+        Stop::Invariant(InvariantError::IdempotencyKeyInvalid { .. }) => (
+            Rejected,
+            O::IdempotencyKeyInvalid,
+            K::Validation,
+            false,
+            Some("send an idempotency_key of 1 to 255 printable ASCII characters, e.g. a UUID"),
+        ),
         Stop::Invariant(InvariantError::RollbackRequired { .. }) => (
             Rejected,
             O::RollbackRequired,
@@ -164,6 +179,20 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             Some(
                 "ask the adapter's publisher to declare an approval_gate or a rollback capability",
             ),
+        ),
+        Stop::Rate(RateError::Limited(_)) => (
+            Rejected,
+            O::RateLimited,
+            K::Limit,
+            true,
+            Some("nothing ran; retry after the time the message gives"),
+        ),
+        Stop::Rate(RateError::Unavailable(_)) => (
+            Failed,
+            O::StoreUnavailable,
+            K::Unavailable,
+            true,
+            Some("nothing ran; retry shortly"),
         ),
         Stop::ApprovalRequired { keyed: true, .. } => (
             Paused,
@@ -282,7 +311,7 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             false,
             Some("the tool crashed; report it to the adapter's publisher"),
         ),
-        Stop::Sandbox(SandboxError::Busy { .. }) => (
+        Stop::Sandbox(SandboxError::Busy { .. } | SandboxError::TenantBusy { .. }) => (
             Failed,
             O::GatewayBusy,
             K::Unavailable,
@@ -311,6 +340,9 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
         Stop::Verify(VerifyError::EvidenceMissing { .. }) => {
             (Failed, O::EvidenceMissing, K::Internal, false, None)
         }
+        Stop::Obligation(ObligationError::NoStructured { .. } | ObligationError::Blob { .. }) => {
+            (Failed, O::VerificationFailed, K::Policy, false, None)
+        }
     };
     match stop {
         Stop::Sandbox(error) => tracing::warn!(%error, "tool call failed in the sandbox"),
@@ -318,7 +350,8 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             tracing::error!(%error, "the state store failed; the call did not run");
         }
         Stop::StoreDown => tracing::warn!("the state store is unreachable; call refused"),
-        _ => tracing::info!(outcome = %outcome, "call refused: {message}"),
+        // Policy reasons and verifier messages carry plugin text: escaped for the log.
+        _ => tracing::info!(outcome = %outcome, "call refused: {}", escape(&message)),
     }
     let mut error = ErrorBody::new(kind, outcome.as_str(), message, retryable);
     error.remediation = remediation.map(str::to_owned);

@@ -133,6 +133,12 @@ impl Registry {
         list
     }
 
+    /// The version of the adapter serving under `id`, if any.
+    pub fn serving_version(&self, id: &str) -> Option<String> {
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        adapters.get(id).map(|a| a.loaded.plugin().version.clone())
+    }
+
     /// The tools `tenant` may see, sorted by name, with their capabilities (what tools/list
     /// shows).
     pub fn catalog(&self, tenant: &str) -> Vec<(String, Capability)> {

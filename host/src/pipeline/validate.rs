@@ -1,6 +1,7 @@
 //! Gate 3, validate: arguments against the capability's input schema (JSON Schema 2020-12),
 //! then the operator's `arg_constraints`. Failures are model-correctable: they name the field.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -89,10 +90,11 @@ impl CompiledConstraints {
     pub fn new(constraints: &BTreeMap<String, ArgConstraint>) -> Result<Self, ValidateError> {
         let mut out = BTreeMap::new();
         for (field, c) in constraints {
+            // Anchored: the whole string must match, not some part of it.
             let regex = c
                 .pattern
                 .as_deref()
-                .map(Regex::new)
+                .map(|pattern| Regex::new(&format!("^(?:{pattern})$")))
                 .transpose()
                 .map_err(|e| ValidateError::BadPattern {
                     field: field.clone(),
@@ -123,7 +125,13 @@ pub fn check(
     }
     for set in constraints {
         for (field, (c, regex)) in set.0.iter() {
-            check_one(field, c, regex.as_ref(), args.get(field))?;
+            // `/a/b` reaches a nested field (a JSON pointer); a plain name a top-level one.
+            let value = if field.starts_with('/') {
+                args.pointer(field)
+            } else {
+                args.get(field)
+            };
+            check_one(field, c, regex.as_ref(), value)?;
         }
     }
     Ok(())
@@ -147,14 +155,14 @@ fn check_one(
         };
     };
     if let Some(min) = &c.min {
-        match value.as_f64() {
-            Some(v) if v >= as_f64(min) => {}
+        match value.as_number().and_then(|v| compare(v, min)) {
+            Some(Ordering::Greater | Ordering::Equal) => {}
             _ => return Err(fail(format!("must be a number >= {min}, got {value}"))),
         }
     }
     if let Some(max) = &c.max {
-        match value.as_f64() {
-            Some(v) if v <= as_f64(max) => {}
+        match value.as_number().and_then(|v| compare(v, max)) {
+            Some(Ordering::Less | Ordering::Equal) => {}
             _ => return Err(fail(format!("must be a number <= {max}, got {value}"))),
         }
     }
@@ -181,6 +189,11 @@ fn check_one(
     Ok(())
 }
 
-fn as_f64(n: &Number) -> f64 {
-    n.as_f64().unwrap_or(f64::NAN)
+/// Compares two JSON numbers: integers exactly (beyond 2^53 too), anything else as `f64`.
+fn compare(a: &Number, b: &Number) -> Option<Ordering> {
+    let int = |n: &Number| n.as_i64().map(i128::from).or(n.as_u64().map(i128::from));
+    match (int(a), int(b)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
 }

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ed25519_dalek::{Signer as _, Verifier as _};
+use ed25519_dalek::Signer as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -193,6 +193,15 @@ impl PublicKey {
         let bytes = decode_32(base64).map_err(material)?;
         let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
             .map_err(|e| material(format!("not an ed25519 public key: {e}")))?;
+        // A small-order key "verifies" signatures nobody made (R = identity, S = 0 for any
+        // message): refuse it where it is configured.
+        if key.is_weak() {
+            return Err(material(
+                "a weak (small-order) ed25519 public key, which would accept forged signatures; \
+                 generate a real key pair with `gatehouse keygen`"
+                    .to_owned(),
+            ));
+        }
         Ok(Self {
             key_id: key_id.to_owned(),
             key,
@@ -231,7 +240,11 @@ impl PublicKey {
     /// Whether `signature` is this key's signature of `digest`.
     pub fn verifies(&self, digest: &ComponentDigest, signature: &[u8; 64]) -> bool {
         let signature = ed25519_dalek::Signature::from_bytes(signature);
-        self.key.verify(&signed_message(digest), &signature).is_ok()
+        // Strict verification: no small-order R or key, canonical S only (RFC 8032 leaves
+        // room for malleable signatures that lax verifiers accept).
+        self.key
+            .verify_strict(&signed_message(digest), &signature)
+            .is_ok()
     }
 }
 

@@ -333,8 +333,9 @@ fn check_configs(module: &LoadedPolicy, bindings: &[Binding]) -> Result<(), Poli
 
 /// Runs the policy chain for `action` on `set` and composes the answers.
 ///
-/// `action.approval_mode_requested` is the mode the call enters the gate with; each module
-/// sees the mode as lowered by the modules before it.
+/// `action.approval_mode_requested` is the risk mode the call enters the gate with (the
+/// declared maximum, never the caller's request); each module sees the mode as lowered by the
+/// modules before it.
 pub async fn evaluate(
     set: &PolicySet,
     sandbox: &Sandbox,
@@ -452,10 +453,23 @@ async fn run_one(
     }
     record.reasons = decision.reasons.into_iter().map(Reason::from).collect();
     record.evidence_refs = decision.evidence_refs;
-    let obligations = decision
+    let obligations: Vec<Obligation> = decision
         .obligations
         .into_iter()
         .map(Obligation::from)
         .collect();
+    // An obligation the host cannot carry out is an error in the module: fail closed.
+    if let Some(problem) = obligations.iter().find_map(Obligation::problem) {
+        tracing::warn!(module = %module.plugin().id, %problem, "policy returned an invalid obligation; denying");
+        record.verdict = Verdict::Deny;
+        record.reasons = vec![Reason {
+            code: POLICY_FAILED.to_owned(),
+            message: format!(
+                "policy module `{}` returned an invalid obligation: {problem}",
+                module.plugin().id
+            ),
+        }];
+        return (record, Vec::new());
+    }
     (record, obligations)
 }

@@ -5,13 +5,17 @@
 //!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
 //!    environment, no sockets) and the `log` import; only the adapter linker has `wasi:http`,
-//!    served by the [egress gate](crate::egress).
-//! 2. **load** (once per plugin): [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`]
-//!    pre-instantiate a compiled component against its world's linker; a component that does
-//!    not implement the world is refused here.
-//! 3. **prepare** (per call): a free instance slot (a call beyond `max_concurrent_calls` waits
-//!    for one, at most its own `timeout_ms`, then fails as [`SandboxError::Busy`]), and a new
-//!    [`Store`] with fuel, an epoch deadline and the memory limit. The deadline starts once the
+//!    served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
+//!    fixed random sequence, so its decision replays exactly.
+//! 2. **load** (once per plugin): compiling refuses a component with more core instances,
+//!    memories or tables than an instance may have (the pool's per-component caps);
+//!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
+//!    linker; a component that does not implement the world is refused here.
+//! 3. **prepare** (per call): a free slot of the tenant's share
+//!    (`max_concurrent_calls_per_tenant`, else [`SandboxError::TenantBusy`]), then a free
+//!    instance slot (a call beyond `max_concurrent_calls` waits for one, at most its own
+//!    `timeout_ms`, then fails as [`SandboxError::Busy`]), and a new [`Store`] with fuel, an
+//!    epoch deadline and the memory limit (all the instance's memories together). The deadline starts once the
 //!    slot is held, so a call that queued still gets its whole budget.
 //! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
 //!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
@@ -21,7 +25,7 @@ mod state;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
@@ -29,7 +33,7 @@ use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
 use crate::egress::{EgressAttempt, EgressGate};
-pub use state::{CallState, LogLine, MemoryLimitExceeded};
+pub use state::{CallState, LogLine, MemoryLimitExceeded, escape};
 
 /// How often the epoch advances. Deadlines are rounded up to whole ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -39,9 +43,16 @@ const MAX_WASM_STACK: usize = 1 << 20;
 /// Pool slots per concurrent component instance: a Rust component built for wasm32-wasip2
 /// holds a handful of core instances (the program, the WASI adapter, shims), memories and
 /// tables.
+/// These are also the caps per component (the pool refuses a component over them when it is
+/// compiled; the store's limiter checks again at instantiation), so one call cannot take the
+/// slots of others.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 8;
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 4;
+/// Largest policy decision accepted, in bytes of reasons, evidence refs and obligations:
+/// a decision is recorded with every call, so a module cannot bloat the audit log or the
+/// result; one beyond it fails (and so denies).
+pub const MAX_DECISION_BYTES: usize = 64 * 1024;
 /// Host-side slack on top of the guest deadline for the async host calls around it.
 const HOST_GRACE: Duration = Duration::from_millis(250);
 
@@ -68,6 +79,11 @@ pub struct SandboxConfig {
     /// free slot. Default: 128.
     #[serde(default = "defaults::max_concurrent_calls")]
     pub max_concurrent_calls: u32,
+    /// Instances one tenant's calls (and the policy evaluations for them) may hold at once,
+    /// so one tenant's hostile or slow calls cannot starve the others. Default: half of
+    /// `max_concurrent_calls`, rounded up; a single-tenant gateway sets it equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls_per_tenant: Option<u32>,
 }
 
 mod defaults {
@@ -96,6 +112,7 @@ impl Default for SandboxConfig {
             memory_mib: defaults::memory_mib(),
             max_output_kib: defaults::max_output_kib(),
             max_concurrent_calls: defaults::max_concurrent_calls(),
+            max_concurrent_calls_per_tenant: None,
         }
     }
 }
@@ -159,6 +176,20 @@ pub enum SandboxError {
         /// What the guest wrote to stderr (a Rust panic message lands here).
         stderr: String,
     },
+    /// Every instance slot of the call's tenant stayed taken for the call's whole deadline;
+    /// nothing ran.
+    #[error(
+        "could not start: all {slots} instance slots of tenant `{tenant}` stayed busy for {}ms (`[sandbox] max_concurrent_calls_per_tenant`)",
+        waited.as_millis()
+    )]
+    TenantBusy {
+        /// The tenant.
+        tenant: String,
+        /// The tenant's share of slots.
+        slots: u32,
+        /// How long the call waited.
+        waited: Duration,
+    },
     /// Every instance slot stayed taken for the call's whole deadline; nothing ran.
     #[error(
         "could not start: all {slots} instance slots stayed busy for {}ms (`[sandbox] max_concurrent_calls`)",
@@ -216,6 +247,9 @@ pub struct Sandbox {
     limits: Limits,
     /// One permit per pooled instance: held from store creation to its drop.
     slots: Semaphore,
+    /// Each tenant's share of the slots (one entry per tenant seen).
+    tenant_slots: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Semaphore>>>,
+    tenant_share: u32,
     adapter_linker: Linker<CallState>,
     policy_linker: Linker<CallState>,
     config: SandboxConfig,
@@ -241,6 +275,9 @@ impl Sandbox {
             .total_memories(slots * MEMORIES_PER_COMPONENT)
             .total_tables(slots * TABLES_PER_COMPONENT)
             .total_stacks(slots)
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(TABLES_PER_COMPONENT)
             .max_memory_size(limits.memory_bytes);
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
@@ -264,6 +301,11 @@ impl Sandbox {
             engine,
             limits,
             slots: Semaphore::new(slots as usize),
+            tenant_slots: std::sync::Mutex::default(),
+            tenant_share: config
+                .max_concurrent_calls_per_tenant
+                .unwrap_or(slots.div_ceil(2))
+                .clamp(1, slots),
             adapter_linker,
             policy_linker,
             config,
@@ -328,16 +370,24 @@ impl Sandbox {
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
         let mut report = self
-            .run(egress, async |store| {
+            .run(&ctx.tenant, egress, false, async |store| {
                 let adapter = pre.instantiate_async(&mut *store).await?;
                 adapter.call_invoke(store, ctx, capability, args).await
             })
             .await;
+        // An error is output too: bounded like it, so an adapter cannot push an unbounded
+        // message (say, a whole upstream body) through the error path.
         let limit = self.limits.max_output_bytes;
-        if let Ok(Ok(output)) = &report.outcome
-            && let size = output_size(output)
-            && size > limit
-        {
+        let size = match &report.outcome {
+            Ok(Ok(output)) => output_size(output),
+            Ok(Err(error)) => {
+                error.code.len()
+                    + error.message.len()
+                    + error.remediation.as_ref().map_or(0, String::len)
+            }
+            Err(_) => 0,
+        };
+        if size > limit {
             report.outcome = Err(SandboxError::OutputTooLarge { size, limit });
         }
         report
@@ -351,25 +401,69 @@ impl Sandbox {
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
-        self.run(EgressGate::deny_all(), async |store| {
-            let policy = pre.instantiate_async(&mut *store).await?;
-            policy.call_evaluate(store, action, config).await
-        })
-        .await
+        let mut report = self
+            .run(
+                &action.tenant,
+                EgressGate::deny_all(),
+                true,
+                async |store| {
+                    let policy = pre.instantiate_async(&mut *store).await?;
+                    policy.call_evaluate(store, action, config).await
+                },
+            )
+            .await;
+        if let Ok(decision) = &report.outcome
+            && let size = decision_size(decision)
+            && size > MAX_DECISION_BYTES
+        {
+            report.outcome = Err(SandboxError::OutputTooLarge {
+                size,
+                limit: MAX_DECISION_BYTES,
+            });
+        }
+        report
     }
 
-    /// Prepare + invoke, whatever the world: a slot, a fresh budgeted store, `call` under the
-    /// deadline, every failure classified.
+    /// Prepare + invoke, whatever the world: a slot of `tenant`'s share, then a slot of the
+    /// pool, a fresh budgeted store, `call` under the deadline, every failure classified.
     async fn run<T>(
         &self,
+        tenant: &str,
         egress: EgressGate,
+        deterministic: bool,
         call: impl AsyncFnOnce(&mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> CallReport<T> {
         let waited = Instant::now();
-        let Some(_slot) = self.slot().await else {
-            return self.busy(waited);
+        let deadline = tokio::time::Instant::now() + self.limits.timeout;
+        // The semaphores are never closed, so an `Err` from `acquire` cannot happen. A share
+        // as large as the pool limits nothing beyond the pool itself.
+        let _tenant_slot = if self.tenant_share < self.config.max_concurrent_calls.max(1) {
+            let share = self.tenant_share(tenant);
+            let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, share.acquire_owned()).await
+            else {
+                return self.busy(
+                    waited,
+                    SandboxError::TenantBusy {
+                        tenant: tenant.to_owned(),
+                        slots: self.tenant_share,
+                        waited: waited.elapsed(),
+                    },
+                );
+            };
+            Some(permit)
+        } else {
+            None
         };
-        let (mut store, started) = self.prepare(egress);
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, self.slots.acquire()).await else {
+            return self.busy(
+                waited,
+                SandboxError::Busy {
+                    slots: self.config.max_concurrent_calls,
+                    waited: waited.elapsed(),
+                },
+            );
+        };
+        let (mut store, started) = self.prepare(egress, deterministic);
         let limits = &self.limits;
         let outcome =
             match tokio::time::timeout(limits.timeout + HOST_GRACE, call(&mut store)).await {
@@ -382,27 +476,25 @@ impl Sandbox {
         finish(store, started, limits, outcome)
     }
 
-    /// Waits for a free instance slot, at most the call's deadline. (The semaphore is never
-    /// closed.)
-    async fn slot(&self) -> Option<SemaphorePermit<'_>> {
-        tokio::time::timeout(self.limits.timeout, self.slots.acquire())
-            .await
-            .ok()?
-            .ok()
+    /// `tenant`'s share of the slots (created at its first call; tenants are few: one per
+    /// API key, or per tenant an embedding gateway names).
+    fn tenant_share(&self, tenant: &str) -> std::sync::Arc<Semaphore> {
+        let mut shares = self
+            .tenant_slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::sync::Arc::clone(
+            shares
+                .entry(tenant.to_owned())
+                .or_insert_with(|| std::sync::Arc::new(Semaphore::new(self.tenant_share as usize))),
+        )
     }
 
-    fn busy<T>(&self, waited: Instant) -> CallReport<T> {
+    fn busy<T>(&self, waited: Instant, error: SandboxError) -> CallReport<T> {
         let waited = waited.elapsed();
-        tracing::warn!(
-            slots = self.config.max_concurrent_calls,
-            waited_ms = waited.as_millis(),
-            "no free instance slot; call refused"
-        );
+        tracing::warn!(%error, "no free instance slot; call refused");
         CallReport {
-            outcome: Err(SandboxError::Busy {
-                slots: self.config.max_concurrent_calls,
-                waited,
-            }),
+            outcome: Err(error),
             fuel_consumed: 0,
             duration: waited,
             logs: Vec::new(),
@@ -411,9 +503,12 @@ impl Sandbox {
         }
     }
 
-    fn prepare(&self, egress: EgressGate) -> (Store<CallState>, Instant) {
+    fn prepare(&self, egress: EgressGate, deterministic: bool) -> (Store<CallState>, Instant) {
         let limits = &self.limits;
-        let mut store = Store::new(&self.engine, CallState::new(limits.memory_bytes, egress));
+        let mut store = Store::new(
+            &self.engine,
+            CallState::new(limits.memory_bytes, egress, deterministic),
+        );
         store.limiter(|state| state);
         store
             .set_fuel(limits.fuel)
@@ -482,6 +577,31 @@ fn start_epoch_ticker(engine: &Engine) -> wasmtime::Result<()> {
 }
 
 /// Bytes of an adapter's output as the host will hold and forward them.
+/// The bytes of text a decision carries (reasons, evidence, obligations).
+fn decision_size(decision: &Decision) -> usize {
+    use crate::bindings::types::Obligation;
+    let reasons: usize = decision
+        .reasons
+        .iter()
+        .map(|r| r.code.len() + r.message.len())
+        .sum();
+    let obligations: usize = decision
+        .obligations
+        .iter()
+        .map(|o| match o {
+            Obligation::RedactPointer(pointer) => pointer.len(),
+            Obligation::MaskPii(kinds) => kinds.len(),
+        })
+        .sum();
+    reasons
+        + obligations
+        + decision
+            .evidence_refs
+            .iter()
+            .map(String::len)
+            .sum::<usize>()
+}
+
 pub fn output_size(output: &ToolOutput) -> usize {
     use crate::bindings::types::Content;
     let content: usize = output

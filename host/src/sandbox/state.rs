@@ -26,12 +26,35 @@ const MAX_LOG_LINE: usize = 4096;
 /// The guest hit the configured memory limit. Raised from the store's resource limiter, so a
 /// memory bomb is classified by this type, not by the guest's own allocator failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("memory limit of {limit} bytes exceeded (asked for {desired} bytes)")]
+#[error("memory limit of {limit} bytes exceeded (asked for {desired} bytes in all)")]
 pub struct MemoryLimitExceeded {
     /// The configured limit.
     pub limit: usize,
-    /// What the guest asked to grow to.
+    /// What the store's memories would have held together.
     pub desired: usize,
+}
+
+/// A guest's log text as the host logs it: control characters (line breaks, terminal escape
+/// sequences, NUL...) and backslashes escaped, so one guest line stays one host line and
+/// cannot forge records or drive a terminal.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // Controls, and the bidirectional overrides that reorder what a terminal shows.
+            c if c.is_control()
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                out.extend(c.escape_unicode());
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One log line a plugin wrote through the `log` import.
@@ -39,7 +62,7 @@ pub struct MemoryLimitExceeded {
 pub struct LogLine {
     /// `trace`, `debug`, `info`, `warn` or `error`.
     pub level: &'static str,
-    /// The message (cut at 4 KiB).
+    /// The message (cut at 4 KiB, then [`escape`]d).
     pub message: String,
 }
 
@@ -50,27 +73,68 @@ pub struct CallState {
     table: ResourceTable,
     pub(crate) egress: EgressGate,
     memory_limit: usize,
+    /// Linear memory committed by every memory of the store: the limit is per call, not per
+    /// memory, so a component cannot multiply it by declaring more memories.
+    memory_used: usize,
     stderr: MemoryOutputPipe,
     pub(crate) logs: Vec<LogLine>,
     pub(crate) logs_dropped: usize,
 }
 
+/// A wall clock stopped at the Unix epoch: policies read time from the action instead.
+struct Epoch;
+
+impl wasmtime_wasi::HostWallClock for Epoch {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
+/// A monotonic clock that never moves.
+struct Frozen;
+
+impl wasmtime_wasi::HostMonotonicClock for Frozen {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
 impl CallState {
-    pub(crate) fn new(memory_limit: usize, egress: EgressGate) -> Self {
+    /// `deterministic` (policy evaluations): the guest's clocks are stopped and its random
+    /// numbers are a fixed sequence, so a decision depends only on the action and the config
+    /// and replays exactly (the time a policy may use is `action.context.now_unix_ms`).
+    pub(crate) fn new(memory_limit: usize, egress: EgressGate, deterministic: bool) -> Self {
+        use rand::SeedableRng as _;
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder()
+        let mut builder = WasiCtx::builder();
+        builder
             .stdout(SinkOutputStream)
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+            .allow_ip_name_lookup(false);
+        if deterministic {
+            builder
+                .wall_clock(Epoch)
+                .monotonic_clock(Frozen)
+                .secure_random(rand::rngs::StdRng::seed_from_u64(0))
+                .insecure_random(rand::rngs::StdRng::seed_from_u64(0))
+                .insecure_random_seed(0);
+        }
+        let wasi = builder.build();
         Self {
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
             egress,
             memory_limit,
+            memory_used: 0,
             stderr,
             logs: Vec::new(),
             logs_dropped: 0,
@@ -78,10 +142,9 @@ impl CallState {
     }
 
     /// What the guest wrote to stderr, lossily decoded.
+    /// What the guest wrote to stderr, [`escape`]d: it reaches the host's logs.
     pub(crate) fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents())
-            .trim_end()
-            .to_owned()
+        escape(String::from_utf8_lossy(&self.stderr.contents()).trim_end())
     }
 }
 
@@ -105,19 +168,35 @@ impl WasiHttpView for CallState {
 }
 
 impl ResourceLimiter for CallState {
+    /// Called for every memory's initial allocation and each growth: the store's total
+    /// (all memories) may not pass the call's memory limit.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> Result<bool> {
-        if desired > self.memory_limit {
+        let total = (self.memory_used - current.min(self.memory_used)).saturating_add(desired);
+        if total > self.memory_limit {
             return Err(wasmtime::Error::new(MemoryLimitExceeded {
                 limit: self.memory_limit,
-                desired,
+                desired: total,
             }));
         }
+        self.memory_used = total;
         Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        super::CORE_INSTANCES_PER_COMPONENT as usize
+    }
+
+    fn memories(&self) -> usize {
+        super::MEMORIES_PER_COMPONENT as usize
+    }
+
+    fn tables(&self) -> usize {
+        super::TABLES_PER_COMPONENT as usize
     }
 
     fn table_growing(
@@ -137,6 +216,7 @@ impl log::Host for CallState {
             return;
         }
         message.truncate(message.floor_char_boundary(MAX_LOG_LINE));
+        let message = escape(&message);
         let level: &'static str = level.into();
         tracing::debug!(target: "gatehouse::plugin", level, %message);
         self.logs.push(LogLine { level, message });

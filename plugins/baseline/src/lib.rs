@@ -3,7 +3,7 @@
 //! In order, first match wins:
 //! 1. **deny lists**: `deny` maps a tenant id (or `*`) to globs over
 //!    `<adapter id>.<capability id>`; a match denies (`CAPABILITY_DENIED`);
-//! 2. **destructive hours**: a call running at `destructive` outside the UTC hours
+//! 2. **destructive hours**: a call whose risk mode is `destructive` outside the UTC hours
 //!    `[start, end)` of `destructive_hours` is denied (`OUTSIDE_DESTRUCTIVE_HOURS`); the time
 //!    is the host's (`action.context.now_unix_ms`), so a recorded decision replays exactly;
 //! 3. **amount thresholds**: `approval_thresholds` maps an argument name to the largest amount

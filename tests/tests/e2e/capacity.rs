@@ -19,9 +19,9 @@ fn host(upstream: &Upstream, timeout_ms: u64) -> Host {
     config.sandbox.max_concurrent_calls = 1;
     config.sandbox.timeout_ms = timeout_ms;
     config.egress = serde_json::from_value::<EgressConfig>(json!({
-        "allow_private": ["127.0.0.0/8"],
         "max_total_ms": 10_000,
         "grant": [{
+            "allow_private": ["127.0.0.0/8"],
             "adapter": "test.egress-probe",
             "url": format!("http://127.0.0.1:{}/", upstream.port),
             "methods": ["GET"],
@@ -96,4 +96,66 @@ async fn a_call_that_cannot_get_a_slot_within_its_deadline_is_gateway_busy() {
     // Once the slot is free again, calls run.
     let after = echo_meanwhile(&host).await;
     assert_eq!(after.status, Status::Ok, "{after:#?}");
+}
+
+// Issue 9, item 5: one tenant's calls cannot starve another's.
+
+/// [`slow_call`] as `tenant`.
+async fn slow_call_as(host: &Host, upstream: &Upstream, tenant: &str) -> ToolResultEnvelope {
+    let url = upstream.url("/delay/5000/x");
+    host.call(ToolCallEnvelope::new(
+        tenant,
+        "test.egress-probe.read",
+        json!({ "requests": [{ "method": "GET", "url": url }] }),
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_holding_its_share_of_slots_does_not_starve_another_tenant() {
+    let upstream = Upstream::start().await;
+    // Two slots, one per tenant (the default share is half, rounded up).
+    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
+    config.sandbox.max_concurrent_calls = 2;
+    config.sandbox.timeout_ms = 300;
+    config.egress = serde_json::from_value::<EgressConfig>(json!({
+        "max_total_ms": 10_000,
+        "grant": [{
+            "adapter": "test.egress-probe",
+            "url": format!("http://127.0.0.1:{}/", upstream.port),
+            "methods": ["GET"],
+            "allow_private": ["127.0.0.0/8"],
+        }],
+    }))
+    .unwrap();
+    let host = Host::new(config).unwrap();
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+    host.install_adapter(&ECHO.signed()).unwrap();
+    // Tenant `evil` sends two slow calls at once; tenant `good` calls meanwhile.
+    let good = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        host.call(ToolCallEnvelope::new(
+            "good",
+            "gatehouse.echo.echo",
+            json!({ "message": "mine" }),
+        ))
+        .await
+    };
+    let (first, second, good) = tokio::join!(
+        slow_call_as(&host, &upstream, "evil"),
+        slow_call_as(&host, &upstream, "evil"),
+        good
+    );
+    assert_eq!(good.status, Status::Ok, "{good:#?}");
+    let mut evil = [first.outcome, second.outcome];
+    evil.sort_by_key(|o| o.as_str());
+    assert_eq!(evil, [OutcomeCode::GatewayBusy, OutcomeCode::ToolTimeout]);
+    let busy = if first.outcome == OutcomeCode::GatewayBusy {
+        &first
+    } else {
+        &second
+    };
+    let error = busy.error.as_ref().unwrap();
+    assert!(error.retryable);
+    assert!(error.message.contains("tenant `evil`"), "{}", error.message);
 }

@@ -5,7 +5,7 @@
 
 use gatehouse_host::config::EgressConfig;
 use gatehouse_host::envelope::EgressAttempt;
-use gatehouse_host::{Host, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
@@ -19,21 +19,28 @@ fn host(egress: Value) -> Host {
     Host::new(config).unwrap()
 }
 
-/// `[egress]` granting `adapter` GET and POST on the upstream's `/api/` (with the token bound),
-/// GET on the same upstream via `localhost` and via IPv4-mapped IPv6, loopback allowed or not.
+/// `[egress]` granting `adapter` GET and POST on the upstream's `/api/` (with the token bound,
+/// and the guest header `x-trace` allowed), GET on the same upstream via `localhost` and via
+/// IPv4-mapped IPv6, loopback allowed or not.
 fn egress(adapter: &str, upstream: &Upstream, allow_loopback: bool) -> Value {
     let port = upstream.port;
+    let allow = if allow_loopback {
+        json!(["127.0.0.0/8"])
+    } else {
+        json!([])
+    };
     json!({
-        "allow_private": if allow_loopback { json!(["127.0.0.0/8"]) } else { json!([]) },
         "grant": [
             {
                 "adapter": adapter,
                 "url": format!("http://127.0.0.1:{port}/api/"),
                 "methods": ["GET", "POST"],
                 "credentials": { "api_token": { "file": token_file(), "scheme": "Bearer" } },
+                "allow_private": allow,
+                "headers": ["x-trace"],
             },
-            { "adapter": adapter, "url": format!("http://localhost:{port}/"), "methods": ["GET"] },
-            { "adapter": adapter, "url": format!("http://[::ffff:127.0.0.1]:{port}/"), "methods": ["GET"] },
+            { "adapter": adapter, "url": format!("http://localhost:{port}/"), "methods": ["GET"], "allow_private": allow },
+            { "adapter": adapter, "url": format!("http://[::ffff:127.0.0.1]:{port}/"), "methods": ["GET"], "allow_private": allow },
         ],
     })
 }
@@ -286,8 +293,7 @@ async fn a_redirect_to_a_forbidden_address_is_refused() {
     // A wide grant (any host, GET) so the redirect target passes the rules and meets the
     // address check.
     let host = host(json!({
-        "allow_private": ["127.0.0.0/8"],
-        "grant": [{ "adapter": "test.egress-probe", "url": "http://*:*", "methods": ["GET"] }],
+        "grant": [{ "adapter": "test.egress-probe", "url": "http://*:*", "methods": ["GET"], "allow_private": ["127.0.0.0/8"] }],
     }));
     host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
 
@@ -354,4 +360,210 @@ async fn a_grant_the_manifest_did_not_request_fails_the_load() {
     let error = host.load_adapter(&REST.signed()).unwrap_err().to_string();
     assert!(error.contains("grants method `TRACE`"), "{error}");
     assert!(error.contains("remove it from the grant"), "{error}");
+}
+
+// Issue 9, item 4: egress hardening, from the adapter's side.
+
+/// Sends one request from the probe (`write` when `key` is given) and returns the envelope.
+async fn probe_one(host: &Host, request: Value, key: Option<&str>) -> ToolResultEnvelope {
+    let capability = if key.is_some() { "write" } else { "read" };
+    let mut call = ToolCallEnvelope::new(
+        "default",
+        format!("test.egress-probe.{capability}"),
+        probe(&json!([request])),
+    );
+    call.idempotency_key = key.map(str::to_owned);
+    host.call(call).await
+}
+
+#[tokio::test]
+async fn a_private_range_opened_for_one_adapter_stays_closed_to_another() {
+    let upstream = Upstream::start().await;
+    let port = upstream.port;
+    // The operator opens loopback for `gatehouse.rest`'s grant only. The probe is granted a
+    // name (`localhost` standing for a vendor host whose DNS the vendor controls) that
+    // resolves into that range.
+    let host = host(json!({
+        "grant": [
+            {
+                "adapter": "gatehouse.rest",
+                "url": format!("http://127.0.0.1:{port}/api/"),
+                "methods": ["GET"],
+                "allow_private": ["127.0.0.0/8"],
+            },
+            { "adapter": "test.egress-probe", "url": format!("http://localhost:{port}/"), "methods": ["GET"] },
+        ],
+    }));
+    host.install_adapter(&REST.signed()).unwrap();
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+
+    let envelope = probe_one(
+        &host,
+        json!({ "method": "GET", "url": format!("http://localhost:{port}/api/x") }),
+        None,
+    )
+    .await;
+    assert_eq!(results(&envelope), [json!({ "error": "denied" })]);
+    assert_eq!(codes(&envelope), ["address_not_allowed"]);
+    assert!(
+        upstream.seen().is_empty(),
+        "the probe reached the private range"
+    );
+
+    // The adapter the range was opened for still reaches it.
+    let envelope = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.rest.get",
+            json!({ "url": upstream.url("/api/x") }),
+        ))
+        .await;
+    assert_eq!(codes(&envelope), ["ok"]);
+    assert_eq!(upstream.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn special_purpose_addresses_are_refused_before_any_connection() {
+    // Any host, loopback allowed: translation and tunnelling prefixes that embed 127.0.0.1,
+    // documentation and benchmarking ranges are still special-purpose.
+    let host = host(json!({
+        "grant": [{
+            "adapter": "test.egress-probe",
+            "url": "http://*:*",
+            "methods": ["GET"],
+            "allow_private": ["127.0.0.0/8"],
+        }],
+    }));
+    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
+    for (url, class) in [
+        ("http://[64:ff9b::7f00:1]:9/", "translation"),
+        ("http://[2002:7f00:1::1]:9/", "tunnelling"),
+        ("http://[2001:0:7f00:1::1]:9/", "tunnelling"),
+        ("http://192.0.2.1:9/", "documentation"),
+        ("http://[2001:db8::1]:9/", "documentation"),
+        ("http://198.18.0.1:9/", "benchmarking"),
+        ("http://192.0.0.170:9/", "translation"),
+        ("http://[fec0::1]:9/", "reserved"),
+    ] {
+        let envelope = probe_one(&host, json!({ "method": "GET", "url": url }), None).await;
+        assert_eq!(results(&envelope), [json!({ "error": "denied" })], "{url}");
+        assert_eq!(codes(&envelope), ["address_not_allowed"], "{url}");
+        let attempt = &envelope.egress[0];
+        assert!(attempt.reason.contains(class), "{url}: {}", attempt.reason);
+        assert_eq!(attempt.address, None, "{url}: no connection attempted");
+    }
+}
+
+#[tokio::test]
+async fn encoded_path_tricks_do_not_escape_the_granted_prefix() {
+    let upstream = Upstream::start().await;
+    // The probe holds a credentialed grant for `/api/` only.
+    let host = granted(&EGRESS_PROBE, &upstream, true);
+    let port = upstream.port;
+    for path in [
+        "/api/..%2fadmin",
+        "/api/..%2Fadmin",
+        "/api/..%5cadmin",
+        "/api/..;/admin",
+        "/api/%3b/x",
+        "/api/%252e%252e/admin",
+        "/api/%2e%252e/admin",
+    ] {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        let envelope = probe_one(&host, json!({ "method": "GET", "url": url }), None).await;
+        assert_eq!(results(&envelope), [json!({ "error": "denied" })], "{path}");
+        assert_eq!(codes(&envelope), ["ambiguous_path"], "{path}");
+    }
+    // Dot segments the URL parser resolves leave the prefix, so no grant covers them.
+    for path in ["/api/%2e%2e/admin", "/api/.%2E/admin", "/api;/../admin"] {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        let envelope = probe_one(&host, json!({ "method": "GET", "url": url }), None).await;
+        assert_eq!(codes(&envelope), ["no_matching_grant"], "{path}");
+    }
+    assert!(
+        upstream.seen().is_empty(),
+        "a request outside /api/ reached the upstream: {:?}",
+        upstream.seen()
+    );
+}
+
+#[tokio::test]
+async fn guest_headers_outside_the_allow_list_never_reach_the_upstream() {
+    let upstream = Upstream::start().await;
+    let host = granted(&EGRESS_PROBE, &upstream, true);
+    let headers = [
+        ["x-http-method-override", "DELETE"],
+        ["x-method-override", "DELETE"],
+        ["x-original-url", "/admin"],
+        ["x-rewrite-url", "/admin"],
+        ["x-forwarded-for", "10.0.0.1"],
+        ["x-forwarded-host", "admin.internal"],
+        ["forwarded", "for=10.0.0.1"],
+        ["x-real-ip", "10.0.0.1"],
+        ["accept", "application/json"],
+        ["x-trace", "granted"],
+    ];
+    let envelope = probe_one(
+        &host,
+        json!({ "method": "GET", "url": upstream.url("/api/items"), "headers": headers }),
+        None,
+    )
+    .await;
+    assert_eq!(results(&envelope)[0]["status"], 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    for [name, _] in &headers[..8] {
+        assert!(
+            seen[0].headers.get(*name).is_none(),
+            "{name} reached the upstream"
+        );
+    }
+    assert_eq!(seen[0].headers["accept"], "application/json");
+    assert_eq!(seen[0].headers["x-trace"], "granted");
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {TOKEN}"));
+}
+
+#[tokio::test]
+async fn an_idempotency_key_that_cannot_travel_is_refused_before_anything_runs() {
+    let upstream = Upstream::start().await;
+    let host = granted(&EGRESS_PROBE, &upstream, true);
+    let long = "k".repeat(256);
+    for key in [
+        "bad key",
+        "tab\tkey",
+        "line\nbreak",
+        "caf\u{e9}",
+        long.as_str(),
+        "",
+    ] {
+        let envelope = probe_one(
+            &host,
+            json!({ "method": "POST", "url": upstream.url("/api/items"), "body": "{}" }),
+            Some(key),
+        )
+        .await;
+        assert_eq!(
+            (envelope.status, envelope.outcome),
+            (Status::Rejected, OutcomeCode::IdempotencyKeyInvalid),
+            "{key:?}: {envelope:#?}"
+        );
+        assert!(
+            envelope.egress.is_empty() && envelope.usage.is_none(),
+            "{key:?}: nothing ran"
+        );
+    }
+    assert!(
+        upstream.seen().is_empty(),
+        "a write went out without its key"
+    );
+    // A printable key of 255 characters goes out as the header.
+    let key = "k".repeat(255);
+    let envelope = probe_one(
+        &host,
+        json!({ "method": "POST", "url": upstream.url("/api/items"), "body": "{}" }),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(codes(&envelope), ["ok"]);
+    assert_eq!(upstream.seen()[0].headers["idempotency-key"], key.as_str());
 }

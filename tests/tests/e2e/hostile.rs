@@ -249,3 +249,201 @@ async fn a_plugin_has_no_environment_files_sockets_or_egress() {
     assert_eq!(result.egress[0].destination, "http://example.com:80/");
     assert_eq!(result.egress[0].code, "no_matching_grant");
 }
+
+// Issue 9, item 6: bounded everything.
+
+#[tokio::test]
+async fn an_oversized_error_is_refused_like_oversized_output() {
+    let host = host();
+    load(&host, OVERSIZED_OUTPUT);
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.oversized-output.error",
+            json!({ "bytes": 1_000_000 }),
+        ))
+        .await;
+    let message = assert_failed(&result, OutcomeCode::ToolOutputTooLarge, ErrorKind::Limit);
+    assert!(message.contains("the limit is 262144"), "{message}");
+    assert!(message.len() < 1000, "the error itself is small");
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn an_oversized_policy_decision_fails_closed() {
+    let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
+    config.pipeline.policies = vec![gatehouse_host::config::PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("*")],
+        order: 0,
+        config: json!({ "reason_bytes": 100_000 }),
+    }];
+    let host = Host::new(config).unwrap();
+    host.install_policy(&POLICY_PROBE.signed()).unwrap();
+    load(&host, ECHO);
+    let result = gatehouse_tests::echo(&host, "hi").await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Rejected, OutcomeCode::PolicyBlocked),
+        "{result:#?}"
+    );
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(message.contains("POLICY_FAILED"), "{message}");
+    assert!(message.contains("the limit is 65536"), "{message}");
+    assert!(
+        !message.contains("rrrr"),
+        "the oversized reason is not kept"
+    );
+}
+
+/// Collects what the host logs.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn guest_log_lines_are_bounded_and_escaped_in_the_hosts_log() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // A current-thread runtime: the whole call runs on this thread, under this subscriber.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let host = host();
+    load(&host, OVERSIZED_OUTPUT);
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.oversized-output.log",
+            json!({ "lines": 1000 }),
+        ))
+        .await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let plugin_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("gatehouse::plugin"))
+        .collect();
+    // 256 lines kept, then one line saying how many were dropped.
+    assert_eq!(plugin_lines.len(), 257, "{log}");
+    assert!(
+        plugin_lines[256].contains("dropped=744"),
+        "{}",
+        plugin_lines[256]
+    );
+    // Every forged record stayed inside its own line, escaped.
+    for line in &plugin_lines[..256] {
+        assert!(
+            line.contains("ok\\n2026-01-01T00:00:00Z  INFO gatehouse: FORGED"),
+            "{line}"
+        );
+        assert!(line.contains("\\u{1b}[2J\\u{202e}desrever"), "{line}");
+    }
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01")),
+        "a forged record: {log}"
+    );
+    assert!(!log.contains('\u{1b}') && !log.contains('\u{202e}'));
+}
+
+// Issue 9, item 3: memory and instance budgets per component, not per memory.
+
+/// `component` plus a nested component that instantiates `memories` core modules, each
+/// declaring one memory of `pages` 64 KiB pages: memory the adapter's own code never asked
+/// for.
+fn with_memories(component: &[u8], memories: u32, pages: u64) -> Vec<u8> {
+    use wasm_encoder::{
+        Component, ComponentInstanceSection, InstanceSection, MemorySection, MemoryType, Module,
+        ModuleSection, NestedComponentSection,
+    };
+    let mut memory = MemorySection::new();
+    memory.memory(MemoryType {
+        minimum: pages,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    let mut module = Module::new();
+    module.section(&memory);
+    let mut nested = Component::new();
+    let mut core = InstanceSection::new();
+    for index in 0..memories {
+        nested.section(&ModuleSection(&module));
+        core.instantiate(index, Vec::<(&str, wasm_encoder::ModuleArg)>::new());
+    }
+    nested.section(&core);
+    // The appended component's index is the number of components the adapter already has.
+    let existing = wasmparser::Parser::new(0)
+        .parse_all(component)
+        .filter(|p| matches!(p, Ok(wasmparser::Payload::ComponentSection { .. })))
+        .count();
+    let mut outer = Component::new();
+    outer.section(&NestedComponentSection(&nested));
+    let mut instance = ComponentInstanceSection::new();
+    instance.instantiate(
+        u32::try_from(existing).unwrap(),
+        Vec::<(&str, wasm_encoder::ComponentExportKind, u32)>::new(),
+    );
+    outer.section(&instance);
+    let tail = outer.finish();
+    let mut bytes = component.to_vec();
+    bytes.extend_from_slice(&tail[8..]);
+    bytes
+}
+
+fn signed_echo_with(memories: u32, pages: u64) -> Vec<u8> {
+    let bytes = with_memories(&ECHO.bytes(), memories, pages);
+    gatehouse_host::plugin::pack(&bytes, &ECHO.manifest(), gatehouse_tests::publisher()).unwrap()
+}
+
+#[tokio::test]
+async fn a_component_with_more_memories_than_an_instance_may_have_is_refused_at_load() {
+    let host = host();
+    // Two more memories than the adapter's own: over the per-component cap of 2.
+    let err = host
+        .install_adapter(&signed_echo_with(2, 1))
+        .expect_err("3 memories in one component");
+    let text = err.to_string();
+    assert!(
+        text.contains("3 Wasm linear memories, which exceeds the configured maximum of 2"),
+        "{text}"
+    );
+    // Eight more core instances (and memories): over the per-component caps.
+    let err = host
+        .install_adapter(&signed_echo_with(8, 1))
+        .expect_err("11 core instances in one component");
+    let text = err.to_string();
+    assert!(
+        text.contains("which exceeds the configured maximum of"),
+        "{text}"
+    );
+    assert_echo_still_works(&host).await;
+}
+
+#[tokio::test]
+async fn memory_is_budgeted_across_all_of_an_instances_memories() {
+    // `memory_mib` is 32: one extra memory of 31.25 MiB is under it on its own, but not
+    // together with the adapter's own memory.
+    let host = host();
+    host.install_adapter(&signed_echo_with(1, 500)).unwrap();
+    let result = gatehouse_tests::echo(&host, "hi").await;
+    let message = assert_failed(&result, OutcomeCode::ToolMemoryLimit, ErrorKind::Limit);
+    assert!(
+        message.contains("memory limit of 33554432 bytes exceeded"),
+        "{message}"
+    );
+}

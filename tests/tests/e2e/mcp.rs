@@ -6,11 +6,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use gatehouse_host::Host;
+use gatehouse_host::config::EgressConfig;
 use gatehouse_host::config::ToolGrant;
 use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
-use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, LEDGER, TEXTKIT};
-use gatehouse_tests::glob;
+use gatehouse_host::{Host, HostConfig};
+use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
+use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{Artifact, glob};
 use http_body_util::{BodyExt, Full};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
@@ -31,6 +33,15 @@ struct Gateway {
 }
 
 async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Gateway {
+    gateway_with(|_| {}, &[], tweak).await
+}
+
+/// [`gateway`] with the host config tweaked and more plugins installed.
+async fn gateway_with(
+    host_tweak: impl FnOnce(&mut HostConfig),
+    more: &[Artifact],
+    tweak: impl FnOnce(&mut McpConfig),
+) -> Gateway {
     let keys = tempfile::tempdir().unwrap();
     let key = |tenant: &str, key: &str| {
         let path = keys.path().join(tenant);
@@ -60,8 +71,9 @@ async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Gateway {
         ..McpConfig::default()
     };
     tweak(&mut mcp);
+    host_tweak(&mut config);
     let host = Arc::new(Host::new(config).unwrap());
-    for plugin in [ECHO, TEXTKIT, LEDGER, CONFORMANCE] {
+    for plugin in [ECHO, TEXTKIT, LEDGER, CONFORMANCE].iter().chain(more) {
         host.install_adapter(&plugin.signed()).unwrap();
     }
     let server = McpServer::new(host, &mcp).unwrap();
@@ -743,4 +755,101 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
         .await
         .unwrap();
     assert_eq!(result.is_error, Some(false), "{result:#?}");
+}
+
+// Issue 9, item 7: what callers see.
+
+/// Every string in `value`, joined: what a caller could read.
+fn all_text(result: &CallToolResult) -> String {
+    serde_json::to_string(result).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_sees_outcomes_not_the_gateways_internals() {
+    let upstream = Upstream::start().await;
+    let port = upstream.port;
+    // The probe may reach any host except special-purpose addresses; loopback is refused with
+    // a reason that names the internal address and the config key that would open it.
+    let gateway = gateway_with(
+        |config| {
+            config.egress = serde_json::from_value::<EgressConfig>(json!({
+                "grant": [{ "adapter": "test.egress-probe", "url": "http://*:*", "methods": ["GET"] }],
+            }))
+            .unwrap();
+        },
+        &[EGRESS_PROBE, PANIC],
+        |_| {},
+    )
+    .await;
+    let acme = client(&gateway, ACME_KEY).await;
+    let probe = acme
+        .call_tool(params(json!({
+            "name": "test.egress-probe.read",
+            "arguments": { "requests": [{ "method": "GET", "url": format!("http://127.0.0.1:{port}/internal") }] },
+        })))
+        .await
+        .unwrap();
+    assert_eq!(record(&probe)["outcome"], "OK");
+    let text = all_text(&probe);
+    for internal in [
+        "127.0.0.1",
+        "allow_private",
+        "address_not_allowed",
+        "fuel_consumed",
+        "decision_id",
+    ] {
+        assert!(
+            !text.contains(internal),
+            "the caller sees `{internal}`: {text}"
+        );
+    }
+    assert!(upstream.seen().is_empty());
+
+    // A crashing tool: the caller gets the outcome, not the trap or the guest's stderr.
+    let crash = acme
+        .call_tool(params(json!({ "name": "test.panic.run", "arguments": {} })))
+        .await
+        .unwrap();
+    assert_eq!(crash.is_error, Some(true));
+    assert_eq!(record(&crash)["outcome"], "TOOL_TRAPPED");
+    assert_eq!(record(&crash)["error"]["message"], "the tool crashed");
+    let text = all_text(&crash);
+    for internal in ["deliberate panic", "stderr", "wasm", "[sandbox]"] {
+        assert!(
+            !text.contains(internal),
+            "the caller sees `{internal}`: {text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_result_is_the_callers_view_too() {
+    let gateway = gateway(|_| {}).await;
+    let acme = client(&gateway, ACME_KEY).await;
+    let transfer = || {
+        params(json!({
+            "name": "test.ledger.transfer",
+            "arguments": { "amount": 10, "currency": "EUR" },
+            "_meta": { "gatehouse/idempotency_key": "replay-view-1" },
+        }))
+    };
+    let first = acme.call_tool(transfer()).await.unwrap();
+    let again = acme.call_tool(transfer()).await.unwrap();
+    assert!(
+        again
+            .meta
+            .as_ref()
+            .unwrap()
+            .get("gatehouse/replay_of")
+            .is_some()
+    );
+    for result in [&first, &again] {
+        assert_eq!(record(result)["outcome"], "OK");
+        for internal in ["policy_decision", "egress", "usage"] {
+            assert!(
+                record(result).get(internal).is_none(),
+                "{internal}: {result:#?}"
+            );
+        }
+    }
 }

@@ -577,3 +577,307 @@ async fn skills_reach_the_adapter_and_never_change_the_tool_list() {
         "{err}"
     );
 }
+
+/// Issue 9, item 1: the caller's requested mode never lowers a rule keyed to risk.
+#[tokio::test]
+async fn a_caller_cannot_lower_the_mode_past_the_high_risk_rule() {
+    let host = baseline_host(json!({}));
+    // `purge` is destructive with neither gate nor rollback; asking for `network` used to run it.
+    for mode in [ApprovalMode::ReadOnly, ApprovalMode::Network] {
+        let purge = ToolCallEnvelope::new("acme", "test.ledger.purge", json!({}))
+            .with_idempotency_key(format!("ik_purge_{mode}"))
+            .with_mode(mode);
+        let result = host.call(purge).await;
+        assert_outcome(&result, Status::Rejected, OutcomeCode::RollbackRequired);
+        assert!(result.usage.is_none(), "{mode}: the adapter never ran");
+    }
+}
+
+#[tokio::test]
+async fn a_caller_cannot_skip_an_approval_gate_by_asking_for_a_lower_mode() {
+    let host = baseline_host(json!({}));
+    // `close_account` is gated at destructive; asking for `local_write` used to skip the gate.
+    let close = ToolCallEnvelope::new("acme", "test.ledger.close_account", json!({}))
+        .with_idempotency_key("ik_close_low")
+        .with_mode(ApprovalMode::LocalWrite);
+    let result = host.call(close).await;
+    let message = assert_outcome(&result, Status::Paused, OutcomeCode::ApprovalRequired);
+    assert!(message.contains("GATE_ACCOUNT_CLOSURE"), "{message}");
+    assert!(result.usage.is_none(), "the adapter never ran");
+}
+
+#[tokio::test]
+async fn the_baseline_destructive_hours_see_the_declared_mode_not_the_requested_one() {
+    // A window that excludes the current UTC hour.
+    let hour = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        % 24) as u8;
+    let (start, end) = if hour >= 22 {
+        (0, 1)
+    } else {
+        (hour + 1, hour + 2)
+    };
+    let host = baseline_host(json!({ "destructive_hours": { "start": start, "end": end } }));
+    let close = ToolCallEnvelope::new("acme", "test.ledger.close_account", json!({}))
+        .with_idempotency_key("ik_close_hours")
+        .with_mode(ApprovalMode::Network);
+    let result = host.call(close).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(message.contains("OUTSIDE_DESTRUCTIVE_HOURS"), "{message}");
+}
+
+#[tokio::test]
+async fn a_policy_may_lower_the_risk_mode_and_the_caller_narrows_the_run_mode() {
+    // A policy lowering `purge` below destructive lifts the high-risk rule ...
+    let host = host_with(
+        base_config(),
+        &[(
+            &POLICY_PROBE,
+            bind(
+                "test.policy-probe",
+                0,
+                json!({ "effective_mode": "network" }),
+            ),
+        )],
+    );
+    let purge = ToolCallEnvelope::new("acme", "test.ledger.purge", json!({}))
+        .with_idempotency_key("ik_purge_lowered");
+    let result = host.call(purge).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(result.approval_mode_effective, Some(ApprovalMode::Network));
+    // ... and the caller's request narrows the mode the adapter runs at.
+    let transfer = transfer(1.0).with_mode(ApprovalMode::LocalWrite);
+    let result = baseline_host(json!({})).call(transfer).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.approval_mode_effective,
+        Some(ApprovalMode::LocalWrite)
+    );
+}
+
+// Issue 9, item 2: obligations cover everything that reaches the caller.
+
+/// The adapter's own error: `TOOL_ERROR` with its code; returns the message.
+#[track_caller]
+fn tool_error<'a>(result: &'a ToolResultEnvelope, code: &str) -> &'a str {
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Failed, OutcomeCode::ToolError),
+        "{result:#?}"
+    );
+    let error = result
+        .error
+        .as_ref()
+        .expect("a failed call carries an error");
+    assert_eq!(error.code, code);
+    &error.message
+}
+
+fn redact_host(redact_config: Value) -> Host {
+    host_with(
+        base_config(),
+        &[
+            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
+            (&REDACT, bind("gatehouse.redact", 1, redact_config)),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn a_redacted_value_is_gone_from_text_resources_evidence_and_the_callers_record() {
+    let host = redact_host(json!({ "pii": [], "pointers": ["/iban"] }));
+    let result = call(&host, "acme", "test.ledger.statement", json!({})).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    assert_eq!(
+        result.structured_content.as_ref().unwrap()["iban"],
+        "[REDACTED]"
+    );
+    // The SDK repeats the JSON as a text block; the resource and the evidence name it too.
+    let view = gatehouse_host::caller_view(&result);
+    let whole = serde_json::to_string(&view).unwrap();
+    assert!(!whole.contains("DE89370400440532013000"), "{whole}");
+    assert!(whole.contains("account:[REDACTED]"), "{whole}");
+}
+
+#[tokio::test]
+async fn personal_data_is_masked_in_resources_evidence_and_tool_errors() {
+    let host = redact_host(json!({ "pii": ["email"] }));
+    let result = call(&host, "acme", "test.ledger.statement", json!({})).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    let whole = serde_json::to_string(&gatehouse_host::caller_view(&result)).unwrap();
+    assert!(!whole.contains("ann@example.com"), "{whole}");
+    assert!(whole.contains("mailto:[REDACTED]"), "{whole}");
+
+    // An adapter's error quoting an upstream body.
+    let result = call(&host, "acme", "test.ledger.reject", json!({})).await;
+    let message = tool_error(&result, "UPSTREAM_REJECTED");
+    assert!(!message.contains("ann@example.com"), "{message}");
+    assert!(
+        message.contains("account of [REDACTED] is frozen"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_redaction_on_a_failed_call_withholds_the_tools_message() {
+    let host = redact_host(json!({ "pii": [], "pointers": ["/holder"] }));
+    let result = call(&host, "acme", "test.ledger.reject", json!({})).await;
+    let message = tool_error(&result, "UPSTREAM_REJECTED");
+    assert!(!message.contains("ann@example.com"), "{message}");
+    assert!(message.contains("withheld"), "{message}");
+}
+
+#[tokio::test]
+async fn an_invalid_pointer_in_a_policy_obligation_fails_closed() {
+    // `~2` is no JSON pointer escape: the redaction cannot mean anything, so it cannot be
+    // carried out; the call is denied rather than delivered unredacted.
+    let host = redact_host(json!({ "pii": [], "pointers": ["/iban~2"] }));
+    let result = call(&host, "acme", "test.ledger.statement", json!({})).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
+    assert!(message.contains("not a JSON pointer"), "{message}");
+    assert!(result.usage.is_none(), "the adapter never ran");
+}
+
+// Issue 9, item 5: per-tenant and per-tool rate budgets.
+
+#[tokio::test]
+async fn a_tenant_past_its_rate_budget_is_refused_and_others_are_not() {
+    let mut config = base_config();
+    config.pipeline.rate_limits = serde_json::from_value(json!([
+        { "tenants": ["acme"], "tools": "gatehouse.echo.*", "calls": 2, "per_seconds": 60 },
+        { "tenants": ["*"], "tools": "test.ledger.*", "calls": 1, "per_seconds": 60, "per": "tool" },
+    ]))
+    .unwrap();
+    let host = host_with(
+        config,
+        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+    );
+    for _ in 0..2 {
+        let ok = call(
+            &host,
+            "acme",
+            "gatehouse.echo.echo",
+            json!({ "message": "hi" }),
+        )
+        .await;
+        assert_outcome(&ok, Status::Ok, OutcomeCode::Ok);
+    }
+    let limited = call(
+        &host,
+        "acme",
+        "gatehouse.echo.echo",
+        json!({ "message": "hi" }),
+    )
+    .await;
+    let message = assert_outcome(&limited, Status::Rejected, OutcomeCode::RateLimited);
+    assert!(message.contains("2 calls per 60 s"), "{message}");
+    assert!(message.contains("retry in"), "{message}");
+    let error = limited.error.as_ref().unwrap();
+    assert!(error.retryable);
+    assert!(
+        limited.usage.is_none() && limited.policy_decision.is_none(),
+        "nothing ran"
+    );
+    // Another tenant's budget is its own.
+    let other = call(
+        &host,
+        "globex",
+        "gatehouse.echo.echo",
+        json!({ "message": "hi" }),
+    )
+    .await;
+    assert_outcome(&other, Status::Ok, OutcomeCode::Ok);
+    // Per tool: one call to each ledger tool, the second to the same tool refused.
+    let first = call(&host, "acme", "test.ledger.bad_output", json!({})).await;
+    assert_eq!(first.outcome, OutcomeCode::VerificationFailed, "it ran");
+    let other_tool = call(&host, "acme", "test.ledger.no_evidence", json!({})).await;
+    assert_eq!(other_tool.outcome, OutcomeCode::EvidenceMissing, "it ran");
+    let again = call(&host, "acme", "test.ledger.bad_output", json!({})).await;
+    assert_outcome(&again, Status::Rejected, OutcomeCode::RateLimited);
+}
+
+// Issue 9, item 8: a policy's decision replays exactly: its clocks are stopped and its random
+// numbers fixed.
+
+#[tokio::test]
+async fn a_policy_sees_no_clock_and_no_randomness() {
+    let host = host_with(
+        base_config(),
+        &[(
+            &POLICY_PROBE,
+            bind("test.policy-probe", 0, json!({ "report_entropy": true })),
+        )],
+    );
+    let mut seen = Vec::new();
+    for key in ["ik_e1", "ik_e2"] {
+        let result = host.call(transfer(1.0).with_idempotency_key(key)).await;
+        assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+        let module = &result.policy_decision.as_ref().unwrap().modules[0];
+        let reason = module.reasons.iter().find(|r| r.code == "ENTROPY").unwrap();
+        seen.push(reason.message.clone());
+    }
+    assert!(seen[0].starts_with("clock=0 "), "{seen:?}");
+    assert_eq!(seen[0], seen[1], "two evaluations differ");
+}
+
+// Issue 9, item 8: arg_constraints reach nested fields, patterns are anchored, integers
+// compare exactly.
+
+#[tokio::test]
+async fn arg_constraints_are_anchored_exact_and_reach_nested_fields() {
+    let mut config = base_config();
+    config.pipeline.tools[1].arg_constraints = serde_json::from_value(json!({
+        "amount": { "max": 9_007_199_254_740_992_u64 },
+        "currency": { "pattern": "EUR|USD" },
+    }))
+    .unwrap();
+    config
+        .pipeline
+        .tools
+        .push(grant("test.egress-probe.*", &["acme"]));
+    config.pipeline.tools[2].arg_constraints = serde_json::from_value(json!({
+        "/requests/0/method": { "enum": ["GET"] },
+    }))
+    .unwrap();
+    let host = host_with(
+        config,
+        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+    );
+    host.install_adapter(&gatehouse_tests::artifacts::EGRESS_PROBE.signed())
+        .unwrap();
+    let transfer = |amount: Value, currency: &str, key: &str| {
+        ToolCallEnvelope::new(
+            "acme",
+            "test.ledger.transfer",
+            json!({ "amount": amount, "currency": currency }),
+        )
+        .with_idempotency_key(key)
+    };
+    // 2^53 + 1 is above 2^53, though both are the same f64.
+    let result = host
+        .call(transfer(json!(9_007_199_254_740_993_u64), "EUR", "ik_big"))
+        .await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert!(message.contains("<= 9007199254740992"), "{message}");
+    // A pattern matches the whole string, not a part of it.
+    let result = host.call(transfer(json!(1), "XEURX", "ik_pat")).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert!(message.contains("`currency`"), "{message}");
+    let ok = host.call(transfer(json!(1), "USD", "ik_ok")).await;
+    assert_outcome(&ok, Status::Ok, OutcomeCode::Ok);
+    // A nested field.
+    let probe = |method: &str| {
+        ToolCallEnvelope::new(
+            "acme",
+            "test.egress-probe.read",
+            json!({ "requests": [{ "method": method, "url": "http://example.invalid/" }] }),
+        )
+    };
+    let result = host.call(probe("DELETE")).await;
+    let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
+    assert!(message.contains("/requests/0/method"), "{message}");
+    assert_outcome(&host.call(probe("GET")).await, Status::Ok, OutcomeCode::Ok);
+}

@@ -261,3 +261,48 @@ fn a_duplicate_trusted_key_id_is_a_config_error() {
     let err = Host::new(config).unwrap_err().to_string();
     assert!(err.contains("listed twice"), "{err}");
 }
+
+// Issue 9, item 8: strict ed25519.
+
+/// The identity point: a small-order ("weak") ed25519 public key.
+const WEAK_KEY: &str = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+/// R = identity, S = 0: a lax verifier accepts it from the weak key for any message.
+const FORGED_SIGNATURE: &str =
+    "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==";
+
+#[tokio::test]
+async fn a_weak_publisher_key_is_refused_so_no_forged_signature_can_load() {
+    // The attacker gets an operator to trust a "key" that is the identity point, and ships a
+    // component whose signature block carries a signature nobody computed.
+    let mut config = config(&["gatehouse.*"], &[]);
+    config
+        .trust
+        .publishers
+        .push(gatehouse_host::config::PublisherConfig {
+            key_id: "weak".to_owned(),
+            public_key: WEAK_KEY.to_owned(),
+            adapters: vec![gatehouse_tests::glob("gatehouse.*")],
+            policies: Vec::new(),
+        });
+    let signer = SigningKey::generate("weak").unwrap();
+    let signed = ECHO.signed_by(&signer);
+    let marker = b"\"signature\":\"";
+    let start = signed
+        .windows(marker.len())
+        .rposition(|w| w == marker)
+        .expect("a signature block")
+        + marker.len();
+    let mut forged = signed.clone();
+    forged[start..start + FORGED_SIGNATURE.len()].copy_from_slice(FORGED_SIGNATURE.as_bytes());
+
+    match Host::new(config) {
+        Err(err) => {
+            let text = err.to_string();
+            assert!(text.contains("weak (small-order)"), "{text}");
+        }
+        Ok(host) => panic!(
+            "a weak key was trusted; the forged component loads: {:?}",
+            host.load_adapter(&forged).map(|a| a.plugin().clone())
+        ),
+    }
+}

@@ -29,8 +29,8 @@ use wasmtime_wasi_http::io::TokioIo;
 pub(crate) fn rest_config(upstream: &Upstream) -> HostConfig {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
     config.egress = serde_json::from_value::<EgressConfig>(json!({
-        "allow_private": ["127.0.0.0/8"],
         "grant": [{
+            "allow_private": ["127.0.0.0/8"],
             "adapter": "gatehouse.rest",
             "url": format!("http://127.0.0.1:{}/", upstream.port),
             "methods": ["GET", "POST"],

@@ -82,7 +82,8 @@ async fn swapping_under_concurrent_calls_fails_no_call() {
     tampered[last] ^= 0xff;
     for round in 0..10 {
         let next = if round % 2 == 0 { &v2 } else { &v1 };
-        host.install_policy(next).expect("swap installs");
+        // Every other swap goes back to v1: the operator forces that downgrade.
+        host.force_install_policy(next).expect("swap installs");
         // A tampered build never replaces the serving version.
         let serving = host.policy_version("test.policy-probe").unwrap();
         host.install_policy(&tampered)
@@ -164,4 +165,54 @@ async fn a_watched_directory_swaps_in_new_versions_and_ignores_bad_files() {
     let event = watcher.next_event().await.unwrap();
     assert!(event.result.is_err(), "{event:?}");
     assert_eq!(decided_by(&host).await, "2.0.0");
+}
+
+// Issue 9, item 8: a downgrade is refused unless the operator forces it.
+
+#[tokio::test]
+async fn a_downgrade_is_refused_unless_forced_also_through_the_watched_directory() {
+    let host = Arc::new(host());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probe.wasm");
+    std::fs::write(&file, probe("2.0.0")).unwrap();
+    let mut watcher = PolicyWatcher::start(
+        Arc::clone(&host),
+        dir.path().to_owned(),
+        std::time::Duration::from_millis(20),
+    );
+    assert_eq!(
+        watcher.next_event().await.unwrap().result.unwrap().version,
+        "2.0.0"
+    );
+    // An attacker who can write to the directory drops in an older, validly signed build.
+    std::fs::write(&file, probe("1.0.0")).unwrap();
+    let event = watcher.next_event().await.unwrap();
+    let err = event.result.unwrap_err();
+    assert!(err.contains("older than the serving 2.0.0"), "{err}");
+    assert_eq!(decided_by(&host).await, "2.0.0");
+    // The library call refuses it too; forcing it is the operator's explicit choice.
+    let err = host.install_policy(&probe("1.0.0")).unwrap_err();
+    assert!(
+        matches!(err, gatehouse_host::InstallError::Downgrade { .. }),
+        "{err}"
+    );
+    host.force_install_policy(&probe("1.0.0")).unwrap();
+    assert_eq!(decided_by(&host).await, "1.0.0");
+
+    // Adapters the same way.
+    let mut manifest = ECHO.manifest();
+    let Manifest::Adapter(echo) = &mut manifest else {
+        panic!("echo is an adapter")
+    };
+    echo.version = "0.0.1".to_owned();
+    let old_echo = gatehouse_host::plugin::pack(&ECHO.bytes(), &manifest, publisher()).unwrap();
+    let err = host.install_adapter(&old_echo).unwrap_err();
+    assert!(
+        matches!(err, gatehouse_host::InstallError::Downgrade { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        host.force_install_adapter(&old_echo).unwrap().version,
+        "0.0.1"
+    );
 }

@@ -33,11 +33,10 @@ fn host(adapter: &Artifact, upstream: &Upstream, ca: Option<&TestCa>) -> Host {
         .collect();
     let token = json!({ "api_token": { "file": token_file(), "scheme": "Bearer" } });
     let host = Host::new(config(json!({
-        "allow_private": ["127.0.0.0/8", "::1/128"],
         "extra_root_certificates": roots,
         "grant": [
-            { "adapter": id, "url": format!("https://localhost:{port}/"), "methods": ["GET", "POST"], "credentials": token },
-            { "adapter": id, "url": format!("https://127.0.0.1:{port}/"), "methods": ["GET"] },
+            { "adapter": id, "url": format!("https://localhost:{port}/"), "methods": ["GET", "POST"], "credentials": token, "allow_private": ["127.0.0.0/8", "::1/128"] },
+            { "adapter": id, "url": format!("https://127.0.0.1:{port}/"), "methods": ["GET"], "allow_private": ["127.0.0.0/8"] },
         ],
     })))
     .unwrap();

@@ -2,7 +2,7 @@
 //! returns a fixed shape so tests can check the gates around it.
 
 use gatehouse_sdk::serde_json::json;
-use gatehouse_sdk::{Adapter, Call, CallContext, ToolError, ToolOutput};
+use gatehouse_sdk::{Adapter, Call, CallContext, Content, EmbeddedResource, ToolError, ToolOutput};
 
 struct Ledger;
 
@@ -25,6 +25,23 @@ impl Adapter for Ledger {
             "bad_output" => {
                 Ok(ToolOutput::text("oops").with_structured(json!({ "count": "many" })))
             }
+            "statement" => Ok(ToolOutput::json(&json!({
+                "iban": "DE89370400440532013000",
+                "holder": "ann@example.com",
+            }))?
+            .with_content(Content::Resource(
+                EmbeddedResource::text(
+                    "mailto:ann@example.com",
+                    "holder ann@example.com, account DE89370400440532013000",
+                )
+                .with_mime_type("text/plain"),
+            ))
+            .with_evidence("account:DE89370400440532013000")
+            .with_evidence("holder:ann@example.com")),
+            "reject" => Err(ToolError::upstream(
+                "UPSTREAM_REJECTED",
+                "upstream said: 403 {\"detail\":\"account of ann@example.com is frozen\"}",
+            )),
             "no_evidence" => Ok(ToolOutput::text("ok").with_structured(json!({ "status": "ok" }))),
             other => Err(ToolError::unknown_capability(other)),
         }

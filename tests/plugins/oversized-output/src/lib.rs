@@ -1,5 +1,6 @@
 //! `test.oversized-output`: `run` returns one text block of `bytes` bytes of `x`
-//! (default [`DEFAULT_BYTES`], 8 MiB), to exercise the host's output size limit.
+//! (default [`DEFAULT_BYTES`], 8 MiB), to exercise the host's output size limit; `error`
+//! returns an error message that large; `log` writes `lines` forged log lines.
 
 use gatehouse_sdk::{Adapter, Call, CallContext, ToolError, ToolOutput};
 use serde::Deserialize;
@@ -24,9 +25,40 @@ impl Adapter for OversizedOutput {
     fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError> {
         match call.capability() {
             "run" => Ok(run(&call.args()?)),
+            // An error as large as `run`'s output: the error path is output too.
+            "error" => {
+                let args: RunArgs = call.args()?;
+                Err(ToolError::upstream("HUGE", "e".repeat(args.bytes)))
+            }
+            // Log lines that try to forge host log records and drive the terminal.
+            "log" => {
+                for _ in 0..args_lines(call)? {
+                    gatehouse_sdk::log::info(FORGED_LOG_LINE);
+                }
+                Ok(ToolOutput::text("logged"))
+            }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
+}
+
+/// One line that, unescaped, would end the host's log record and start a forged one, clear
+/// the terminal and reverse the text after it.
+const FORGED_LOG_LINE: &str =
+    "ok\n2026-01-01T00:00:00Z  INFO gatehouse: FORGED approval granted\u{1b}[2J\u{202e}desrever";
+
+#[derive(Debug, Deserialize)]
+struct LogArgs {
+    #[serde(default = "one")]
+    lines: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn args_lines(call: &Call) -> Result<usize, ToolError> {
+    Ok(call.args::<LogArgs>()?.lines)
 }
 
 fn run(args: &RunArgs) -> ToolOutput {

@@ -4,7 +4,9 @@
 //! `behavior = "trap"` (panics) or `behavior = "loop"` (spins until fuel or the deadline stops
 //! it). The verdict's reason names the version, so tests can see which version decided. With
 //! `report_prior_actions = true` it adds a reason `PRIOR_ACTIONS` listing the action's
-//! `prior-actions`, so tests can see what the host told it.
+//! `prior-actions`, so tests can see what the host told it. With `reason_bytes = n` it adds a
+//! reason `BIG` of `n` bytes; with `report_entropy = true` a reason `ENTROPY` with what its
+//! wall clock and a randomly seeded hasher read.
 
 use std::hint::black_box;
 
@@ -18,6 +20,8 @@ struct Config {
     effective_mode: Option<ApprovalMode>,
     behavior: Behavior,
     report_prior_actions: bool,
+    reason_bytes: Option<usize>,
+    report_entropy: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -50,6 +54,17 @@ impl Policy for Probe {
         };
         if let Some(mode) = config.effective_mode {
             decision = decision.with_effective_mode(mode);
+        }
+        if config.report_entropy {
+            use std::hash::BuildHasher;
+            let clock = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
+            let random = std::collections::hash_map::RandomState::new().hash_one(1u8);
+            decision = decision.with_reason("ENTROPY", format!("clock={clock} random={random}"));
+        }
+        if let Some(bytes) = config.reason_bytes {
+            decision = decision.with_reason("BIG", "r".repeat(bytes));
         }
         if config.report_prior_actions {
             decision =
