@@ -123,14 +123,14 @@ impl Pipeline {
             policies: PolicyStore::new(&config.policies, config.policy_default),
             skills: Skills::new(&config.skills, config.skill_limits.clone())?,
             meta_tools: config.meta_tools.clone(),
+            rate_budget: Arc::clone(&store) as Arc<dyn rate::RateBudget>,
             store,
             store_config,
             rate_limits: config.rate_limits.clone(),
-            rate_budget: Arc::new(rate::MemoryRateBudget::default()),
         })
     }
 
-    /// Keeps the rate budgets in `budget`.
+    /// Keeps the rate budgets in `budget` instead of the store.
     pub fn set_rate_budget(&mut self, budget: Arc<dyn rate::RateBudget>) {
         self.rate_budget = budget;
     }

@@ -7,9 +7,10 @@
 //! 2. a call takes one unit from every entry that covers it, in config order; the first budget
 //!    that is spent refuses the call with `RATE_LIMITED` (retryable, saying when to retry), and
 //!    nothing runs;
-//! 3. budgets live behind [`RateBudget`], a narrow trait: [`MemoryRateBudget`] (fixed windows
-//!    in this process) is the default; a budget shared by several gateways (say, PostgreSQL)
-//!    implements the same trait.
+//! 3. budgets live behind [`RateBudget`], a narrow trait every state store implements: the
+//!    SQLite store keeps them in this process's memory ([`MemoryRateBudget`]), the PostgreSQL
+//!    store in the shared database, so gateways sharing it share their budgets;
+//!    `Host::with_rate_budget` plugs in another.
 //!
 //! ```toml
 //! [[pipeline.rate_limit]]
@@ -20,14 +21,10 @@
 //! per = "tool"
 //! ```
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
-
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Glob, Tenants};
+pub use crate::state::rate::{MemoryRateBudget, RateBudget, RateFuture};
 
 /// One `[[pipeline.rate_limit]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,40 +78,6 @@ pub struct RateLimited {
     pub retry_after_s: u64,
 }
 
-/// A future a budget answers with: `Ok(None)` if the unit was taken, `Ok(Some(ms))` if the
-/// budget is spent (milliseconds until it refills), `Err` if the budget could not be read.
-pub type RateFuture<'a> = Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>>;
-
-/// Where rate budgets are kept. One call, one unit.
-pub trait RateBudget: Send + Sync + std::fmt::Debug {
-    /// Takes one unit from the budget named `key`, which allows `calls` per window of
-    /// `window_ms` milliseconds, at `now_ms`.
-    fn take(&self, key: String, calls: u32, window_ms: u64, now_ms: u64) -> RateFuture<'_>;
-}
-
-/// Fixed windows in this process's memory.
-#[derive(Debug, Default)]
-pub struct MemoryRateBudget {
-    /// key -> (window start, calls taken in it).
-    windows: Mutex<HashMap<String, (u64, u32)>>,
-}
-
-impl RateBudget for MemoryRateBudget {
-    fn take(&self, key: String, calls: u32, window_ms: u64, now_ms: u64) -> RateFuture<'_> {
-        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget windows that ended, so the map holds only budgets in use.
-        windows.retain(|_, (start, _)| now_ms < start.saturating_add(window_ms));
-        let (start, taken) = windows.entry(key).or_insert((now_ms, 0));
-        let answer = if *taken < calls {
-            *taken += 1;
-            None
-        } else {
-            Some(start.saturating_add(window_ms).saturating_sub(now_ms))
-        };
-        Box::pin(std::future::ready(Ok(answer)))
-    }
-}
-
 /// Takes one unit from every budget covering `tool` for `tenant`.
 pub async fn take(
     limits: &[RateLimit],
@@ -123,17 +86,17 @@ pub async fn take(
     tool: &str,
     now_ms: u64,
 ) -> Result<(), RateError> {
-    for (index, limit) in limits.iter().enumerate() {
+    for limit in limits {
         if !limit.tenants.matches(tenant) || !limit.tools.is_match(tool) {
             continue;
         }
         let (key, scope) = match limit.per {
             RateScope::Tenant => (
-                format!("{index}\u{0}{tenant}"),
+                format!("{}|{}", budget_name(limit), tenant),
                 format!(" for `{}`", limit.tools),
             ),
             RateScope::Tool => (
-                format!("{index}\u{0}{tenant}\u{0}{tool}"),
+                format!("{}|{}|{}", budget_name(limit), tenant, tool),
                 format!(" for `{tool}`"),
             ),
         };
@@ -155,6 +118,12 @@ pub async fn take(
     Ok(())
 }
 
+/// What names a limit's budgets: its definition, so every gateway with the same limit shares
+/// the same budget, and a changed limit starts a fresh one.
+fn budget_name(limit: &RateLimit) -> String {
+    format!("{}/{}s|{}", limit.calls, limit.per_seconds, limit.tools)
+}
+
 /// Why gate 4's rate budget refused a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RateError {
@@ -164,20 +133,4 @@ pub enum RateError {
     /// The budget could not be read (fail closed).
     #[error("the rate budget could not be read: {0}")]
     Unavailable(String),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_window_allows_its_calls_then_refuses_until_it_ends() {
-        let budget = MemoryRateBudget::default();
-        for _ in 0..2 {
-            assert_eq!(budget.take("k".into(), 2, 1000, 10).await, Ok(None));
-        }
-        assert_eq!(budget.take("k".into(), 2, 1000, 400).await, Ok(Some(610)));
-        assert_eq!(budget.take("other".into(), 2, 1000, 400).await, Ok(None));
-        assert_eq!(budget.take("k".into(), 2, 1000, 1010).await, Ok(None));
-    }
 }

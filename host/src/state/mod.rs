@@ -23,6 +23,7 @@ pub mod audit;
 mod jobs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod rate;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -504,8 +505,9 @@ pub struct AuditEvent {
 }
 
 /// The state interface every backend implements with the same semantics. All writes are
-/// transactions; a write that returns `Ok` is committed.
-pub trait Store: Send + Sync + std::fmt::Debug {
+/// transactions; a write that returns `Ok` is committed. Every store also keeps the rate
+/// budgets of gate 4 ([`rate::RateBudget`]).
+pub trait Store: rate::RateBudget + Send + Sync + std::fmt::Debug {
     /// Registers interest in `key`: the returned `Notify` is woken when a call holding the key
     /// records (in this process or, for a shared backend, any other) or an operator resolves
     /// it. Call before [`Store::claim`] reads the key, so no wake-up is lost.

@@ -40,6 +40,7 @@ use tokio_rustls::rustls;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
 use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
+use super::rate::{RateBudget, RateFuture};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
     ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, Resolution, Store, StoreConfig,
@@ -47,7 +48,10 @@ use super::{
 };
 
 /// The schema migrations, in order; the same files as SQLite's.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_rate_windows.sql"),
+];
 /// The advisory lock every write transaction holds: one writer at a time, across processes.
 const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 /// The advisory lock migrations run under.
@@ -977,6 +981,35 @@ fn to_db(ms: u64) -> i64 {
 
 fn from_db(ms: i64) -> u64 {
     u64::try_from(ms).unwrap_or(0)
+}
+
+/// A budget is one row, taken from in one atomic statement (outside the write lock: the row's
+/// own lock serializes gateways taking from the same budget). `taken` counts every attempt in
+/// the window, so the answer says whether this one was within `calls`.
+impl RateBudget for PostgresStore {
+    fn take(&self, key: String, calls: u32, window_ms: u64, now_ms: u64) -> RateFuture<'_> {
+        let take = self.read(move |client| async move {
+            let statement = client
+                .prepare_cached(
+                    "INSERT INTO rate_windows AS w (key, window_start, taken) VALUES ($1, $2, 1) \
+                     ON CONFLICT (key) DO UPDATE SET \
+                       window_start = CASE WHEN w.window_start + $3 <= $2 THEN $2 ELSE w.window_start END, \
+                       taken = CASE WHEN w.window_start + $3 <= $2 THEN 1 ELSE w.taken + 1 END \
+                     RETURNING window_start, taken",
+                )
+                .await?;
+            let row = client
+                .query_one(&statement, &[&key, &to_db(now_ms), &to_db(window_ms)])
+                .await?;
+            let (start, taken): (i64, i64) = (row.get(0), row.get(1));
+            Ok((from_db(start), u64::try_from(taken).unwrap_or(u64::MAX)))
+        });
+        Box::pin(async move {
+            let (start, taken) = take.await.map_err(|e| e.to_string())?;
+            Ok((taken > u64::from(calls))
+                .then(|| start.saturating_add(window_ms).saturating_sub(now_ms)))
+        })
+    }
 }
 
 impl Store for PostgresStore {

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
 use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
+use super::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
     ClaimRequest, Decision, IdempotencyKey, KeyRecord, Resolution, Store, StoreConfig, StoreError,
@@ -33,7 +34,10 @@ use super::{
 };
 
 /// The schema migrations, in order; the schema version is their count.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_rate_windows.sql"),
+];
 /// How long a connection waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
@@ -47,6 +51,8 @@ pub struct SqliteStore {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     reader: Arc<Mutex<Connection>>,
     waiters: Arc<Waiters>,
+    /// Rate budgets: in this process's memory (one gateway per file).
+    rates: MemoryRateBudget,
 }
 
 impl Drop for SqliteStore {
@@ -135,6 +141,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
             waiters,
+            rates: MemoryRateBudget::default(),
         })
     }
 
@@ -655,6 +662,12 @@ fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
 
 const AUDIT_COLUMNS: &str =
     "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
+
+impl RateBudget for SqliteStore {
+    fn take(&self, key: String, calls: u32, window_ms: u64, now_ms: u64) -> RateFuture<'_> {
+        self.rates.take(key, calls, window_ms, now_ms)
+    }
+}
 
 impl Store for SqliteStore {
     jobs::queued_writes!();

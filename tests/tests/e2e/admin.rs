@@ -530,13 +530,31 @@ async fn audit_log_when(gateway: &Gateway, ready: impl Fn(&[Value]) -> bool) -> 
     entries
 }
 
-/// The version and digest of the policy module that decided an MCP call.
-fn decided_by(result: &Value) -> (String, String) {
-    let module = &record(result)["policy_decision"]["modules"][0]["module"];
-    (
-        module["version"].as_str().unwrap().to_owned(),
-        module["digest"].as_str().unwrap().to_owned(),
-    )
+/// The version and digest of the policy module that decided an MCP call, from its audit entry
+/// (callers see outcomes, not the decision record): waits for the queued entry, at most five
+/// seconds.
+async fn decided_by(gateway: &Gateway, result: &Value) -> (String, String) {
+    let id = record(result)["tool_call_id"].as_str().unwrap().to_owned();
+    for _ in 0..50 {
+        let (status, body) = gateway
+            .admin(
+                "GET",
+                &format!("/v1/audit?tool_call_id={id}"),
+                Some(AUDITOR),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        if let Some(entry) = body["entries"].as_array().and_then(|e| e.first()) {
+            let module = &entry["record"]["result"]["policy_decision"]["modules"][0]["module"];
+            return (
+                module["version"].as_str().unwrap().to_owned(),
+                module["digest"].as_str().unwrap().to_owned(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("call {id} never reached the audit log");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -592,10 +610,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
                         )
                         .await;
                     assert_eq!(record(&result)["outcome"], "OK", "{result}");
-                    seen.push((
-                        record(&result)["tool_call_id"].as_str().unwrap().to_owned(),
-                        decided_by(&result),
-                    ));
+                    seen.push(result);
                     if was_pushed {
                         after_push += 1;
                         if after_push == 10 {
@@ -621,9 +636,14 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         "{out}"
     );
     pushed.store(true, Ordering::SeqCst);
-    let mut calls = Vec::new();
+    let mut results = Vec::new();
     for worker in workers {
-        calls.extend(worker.await.unwrap());
+        results.extend(worker.await.unwrap());
+    }
+    let mut calls = Vec::new();
+    for result in &results {
+        let id = record(result)["tool_call_id"].as_str().unwrap().to_owned();
+        calls.push((id, decided_by(&gateway, result).await));
     }
     let v2_digest = calls.last().map(|(_, (_, d))| d.clone()).unwrap();
     assert_ne!(v1_digest, v2_digest);
@@ -635,7 +655,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         "calls ran on both sides of the push"
     );
 
-    // The audit log names the decider of every call, as the caller was told.
+    // The audit log names the decider of every call.
     let entries = audit_log_when(&gateway, |entries| {
         calls
             .iter()
@@ -709,7 +729,10 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
             json!({}),
         )
         .await;
-    assert_eq!(decided_by(&result), ("1.0.0".to_owned(), v1_digest.clone()));
+    assert_eq!(
+        decided_by(&gateway, &result).await,
+        ("1.0.0".to_owned(), v1_digest.clone())
+    );
     let (code, out) = gatehouse_admin(
         &gateway,
         &gateway.path("usr_ops_olaf.token"),
@@ -802,13 +825,13 @@ async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_the
     )
     .await;
     let echo = || gateway.call("gatehouse.echo.echo", json!({ "message": "m" }), json!({}));
-    assert_eq!(decided_by(&echo().await).0, "1.0.0");
+    assert_eq!(decided_by(&gateway, &echo().await).await.0, "1.0.0");
     // A file that does not verify is refused and changes nothing.
     std::fs::write(policies.path().join("junk.wasm"), b"not a component").unwrap();
     std::fs::write(policies.path().join("probe.wasm"), probe("2.0.0")).unwrap();
     let mut version = String::new();
     for _ in 0..100 {
-        version = decided_by(&echo().await).0;
+        version = decided_by(&gateway, &echo().await).await.0;
         if version == "2.0.0" {
             break;
         }

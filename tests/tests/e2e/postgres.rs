@@ -364,3 +364,31 @@ fn gateways_starting_together_apply_the_migrations_once() {
     let report = runtime.block_on(store.verify_audit()).unwrap();
     assert_eq!((report.entries, report.first_break), (0, None));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateways_on_one_database_share_their_rate_budgets() {
+    let pg = Postgres::start();
+    let upstream = Upstream::start().await;
+    let gateway = || {
+        let mut config = shared_config(&upstream, &pg);
+        config.pipeline.rate_limits = serde_json::from_value(json!([
+            { "tenants": ["default"], "tools": "gatehouse.echo.*", "calls": 5, "per_seconds": 60 },
+        ]))
+        .unwrap();
+        host(config)
+    };
+    let (a, b) = (gateway(), gateway());
+    let echo =
+        || ToolCallEnvelope::new("default", "gatehouse.echo.echo", json!({ "message": "hi" }));
+    for n in 0..5 {
+        let on = if n % 2 == 0 { &a } else { &b };
+        let result = on.call(echo()).await;
+        assert!(result.is_ok(), "call {n}: {result:#?}");
+    }
+    // Five calls in all, three on A and two on B: the budget is spent on both.
+    for on in [&a, &b] {
+        let limited = on.call(echo()).await;
+        assert_eq!(limited.outcome, OutcomeCode::RateLimited, "{limited:#?}");
+        assert!(limited.error.unwrap().retryable);
+    }
+}
