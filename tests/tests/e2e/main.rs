@@ -9,6 +9,7 @@ mod cli;
 mod egress;
 mod hostile;
 mod mcp;
+mod ops;
 mod pipeline;
 mod signing;
 mod state;

@@ -26,7 +26,7 @@ use wasmtime_wasi_http::io::TokioIo;
 
 /// A config for `gatehouse.rest` writing to `upstream` (GET and POST anywhere on it), the
 /// ledger, echo and the policy probe installed by [`host`].
-fn rest_config(upstream: &Upstream) -> HostConfig {
+pub(crate) fn rest_config(upstream: &Upstream) -> HostConfig {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
     config.egress = serde_json::from_value::<EgressConfig>(json!({
         "allow_private": ["127.0.0.0/8"],
@@ -682,7 +682,7 @@ async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> Gateway {
     panic!("the gateway did not start listening on {port}");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -692,7 +692,7 @@ fn free_port() -> u16 {
 
 /// `tools/call` over MCP (plain HTTP, JSON response); the JSON-RPC `result`, or `None` when
 /// the connection failed.
-async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value> {
+pub(crate) async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "name": tool, "arguments": args, "_meta": { "gatehouse/idempotency_key": key } },
@@ -717,7 +717,7 @@ async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value
     Some(reply["result"].clone())
 }
 
-fn outcome_of(result: &Value) -> &str {
+pub(crate) fn outcome_of(result: &Value) -> &str {
     result["_meta"]["gatehouse/result"]["outcome"]
         .as_str()
         .unwrap_or("?")
