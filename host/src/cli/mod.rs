@@ -50,6 +50,19 @@ const DEFAULT_CONFIG: &str = "gatehouse.toml";
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log line format on stderr: `text`, or `json` (one JSON object per line, for log
+    /// collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,7 +124,7 @@ enum Command {
     },
     /// Serve MCP over Streamable HTTP (`[mcp]` in the config): tools/list shows each caller
     /// the tools its tenant may see, tools/call runs them through the governed pipeline.
-    /// Runs until Ctrl-C.
+    /// Runs until SIGTERM or Ctrl-C (calls in flight finish first); SIGHUP reloads the config.
     Serve {
         /// A signed adapter to serve (repeatable); the config must trust its key.
         #[arg(long = "adapter", value_name = "FILE")]
@@ -213,14 +226,30 @@ fn refused(message: impl std::fmt::Display) -> Failure {
 
 /// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`).
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    ExitCode::from(run(std::env::args_os(), &mut std::io::stdout().lock()))
+    ExitCode::from(main_with(std::env::args_os()))
+}
+
+/// [`main`] with these arguments (the first is the program name): sets up logging as
+/// `--log-format` says, then [`run`]s, writing results to stdout. Returns the exit code.
+pub fn main_with<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    // Bad arguments are reported by `run`; logging then is plain text.
+    let format = Cli::try_parse_from(&args).map_or(LogFormat::Text, |cli| cli.log_format);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // Fails only if this process already set a subscriber; logging then goes there.
+    let _ = match format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
+    run(args, &mut std::io::stdout().lock())
 }
 
 /// Runs the CLI with these arguments (the first is the program name), writing results to
@@ -408,17 +437,25 @@ fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
 /// The operator config named by `--config`, `$GATEHOUSE_CONFIG` or `./gatehouse.toml`, else the
 /// built-in defaults.
 fn load_config(arg: &ConfigArg) -> Result<ServeConfig, Failure> {
-    let path = arg
-        .config
+    read_config(config_path(arg).as_deref())
+}
+
+/// The config file `--config`, `$GATEHOUSE_CONFIG` or `./gatehouse.toml` names, if any.
+fn config_path(arg: &ConfigArg) -> Option<PathBuf> {
+    arg.config
         .clone()
         .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
         .or_else(|| {
             Path::new(DEFAULT_CONFIG)
                 .exists()
                 .then(|| PathBuf::from(DEFAULT_CONFIG))
-        });
+        })
+}
+
+/// Reads the config file at `path`, or the built-in defaults without one.
+fn read_config(path: Option<&Path>) -> Result<ServeConfig, Failure> {
     match path {
-        Some(path) => ServeConfig::from_file(&path).map_err(usage),
+        Some(path) => ServeConfig::from_file(path).map_err(usage),
         None => {
             tracing::warn!("no config file: using built-in defaults, which trust no publisher");
             Ok(ServeConfig::default())

@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
 use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
 use crate::host::Host;
-use crate::mcp::{McpConfig, McpServer};
+use crate::mcp::{McpConfig, McpServer, Serving};
 use crate::watch::{PolicyWatcher, WatchConfig};
 
 /// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
@@ -53,29 +53,42 @@ impl ServeConfig {
 /// The plugins `serve` installs: (label for messages, signed bytes, is a policy).
 type Plugins = Vec<(String, Vec<u8>, bool)>;
 
-pub(super) fn serve(
-    adapters: &[PathBuf],
-    policies: &[PathBuf],
-    listen: Option<SocketAddr>,
-    demo: bool,
-    config: &ConfigArg,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let (mut config, plugins) = if demo {
-        demo_plugins()?
-    } else {
+/// Where `serve` reads its config and plugins: at start, and again on SIGHUP.
+#[derive(Debug, Clone)]
+struct Source {
+    /// The config file, if any (else the built-in defaults).
+    config: Option<PathBuf>,
+    adapters: Vec<PathBuf>,
+    policies: Vec<PathBuf>,
+}
+
+impl Source {
+    fn read(&self) -> Result<(ServeConfig, Plugins), Failure> {
         let mut plugins: Plugins = Vec::new();
-        for (paths, is_policy) in [(adapters, false), (policies, true)] {
+        for (paths, is_policy) in [(&self.adapters, false), (&self.policies, true)] {
             for path in paths {
                 let bytes = read_file(path).map_err(usage)?;
                 plugins.push((path.display().to_string(), bytes, is_policy));
             }
         }
-        (load_config(config)?, plugins)
-    };
-    if let Some(listen) = listen {
-        config.mcp.listen = listen;
+        Ok((read_config(self.config.as_deref())?, plugins))
     }
+}
+
+/// A host with its plugins installed, and the MCP endpoint over it.
+struct Started {
+    host: Arc<Host>,
+    mcp: McpConfig,
+    server: McpServer,
+    loaded: Vec<String>,
+    /// The admin API, if `[admin]` is configured: where it listens, and the server.
+    admin: Option<(SocketAddr, AdminServer)>,
+    /// The watched policy directory, if `[watch]` is configured.
+    watch: Option<WatchConfig>,
+}
+
+/// Builds the host from `config`, installs `plugins` and builds the endpoint.
+fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
     let ServeConfig {
         host: config,
         mcp,
@@ -100,20 +113,18 @@ pub(super) fn serve(
         }
     }
     let host = Arc::new(Host::new(config).map_err(usage)?);
-    for (label, bytes, is_policy) in &plugins {
+    let mut loaded = Vec::new();
+    for (label, bytes, is_policy) in plugins {
         let installed = if *is_policy {
             host.install_policy(bytes)
         } else {
             host.install_adapter(bytes)
         };
         let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
-        say!(
-            out,
-            "loaded {} {} ({})",
-            plugin.id,
-            plugin.version,
-            plugin.digest
-        );
+        loaded.push(format!(
+            "{} {} ({})",
+            plugin.id, plugin.version, plugin.digest
+        ));
     }
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
     let admin = admin
@@ -123,11 +134,59 @@ pub(super) fn serve(
                 .map_err(usage)
         })
         .transpose()?;
+    Ok(Started {
+        host,
+        mcp,
+        server,
+        loaded,
+        admin,
+        watch,
+    })
+}
+
+pub(super) fn serve(
+    adapters: &[PathBuf],
+    policies: &[PathBuf],
+    listen: Option<SocketAddr>,
+    demo: bool,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    // `serve --demo` has no file to reload.
+    let source = (!demo).then(|| Source {
+        config: config_path(config),
+        adapters: adapters.to_vec(),
+        policies: policies.to_vec(),
+    });
+    let (mut config, plugins) = match &source {
+        Some(source) => source.read()?,
+        None => demo_plugins()?,
+    };
+    if let Some(listen) = listen {
+        config.mcp.listen = listen;
+    }
+    let Started {
+        host,
+        mcp,
+        server,
+        loaded,
+        admin,
+        watch,
+    } = start(config, &plugins)?;
+    // The admin API and the watcher act on this host: a reload cannot move them yet.
+    let pinned = admin.is_some() || watch.is_some();
+    drop(plugins);
+    for plugin in loaded {
+        say!(out, "loaded {plugin}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
+        // Before the port opens: a signal that arrives once clients can connect is handled.
+        let (stop, mut hangups) = install_signals()
+            .map_err(|e| usage(format!("cannot listen for signals: {e}")))?;
         let listener = tokio::net::TcpListener::bind(mcp.listen)
             .await
             .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
@@ -177,18 +236,129 @@ pub(super) fn serve(
             // The watcher logs and audits each event itself; drain them.
             tokio::spawn(async move { while watcher.next_event().await.is_some() {} })
         });
+        // The endpoint (and the admin API, the watcher) hold the host; a reload replaces it.
+        drop(host);
         say!(out, "Ctrl-C stops the gateway.");
         let _ = out.flush();
-        let shutdown = async {
-            if let Err(error) = tokio::signal::ctrl_c().await {
-                tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
-                std::future::pending::<()>().await;
+        let serving = Serving::new(server);
+        let reloads = async {
+            while hangups.next().await {
+                if pinned {
+                    tracing::warn!("SIGHUP: reload is not available while `[admin]` or `[watch]` is configured (they act on the running host); restart gatehouse to apply a new config");
+                    continue;
+                }
+                reload(&serving, source.as_ref(), mcp.listen, listen).await;
             }
         };
-        server.serve(listener, shutdown).await;
+        let cut = tokio::select! {
+            cut = serving.serve(listener, stop.received()) => cut,
+            () = reloads => unreachable!("the SIGHUP stream does not end"),
+        };
+        if cut == 0 {
+            tracing::info!(unfinished_connections = cut, "gatehouse stopped: every call in flight finished");
+        } else {
+            tracing::warn!(unfinished_connections = cut, "gatehouse stopped: connections still open at `[mcp] drain_timeout_ms` were cut");
+        }
         say!(out, "gatehouse: stopped");
         Ok(0)
     })
+}
+
+/// SIGHUP: reads the config file and the plugin files again and, if all of it loads, serves
+/// new requests from the new host; requests in flight finish on the old one. Anything that
+/// fails to load keeps the serving config, and the log says why. The listener stays where it
+/// is (`[mcp] listen` takes a restart).
+async fn reload(
+    serving: &Serving,
+    source: Option<&Source>,
+    bound: SocketAddr,
+    listen: Option<SocketAddr>,
+) {
+    let Some(source) = source.cloned() else {
+        tracing::warn!("SIGHUP: `serve --demo` has no config file to reload");
+        return;
+    };
+    let file = source.config.as_ref().map_or_else(
+        || "(built-in defaults)".to_owned(),
+        |p| p.display().to_string(),
+    );
+    let started = tokio::task::spawn_blocking(move || {
+        let (mut config, plugins) = source.read()?;
+        let wanted = listen.unwrap_or(config.mcp.listen);
+        if wanted != bound {
+            tracing::warn!(listen = %wanted, serving = %bound, "`[mcp] listen` changed: restart gatehouse to move the listener");
+        }
+        config.mcp.listen = bound;
+        start(config, &plugins)
+    })
+    .await;
+    match started {
+        Ok(Ok(started)) => {
+            serving.replace(started.server);
+            tracing::info!(config = %file, plugins = started.loaded.len(), "config reloaded");
+        }
+        Ok(Err(failure)) => {
+            tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
+        }
+        Err(error) => {
+            tracing::warn!(config = %file, %error, "config reload failed; still serving the previous config");
+        }
+    }
+}
+
+/// The signals `serve` acts on, listened for from start: SIGTERM and SIGINT (Ctrl-C) stop it,
+/// SIGHUP reloads (Unix only).
+fn install_signals() -> std::io::Result<(Stop, Hangups)> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok((
+            Stop {
+                terminate: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            },
+            Hangups(signal(SignalKind::hangup())?),
+        ))
+    }
+    #[cfg(not(unix))]
+    Ok((Stop {}, Hangups {}))
+}
+
+/// SIGTERM or SIGINT.
+struct Stop {
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    /// Completes on the first SIGTERM or SIGINT.
+    async fn received(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.terminate.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = self.interrupt.recv() => tracing::info!("SIGINT: stopping"),
+        }
+        #[cfg(not(unix))]
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// SIGHUP.
+struct Hangups(#[cfg(unix)] tokio::signal::unix::Signal);
+
+impl Hangups {
+    /// Completes with `true` on each SIGHUP.
+    async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        return self.0.recv().await.is_some();
+        #[cfg(not(unix))]
+        std::future::pending().await
+    }
 }
 
 #[cfg(feature = "demo")]

@@ -49,6 +49,10 @@ pub struct McpConfig {
     /// dawdles longer is closed (slow-header attacks). Default: 10000.
     #[serde(default = "defaults::header_timeout_ms")]
     pub header_timeout_ms: u64,
+    /// On shutdown (SIGTERM, Ctrl-C), how long calls in flight may take to finish, in
+    /// milliseconds; connections still open then are cut. Default: 10000.
+    #[serde(default = "defaults::drain_timeout_ms")]
+    pub drain_timeout_ms: u64,
     /// Tenant for requests without an `Authorization` header. Default: none, so they are
     /// refused. Meant for local use (the demo sets it).
     #[serde(default)]
@@ -86,6 +90,11 @@ mod defaults {
     pub fn header_timeout_ms() -> u64 {
         10_000
     }
+    /// Twice the default sandbox timeout (5 s), and within the 30 s a service manager such as
+    /// Kubernetes waits before SIGKILL.
+    pub fn drain_timeout_ms() -> u64 {
+        10_000
+    }
 }
 
 impl Default for McpConfig {
@@ -97,6 +106,7 @@ impl Default for McpConfig {
             allowed_origins: Vec::new(),
             max_request_bytes: defaults::max_request_bytes(),
             header_timeout_ms: defaults::header_timeout_ms(),
+            drain_timeout_ms: defaults::drain_timeout_ms(),
             anonymous_tenant: None,
             api_keys: Vec::new(),
             aliases: ToolAliases::default(),

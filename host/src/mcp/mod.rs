@@ -47,7 +47,7 @@ pub mod server;
 pub use aliases::ToolAliases;
 pub use config::McpConfig;
 pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Caller, IdentityError};
-pub use server::McpServer;
+pub use server::{McpServer, Serving};
 
 /// `_meta` key of the full [`ToolResultEnvelope`](crate::ToolResultEnvelope) on every
 /// `tools/call` result.

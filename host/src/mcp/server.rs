@@ -2,7 +2,7 @@
 //! client, and per request the endpoint path check, identity (gate 1), then rmcp.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,6 +39,7 @@ const LOOPBACK_ORIGINS: &[&str] = &[
 pub struct McpServer {
     path: Arc<str>,
     header_timeout: Duration,
+    drain_timeout: Duration,
     max_request_bytes: usize,
     keys: Arc<ApiKeys>,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
@@ -78,6 +79,7 @@ impl McpServer {
         Ok(Self {
             path: Arc::from(config.path.as_str()),
             header_timeout: Duration::from_millis(config.header_timeout_ms),
+            drain_timeout: Duration::from_millis(config.drain_timeout_ms),
             max_request_bytes: config.max_request_bytes,
             keys: Arc::new(keys),
             service,
@@ -148,13 +150,51 @@ impl McpServer {
         response
     }
 
-    /// Serves on `listener` until `shutdown` completes; connections in flight are dropped.
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+    /// Serves on `listener` until `shutdown` completes, then drains (see [`Serving::serve`]).
+    /// Returns the number of connections cut at the drain timeout (0: every call finished).
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
+        Serving::new(self).serve(listener, shutdown).await
+    }
+}
+
+/// An endpoint that can be replaced while it serves (`gatehouse serve` on SIGHUP): each
+/// request is answered by the server current when it arrives, and a request in flight finishes
+/// on the one it started with. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Serving(Arc<RwLock<McpServer>>);
+
+impl Serving {
+    /// Serves `server` until replaced.
+    pub fn new(server: McpServer) -> Self {
+        Self(Arc::new(RwLock::new(server)))
+    }
+
+    /// Answers every request from now on with `server`.
+    pub fn replace(&self, server: McpServer) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = server;
+    }
+
+    fn current(&self) -> McpServer {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then drains: the listener closes (new
+    /// connections are refused), idle connections close, and requests in flight finish, for at
+    /// most `[mcp] drain_timeout_ms`; connections still open then are cut. Returns how many
+    /// were cut.
+    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         tokio::pin!(shutdown);
+        let (drain, draining) = tokio::sync::watch::channel(false);
+        let mut connections = tokio::task::JoinSet::new();
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
-                () = &mut shutdown => return,
+                () = &mut shutdown => break,
+                // Reaps finished connections, so the set holds only open ones.
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             };
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
@@ -166,22 +206,46 @@ impl McpServer {
                     continue;
                 }
             };
-            let server = self.clone();
-            let header_timeout = self.header_timeout;
-            tokio::spawn(async move {
+            let serving = self.clone();
+            let header_timeout = self.current().header_timeout;
+            let mut draining = draining.clone();
+            connections.spawn(async move {
                 let service = hyper::service::service_fn(move |request| {
-                    let server = server.clone();
+                    let server = serving.current();
                     async move { Ok::<_, std::convert::Infallible>(server.handle(request).await) }
                 });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                let connection = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(header_timeout)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
+                    .serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                let ended = tokio::select! {
+                    ended = connection.as_mut() => ended,
+                    () = async { let _ = draining.wait_for(|draining| *draining).await; } => {
+                        // Finishes the request in flight, if any, then closes.
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                };
+                if let Err(error) = ended {
                     tracing::debug!(%peer, %error, "mcp connection ended with an error");
                 }
             });
+        }
+        drop(listener);
+        let _ = drain.send(true);
+        let timeout = self.current().drain_timeout;
+        let drained = tokio::time::timeout(timeout, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        match drained {
+            Ok(()) => 0,
+            Err(_) => {
+                let cut = connections.len();
+                connections.shutdown().await;
+                cut
+            }
         }
     }
 }

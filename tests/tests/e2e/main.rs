@@ -10,6 +10,7 @@ mod cli;
 mod egress;
 mod hostile;
 mod mcp;
+mod ops;
 mod pipeline;
 mod postgres;
 mod signing;

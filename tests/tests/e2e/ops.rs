@@ -1,0 +1,350 @@
+//! Operating a running `gatehouse serve` process, as an operator's service manager does:
+//! SIGTERM and Ctrl-C (SIGINT) stop accepting, let calls in flight finish (for at most
+//! `[mcp] drain_timeout_ms`) and exit 0; SIGHUP reloads the config file without dropping calls,
+//! and an invalid file keeps the serving config and logs why; `--log-format json` writes one
+//! JSON object per log line. Each test drives a child process running the `gatehouse` CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gatehouse_host::HostConfig;
+use gatehouse_host::config::ToolGrant;
+use gatehouse_tests::artifacts::{ECHO, REST};
+use gatehouse_tests::glob;
+use gatehouse_tests::upstream::Upstream;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use wasmtime_wasi_http::io::TokioIo;
+
+use crate::state::{free_port, mcp_call, outcome_of, rest_config};
+
+/// The child half: runs the `gatehouse` binary's entry point (logging included) with the
+/// arguments in `GATEHOUSE_E2E_OPS`.
+#[test]
+#[ignore = "started as a child process by the operations tests"]
+fn gatehouse_child() {
+    let Ok(args) = std::env::var("GATEHOUSE_E2E_OPS") else {
+        return;
+    };
+    let args: Vec<String> = serde_json::from_str(&args).unwrap();
+    let code = gatehouse_host::cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
+    std::process::exit(i32::from(code));
+}
+
+/// A `gatehouse serve --log-format json` process; killed when dropped.
+struct Gateway {
+    child: std::process::Child,
+    port: u16,
+    stderr: PathBuf,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Gateway {
+    async fn start(dir: &Path, config: &Path) -> Self {
+        let port = free_port();
+        let rest = dir.join("rest.wasm");
+        let echo = dir.join("echo.wasm");
+        std::fs::write(&rest, REST.signed()).unwrap();
+        std::fs::write(&echo, ECHO.signed()).unwrap();
+        let args = json!([
+            "serve",
+            "--config",
+            config,
+            "--adapter",
+            rest,
+            "--adapter",
+            echo,
+            "--listen",
+            format!("127.0.0.1:{port}"),
+            "--log-format",
+            "json",
+        ]);
+        let stderr = dir.join(format!("stderr-{port}.log"));
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "ops::gatehouse_child",
+                "--exact",
+                "--include-ignored",
+                "--test-threads",
+                "1",
+            ])
+            .env("GATEHOUSE_E2E_OPS", args.to_string())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let gateway = Self {
+            child,
+            port,
+            stderr,
+        };
+        for _ in 0..600 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return gateway;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the gateway did not start listening on {port}: {:?}",
+            gateway.logs()
+        );
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, `HUP`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
+    /// Every JSON log line so far (other lines, e.g. the test harness's, are skipped).
+    fn logs(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.stderr)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Waits (at most `within`) for a log line whose message contains `text`.
+    async fn logged(&self, text: &str, within: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self.logs().into_iter().find(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(text))
+            }) {
+                return line;
+            }
+            assert!(
+                start.elapsed() < within,
+                "no log line with {text:?} in {:#?}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn exit_status(&mut self, within: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < within, "still running after {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The tool names `tools/list` answers.
+    async fn tools(&self) -> Vec<String> {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let request = hyper::Request::post("/mcp")
+            .header("host", format!("127.0.0.1:{}", self.port))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            )))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let reply: Value = serde_json::from_slice(&body).unwrap();
+        reply["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{reply}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Writes `gatehouse serve`'s config: the rest adapter granted the upstream, tools matching
+/// `tools` visible to callers without a key, and `mcp` appended to `[mcp]`.
+fn write_config(path: &Path, upstream: &Upstream, tools: &str, mcp: &str) {
+    let mut host: HostConfig = rest_config(upstream);
+    host.pipeline.tools = vec![ToolGrant {
+        tools: glob(tools),
+        tenants: ["default"].into_iter().collect(),
+        arg_constraints: Default::default(),
+    }];
+    let text = format!(
+        "{}\n[mcp]\nanonymous_tenant = \"default\"\n{mcp}",
+        toml::to_string(&host).unwrap()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// A `gatehouse.rest.send` call the upstream answers after `delay_ms`.
+fn slow_call(
+    port: u16,
+    upstream: &Upstream,
+    delay_ms: u64,
+    key: &str,
+) -> tokio::task::JoinHandle<Option<Value>> {
+    let args = json!({
+        "url": upstream.url(&format!("/delay/{delay_ms}/api/{key}")),
+        "method": "POST",
+        "body": {},
+    });
+    let key = key.to_owned();
+    tokio::spawn(async move { mcp_call(port, "gatehouse.rest.send", args, &key).await })
+}
+
+async fn until_seen(upstream: &Upstream, count: usize) {
+    let start = Instant::now();
+    while upstream.seen().len() < count {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the call never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_invalid() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    write_config(&config, &upstream, "gatehouse.rest.*", "");
+    let mut gateway = Gateway::start(dir.path(), &config).await;
+    assert_eq!(
+        gateway.tools().await,
+        ["gatehouse.rest.get", "gatehouse.rest.send"]
+    );
+
+    // A call is in flight while the config changes: it finishes, on the config it started with.
+    let in_flight = slow_call(gateway.port, &upstream, 1500, "reload-1");
+    until_seen(&upstream, 1).await;
+    write_config(&config, &upstream, "gatehouse.*", "");
+    gateway.signal("HUP");
+    let reloaded = gateway.logged("reloaded", Duration::from_secs(30)).await;
+    assert_eq!(reloaded["level"], "INFO", "{reloaded}");
+    let tools = gateway.tools().await;
+    assert!(
+        tools.contains(&"gatehouse.echo.echo".to_owned()),
+        "{tools:?}"
+    );
+    let result = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight was answered");
+    assert_eq!(outcome_of(&result), "OK", "{result}");
+
+    // An invalid file: the serving config stays, and the log says why.
+    std::fs::write(&config, "[sandbox]\nfule = 1\n").unwrap();
+    gateway.signal("HUP");
+    let refused = gateway
+        .logged("reload failed", Duration::from_secs(30))
+        .await;
+    assert_eq!(refused["level"], "WARN", "{refused}");
+    let error = refused["fields"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("gatehouse.toml") && error.contains("unknown field `fule`"),
+        "{refused}"
+    );
+    assert_eq!(gateway.tools().await, tools);
+    let echo = mcp_call(
+        gateway.port,
+        "gatehouse.echo.echo",
+        json!({ "message": "still" }),
+        "e-1",
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome_of(&echo), "OK", "{echo}");
+
+    gateway.signal("TERM");
+    assert_eq!(
+        gateway.exit_status(Duration::from_secs(15)).await.code(),
+        Some(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_and_ctrl_c_stop_accepting_finish_calls_in_flight_and_exit_0() {
+    let upstream = Upstream::start().await;
+    for (n, signal) in ["TERM", "INT"].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("gatehouse.toml");
+        write_config(&config, &upstream, "gatehouse.*", "");
+        let mut gateway = Gateway::start(dir.path(), &config).await;
+        let in_flight = slow_call(gateway.port, &upstream, 1500, &format!("stop-{signal}"));
+        until_seen(&upstream, n + 1).await;
+        gateway.signal(signal);
+        // The listener closes at once; the call in flight goes on.
+        let start = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
+            .await
+            .is_ok()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "still accepting after SIG{signal}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let result = in_flight
+            .await
+            .unwrap()
+            .expect("the call in flight was answered");
+        assert_eq!(outcome_of(&result), "OK", "SIG{signal}: {result}");
+        assert_eq!(
+            gateway.exit_status(Duration::from_secs(15)).await.code(),
+            Some(0),
+            "SIG{signal}"
+        );
+        let stopped = gateway.logged("stopped", Duration::from_secs(1)).await;
+        assert_eq!(stopped["fields"]["unfinished_connections"], 0, "{stopped}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_longer_than_the_drain_timeout_does_not_hold_the_exit() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    write_config(
+        &config,
+        &upstream,
+        "gatehouse.*",
+        "drain_timeout_ms = 200\n",
+    );
+    let mut gateway = Gateway::start(dir.path(), &config).await;
+    let in_flight = slow_call(gateway.port, &upstream, 5000, "drain-1");
+    until_seen(&upstream, 1).await;
+    let signalled = Instant::now();
+    gateway.signal("TERM");
+    assert_eq!(
+        gateway.exit_status(Duration::from_secs(4)).await.code(),
+        Some(0)
+    );
+    assert!(signalled.elapsed() < Duration::from_secs(4));
+    assert_eq!(in_flight.await.unwrap(), None, "the cut call got no answer");
+    let stopped = gateway.logged("stopped", Duration::from_secs(1)).await;
+    assert_eq!(stopped["level"], "WARN", "{stopped}");
+    assert_eq!(stopped["fields"]["unfinished_connections"], 1, "{stopped}");
+}
