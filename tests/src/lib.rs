@@ -143,3 +143,59 @@ pub fn trust(key: &SigningKey, adapters: &[&str], policies: &[&str]) -> Publishe
         policies: policies.iter().map(|s| glob(s)).collect(),
     }
 }
+
+/// The environment variable that carries a child `gatehouse` process's arguments (JSON).
+const CHILD_ARGS: &str = "GATEHOUSE_E2E_CHILD";
+
+/// The child half of [`gatehouse_child`]: when this test process was started as a child, runs
+/// the `gatehouse` binary's entry point (logging included) with the arguments it was given and
+/// exits with its code; otherwise returns at once. The test binary calls it from one ignored
+/// test named `gatehouse_child`.
+pub fn run_gatehouse_child() {
+    let Ok(args) = std::env::var(CHILD_ARGS) else {
+        return;
+    };
+    let args: Vec<String> = serde_json::from_str(&args).expect("the child's arguments");
+    let code = gatehouse_host::cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
+    std::process::exit(i32::from(code));
+}
+
+/// A command that runs `gatehouse` with `args` in a child process: this test binary again,
+/// running only its `gatehouse_child` test (see [`run_gatehouse_child`]). A real process, so
+/// tests can kill it (SIGKILL, SIGTERM) and start another on the same state.
+pub fn gatehouse_child(args: &serde_json::Value) -> std::process::Command {
+    let mut command =
+        std::process::Command::new(std::env::current_exe().expect("the test binary's path"));
+    command
+        .args([
+            "gatehouse_child",
+            "--exact",
+            "--include-ignored",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ARGS, args.to_string());
+    command
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Waits until something accepts connections on loopback `port`, at most 30 s; whether it did.
+pub async fn listening(port: u16) -> bool {
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}

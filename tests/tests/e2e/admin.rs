@@ -6,7 +6,7 @@
 //! each call; health, readiness and metrics answer.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, PolicyDefault};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
-use gatehouse_tests::{config, glob, publisher};
+use gatehouse_tests::{config, free_port, glob, listening, publisher};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
@@ -27,22 +27,6 @@ const AUDITOR: &str = "auditor-token-51fa";
 const OPERATOR: &str = "operator-token-77e3";
 /// An approver token whose principal is the calling agent itself.
 const SELF_APPROVER: &str = "self-approver-token-3a90";
-
-/// The child half of [`Gateway::start`]: runs `gatehouse serve` with the arguments in
-/// `GATEHOUSE_E2E_ADMIN_SERVE` until it is killed.
-#[test]
-#[ignore = "started as a child process by the admin tests"]
-fn serve_child() {
-    let Ok(args) = std::env::var("GATEHOUSE_E2E_ADMIN_SERVE") else {
-        return;
-    };
-    let args: Vec<String> = serde_json::from_str(&args).unwrap();
-    let code = gatehouse_host::cli::run(
-        std::iter::once("gatehouse".to_owned()).chain(args),
-        &mut std::io::sink(),
-    );
-    std::process::exit(i32::from(code));
-}
 
 /// A running `gatehouse serve` process (killed when dropped), its MCP and admin ports, and
 /// the directory holding its config, token files and plugins.
@@ -58,14 +42,6 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The probe policy packed and signed as `version`.
@@ -126,15 +102,7 @@ impl Gateway {
             "--policy",
             file("probe.wasm", &probe(probe_version)),
         ]);
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "admin::serve_child",
-                "--exact",
-                "--include-ignored",
-                "--test-threads",
-                "1",
-            ])
-            .env("GATEHOUSE_E2E_ADMIN_SERVE", args.to_string())
+        let child = gatehouse_tests::gatehouse_child(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -145,16 +113,11 @@ impl Gateway {
             admin,
             dir,
         };
-        for _ in 0..600 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", admin))
-                .await
-                .is_ok()
-            {
-                return gateway;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the gateway's admin API did not start listening on {admin}");
+        assert!(
+            listening(admin).await,
+            "the gateway's admin API did not start listening on {admin}"
+        );
+        gateway
     }
 
     fn path(&self, name: &str) -> PathBuf {

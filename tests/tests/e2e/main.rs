@@ -17,3 +17,10 @@ mod signing;
 mod state;
 mod swap;
 mod tls;
+
+/// A child `gatehouse` process started by a test (`gatehouse_tests::gatehouse_child`).
+#[test]
+#[ignore = "started as a child process by the tests that need a real gatehouse process"]
+fn gatehouse_child() {
+    gatehouse_tests::run_gatehouse_child();
+}

@@ -18,20 +18,9 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
 
-use crate::state::{free_port, mcp_call, outcome_of, rest_config};
+use gatehouse_tests::{free_port, listening};
 
-/// The child half: runs the `gatehouse` binary's entry point (logging included) with the
-/// arguments in `GATEHOUSE_E2E_OPS`.
-#[test]
-#[ignore = "started as a child process by the operations tests"]
-fn gatehouse_child() {
-    let Ok(args) = std::env::var("GATEHOUSE_E2E_OPS") else {
-        return;
-    };
-    let args: Vec<String> = serde_json::from_str(&args).unwrap();
-    let code = gatehouse_host::cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
-    std::process::exit(i32::from(code));
-}
+use crate::state::{mcp_call, outcome_of, rest_config};
 
 /// A `gatehouse serve --log-format json` process; killed when dropped.
 struct Gateway {
@@ -68,15 +57,7 @@ impl Gateway {
             "json",
         ]);
         let stderr = dir.join(format!("stderr-{port}.log"));
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "ops::gatehouse_child",
-                "--exact",
-                "--include-ignored",
-                "--test-threads",
-                "1",
-            ])
-            .env("GATEHOUSE_E2E_OPS", args.to_string())
+        let child = gatehouse_tests::gatehouse_child(&args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
@@ -87,19 +68,12 @@ impl Gateway {
             port,
             stderr,
         };
-        for _ in 0..600 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return gateway;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
+        assert!(
+            listening(port).await,
             "the gateway did not start listening on {port}: {:?}",
             gateway.logs()
         );
+        gateway
     }
 
     /// Sends `signal` (`TERM`, `INT`, `HUP`) to the process.

@@ -11,13 +11,14 @@ use gatehouse_host::state::postgres::PostgresStore;
 use gatehouse_host::state::{AuditQuery, Store};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::REST;
+use gatehouse_tests::free_port;
 use gatehouse_tests::postgres::Postgres;
 use gatehouse_tests::upstream::Upstream;
 use serde_json::json;
 
 use crate::state::{
-    free_port, futures_join, gatehouse, host, mcp_call, outcome_of, probed, rest_config,
-    serve_config, spawn_gateway, transfer,
+    futures_join, gatehouse, host, mcp_call, outcome_of, probed, rest_config, serve_config,
+    spawn_gateway, transfer,
 };
 
 fn on(pg: &Postgres) -> StoreConfig {

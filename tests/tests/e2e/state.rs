@@ -3,7 +3,7 @@
 //! the audit chain against direct tampering, and a store that fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use gatehouse_host::{
 };
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{config, glob, token_file};
+use gatehouse_tests::{config, free_port, glob, listening, token_file};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
@@ -631,22 +631,6 @@ async fn a_full_store_fails_write_calls_and_delivers_nothing_unrecorded() {
 // ---------------------------------------------------------------------------------------------
 // A gateway killed mid-call, and MCP under concurrency.
 
-/// The child half of [`a_gateway_killed_mid_call_leaves_the_key_indeterminate`]: runs
-/// `gatehouse serve` with the arguments in `GATEHOUSE_E2E_SERVE` until it is killed.
-#[test]
-#[ignore = "started as a child process by the crash test"]
-fn serve_child() {
-    let Ok(args) = std::env::var("GATEHOUSE_E2E_SERVE") else {
-        return;
-    };
-    let args: Vec<String> = serde_json::from_str(&args).unwrap();
-    let code = gatehouse_host::cli::run(
-        std::iter::once("gatehouse".to_owned()).chain(args),
-        &mut std::io::sink(),
-    );
-    std::process::exit(i32::from(code));
-}
-
 /// A `gatehouse serve` process, killed (SIGKILL) when dropped.
 pub(crate) struct Gateway(Child);
 
@@ -668,39 +652,18 @@ pub(crate) async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> G
         format!("127.0.0.1:{port}")
     ]);
     let gateway = Gateway(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "state::serve_child",
-                "--exact",
-                "--include-ignored",
-                "--test-threads",
-                "1",
-            ])
-            .env("GATEHOUSE_E2E_SERVE", args.to_string())
+        gatehouse_tests::gatehouse_child(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return gateway;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Dropping `gateway` kills the child.
-    panic!("the gateway did not start listening on {port}");
-}
-
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Dropping `gateway` on a panic kills the child.
+    assert!(
+        listening(port).await,
+        "the gateway did not start listening on {port}"
+    );
+    gateway
 }
 
 /// `tools/call` over MCP (plain HTTP, JSON response); the JSON-RPC `result`, or `None` when
