@@ -52,6 +52,22 @@ impl Op {
     }
 }
 
+/// Stops a writer: closes its queue (`jobs`), so it ends after the jobs already queued, and
+/// waits for its thread. A store's `Drop` calls it, so a clean shutdown loses nothing queued.
+pub(super) fn stop_writer<S>(
+    jobs: &std::sync::Mutex<Option<S>>,
+    thread: &std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+) {
+    use std::sync::PoisonError;
+    jobs.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let thread = thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(thread) = thread
+        && thread.join().is_err()
+    {
+        tracing::error!("the state store's writer thread panicked");
+    }
+}
+
 /// Hands `op` to a writer through `send` (false: the writer is gone); the answer once the job
 /// committed when `wait`, else at once.
 pub(super) fn submit<'a>(

@@ -94,20 +94,7 @@ impl std::fmt::Debug for PostgresStore {
 impl Drop for PostgresStore {
     /// Lets the writer commit the jobs already queued, then stops the store's thread.
     fn drop(&mut self) {
-        self.jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread
-            && thread.join().is_err()
-        {
-            tracing::error!("the PostgreSQL store's thread panicked");
-        }
+        jobs::stop_writer(&self.jobs, &self.thread);
     }
 }
 

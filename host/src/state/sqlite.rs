@@ -59,20 +59,7 @@ impl Drop for SqliteStore {
     /// Lets the writer finish the jobs already queued (records of read-only calls nobody waited
     /// for), so a clean shutdown loses nothing.
     fn drop(&mut self) {
-        self.jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(writer) = writer
-            && writer.join().is_err()
-        {
-            tracing::error!("the state store's writer thread panicked");
-        }
+        jobs::stop_writer(&self.jobs, &self.writer);
     }
 }
 
