@@ -185,6 +185,24 @@ fn wrong_answer<T>() -> Result<T, StoreError> {
     ))
 }
 
+/// The columns of an `approvals` row, in the order both backends read them.
+pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
+     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+
+/// The columns of an `audit` row, in the order both backends read them.
+pub(super) const AUDIT_COLUMNS: &str =
+    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
+
+/// A time (unix ms) as the schema's BIGINT.
+pub(super) fn to_db(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A BIGINT time back as unix ms (a negative one reads as 0).
+pub(super) fn from_db(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
 /// A key's row as a claim finds it.
 pub(super) struct KeyRow {
     pub request_hash: String,

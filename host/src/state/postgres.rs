@@ -39,7 +39,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
-use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
+use super::jobs::{
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, Done, Job, Judgement, KeyRow, Op, from_db, to_db,
+};
 use super::rate::{RateBudget, RateFuture};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
@@ -898,12 +900,6 @@ async fn propose(
     Ok(stored)
 }
 
-const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
-     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
-
-const AUDIT_COLUMNS: &str =
-    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
-
 /// The one approval matching `condition`, read with whatever client or transaction.
 async fn approval_where(
     client: &impl tokio_postgres::GenericClient,
@@ -960,14 +956,6 @@ fn audit_row(row: &Row) -> Result<AuditEntry, tokio_postgres::Error> {
         prev_hash: row.try_get(9)?,
         hash: row.try_get(10)?,
     })
-}
-
-fn to_db(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
-fn from_db(ms: i64) -> u64 {
-    u64::try_from(ms).unwrap_or(0)
 }
 
 /// A budget is one row, taken from in one atomic statement (outside the write lock: the row's

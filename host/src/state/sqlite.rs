@@ -25,7 +25,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavio
 use serde_json::Value;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
-use super::jobs::{self, Done, Job, Judgement, KeyRow, Op};
+use super::jobs::{
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, Done, Job, Judgement, KeyRow, Op, from_db, to_db,
+};
 use super::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
@@ -377,14 +379,6 @@ fn call_id_of(entry: &AuditEvent) -> Option<&str> {
     entry.tool_call_id.as_deref()
 }
 
-fn to_db(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
-fn from_db(ms: i64) -> u64 {
-    u64::try_from(ms).unwrap_or(0)
-}
-
 fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> {
     let key = &request.key;
     let now = super::now_ms();
@@ -469,9 +463,6 @@ fn append(txn: &Connection, entry: &AuditEvent) -> Result<(), StoreError> {
     .map_err(unavailable)?;
     Ok(())
 }
-
-const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
-     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
 
 fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     let json = |index: usize| -> rusqlite::Result<Value> {
@@ -646,9 +637,6 @@ fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
         hash: row.get(10)?,
     })
 }
-
-const AUDIT_COLUMNS: &str =
-    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
 
 impl RateBudget for SqliteStore {
     fn take(&self, key: String, calls: u32, window_ms: u64, now_ms: u64) -> RateFuture<'_> {
