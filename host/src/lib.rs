@@ -79,7 +79,7 @@ pub use model::{
 };
 pub use pipeline::deliver::caller_view;
 pub use plugin::{LoadedAdapter, LoadedPolicy, PluginRef, Verified};
-pub use skills::{Level as SkillLevel, Resolution};
+pub use skills::{Level as SkillLevel, Resolution, Traced as SkillTrace};
 
 /// The egress gate's own API, for the project's benchmarks (feature `internals`): drive the
 /// gate without a guest. Not a stable API.

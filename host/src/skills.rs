@@ -5,7 +5,7 @@
 //! 2. **resolve** (per call, [`Skills::resolve`]): the cascade global -> tenant -> tool
 //!    pattern -> user; within a level, higher `priority` first, then `name` ascending, so the
 //!    order is deterministic; the texts are joined with a blank line and capped at
-//!    `max_bytes` (skills that would overflow are dropped and listed in the trace).
+//!    `max_bytes` (skills that would overflow are left out and marked so in the trace).
 //!
 //! Skills never change which tools are listed or callable: they only add context.
 
@@ -120,15 +120,48 @@ pub enum Level {
     User,
 }
 
-/// Which skills matched one call, per level, and what was dropped by the size cap.
+/// The text one call receives and how it was resolved: the trace of ADR-047's resolution
+/// endpoint (`GET /v1/skills/resolve` on the admin API).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Resolution {
     /// The resolved text (`None` when nothing matched).
     pub text: Option<String>,
-    /// Matched skill names per level, in the order they were joined.
-    pub levels: Vec<(Level, Vec<String>)>,
-    /// Skills that matched but did not fit under the size cap.
-    pub dropped: Vec<String>,
+    /// One entry per matched skill, in the order they were considered (level, then priority,
+    /// then name); a level where nothing matched has one entry with no skill.
+    pub trace: Vec<Traced>,
+}
+
+/// One line of a [`Resolution`]'s trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Traced {
+    /// The cascade level.
+    pub level: Level,
+    /// The skill that matched (`None`: nothing matched at this level).
+    pub skill: Option<String>,
+    /// Its priority.
+    pub priority: Option<i32>,
+    /// Whether a skill matched at this level (false only on a level's empty entry).
+    pub matched: bool,
+    /// Whether its text is in the resolved text; false when it would overflow `max_bytes`.
+    pub included: bool,
+}
+
+impl Resolution {
+    /// The names of the skills whose text was joined, in order.
+    pub fn included(&self) -> impl Iterator<Item = &str> {
+        self.trace
+            .iter()
+            .filter(|t| t.included)
+            .filter_map(|t| t.skill.as_deref())
+    }
+
+    /// The names of the skills that matched but did not fit under the size cap.
+    pub fn dropped(&self) -> impl Iterator<Item = &str> {
+        self.trace
+            .iter()
+            .filter(|t| t.matched && !t.included)
+            .filter_map(|t| t.skill.as_deref())
+    }
 }
 
 static SECRETS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
@@ -190,9 +223,8 @@ impl Skills {
 
     /// Resolves the cascade for one call; `users` are the user principals' ids.
     pub fn resolve(&self, tenant: &str, tool: &str, users: &[&str]) -> Resolution {
-        let mut levels = Vec::new();
+        let mut trace = Vec::new();
         let mut text = String::new();
-        let mut dropped = Vec::new();
         for level in [Level::Global, Level::Tenant, Level::Tool, Level::User] {
             let mut matched: Vec<&Skill> = self
                 .skills
@@ -207,25 +239,36 @@ impl Skills {
                 .map(|(skill, _)| skill)
                 .collect();
             matched.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
-            let mut names = Vec::new();
+            if matched.is_empty() {
+                trace.push(Traced {
+                    level,
+                    skill: None,
+                    priority: None,
+                    matched: false,
+                    included: false,
+                });
+            }
             for skill in matched {
                 let separator = if text.is_empty() { 0 } else { 2 };
-                if text.len() + separator + skill.text.len() > self.limits.max_bytes {
-                    dropped.push(skill.name.clone());
-                    continue;
+                let included = text.len() + separator + skill.text.len() <= self.limits.max_bytes;
+                if included {
+                    if separator > 0 {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&skill.text);
                 }
-                if separator > 0 {
-                    text.push_str("\n\n");
-                }
-                text.push_str(&skill.text);
-                names.push(skill.name.clone());
+                trace.push(Traced {
+                    level,
+                    skill: Some(skill.name.clone()),
+                    priority: Some(skill.priority),
+                    matched: true,
+                    included,
+                });
             }
-            levels.push((level, names));
         }
         Resolution {
             text: (!text.is_empty()).then_some(text),
-            levels,
-            dropped,
+            trace,
         }
     }
 }
@@ -275,8 +318,31 @@ mod tests {
             Some("global-z\n\nglobal-a\n\nglobal-b\n\ntenant\n\ntool\n\nuser")
         );
         assert_eq!(
-            r.levels[0],
-            (Level::Global, vec!["z".into(), "a".into(), "b".into()])
+            r.included().collect::<Vec<_>>(),
+            ["z", "a", "b", "ten", "t", "u"]
+        );
+        assert_eq!(
+            r.trace[0],
+            Traced {
+                level: Level::Global,
+                skill: Some("z".into()),
+                priority: Some(5),
+                matched: true,
+                included: true
+            }
+        );
+        assert_eq!(r.dropped().count(), 0);
+        let nothing = skills.resolve("initech", "other.tool", &[]);
+        assert_eq!(nothing.trace.len(), 6, "{nothing:?}");
+        assert_eq!(
+            nothing.trace[3],
+            Traced {
+                level: Level::Tenant,
+                skill: None,
+                priority: None,
+                matched: false,
+                included: false
+            }
         );
         let capped = Skills::new(
             &[skill("a", GLOBAL, 0, "aaaa"), skill("b", GLOBAL, 0, "bbbb")],
@@ -285,7 +351,8 @@ mod tests {
         .unwrap()
         .resolve("x", "y.z", &[]);
         assert_eq!(capped.text.as_deref(), Some("aaaa"));
-        assert_eq!(capped.dropped, ["b"]);
+        assert_eq!(capped.dropped().collect::<Vec<_>>(), ["b"]);
+        assert!(!capped.trace[1].included && capped.trace[1].matched);
     }
 
     #[test]

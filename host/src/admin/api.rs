@@ -65,6 +65,34 @@ pub async fn metrics(host: &Host) -> Result<Reply, ApiError> {
     Ok(reply)
 }
 
+/// ADR-047's resolution trace: the skills text a call of `tool` by `tenant` (and `user`) would
+/// receive, and which skills matched at each level.
+pub fn resolve_skills(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let mut required = |name: &str| {
+        query.take(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "query parameter `{name}` is required, e.g. ?tenant=acme&tool=gatehouse.echo.echo"
+            ))
+        })
+    };
+    let tenant = required("tenant")?;
+    let tool = required("tool")?;
+    let user = query.take("user");
+    query.none()?;
+    let users: Vec<&str> = user.as_deref().into_iter().collect();
+    let resolution = host.resolve_skills(&tenant, &tool, &users);
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({
+            "tenant": tenant,
+            "tool": tool,
+            "user": user,
+            "resolved_context": resolution.text,
+            "trace": resolution.trace,
+        }),
+    ))
+}
+
 pub async fn list_approvals(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
     let status = ApprovalStatus::parse_filter(query.take("status").as_deref().unwrap_or("pending"))
         .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;

@@ -224,6 +224,11 @@ impl AdminServer {
                 query.none()?;
                 api::rollback(host, &operator, id).await
             }
+            ["v1", "skills", "resolve"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Operator, Role::Auditor])?;
+                api::resolve_skills(host, query)
+            }
             ["v1", "policies", id, "config"] => {
                 allow(method, &Method::PUT)?;
                 require(&operator, &[Role::Operator])?;

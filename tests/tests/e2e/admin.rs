@@ -3,7 +3,8 @@
 //! over MCP, approved through the admin API, completes on the caller's retry; tokens and roles
 //! are enforced (401, 403); the audit log is queried and verified; a policy pushed while calls
 //! run fails none of them, and the audit log names the policy version and digest that decided
-//! each call; health, readiness and metrics answer.
+//! each call; health, readiness and metrics answer; an rmcp client, in both protocol versions,
+//! meets every outcome path of a call.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -18,6 +19,10 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
 use gatehouse_tests::{config, free_port, glob, listening, publisher};
 use http_body_util::{BodyExt, Full};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
 
@@ -59,6 +64,17 @@ impl Gateway {
     /// with `probe_config`; an MCP key for tenant `default` (principal `agent:bot`) and four
     /// admin tokens; `extra` is appended to the config.
     async fn start(tools: &str, probe_config: Value, probe_version: &str, extra: &str) -> Self {
+        Self::start_with(tools, probe_config, probe_version, extra, |_| {}).await
+    }
+
+    /// [`Gateway::start`], with `tweak` applied to the host config first.
+    async fn start_with(
+        tools: &str,
+        probe_config: Value,
+        probe_version: &str,
+        extra: &str,
+        tweak: impl FnOnce(&mut HostConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let file = |name: &str, bytes: &[u8]| {
             let path = dir.path().join(name);
@@ -74,6 +90,7 @@ impl Gateway {
             order: 0,
             config: probe_config,
         });
+        tweak(&mut host);
         let (mcp, admin) = (free_port(), free_port());
         let token = |principal: &str, roles: &str, value: &str| {
             format!(
@@ -815,4 +832,264 @@ async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_the
     assert_eq!(installs[0]["principal"], json!(by));
     assert_eq!(installs[0]["record"]["plugin"]["version"], "2.0.0");
     assert_eq!(installs[0]["record"]["replaced"]["version"], "1.0.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_skills_resolution_trace_shows_what_a_call_would_receive() {
+    let skill = |name: &str, scope: &str, matches: &str, priority: i32, text: &str| json!({ "name": name, "scope": scope, "match": matches, "priority": priority, "text": text });
+    let gateway = Gateway::start_with(
+        "gatehouse.echo.*",
+        json!({ "verdict": "allow" }),
+        "1.0.0",
+        "",
+        |host| {
+            host.pipeline.skills = serde_json::from_value(json!([
+                skill(
+                    "request-id",
+                    "global",
+                    "",
+                    10,
+                    "Always include a request ID."
+                ),
+                skill("gdpr", "tenant", "acme", 50, "EU data stays in the EU."),
+                skill(
+                    "echo-style",
+                    "tool",
+                    "gatehouse.echo.*",
+                    0,
+                    "Echo politely."
+                ),
+            ]))
+            .unwrap();
+        },
+    )
+    .await;
+    let path = "/v1/skills/resolve?tenant=acme&tool=gatehouse.echo.echo&user=usr_john";
+    let (status, trace) = gateway.admin("GET", path, Some(OPERATOR), None).await;
+    assert_eq!(status, 200, "{trace}");
+    assert_eq!(
+        trace["resolved_context"],
+        "Always include a request ID.\n\nEU data stays in the EU.\n\nEcho politely."
+    );
+    let entry = |level: &str, skill: Value, priority: Value, matched: bool| json!({ "level": level, "skill": skill, "priority": priority, "matched": matched, "included": matched });
+    assert_eq!(
+        trace["trace"],
+        json!([
+            entry("global", json!("request-id"), json!(10), true),
+            entry("tenant", json!("gdpr"), json!(50), true),
+            entry("tool", json!("echo-style"), json!(0), true),
+            entry("user", Value::Null, Value::Null, false),
+        ])
+    );
+    // Another tenant and tool get only the global skill.
+    let (_, other) = gateway
+        .admin(
+            "GET",
+            "/v1/skills/resolve?tenant=globex&tool=test.ledger.transfer",
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(other["resolved_context"], "Always include a request ID.");
+    // The approver role may not; a missing parameter is a 400 naming it; no token is 401.
+    let (status, _) = gateway.admin("GET", path, Some(APPROVER), None).await;
+    assert_eq!(status, 403);
+    let (status, error) = gateway
+        .admin(
+            "GET",
+            "/v1/skills/resolve?tenant=acme",
+            Some(OPERATOR),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, error["error"].as_str()),
+        (400, Some("bad_request"))
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("`tool`"),
+        "{error}"
+    );
+    let (status, _) = gateway.admin("GET", path, None, None).await;
+    assert_eq!(status, 401);
+}
+
+/// An rmcp client of `gateway`'s MCP endpoint with the agent's key, in `version`.
+async fn rmcp_client(
+    gateway: &Gateway,
+    version: &ProtocolVersion,
+) -> RunningService<RoleClient, ()> {
+    let lifecycle = if *version == ProtocolVersion::V_2026_07_28 {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![version.clone()],
+        }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!(
+            "http://127.0.0.1:{}/mcp",
+            gateway.mcp
+        ))
+        .auth_header(AGENT_KEY),
+    );
+    let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("the client connects");
+    assert_eq!(
+        client
+            .peer_info()
+            .map(|p| p.protocol_version.clone())
+            .as_ref(),
+        Some(version)
+    );
+    client
+}
+
+/// `tools/call` through rmcp: the result, and the gateway's record of it.
+async fn rmcp_call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+    meta: Value,
+) -> (CallToolResult, Value) {
+    let params: CallToolRequestParams =
+        serde_json::from_value(json!({ "name": tool, "arguments": args, "_meta": meta })).unwrap();
+    let result = client.call_tool(params).await.expect("a tool result");
+    let record = result.meta.as_ref().expect("_meta is set")["gatehouse/result"].clone();
+    (result, record)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
+    // The probe pauses transfers for approval; a second binding of it denies statements.
+    let gateway = Gateway::start_with(
+        "test.ledger.transfer",
+        json!({ "verdict": "require_approval" }),
+        "1.0.0",
+        "",
+        |host| {
+            host.pipeline.policies.push(PolicyBinding {
+                module: "test.policy-probe".to_owned(),
+                tenants: ["*"].into_iter().collect(),
+                tools: vec![glob("test.ledger.statement")],
+                order: 1,
+                config: json!({ "verdict": "deny" }),
+            });
+        },
+    )
+    .await;
+    for version in [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25] {
+        let client = rmcp_client(&gateway, &version).await;
+        let tools: Vec<String> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        for tool in [
+            "gatehouse.echo.echo",
+            "test.ledger.transfer",
+            "test.ledger.statement",
+        ] {
+            assert!(
+                tools.iter().any(|t| t == tool),
+                "{version}: {tool} not in {tools:?}"
+            );
+        }
+
+        // ok
+        let (result, record) = rmcp_call(
+            &client,
+            "gatehouse.echo.echo",
+            json!({ "message": "hi" }),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &record["outcome"]),
+            (Some(false), &json!("OK")),
+            "{version}: {record}"
+        );
+
+        // invalid arguments: refused before anything runs
+        let (result, record) = rmcp_call(
+            &client,
+            "test.ledger.transfer",
+            json!({ "amount": "a lot" }),
+            json!({ "gatehouse/idempotency_key": format!("bad-{version}") }),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &record["outcome"]),
+            (Some(true), &json!("INVALID_ARGUMENTS")),
+            "{version}: {record}"
+        );
+
+        // policy denial
+        let (result, record) =
+            rmcp_call(&client, "test.ledger.statement", json!({}), json!({})).await;
+        assert_eq!(
+            (result.is_error, &record["outcome"]),
+            (Some(true), &json!("POLICY_BLOCKED")),
+            "{version}: {record}"
+        );
+
+        // paused -> approved through the admin API -> completed
+        let meta = json!({ "gatehouse/idempotency_key": format!("refund-{version}") });
+        let (result, paused) = rmcp_call(
+            &client,
+            "test.ledger.transfer",
+            transfer_args(),
+            meta.clone(),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &paused["outcome"]),
+            (Some(true), &json!("APPROVAL_REQUIRED")),
+            "{version}: {paused}"
+        );
+        let id = paused["approval_id"].as_str().expect("an approval id");
+        let (status, body) = gateway
+            .admin(
+                "POST",
+                &format!("/v1/approvals/{id}/approve"),
+                Some(APPROVER),
+                Some(Bytes::from(json!({ "reason": "ticket 4412" }).to_string())),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let (result, done) = rmcp_call(
+            &client,
+            "test.ledger.transfer",
+            transfer_args(),
+            meta.clone(),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &done["outcome"], &done["approval_id"]),
+            (Some(false), &json!("OK"), &json!(id)),
+            "{version}: {done}"
+        );
+        let transfer_id = result.structured_content.as_ref().unwrap()["transfer_id"].clone();
+        assert!(transfer_id.is_string(), "{result:?}");
+
+        // idempotent replay: the same key and request returns the first result, runs nothing
+        let (result, replay) =
+            rmcp_call(&client, "test.ledger.transfer", transfer_args(), meta).await;
+        assert_eq!(
+            (result.is_error, &replay["outcome"]),
+            (Some(false), &json!("OK")),
+            "{replay}"
+        );
+        assert_eq!(
+            result.meta.as_ref().unwrap()["gatehouse/replay_of"],
+            done["tool_call_id"],
+            "{version}"
+        );
+        assert_eq!(
+            result.structured_content.as_ref().unwrap()["transfer_id"],
+            transfer_id
+        );
+        client.cancel().await.unwrap();
+    }
 }

@@ -556,12 +556,20 @@ async fn skills_reach_the_adapter_and_never_change_the_tool_list() {
         "Be brief.\n\nAmounts are in EUR."
     );
     let trace = host.resolve_skills("acme", "test.ledger.transfer", &[]);
+    let levels: Vec<(Level, Option<&str>)> = trace
+        .trace
+        .iter()
+        .map(|t| (t.level, t.skill.as_deref()))
+        .collect();
     assert_eq!(
-        trace.levels[0],
-        (Level::Global, vec!["house-style".to_owned()])
+        levels,
+        [
+            (Level::Global, Some("house-style")),
+            (Level::Tenant, None),
+            (Level::Tool, Some("ledger")),
+            (Level::User, None),
+        ]
     );
-    assert_eq!(trace.levels[1], (Level::Tenant, vec![]));
-    assert_eq!(trace.levels[2], (Level::Tool, vec!["ledger".to_owned()]));
     assert_eq!(host.visible_tools("acme"), plain.visible_tools("acme"));
 
     config.pipeline.skills.push(skill(
