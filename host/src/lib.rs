@@ -68,7 +68,12 @@ mod sandbox;
 mod secret;
 mod skills;
 pub mod state;
+mod telemetry;
 pub mod watch;
+
+/// OTLP export of the call spans (cargo feature `otlp`; see the `telemetry` module docs).
+#[cfg(feature = "otlp")]
+pub use telemetry::otlp;
 
 pub use config::HostConfig;
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};

@@ -154,7 +154,8 @@ impl Pipeline {
     /// Runs one governed call through every gate, in order. Never fails: every refusal or
     /// failure is a result envelope with a status and an outcome code.
     pub async fn run(&self, sandbox: &Sandbox, call: ToolCallEnvelope) -> ToolResultEnvelope {
-        let span = tracing::info_span!("tool_call", tool_call_id = %call.tool_call_id, tool = %call.capability_id);
+        let span =
+            crate::telemetry::call_span(&call.tool_call_id, &call.capability_id, &call.trace_id);
         let now_unix_ms = crate::state::now_ms();
         let timeout = sandbox.limits().timeout;
         let deadline = tokio::time::Instant::now() + timeout;

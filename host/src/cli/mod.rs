@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 pub use serve::ServeConfig;
 
@@ -224,7 +227,8 @@ fn refused(message: impl std::fmt::Display) -> Failure {
     }
 }
 
-/// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`).
+/// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`); with
+/// feature `otlp` and `OTEL_EXPORTER_OTLP_ENDPOINT` set, call spans are exported over OTLP.
 pub fn main() -> ExitCode {
     ExitCode::from(main_with(std::env::args_os()))
 }
@@ -241,15 +245,40 @@ where
     let format = Cli::try_parse_from(&args).map_or(LogFormat::Text, |cli| cli.log_format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // Fails only if this process already set a subscriber; logging then goes there.
-    let _ = match format {
-        LogFormat::Text => logs.try_init(),
-        LogFormat::Json => logs.json().try_init(),
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Text => logs.boxed(),
+        LogFormat::Json => logs.json().boxed(),
+    }
+    .with_filter(filter);
+    let subscriber = tracing_subscriber::registry().with(logs);
+    // The call spans, exported when the environment names an OTLP endpoint; `RUST_LOG` filters
+    // only the log lines.
+    #[cfg(feature = "otlp")]
+    let (subscriber, exporter) = {
+        let (layer, exporter) = if crate::otlp::configured() {
+            match crate::otlp::layer() {
+                Ok((layer, exporter)) => (Some(layer), Some(exporter)),
+                Err(error) => {
+                    eprintln!("gatehouse: {error}; traces are not exported");
+                    (None, None)
+                }
+            }
+        } else {
+            (None, None)
+        };
+        let spans = tracing_subscriber::filter::Targets::new()
+            .with_target("gatehouse_host", tracing::Level::INFO);
+        (subscriber.with(layer.with_filter(spans)), exporter)
     };
-    run(args, &mut std::io::stdout().lock())
+    // Fails only if this process already set a subscriber; logging then goes there.
+    let _ = subscriber.try_init();
+    let code = run(args, &mut std::io::stdout().lock());
+    #[cfg(feature = "otlp")]
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
+    code
 }
 
 /// Runs the CLI with these arguments (the first is the program name), writing results to

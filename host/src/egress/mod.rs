@@ -59,6 +59,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
+use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use addr::AddressPolicy;
@@ -73,7 +74,6 @@ pub use rules::{
 pub use tls::{TlsClient, TlsConfigError};
 use transport::MeteredBody;
 
-use crate::ids;
 use crate::model::ApprovalMode;
 
 /// The per-call egress gate: the adapter's grants, the call's facts, and what the call spent.
@@ -406,7 +406,8 @@ fn outgoing_headers(
     for credential in &rule.credentials {
         headers.insert(credential.header.clone(), credential.value.clone());
     }
-    if let Ok(value) = HeaderValue::from_str(&ids::traceparent(&ledger.call.trace_id)) {
+    if let Ok(value) = HeaderValue::from_str(&crate::telemetry::traceparent(&ledger.call.trace_id))
+    {
         headers.insert(HeaderName::from_static("traceparent"), value);
     }
     if !is_safe(method)
@@ -441,8 +442,16 @@ impl WasiHttpHooks for EgressGate {
         _response_done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> SendFuture {
         let ledger = Arc::clone(&self.ledger);
+        // Called while the guest runs, so in the call's `adapter` span; the request may be
+        // driven from another task, hence the explicit parent.
+        let span = tracing::info_span!(
+            parent: &tracing::Span::current(),
+            "egress",
+            method = %request.method(),
+            destination = %request.uri().host().unwrap_or_default(),
+        );
         Box::new(async move {
-            let response = send(ledger, request, options).await?;
+            let response = send(ledger, request, options).instrument(span).await?;
             let done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
                 Box::new(async { Ok(()) });
             Ok((response, done))

@@ -11,6 +11,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::aliases::ToolAliases;
 use super::identity::Caller;
@@ -118,8 +119,17 @@ impl ServerHandler for Gateway {
             ToolCallEnvelope::new(&caller.tenant, name, args).with_principal(caller.principal);
         // rmcp moves the request's `_meta` into the context.
         let meta = request.meta.as_ref().unwrap_or(&context.meta);
-        // W3C trace context (SEP-414): the call joins the caller's trace.
-        if let Some(traceparent) = meta.get_traceparent() {
+        // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
+        // the HTTP request's header.
+        let traceparent = meta.get_traceparent().map(str::to_owned).or_else(|| {
+            context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("traceparent"))
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        });
+        if let Some(traceparent) = &traceparent {
             call = call.with_traceparent(traceparent);
         }
         if let Some(key) = meta.get(IDEMPOTENCY_KEY_META) {
@@ -151,7 +161,8 @@ impl ServerHandler for Gateway {
             })?;
             call = call.with_mode(mode);
         }
-        let result = self.host.call_for_caller(call).await;
+        let span = crate::telemetry::mcp_span(&request.name, traceparent.as_deref());
+        let result = self.host.call_for_caller(call).instrument(span).await;
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),

@@ -2,6 +2,8 @@
 //! adapter run in a fresh sandboxed instance. What the call spent (fuel, time, egress) is
 //! recorded on the result whatever the outcome.
 
+use tracing::Instrument;
+
 use crate::bindings::types as wit;
 use crate::egress::{CallInfo, EgressGate};
 use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope, Usage};
@@ -50,6 +52,11 @@ pub async fn invoke(
             &target.tool.capability().id,
             &target.args.to_string(),
         )
+        .instrument(tracing::info_span!(
+            "adapter",
+            adapter = %adapter.plugin().id,
+            capability = %target.tool.capability().id,
+        ))
         .await;
     for line in &report.logs {
         tracing::info!(target: "gatehouse::plugin", level = line.level, "{}", line.message);

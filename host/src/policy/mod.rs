@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::bindings::types as wit;
 use crate::model::{ApprovalMode, Obligation, Reason, Verdict};
@@ -355,7 +356,9 @@ pub async fn evaluate(
         let decision = match set.modules.get(&binding.spec.module) {
             None => missing(&binding.spec.module),
             Some(module) => {
-                run_one(module, sandbox, &action, &binding.config_json, &mut mode).await
+                run_one(module, sandbox, &action, &binding.config_json, &mut mode)
+                    .instrument(tracing::info_span!("policy", module = %module.plugin().id))
+                    .await
             }
         };
         match decision.0.verdict {

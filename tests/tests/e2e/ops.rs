@@ -2,7 +2,9 @@
 //! SIGTERM and Ctrl-C (SIGINT) stop accepting, let calls in flight finish (for at most
 //! `[mcp] drain_timeout_ms`) and exit 0; SIGHUP reloads the config file without dropping calls,
 //! and an invalid file keeps the serving config and logs why; `--log-format json` writes one
-//! JSON object per log line. Each test drives a child process running the `gatehouse` CLI.
+//! JSON object per log line, in the call's spans; the caller's `traceparent` continues through
+//! the MCP request, policy, adapter and egress spans, exported over OTLP to a loopback
+//! collector. Each test drives a child process running the `gatehouse` CLI.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -10,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gatehouse_host::HostConfig;
-use gatehouse_host::config::ToolGrant;
-use gatehouse_tests::artifacts::{ECHO, REST};
+use gatehouse_host::config::{PolicyBinding, ToolGrant};
+use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, REST};
 use gatehouse_tests::glob;
 use gatehouse_tests::upstream::Upstream;
 use http_body_util::{BodyExt, Full};
@@ -38,12 +40,17 @@ impl Drop for Gateway {
 
 impl Gateway {
     async fn start(dir: &Path, config: &Path) -> Self {
+        Self::start_with(dir, config, &[], &[]).await
+    }
+
+    /// [`Gateway::start`] with `more` arguments and `env` variables.
+    async fn start_with(dir: &Path, config: &Path, more: &[Value], env: &[(&str, String)]) -> Self {
         let port = free_port();
         let rest = dir.join("rest.wasm");
         let echo = dir.join("echo.wasm");
         std::fs::write(&rest, REST.signed()).unwrap();
         std::fs::write(&echo, ECHO.signed()).unwrap();
-        let args = json!([
+        let mut args = json!([
             "serve",
             "--config",
             config,
@@ -56,9 +63,11 @@ impl Gateway {
             "--log-format",
             "json",
         ]);
+        args.as_array_mut().unwrap().extend(more.iter().cloned());
         let stderr = dir.join(format!("stderr-{port}.log"));
         let child = gatehouse_tests::gatehouse_child(&args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
@@ -321,4 +330,178 @@ async fn a_call_longer_than_the_drain_timeout_does_not_hold_the_exit() {
     let stopped = gateway.logged("stopped", Duration::from_secs(1)).await;
     assert_eq!(stopped["level"], "WARN", "{stopped}");
     assert_eq!(stopped["fields"]["unfinished_connections"], 1, "{stopped}");
+}
+
+/// The spans of an OTLP/HTTP protobuf export, as (name, trace id, span id, parent span id).
+fn exported_spans(upstream: &Upstream) -> Vec<(String, String, String, String)> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message as _;
+    upstream
+        .seen()
+        .iter()
+        .filter(|seen| seen.path == "/v1/traces")
+        .flat_map(|seen| {
+            let request = ExportTraceServiceRequest::decode(seen.body.clone())
+                .expect("an OTLP protobuf export");
+            request.resource_spans.into_iter().flat_map(|resource| {
+                resource.scope_spans.into_iter().flat_map(|scope| {
+                    scope.spans.into_iter().map(|span| {
+                        (
+                            span.name,
+                            hex(&span.trace_id),
+                            hex(&span.span_id),
+                            hex(&span.parent_span_id),
+                        )
+                    })
+                })
+            })
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spans() {
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const PARENT: &str = "00f067aa0ba902b7";
+    let upstream = Upstream::start().await;
+    let collector = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    let mut host: HostConfig = rest_config(&upstream);
+    host.pipeline.tools = vec![ToolGrant {
+        tools: glob("gatehouse.*"),
+        tenants: ["default"].into_iter().collect(),
+        arg_constraints: Default::default(),
+    }];
+    host.pipeline.policies.push(PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("gatehouse.rest.*")],
+        order: 0,
+        config: json!({ "verdict": "allow" }),
+    });
+    let text = format!(
+        "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
+        toml::to_string(&host).unwrap()
+    );
+    std::fs::write(&config, text).unwrap();
+    let probe = dir.path().join("probe.wasm");
+    std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
+    let mut gateway = Gateway::start_with(
+        dir.path(),
+        &config,
+        &[json!("--policy"), json!(probe)],
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{}", collector.port),
+            ),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+        ],
+    )
+    .await;
+
+    // A tools/call carrying W3C trace context in its HTTP headers, as an instrumented agent
+    // framework sends it.
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "gatehouse.rest.send",
+            "arguments": { "url": upstream.url("/api/traced"), "method": "POST", "body": {} },
+            "_meta": { "gatehouse/idempotency_key": "traced-1" },
+        },
+    });
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let request = hyper::Request::post("/mcp")
+        .header("host", format!("127.0.0.1:{}", gateway.port))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let reply: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let record = &reply["result"]["_meta"]["gatehouse/result"];
+    assert_eq!(record["outcome"], "OK", "{reply}");
+    assert_eq!(record["trace_id"], TRACE, "{reply}");
+
+    // The spans reach the collector: one trace, each span under the one that ran it.
+    let start = Instant::now();
+    let names = ["mcp_call", "tool_call", "policy", "adapter", "egress"];
+    let spans = loop {
+        let spans = exported_spans(&collector);
+        if names.iter().all(|n| spans.iter().any(|s| s.0 == *n)) {
+            break spans;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "spans exported so far: {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let span = |name: &str| {
+        let found: Vec<_> = spans.iter().filter(|s| s.0 == name).collect();
+        assert_eq!(found.len(), 1, "{name}: {spans:?}");
+        found[0].clone()
+    };
+    let (mcp, call, policy, adapter, egress) = (
+        span("mcp_call"),
+        span("tool_call"),
+        span("policy"),
+        span("adapter"),
+        span("egress"),
+    );
+    for s in [&mcp, &call, &policy, &adapter, &egress] {
+        assert_eq!(s.1, TRACE, "{s:?}");
+    }
+    assert_eq!(mcp.3, PARENT, "the caller's span is the request's parent");
+    assert_eq!(call.3, mcp.2);
+    assert_eq!(policy.3, call.2);
+    assert_eq!(adapter.3, call.2);
+    assert_eq!(egress.3, adapter.2);
+    // The upstream's request names the egress span as its parent.
+    let seen = upstream.seen();
+    assert_eq!(
+        seen[0].headers["traceparent"].to_str().unwrap(),
+        format!("00-{TRACE}-{}-01", egress.2)
+    );
+
+    // The log line of the egress gate carries the spans it was written in.
+    let sent = gateway.logged("egress sent", Duration::from_secs(5)).await;
+    let in_spans: Vec<&str> = sent["spans"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    // (rmcp's own request span may come first.)
+    assert!(
+        in_spans.ends_with(&["mcp_call", "tool_call", "adapter", "egress"]),
+        "{sent}"
+    );
+    let call_span = sent["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "tool_call")
+        .unwrap();
+    assert_eq!(call_span["trace_id"], TRACE, "{sent}");
+
+    gateway.signal("TERM");
+    assert_eq!(
+        gateway.exit_status(Duration::from_secs(15)).await.code(),
+        Some(0)
+    );
 }
