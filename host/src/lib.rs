@@ -57,6 +57,8 @@ pub mod envelope;
 pub mod error;
 mod host;
 mod ids;
+#[cfg(any(feature = "mcp", feature = "admin"))]
+mod listener;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod metrics;

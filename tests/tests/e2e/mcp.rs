@@ -853,3 +853,145 @@ async fn a_replayed_result_is_the_callers_view_too() {
         }
     }
 }
+
+// Issue 9, item 5: connection and body-time caps on the listener.
+
+/// Writes `bytes` on a fresh connection, then reads until the gateway closes it (at most 5 s);
+/// returns what it answered ("" when it closed or reset the connection unanswered).
+async fn exchange(port: u16, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    // A refused connection may be reset before or while we write: that is its answer.
+    let _ = stream.write_all(bytes).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is still open after 5 s");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A whole `tools/list` request that asks the gateway to close the connection after it.
+fn list_request(port: u16) -> Vec<u8> {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {ACME_KEY}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2025-11-25\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{LIST}",
+        LIST.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let gateway = gateway(|mcp| mcp.body_timeout_ms = 500).await;
+    let port = gateway.port;
+    // A complete, valid tools/call, with a Content-Length 16 bytes longer: the attacker sends
+    // the JSON, trickles a few of the promised bytes, then holds the rest back.
+    let call = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {
+            "name": "test.ledger.transfer",
+            "arguments": { "amount": 10, "currency": "EUR" },
+            "_meta": { "gatehouse/idempotency_key": "slow-body-1" },
+        },
+    })
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {ACME_KEY}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2025-11-25\r\ncontent-length: {}\r\n\r\n{call}",
+        call.len() + 16
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let trickle = async {
+        for _ in 0..3 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            stream.write_all(b" ").await.unwrap();
+        }
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_to_end(&mut answer),
+        )
+        .await
+        .expect("the gateway answers and closes within 5 s")
+        .unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    // While the attacker holds its body back, a normal client is answered.
+    let (answer, tools) = tokio::join!(trickle, async {
+        let acme = client(&gateway, ACME_KEY).await;
+        acme.list_all_tools().await.unwrap()
+    });
+    let elapsed = started.elapsed();
+    assert!(!tools.is_empty());
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"], "request_timeout", "{body}");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(400)
+            && elapsed < std::time::Duration::from_secs(3),
+        "answered after {elapsed:?}, body_timeout_ms is 500"
+    );
+    // The held call never ran: the same idempotency key now runs fresh, not as a replay.
+    let acme = client(&gateway, ACME_KEY).await;
+    let transfer = acme
+        .call_tool(params(json!({
+            "name": "test.ledger.transfer",
+            "arguments": { "amount": 10, "currency": "EUR" },
+            "_meta": { "gatehouse/idempotency_key": "slow-body-1" },
+        })))
+        .await
+        .unwrap();
+    assert_eq!(record(&transfer)["outcome"], "OK");
+    assert!(
+        transfer
+            .meta
+            .as_ref()
+            .unwrap()
+            .get("gatehouse/replay_of")
+            .is_none(),
+        "the held call ran: {transfer:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_are_closed_unserved_until_one_frees() {
+    let gateway = gateway(|mcp| mcp.max_connections = 2).await;
+    let port = gateway.port;
+    // Two clients open connections and send nothing: they hold both slots.
+    let first = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let second = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    // The third is closed without an answer, whatever it sends.
+    assert_eq!(exchange(port, &list_request(port)).await, "");
+    assert_eq!(exchange(port, &list_request(port)).await, "");
+    drop(second);
+    // Once one closes, a request is served again (the slot frees when the gateway sees EOF).
+    let mut answer = String::new();
+    for _ in 0..50 {
+        answer = exchange(port, &list_request(port)).await;
+        if !answer.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("gatehouse.echo.echo"), "{answer}");
+    drop(first);
+}
