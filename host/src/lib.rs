@@ -55,6 +55,8 @@ pub mod demo;
 mod egress;
 pub mod envelope;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 mod host;
 mod ids;
 #[cfg(any(feature = "mcp", feature = "admin"))]
