@@ -995,3 +995,141 @@ async fn connections_beyond_max_connections_are_closed_unserved_until_one_frees(
     assert!(answer.contains("gatehouse.echo.echo"), "{answer}");
     drop(first);
 }
+
+// Issue 9, item 9: fuzzing the JSON-RPC input.
+
+/// Whether `request` is a `tools/call` the gateway may run: a JSON-RPC 2.0 request object with
+/// an id, that method, and params naming a tool.
+fn is_valid_tools_call(request: &[u8]) -> bool {
+    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(request) else {
+        return false;
+    };
+    request.get("jsonrpc") == Some(&json!("2.0"))
+        && request.get("method") == Some(&json!("tools/call"))
+        && request
+            .get("id")
+            .is_some_and(|id| id.is_string() || id.is_i64() || id.is_u64())
+        && request["params"]["name"].is_string()
+}
+
+/// Arbitrary JSON, as deep as JSON-RPC bodies get.
+fn json_values() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        proptest::sample::select(
+            &[
+                "2.0",
+                "tools/call",
+                "tools/list",
+                "initialize",
+                "gatehouse.echo.echo",
+                "test.ledger.transfer",
+                ""
+            ][..]
+        )
+        .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(
+                proptest::sample::select(
+                    &[
+                        "jsonrpc",
+                        "id",
+                        "method",
+                        "params",
+                        "name",
+                        "arguments",
+                        "_meta",
+                        "message",
+                        "result",
+                        "error"
+                    ][..]
+                )
+                .prop_map(str::to_owned),
+                inner,
+                0..5,
+            )
+            .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// Bodies an attacker POSTs: arbitrary bytes, arbitrary JSON, and JSON-RPC requests with
+/// arbitrary parts.
+fn bodies() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..128),
+        json_values().prop_map(|v| v.to_string().into_bytes()),
+        (json_values(), proptest::sample::select(&["tools/call", "tools/list", "ping", "notifications/initialized"][..]), json_values(), json_values())
+            .prop_map(|(id, method, name, arguments)| {
+                json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": { "name": name, "arguments": arguments } })
+                    .to_string()
+                    .into_bytes()
+            }),
+    ]
+}
+
+#[test]
+fn any_body_posted_gets_a_documented_answer_and_only_valid_tools_calls_run() {
+    use proptest::test_runner::{Config, TestRunner};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let gateway = runtime.block_on(gateway(|_| {}));
+    let auth = format!("Bearer {ACME_KEY}");
+    // Each case is a round trip through the gateway: a few dozen by default (CI), more with
+    // PROPTEST_CASES.
+    let cases = std::env::var("PROPTEST_CASES")
+        .map_or(48, |n| n.parse().expect("PROPTEST_CASES is a number"));
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&bodies(), |body| {
+        let (status, _, answer) = runtime.block_on(post(
+            gateway.port,
+            "/mcp",
+            &[("authorization", &auth)],
+            body.clone(),
+        ));
+        let input = String::from_utf8_lossy(&body);
+        proptest::prop_assert!(
+            [200, 202, 400].contains(&status),
+            "{status} for {input}: {answer}"
+        );
+        if status == 202 {
+            return Ok(());
+        }
+        let answer: Value = serde_json::from_str(&answer).map_err(|e| {
+            proptest::test_runner::TestCaseError::fail(format!("{e}: not JSON: {answer}"))
+        })?;
+        proptest::prop_assert_eq!(&answer["jsonrpc"], "2.0", "{}", answer);
+        let ran = answer["result"]["_meta"].get("gatehouse/result").is_some();
+        proptest::prop_assert!(
+            !ran || is_valid_tools_call(&body),
+            "a call ran for {input}: {answer}"
+        );
+        if status == 400 {
+            let code = answer["error"]["code"].as_i64();
+            proptest::prop_assert!(matches!(code, Some(-32700 | -32600)), "{input}: {answer}");
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
