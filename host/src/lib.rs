@@ -55,8 +55,12 @@ pub mod demo;
 mod egress;
 pub mod envelope;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 mod host;
 mod ids;
+#[cfg(any(feature = "mcp", feature = "admin"))]
+mod listener;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod metrics;

@@ -74,6 +74,14 @@ pub struct AdminConfig {
     /// Time a client has to send a request's headers, in milliseconds. Default: 10000.
     #[serde(default = "defaults::header_timeout_ms")]
     pub header_timeout_ms: u64,
+    /// Time a client has to send a request's body once its headers are in, in milliseconds; a
+    /// body not complete by then is answered 408 and nothing is done. Default: 60000.
+    #[serde(default = "defaults::body_timeout_ms")]
+    pub body_timeout_ms: u64,
+    /// Most connections served at once; one beyond it is closed at accept, unread, and the
+    /// refusals are logged as one counted warning per 10 s. Default: 64.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
     /// Bearer tokens and what each may do. Default: none.
     #[serde(default, rename = "token")]
     pub tokens: Vec<AdminTokenConfig>,
@@ -91,6 +99,14 @@ mod defaults {
     pub fn header_timeout_ms() -> u64 {
         10_000
     }
+    /// Uploads reach 64 MiB (`max_body_bytes`): a minute allows about 9 Mbit/s.
+    pub fn body_timeout_ms() -> u64 {
+        60_000
+    }
+    /// Operators and scrapers, not agents: a few at once.
+    pub fn max_connections() -> usize {
+        64
+    }
 }
 
 impl Default for AdminConfig {
@@ -99,6 +115,8 @@ impl Default for AdminConfig {
             listen: defaults::listen(),
             max_body_bytes: defaults::max_body_bytes(),
             header_timeout_ms: defaults::header_timeout_ms(),
+            body_timeout_ms: defaults::body_timeout_ms(),
+            max_connections: defaults::max_connections(),
             tokens: Vec::new(),
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioTimer;
 use serde_json::{Value, json};
@@ -18,6 +18,7 @@ use super::api;
 use super::auth::{AuthError, Operator, TokenError, Tokens};
 use super::config::{AdminConfig, Role};
 use crate::host::Host;
+use crate::listener::{BodyError, ConnectionCap, read_body};
 
 /// A response of the admin API.
 pub type Reply = Response<Full<Bytes>>;
@@ -103,6 +104,8 @@ pub struct AdminServer {
     tokens: Arc<Tokens>,
     max_body_bytes: usize,
     header_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
 }
 
 impl std::fmt::Debug for AdminServer {
@@ -121,6 +124,8 @@ impl AdminServer {
             tokens: Arc::new(Tokens::load(&config.tokens)?),
             max_body_bytes: config.max_body_bytes,
             header_timeout: Duration::from_millis(config.header_timeout_ms),
+            body_timeout: Duration::from_millis(config.body_timeout_ms),
+            max_connections: config.max_connections,
         })
     }
 
@@ -244,25 +249,28 @@ impl AdminServer {
     }
 
     async fn body(&self, body: Incoming) -> Result<Bytes, ApiError> {
-        match Limited::new(body, self.max_body_bytes).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!(
-                    "the body is larger than {} bytes (`[admin] max_body_bytes`)",
-                    self.max_body_bytes
+        read_body(body, self.max_body_bytes, self.body_timeout)
+            .await
+            .map_err(|error| match error {
+                BodyError::TooLarge(_) => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("{error} (`[admin] max_body_bytes`)"),
                 ),
-            )),
-            Err(error) => Err(ApiError::bad_request(format!(
-                "cannot read the request body: {error}"
-            ))),
-        }
+                BodyError::TimedOut(_) => ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!("{error} (`[admin] body_timeout_ms`)"),
+                ),
+                BodyError::Unreadable(_) => ApiError::bad_request(error.to_string()),
+            })
     }
 
-    /// Serves on `listener` until `shutdown` completes; connections in flight are dropped.
+    /// Serves on `listener` until `shutdown` completes; connections in flight are dropped. At
+    /// most `[admin] max_connections` are served at once; more are closed at accept.
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let cap = ConnectionCap::new("admin", self.max_connections);
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -276,6 +284,10 @@ impl AdminServer {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
+            };
+            let Some(slot) = cap.admit() else {
+                drop(stream);
+                continue;
             };
             let server = self.clone();
             let header_timeout = self.header_timeout;
@@ -292,6 +304,7 @@ impl AdminServer {
                 {
                     tracing::debug!(%peer, %error, "admin connection ended with an error");
                 }
+                drop(slot);
             });
         }
     }

@@ -44,6 +44,8 @@ mod addr;
 mod call;
 mod config;
 mod grants;
+#[cfg(test)]
+mod props;
 mod rules;
 #[cfg(test)]
 mod tests;

@@ -49,6 +49,16 @@ pub struct McpConfig {
     /// dawdles longer is closed (slow-header attacks). Default: 10000.
     #[serde(default = "defaults::header_timeout_ms")]
     pub header_timeout_ms: u64,
+    /// Time a client has to send a request's body once its headers are in, in milliseconds; a
+    /// body not complete by then is answered 408 and nothing is called (slow-body attacks).
+    /// Default: 10000.
+    #[serde(default = "defaults::body_timeout_ms")]
+    pub body_timeout_ms: u64,
+    /// Most connections served at once; one beyond it is closed at accept, unread, and the
+    /// refusals are logged as one counted warning per 10 s. Read when the listener starts (a
+    /// SIGHUP reload keeps the running cap; restart to change it). Default: 1024.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
     /// On shutdown (SIGTERM, Ctrl-C), how long calls in flight may take to finish, in
     /// milliseconds; connections still open then are cut. Default: 10000.
     #[serde(default = "defaults::drain_timeout_ms")]
@@ -90,6 +100,15 @@ mod defaults {
     pub fn header_timeout_ms() -> u64 {
         10_000
     }
+    /// Ample for a 1 MiB body (`max_request_bytes`) on any working link.
+    pub fn body_timeout_ms() -> u64 {
+        10_000
+    }
+    /// Well under a default `ulimit -n` of 4096 (each connection is a file descriptor), far
+    /// above what agents on one gateway hold open.
+    pub fn max_connections() -> usize {
+        1024
+    }
     /// Twice the default sandbox timeout (5 s), and within the 30 s a service manager such as
     /// Kubernetes waits before SIGKILL.
     pub fn drain_timeout_ms() -> u64 {
@@ -106,6 +125,8 @@ impl Default for McpConfig {
             allowed_origins: Vec::new(),
             max_request_bytes: defaults::max_request_bytes(),
             header_timeout_ms: defaults::header_timeout_ms(),
+            body_timeout_ms: defaults::body_timeout_ms(),
+            max_connections: defaults::max_connections(),
             drain_timeout_ms: defaults::drain_timeout_ms(),
             anonymous_tenant: None,
             api_keys: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioTimer;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -21,6 +21,7 @@ use super::config::McpConfig;
 use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys};
 use crate::host::Host;
+use crate::listener::{BodyError, ConnectionCap, read_body};
 
 /// Browser origins a loopback listener accepts without configuration: pages served from this
 /// machine, on any port. A remote page cannot carry them, so DNS rebinding stays refused (the
@@ -39,8 +40,10 @@ const LOOPBACK_ORIGINS: &[&str] = &[
 pub struct McpServer {
     path: Arc<str>,
     header_timeout: Duration,
+    body_timeout: Duration,
     drain_timeout: Duration,
     max_request_bytes: usize,
+    max_connections: usize,
     keys: Arc<ApiKeys>,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
@@ -79,8 +82,10 @@ impl McpServer {
         Ok(Self {
             path: Arc::from(config.path.as_str()),
             header_timeout: Duration::from_millis(config.header_timeout_ms),
+            body_timeout: Duration::from_millis(config.body_timeout_ms),
             drain_timeout: Duration::from_millis(config.drain_timeout_ms),
             max_request_bytes: config.max_request_bytes,
+            max_connections: config.max_connections,
             keys: Arc::new(keys),
             service,
         })
@@ -114,22 +119,21 @@ impl McpServer {
                 return response;
             }
         }
-        // The body is read here, within the size limit, so that a body rmcp cannot parse can
-        // be answered as JSON-RPC (below).
+        // The body is read here, within the size and time limits, so that a body rmcp cannot
+        // parse can be answered as JSON-RPC (below), and nothing is called before it is whole.
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, self.max_request_bytes).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) if error.is::<LengthLimitError>() => {
-                return plain(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &json!({ "error": "payload_too_large", "message": format!("the request body exceeds {} bytes", self.max_request_bytes) }),
-                );
-            }
+        let body = match read_body(body, self.max_request_bytes, self.body_timeout).await {
+            Ok(body) => body,
             Err(error) => {
-                tracing::debug!(%error, "mcp request body unreadable");
+                let (status, code) = match &error {
+                    BodyError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+                    BodyError::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+                    BodyError::Unreadable(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+                };
+                tracing::debug!(%error, "mcp request body refused");
                 return plain(
-                    StatusCode::BAD_REQUEST,
-                    &json!({ "error": "bad_request", "message": format!("cannot read the request body: {error}") }),
+                    status,
+                    &json!({ "error": code, "message": error.to_string() }),
                 );
             }
         };
@@ -184,9 +188,11 @@ impl Serving {
     /// Serves on `listener` until `shutdown` completes, then drains: the listener closes (new
     /// connections are refused), idle connections close, and requests in flight finish, for at
     /// most `[mcp] drain_timeout_ms`; connections still open then are cut. Returns how many
-    /// were cut.
+    /// were cut. At most `[mcp] max_connections` (as configured when this starts) are served
+    /// at once; more are closed at accept.
     pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         tokio::pin!(shutdown);
+        let cap = ConnectionCap::new("mcp", self.current().max_connections);
         let (drain, draining) = tokio::sync::watch::channel(false);
         let mut connections = tokio::task::JoinSet::new();
         loop {
@@ -205,6 +211,10 @@ impl Serving {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
+            };
+            let Some(slot) = cap.admit() else {
+                drop(stream);
+                continue;
             };
             let serving = self.clone();
             let header_timeout = self.current().header_timeout;
@@ -230,6 +240,7 @@ impl Serving {
                 if let Err(error) = ended {
                     tracing::debug!(%peer, %error, "mcp connection ended with an error");
                 }
+                drop(slot);
             });
         }
         drop(listener);

@@ -17,6 +17,8 @@
 
 pub(crate) mod cache;
 pub mod manifest;
+#[cfg(test)]
+mod props;
 pub mod sections;
 pub mod signature;
 pub(crate) mod trust;

@@ -853,3 +853,283 @@ async fn a_replayed_result_is_the_callers_view_too() {
         }
     }
 }
+
+// Issue 9, item 5: connection and body-time caps on the listener.
+
+/// Writes `bytes` on a fresh connection, then reads until the gateway closes it (at most 5 s);
+/// returns what it answered ("" when it closed or reset the connection unanswered).
+async fn exchange(port: u16, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    // A refused connection may be reset before or while we write: that is its answer.
+    let _ = stream.write_all(bytes).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is still open after 5 s");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A whole `tools/list` request that asks the gateway to close the connection after it.
+fn list_request(port: u16) -> Vec<u8> {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {ACME_KEY}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2025-11-25\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{LIST}",
+        LIST.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let gateway = gateway(|mcp| mcp.body_timeout_ms = 500).await;
+    let port = gateway.port;
+    // A complete, valid tools/call, with a Content-Length 16 bytes longer: the attacker sends
+    // the JSON, trickles a few of the promised bytes, then holds the rest back.
+    let call = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {
+            "name": "test.ledger.transfer",
+            "arguments": { "amount": 10, "currency": "EUR" },
+            "_meta": { "gatehouse/idempotency_key": "slow-body-1" },
+        },
+    })
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {ACME_KEY}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2025-11-25\r\ncontent-length: {}\r\n\r\n{call}",
+        call.len() + 16
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let trickle = async {
+        for _ in 0..3 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            stream.write_all(b" ").await.unwrap();
+        }
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_to_end(&mut answer),
+        )
+        .await
+        .expect("the gateway answers and closes within 5 s")
+        .unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    // While the attacker holds its body back, a normal client is answered.
+    let (answer, tools) = tokio::join!(trickle, async {
+        let acme = client(&gateway, ACME_KEY).await;
+        acme.list_all_tools().await.unwrap()
+    });
+    let elapsed = started.elapsed();
+    assert!(!tools.is_empty());
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"], "request_timeout", "{body}");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(400)
+            && elapsed < std::time::Duration::from_secs(3),
+        "answered after {elapsed:?}, body_timeout_ms is 500"
+    );
+    // The held call never ran: the same idempotency key now runs fresh, not as a replay.
+    let acme = client(&gateway, ACME_KEY).await;
+    let transfer = acme
+        .call_tool(params(json!({
+            "name": "test.ledger.transfer",
+            "arguments": { "amount": 10, "currency": "EUR" },
+            "_meta": { "gatehouse/idempotency_key": "slow-body-1" },
+        })))
+        .await
+        .unwrap();
+    assert_eq!(record(&transfer)["outcome"], "OK");
+    assert!(
+        transfer
+            .meta
+            .as_ref()
+            .unwrap()
+            .get("gatehouse/replay_of")
+            .is_none(),
+        "the held call ran: {transfer:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_are_closed_unserved_until_one_frees() {
+    let gateway = gateway(|mcp| mcp.max_connections = 2).await;
+    let port = gateway.port;
+    // Two clients open connections and send nothing: they hold both slots.
+    let first = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let second = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    // The third is closed without an answer, whatever it sends.
+    assert_eq!(exchange(port, &list_request(port)).await, "");
+    assert_eq!(exchange(port, &list_request(port)).await, "");
+    drop(second);
+    // Once one closes, a request is served again (the slot frees when the gateway sees EOF).
+    let mut answer = String::new();
+    for _ in 0..50 {
+        answer = exchange(port, &list_request(port)).await;
+        if !answer.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("gatehouse.echo.echo"), "{answer}");
+    drop(first);
+}
+
+// Issue 9, item 9: fuzzing the JSON-RPC input.
+
+/// Whether `request` is a `tools/call` the gateway may run: a JSON-RPC 2.0 request object with
+/// an id, that method, and params naming a tool.
+fn is_valid_tools_call(request: &[u8]) -> bool {
+    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(request) else {
+        return false;
+    };
+    request.get("jsonrpc") == Some(&json!("2.0"))
+        && request.get("method") == Some(&json!("tools/call"))
+        && request
+            .get("id")
+            .is_some_and(|id| id.is_string() || id.is_i64() || id.is_u64())
+        && request["params"]["name"].is_string()
+}
+
+/// Arbitrary JSON, as deep as JSON-RPC bodies get.
+fn json_values() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        proptest::sample::select(
+            &[
+                "2.0",
+                "tools/call",
+                "tools/list",
+                "initialize",
+                "gatehouse.echo.echo",
+                "test.ledger.transfer",
+                ""
+            ][..]
+        )
+        .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(
+                proptest::sample::select(
+                    &[
+                        "jsonrpc",
+                        "id",
+                        "method",
+                        "params",
+                        "name",
+                        "arguments",
+                        "_meta",
+                        "message",
+                        "result",
+                        "error"
+                    ][..]
+                )
+                .prop_map(str::to_owned),
+                inner,
+                0..5,
+            )
+            .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// Bodies an attacker POSTs: arbitrary bytes, arbitrary JSON, and JSON-RPC requests with
+/// arbitrary parts.
+fn bodies() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..128),
+        json_values().prop_map(|v| v.to_string().into_bytes()),
+        (json_values(), proptest::sample::select(&["tools/call", "tools/list", "ping", "notifications/initialized"][..]), json_values(), json_values())
+            .prop_map(|(id, method, name, arguments)| {
+                json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": { "name": name, "arguments": arguments } })
+                    .to_string()
+                    .into_bytes()
+            }),
+    ]
+}
+
+#[test]
+fn any_body_posted_gets_a_documented_answer_and_only_valid_tools_calls_run() {
+    use proptest::test_runner::{Config, TestRunner};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let gateway = runtime.block_on(gateway(|_| {}));
+    let auth = format!("Bearer {ACME_KEY}");
+    // Each case is a round trip through the gateway: a few dozen by default (CI), more with
+    // PROPTEST_CASES.
+    let cases = std::env::var("PROPTEST_CASES")
+        .map_or(48, |n| n.parse().expect("PROPTEST_CASES is a number"));
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&bodies(), |body| {
+        let (status, _, answer) = runtime.block_on(post(
+            gateway.port,
+            "/mcp",
+            &[("authorization", &auth)],
+            body.clone(),
+        ));
+        let input = String::from_utf8_lossy(&body);
+        proptest::prop_assert!(
+            [200, 202, 400].contains(&status),
+            "{status} for {input}: {answer}"
+        );
+        if status == 202 {
+            return Ok(());
+        }
+        let answer: Value = serde_json::from_str(&answer).map_err(|e| {
+            proptest::test_runner::TestCaseError::fail(format!("{e}: not JSON: {answer}"))
+        })?;
+        proptest::prop_assert_eq!(&answer["jsonrpc"], "2.0", "{}", answer);
+        let ran = answer["result"]["_meta"].get("gatehouse/result").is_some();
+        proptest::prop_assert!(
+            !ran || is_valid_tools_call(&body),
+            "a call ran for {input}: {answer}"
+        );
+        if status == 400 {
+            let code = answer["error"]["code"].as_i64();
+            proptest::prop_assert!(matches!(code, Some(-32700 | -32600)), "{input}: {answer}");
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
