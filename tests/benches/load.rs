@@ -12,8 +12,8 @@
 //!    call (a durable claim and a recorded result in the SQLite store).
 //! 4. Each server under 1, 8 and 32 clients (tasks of this process, one connection each):
 //!    calls/s, p50/p99 latency, server CPU per call (the server process's utime + stime from
-//!    `/proc/<pid>/stat` over the measured window, divided by the calls) and its RSS after the
-//!    row. Every answer is checked (HTTP 200, `"isError":false`).
+//!    `/proc/<pid>/stat` over the measured window, divided by the calls; in the JSON also split
+//!    into user and kernel time) and its RSS after the row. Every answer is checked (HTTP 200, `"isError":false`).
 //!
 //! Prints a table and, with `--json PATH`, writes the figures as JSON; also the issue's
 //! targets at 32 clients: gatehouse CPU/call over (floor CPU/call + bare call CPU).
@@ -295,8 +295,8 @@ impl Server {
         server
     }
 
-    /// (utime + stime) of the server process, in seconds.
-    fn cpu_seconds(&self, ticks: f64) -> f64 {
+    /// (utime, stime) of the server process, in seconds.
+    fn cpu_seconds(&self, ticks: f64) -> (f64, f64) {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
             .expect("the server's stat");
         // Fields after the command name (which is in parentheses): state is field 3, utime 14.
@@ -304,7 +304,7 @@ impl Server {
         let fields: Vec<&str> = rest.split(' ').collect();
         let utime: f64 = fields[11].parse().expect("utime");
         let stime: f64 = fields[12].parse().expect("stime");
-        (utime + stime) / ticks
+        (utime / ticks, stime / ticks)
     }
 
     fn rss_mib(&self) -> f64 {
@@ -335,7 +335,9 @@ impl Server {
                 let cpu_before = self.cpu_seconds(ticks);
                 let (mut latencies, elapsed) =
                     runtime.block_on(drive(self.port, &call, clients, window));
-                let cpu = self.cpu_seconds(ticks) - cpu_before;
+                let cpu_after = self.cpu_seconds(ticks);
+                let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
+                let cpu = user + system;
                 latencies.sort_unstable();
                 let at = |q: f64| {
                     latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)]
@@ -349,6 +351,8 @@ impl Server {
                     "p50_us": at(0.50).as_secs_f64() * 1e6,
                     "p99_us": at(0.99).as_secs_f64() * 1e6,
                     "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
+                    "server_user_us_per_call": user * 1e6 / calls as f64,
+                    "server_system_us_per_call": system * 1e6 / calls as f64,
                     "rss_mib": self.rss_mib(),
                 });
                 println!(
