@@ -1,0 +1,482 @@
+//! Load: `gatehouse serve` against a native hyper floor, under 1, 8 and 32 concurrent
+//! kept-alive HTTP/1.1 MCP clients (POST `tools/call`, JSON response).
+//!
+//! 1. The bare cost: `Host::call` of the echo tool in this process (every gate, a fresh
+//!    instance, the envelope), its CPU per call from this thread's own CPU time.
+//! 2. The floor: this binary again as a separate process, a minimal hyper HTTP/1.1 server
+//!    that parses each JSON-RPC request and answers it with a canned `tools/call` result.
+//! 3. `gatehouse serve` as a separate process (this binary again, running the `gatehouse`
+//!    binary's entry point, built in this workspace's bench profile), one process per
+//!    scenario: (a) read-only echo; (b) echo with the `gatehouse.baseline` policy bound to
+//!    every call; (c) the write-class `test.ledger.transfer` with a fresh idempotency key per
+//!    call (a durable claim and a recorded result in the SQLite store).
+//! 4. Each server under 1, 8 and 32 clients (tasks of this process, one connection each):
+//!    calls/s, p50/p99 latency, server CPU per call (the server process's utime + stime from
+//!    `/proc/<pid>/stat` over the measured window, divided by the calls; in the JSON also split
+//!    into user and kernel time) and its RSS after the row. Every answer is checked (HTTP 200, `"isError":false`).
+//!
+//! Prints a table and, with `--json PATH`, writes the figures as JSON; also the issue's
+//! targets at 32 clients: gatehouse CPU/call over (floor CPU/call + bare call CPU).
+//!
+//! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH]`
+//! (`--seconds` per row, default 3: a run takes about a minute).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gatehouse_host::config::{PolicyBinding, Tenants};
+use gatehouse_host::{Host, HostConfig};
+use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use wasmtime_wasi_http::io::TokioIo;
+
+/// Set in the floor server process: the loopback port to serve on.
+const FLOOR: &str = "GATEHOUSE_BENCH_LOAD_FLOOR";
+/// The concurrency levels of every server.
+const CLIENTS: [usize; 3] = [1, 8, 32];
+/// Warm-up before each measured window: connections open, instance slots and caches warm.
+const WARM_UP: Duration = Duration::from_millis(500);
+
+fn main() {
+    gatehouse_tests::run_gatehouse_child();
+    if let Ok(port) = std::env::var(FLOOR) {
+        floor_server(port.parse().expect("the floor's port"));
+        return;
+    }
+    let seconds: f64 = flag("--seconds").map_or(3.0, |s| s.parse().expect("--seconds N"));
+    let window = Duration::from_secs_f64(seconds);
+    let json_path = flag("--json");
+    let ticks: f64 = clock_ticks();
+    let dir = tempfile::tempdir().expect("temp dir");
+
+    let bare_us = bare_call_cpu_us(window);
+    println!("bare Host::call (echo, fresh instance) in process: {bare_us:.1} us CPU per call");
+    println!(
+        "{:<22} {:>7} {:>9} {:>9} {:>9} {:>12} {:>9}",
+        "server", "clients", "calls/s", "p50 us", "p99 us", "cpu us/call", "rss MiB"
+    );
+    let mut rows = Vec::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    let port = gatehouse_tests::free_port();
+    let floor = Server::start(
+        Command::new(std::env::current_exe().expect("this binary"))
+            .env(FLOOR, port.to_string())
+            .stdout(Stdio::null()),
+        port,
+        &runtime,
+    );
+    rows.extend(floor.measure("floor", &Call::Echo, window, ticks, &runtime));
+    drop(floor);
+
+    for (scenario, call, policy) in [
+        ("echo", Call::Echo, false),
+        ("echo+policy", Call::Echo, true),
+        ("write+idempotency", Call::Transfer, false),
+    ] {
+        let port = gatehouse_tests::free_port();
+        let args = serve_args(dir.path(), scenario, port, policy);
+        let log = std::fs::File::create(dir.path().join(format!("{scenario}.log"))).expect("log");
+        let mut command = gatehouse_tests::gatehouse_child(&args);
+        command.stdout(Stdio::null()).stderr(log);
+        let server = Server::start(&mut command, port, &runtime);
+        rows.extend(server.measure(scenario, &call, window, ticks, &runtime));
+    }
+
+    let cpu = |server: &str| {
+        rows.iter()
+            .find(|r| r["server"] == server && r["clients"] == 32)
+            .map_or(f64::NAN, |r| {
+                r["server_cpu_us_per_call"].as_f64().unwrap_or(f64::NAN)
+            })
+    };
+    let rate = |server: &str| {
+        rows.iter()
+            .find(|r| r["server"] == server && r["clients"] == 32)
+            .map_or(f64::NAN, |r| r["calls_per_s"].as_f64().unwrap_or(f64::NAN))
+    };
+    let echo_limit = cpu("floor") + bare_us;
+    let policy_limit = cpu("floor") + 2.0 * bare_us;
+    let targets = json!({
+        "echo_cpu_ratio": cpu("echo") / echo_limit,
+        "echo_policy_cpu_ratio": cpu("echo+policy") / policy_limit,
+        "echo_throughput_share_of_floor": rate("echo") / rate("floor"),
+    });
+    println!(
+        "at 32 clients: echo CPU/call = {:.2}x (floor + bare) [target <= 1.5], with policy {:.2}x \
+         (floor + 2 bare) [target <= 1.5], echo throughput {:.0}% of the floor [target >= 40%]",
+        targets["echo_cpu_ratio"].as_f64().unwrap_or(f64::NAN),
+        targets["echo_policy_cpu_ratio"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        100.0
+            * targets["echo_throughput_share_of_floor"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+    );
+    if let Some(path) = json_path {
+        let report = json!({
+            "seconds_per_row": seconds,
+            "cpus": std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+            "bare_host_call_cpu_us": bare_us,
+            "rows": rows,
+            "targets_at_32_clients": targets,
+        });
+        std::fs::write(&path, serde_json::to_vec_pretty(&report).expect("json"))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        println!("wrote {path}");
+    }
+}
+
+/// The value after `name` on the command line.
+fn flag(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat`'s CPU times.
+fn clock_ticks() -> f64 {
+    let out = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("getconf CLK_TCK runs");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("CLK_TCK is a number")
+}
+
+/// `Host::call` of the echo tool in a loop on this thread for `window`: this thread's CPU
+/// time (ns, from `/proc/thread-self/schedstat`) per call, in microseconds.
+fn bare_call_cpu_us(window: Duration) -> f64 {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let host = Host::new(host_config(None, false)).expect("host");
+        host.install_adapter(&ECHO.signed()).expect("echo loads");
+        let run = |window: Duration| {
+            let started = Instant::now();
+            let before = thread_cpu_ns();
+            let mut calls = 0u64;
+            while started.elapsed() < window {
+                let result = runtime.block_on(gatehouse_tests::echo(&host, "hi"));
+                assert!(result.is_ok(), "{result:#?}");
+                calls += 1;
+            }
+            (thread_cpu_ns() - before) as f64 / 1_000.0 / calls as f64
+        };
+        run(WARM_UP);
+        run(window)
+    })
+    .join()
+    .expect("the bare-call thread")
+}
+
+fn thread_cpu_ns() -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    text.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("schedstat's first field")
+}
+
+/// The operator config of every gatehouse process (and the bare host): the test publisher
+/// trusted, every tool visible, 64 concurrent calls, the state store at `store`.
+fn host_config(store: Option<std::path::PathBuf>, policy: bool) -> HostConfig {
+    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &["gatehouse.*"]);
+    config.sandbox.max_concurrent_calls = 64;
+    if let Some(store) = store {
+        config.store.path = Some(store);
+    }
+    if policy {
+        config.pipeline.policies.push(PolicyBinding {
+            module: "gatehouse.baseline".to_owned(),
+            tenants: Tenants::all(),
+            tools: vec![gatehouse_tests::glob("*")],
+            order: 0,
+            config: json!({}),
+        });
+    }
+    config
+}
+
+/// `gatehouse serve` arguments for one scenario: a config file and the signed plugins, written
+/// to `dir`.
+fn serve_args(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Value {
+    let config = host_config(Some(dir.join(format!("{scenario}.db"))), policy);
+    let text = format!(
+        "{}\n[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"\n",
+        toml::to_string_pretty(&config).expect("the config serializes")
+    );
+    let config_path = dir.join(format!("{scenario}.toml"));
+    std::fs::write(&config_path, text).expect("write config");
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config_path.display().to_string(),
+    ];
+    for (flag, artifact) in [("--adapter", &ECHO), ("--adapter", &LEDGER)]
+        .into_iter()
+        .chain(policy.then_some(("--policy", &BASELINE)))
+    {
+        let path = dir.join(format!("{}.signed.wasm", artifact.name));
+        std::fs::write(&path, artifact.signed()).expect("write plugin");
+        args.push(flag.to_owned());
+        args.push(path.display().to_string());
+    }
+    json!(args)
+}
+
+/// The tool call every client sends.
+#[derive(Clone, Copy)]
+enum Call {
+    /// `gatehouse.echo.echo`, read-only.
+    Echo,
+    /// `test.ledger.transfer`, write-class, a fresh idempotency key each call.
+    Transfer,
+}
+
+impl Call {
+    fn body(&self, client: usize, n: u64) -> String {
+        match self {
+            Self::Echo => json!({
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": { "name": "gatehouse.echo.echo", "arguments": { "message": "hi" } },
+            }),
+            Self::Transfer => json!({
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {
+                    "name": "test.ledger.transfer",
+                    "arguments": { "amount": 1, "currency": "EUR" },
+                    "_meta": {
+                        "gatehouse/idempotency_key":
+                            format!("load-{}-{client}-{n}-{}", std::process::id(), gatehouse_tests::unique()),
+                    },
+                },
+            }),
+        }
+        .to_string()
+    }
+}
+
+/// A server process under test; killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(command: &mut Command, port: u16, runtime: &tokio::runtime::Runtime) -> Self {
+        let child = command.spawn().expect("the server starts");
+        let server = Self { child, port };
+        assert!(
+            runtime.block_on(gatehouse_tests::listening(port)),
+            "the server listens on {port}"
+        );
+        server
+    }
+
+    /// (utime, stime) of the server process, in seconds.
+    fn cpu_seconds(&self, ticks: f64) -> (f64, f64) {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("the server's stat");
+        // Fields after the command name (which is in parentheses): state is field 3, utime 14.
+        let rest = &stat[stat.rfind(')').expect("stat's command") + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let utime: f64 = fields[11].parse().expect("utime");
+        let stime: f64 = fields[12].parse().expect("stime");
+        (utime / ticks, stime / ticks)
+    }
+
+    fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .expect("VmRSS")
+            / 1024.0
+    }
+
+    /// One row per concurrency level: warm up, then measure `window`.
+    fn measure(
+        &self,
+        name: &str,
+        call: &Call,
+        window: Duration,
+        ticks: f64,
+        runtime: &tokio::runtime::Runtime,
+    ) -> Vec<Value> {
+        let call = Arc::new(*call);
+        CLIENTS
+            .iter()
+            .map(|&clients| {
+                runtime.block_on(drive(self.port, &call, clients, WARM_UP));
+                let cpu_before = self.cpu_seconds(ticks);
+                let (mut latencies, elapsed) =
+                    runtime.block_on(drive(self.port, &call, clients, window));
+                let cpu_after = self.cpu_seconds(ticks);
+                let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
+                let cpu = user + system;
+                latencies.sort_unstable();
+                let at = |q: f64| {
+                    latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)]
+                };
+                let calls = latencies.len();
+                let row = json!({
+                    "server": name,
+                    "clients": clients,
+                    "calls": calls,
+                    "calls_per_s": calls as f64 / elapsed.as_secs_f64(),
+                    "p50_us": at(0.50).as_secs_f64() * 1e6,
+                    "p99_us": at(0.99).as_secs_f64() * 1e6,
+                    "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
+                    "server_user_us_per_call": user * 1e6 / calls as f64,
+                    "server_system_us_per_call": system * 1e6 / calls as f64,
+                    "rss_mib": self.rss_mib(),
+                });
+                println!(
+                    "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1}",
+                    name,
+                    clients,
+                    row["calls_per_s"].as_f64().unwrap_or_default(),
+                    row["p50_us"].as_f64().unwrap_or_default(),
+                    row["p99_us"].as_f64().unwrap_or_default(),
+                    row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
+                    row["rss_mib"].as_f64().unwrap_or_default(),
+                );
+                row
+            })
+            .collect()
+    }
+}
+
+/// `clients` connections to `port`, each sending `call` back to back for `window`: every
+/// call's latency, and the elapsed time.
+async fn drive(
+    port: u16,
+    call: &Arc<Call>,
+    clients: usize,
+    window: Duration,
+) -> (Vec<Duration>, Duration) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let call = Arc::clone(call);
+            tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .expect("connect");
+                stream.set_nodelay(true).expect("nodelay");
+                let (mut sender, connection) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .expect("handshake");
+                tokio::spawn(connection);
+                let host = format!("127.0.0.1:{port}");
+                let mut latencies = Vec::new();
+                let mut n = 0u64;
+                while started.elapsed() < window {
+                    let request = hyper::Request::post("/mcp")
+                        .header("host", &host)
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json, text/event-stream")
+                        .header("mcp-protocol-version", "2025-11-25")
+                        .body(Full::new(Bytes::from(call.body(client, n))))
+                        .expect("request");
+                    let begun = Instant::now();
+                    sender.ready().await.expect("the connection is kept alive");
+                    let response = sender.send_request(request).await.expect("response");
+                    let status = response.status();
+                    let body = response
+                        .into_body()
+                        .collect()
+                        .await
+                        .expect("body")
+                        .to_bytes();
+                    latencies.push(begun.elapsed());
+                    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+                    assert!(
+                        contains(&body, b"\"isError\":false"),
+                        "{}",
+                        String::from_utf8_lossy(&body)
+                    );
+                    n += 1;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("client task"));
+    }
+    (latencies, started.elapsed())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The floor: hyper HTTP/1.1 on loopback `port`, each request's body read and parsed as
+/// JSON-RPC, answered with a canned echo `tools/call` result carrying the request's id.
+fn floor_server(port: u16) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind");
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            stream.set_nodelay(true).expect("nodelay");
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |request: hyper::Request<hyper::body::Incoming>| async move {
+                        let body = request.into_body().collect().await?.to_bytes();
+                        let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let answer = json!({
+                            "jsonrpc": "2.0",
+                            "id": call["id"],
+                            "result": {
+                                "content": [{ "type": "text", "text": "hi" }],
+                                "structuredContent": { "message": "hi" },
+                                "isError": false,
+                            },
+                        });
+                        let response = hyper::Response::builder()
+                            .header("content-type", "application/json")
+                            .body(Full::new(Bytes::from(answer.to_string())))
+                            .expect("a canned response builds");
+                        Ok::<_, hyper::Error>(response)
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
