@@ -5,7 +5,7 @@ pub use crate::config::ConfigError;
 pub use crate::egress::{GrantError, PatternError, TlsConfigError};
 pub use crate::host::{HostError, InstallError};
 #[cfg(feature = "mcp")]
-pub use crate::mcp::{ApiKeyError, IdentityError};
+pub use crate::mcp::{ApiKeyError, IdentityError, JwtConfigError, JwtError, ServerConfigError};
 pub use crate::model::GlobError;
 pub use crate::pipeline::PipelineError;
 pub use crate::pipeline::registry::ToolGrantError;

@@ -186,6 +186,12 @@ impl Host {
         })
     }
 
+    /// The TLS client of this host's `https` requests (egress, and the MCP endpoint's JWKS
+    /// fetches), built from `[egress]`'s root certificates.
+    pub(crate) fn tls(&self) -> &TlsClient {
+        &self.tls
+    }
+
     /// Checks signature, trust scope and manifest without compiling or executing anything.
     pub fn verify(&self, bytes: &[u8]) -> Result<Verified, LoadError> {
         plugin::verify(bytes, &self.trust)

@@ -95,9 +95,9 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
         admin,
         watch,
     } = config;
-    if mcp.api_keys.is_empty() && mcp.anonymous_tenant.is_none() {
+    if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
         return Err(usage(
-            "no caller could be admitted: add `[[mcp.api_key]]` entries to the config (or \
+            "no caller could be admitted: add `[[mcp.api_key]]` entries or `[mcp.jwt]` to the config (or \
              `[mcp] anonymous_tenant` for local use)",
         ));
     }
@@ -187,6 +187,7 @@ pub(super) fn serve(
         // Before the port opens: a signal that arrives once clients can connect is handled.
         let (stop, mut hangups) = install_signals()
             .map_err(|e| usage(format!("cannot listen for signals: {e}")))?;
+        server.refresh_keys().await.map_err(usage)?;
         let listener = tokio::net::TcpListener::bind(mcp.listen)
             .await
             .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;

@@ -125,7 +125,7 @@ impl TlsClient {
     }
 
     /// The connector every `https` request uses.
-    pub(super) fn connector(&self) -> &TlsConnector {
+    pub(crate) fn connector(&self) -> &TlsConnector {
         &self.connector
     }
 }

@@ -5,9 +5,18 @@
 //! [mcp]
 //! listen = "127.0.0.1:8787"
 //!
+//! public_url = "https://gatehouse.example.com"
+//! authorization_servers = ["https://idp.example.com/"]
+//!
 //! [[mcp.api_key]]
 //! tenant = "acme"
 //! env = "ACME_AGENT_KEY"
+//!
+//! [mcp.jwt]
+//! issuer = "https://idp.example.com/"
+//! audience = "https://gatehouse.example.com/mcp"
+//! algorithms = ["RS256"]
+//! jwks_url = "https://idp.example.com/.well-known/jwks.json"
 //! ```
 
 use std::net::SocketAddr;
@@ -16,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::aliases::ToolAliases;
 use super::identity::ApiKeyConfig;
+use super::jwt::JwtConfig;
 
 /// The `[mcp]` table: where `gatehouse serve` listens and who may call. The defaults listen on
 /// loopback only and admit nobody: every caller needs an `[[mcp.api_key]]` unless
@@ -70,6 +80,25 @@ pub struct McpConfig {
     /// Bearer API keys and the tenant each identifies. Default: none.
     #[serde(default, rename = "api_key")]
     pub api_keys: Vec<ApiKeyConfig>,
+    /// `[mcp.jwt]`: bearer JWTs from an authorization server (see [`super::jwt`]). Default:
+    /// none; only API keys identify callers.
+    #[serde(default)]
+    pub jwt: Option<JwtConfig>,
+    /// The URL clients reach this gateway at, scheme and authority (and a path prefix if a
+    /// proxy adds one), e.g. `https://gatehouse.example.com`: the endpoint's `resource` is this
+    /// plus `path`, and the OAuth protected resource metadata (RFC 9728) is served under it.
+    /// Default: `http://<listen>` (`http://localhost:<port>` when `listen` is an unspecified
+    /// address such as `0.0.0.0`); set it when serving behind TLS or a proxy.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// Authorization servers issuing tokens for this endpoint, listed in the protected resource
+    /// metadata so MCP clients can find them. Default: none.
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// Scopes listed in the protected resource metadata (`scopes_supported`). Default: none,
+    /// and the field is left out.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
     /// `[mcp.aliases]`: MCP tool names for gatehouse tools, e.g.
     /// `test_simple_text = "gatehouse.conformance.test_simple_text"` (see
     /// [`aliases`](super::aliases)). Default: none; tools are listed as
@@ -130,6 +159,10 @@ impl Default for McpConfig {
             drain_timeout_ms: defaults::drain_timeout_ms(),
             anonymous_tenant: None,
             api_keys: Vec::new(),
+            jwt: None,
+            public_url: None,
+            authorization_servers: Vec::new(),
+            scopes_supported: Vec::new(),
             aliases: ToolAliases::default(),
         }
     }

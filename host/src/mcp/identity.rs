@@ -1,11 +1,17 @@
-//! Gate 1, identify: who is calling, from the HTTP request.
+//! Gate 1, identify: who is calling, from the HTTP request ([`Identity::identify`]).
 //!
-//! A caller presents `Authorization: Bearer <key>`; the key is looked up among the operator's
-//! `[[mcp.api_key]]` entries (read once at start, from an environment variable or a file, and
-//! kept only as SHA-256 digests) and yields the key's tenant and principal. A request without
-//! `Authorization` runs as `[mcp] anonymous_tenant` if the operator set one, and is refused
-//! otherwise. A present but unknown or malformed key is always refused, never downgraded to
-//! anonymous.
+//! A caller presents `Authorization: Bearer <token>`. In order:
+//! 1. the token is looked up among the operator's `[[mcp.api_key]]` entries (read once at
+//!    start, from an environment variable or a file, and kept only as SHA-256 digests); a match
+//!    yields the key's tenant and principal;
+//! 2. otherwise, if `[mcp.jwt]` is set and the token has a JWT's shape, it is verified as a JWT
+//!    ([`super::jwt`]) and its claims name the tenant and principal; a JWT that fails is
+//!    refused with the reason, never tried as anything else;
+//! 3. otherwise the token is refused as unknown.
+//!
+//! A request without `Authorization` runs as `[mcp] anonymous_tenant` if the operator set one,
+//! and is refused otherwise. A present but unknown, malformed or invalid token is always
+//! refused, never downgraded to anonymous.
 
 use std::path::PathBuf;
 
@@ -14,6 +20,7 @@ use http::header::AUTHORIZATION;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::jwt::{JwtError, JwtVerifier, looks_like_jwt};
 use crate::model::{Principal, PrincipalKind};
 
 /// One `[[mcp.api_key]]`: a bearer key and who it identifies. Exactly one of `env` and `file`.
@@ -67,6 +74,70 @@ pub enum IdentityError {
     /// No configured key matches.
     #[error("the API key is not valid for this gateway")]
     Unknown,
+    /// A JWT was presented and refused.
+    #[error("{0}")]
+    Jwt(JwtError),
+}
+
+impl IdentityError {
+    /// Whether the request presented a token (refused), as opposed to none: RFC 6750 then
+    /// asks for `error="invalid_token"` in `WWW-Authenticate`.
+    pub fn token_presented(&self) -> bool {
+        match self {
+            Self::Missing => false,
+            Self::Malformed | Self::Unknown | Self::Jwt(_) => true,
+        }
+    }
+}
+
+/// Gate 1: the API keys and, if `[mcp.jwt]` is set, the JWT verifier.
+#[derive(Debug)]
+pub struct Identity {
+    keys: ApiKeys,
+    jwt: Option<JwtVerifier>,
+}
+
+impl Identity {
+    /// Both ways of identifying a caller, loaded.
+    pub fn new(keys: ApiKeys, jwt: Option<JwtVerifier>) -> Self {
+        Self { keys, jwt }
+    }
+
+    /// The JWT verifier, if `[mcp.jwt]` is set.
+    pub fn jwt(&self) -> Option<&JwtVerifier> {
+        self.jwt.as_ref()
+    }
+
+    /// Gate 1 for one request (steps 1-3 of the module docs).
+    pub async fn identify(&self, headers: &HeaderMap) -> Result<Caller, IdentityError> {
+        let Some(token) = bearer(headers)? else {
+            return self.keys.anonymous.clone().ok_or(IdentityError::Missing);
+        };
+        if let Some(caller) = self.keys.lookup(token) {
+            return Ok(caller);
+        }
+        match &self.jwt {
+            Some(jwt) if looks_like_jwt(token) => {
+                jwt.verify(token).await.map_err(IdentityError::Jwt)
+            }
+            _ => Err(IdentityError::Unknown),
+        }
+    }
+}
+
+/// The bearer token, `None` without an `Authorization` header.
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(Some)
+        .ok_or(IdentityError::Malformed)
 }
 
 /// The operator's API keys, loaded once.
@@ -108,30 +179,19 @@ impl ApiKeys {
         Ok(Self { keys, anonymous })
     }
 
-    /// Gate 1 for one request.
-    pub fn identify(&self, headers: &HeaderMap) -> Result<Caller, IdentityError> {
-        let Some(value) = headers.get(AUTHORIZATION) else {
-            return self.anonymous.clone().ok_or(IdentityError::Missing);
-        };
-        let key = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or(IdentityError::Malformed)?;
+    /// The caller of a configured key.
+    fn lookup(&self, key: &str) -> Option<Caller> {
         // Digests are compared, so the comparison time says nothing about the stored keys.
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         self.keys
             .iter()
             .find(|(d, _)| *d == digest)
             .map(|(_, caller)| caller.clone())
-            .ok_or(IdentityError::Unknown)
     }
 }
 
 /// An MCP caller is an agent acting in `tenant`.
-fn caller(tenant: &str, id: String) -> Caller {
+pub(super) fn caller(tenant: &str, id: String) -> Caller {
     Caller {
         tenant: tenant.to_owned(),
         principal: Principal {
@@ -146,7 +206,19 @@ fn caller(tenant: &str, id: String) -> Caller {
 mod tests {
     use super::*;
 
-    fn keys(anonymous: Option<&str>) -> (ApiKeys, tempfile::TempDir) {
+    /// API keys only, as a server without `[mcp.jwt]` identifies.
+    struct Keys(Identity);
+
+    impl Keys {
+        fn identify(&self, headers: &HeaderMap) -> Result<Caller, IdentityError> {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(self.0.identify(headers))
+        }
+    }
+
+    fn keys(anonymous: Option<&str>) -> (Keys, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("acme"), "key-acme\n").unwrap();
         std::fs::write(dir.path().join("globex"), "key-globex").unwrap();
@@ -161,7 +233,7 @@ mod tests {
             anonymous,
         )
         .unwrap();
-        (keys, dir)
+        (Keys(Identity::new(keys, None)), dir)
     }
 
     fn headers(authorization: Option<&str>) -> HeaderMap {
@@ -243,5 +315,75 @@ mod tests {
             "{twice}"
         );
         assert!(!twice.contains("k-7f3a9"));
+    }
+
+    #[test]
+    fn a_jwt_is_verified_never_downgraded_and_api_keys_still_work() {
+        use crate::mcp::jwt::tests::{claims, rsa_key, sign};
+        use crate::mcp::jwt::{JwtConfig, JwtVerifier};
+        let (Keys(api_only), dir) = keys(Some("public"));
+        let (rsa, _) = rsa_key("r1");
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(
+            &jwks,
+            serde_json::json!({ "keys": [rsa.jwk.clone()] }).to_string(),
+        )
+        .unwrap();
+        let config: JwtConfig = toml::from_str(&format!(
+            "issuer = \"https://idp.test/\"\naudience = \"https://gatehouse.test/mcp\"\nalgorithms = [\"RS256\"]\njwks_file = {:?}",
+            jwks.display().to_string()
+        ))
+        .unwrap();
+        let verifier = JwtVerifier::load(&config, &crate::egress::TlsClient::default()).unwrap();
+        let with_jwt = Keys(Identity::new(
+            ApiKeys::load(
+                &[ApiKeyConfig {
+                    tenant: "acme".to_owned(),
+                    principal: None,
+                    env: None,
+                    file: Some(dir.path().join("acme")),
+                }],
+                Some("public"),
+            )
+            .unwrap(),
+            Some(verifier),
+        ));
+        let good = sign(&rsa, &claims("globex", "user:7"));
+        let caller = with_jwt
+            .identify(&headers(Some(&format!("Bearer {good}"))))
+            .unwrap();
+        assert_eq!(
+            (
+                caller.tenant.as_str(),
+                caller.principal.id.as_str(),
+                caller.principal.tenant.as_str()
+            ),
+            ("globex", "user:7", "globex")
+        );
+        let mut expired = claims("globex", "user:7");
+        expired["exp"] = serde_json::json!(0);
+        let refused =
+            with_jwt.identify(&headers(Some(&format!("Bearer {}", sign(&rsa, &expired)))));
+        assert_eq!(
+            refused,
+            Err(IdentityError::Jwt(JwtError::Invalid(
+                "the token has expired (`exp`)".to_owned()
+            )))
+        );
+        assert!(refused.unwrap_err().token_presented());
+        assert_eq!(
+            with_jwt
+                .identify(&headers(Some("Bearer key-acme")))
+                .unwrap()
+                .tenant,
+            "acme"
+        );
+        assert_eq!(with_jwt.identify(&headers(None)).unwrap().tenant, "public");
+        // Without `[mcp.jwt]` a valid JWT is just an unknown API key.
+        assert_eq!(
+            Keys(api_only).identify(&headers(Some(&format!("Bearer {good}")))),
+            Err(IdentityError::Unknown)
+        );
+        assert!(!IdentityError::Missing.token_presented());
     }
 }

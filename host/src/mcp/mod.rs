@@ -3,15 +3,20 @@
 //! One endpoint (`[mcp] path`, default `/mcp`), served by hyper with the official Rust MCP SDK
 //! (rmcp) speaking the protocol. Each HTTP request, in order:
 //! 1. anything but the endpoint path is 404;
-//! 2. **identify** (gate 1, [`identity`]): a bearer API key, or the anonymous tenant if the
-//!    operator set one; otherwise 401 and nothing else happens;
-//! 3. the body is read within `[mcp] max_request_bytes` (413 beyond); rmcp checks `Host`
+//! 2. `GET /.well-known/oauth-protected-resource` (and the same with the endpoint path
+//!    appended) answers the OAuth protected resource metadata (RFC 9728) without identity:
+//!    `resource`, `authorization_servers`, `bearer_methods_supported`, `scopes_supported`;
+//! 3. **identify** (gate 1, [`identity`]): a bearer API key or JWT ([`jwt`]), or the anonymous
+//!    tenant if the operator set one; otherwise 401 with `WWW-Authenticate: Bearer
+//!    resource_metadata="<metadata URL>"` (and `error="invalid_token"` when a token was
+//!    refused), and nothing else happens;
+//! 4. the body is read within `[mcp] max_request_bytes` (413 beyond); rmcp checks `Host`
 //!    (DNS-rebinding protection; `[mcp] allowed_hosts`) and `Origin` (a browser origin must be
 //!    listed in `[mcp] allowed_origins`, or be a loopback origin on a loopback listener;
 //!    requests without one pass), then parses JSON-RPC: a body that is not JSON gets the
 //!    JSON-RPC parse error (-32700), JSON that is not a JSON-RPC message the invalid-request
 //!    error (-32600), both with HTTP 400 and never a call;
-//! 4. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look
+//! 5. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look
 //!    the same); `tools/call` builds a `ToolCallEnvelope` for the caller and runs
 //!    [`Host::call_for_caller`](crate::Host::call_for_caller): the governed pipeline, its
 //!    result delivered as the caller's view ([`crate::caller_view`]).
@@ -35,19 +40,21 @@
 //!
 //! Files by job: [`config`] (the `[mcp]` table), [`aliases`] (MCP names for tools),
 //! [`server`] (accept loop and HTTP),
-//! [`identity`] (gate 1), `handler` (the rmcp handler), `result` (envelope to MCP result).
+//! [`identity`] (gate 1), [`jwt`] (JWT verification), `handler` (the rmcp handler), `result` (envelope to MCP result).
 
 pub mod aliases;
 pub mod config;
 mod handler;
 pub mod identity;
+pub mod jwt;
 mod result;
 pub mod server;
 
 pub use aliases::ToolAliases;
 pub use config::McpConfig;
-pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Caller, IdentityError};
-pub use server::{McpServer, Serving};
+pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Caller, Identity, IdentityError};
+pub use jwt::{JwtConfig, JwtConfigError, JwtError, JwtVerifier};
+pub use server::{McpServer, ServerConfigError, Serving};
 
 /// `_meta` key of the full [`ToolResultEnvelope`](crate::ToolResultEnvelope) on every
 /// `tools/call` result.

@@ -1,5 +1,6 @@
 //! The HTTP side of `gatehouse serve`: the accept loop, one hyper HTTP/1.1 connection per
-//! client, and per request the endpoint path check, identity (gate 1), then rmcp.
+//! client, and per request the endpoint path check, the protected resource metadata, identity
+//! (gate 1), then rmcp.
 
 use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -19,7 +20,8 @@ use wasmtime_wasi_http::io::TokioIo;
 
 use super::config::McpConfig;
 use super::handler::Gateway;
-use super::identity::{ApiKeyError, ApiKeys};
+use super::identity::{ApiKeyError, ApiKeys, Identity};
+use super::jwt::{JwtConfigError, JwtVerifier};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
 
@@ -35,16 +37,40 @@ const LOOPBACK_ORIGINS: &[&str] = &[
     "https://[::1]:*",
 ];
 
+/// The well-known path of the OAuth protected resource metadata (RFC 9728, section 3).
+const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// Why the `[mcp]` table cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerConfigError {
+    /// An `[[mcp.api_key]]` entry.
+    #[error(transparent)]
+    ApiKey(#[from] ApiKeyError),
+    /// `[mcp.jwt]`.
+    #[error(transparent)]
+    Jwt(#[from] JwtConfigError),
+    /// `[mcp] public_url`.
+    #[error(
+        "`[mcp] public_url` `{0}` must be an absolute `http(s)://host[:port][/prefix]` URL without query or fragment"
+    )]
+    PublicUrl(String),
+}
+
 /// The MCP endpoint for a host: identity, then rmcp, then the pipeline. Cheap to clone.
 #[derive(Clone)]
 pub struct McpServer {
     path: Arc<str>,
+    /// The paths the protected resource metadata is served at.
+    metadata_paths: [Arc<str>; 2],
+    metadata: Arc<Value>,
+    /// `WWW-Authenticate` of a 401 without and with a refused token.
+    challenges: [http::HeaderValue; 2],
     header_timeout: Duration,
     body_timeout: Duration,
     drain_timeout: Duration,
     max_request_bytes: usize,
     max_connections: usize,
-    keys: Arc<ApiKeys>,
+    identity: Arc<Identity>,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
 
@@ -57,11 +83,33 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// Load phase: reads the API keys and builds the endpoint. Whether loopback browser
-    /// origins are accepted by default follows `config.listen` (see [`McpConfig`]); serve it on
-    /// a listener bound to that address.
-    pub fn new(host: Arc<Host>, config: &McpConfig) -> Result<Self, ApiKeyError> {
+    /// Load phase: reads the API keys and the `[mcp.jwt]` keys (a file or secret; a
+    /// `jwks_url` is fetched by [`refresh_keys`](Self::refresh_keys)) and builds the endpoint.
+    /// Whether loopback browser origins are accepted by default follows `config.listen` (see
+    /// [`McpConfig`]); serve it on a listener bound to that address.
+    pub fn new(host: Arc<Host>, config: &McpConfig) -> Result<Self, ServerConfigError> {
         let keys = ApiKeys::load(&config.api_keys, config.anonymous_tenant.as_deref())?;
+        let jwt = config
+            .jwt
+            .as_ref()
+            .map(|jwt| JwtVerifier::load(jwt, host.tls()))
+            .transpose()?;
+        let (resource, metadata_url, metadata_paths) = resource_urls(config)?;
+        let mut metadata = json!({
+            "resource": resource,
+            "authorization_servers": config.authorization_servers,
+            "bearer_methods_supported": ["header"],
+        });
+        if !config.scopes_supported.is_empty() {
+            metadata["scopes_supported"] = json!(config.scopes_supported);
+        }
+        let challenge = |error: &str| {
+            http::HeaderValue::try_from(format!(
+                "Bearer resource_metadata=\"{metadata_url}\"{error}"
+            ))
+            .map_err(|_| ServerConfigError::PublicUrl(metadata_url.clone()))
+        };
+        let challenges = [challenge("")?, challenge(", error=\"invalid_token\"")?];
         let mut origins = config.allowed_origins.clone();
         if config.listen.ip().is_loopback() {
             origins.extend(LOOPBACK_ORIGINS.iter().map(|&origin| origin.to_owned()));
@@ -86,23 +134,53 @@ impl McpServer {
             drain_timeout: Duration::from_millis(config.drain_timeout_ms),
             max_request_bytes: config.max_request_bytes,
             max_connections: config.max_connections,
-            keys: Arc::new(keys),
+            metadata_paths,
+            metadata: Arc::new(metadata),
+            challenges,
+            identity: Arc::new(Identity::new(keys, jwt)),
             service,
         })
     }
 
-    /// Answers one HTTP request (steps 1-4 of the module docs).
+    /// Start phase: fetches the `[mcp.jwt] jwks_url` keys, so a gateway whose identity
+    /// provider is unreachable fails its start rather than its first caller. Nothing to do
+    /// without `jwks_url`.
+    pub async fn refresh_keys(&self) -> Result<(), JwtConfigError> {
+        match self.identity.jwt() {
+            Some(jwt) => jwt.refresh().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Answers one HTTP request (steps 1-5 of the module docs).
     pub async fn handle(
         &self,
         mut request: Request<Incoming>,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+        if self
+            .metadata_paths
+            .iter()
+            .any(|path| request.uri().path() == &**path)
+        {
+            if request.method() != http::Method::GET {
+                let mut response = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    &json!({ "error": "method_not_allowed", "message": "the protected resource metadata is read with GET" }),
+                );
+                response
+                    .headers_mut()
+                    .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+                return response;
+            }
+            return plain(StatusCode::OK, &self.metadata);
+        }
         if request.uri().path() != &*self.path {
             return plain(
                 StatusCode::NOT_FOUND,
                 &json!({ "error": "not_found", "message": format!("the MCP endpoint is {}", self.path) }),
             );
         }
-        match self.keys.identify(request.headers()) {
+        match self.identity.identify(request.headers()).await {
             Ok(caller) => {
                 request.extensions_mut().insert(caller);
             }
@@ -114,7 +192,7 @@ impl McpServer {
                 );
                 response.headers_mut().insert(
                     http::header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer"),
+                    self.challenges[usize::from(error.token_presented())].clone(),
                 );
                 return response;
             }
@@ -259,6 +337,36 @@ impl Serving {
             }
         }
     }
+}
+
+/// The endpoint's `resource` URL, its metadata URL (RFC 9728 section 3.1: the well-known path
+/// inserted between the authority and the resource's path) and the two paths the metadata is
+/// served at (bare, and with the resource's path appended).
+fn resource_urls(config: &McpConfig) -> Result<(String, String, [Arc<str>; 2]), ServerConfigError> {
+    let base = match &config.public_url {
+        Some(url) => url.clone(),
+        None if config.listen.ip().is_unspecified() => {
+            format!("http://localhost:{}", config.listen.port())
+        }
+        None => format!("http://{}", config.listen),
+    };
+    let invalid = || ServerConfigError::PublicUrl(base.clone());
+    let url = url::Url::parse(&base).map_err(|_| invalid())?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.host().is_none()
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(invalid());
+    }
+    let origin = url.origin().ascii_serialization();
+    let resource_path = format!("{}{}", url.path().trim_end_matches('/'), config.path);
+    let suffixed: Arc<str> = Arc::from(format!("{METADATA_PATH}{resource_path}"));
+    Ok((
+        format!("{origin}{resource_path}"),
+        format!("{origin}{suffixed}"),
+        [Arc::from(METADATA_PATH), suffixed],
+    ))
 }
 
 /// Whether the request says its body is `application/json`.

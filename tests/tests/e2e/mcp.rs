@@ -312,11 +312,24 @@ async fn http_refusals_have_exact_statuses() {
 
     let (status, headers, body) = post(port, "/mcp", &[], LIST).await;
     assert_eq!(status, 401, "{body}");
-    assert_eq!(headers["www-authenticate"], "Bearer");
+    // RFC 9728: the challenge names the protected resource metadata (`[mcp] public_url`, by
+    // default the listen address).
+    assert_eq!(
+        headers["www-authenticate"],
+        "Bearer resource_metadata=\"http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp\""
+    );
     assert!(body.contains("IDENTITY_INVALID"), "{body}");
 
-    let (status, _, body) = post(port, "/mcp", &[("authorization", "Bearer nope")], LIST).await;
+    let (status, headers, body) =
+        post(port, "/mcp", &[("authorization", "Bearer nope")], LIST).await;
     assert_eq!(status, 401, "{body}");
+    assert!(
+        headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .ends_with(", error=\"invalid_token\""),
+        "{headers:?}"
+    );
     assert!(body.contains("not valid"), "{body}");
 
     let (status, _, body) = post(port, "/other", &[("authorization", auth)], LIST).await;
