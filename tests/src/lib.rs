@@ -199,3 +199,48 @@ pub async fn listening(port: u16) -> bool {
     }
     false
 }
+
+/// One POST to a gatehouse MCP endpoint on loopback port `port`, as an MCP client sends it
+/// (`Host`, JSON content type, `Accept` and protocol version 2025-11-25, unless `headers` set
+/// `host` or `content-type` themselves), plus `headers`: the status, headers and body.
+pub async fn mcp_post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<bytes::Bytes>,
+) -> (u16, hyper::HeaderMap, String) {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut request = hyper::Request::post(path);
+    if !headers.iter().any(|(name, _)| *name == "host") {
+        request = request.header("host", format!("127.0.0.1:{port}"));
+    }
+    if !headers.iter().any(|(name, _)| *name == "content-type") {
+        request = request.header("content-type", "application/json");
+    }
+    request = request
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender
+        .send_request(
+            request
+                .body(http_body_util::Full::new(body.into()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}

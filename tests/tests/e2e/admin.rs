@@ -165,24 +165,15 @@ impl Gateway {
             "jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": { "name": tool, "arguments": args, "_meta": meta },
         });
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.mcp))
-            .await
-            .unwrap();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let request = hyper::Request::post("/mcp")
-            .header("host", format!("127.0.0.1:{}", self.mcp))
-            .header("authorization", format!("Bearer {AGENT_KEY}"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let reply: Value = serde_json::from_slice(&bytes).unwrap();
+        let bearer = format!("Bearer {AGENT_KEY}");
+        let (_, _, bytes) = gatehouse_tests::mcp_post(
+            self.mcp,
+            "/mcp",
+            &[("authorization", bearer.as_str())],
+            body.to_string(),
+        )
+        .await;
+        let reply: Value = serde_json::from_str(&bytes).unwrap();
         reply["result"].clone()
     }
 }

@@ -117,26 +117,17 @@ async fn request(
 
 /// A `tools/call` of `name` with `arguments` as `token`'s caller: the JSON-RPC result.
 async fn call(port: u16, token: &str, name: &str, arguments: Value) -> Value {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": name, "arguments": arguments } });
-    let request = hyper::Request::post("/mcp")
-        .header("host", format!("127.0.0.1:{port}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    assert_eq!(response.status(), 200);
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    serde_json::from_slice::<Value>(&body).unwrap()["result"].clone()
+    let bearer = format!("Bearer {token}");
+    let (status, _, body) = gatehouse_tests::mcp_post(
+        port,
+        "/mcp",
+        &[("authorization", bearer.as_str())],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["result"].clone()
 }
 
 fn tool_names(body: &str) -> Vec<String> {

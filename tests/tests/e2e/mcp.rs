@@ -5,22 +5,19 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use gatehouse_host::config::EgressConfig;
 use gatehouse_host::config::ToolGrant;
 use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, glob};
-use http_body_util::{BodyExt, Full};
+use gatehouse_tests::{Artifact, glob, mcp_post};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use wasmtime_wasi_http::io::TokioIo;
 
 const ACME_KEY: &str = "acme-key-5d1e";
 const GLOBEX_KEY: &str = "globex-key-93ab";
@@ -261,42 +258,6 @@ async fn hidden_and_missing_tools_are_the_same_protocol_error() {
 }
 
 /// One raw HTTP POST to the gateway; returns (status, headers, body).
-async fn post(
-    port: u16,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<Bytes>,
-) -> (u16, hyper::HeaderMap, String) {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = hyper::Request::post(path);
-    if !headers.iter().any(|(name, _)| *name == "host") {
-        request = request.header("host", format!("127.0.0.1:{port}"));
-    }
-    if !headers.iter().any(|(name, _)| *name == "content-type") {
-        request = request.header("content-type", "application/json");
-    }
-    request = request
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = sender
-        .send_request(request.body(Full::new(body.into())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, headers, String::from_utf8_lossy(&body).into_owned())
-}
-
 const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +271,7 @@ async fn http_refusals_have_exact_statuses() {
     let auth = format!("Bearer {ACME_KEY}");
     let auth = auth.as_str();
 
-    let (status, headers, body) = post(port, "/mcp", &[], LIST).await;
+    let (status, headers, body) = mcp_post(port, "/mcp", &[], LIST).await;
     assert_eq!(status, 401, "{body}");
     // RFC 9728: the challenge names the protected resource metadata (`[mcp] public_url`, by
     // default the listen address).
@@ -321,7 +282,7 @@ async fn http_refusals_have_exact_statuses() {
     assert!(body.contains("IDENTITY_INVALID"), "{body}");
 
     let (status, headers, body) =
-        post(port, "/mcp", &[("authorization", "Bearer nope")], LIST).await;
+        mcp_post(port, "/mcp", &[("authorization", "Bearer nope")], LIST).await;
     assert_eq!(status, 401, "{body}");
     assert!(
         headers["www-authenticate"]
@@ -332,10 +293,10 @@ async fn http_refusals_have_exact_statuses() {
     );
     assert!(body.contains("not valid"), "{body}");
 
-    let (status, _, body) = post(port, "/other", &[("authorization", auth)], LIST).await;
+    let (status, _, body) = mcp_post(port, "/other", &[("authorization", auth)], LIST).await;
     assert_eq!(status, 404, "{body}");
 
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         port,
         "/mcp",
         &[("authorization", auth), ("origin", "https://evil.example")],
@@ -344,7 +305,7 @@ async fn http_refusals_have_exact_statuses() {
     .await;
     assert_eq!(status, 403, "{body}");
 
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         port,
         "/mcp",
         &[
@@ -357,7 +318,7 @@ async fn http_refusals_have_exact_statuses() {
     assert_eq!(status, 200, "an allowed origin passes: {body}");
 
     // DNS rebinding: a name that resolves to loopback but is not an allowed host.
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         port,
         "/mcp",
         &[("authorization", auth), ("host", "attacker.example")],
@@ -370,24 +331,26 @@ async fn http_refusals_have_exact_statuses() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
         "x".repeat(8192)
     );
-    let (status, _, body) = post(port, "/mcp", &[("authorization", auth)], big).await;
+    let (status, _, body) = mcp_post(port, "/mcp", &[("authorization", auth)], big).await;
     assert_eq!(status, 413, "{body}");
 
     // A body that is not JSON is the JSON-RPC parse error; JSON that is not a JSON-RPC
     // message the invalid-request error; both HTTP 400 with a JSON-RPC error body.
-    let (status, headers, body) = post(port, "/mcp", &[("authorization", auth)], "{not json").await;
+    let (status, headers, body) =
+        mcp_post(port, "/mcp", &[("authorization", auth)], "{not json").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(headers["content-type"], "application/json");
     let reply: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
     assert_eq!(reply["jsonrpc"], "2.0");
     assert_eq!(reply["id"], Value::Null);
     assert_eq!(reply["error"]["code"], -32700, "{body}");
-    let (status, _, body) = post(port, "/mcp", &[("authorization", auth)], r#"{"hello":1}"#).await;
+    let (status, _, body) =
+        mcp_post(port, "/mcp", &[("authorization", auth)], r#"{"hello":1}"#).await;
     assert_eq!(status, 400, "{body}");
     let reply: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
     assert_eq!(reply["error"]["code"], -32600, "{body}");
     // A body declared as something else than JSON keeps HTTP's 415.
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         port,
         "/mcp",
         &[("authorization", auth), ("content-type", "text/plain")],
@@ -396,7 +359,7 @@ async fn http_refusals_have_exact_statuses() {
     .await;
     assert_eq!(status, 415, "{body}");
     // Refusals before the body is read keep their order: a bad Host is 403, body or not.
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         port,
         "/mcp",
         &[("authorization", auth), ("host", "attacker.example")],
@@ -418,7 +381,7 @@ async fn a_loopback_listener_admits_loopback_browser_origins_by_default() {
         "http://[::1]:5173",
         "https://localhost:8443",
     ] {
-        let (status, _, body) = post(gateway.port, "/mcp", &origin(allowed), LIST).await;
+        let (status, _, body) = mcp_post(gateway.port, "/mcp", &origin(allowed), LIST).await;
         assert_eq!(status, 200, "{allowed}: {body}");
         assert!(body.contains("gatehouse.echo.echo"), "{allowed}: {body}");
     }
@@ -428,7 +391,7 @@ async fn a_loopback_listener_admits_loopback_browser_origins_by_default() {
         "http://127.0.0.2:8787",
         "null",
     ] {
-        let (status, _, body) = post(gateway.port, "/mcp", &origin(refused), LIST).await;
+        let (status, _, body) = mcp_post(gateway.port, "/mcp", &origin(refused), LIST).await;
         assert_eq!(status, 403, "{refused}: {body}");
     }
 }
@@ -447,11 +410,11 @@ async fn a_non_loopback_listener_admits_only_listed_origins() {
         ("authorization", auth.as_str()),
         ("origin", "http://localhost:8787"),
     ];
-    let (status, _, body) = post(unlisted.port, "/mcp", &headers, LIST).await;
+    let (status, _, body) = mcp_post(unlisted.port, "/mcp", &headers, LIST).await;
     assert_eq!(status, 403, "{body}");
-    let (status, _, body) = post(listed.port, "/mcp", &headers, LIST).await;
+    let (status, _, body) = mcp_post(listed.port, "/mcp", &headers, LIST).await;
     assert_eq!(status, 200, "{body}");
-    let (status, _, body) = post(
+    let (status, _, body) = mcp_post(
         listed.port,
         "/mcp",
         &[
@@ -1113,7 +1076,7 @@ fn any_body_posted_gets_a_documented_answer_and_only_valid_tools_calls_run() {
         ..Config::default()
     });
     let result = runner.run(&bodies(), |body| {
-        let (status, _, answer) = runtime.block_on(post(
+        let (status, _, answer) = runtime.block_on(mcp_post(
             gateway.port,
             "/mcp",
             &[("authorization", &auth)],

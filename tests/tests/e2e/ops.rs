@@ -10,15 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, ToolGrant};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, REST};
 use gatehouse_tests::glob;
 use gatehouse_tests::upstream::Upstream;
-use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-use wasmtime_wasi_http::io::TokioIo;
 
 use gatehouse_tests::{free_port, listening};
 
@@ -136,25 +133,14 @@ impl Gateway {
 
     /// The tool names `tools/list` answers.
     async fn tools(&self) -> Vec<String> {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .unwrap();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let request = hyper::Request::post("/mcp")
-            .header("host", format!("127.0.0.1:{}", self.port))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(Full::new(Bytes::from(
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
-            )))
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let reply: Value = serde_json::from_slice(&body).unwrap();
+        let (_, _, body) = gatehouse_tests::mcp_post(
+            self.port,
+            "/mcp",
+            &[],
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        )
+        .await;
+        let reply: Value = serde_json::from_str(&body).unwrap();
         reply["result"]["tools"]
             .as_array()
             .unwrap_or_else(|| panic!("{reply}"))
@@ -415,24 +401,15 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
             "_meta": { "gatehouse/idempotency_key": "traced-1" },
         },
     });
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let request = hyper::Request::post("/mcp")
-        .header("host", format!("127.0.0.1:{}", gateway.port))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let reply: Value =
-        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let (_, _, reply) = gatehouse_tests::mcp_post(
+        gateway.port,
+        "/mcp",
+        &[("traceparent", traceparent.as_str())],
+        body.to_string(),
+    )
+    .await;
+    let reply: Value = serde_json::from_str(&reply).unwrap();
     let record = &reply["result"]["_meta"]["gatehouse/result"];
     assert_eq!(record["outcome"], "OK", "{reply}");
     assert_eq!(record["trace_id"], TRACE, "{reply}");
