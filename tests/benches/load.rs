@@ -18,8 +18,9 @@
 //! Prints a table and, with `--json PATH`, writes the figures as JSON; also the issue's
 //! targets at 32 clients: gatehouse CPU/call over (floor CPU/call + bare call CPU).
 //!
-//! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH]`
-//! (`--seconds` per row, default 3: a run takes about a minute).
+//! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH] [--only
+//! SCENARIO,...]` (`--seconds` per row, default 3: a run takes about a minute; `--only` runs the
+//! floor, the bare call and the named scenarios: `echo`, `echo+policy`, `write+idempotency`).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -49,6 +50,11 @@ fn main() {
     let seconds: f64 = flag("--seconds").map_or(3.0, |s| s.parse().expect("--seconds N"));
     let window = Duration::from_secs_f64(seconds);
     let json_path = flag("--json");
+    let only = flag("--only");
+    let selected = |scenario: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name == scenario))
+    };
     let ticks: f64 = clock_ticks();
     let dir = tempfile::tempdir().expect("temp dir");
 
@@ -80,7 +86,10 @@ fn main() {
         ("echo", Call::Echo, false),
         ("echo+policy", Call::Echo, true),
         ("write+idempotency", Call::Transfer, false),
-    ] {
+    ]
+    .into_iter()
+    .filter(|(scenario, ..)| selected(scenario))
+    {
         let port = gatehouse_tests::free_port();
         let args = serve_args(dir.path(), scenario, port, policy);
         let log = std::fs::File::create(dir.path().join(format!("{scenario}.log"))).expect("log");

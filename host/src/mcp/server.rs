@@ -294,6 +294,11 @@ impl Serving {
                 drop(stream);
                 continue;
             };
+            // A response is written whole; Nagle's algorithm would only hold its last segment
+            // back for the client's delayed ACK.
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+            }
             let serving = self.clone();
             let header_timeout = self.current().header_timeout;
             let mut draining = draining.clone();
