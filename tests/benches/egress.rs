@@ -1,10 +1,17 @@
 //! Egress gate overhead: one GET to a loopback hyper upstream, sent
 //! 1. directly with hyper (new TCP connection, HTTP/1.1 handshake, request, body read);
 //! 2. through `EgressGate::send` (rule match, approval check, address check, header rewrite,
-//!    credential injection, traceparent, recording, metering; same connection work);
+//!    credential injection, traceparent, recording, metering), on a kept-alive connection
+//!    from the gate's pool;
 //! 3. through a real guest (`gatehouse.rest` `get`: fresh instance + SDK client + gate);
-//! 4. and 5. as 1. and 2. over TLS (a new handshake per request, as the gate does), to an
-//!    upstream whose certificate a throwaway CA issued.
+//! 4. directly with hyper over TLS (a new connection and handshake per request), to an upstream
+//!    whose certificate a throwaway CA issued;
+//! 5. through the gate over TLS to that upstream with the pool off
+//!    (`max_idle_connections_per_destination = 0`: a new connection and a resumed TLS handshake
+//!    per request, what the gate did before it kept connections), and with the pool on (the
+//!    connection kept between calls);
+//! 6. directly with hyper over TLS on one kept-alive connection reused by every request: the
+//!    floor the pooled case of 5. is measured against (issue 13: within 1.3x).
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench egress`
 
@@ -137,6 +144,22 @@ fn overhead(c: &mut Criterion) {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], upstream.port));
     let addr_tls = std::net::SocketAddr::from(([127, 0, 0, 1], upstream_tls.port));
     let direct_tls = direct_tls_client(&ca);
+    // The same grants on a host whose pool keeps nothing: a new connection and TLS handshake
+    // per request (resumed, as the TLS configuration is shared), as the gate did before it
+    // kept connections.
+    let no_pool = EgressConfig {
+        max_idle_connections_per_destination: 0,
+        ..config.clone()
+    };
+    let grants_no_pool = Arc::new(
+        Grants::for_adapter(
+            &no_pool,
+            &TlsClient::from_config(&no_pool).expect("CA loads"),
+            "gatehouse.rest",
+            &rest_manifest().egress,
+        )
+        .expect("grants"),
+    );
 
     let mut group = c.benchmark_group("egress_get");
     group.bench_function("direct_hyper", |b| {
@@ -162,8 +185,36 @@ fn overhead(c: &mut Criterion) {
             });
         });
     });
+    group.bench_function("through_gate_tls_no_pool", |b| {
+        b.iter(|| runtime.block_on(gate_get(&grants_no_pool, &url_tls)));
+    });
     group.bench_function("through_gate_tls", |b| {
         b.iter(|| runtime.block_on(gate_get(&grants, &url_tls)));
+    });
+    let mut kept = runtime.block_on(async {
+        let stream = tokio::net::TcpStream::connect(addr_tls)
+            .await
+            .expect("connect");
+        let name = ServerName::IpAddress(addr_tls.ip().into());
+        let stream = direct_tls.connect(name, stream).await.expect("TLS");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        sender
+    });
+    group.bench_function("direct_hyper_tls_kept_alive", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                kept.ready().await.expect("connection stays open");
+                let request = Request::get("/api/items/1")
+                    .header("host", format!("127.0.0.1:{}", addr_tls.port()))
+                    .body(Empty::<Bytes>::new())
+                    .expect("request");
+                let response = kept.send_request(request).await.expect("response");
+                response.into_body().collect().await.expect("body");
+            });
+        });
     });
 
     let mut host_config = gatehouse_tests::config(&["gatehouse.*"], &[]);

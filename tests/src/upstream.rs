@@ -5,10 +5,16 @@
 //! 1. `/redirect/metadata` answers 302 to `http://169.254.169.254/latest/meta-data/`;
 //! 2. `/redirect/local` answers 302 to `/api/ok` on itself;
 //! 3. `/delay/<ms>/...` waits that many milliseconds, then answers as below;
-//! 4. every other path answers `{"ok":true,"method":..,"path":..}`.
+//! 4. `/close/...` answers as below with `Connection: close`, so the connection ends after it;
+//! 5. every other path answers `{"ok":true,"method":..,"path":..}`.
+//!
+//! It counts the TCP connections it accepted ([`Upstream::connections`]) and, over TLS, the
+//! handshakes that resumed an earlier session ([`Upstream::resumed`]), so tests can see
+//! connection reuse and TLS session resumption.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -117,6 +123,8 @@ pub struct Upstream {
     pub port: u16,
     scheme: &'static str,
     seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
+    resumed: Arc<AtomicUsize>,
 }
 
 impl Upstream {
@@ -138,9 +146,14 @@ impl Upstream {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&seen);
         let scheme = if tls.is_some() { "https" } else { "http" };
+        let connections = Arc::new(AtomicUsize::new(0));
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let (accepted, resumptions) = (Arc::clone(&connections), Arc::clone(&resumed));
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let record = Arc::clone(&record);
+                let resumptions = Arc::clone(&resumptions);
                 let tls = tls.clone();
                 tokio::spawn(async move {
                     match tls {
@@ -148,6 +161,11 @@ impl Upstream {
                         // A failed handshake (an untrusting client) just ends the connection.
                         Some(tls) => {
                             if let Ok(stream) = tls.accept(stream).await {
+                                if stream.get_ref().1.handshake_kind()
+                                    == Some(rustls::HandshakeKind::Resumed)
+                                {
+                                    resumptions.fetch_add(1, Ordering::SeqCst);
+                                }
                                 serve_connection(stream, record).await;
                             }
                         }
@@ -155,7 +173,13 @@ impl Upstream {
                 });
             }
         });
-        Self { port, scheme, seen }
+        Self {
+            port,
+            scheme,
+            seen,
+            connections,
+            resumed,
+        }
     }
 
     /// `<scheme>://127.0.0.1:<port><path>`.
@@ -171,6 +195,16 @@ impl Upstream {
     /// Every request seen so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("not poisoned").clone()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes so far that resumed an earlier session instead of a full handshake.
+    pub fn resumed(&self) -> usize {
+        self.resumed.load(Ordering::SeqCst)
     }
 }
 
@@ -215,11 +249,14 @@ async fn answer(
             .body(Full::new(Bytes::new()))
             .expect("valid response")
     };
+    let mut ok = Response::builder().header("content-type", "application/json");
+    if path.starts_with("/close/") {
+        ok = ok.header("connection", "close");
+    }
     Ok(match path.as_str() {
         "/redirect/metadata" => redirect("http://169.254.169.254/latest/meta-data/"),
         "/redirect/local" => redirect("/api/ok"),
-        _ => Response::builder()
-            .header("content-type", "application/json")
+        _ => ok
             .body(Full::new(Bytes::from(
                 serde_json::json!({ "ok": true, "method": parts.method.as_str(), "path": path })
                     .to_string(),

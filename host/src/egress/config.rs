@@ -8,6 +8,7 @@
 //! [egress]
 //! extra_root_certificates = ["/etc/gatehouse/internal-ca.pem"]   # default: none
 //! max_requests = 16                    # per call
+//! idle_connection_timeout_ms = 30000   # kept-alive upstream connections
 //!
 //! [[egress.grant]]
 //! adapter = "gatehouse.rest"
@@ -53,6 +54,21 @@ pub struct EgressConfig {
     /// Default: none. A file that is missing or holds no certificate fails the host's start.
     #[serde(default)]
     pub extra_root_certificates: Vec<PathBuf>,
+    /// Idle kept-alive upstream connections kept per destination (checked address, scheme,
+    /// TLS server name and grant, see the `egress::pool` docs); `0` turns reuse off, so every
+    /// request opens a new connection. Default: 8 (enough for the requests of a few
+    /// concurrent calls to one upstream without holding many sockets open).
+    #[serde(default = "defaults::max_idle_connections_per_destination")]
+    pub max_idle_connections_per_destination: usize,
+    /// Idle kept-alive upstream connections kept in all, over every destination. Default: 256
+    /// (well under a process's usual 1024 open files).
+    #[serde(default = "defaults::max_idle_connections")]
+    pub max_idle_connections: usize,
+    /// How long an idle upstream connection is kept before it is closed, in milliseconds.
+    /// Default: 30000 (under the usual server keep-alive timeouts, e.g. nginx's 75 s, so the
+    /// host, not the upstream, usually closes it).
+    #[serde(default = "defaults::idle_connection_timeout_ms")]
+    pub idle_connection_timeout_ms: u64,
     /// What each adapter may reach. Default: nothing.
     #[serde(default, rename = "grant")]
     pub grants: Vec<GrantConfig>,
@@ -74,6 +90,15 @@ mod defaults {
     pub fn system_root_certificates() -> bool {
         true
     }
+    pub fn max_idle_connections_per_destination() -> usize {
+        8
+    }
+    pub fn max_idle_connections() -> usize {
+        256
+    }
+    pub fn idle_connection_timeout_ms() -> u64 {
+        30_000
+    }
 }
 
 impl Default for EgressConfig {
@@ -85,6 +110,9 @@ impl Default for EgressConfig {
             max_total_ms: defaults::max_total_ms(),
             system_root_certificates: defaults::system_root_certificates(),
             extra_root_certificates: Vec::new(),
+            max_idle_connections_per_destination: defaults::max_idle_connections_per_destination(),
+            max_idle_connections: defaults::max_idle_connections(),
+            idle_connection_timeout_ms: defaults::idle_connection_timeout_ms(),
             grants: Vec::new(),
         }
     }

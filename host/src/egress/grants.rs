@@ -13,6 +13,7 @@
 //!    rule whose destination and methods match is used, with its credentials.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -138,8 +139,12 @@ const HOST_OWNED_HEADERS: &[&str] = &[
 ];
 
 /// Everything one adapter may do on the network. Built at load, shared by its calls.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Grants {
+    /// Unique per built [`Grants`] (and kept by clones of it): the identity kept-alive upstream
+    /// connections are keyed by, with the rule, so no connection is shared between adapters or
+    /// between loads of one adapter, whose credentials may differ.
+    id: u64,
     /// Granted destinations, in config order.
     pub rules: Vec<Rule>,
     /// Requests per call.
@@ -154,10 +159,36 @@ pub struct Grants {
     pub tls: TlsClient,
 }
 
+impl Default for Grants {
+    /// No rules: every request is denied.
+    fn default() -> Self {
+        Self {
+            id: next_id(),
+            rules: Vec::new(),
+            max_requests: 0,
+            max_request_bytes: 0,
+            max_response_bytes: 0,
+            max_total: Duration::ZERO,
+            tls: TlsClient::default(),
+        }
+    }
+}
+
+/// A fresh [`Grants::id`].
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 impl Grants {
     /// No rules: every request is denied.
     pub fn none() -> Self {
         Self::default()
+    }
+
+    /// The identity of these grants, for keying kept-alive connections.
+    pub(super) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Load phase: intersects the operator's grants for `adapter` with what its manifest
@@ -240,6 +271,7 @@ impl Grants {
             })
             .collect::<Result<Vec<_>, GrantError>>()?;
         Ok(Self {
+            id: next_id(),
             rules,
             max_requests: config.max_requests,
             max_request_bytes: config.max_request_bytes,

@@ -20,10 +20,13 @@
 //!    `headers`; no grant may list a header the host owns), injects the rule's credentials, and adds
 //!    `traceparent` (the call's trace id) and, on non-safe methods, `Idempotency-Key` (the
 //!    call's key, when it has one);
-//! 8. connects to the checked address, performs the TLS handshake for `https` (system roots
-//!    plus `[egress] extra_root_certificates`; the certificate must name the destination's
-//!    host), sends over HTTP/1.1 and meters the response body against the response-byte and
-//!    time budgets.
+//! 8. takes a kept-alive connection to one of the checked addresses for this grant from the
+//!    host's pool (`pool`: keyed by checked address, scheme, TLS server name and grant, so
+//!    never shared across credentials), or connects to the checked address and performs the
+//!    TLS handshake for `https` (system roots plus `[egress] extra_root_certificates`; the
+//!    certificate must name the destination's host; a known server's session is resumed),
+//!    sends over HTTP/1.1 and meters the response body against the response-byte and time
+//!    budgets; the connection goes back to the pool when its response is read.
 //!
 //! Redirects are **not followed** by the host: a 3xx response is returned to the guest as is.
 //! A client that follows it sends a new request, which passes all of the above again (the SDK
@@ -44,6 +47,7 @@ mod addr;
 mod call;
 mod config;
 mod grants;
+mod pool;
 #[cfg(test)]
 mod props;
 mod rules;
@@ -184,11 +188,17 @@ async fn send(
         .map_or(ledger.deadline, |wait| {
             ledger.deadline.min(Instant::now() + wait)
         });
-    let exchange = transport::exchange(&checked.addrs, &checked.dest, &ledger.grants.tls, outgoing);
-    let response = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
-        Ok(Ok((addr, response))) => {
+    let exchange = transport::exchange(
+        &checked.addrs,
+        &checked.dest,
+        &ledger.grants.tls,
+        (ledger.grants.id(), checked.rule),
+        outgoing,
+    );
+    let (response, reuse) = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
+        Ok(Ok((addr, response, reuse))) => {
             attempt.address = Some(addr);
-            response
+            (response, reuse)
         }
         Ok(Err(failure)) => {
             attempt.code = failure.code.to_owned();
@@ -218,15 +228,8 @@ async fn send(
     tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
     let index = ledger.record(attempt);
     let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline.into()));
-    Ok(response.map(|incoming| {
-        MeteredBody {
-            incoming,
-            ledger,
-            index,
-            sleep,
-        }
-        .boxed_unsync()
-    }))
+    Ok(response
+        .map(|incoming| MeteredBody::new(incoming, ledger, index, sleep, reuse).boxed_unsync()))
 }
 
 /// A request that passed every check.

@@ -14,6 +14,8 @@ use wasmtime_wasi_http::io::TokioIo;
 
 use super::*;
 
+mod pool;
+
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]
 struct Seen {

@@ -1,7 +1,10 @@
 //! TLS for `https` upstreams: rustls (ring provider, TLS 1.2 and 1.3) with one client
 //! configuration per host ([`TlsClient`]): the system's root certificates, unless `[egress]
 //! system_root_certificates = false`, plus the PEM files in `[egress] extra_root_certificates`
-//! (a private CA).
+//! (a private CA). The configuration is built once and shared, so its in-memory session cache
+//! (rustls' default) lets a new connection to a server seen before resume its TLS session
+//! instead of a full handshake. The same [`TlsClient`] holds the host's pool of kept-alive
+//! upstream connections (see `pool`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -12,6 +15,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
 use super::config::EgressConfig;
+use super::pool::Pool;
 
 /// Why the TLS client configuration could not be built. Each names the file and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -51,29 +55,34 @@ pub enum TlsConfigError {
     Config(String),
 }
 
-/// The TLS client every `https` request of a host uses. Built once ([`TlsClient::from_config`])
-/// and shared by every adapter's [`Grants`](super::Grants); cheap to clone.
+/// The host's upstream client: the TLS configuration every `https` request uses (with its
+/// session cache) and the pool of kept-alive connections every request draws from. Built once
+/// ([`TlsClient::from_config`]) and shared by every adapter's [`Grants`](super::Grants); cheap
+/// to clone.
 #[derive(Clone)]
 pub struct TlsClient {
     connector: TlsConnector,
     roots: usize,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for TlsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsClient")
             .field("roots", &self.roots)
+            .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
 }
 
 impl Default for TlsClient {
-    /// Trusts no certificate: every `https` request fails its handshake.
+    /// Trusts no certificate: every `https` request fails its handshake. The pool has the
+    /// `[egress]` defaults.
     fn default() -> Self {
         static EMPTY: OnceLock<TlsClient> = OnceLock::new();
         EMPTY
             .get_or_init(|| {
-                Self::with_roots(RootCertStore::empty())
+                Self::with_roots(RootCertStore::empty(), Pool::new(&EgressConfig::default()))
                     .expect("the default protocol versions are supported by the ring provider")
             })
             .clone()
@@ -105,10 +114,10 @@ impl TlsClient {
         for path in &config.extra_root_certificates {
             add_pem_roots(&mut roots, path)?;
         }
-        Self::with_roots(roots)
+        Self::with_roots(roots, Pool::new(config))
     }
 
-    fn with_roots(roots: RootCertStore) -> Result<Self, TlsConfigError> {
+    fn with_roots(roots: RootCertStore, pool: Pool) -> Result<Self, TlsConfigError> {
         let count = roots.len();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ClientConfig::builder_with_provider(provider)
@@ -121,12 +130,18 @@ impl TlsClient {
         Ok(Self {
             connector: TlsConnector::from(Arc::new(config)),
             roots: count,
+            pool,
         })
     }
 
     /// The connector every `https` request uses.
     pub(crate) fn connector(&self) -> &TlsConnector {
         &self.connector
+    }
+
+    /// The kept-alive connections.
+    pub(super) fn pool(&self) -> &Pool {
+        &self.pool
     }
 }
 

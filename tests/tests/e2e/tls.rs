@@ -227,3 +227,40 @@ fn bad_root_certificate_files_fail_the_host_with_the_file_named() {
         assert!(message.contains("extra_root_certificates"), "{message}");
     }
 }
+
+#[tokio::test]
+async fn repeated_https_calls_reuse_one_connection_and_new_connections_resume_tls() {
+    let ca = TestCa::new();
+    let upstream = Upstream::start_tls(&ca, &["localhost"]).await;
+    let host = host(&REST, &upstream, Some(&ca));
+
+    // Three calls, each a fresh instance and gate: one connection, one full handshake.
+    for _ in 0..3 {
+        let envelope = host
+            .call(ToolCallEnvelope::new(
+                "default",
+                "gatehouse.rest.get",
+                json!({ "url": upstream.url_via("localhost", "/api/items") }),
+            ))
+            .await;
+        assert!(envelope.is_ok(), "{envelope:#?}");
+    }
+    assert_eq!(upstream.connections(), 1);
+    assert_eq!(upstream.resumed(), 0);
+
+    // The upstream ends the kept connection after this answer, so the next call connects
+    // anew, and resumes the TLS session instead of a full handshake.
+    for path in ["/close/items", "/api/items"] {
+        let envelope = host
+            .call(ToolCallEnvelope::new(
+                "default",
+                "gatehouse.rest.get",
+                json!({ "url": upstream.url_via("localhost", path) }),
+            ))
+            .await;
+        assert!(envelope.is_ok(), "{envelope:#?}");
+    }
+    assert_eq!(upstream.connections(), 2);
+    assert_eq!(upstream.resumed(), 1);
+    assert_eq!(upstream.seen().len(), 5);
+}
