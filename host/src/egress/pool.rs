@@ -15,7 +15,8 @@
 //!    cannot (it was closed, e.g. by `Connection: close` or by the upstream) is dropped.
 //! 3. The pool is bounded: at most `[egress] max_idle_connections_per_destination` idle
 //!    connections per key and `[egress] max_idle_connections` in all; a connection beyond
-//!    either is closed. An idle connection is closed after `[egress] idle_connection_timeout_ms`.
+//!    either is closed. An idle connection is closed after `[egress] idle_connection_timeout_ms`
+//!    (by one sweeper task while any are kept, within a quarter of the timeout more).
 //!    A connection the upstream closed while idle is dropped when next looked at.
 //!
 //! The pool lives in the host's [`TlsClient`](super::TlsClient) next to the TLS client
@@ -26,8 +27,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -73,12 +74,27 @@ pub(super) struct Pool {
 struct Idle {
     by_key: HashMap<PoolKey, Vec<Entry>>,
     total: usize,
-    next_id: u64,
+    /// Whether a sweeper task is closing expired connections (one while any are kept).
+    sweeping: bool,
 }
 
 struct Entry {
-    id: u64,
+    kept_at: Instant,
     sender: Sender,
+}
+
+impl Idle {
+    /// Closes the connections idle for `timeout` or longer.
+    fn expire(&mut self, timeout: Duration) {
+        let mut removed = 0;
+        self.by_key.retain(|_, entries| {
+            let before = entries.len();
+            entries.retain(|entry| entry.kept_at.elapsed() < timeout);
+            removed += before - entries.len();
+            !entries.is_empty()
+        });
+        self.total -= removed;
+    }
 }
 
 impl std::fmt::Debug for Pool {
@@ -104,18 +120,17 @@ impl Pool {
     }
 
     fn lock(&self) -> MutexGuard<'_, Idle> {
-        // Every change under this lock keeps `total` equal to the entries held, so a panic
-        // elsewhere cannot leave it inconsistent: a poisoned lock is still usable.
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.idle)
     }
 
     /// An idle connection for `key` that can take a request, the most recently kept first.
-    /// Connections that turn out closed on the way are dropped.
+    /// Connections that turn out closed or expired on the way are dropped.
     pub(super) async fn checkout(&self, key: &PoolKey) -> Option<Sender> {
         loop {
-            let mut sender = {
+            let Entry {
+                kept_at,
+                mut sender,
+            } = {
                 let mut idle = self.lock();
                 let entries = idle.by_key.get_mut(key)?;
                 let entry = entries.pop();
@@ -123,60 +138,70 @@ impl Pool {
                     idle.by_key.remove(key);
                 }
                 idle.total -= usize::from(entry.is_some());
-                entry?.sender
+                entry?
             };
+            if kept_at.elapsed() >= self.limits.idle_timeout {
+                continue;
+            }
+            if sender.is_ready() {
+                return Some(sender);
+            }
             if let Ok(Ok(())) = tokio::time::timeout(READY_WAIT, sender.ready()).await {
                 return Some(sender);
             }
         }
     }
 
-    /// Keeps `sender`, whose last response was read to its end, for `key`, and closes it if it
-    /// stays idle past the idle timeout. A connection that would exceed a bound is closed.
+    /// Keeps `sender`, whose last response was read to its end, for `key`, until it is taken
+    /// or has been idle for the idle timeout. A connection that would exceed a bound is
+    /// closed.
     fn keep(&self, key: PoolKey, sender: Sender) {
         if self.limits.per_key == 0 || self.limits.total == 0 {
             return;
         }
-        let Some(id) = self.put(&key, sender) else {
-            return;
-        };
-        let pool = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(pool.limits.idle_timeout).await;
-            pool.expire(&key, id);
-        });
-    }
-
-    fn put(&self, key: &PoolKey, sender: Sender) -> Option<u64> {
         let mut idle = self.lock();
         if idle.total >= self.limits.total {
-            return None;
+            return;
         }
-        let id = idle.next_id;
-        idle.next_id += 1;
-        let entries = idle.by_key.entry(key.clone()).or_default();
+        let entries = idle.by_key.entry(key).or_default();
         if entries.len() >= self.limits.per_key {
-            return None;
+            return;
         }
-        entries.push(Entry { id, sender });
+        entries.push(Entry {
+            kept_at: Instant::now(),
+            sender,
+        });
         idle.total += 1;
-        Some(id)
+        if !idle.sweeping {
+            idle.sweeping = true;
+            tokio::spawn(sweep(Arc::downgrade(&self.idle), self.limits.idle_timeout));
+        }
     }
+}
 
-    /// Closes the connection `id` if it is still idle.
-    fn expire(&self, key: &PoolKey, id: u64) {
-        let mut idle = self.lock();
-        let Some(entries) = idle.by_key.get_mut(key) else {
+/// Closes expired connections every quarter of the idle timeout, while any are kept and the
+/// pool exists; so an idle connection closes between one and one and a quarter timeouts.
+async fn sweep(idle: Weak<Mutex<Idle>>, timeout: Duration) {
+    let period = (timeout / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(idle) = idle.upgrade() else {
             return;
         };
-        let before = entries.len();
-        entries.retain(|entry| entry.id != id);
-        let removed = before - entries.len();
-        if entries.is_empty() {
-            idle.by_key.remove(key);
+        let mut idle = lock(&idle);
+        idle.expire(timeout);
+        if idle.total == 0 {
+            idle.sweeping = false;
+            return;
         }
-        idle.total -= removed;
     }
+}
+
+fn lock(idle: &Mutex<Idle>) -> MutexGuard<'_, Idle> {
+    // Every change under this lock keeps `total` equal to the entries held, so a panic
+    // elsewhere cannot leave it inconsistent: a poisoned lock is still usable.
+    idle.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A connection that carried a request, to be kept once its response body has been read to
