@@ -6,10 +6,12 @@
 //! (<https://www.w3.org/TR/trace-context/#traceparent-header>).
 
 /// `bytes` random bytes as lowercase hex, never all zeros (an all-zero trace or span id is
-/// invalid in W3C trace context).
+/// invalid in W3C trace context). From the thread's CSPRNG (ChaCha, seeded from the OS and
+/// reseeded periodically), not a system call per id.
 pub fn random_hex(bytes: usize) -> String {
+    use rand::Rng as _;
     let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).expect("the OS provides randomness");
+    rand::rng().fill_bytes(&mut buf);
     if buf.iter().all(|b| *b == 0)
         && let Some(first) = buf.first_mut()
     {
