@@ -172,14 +172,54 @@ fn connect(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if !flags.contains(OpenFlags::SQLITE_OPEN_READ_ONLY) {
         // WAL: readers never block the writer; FULL: a commit survives power loss.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        enable_wal(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL")?;
     }
     Ok(conn)
 }
 
-/// Applies the migrations the file has not seen, in one transaction.
+/// Switches `conn`'s file to WAL. While another process is creating the same new file SQLite
+/// answers "database is locked" here without calling the busy handler, so that answer is
+/// retried, for as long as the busy timeout.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if matches!(
+                    error.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Applies the migrations the file has not seen, in one transaction. The version is read
+/// again under the transaction's write lock, so processes opening a new file at once migrate
+/// it once.
 fn migrate(conn: &mut Connection) -> Result<(), String> {
+    if schema_version(conn)? == MIGRATIONS.len() {
+        return Ok(());
+    }
+    let txn = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let version = schema_version(&txn)?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        txn.execute_batch(sql)
+            .map_err(|e| format!("migration {} failed: {e}", index + 1))?;
+    }
+    txn.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+        .map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| e.to_string())
+}
+
+/// The file's schema version (`PRAGMA user_version`); an error if it is newer than this build's.
+fn schema_version(conn: &Connection) -> Result<usize, String> {
     let version: usize = conn
         .pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))
         .map_err(|e| e.to_string())?
@@ -191,19 +231,7 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
             MIGRATIONS.len()
         ));
     }
-    if version == MIGRATIONS.len() {
-        return Ok(());
-    }
-    let txn = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| e.to_string())?;
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-        txn.execute_batch(sql)
-            .map_err(|e| format!("migration {} failed: {e}", index + 1))?;
-    }
-    txn.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
-        .map_err(|e| e.to_string())?;
-    txn.commit().map_err(|e| e.to_string())
+    Ok(version)
 }
 
 /// Runs a statement through the connection's statement cache (hot statements are parsed once).
@@ -959,6 +987,37 @@ mod tests {
             .await
             .unwrap();
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn gateways_opening_a_new_file_at_once_migrate_it_once() {
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let config = StoreConfig {
+                path: Some(dir.path().join("state.db")),
+                ..StoreConfig::default()
+            };
+            let start = std::sync::Barrier::new(6);
+            std::thread::scope(|scope| {
+                let opens: Vec<_> = (0..6)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            SqliteStore::open(&config).map(drop)
+                        })
+                    })
+                    .collect();
+                for open in opens {
+                    open.join().unwrap().expect("every open succeeds");
+                }
+            });
+            let conn = connect(
+                dir.path().join("state.db").as_path(),
+                OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            assert_eq!(schema_version(&conn).unwrap(), MIGRATIONS.len());
+        }
     }
 
     #[test]

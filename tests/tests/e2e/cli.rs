@@ -48,8 +48,10 @@ impl Publisher {
             .find_map(|l| l.strip_prefix("public_key = "))
             .expect("the public key file names public_key");
         let path = self.path("gatehouse.toml");
+        // The state store in the test's directory, never the user's default one.
+        let store = self.path("state.db");
         let text = format!(
-            "[cache]\nenabled = false\n\n[[trust.publisher]]\nkey_id = \"alice\"\npublic_key = {key}\nadapters = [\"{scope}\"]\n\n[pipeline]\npolicy_default = \"allow\"\n\n[[pipeline.tool]]\ntools = \"*\"\ntenants = [\"*\"]\n"
+            "[cache]\nenabled = false\n\n[store]\npath = {store:?}\n\n[[trust.publisher]]\nkey_id = \"alice\"\npublic_key = {key}\nadapters = [\"{scope}\"]\n\n[pipeline]\npolicy_default = \"allow\"\n\n[[pipeline.tool]]\ntools = \"*\"\ntenants = [\"*\"]\n"
         );
         std::fs::write(&path, text).unwrap();
         path
