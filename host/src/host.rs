@@ -188,6 +188,7 @@ impl Host {
 
     /// The TLS client of this host's `https` requests (egress, and the MCP endpoint's JWKS
     /// fetches), built from `[egress]`'s root certificates.
+    #[cfg(feature = "mcp")]
     pub(crate) fn tls(&self) -> &TlsClient {
         &self.tls
     }
