@@ -22,14 +22,16 @@
 //! SCENARIO,...]` (`--seconds` per row, default 3: a run takes about a minute; `--only` runs the
 //! floor, the bare call and the named scenarios: `echo`, `echo+policy`, `write+idempotency`).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gatehouse_host::config::{PolicyBinding, Tenants};
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER};
+use gatehouse_tests::load::{self, Call, Progress, Server, Until};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
@@ -55,7 +57,6 @@ fn main() {
         only.as_deref()
             .is_none_or(|only| only.split(',').any(|name| name == scenario))
     };
-    let ticks: f64 = clock_ticks();
     let dir = tempfile::tempdir().expect("temp dir");
 
     let bare_us = bare_call_cpu_us(window);
@@ -79,7 +80,7 @@ fn main() {
         port,
         &runtime,
     );
-    rows.extend(floor.measure("floor", &Call::Echo, window, ticks, &runtime));
+    rows.extend(measure(&floor, "floor", Call::Echo, window, &runtime));
     drop(floor);
 
     for (scenario, call, policy) in [
@@ -96,7 +97,7 @@ fn main() {
         let mut command = gatehouse_tests::gatehouse_child(&args);
         command.stdout(Stdio::null()).stderr(log);
         let server = Server::start(&mut command, port, &runtime);
-        rows.extend(server.measure(scenario, &call, window, ticks, &runtime));
+        rows.extend(measure(&server, scenario, call, window, &runtime));
     }
 
     let cpu = |server: &str| {
@@ -147,18 +148,6 @@ fn main() {
 /// The value after `name` on the command line.
 fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
-}
-
-/// Clock ticks per second of `/proc/<pid>/stat`'s CPU times.
-fn clock_ticks() -> f64 {
-    let out = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .expect("getconf CLK_TCK runs");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("CLK_TCK is a number")
 }
 
 /// `Host::call` of the echo tool in a loop on this thread for `window`: this thread's CPU
@@ -221,12 +210,8 @@ fn host_config(store: Option<std::path::PathBuf>, policy: bool) -> HostConfig {
 /// to `dir`.
 fn serve_args(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Value {
     let config = host_config(Some(dir.join(format!("{scenario}.db"))), policy);
-    let text = format!(
-        "{}\n[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"\n",
-        toml::to_string_pretty(&config).expect("the config serializes")
-    );
-    let config_path = dir.join(format!("{scenario}.toml"));
-    std::fs::write(&config_path, text).expect("write config");
+    let mcp = format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"");
+    let config_path = load::write_config(dir, scenario, &config, &mcp);
     let mut args = vec![
         "serve".to_owned(),
         "--config".to_owned(),
@@ -244,207 +229,69 @@ fn serve_args(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) ->
     json!(args)
 }
 
-/// The tool call every client sends.
-#[derive(Clone, Copy)]
-enum Call {
-    /// `gatehouse.echo.echo`, read-only.
-    Echo,
-    /// `test.ledger.transfer`, write-class, a fresh idempotency key each call.
-    Transfer,
-}
-
-impl Call {
-    fn body(&self, client: usize, n: u64) -> String {
-        match self {
-            Self::Echo => json!({
-                "jsonrpc": "2.0",
-                "id": n,
-                "method": "tools/call",
-                "params": { "name": "gatehouse.echo.echo", "arguments": { "message": "hi" } },
-            }),
-            Self::Transfer => json!({
-                "jsonrpc": "2.0",
-                "id": n,
-                "method": "tools/call",
-                "params": {
-                    "name": "test.ledger.transfer",
-                    "arguments": { "amount": 1, "currency": "EUR" },
-                    "_meta": {
-                        "gatehouse/idempotency_key":
-                            format!("load-{}-{client}-{n}-{}", std::process::id(), gatehouse_tests::unique()),
-                    },
-                },
-            }),
-        }
-        .to_string()
-    }
-}
-
-/// A server process under test; killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(command: &mut Command, port: u16, runtime: &tokio::runtime::Runtime) -> Self {
-        let child = command.spawn().expect("the server starts");
-        let server = Self { child, port };
-        assert!(
-            runtime.block_on(gatehouse_tests::listening(port)),
-            "the server listens on {port}"
-        );
-        server
-    }
-
-    /// (utime, stime) of the server process, in seconds.
-    fn cpu_seconds(&self, ticks: f64) -> (f64, f64) {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .expect("the server's stat");
-        // Fields after the command name (which is in parentheses): state is field 3, utime 14.
-        let rest = &stat[stat.rfind(')').expect("stat's command") + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let utime: f64 = fields[11].parse().expect("utime");
-        let stime: f64 = fields[12].parse().expect("stime");
-        (utime / ticks, stime / ticks)
-    }
-
-    fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server's status");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .expect("VmRSS")
-            / 1024.0
-    }
-
-    /// One row per concurrency level: warm up, then measure `window`.
-    fn measure(
-        &self,
-        name: &str,
-        call: &Call,
-        window: Duration,
-        ticks: f64,
-        runtime: &tokio::runtime::Runtime,
-    ) -> Vec<Value> {
-        let call = Arc::new(*call);
-        CLIENTS
-            .iter()
-            .map(|&clients| {
-                runtime.block_on(drive(self.port, &call, clients, WARM_UP));
-                let cpu_before = self.cpu_seconds(ticks);
-                let (mut latencies, elapsed) =
-                    runtime.block_on(drive(self.port, &call, clients, window));
-                let cpu_after = self.cpu_seconds(ticks);
-                let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
-                let cpu = user + system;
-                latencies.sort_unstable();
-                let at = |q: f64| {
-                    latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)]
-                };
-                let calls = latencies.len();
-                let row = json!({
-                    "server": name,
-                    "clients": clients,
-                    "calls": calls,
-                    "calls_per_s": calls as f64 / elapsed.as_secs_f64(),
-                    "p50_us": at(0.50).as_secs_f64() * 1e6,
-                    "p99_us": at(0.99).as_secs_f64() * 1e6,
-                    "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
-                    "server_user_us_per_call": user * 1e6 / calls as f64,
-                    "server_system_us_per_call": system * 1e6 / calls as f64,
-                    "rss_mib": self.rss_mib(),
-                });
-                println!(
-                    "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1}",
-                    name,
-                    clients,
-                    row["calls_per_s"].as_f64().unwrap_or_default(),
-                    row["p50_us"].as_f64().unwrap_or_default(),
-                    row["p99_us"].as_f64().unwrap_or_default(),
-                    row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
-                    row["rss_mib"].as_f64().unwrap_or_default(),
-                );
-                row
-            })
-            .collect()
-    }
-}
-
-/// `clients` connections to `port`, each sending `call` back to back for `window`: every
-/// call's latency, and the elapsed time.
-async fn drive(
-    port: u16,
-    call: &Arc<Call>,
-    clients: usize,
+/// One row per concurrency level: warm up, then measure `window`. Every call must succeed.
+fn measure(
+    server: &Server,
+    name: &str,
+    call: Call,
     window: Duration,
-) -> (Vec<Duration>, Duration) {
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|client| {
-            let call = Arc::clone(call);
-            tokio::spawn(async move {
-                let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .expect("connect");
-                stream.set_nodelay(true).expect("nodelay");
-                let (mut sender, connection) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .expect("handshake");
-                tokio::spawn(connection);
-                let host = format!("127.0.0.1:{port}");
-                let mut latencies = Vec::new();
-                let mut n = 0u64;
-                while started.elapsed() < window {
-                    let request = hyper::Request::post("/mcp")
-                        .header("host", &host)
-                        .header("content-type", "application/json")
-                        .header("accept", "application/json, text/event-stream")
-                        .header("mcp-protocol-version", "2025-11-25")
-                        .body(Full::new(Bytes::from(call.body(client, n))))
-                        .expect("request");
-                    let begun = Instant::now();
-                    sender.ready().await.expect("the connection is kept alive");
-                    let response = sender.send_request(request).await.expect("response");
-                    let status = response.status();
-                    let body = response
-                        .into_body()
-                        .collect()
-                        .await
-                        .expect("body")
-                        .to_bytes();
-                    latencies.push(begun.elapsed());
-                    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-                    assert!(
-                        contains(&body, b"\"isError\":false"),
-                        "{}",
-                        String::from_utf8_lossy(&body)
-                    );
-                    n += 1;
-                }
-                latencies
-            })
+    runtime: &tokio::runtime::Runtime,
+) -> Vec<Value> {
+    CLIENTS
+        .iter()
+        .map(|&clients| {
+            let progress = Arc::new(Progress::default());
+            runtime.block_on(load::drive(
+                server.port,
+                call,
+                clients,
+                Until::Elapsed(WARM_UP),
+                &progress,
+            ));
+            let cpu_before = server.cpu_seconds();
+            let (mut latencies, elapsed) = runtime.block_on(load::drive(
+                server.port,
+                call,
+                clients,
+                Until::Elapsed(window),
+                &progress,
+            ));
+            let cpu_after = server.cpu_seconds();
+            assert_eq!(
+                progress.failed.load(Ordering::Relaxed),
+                0,
+                "{name} at {clients} clients: {:#?}",
+                progress.failures()
+            );
+            let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
+            let cpu = user + system;
+            latencies.sort_unstable();
+            let calls = latencies.len();
+            let row = json!({
+                "server": name,
+                "clients": clients,
+                "calls": calls,
+                "calls_per_s": calls as f64 / elapsed.as_secs_f64(),
+                "p50_us": load::quantile(&latencies, 0.50).as_secs_f64() * 1e6,
+                "p99_us": load::quantile(&latencies, 0.99).as_secs_f64() * 1e6,
+                "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
+                "server_user_us_per_call": user * 1e6 / calls as f64,
+                "server_system_us_per_call": system * 1e6 / calls as f64,
+                "rss_mib": server.rss_mib(),
+            });
+            println!(
+                "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1}",
+                name,
+                clients,
+                row["calls_per_s"].as_f64().unwrap_or_default(),
+                row["p50_us"].as_f64().unwrap_or_default(),
+                row["p99_us"].as_f64().unwrap_or_default(),
+                row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
+                row["rss_mib"].as_f64().unwrap_or_default(),
+            );
+            row
         })
-        .collect();
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.expect("client task"));
-    }
-    (latencies, started.elapsed())
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+        .collect()
 }
 
 /// The floor: hyper HTTP/1.1 on loopback `port`, each request's body read and parsed as

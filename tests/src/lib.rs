@@ -1,5 +1,6 @@
 //! Shared fixtures for the end-to-end tests: the components built from source by `build.rs`,
-//! a test publisher key, operator configs that trust it, and a loopback [`upstream`] server.
+//! a test publisher key, operator configs that trust it, a loopback [`upstream`] server, and
+//! the load benches' server processes and MCP clients ([`load`]).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -11,6 +12,7 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
+pub mod load;
 pub mod postgres;
 pub mod upstream;
 
@@ -46,6 +48,18 @@ impl Artifact {
     /// The component with its manifest embedded, signed by [`publisher`].
     pub fn signed(&self) -> Vec<u8> {
         self.signed_by(publisher())
+    }
+
+    /// The component with its manifest embedded, signed by [`publisher`], as version
+    /// `version` (a hot swap's new or old version).
+    pub fn signed_as_version(&self, version: &str) -> Vec<u8> {
+        let mut manifest = self.manifest();
+        match &mut manifest {
+            Manifest::Adapter(adapter) => adapter.version = version.to_owned(),
+            Manifest::Policy(policy) => policy.version = version.to_owned(),
+        }
+        gatehouse_host::plugin::pack(&self.bytes(), &manifest, publisher())
+            .expect("a built component packs")
     }
 
     /// The component with its manifest embedded, signed by `key`.

@@ -15,9 +15,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, PolicyDefault};
-use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
-use gatehouse_tests::{config, free_port, glob, listening, publisher};
+use gatehouse_tests::{config, free_port, glob, listening};
 use http_body_util::{BodyExt, Full};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -47,16 +46,6 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The probe policy packed and signed as `version`.
-fn probe(version: &str) -> Vec<u8> {
-    let mut manifest = POLICY_PROBE.manifest();
-    let Manifest::Policy(policy) = &mut manifest else {
-        panic!("policy-probe is a policy")
-    };
-    policy.version = version.to_owned();
-    gatehouse_host::plugin::pack(&POLICY_PROBE.bytes(), &manifest, publisher()).expect("packs")
 }
 
 impl Gateway {
@@ -117,7 +106,7 @@ impl Gateway {
             "--adapter",
             file("ledger.wasm", &LEDGER.signed()),
             "--policy",
-            file("probe.wasm", &probe(probe_version)),
+            file("probe.wasm", &POLICY_PROBE.signed_as_version(probe_version)),
         ]);
         let child = gatehouse_tests::gatehouse_child(&args)
             .stdout(Stdio::null())
@@ -540,7 +529,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         .await,
     );
     let v2 = gateway.path("probe-2.0.0.wasm");
-    std::fs::write(&v2, probe("2.0.0")).unwrap();
+    std::fs::write(&v2, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
 
     let (status, plugins) = gateway
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
@@ -659,7 +648,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
     );
 
     // A component that is not signed by a trusted key is refused; 2.0.0 keeps serving.
-    let mut tampered = probe("3.0.0");
+    let mut tampered = POLICY_PROBE.signed_as_version("3.0.0");
     let last = tampered.len() - 1;
     tampered[last] ^= 1;
     let (status, body) = gateway
@@ -676,7 +665,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
             "POST",
             "/v1/plugins",
             Some(AUDITOR),
-            Some(Bytes::from(probe("3.0.0"))),
+            Some(Bytes::from(POLICY_PROBE.signed_as_version("3.0.0"))),
         )
         .await;
     assert_eq!(status, 403);
@@ -799,7 +788,11 @@ async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_the
     assert_eq!(decided_by(&gateway, &echo().await).await.0, "1.0.0");
     // A file that does not verify is refused and changes nothing.
     std::fs::write(policies.path().join("junk.wasm"), b"not a component").unwrap();
-    std::fs::write(policies.path().join("probe.wasm"), probe("2.0.0")).unwrap();
+    std::fs::write(
+        policies.path().join("probe.wasm"),
+        POLICY_PROBE.signed_as_version("2.0.0"),
+    )
+    .unwrap();
     let mut version = String::new();
     for _ in 0..100 {
         version = decided_by(&gateway, &echo().await).await.0;

@@ -6,22 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gatehouse_host::config::{PolicyBinding, PolicyDefault};
-use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::watch::PolicyWatcher;
 use gatehouse_host::{Host, OutcomeCode, Status};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
-use gatehouse_tests::{config, glob, publisher};
+use gatehouse_tests::{config, glob};
 use serde_json::json;
-
-/// The probe policy packed and signed as `version`.
-fn probe(version: &str) -> Vec<u8> {
-    let mut manifest = POLICY_PROBE.manifest();
-    let Manifest::Policy(policy) = &mut manifest else {
-        panic!("policy-probe is a policy")
-    };
-    policy.version = version.to_owned();
-    gatehouse_host::plugin::pack(&POLICY_PROBE.bytes(), &manifest, publisher()).expect("packs")
-}
 
 fn host() -> Host {
     let mut config = config(&["gatehouse.*"], &["test.*"]);
@@ -55,8 +44,8 @@ async fn decided_by(host: &Host) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swapping_under_concurrent_calls_fails_no_call() {
     let host = Arc::new(host());
-    let v1 = probe("1.0.0");
-    let v2 = probe("2.0.0");
+    let v1 = POLICY_PROBE.signed_as_version("1.0.0");
+    let v2 = POLICY_PROBE.signed_as_version("2.0.0");
     host.install_policy(&v1).expect("v1 installs");
     assert_eq!(decided_by(&host).await, "1.0.0");
 
@@ -114,8 +103,10 @@ async fn swapping_under_concurrent_calls_fails_no_call() {
 #[tokio::test]
 async fn rollback_restores_the_previous_version_and_bad_config_never_swaps() {
     let host = host();
-    host.install_policy(&probe("1.0.0")).unwrap();
-    host.install_policy(&probe("2.0.0")).unwrap();
+    host.install_policy(&POLICY_PROBE.signed_as_version("1.0.0"))
+        .unwrap();
+    host.install_policy(&POLICY_PROBE.signed_as_version("2.0.0"))
+        .unwrap();
     assert_eq!(decided_by(&host).await, "2.0.0");
     let back = host.rollback_policy("test.policy-probe").unwrap();
     assert_eq!(back.version, "1.0.0");
@@ -142,7 +133,7 @@ async fn a_watched_directory_swaps_in_new_versions_and_ignores_bad_files() {
     let host = Arc::new(host());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("probe.wasm");
-    std::fs::write(&file, probe("1.0.0")).unwrap();
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("1.0.0")).unwrap();
     let mut watcher = PolicyWatcher::start(
         Arc::clone(&host),
         dir.path().to_owned(),
@@ -152,7 +143,7 @@ async fn a_watched_directory_swaps_in_new_versions_and_ignores_bad_files() {
     assert_eq!(event.result.unwrap().version, "1.0.0");
     assert_eq!(decided_by(&host).await, "1.0.0");
 
-    std::fs::write(&file, probe("2.0.0")).unwrap();
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
     let event = watcher.next_event().await.unwrap();
     assert_eq!(
         (event.path, event.result.unwrap().version),
@@ -174,7 +165,7 @@ async fn a_downgrade_is_refused_unless_forced_also_through_the_watched_directory
     let host = Arc::new(host());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("probe.wasm");
-    std::fs::write(&file, probe("2.0.0")).unwrap();
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
     let mut watcher = PolicyWatcher::start(
         Arc::clone(&host),
         dir.path().to_owned(),
@@ -185,27 +176,25 @@ async fn a_downgrade_is_refused_unless_forced_also_through_the_watched_directory
         "2.0.0"
     );
     // An attacker who can write to the directory drops in an older, validly signed build.
-    std::fs::write(&file, probe("1.0.0")).unwrap();
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("1.0.0")).unwrap();
     let event = watcher.next_event().await.unwrap();
     let err = event.result.unwrap_err();
     assert!(err.contains("older than the serving 2.0.0"), "{err}");
     assert_eq!(decided_by(&host).await, "2.0.0");
     // The library call refuses it too; forcing it is the operator's explicit choice.
-    let err = host.install_policy(&probe("1.0.0")).unwrap_err();
+    let err = host
+        .install_policy(&POLICY_PROBE.signed_as_version("1.0.0"))
+        .unwrap_err();
     assert!(
         matches!(err, gatehouse_host::InstallError::Downgrade { .. }),
         "{err}"
     );
-    host.force_install_policy(&probe("1.0.0")).unwrap();
+    host.force_install_policy(&POLICY_PROBE.signed_as_version("1.0.0"))
+        .unwrap();
     assert_eq!(decided_by(&host).await, "1.0.0");
 
     // Adapters the same way.
-    let mut manifest = ECHO.manifest();
-    let Manifest::Adapter(echo) = &mut manifest else {
-        panic!("echo is an adapter")
-    };
-    echo.version = "0.0.1".to_owned();
-    let old_echo = gatehouse_host::plugin::pack(&ECHO.bytes(), &manifest, publisher()).unwrap();
+    let old_echo = ECHO.signed_as_version("0.0.1");
     let err = host.install_adapter(&old_echo).unwrap_err();
     assert!(
         matches!(err, gatehouse_host::InstallError::Downgrade { .. }),

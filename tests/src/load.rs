@@ -1,0 +1,268 @@
+//! The load benches' parts: server processes under test (their CPU time and RSS from `/proc`),
+//! their operator config files, and kept-alive HTTP/1.1 MCP clients that POST `tools/call`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gatehouse_host::HostConfig;
+use http_body_util::{BodyExt, Full};
+use serde_json::json;
+use wasmtime_wasi_http::io::TokioIo;
+
+/// The tool call every client sends.
+#[derive(Debug, Clone, Copy)]
+pub enum Call {
+    /// `gatehouse.echo.echo`, read-only.
+    Echo,
+    /// `test.ledger.transfer`, write-class, a fresh idempotency key each call.
+    Transfer,
+}
+
+impl Call {
+    /// The JSON-RPC request of the `n`th call of client `client`.
+    pub fn body(self, client: usize, n: u64) -> String {
+        match self {
+            Self::Echo => json!({
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": { "name": "gatehouse.echo.echo", "arguments": { "message": "hi" } },
+            }),
+            Self::Transfer => json!({
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {
+                    "name": "test.ledger.transfer",
+                    "arguments": { "amount": 1, "currency": "EUR" },
+                    "_meta": {
+                        "gatehouse/idempotency_key":
+                            format!("load-{}-{client}-{n}-{}", std::process::id(), crate::unique()),
+                    },
+                },
+            }),
+        }
+        .to_string()
+    }
+}
+
+/// A server process under test; killed when dropped.
+pub struct Server {
+    child: Child,
+    /// Its MCP (or floor) port on loopback.
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Spawns `command` and waits until it accepts connections on `port`.
+    pub fn start(command: &mut Command, port: u16, runtime: &tokio::runtime::Runtime) -> Self {
+        let server = Self::adopt(command.spawn().expect("the server starts"), port);
+        assert!(
+            runtime.block_on(crate::listening(port)),
+            "the server listens on {port}"
+        );
+        server
+    }
+
+    /// A server process already started, listening (or about to) on `port`.
+    pub fn adopt(child: Child, port: u16) -> Self {
+        Self { child, port }
+    }
+
+    /// (utime, stime) of the server process so far, in seconds.
+    pub fn cpu_seconds(&self) -> (f64, f64) {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("the server's stat");
+        // Fields after the command name (which is in parentheses): state is field 3, utime 14.
+        let rest = &stat[stat.rfind(')').expect("stat's command") + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let utime: f64 = fields[11].parse().expect("utime");
+        let stime: f64 = fields[12].parse().expect("stime");
+        let ticks = clock_ticks();
+        (utime / ticks, stime / ticks)
+    }
+
+    /// Resident set size now, in MiB.
+    pub fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .expect("VmRSS")
+            / 1024.0
+    }
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat`'s CPU times.
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let out = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .expect("getconf CLK_TCK runs");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("CLK_TCK is a number")
+    })
+}
+
+/// Writes `config` plus the TOML tables in `extra` to `dir/<name>.toml`; its path.
+pub fn write_config(dir: &Path, name: &str, config: &HostConfig, extra: &str) -> PathBuf {
+    let text = format!(
+        "{}\n{extra}\n",
+        toml::to_string_pretty(config).expect("the config serializes")
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// When the clients stop.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// After this long.
+    Elapsed(Duration),
+    /// When this many calls have been sent, by all clients together.
+    Calls(u64),
+}
+
+/// What the clients have done so far, readable while they run.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Calls answered, failed ones included.
+    pub calls: AtomicU64,
+    /// Calls that failed: not HTTP 200 with `"isError":false`, or the connection broke.
+    pub failed: AtomicU64,
+    /// The first few failures, described.
+    failures: Mutex<Vec<String>>,
+}
+
+impl Progress {
+    /// The first few failures, described.
+    pub fn failures(&self) -> Vec<String> {
+        self.failures.lock().expect("failures").clone()
+    }
+
+    fn fail(&self, what: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let mut failures = self.failures.lock().expect("failures");
+        if failures.len() < 5 {
+            failures.push(what);
+        }
+    }
+}
+
+/// `clients` kept-alive connections to the MCP endpoint on loopback `port`, each sending `call`
+/// back to back until `until`: every call's latency, and the elapsed time. Failures are counted
+/// in `progress` (a client whose connection broke stops); the caller decides whether they are
+/// allowed.
+pub async fn drive(
+    port: u16,
+    call: Call,
+    clients: usize,
+    until: Until,
+    progress: &Arc<Progress>,
+) -> (Vec<Duration>, Duration) {
+    let started = Instant::now();
+    let sent = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let (progress, sent) = (Arc::clone(progress), Arc::clone(&sent));
+            let more = move || match until {
+                Until::Elapsed(window) => started.elapsed() < window,
+                Until::Calls(total) => sent.fetch_add(1, Ordering::Relaxed) < total,
+            };
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                if let Err(broke) =
+                    client_loop(port, call, client, more, &progress, &mut latencies).await
+                {
+                    progress.fail(format!("client {client}: {broke}"));
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("client task"));
+    }
+    (latencies, started.elapsed())
+}
+
+/// One client: a connection, then calls while `more()`; an error when the connection breaks.
+async fn client_loop(
+    port: u16,
+    call: Call,
+    client: usize,
+    mut more: impl FnMut() -> bool,
+    progress: &Progress,
+    latencies: &mut Vec<Duration>,
+) -> Result<(), String> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(connection);
+    let host = format!("127.0.0.1:{port}");
+    let mut n = 0u64;
+    while more() {
+        let request = hyper::Request::post("/mcp")
+            .header("host", &host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(call.body(client, n))))
+            .expect("request");
+        let begun = Instant::now();
+        sender
+            .ready()
+            .await
+            .map_err(|e| format!("not kept alive: {e}"))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        latencies.push(begun.elapsed());
+        progress.calls.fetch_add(1, Ordering::Relaxed);
+        if status != 200 || !contains(&body, b"\"isError\":false") {
+            progress.fail(format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        n += 1;
+    }
+    Ok(())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The `q` quantile of sorted `latencies`.
+pub fn quantile(latencies: &[Duration], q: f64) -> Duration {
+    latencies[((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1))]
+}
