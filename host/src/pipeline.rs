@@ -246,13 +246,17 @@ impl Pipeline {
                 .as_ref()
                 .filter(|_| mode >= ApprovalMode::Network)
                 .map(|gate| format!("approval gate {gate}"));
-            let request_hash = crate::state::request_hash(
-                &tool.name,
-                &target.args,
-                call.approval_mode_requested
-                    .map(|m| m.to_string())
-                    .as_deref(),
-            );
+            // What an approval and an idempotency key are bound to; a call with neither (a
+            // read-only call, say) never hashes its request.
+            let request_hash = || {
+                crate::state::request_hash(
+                    &tool.name,
+                    &target.args,
+                    call.approval_mode_requested
+                        .map(|m| m.to_string())
+                        .as_deref(),
+                )
+            };
             let mut key = call.idempotency_key.clone();
             if verdict == Verdict::RequireApproval || gate.is_some() {
                 let proposal = approve::Proposal {
@@ -264,7 +268,7 @@ impl Pipeline {
                     } else {
                         why
                     },
-                    request_hash: &request_hash,
+                    request_hash: &request_hash(),
                     now_ms: now_unix_ms,
                 };
                 let approval =
@@ -292,7 +296,7 @@ impl Pipeline {
                     });
                 let request = ClaimRequest {
                     key: key.clone(),
-                    request_hash,
+                    request_hash: request_hash(),
                     tool_call_id: call.tool_call_id.clone(),
                     lease_until_ms: now_unix_ms + millis(timeout + LEASE_GRACE),
                     expires_at_ms: now_unix_ms + millis(window),
