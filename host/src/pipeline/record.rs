@@ -62,11 +62,25 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     } else {
         // The entry's text is hashed as stored, so it only has to be deterministic, not
         // canonical: the three parts are written in a fixed order.
-        format!(
-            r#"{{"call":{},"action":{},"result":{delivered}}}"#,
-            serde_json::to_string(call).unwrap_or_else(|_| "null".to_owned()),
-            action.map_or_else(|| "null".to_owned(), |a| a.to_string()),
-        )
+        let call = serde_json::to_string(call).unwrap_or_else(|_| "null".to_owned());
+        // `serde_json::to_string`, not `Display`: the same text, without a formatter per write.
+        let action = action.map_or_else(
+            || "null".to_owned(),
+            |a| serde_json::to_string(&a).unwrap_or_else(|_| "null".to_owned()),
+        );
+        let mut record = String::with_capacity(32 + call.len() + action.len() + delivered.len());
+        for part in [
+            r#"{"call":"#,
+            &call,
+            r#","action":"#,
+            &action,
+            r#","result":"#,
+            &delivered,
+            "}",
+        ] {
+            record.push_str(part);
+        }
+        record
     };
     // Write-class calls carry a key; theirs, replays included, and any touching an approval,
     // are committed before the result is delivered.
@@ -77,10 +91,7 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     let (releases, completes) = match claimed {
         Some(key) if nothing_ran => (Some(key), None),
         // What a repeat under the key replays: the result as it was delivered.
-        Some(key) => (
-            None,
-            Some((key, serde_json::to_string(result).unwrap_or_default())),
-        ),
+        Some(key) => (None, Some((key, delivered))),
         None => (None, None),
     };
     let executes = executes.filter(|_| completes.is_some());
