@@ -217,11 +217,7 @@ impl McpServer {
         };
         let declares_json = is_json(&parts.headers);
         let request = Request::from_parts(parts, Full::new(body.clone()));
-        let mut service = self.service.clone();
-        let response = match tower_service::Service::call(&mut service, request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
+        let response = self.service.handle(request).await;
         // rmcp has checked Host, Origin, Accept and the content type, and answers a JSON body
         // it cannot read as a JSON-RPC message with 415 and plain text. JSON-RPC says: a parse
         // error (-32700) for what is not JSON, an invalid request (-32600) for JSON that is not
