@@ -254,16 +254,20 @@ impl Host {
     /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), also
     /// when it arrives through the watched policy directory.
     pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
-        let policy = self.load_policy(bytes)?;
-        let plugin = policy.plugin();
-        let serving = self.policy_version(&plugin.id).map(|p| p.version);
-        check_downgrade(&plugin.id, serving, &plugin.version)?;
-        Ok(self.pipeline.policies.install(policy)?)
+        self.serve_policy(self.load_policy(bytes)?, false)
     }
 
     /// [`Host::install_policy`], a downgrade included: the operator's explicit choice.
     pub fn force_install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
-        let policy = self.load_policy(bytes)?;
+        self.serve_policy(self.load_policy(bytes)?, true)
+    }
+
+    fn serve_policy(&self, policy: LoadedPolicy, force: bool) -> Result<PluginRef, InstallError> {
+        if !force {
+            let plugin = policy.plugin();
+            let serving = self.policy_version(&plugin.id).map(|p| p.version);
+            check_downgrade(&plugin.id, serving, &plugin.version)?;
+        }
         Ok(self.pipeline.policies.install(policy)?)
     }
 
@@ -282,12 +286,10 @@ impl Host {
                 bytes,
                 verified,
             )?)?,
-            PluginKind::Policy => self.pipeline.policies.install(plugin::load_policy(
-                &self.sandbox,
-                self.cache.as_ref(),
-                bytes,
-                verified,
-            )?)?,
+            PluginKind::Policy => self.serve_policy(
+                plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)?,
+                false,
+            )?,
         };
         Ok((kind, plugin))
     }

@@ -670,6 +670,36 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         .await;
     assert_eq!(status, 403);
 
+    // An older version than the one serving is refused like at start-up (a rollback is the
+    // operator's way back); 2.0.0 keeps serving.
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            "/v1/plugins",
+            Some(OPERATOR),
+            Some(Bytes::from(POLICY_PROBE.signed_as_version("1.5.0"))),
+        )
+        .await;
+    assert_eq!((status, &body["error"]), (400, &json!("refused")), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1.5.0")),
+        "{body}"
+    );
+    let (status, plugins) = gateway
+        .admin("GET", "/v1/plugins", Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            &plugins["policies"][0]["version"],
+            &plugins["policies"][0]["digest"]
+        ),
+        (&json!("2.0.0"), &json!(v2_digest)),
+        "{plugins}"
+    );
+
     // Roll back from the command line: 1.0.0 decides again, and the rollback is audited.
     let (code, out) = gatehouse_admin(
         &gateway,
