@@ -271,11 +271,20 @@ pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Resul
 }
 
 fn install_error(error: &InstallError) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "refused",
-        format!("refused; the serving version is unchanged: {error}"),
-    )
+    let message = match error {
+        // The error's own advice names the library's forced installs, which this API has not.
+        InstallError::Downgrade {
+            id,
+            serving,
+            offered,
+        } => format!(
+            "refused; the serving version is unchanged: `{id}` {offered} is older than the serving \
+             {serving}. Uploads never downgrade; to return a policy module to the version it \
+             replaced, roll it back (`gatehouse admin policy rollback {id}`)"
+        ),
+        error => format!("refused; the serving version is unchanged: {error}"),
+    };
+    ApiError::new(StatusCode::BAD_REQUEST, "refused", message)
 }
 
 fn policy_error(error: &PolicyError) -> ApiError {
