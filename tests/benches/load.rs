@@ -73,12 +73,11 @@ fn main() {
         .expect("runtime");
 
     let port = gatehouse_tests::free_port();
-    let floor = Server::start(
+    let (floor, _) = Server::start(
         Command::new(std::env::current_exe().expect("this binary"))
             .env(FLOOR, port.to_string())
             .stdout(Stdio::null()),
         port,
-        &runtime,
     );
     rows.extend(measure(&floor, "floor", Call::Echo, window, &runtime));
     drop(floor);
@@ -92,11 +91,7 @@ fn main() {
     .filter(|(scenario, ..)| selected(scenario))
     {
         let port = gatehouse_tests::free_port();
-        let args = serve_args(dir.path(), scenario, port, policy);
-        let log = std::fs::File::create(dir.path().join(format!("{scenario}.log"))).expect("log");
-        let mut command = gatehouse_tests::gatehouse_child(&args);
-        command.stdout(Stdio::null()).stderr(log);
-        let server = Server::start(&mut command, port, &runtime);
+        let (server, _) = Server::start(&mut serve(dir.path(), scenario, port, policy), port);
         rows.extend(measure(&server, scenario, call, window, &runtime));
     }
 
@@ -206,27 +201,15 @@ fn host_config(store: Option<std::path::PathBuf>, policy: bool) -> HostConfig {
     config
 }
 
-/// `gatehouse serve` arguments for one scenario: a config file and the signed plugins, written
-/// to `dir`.
-fn serve_args(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Value {
+/// `gatehouse serve` for one scenario: echo and the ledger, and with `policy` the baseline
+/// policy bound to every call; its config, store and plugins in `dir`.
+fn serve(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Command {
     let config = host_config(Some(dir.join(format!("{scenario}.db"))), policy);
-    let mcp = format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"");
-    let config_path = load::write_config(dir, scenario, &config, &mcp);
-    let mut args = vec![
-        "serve".to_owned(),
-        "--config".to_owned(),
-        config_path.display().to_string(),
-    ];
-    for (flag, artifact) in [("--adapter", &ECHO), ("--adapter", &LEDGER)]
-        .into_iter()
-        .chain(policy.then_some(("--policy", &BASELINE)))
-    {
-        let path = dir.join(format!("{}.signed.wasm", artifact.name));
-        std::fs::write(&path, artifact.signed()).expect("write plugin");
-        args.push(flag.to_owned());
-        args.push(path.display().to_string());
+    let mut plugins = vec![("--adapter", ECHO.signed()), ("--adapter", LEDGER.signed())];
+    if policy {
+        plugins.push(("--policy", BASELINE.signed()));
     }
-    json!(args)
+    load::serve_command(dir, scenario, &config, port, "", &plugins)
 }
 
 /// One row per concurrency level: warm up, then measure `window`. Every call must succeed.

@@ -22,10 +22,9 @@
 //! million audit entries (about 1 GB of SQLite) to a temporary directory.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, Tenants};
@@ -89,35 +88,6 @@ fn host_config(dir: &Path, name: &str) -> HostConfig {
     config
 }
 
-/// `gatehouse serve --config <dir/name.toml>` on MCP port `port`, plus `plugins` (flag, signed
-/// bytes) written to `dir`, and `extra` TOML tables; its stderr to `dir/name.log`.
-fn serve(
-    dir: &Path,
-    name: &str,
-    config: &HostConfig,
-    port: u16,
-    extra: &str,
-    plugins: &[(&str, Vec<u8>)],
-) -> std::process::Command {
-    let mcp =
-        format!("[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"\n{extra}");
-    let config_path = load::write_config(dir, name, config, &mcp);
-    let mut args = vec![
-        "serve".to_owned(),
-        "--config".to_owned(),
-        config_path.display().to_string(),
-    ];
-    for (i, (flag, bytes)) in plugins.iter().enumerate() {
-        let path = dir.join(format!("{name}-{i}.signed.wasm"));
-        std::fs::write(&path, bytes).expect("write plugin");
-        args.extend([(*flag).to_owned(), path.display().to_string()]);
-    }
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
-    let mut command = gatehouse_tests::gatehouse_child(&json!(args));
-    command.stdout(Stdio::null()).stderr(log);
-    command
-}
-
 /// The echo component, made distinct by a custom section holding `n`, signed as adapter `id`.
 fn distinct_echo(id: &str, n: u32) -> Vec<u8> {
     const NAME: &[u8] = b"gatehouse-bench";
@@ -137,20 +107,6 @@ fn distinct_echo(id: &str, n: u32) -> Vec<u8> {
     gatehouse_host::plugin::pack(&bytes, &manifest, publisher()).expect("packs")
 }
 
-/// Spawns `command` and times it from spawn until loopback `port` accepts.
-fn time_to_listen(command: &mut std::process::Command, port: u16) -> (Server, Duration) {
-    let started = Instant::now();
-    let child = command.spawn().expect("the server starts");
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the server listens on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    (Server::adopt(child, port), started.elapsed())
-}
-
 fn startup(dir: &Path, adapters: usize, runtime: &tokio::runtime::Runtime) -> Value {
     println!(
         "start-up: {adapters} signed adapters (distinct components), spawn until the MCP port accepts"
@@ -167,8 +123,10 @@ fn startup(dir: &Path, adapters: usize, runtime: &tokio::runtime::Runtime) -> Va
     let config = host_config(dir, "startup");
     let run = |name: &str, plugins: &[(&str, Vec<u8>)]| {
         let port = gatehouse_tests::free_port();
-        let mut command = serve(dir, name, &config, port, "", plugins);
-        time_to_listen(&mut command, port)
+        Server::start(
+            &mut load::serve_command(dir, name, &config, port, "", plugins),
+            port,
+        )
     };
     // Twice: the first run fills the cache.
     let one = [("--adapter", ECHO.signed())];
@@ -237,7 +195,7 @@ fn swap(dir: &Path, runtime: &tokio::runtime::Runtime) -> Value {
         ("--adapter", ECHO.signed()),
         ("--policy", POLICY_PROBE.signed_as_version("1.0.0")),
     ];
-    let mut command = serve(dir, "swap", &config, port, &admin, &plugins);
+    let mut command = load::serve_command(dir, "swap", &config, port, &admin, &plugins);
     command.env(ADMIN_TOKEN_ENV, ADMIN_TOKEN);
     let (server, progress) = start_warm(&mut command, port, Duration::from_millis(500), runtime);
 
@@ -257,7 +215,7 @@ fn swap(dir: &Path, runtime: &tokio::runtime::Runtime) -> Value {
             })
         };
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let pushed_at = unix_ms();
+        let pushed_at = gatehouse_host::state::now_ms();
         let started = Instant::now();
         let auth = format!("Bearer {ADMIN_TOKEN}");
         let (status, _, body) = gatehouse_tests::mcp_post(
@@ -271,7 +229,7 @@ fn swap(dir: &Path, runtime: &tokio::runtime::Runtime) -> Value {
         )
         .await;
         let push = started.elapsed();
-        let acknowledged_at = unix_ms();
+        let acknowledged_at = gatehouse_host::state::now_ms();
         assert_eq!(status, 201, "the push installs 2.0.0: {body}");
         let (latencies, _) = clients.await.expect("clients");
         (latencies.len(), pushed_at, acknowledged_at, push)
@@ -356,7 +314,7 @@ fn soak(dir: &Path, calls: u64, runtime: &tokio::runtime::Runtime) -> Value {
     println!("soak: {calls} echo calls at {CLIENTS} clients, the server's RSS every tenth");
     let port = gatehouse_tests::free_port();
     let config = host_config(dir, "soak");
-    let mut command = serve(
+    let mut command = load::serve_command(
         dir,
         "soak",
         &config,
@@ -424,7 +382,7 @@ fn start_warm(
     warm_up: Duration,
     runtime: &tokio::runtime::Runtime,
 ) -> (Server, Arc<Progress>) {
-    let server = Server::start(command, port, runtime);
+    let (server, _) = Server::start(command, port);
     let progress = Arc::new(Progress::default());
     runtime.block_on(load::drive(
         port,
@@ -438,14 +396,4 @@ fn start_warm(
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
-}
-
-fn unix_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("after 1970")
-            .as_millis(),
-    )
-    .expect("a time")
 }

@@ -1,7 +1,7 @@
 //! The load benches' parts: server processes under test (their CPU time and RSS from `/proc`),
 //! their operator config files, and kept-alive HTTP/1.1 MCP clients that POST `tools/call`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,19 +65,22 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Spawns `command` and waits until it accepts connections on `port`.
-    pub fn start(command: &mut Command, port: u16, runtime: &tokio::runtime::Runtime) -> Self {
-        let server = Self::adopt(command.spawn().expect("the server starts"), port);
-        assert!(
-            runtime.block_on(crate::listening(port)),
-            "the server listens on {port}"
-        );
-        server
-    }
-
-    /// A server process already started, listening (or about to) on `port`.
-    pub fn adopt(child: Child, port: u16) -> Self {
-        Self { child, port }
+    /// Spawns `command` and waits (at most 120 s) until it accepts connections on loopback
+    /// `port`, polling every millisecond: the server, and how long that took from spawn.
+    pub fn start(command: &mut Command, port: u16) -> (Self, Duration) {
+        let started = Instant::now();
+        let server = Self {
+            child: command.spawn().expect("the server starts"),
+            port,
+        };
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the server listens on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (server, started.elapsed())
     }
 
     /// (utime, stime) of the server process so far, in seconds.
@@ -121,15 +124,38 @@ fn clock_ticks() -> f64 {
     })
 }
 
-/// Writes `config` plus the TOML tables in `extra` to `dir/<name>.toml`; its path.
-pub fn write_config(dir: &Path, name: &str, config: &HostConfig, extra: &str) -> PathBuf {
+/// `gatehouse serve` (a child process, see [`crate::gatehouse_child`]) with `config` plus the
+/// TOML tables in `extra` and an `[mcp]` table on loopback `port` admitting anonymous callers,
+/// written to `dir/<name>.toml`, and `plugins` (flag, signed bytes) written beside it; stdout
+/// discarded, stderr to `dir/<name>.log`.
+pub fn serve_command(
+    dir: &Path,
+    name: &str,
+    config: &HostConfig,
+    port: u16,
+    extra: &str,
+    plugins: &[(&str, Vec<u8>)],
+) -> Command {
+    let config_path = dir.join(format!("{name}.toml"));
     let text = format!(
-        "{}\n{extra}\n",
+        "{}\n[mcp]\nlisten = \"127.0.0.1:{port}\"\nanonymous_tenant = \"default\"\n{extra}\n",
         toml::to_string_pretty(config).expect("the config serializes")
     );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("write config");
-    path
+    std::fs::write(&config_path, text).expect("write config");
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config_path.display().to_string(),
+    ];
+    for (i, (flag, bytes)) in plugins.iter().enumerate() {
+        let path = dir.join(format!("{name}-{i}.signed.wasm"));
+        std::fs::write(&path, bytes).expect("write plugin");
+        args.extend([(*flag).to_owned(), path.display().to_string()]);
+    }
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
+    let mut command = crate::gatehouse_child(&json!(args));
+    command.stdout(std::process::Stdio::null()).stderr(log);
+    command
 }
 
 /// When the clients stop.
