@@ -6,8 +6,9 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -35,6 +36,60 @@ impl Gateway {
             host,
             aliases: Arc::new(aliases),
         }
+    }
+
+    /// `tools/call` for `caller`, whether rmcp's handler or the direct path ([`super::direct`])
+    /// took the request: `meta` is the request's `_meta` (rmcp moves it out of the params),
+    /// `headers` the HTTP request's.
+    pub async fn call(
+        &self,
+        caller: Caller,
+        request: CallToolRequestParams,
+        meta: &RequestMetaObject,
+        headers: Option<&http::HeaderMap>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
+        let mut call =
+            ToolCallEnvelope::new(&caller.tenant, name, args).with_principal(caller.principal);
+        let meta = request.meta.as_ref().unwrap_or(meta);
+        // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
+        // the HTTP request's header.
+        let traceparent = meta.get_traceparent().map(str::to_owned).or_else(|| {
+            headers
+                .and_then(|headers| headers.get("traceparent"))
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        });
+        if let Some(traceparent) = &traceparent {
+            call = call.with_traceparent(traceparent);
+        }
+        if let Some(key) = meta_str(meta, IDEMPOTENCY_KEY_META)? {
+            call = call.with_idempotency_key(key);
+        }
+        if let Some(id) = meta_str(meta, APPROVAL_ID_META)? {
+            call = call.with_approval(id);
+        }
+        if let Some(mode) = meta.get(APPROVAL_MODE_META) {
+            let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {
+                ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{APPROVAL_MODE_META}\"] must be one of read_only, local_write, network, delegated, destructive"
+                    ),
+                    None,
+                )
+            })?;
+            call = call.with_mode(mode);
+        }
+        let span = crate::telemetry::mcp_span(&request.name, traceparent.as_deref());
+        let result = self.host.call_for_caller(call).instrument(span).await;
+        if result.outcome == OutcomeCode::UnknownCapability {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        }
+        to_mcp(&result)
     }
 
     fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
@@ -113,62 +168,22 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = Self::caller(&context)?;
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
-        let mut call =
-            ToolCallEnvelope::new(&caller.tenant, name, args).with_principal(caller.principal);
-        // rmcp moves the request's `_meta` into the context.
-        let meta = request.meta.as_ref().unwrap_or(&context.meta);
-        // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
-        // the HTTP request's header.
-        let traceparent = meta.get_traceparent().map(str::to_owned).or_else(|| {
-            context
-                .extensions
-                .get::<http::request::Parts>()
-                .and_then(|parts| parts.headers.get("traceparent"))
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
-        });
-        if let Some(traceparent) = &traceparent {
-            call = call.with_traceparent(traceparent);
-        }
-        if let Some(key) = meta.get(IDEMPOTENCY_KEY_META) {
-            let key = key.as_str().ok_or_else(|| {
-                ErrorData::invalid_params(
-                    format!("_meta[\"{IDEMPOTENCY_KEY_META}\"] must be a string"),
-                    None,
-                )
-            })?;
-            call = call.with_idempotency_key(key);
-        }
-        if let Some(id) = meta.get(APPROVAL_ID_META) {
-            let id = id.as_str().ok_or_else(|| {
-                ErrorData::invalid_params(
-                    format!("_meta[\"{APPROVAL_ID_META}\"] must be a string"),
-                    None,
-                )
-            })?;
-            call = call.with_approval(id);
-        }
-        if let Some(mode) = meta.get(APPROVAL_MODE_META) {
-            let mode: ApprovalMode = serde_json::from_value(mode.clone()).map_err(|_| {
-                ErrorData::invalid_params(
-                    format!(
-                        "_meta[\"{APPROVAL_MODE_META}\"] must be one of read_only, local_write, network, delegated, destructive"
-                    ),
-                    None,
-                )
-            })?;
-            call = call.with_mode(mode);
-        }
-        let span = crate::telemetry::mcp_span(&request.name, traceparent.as_deref());
-        let result = self.host.call_for_caller(call).instrument(span).await;
-        if result.outcome == OutcomeCode::UnknownCapability {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool: {}", request.name),
-                None,
-            ));
-        }
-        Ok(CallToolResponse::Complete(to_mcp(&result)?))
+        let headers = context
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| &parts.headers);
+        let result = self.call(caller, request, &context.meta, headers).await?;
+        Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// `_meta[key]`, which must be a string if present.
+fn meta_str<'a>(meta: &'a RequestMetaObject, key: &str) -> Result<Option<&'a str>, ErrorData> {
+    meta.get(key)
+        .map(|value| {
+            value.as_str().ok_or_else(|| {
+                ErrorData::invalid_params(format!("_meta[\"{key}\"] must be a string"), None)
+            })
+        })
+        .transpose()
 }

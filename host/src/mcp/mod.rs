@@ -19,7 +19,10 @@
 //! 5. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look
 //!    the same); `tools/call` builds a `ToolCallEnvelope` for the caller and runs
 //!    [`Host::call_for_caller`](crate::Host::call_for_caller): the governed pipeline, its
-//!    result delivered as the caller's view ([`crate::caller_view`]).
+//!    result delivered as the caller's view ([`crate::caller_view`]). The common `tools/call`
+//!    (no `Origin`, a protocol version before 2026-07-28) is answered by the same handler code
+//!    without rmcp's per-request service (`direct`), only where rmcp's checks are known to
+//!    pass and its answer would be the same; everything else goes through rmcp.
 //!
 //! A call's result maps to MCP as: content blocks and `structuredContent` as the adapter
 //! returned them (after verification and obligations); `isError` unless the outcome is `OK`,
@@ -40,10 +43,13 @@
 //!
 //! Files by job: [`config`] (the `[mcp]` table), [`aliases`] (MCP names for tools),
 //! [`server`] (accept loop and HTTP),
-//! [`identity`] (gate 1), [`jwt`] (JWT verification), `handler` (the rmcp handler), `result` (envelope to MCP result).
+//! [`identity`] (gate 1), [`jwt`] (JWT verification), `handler` (the rmcp handler), `direct`
+//! (the common `tools/call` without rmcp's per-request service), `result` (envelope to MCP
+//! result).
 
 pub mod aliases;
 pub mod config;
+mod direct;
 mod handler;
 pub mod identity;
 pub mod jwt;

@@ -12,6 +12,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioTimer;
+use rmcp::model::{CallToolResponse, ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -19,8 +20,9 @@ use tokio::net::TcpListener;
 use wasmtime_wasi_http::io::TokioIo;
 
 use super::config::McpConfig;
+use super::direct::{Direct, DirectCall};
 use super::handler::Gateway;
-use super::identity::{ApiKeyError, ApiKeys, Identity};
+use super::identity::{ApiKeyError, ApiKeys, Caller, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
@@ -71,6 +73,9 @@ pub struct McpServer {
     max_request_bytes: usize,
     max_connections: usize,
     identity: Arc<Identity>,
+    /// The common `tools/call`, answered without rmcp's per-request service ([`super::direct`]).
+    direct: Arc<Direct>,
+    gateway: Gateway,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
 
@@ -114,6 +119,7 @@ impl McpServer {
         if config.listen.ip().is_loopback() {
             origins.extend(LOOPBACK_ORIGINS.iter().map(|&origin| origin.to_owned()));
         }
+        let direct = Direct::new(&config.allowed_hosts);
         let rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -122,8 +128,9 @@ impl McpServer {
             .enforce_origin_validation()
             .with_max_request_body_bytes(config.max_request_bytes);
         let gateway = Gateway::new(host, config.aliases.clone());
+        let factory = gateway.clone();
         let service = StreamableHttpService::new(
-            move || Ok(gateway.clone()),
+            move || Ok(factory.clone()),
             Arc::new(NeverSessionManager::default()),
             rmcp_config,
         );
@@ -138,6 +145,8 @@ impl McpServer {
             metadata: Arc::new(metadata),
             challenges,
             identity: Arc::new(Identity::new(keys, jwt)),
+            direct: Arc::new(direct),
+            gateway,
             service,
         })
     }
@@ -155,7 +164,7 @@ impl McpServer {
     /// Answers one HTTP request (steps 1-5 of the module docs).
     pub async fn handle(
         &self,
-        mut request: Request<Incoming>,
+        request: Request<Incoming>,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
         if self
             .metadata_paths
@@ -180,10 +189,8 @@ impl McpServer {
                 &json!({ "error": "not_found", "message": format!("the MCP endpoint is {}", self.path) }),
             );
         }
-        match self.identity.identify(request.headers()).await {
-            Ok(caller) => {
-                request.extensions_mut().insert(caller);
-            }
+        let caller = match self.identity.identify(request.headers()).await {
+            Ok(caller) => caller,
             Err(error) => {
                 tracing::info!(%error, "mcp request refused: identity");
                 let mut response = plain(
@@ -196,10 +203,10 @@ impl McpServer {
                 );
                 return response;
             }
-        }
+        };
         // The body is read here, within the size and time limits, so that a body rmcp cannot
         // parse can be answered as JSON-RPC (below), and nothing is called before it is whole.
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let body = match read_body(body, self.max_request_bytes, self.body_timeout).await {
             Ok(body) => body,
             Err(error) => {
@@ -216,6 +223,11 @@ impl McpServer {
             }
         };
         let declares_json = is_json(&parts.headers);
+        if declares_json && let Some(call) = self.direct.call(&parts.method, &parts.headers, &body)
+        {
+            return self.call_directly(caller, call, parts.headers).await;
+        }
+        parts.extensions.insert(caller);
         let request = Request::from_parts(parts, Full::new(body.clone()));
         let response = self.service.handle(request).await;
         // rmcp has checked Host, Origin, Accept and the content type, and answers a JSON body
@@ -226,6 +238,54 @@ impl McpServer {
             return unreadable_message(&body);
         }
         response
+    }
+
+    /// Answers a `tools/call` the direct path took, as rmcp's stateless JSON path would. The
+    /// call runs on a task of its own, as rmcp's handler does, so a client that hangs up does
+    /// not cut a governed call short.
+    async fn call_directly(
+        &self,
+        caller: Caller,
+        call: DirectCall,
+        headers: http::HeaderMap,
+    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+        let gateway = self.gateway.clone();
+        let answered = tokio::spawn(async move {
+            let DirectCall { id, params, meta } = call;
+            let message = match gateway.call(caller, params, &meta, Some(&headers)).await {
+                Ok(result) => {
+                    // Only requests below 2026-07-28 come here: rmcp answers those without the
+                    // `resultType: "complete"` they do not know.
+                    let mut result = ServerResult::from(CallToolResponse::Complete(result));
+                    result.strip_result_type_for_legacy_peer();
+                    ServerJsonRpcMessage::response(result, id)
+                }
+                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            };
+            serde_json::to_vec(&message)
+        })
+        .await;
+        match answered {
+            Ok(Ok(body)) => {
+                let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+            Ok(Err(error)) => plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &json!({ "error": "internal_error", "message": format!("the response does not serialize: {error}") }),
+            ),
+            Err(error) => {
+                tracing::error!(%error, "mcp call task failed");
+                plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &json!({ "error": "internal_error", "message": "the call failed inside the gateway" }),
+                )
+            }
+        }
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains (see [`Serving::serve`]).

@@ -358,6 +358,17 @@ async fn http_refusals_have_exact_statuses() {
     )
     .await;
     assert_eq!(status, 415, "{body}");
+    // A `tools/call` the direct path would answer (`host/src/mcp/direct.rs`) is refused the
+    // same: a bad Host or a foreign Origin is rmcp's 403.
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"gatehouse.echo.echo","arguments":{"message":"x"}}}"#;
+    for refused in [
+        ("host", "attacker.example"),
+        ("origin", "https://evil.example"),
+    ] {
+        let (status, _, body) =
+            mcp_post(port, "/mcp", &[("authorization", auth), refused], call).await;
+        assert_eq!(status, 403, "{refused:?}: {body}");
+    }
     // Refusals before the body is read keep their order: a bad Host is 403, body or not.
     let (status, _, body) = mcp_post(
         port,
@@ -367,6 +378,82 @@ async fn http_refusals_have_exact_statuses() {
     )
     .await;
     assert_eq!(status, 403, "{body}");
+}
+
+/// A plain `tools/call` is answered by the direct path (`host/src/mcp/direct.rs`), without
+/// rmcp's per-request service; the same request with a quality weight in `Accept` goes
+/// through rmcp. Both must answer alike: status, content type, and the JSON-RPC message (the
+/// gateway's record differs only in the call's own ids).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_call_is_answered_alike_directly_and_through_rmcp() {
+    let gateway = gateway(|_| {}).await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let direct = [("authorization", auth.as_str())];
+    let through_rmcp = [
+        ("authorization", auth.as_str()),
+        ("accept", "text/event-stream;q=1"),
+    ];
+    let call = |id: u32, params: Value| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
+    };
+    let cases = [
+        // ok, with structured content and the record in `_meta`
+        call(
+            1,
+            json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "same" } }),
+        ),
+        // a tool error result (arguments against the schema)
+        call(
+            2,
+            json!({ "name": "gatehouse.echo.echo", "arguments": { "message": 7 } }),
+        ),
+        // a protocol error: the unknown tool
+        call(3, json!({ "name": "no.such.tool", "arguments": {} })),
+        // a protocol error: bad `_meta`
+        call(
+            4,
+            json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "x" },
+                    "_meta": { "gatehouse/idempotency_key": 5 } }),
+        ),
+        // a string id
+        json!({ "jsonrpc": "2.0", "id": "s-1", "method": "tools/call",
+                "params": { "name": "gatehouse.echo.echo", "arguments": { "message": "id" } } })
+        .to_string(),
+    ];
+    for body in cases {
+        let (status, headers, direct_body) =
+            mcp_post(gateway.port, "/mcp", &direct, body.clone()).await;
+        let (rmcp_status, rmcp_headers, rmcp_body) =
+            mcp_post(gateway.port, "/mcp", &through_rmcp, body.clone()).await;
+        assert_eq!(status, 200, "{body}: {direct_body}");
+        assert_eq!(rmcp_status, 200, "{body}: {rmcp_body}");
+        assert_eq!(headers["content-type"], rmcp_headers["content-type"]);
+        let mut direct_reply: Value = serde_json::from_str(&direct_body).unwrap();
+        let mut rmcp_reply: Value = serde_json::from_str(&rmcp_body).unwrap();
+        let records = [&mut direct_reply, &mut rmcp_reply].map(|reply| {
+            reply
+                .pointer_mut("/result/_meta/gatehouse~1result")
+                .map(Value::take)
+        });
+        assert_eq!(direct_reply, rmcp_reply, "{body}");
+        if let [Some(direct_record), Some(rmcp_record)] = records {
+            assert_eq!(direct_record["outcome"], rmcp_record["outcome"], "{body}");
+            assert_eq!(direct_record["status"], rmcp_record["status"], "{body}");
+            assert_ne!(
+                direct_record["tool_call_id"], rmcp_record["tool_call_id"],
+                "two calls ran"
+            );
+            let keys = |record: &Value| {
+                record
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(keys(&direct_record), keys(&rmcp_record), "{body}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

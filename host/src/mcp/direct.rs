@@ -1,0 +1,298 @@
+//! `tools/call` answered directly: the common request (a plain stateless `tools/call` from a
+//! client below protocol 2026-07-28) parsed with rmcp's own message types and answered by the
+//! same handler code, without starting rmcp's per-request service (a serve loop task, a
+//! handler task, channels and cancellation tokens per request: a profile of the server under
+//! load charged them about as much CPU as the sandboxed call).
+//!
+//! The direct path never answers anything rmcp would answer differently: it takes a request
+//! only when every check rmcp makes on it is one repeated here and passed, and declines the
+//! rest (any `Origin`, `Accept` with parameters, protocol 2026-07-28 headers or `_meta`, any
+//! other method or message), which rmcp then answers as before. It never refuses a request: a
+//! refusal is always rmcp's. The checks repeated:
+//! - `Host` is present, a valid authority and in `[mcp] allowed_hosts` (a listed name without
+//!   a port allows any port; an empty list allows any host): rmcp's DNS-rebinding check;
+//! - no `Origin` header (rmcp's origin check passes requests without one);
+//! - `Accept` names both `application/json` and `text/event-stream`;
+//! - `Content-Type` is `application/json` (checked by the caller);
+//! - `MCP-Protocol-Version` is absent or a version rmcp knows that predates per-request
+//!   metadata and the SEP-2243 standard headers (2026-07-28), and the request's `_meta` names
+//!   no protocol version: rmcp's stateless path then checks nothing else;
+//! - the body is one JSON-RPC request for `tools/call`, as rmcp's [`ClientJsonRpcMessage`].
+//!
+//! The answer is the one rmcp's stateless JSON path sends: HTTP 200, `application/json`, the
+//! handler's result or error as one [`ServerJsonRpcMessage`](rmcp::model::ServerJsonRpcMessage),
+//! the result in the shape before 2026-07-28 (no `resultType`), as rmcp sends it to those peers.
+
+use http::{HeaderMap, Method};
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion,
+    RequestId, RequestMetaObject,
+};
+
+/// The `[mcp] allowed_hosts`, as the direct path checks them.
+#[derive(Debug, Clone)]
+pub struct Direct {
+    /// Host names (lowercase, IPv6 without brackets), each with the port it requires, if any.
+    hosts: Vec<(String, Option<u16>)>,
+    /// The list was empty: any host.
+    any_host: bool,
+}
+
+/// A `tools/call` the direct path answers.
+#[derive(Debug)]
+pub struct DirectCall {
+    pub id: RequestId,
+    pub params: CallToolRequestParams,
+    /// The request's `_meta` (rmcp keeps it apart from the params).
+    pub meta: RequestMetaObject,
+}
+
+impl Direct {
+    /// `allowed_hosts` as configured; an entry that is neither a host nor `host:port` matches
+    /// nothing.
+    pub fn new(allowed_hosts: &[String]) -> Self {
+        let hosts = allowed_hosts
+            .iter()
+            .map(|allowed| allowed.trim())
+            .filter(|allowed| !allowed.is_empty())
+            .map(|allowed| match http::uri::Authority::try_from(allowed) {
+                Ok(authority) => (normalize(authority.host()), authority.port_u16()),
+                Err(_) => (normalize(allowed), None),
+            })
+            .collect();
+        Self {
+            hosts,
+            any_host: allowed_hosts.is_empty(),
+        }
+    }
+
+    /// The `tools/call` in this request, if the direct path answers it (see the module docs);
+    /// `None`: rmcp answers it.
+    pub fn call(&self, method: &Method, headers: &HeaderMap, body: &[u8]) -> Option<DirectCall> {
+        if method != Method::POST
+            || headers.contains_key(http::header::ORIGIN)
+            || !self.host_allowed(headers)
+            || !accepts_json_and_sse(headers)
+            || !legacy_protocol(headers)
+        {
+            return None;
+        }
+        let ClientJsonRpcMessage::Request(mut request) = serde_json::from_slice(body).ok()? else {
+            return None;
+        };
+        if request.request.get_meta().protocol_version().is_some() {
+            return None;
+        }
+        let meta = std::mem::take(request.request.get_meta_mut());
+        let ClientRequest::CallToolRequest(call) = request.request else {
+            return None;
+        };
+        Some(DirectCall {
+            id: request.id,
+            params: call.params,
+            meta,
+        })
+    }
+
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let mut values = headers.get_all(http::header::HOST).iter();
+        let (Some(host), None) = (values.next(), values.next()) else {
+            return false;
+        };
+        let Some(authority) = host
+            .to_str()
+            .ok()
+            .and_then(|host| http::uri::Authority::try_from(host).ok())
+        else {
+            return false;
+        };
+        if self.any_host {
+            return true;
+        }
+        let (name, port) = (normalize(authority.host()), authority.port_u16());
+        self.hosts
+            .iter()
+            .any(|(allowed, required)| *allowed == name && required.is_none_or(|p| port == Some(p)))
+    }
+}
+
+/// `Accept` lists both media types of Streamable HTTP, without parameters (a quality weight
+/// could exclude one: rmcp decides those).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(http::header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        for media in value.split(',') {
+            let media = media.trim();
+            if media.contains([';', '"']) {
+                return false;
+            }
+            json |= media.eq_ignore_ascii_case("application/json");
+            sse |= media.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && sse
+}
+
+/// `MCP-Protocol-Version` is absent, or one value naming a known version before 2026-07-28.
+fn legacy_protocol(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all("mcp-protocol-version").iter();
+    match (values.next(), values.next()) {
+        (None, _) => true,
+        (Some(value), None) => value.to_str().is_ok_and(|version| {
+            version < ProtocolVersion::V_2026_07_28.as_str()
+                && ProtocolVersion::KNOWN_VERSIONS
+                    .iter()
+                    .any(|known| known.as_str() == version)
+        }),
+        (Some(_), Some(_)) => false,
+    }
+}
+
+/// A host name as compared: lowercase, an IPv6 literal without its brackets.
+fn normalize(host: &str) -> String {
+    host.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"gatehouse/idempotency_key":"k1"}}}"#;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                http::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        headers
+    }
+
+    fn plain_call() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("host", "127.0.0.1:8080"),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ]
+    }
+
+    fn direct() -> Direct {
+        Direct::new(&[
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ])
+    }
+
+    /// With header `name` set to `value` (`None`: removed), does the direct path take the call?
+    fn takes(name: &'static str, value: Option<&str>) -> bool {
+        let mut headers = headers(&plain_call());
+        headers.remove(name);
+        if let Some(value) = value {
+            headers.insert(name, http::HeaderValue::from_str(value).unwrap());
+        }
+        direct()
+            .call(&Method::POST, &headers, CALL.as_bytes())
+            .is_some()
+    }
+
+    #[test]
+    fn a_plain_tools_call_is_taken_with_its_id_params_and_meta() {
+        let call = direct()
+            .call(&Method::POST, &headers(&plain_call()), CALL.as_bytes())
+            .expect("taken");
+        assert_eq!(call.id, RequestId::Number(7));
+        assert_eq!(call.params.name, "echo");
+        assert_eq!(
+            call.params.arguments.unwrap()["text"],
+            serde_json::json!("hi")
+        );
+        let key = call
+            .params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("gatehouse/idempotency_key"))
+            .or_else(|| call.meta.get("gatehouse/idempotency_key"));
+        assert_eq!(key, Some(&serde_json::json!("k1")));
+    }
+
+    #[test]
+    fn hosts_are_checked_like_rmcp_and_anything_else_is_declined() {
+        assert!(takes("host", Some("localhost")));
+        assert!(takes("host", Some("LOCALHOST:1")));
+        assert!(takes("host", Some("[::1]:9")));
+        assert!(!takes("host", Some("evil.example")));
+        assert!(!takes("host", Some("127.0.0.1.evil.example")));
+        assert!(!takes("host", Some("not a host")));
+        assert!(!takes("host", None));
+        let ported = Direct::new(&["gw.example:443".to_owned()]);
+        let with_host = |host: &str| {
+            let mut headers = headers(&plain_call());
+            headers.insert("host", http::HeaderValue::from_str(host).unwrap());
+            ported
+                .call(&Method::POST, &headers, CALL.as_bytes())
+                .is_some()
+        };
+        assert!(with_host("gw.example:443"));
+        assert!(!with_host("gw.example:8443"));
+        assert!(!with_host("gw.example"));
+        let any = Direct::new(&[]);
+        assert!(
+            any.call(&Method::POST, &headers(&plain_call()), CALL.as_bytes())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn origins_weighted_accepts_and_per_request_protocols_are_left_to_rmcp() {
+        assert!(!takes("origin", Some("http://localhost:3000")));
+        assert!(!takes("accept", Some("application/json")));
+        assert!(!takes(
+            "accept",
+            Some("application/json;q=1, text/event-stream")
+        ));
+        assert!(!takes("accept", None));
+        assert!(takes("accept", Some("text/event-stream,APPLICATION/JSON")));
+        assert!(takes("mcp-protocol-version", None));
+        assert!(takes("mcp-protocol-version", Some("2025-03-26")));
+        assert!(!takes("mcp-protocol-version", Some("2026-07-28")));
+        assert!(!takes("mcp-protocol-version", Some("2099-01-01")));
+        assert!(!takes("mcp-protocol-version", Some("2025-11-26")));
+        let per_request = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(
+            direct()
+                .call(
+                    &Method::POST,
+                    &headers(&plain_call()),
+                    per_request.as_bytes()
+                )
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn only_a_posted_tools_call_request_is_taken() {
+        let d = direct();
+        let h = headers(&plain_call());
+        assert!(d.call(&Method::GET, &h, CALL.as_bytes()).is_none());
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call""#,
+            "",
+        ] {
+            assert!(
+                d.call(&Method::POST, &h, body.as_bytes()).is_none(),
+                "{body}"
+            );
+        }
+    }
+}
