@@ -153,13 +153,25 @@ async fn serve(
     }
 }
 
+/// The files holding tokens `a` and `b`, written once for the whole test process: tests run
+/// in parallel, and rewriting a file another test is reading lets it see the file empty.
+fn token_files() -> (&'static std::path::Path, &'static std::path::Path) {
+    static FILES: std::sync::OnceLock<(std::path::PathBuf, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    let (a, b) = FILES.get_or_init(|| {
+        let dir = token_file().parent().unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, "token-a").unwrap();
+        std::fs::write(&b, "token-b").unwrap();
+        (a, b)
+    });
+    (a, b)
+}
+
 /// An adapter `t` granted GET, POST and DELETE on `/a/` with token `a`, and on `/b/` with
 /// token `b`, of the raw upstream; `extra` is appended to `[egress]`.
 fn pool_config(upstream: &RawUpstream, extra: &str) -> EgressConfig {
-    let dir = token_file().parent().unwrap();
-    let (a, b) = (dir.join("a"), dir.join("b"));
-    std::fs::write(&a, "token-a").unwrap();
-    std::fs::write(&b, "token-b").unwrap();
+    let (a, b) = token_files();
     let text = format!(
         r#"
         {extra}
