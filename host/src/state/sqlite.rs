@@ -8,7 +8,9 @@
 //!    first job waiting, then every other job already queued, runs them all in one
 //!    transaction (each in a savepoint, so one failing job does not undo the others), commits
 //!    once (`synchronous = FULL`: one fsync for the whole batch), and only then answers each
-//!    job. Concurrent calls therefore share commits instead of paying one fsync each.
+//!    job. Concurrent calls therefore share commits instead of paying one fsync each. A batch
+//!    nobody waits for (only read-only calls' records) commits without an fsync of its own
+//!    (`synchronous = NORMAL`): it is durable at the next fsynced commit or checkpoint.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
 //!    mutex, used from the blocking thread pool.
 //!
@@ -21,6 +23,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 use serde_json::Value;
 
@@ -170,6 +173,11 @@ impl SqliteStore {
 fn connect(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Query plans that never depend on bound values. Without this SQLite marks a cached
+    // statement to be prepared again whenever some of its parameters are bound anew (a
+    // `LIMIT ?`, say), and the policy's `prior_actions` query was parsed and planned again on
+    // every call: more CPU than running it.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     if !flags.contains(OpenFlags::SQLITE_OPEN_READ_ONLY) {
         // WAL: readers never block the writer; FULL: a commit survives power loss.
         enable_wal(&conn)?;
@@ -284,6 +292,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// after the jobs already queued.
 fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waiters) {
     let mut pruned: Option<std::time::Instant> = None;
+    // `synchronous = FULL` (as `connect` set it): the next commit is fsynced. A batch nobody
+    // waits for (read-only calls' audit entries, pruning) commits with NORMAL instead: no
+    // fsync of its own, durable at the next FULL commit or checkpoint, which sync the whole
+    // WAL. A power loss can lose such a tail of the log, never a middle: WAL recovery keeps a
+    // prefix of the commits, so the hash chain stays whole.
+    let mut synced = true;
     while let Ok(first) = queue.recv() {
         if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
             pruned = Some(std::time::Instant::now());
@@ -305,7 +319,28 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waite
         {
             batch.push(job);
         }
-        let results = run_batch(&mut conn, &mut batch);
+        let durable = batch.iter().any(|job| job.reply.is_some());
+        let mut unsynced = None;
+        if durable != synced {
+            // Between transactions: SQLite refuses to change this inside one.
+            let mode = if durable { "FULL" } else { "NORMAL" };
+            match conn.pragma_update(None, "synchronous", mode) {
+                Ok(()) => synced = durable,
+                Err(error) => unsynced = Some(error),
+            }
+        }
+        let results = match unsynced {
+            // A batch someone waits for is never committed without its fsync.
+            Some(error) if durable => batch
+                .iter()
+                .map(|_| {
+                    Err(StoreError::Unavailable(format!(
+                        "cannot make the commit durable: {error}"
+                    )))
+                })
+                .collect(),
+            _ => run_batch(&mut conn, &mut batch),
+        };
         for (job, result) in batch.into_iter().zip(results) {
             match &result {
                 Ok(_) => {
