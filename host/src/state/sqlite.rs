@@ -10,7 +10,9 @@
 //!    once (`synchronous = FULL`: one fsync for the whole batch), and only then answers each
 //!    job. Concurrent calls therefore share commits instead of paying one fsync each. A batch
 //!    nobody waits for (only read-only calls' records) commits without an fsync of its own
-//!    (`synchronous = NORMAL`): it is durable at the next fsynced commit or checkpoint.
+//!    (`synchronous = NORMAL`): it is durable at the next fsynced commit or checkpoint. After
+//!    such a batch the writer rests for [`REST`] (a job someone waits for ends the rest), so
+//!    the records of the next millisecond share one commit and no call wakes the writer.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
 //!    mutex, used from the blocking thread pool.
 //!
@@ -47,6 +49,10 @@ const MIGRATIONS: &[&str] = &[
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
 const MAX_BATCH: usize = 512;
+/// How long the writer rests after a batch nobody waited for, so that the read-only calls'
+/// records queued meanwhile share one commit and queuing one does not wake the writer. A job
+/// someone waits for ends the rest at once.
+const REST: Duration = Duration::from_millis(1);
 
 /// The SQLite store. Cheap to share (`Arc` it).
 pub struct SqliteStore {
@@ -54,6 +60,8 @@ pub struct SqliteStore {
     /// `None` once the store is shutting down.
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer thread, to end its rest when a job someone waits for is queued.
+    writer_thread: std::thread::Thread,
     reader: Arc<Mutex<Connection>>,
     waiters: Arc<Waiters>,
     /// Rate budgets: in this process's memory (one gateway per file).
@@ -130,6 +138,7 @@ impl SqliteStore {
         Ok(Self {
             path: path.to_owned(),
             jobs: Mutex::new(Some(jobs)),
+            writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
             waiters,
@@ -145,11 +154,17 @@ impl SqliteStore {
     /// Sends a job to the writer; waits for its commit when `wait`.
     fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
         jobs::submit(op, wait, |job| {
-            self.jobs
+            let sent = self
+                .jobs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .is_some_and(|jobs| jobs.send(job).is_ok())
+                .is_some_and(|jobs| jobs.send(job).is_ok());
+            if sent && wait {
+                // A writer resting after a batch nobody waited for starts this one now.
+                self.writer_thread.unpark();
+            }
+            sent
         })
     }
 
@@ -353,6 +368,9 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waite
             if let Some(reply) = job.reply {
                 let _ = reply.send(result);
             }
+        }
+        if !durable {
+            std::thread::park_timeout(REST);
         }
     }
 }
