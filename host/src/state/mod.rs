@@ -24,6 +24,7 @@ mod jobs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod rate;
+mod recent;
 pub mod sqlite;
 
 use std::collections::HashMap;

@@ -14,7 +14,9 @@
 //!    such a batch the writer rests for [`REST`] (a job someone waits for ends the rest), so
 //!    the records of the next millisecond share one commit and no call wakes the writer.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
-//!    mutex, used from the blocking thread pool.
+//!    mutex, used from the blocking thread pool. `prior_actions`, asked on every call a
+//!    policy sees, reads a principal's tools once; after that the writer keeps them in memory
+//!    from the calls it commits (`recent.rs`).
 //!
 //! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
 //! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
@@ -34,6 +36,7 @@ use super::jobs::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, Done, Job, Judgement, KeyRow, Op, from_db, to_db,
 };
 use super::rate::{MemoryRateBudget, RateBudget, RateFuture};
+use super::recent::{self, RecentActions};
 use super::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
     ClaimRequest, Decision, IdempotencyKey, KeyRecord, Resolution, Store, StoreConfig, StoreError,
@@ -66,6 +69,8 @@ pub struct SqliteStore {
     waiters: Arc<Waiters>,
     /// Rate budgets: in this process's memory (one gateway per file).
     rates: MemoryRateBudget,
+    /// Principals' recent tools for `prior_actions`, kept by the writer (one gateway per file).
+    recent: Arc<RecentActions>,
 }
 
 impl Drop for SqliteStore {
@@ -124,10 +129,12 @@ impl SqliteStore {
         let (stop, stopped) = mpsc::channel::<()>();
         let waiters = Arc::new(Waiters::default());
         let woken = Arc::clone(&waiters);
+        let recent = Arc::new(RecentActions::default());
+        let committed = Arc::clone(&recent);
         let writer = std::thread::Builder::new()
             .name("gatehouse-store".to_owned())
             .spawn(move || {
-                write_loop(writer, &queue, &woken);
+                write_loop(writer, &queue, &woken, &committed);
                 drop(stop);
             })
             .map_err(|e| fail(format!("cannot start the writer thread: {e}")))?;
@@ -143,6 +150,7 @@ impl SqliteStore {
             reader: Arc::new(Mutex::new(reader)),
             waiters,
             rates: MemoryRateBudget::default(),
+            recent,
         })
     }
 
@@ -305,7 +313,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// records, at most every [`PRUNE_EVERY`], in a batch of their own. After each commit, wakes
 /// the calls waiting on the keys it completed or released. Ends when every sender is gone,
 /// after the jobs already queued.
-fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waiters) {
+fn write_loop(
+    mut conn: Connection,
+    queue: &mpsc::Receiver<Job>,
+    waiters: &Waiters,
+    recent: &RecentActions,
+) {
     let mut pruned: Option<std::time::Instant> = None;
     // `synchronous = FULL` (as `connect` set it): the next commit is fsynced. A batch nobody
     // waits for (read-only calls' audit entries, pruning) commits with NORMAL instead: no
@@ -344,6 +357,9 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waite
                 Err(error) => unsynced = Some(error),
             }
         }
+        // Taken before the batch's first statement: a fill reads either before this commit or
+        // after its calls are appended below.
+        let turn = recent.turn();
         let results = match unsynced {
             // A batch someone waits for is never committed without its fsync.
             Some(error) if durable => batch
@@ -356,6 +372,15 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waite
                 .collect(),
             _ => run_batch(&mut conn, &mut batch),
         };
+        // Before anyone is answered: a caller's next call must see this one in prior-actions.
+        recent.committed(
+            batch
+                .iter()
+                .zip(&results)
+                .filter(|(_, result)| result.is_ok())
+                .filter_map(|(job, _)| call_of(&job.op)),
+        );
+        drop(turn);
         for (job, result) in batch.into_iter().zip(results) {
             match &result {
                 Ok(_) => {
@@ -372,6 +397,18 @@ fn write_loop(mut conn: Connection, queue: &mpsc::Receiver<Job>, waiters: &Waite
         if !durable {
             std::thread::park_timeout(REST);
         }
+    }
+}
+
+/// The tenant, principal and tool of a job recording a call: what `prior_actions` lists.
+fn call_of(op: &Op) -> Option<(&str, &str, &str)> {
+    match op {
+        Op::Record(record) if record.audit.kind == "call" => Some((
+            record.audit.tenant.as_deref()?,
+            record.audit.principal.as_deref()?,
+            record.audit.tool.as_deref()?,
+        )),
+        _ => None,
     }
 }
 
@@ -772,19 +809,26 @@ impl Store for SqliteStore {
         principal: String,
         limit: usize,
     ) -> StoreFuture<'_, Vec<String>> {
+        if let Some(tools) = self.recent.get(&tenant, &principal, limit) {
+            return Box::pin(std::future::ready(Ok(tools)));
+        }
+        let recent = Arc::clone(&self.recent);
         self.read(move |conn| {
+            let _turn = recent.turn();
             let mut statement = conn.prepare_cached(
                 "SELECT tool FROM audit WHERE tenant = ?1 AND principal = ?2 AND kind = 'call' AND tool IS NOT NULL \
                  ORDER BY seq DESC LIMIT ?3",
             )?;
+            let read = limit.max(recent::KEPT);
             let mut tools: Vec<String> = statement
                 .query_map(
-                    params![tenant, principal, i64::try_from(limit).unwrap_or(i64::MAX)],
+                    params![tenant, principal, i64::try_from(read).unwrap_or(i64::MAX)],
                     |row| row.get(0),
                 )?
                 .collect::<rusqlite::Result<_>>()?;
             tools.reverse();
-            Ok(tools)
+            recent.fill(tenant, principal, &tools);
+            Ok(tools.split_off(tools.len().saturating_sub(limit)))
         })
     }
 

@@ -370,6 +370,44 @@ async fn policies_see_the_principals_prior_actions() {
     assert_eq!(prior.message, "test.ledger.transfer,test.ledger.transfer");
 }
 
+#[tokio::test]
+async fn prior_actions_are_read_from_the_file_then_follow_each_commit() {
+    let path = gatehouse_tests::store_path();
+    let probe = json!({ "report_prior_actions": true });
+    let prior = |result: &ToolResultEnvelope| {
+        let decision = result.policy_decision.as_ref().unwrap();
+        let reason = &decision.modules[0].reasons[0];
+        assert_eq!(reason.code, "PRIOR_ACTIONS");
+        reason.message.clone()
+    };
+    {
+        let host = probed("*", probe.clone(), store_at(&path));
+        let echo =
+            ToolCallEnvelope::new("default", "gatehouse.echo.echo", json!({ "message": "hi" }))
+                .with_principal(user("usr_alice"));
+        assert!(host.call(echo).await.is_ok());
+        // Queued after the echo's record (nobody waits for that one), so committed after it;
+        // whether its policy already saw the echo depends on that commit's timing.
+        let first = host.call(transfer("prior-1", 10)).await;
+        assert!(first.is_ok(), "{first:#?}");
+    }
+    // A new gateway on the same file: the first call reads them from the file, in order.
+    let host = probed("*", probe, store_at(&path));
+    let second = host.call(transfer("prior-2", 10)).await;
+    assert_eq!(prior(&second), "gatehouse.echo.echo,test.ledger.transfer");
+    // The next sees the call before it, committed before it was answered.
+    let third = host.call(transfer("prior-3", 10)).await;
+    assert_eq!(
+        prior(&third),
+        "gatehouse.echo.echo,test.ledger.transfer,test.ledger.transfer"
+    );
+    // Another principal has its own.
+    let bob = host
+        .call(transfer("prior-4", 10).with_principal(user("usr_bob")))
+        .await;
+    assert_eq!(prior(&bob), "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The audit log.
 
