@@ -8,11 +8,8 @@
 //!    first job waiting, then every other job already queued, runs them all in one
 //!    transaction (each in a savepoint, so one failing job does not undo the others), commits
 //!    once (`synchronous = FULL`: one fsync for the whole batch), and only then answers each
-//!    job. Concurrent calls therefore share commits instead of paying one fsync each. A batch
-//!    nobody waits for (only read-only calls' records) commits without an fsync of its own
-//!    (`synchronous = NORMAL`): it is durable at the next fsynced commit or checkpoint. After
-//!    such a batch the writer rests for [`REST`] (a job someone waits for ends the rest), so
-//!    the records of the next millisecond share one commit and no call wakes the writer.
+//!    job. Concurrent calls therefore share commits instead of paying one fsync each; while
+//!    one commit's fsync runs, the next batch gathers.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
 //!    mutex, used from the blocking thread pool. `prior_actions`, asked on every call a
 //!    policy sees, reads a principal's tools once; after that the writer keeps them in memory
@@ -52,10 +49,6 @@ const MIGRATIONS: &[&str] = &[
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
 const MAX_BATCH: usize = 512;
-/// How long the writer rests after a batch nobody waited for, so that the read-only calls'
-/// records queued meanwhile share one commit and queuing one does not wake the writer. A job
-/// someone waits for ends the rest at once.
-const REST: Duration = Duration::from_millis(1);
 
 /// The SQLite store. Cheap to share (`Arc` it).
 pub struct SqliteStore {
@@ -63,8 +56,6 @@ pub struct SqliteStore {
     /// `None` once the store is shutting down.
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The writer thread, to end its rest when a job someone waits for is queued.
-    writer_thread: std::thread::Thread,
     reader: Arc<Mutex<Connection>>,
     waiters: Arc<Waiters>,
     /// Rate budgets: in this process's memory (one gateway per file).
@@ -145,7 +136,6 @@ impl SqliteStore {
         Ok(Self {
             path: path.to_owned(),
             jobs: Mutex::new(Some(jobs)),
-            writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
             waiters,
@@ -162,17 +152,11 @@ impl SqliteStore {
     /// Sends a job to the writer; waits for its commit when `wait`.
     fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
         jobs::submit(op, wait, |job| {
-            let sent = self
-                .jobs
+            self.jobs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .is_some_and(|jobs| jobs.send(job).is_ok());
-            if sent && wait {
-                // A writer resting after a batch nobody waited for starts this one now.
-                self.writer_thread.unpark();
-            }
-            sent
+                .is_some_and(|jobs| jobs.send(job).is_ok())
         })
     }
 
@@ -320,12 +304,6 @@ fn write_loop(
     recent: &RecentActions,
 ) {
     let mut pruned: Option<std::time::Instant> = None;
-    // `synchronous = FULL` (as `connect` set it): the next commit is fsynced. A batch nobody
-    // waits for (read-only calls' audit entries, pruning) commits with NORMAL instead: no
-    // fsync of its own, durable at the next FULL commit or checkpoint, which sync the whole
-    // WAL. A power loss can lose such a tail of the log, never a middle: WAL recovery keeps a
-    // prefix of the commits, so the hash chain stays whole.
-    let mut synced = true;
     while let Ok(first) = queue.recv() {
         if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
             pruned = Some(std::time::Instant::now());
@@ -347,31 +325,10 @@ fn write_loop(
         {
             batch.push(job);
         }
-        let durable = batch.iter().any(|job| job.reply.is_some());
-        let mut unsynced = None;
-        if durable != synced {
-            // Between transactions: SQLite refuses to change this inside one.
-            let mode = if durable { "FULL" } else { "NORMAL" };
-            match conn.pragma_update(None, "synchronous", mode) {
-                Ok(()) => synced = durable,
-                Err(error) => unsynced = Some(error),
-            }
-        }
         // Taken before the batch's first statement: a fill reads either before this commit or
         // after its calls are appended below.
         let turn = recent.turn();
-        let results = match unsynced {
-            // A batch someone waits for is never committed without its fsync.
-            Some(error) if durable => batch
-                .iter()
-                .map(|_| {
-                    Err(StoreError::Unavailable(format!(
-                        "cannot make the commit durable: {error}"
-                    )))
-                })
-                .collect(),
-            _ => run_batch(&mut conn, &mut batch),
-        };
+        let results = run_batch(&mut conn, &mut batch);
         // Before anyone is answered: a caller's next call must see this one in prior-actions.
         recent.committed(
             batch
@@ -393,9 +350,6 @@ fn write_loop(
             if let Some(reply) = job.reply {
                 let _ = reply.send(result);
             }
-        }
-        if !durable {
-            std::thread::park_timeout(REST);
         }
     }
 }
