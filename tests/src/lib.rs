@@ -16,6 +16,11 @@ pub mod load;
 pub mod postgres;
 pub mod upstream;
 
+/// The `gatehouse` binary's allocator (see `host/src/main.rs`), so the gateways the tests and
+/// benches start as child processes of their own binary run as the shipped one does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A component built from source, and its manifest file.
 #[derive(Debug, Clone, Copy)]
 pub struct Artifact {
