@@ -3,7 +3,7 @@
 //!
 //! 1. **open** (once per host): a thread of the store's own runs a small async runtime that
 //!    owns every connection, so the store works the same whatever runtime (or none) its callers
-//!    use. The versioned migrations (the same files as SQLite's) are applied under a
+//!    use. The versioned migrations (the portable files SQLite also applies) are applied under a
 //!    session-level advisory lock, so gateways starting together apply each one exactly once;
 //!    the schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for the writer, which owns one connection
@@ -49,7 +49,8 @@ use super::{
     StoreError, StoreFuture, Waiters,
 };
 
-/// The schema migrations, in order; the same files as SQLite's.
+/// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
+/// in `migrations/sqlite/`, come after them there and are not PostgreSQL's).
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_rate_windows.sql"),

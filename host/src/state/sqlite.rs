@@ -1,7 +1,8 @@
 //! The embedded store: one SQLite file in WAL mode.
 //!
 //! 1. **open** (once per host): the file and its directory are created if missing, the
-//!    versioned migrations in `migrations/` are applied (tracked by `PRAGMA user_version`),
+//!    versioned migrations are applied (tracked by `PRAGMA user_version`): the portable ones
+//!    in `migrations/` it shares with PostgreSQL, then SQLite's own in `migrations/sqlite/`,
 //!    and a writer thread starts. A file that is not a database, is of a newer schema, or
 //!    cannot be written fails the open, naming the file.
 //! 2. **write** (group commit): every write is a job sent to the writer thread. It takes the
@@ -40,10 +41,12 @@ use super::{
     StoreFuture, Waiters,
 };
 
-/// The schema migrations, in order; the schema version is their count.
+/// The schema migrations, in order; the schema version is their count. The first two are
+/// PostgreSQL's too; the third, SQLite's alone, rebuilds the audit table around its rowid.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_rate_windows.sql"),
+    include_str!("migrations/sqlite/0003_audit_rowid.sql"),
 ];
 /// How long a connection waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -1131,6 +1134,65 @@ mod tests {
             .unwrap();
             assert_eq!(schema_version(&conn).unwrap(), MIGRATIONS.len());
         }
+    }
+
+    #[tokio::test]
+    async fn a_version_2_log_is_rebuilt_around_its_rowid_and_still_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        // A file as version 2 left it, with three chained entries.
+        {
+            let mut conn = connect(&path, OpenFlags::default()).unwrap();
+            let txn = conn.transaction().unwrap();
+            for sql in &MIGRATIONS[..2] {
+                txn.execute_batch(sql).unwrap();
+            }
+            txn.pragma_update(None, "user_version", 2).unwrap();
+            for call in ["call_1", "call_2", "call_3"] {
+                append(&txn, &finished(call, call, "{}").audit).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store = SqliteStore::open(&StoreConfig {
+            path: Some(path.clone()),
+            ..StoreConfig::default()
+        })
+        .unwrap();
+        let mut record = finished("call_4", "k", "{}");
+        record.completes = None;
+        store.record(record).await.unwrap();
+
+        let report = store.verify_audit().await.unwrap();
+        assert_eq!((report.entries, report.first_break), (4, None));
+        let entries = store.audit(AuditQuery::default()).await.unwrap();
+        let calls: Vec<_> = entries
+            .iter()
+            .map(|e| (e.seq, e.event.tool_call_id.as_deref().unwrap()))
+            .collect();
+        assert_eq!(
+            calls,
+            [(1, "call_1"), (2, "call_2"), (3, "call_3"), (4, "call_4")]
+        );
+        // `seq` is the rowid now (no unique index of its own), and the time index is gone.
+        let reader = store.reader.lock().unwrap();
+        assert_eq!(schema_version(&reader).unwrap(), 3);
+        let mut indexes: Vec<String> = reader
+            .prepare("SELECT name FROM pragma_index_list('audit')")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        indexes.sort();
+        assert_eq!(indexes, ["audit_by_call", "audit_by_principal"]);
+        let head_plan: String = reader
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |row| row.get(3),
+            )
+            .unwrap();
+        assert_eq!(head_plan, "SCAN audit");
     }
 
     #[test]
