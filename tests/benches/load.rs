@@ -13,10 +13,13 @@
 //! 4. Each server under 1, 8 and 32 clients (tasks of this process, one connection each):
 //!    calls/s, p50/p99 latency, server CPU per call (the server process's utime + stime from
 //!    `/proc/<pid>/stat` over the measured window, divided by the calls; in the JSON also split
-//!    into user and kernel time) and its RSS after the row. Every answer is checked (HTTP 200, `"isError":false`).
+//!    into user and kernel time; of it, the store's writer thread) and its RSS after the row.
+//!    Every answer is checked (HTTP 200, `"isError":false`).
 //!
 //! Prints a table and, with `--json PATH`, writes the figures as JSON; also the issue's
-//! targets at 32 clients: gatehouse CPU/call over (floor CPU/call + bare call CPU).
+//! targets at 32 clients: gatehouse CPU/call over (floor CPU/call + bare call CPU). The bare
+//! call's figure is its own thread's: its store's writer thread, which the server's figure
+//! includes, is not in it; the table's `store us` column shows that share.
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH] [--only
 //! SCENARIO,...]` (`--seconds` per row, default 3: a run takes about a minute; `--only` runs the
@@ -38,6 +41,9 @@ use wasmtime_wasi_http::io::TokioIo;
 
 /// Set in the floor server process: the loopback port to serve on.
 const FLOOR: &str = "GATEHOUSE_BENCH_LOAD_FLOOR";
+/// The name of the SQLite store's writer thread: its CPU (the audit log's inserts, their
+/// hashes and the WAL's writes and fsyncs) is reported on its own, part of the server's.
+const STORE_THREAD: &str = "gatehouse-store";
 /// The concurrency levels of every server.
 const CLIENTS: [usize; 3] = [1, 8, 32];
 /// Warm-up before each measured window: connections open, instance slots and caches warm.
@@ -62,8 +68,8 @@ fn main() {
     let bare_us = bare_call_cpu_us(window);
     println!("bare Host::call (echo, fresh instance) in process: {bare_us:.1} us CPU per call");
     println!(
-        "{:<22} {:>7} {:>9} {:>9} {:>9} {:>12} {:>9}",
-        "server", "clients", "calls/s", "p50 us", "p99 us", "cpu us/call", "rss MiB"
+        "{:<22} {:>7} {:>9} {:>9} {:>9} {:>12} {:>9} {:>9}",
+        "server", "clients", "calls/s", "p50 us", "p99 us", "cpu us/call", "store us", "rss MiB"
     );
     let mut rows = Vec::new();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -95,18 +101,15 @@ fn main() {
         rows.extend(measure(&server, scenario, call, window, &runtime));
     }
 
-    let cpu = |server: &str| {
+    // A figure of `server`'s 32-client row.
+    let at_32 = |server: &str, field: &str| {
         rows.iter()
             .find(|r| r["server"] == server && r["clients"] == 32)
-            .map_or(f64::NAN, |r| {
-                r["server_cpu_us_per_call"].as_f64().unwrap_or(f64::NAN)
-            })
+            .and_then(|r| r[field].as_f64())
+            .unwrap_or(f64::NAN)
     };
-    let rate = |server: &str| {
-        rows.iter()
-            .find(|r| r["server"] == server && r["clients"] == 32)
-            .map_or(f64::NAN, |r| r["calls_per_s"].as_f64().unwrap_or(f64::NAN))
-    };
+    let cpu = |server: &str| at_32(server, "server_cpu_us_per_call");
+    let rate = |server: &str| at_32(server, "calls_per_s");
     let echo_limit = cpu("floor") + bare_us;
     let policy_limit = cpu("floor") + 2.0 * bare_us;
     let targets = json!({
@@ -125,6 +128,12 @@ fn main() {
             * targets["echo_throughput_share_of_floor"]
                 .as_f64()
                 .unwrap_or(f64::NAN),
+    );
+    println!(
+        "  of echo's {:.1} us, the store's writer thread {:.1} us (the audit entry's insert, hash, \
+         WAL writes and fsyncs: work the bare call hands to that thread, outside its own CPU)",
+        cpu("echo"),
+        at_32("echo", "store_writer_cpu_us_per_call"),
     );
     if let Some(path) = json_path {
         let report = json!({
@@ -232,6 +241,7 @@ fn measure(
                 &progress,
             ));
             let cpu_before = server.cpu_seconds();
+            let store_before = server.thread_cpu_seconds(STORE_THREAD);
             let (mut latencies, elapsed) = runtime.block_on(load::drive(
                 server.port,
                 call,
@@ -240,6 +250,7 @@ fn measure(
                 &progress,
             ));
             let cpu_after = server.cpu_seconds();
+            let store = server.thread_cpu_seconds(STORE_THREAD) - store_before;
             assert_eq!(
                 progress.failed.load(Ordering::Relaxed),
                 0,
@@ -260,16 +271,20 @@ fn measure(
                 "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
                 "server_user_us_per_call": user * 1e6 / calls as f64,
                 "server_system_us_per_call": system * 1e6 / calls as f64,
+                "store_writer_cpu_us_per_call": store * 1e6 / calls as f64,
                 "rss_mib": server.rss_mib(),
             });
             println!(
-                "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1}",
+                "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1} {:>9.1}",
                 name,
                 clients,
                 row["calls_per_s"].as_f64().unwrap_or_default(),
                 row["p50_us"].as_f64().unwrap_or_default(),
                 row["p99_us"].as_f64().unwrap_or_default(),
                 row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
+                row["store_writer_cpu_us_per_call"]
+                    .as_f64()
+                    .unwrap_or_default(),
                 row["rss_mib"].as_f64().unwrap_or_default(),
             );
             row

@@ -87,13 +87,26 @@ impl Server {
     pub fn cpu_seconds(&self) -> (f64, f64) {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
             .expect("the server's stat");
-        // Fields after the command name (which is in parentheses): state is field 3, utime 14.
-        let rest = &stat[stat.rfind(')').expect("stat's command") + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let utime: f64 = fields[11].parse().expect("utime");
-        let stime: f64 = fields[12].parse().expect("stime");
-        let ticks = clock_ticks();
-        (utime / ticks, stime / ticks)
+        stat_cpu_seconds(&stat)
+    }
+
+    /// CPU seconds (user + kernel) so far of the server's threads named `name` (the SQLite
+    /// store's writer is `gatehouse-store`); 0 if it has none.
+    pub fn thread_cpu_seconds(&self, name: &str) -> f64 {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
+            .expect("the server's threads");
+        tasks
+            .filter_map(Result::ok)
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+            .map(|stat| {
+                let (user, system) = stat_cpu_seconds(&stat);
+                user + system
+            })
+            .sum()
     }
 
     /// Resident set size now, in MiB.
@@ -107,6 +120,17 @@ impl Server {
             .expect("VmRSS")
             / 1024.0
     }
+}
+
+/// (utime, stime) in seconds from a `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat` line.
+fn stat_cpu_seconds(stat: &str) -> (f64, f64) {
+    // Fields after the command name (which is in parentheses): state is field 3, utime 14.
+    let rest = &stat[stat.rfind(')').expect("stat's command") + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let utime: f64 = fields[11].parse().expect("utime");
+    let stime: f64 = fields[12].parse().expect("stime");
+    let ticks = clock_ticks();
+    (utime / ticks, stime / ticks)
 }
 
 /// Clock ticks per second of `/proc/<pid>/stat`'s CPU times.
