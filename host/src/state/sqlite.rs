@@ -100,7 +100,7 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )
         .map_err(|e| fail(e.to_string()))?;
-        migrate(&mut writer).map_err(fail)?;
+        migrate(&mut writer, path).map_err(fail)?;
         if let Some(mib) = config.max_size_mib {
             let page_size: i64 = writer
                 .pragma_query_value(None, "page_size", |row| row.get(0))
@@ -218,8 +218,9 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
 
 /// Applies the migrations the file has not seen, in one transaction. The version is read
 /// again under the transaction's write lock, so processes opening a new file at once migrate
-/// it once.
-fn migrate(conn: &mut Connection) -> Result<(), String> {
+/// it once. Upgrading a file that holds data is logged: a migration that rebuilds a table
+/// (version 3 rebuilds the audit log's) copies every row, which takes a while on a large file.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), String> {
     if schema_version(conn)? == MIGRATIONS.len() {
         return Ok(());
     }
@@ -227,6 +228,14 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| e.to_string())?;
     let version = schema_version(&txn)?;
+    if (1..MIGRATIONS.len()).contains(&version) {
+        tracing::info!(
+            store = %path.display(),
+            from = version,
+            to = MIGRATIONS.len(),
+            "upgrading the state store's schema; a large file takes a while"
+        );
+    }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version) {
         txn.execute_batch(sql)
             .map_err(|e| format!("migration {} failed: {e}", index + 1))?;
