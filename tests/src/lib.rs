@@ -192,6 +192,9 @@ pub fn gatehouse_child(args: &serde_json::Value) -> std::process::Command {
             "--include-ignored",
             "--test-threads",
             "1",
+            // The binary's own `eprintln!`s (its error messages) go to the real stderr, not to
+            // the test harness's capture.
+            "--nocapture",
         ])
         .env(CHILD_ARGS, args.to_string());
     command

@@ -10,7 +10,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
-use crate::envelope::ToolResultEnvelope;
+use crate::envelope::{DecisionRecord, OutcomeCode};
 use crate::host::Host;
 use crate::model::wit::ActionRecord;
 use crate::state::{
@@ -428,12 +428,13 @@ pub(super) fn replay(
         .find(|e| e.event.kind == "call")
         .and_then(|e| serde_json::from_str(&e.event.record).ok())
         .ok_or_else(|| refused(format!("the audit log has no call `{tool_call_id}`")))?;
-    let recorded: ToolResultEnvelope =
-        serde_json::from_value(record["result"].clone()).map_err(|e| {
-            refused(format!(
-                "the recorded result of `{tool_call_id}` does not read: {e}"
-            ))
-        })?;
+    // Only the fields replay compares: a sensitive call's result holds hashes where the full
+    // envelope has content.
+    let recorded: Recorded = serde_json::from_value(record["result"].clone()).map_err(|e| {
+        refused(format!(
+            "the recorded result of `{tool_call_id}` does not read: {e}"
+        ))
+    })?;
     let action: ActionRecord = match record.get("action").filter(|a| !a.is_null()) {
         Some(action) => serde_json::from_value(action.clone()).map_err(|e| {
             refused(format!(
@@ -449,7 +450,8 @@ pub(super) fn replay(
             return Ok(0);
         }
     };
-    if action.args.starts_with("\"sha256:") {
+    // Arguments are JSON objects; a sensitive capability's are recorded as `sha256:<hex>`.
+    if action.args.starts_with("sha256:") {
         return Err(refused(format!(
             "`{}` is declared sensitive: its arguments are kept only as a hash, so its decision cannot be replayed",
             recorded.capability_id
@@ -457,7 +459,7 @@ pub(super) fn replay(
     }
     let before = recorded.policy_decision.as_ref();
     let after = runtime.block_on(host.evaluate_policy(&recorded.capability_id, action));
-    let verdict = |d: Option<&crate::envelope::DecisionRecord>| {
+    let verdict = |d: Option<&DecisionRecord>| {
         d.map_or("none".to_owned(), |d| {
             format!("{:?} at {}", d.verdict, d.approval_mode_effective).to_lowercase()
         })
@@ -495,4 +497,12 @@ pub(super) fn replay(
         }
     );
     Ok(0)
+}
+
+/// What `replay` reads of a recorded result.
+#[derive(serde::Deserialize)]
+struct Recorded {
+    capability_id: String,
+    outcome: OutcomeCode,
+    policy_decision: Option<DecisionRecord>,
 }

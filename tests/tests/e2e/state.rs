@@ -572,6 +572,20 @@ async fn replay_says_whether_a_policy_change_would_change_a_decision() {
         ))
         .await;
     assert!(call.is_ok(), "{call:#?}");
+    // test.ledger.transfer is declared sensitive: its recorded arguments are a hash.
+    let sensitive = host.call(transfer("replayed-1", 10)).await;
+    assert!(sensitive.is_ok(), "{sensitive:#?}");
+    let invalid = host
+        .call(
+            ToolCallEnvelope::new(
+                "default",
+                "test.ledger.transfer",
+                json!({ "amount": "ten" }),
+            )
+            .with_idempotency_key("replayed-2"),
+        )
+        .await;
+    assert_eq!(invalid.outcome, OutcomeCode::InvalidArguments);
     drop(host);
     let dir = tempfile::tempdir().unwrap();
     let probe = dir.path().join("probe.wasm");
@@ -599,6 +613,36 @@ async fn replay_says_whether_a_policy_change_would_change_a_decision() {
         .await;
         assert_eq!(code, 0, "{out}");
         assert!(out.contains(expected), "{binding}: {out}");
+    }
+
+    // Sensitive calls (their recorded arguments and results are hashes), from a real process
+    // so that its error message on stderr can be read: one that ended before the policy gate
+    // has nothing to replay; one that reached it cannot be replayed from a hash, and is refused.
+    let file = config_file(dir.path(), &path, &trust);
+    for (id, code, expected) in [
+        (
+            &invalid.tool_call_id,
+            0,
+            "ended before the policy gate (INVALID_ARGUMENTS)",
+        ),
+        (
+            &sensitive.tool_call_id,
+            1,
+            "`test.ledger.transfer` is declared sensitive: its arguments are kept only as a hash",
+        ),
+    ] {
+        let replayed = gatehouse_tests::gatehouse_child(&json!([
+            "replay", id, "--policy", probe, "--config", file
+        ]))
+        .output()
+        .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&replayed.stdout),
+            String::from_utf8_lossy(&replayed.stderr)
+        );
+        assert_eq!(replayed.status.code(), Some(code), "{out}");
+        assert!(out.contains(expected), "{out}");
     }
 }
 
