@@ -223,7 +223,7 @@ impl Pipeline {
                     .prior_actions(call.tenant_id.clone(), principal.id.clone(), PRIOR_ACTIONS)
                     .await?;
             }
-            action = serde_json::to_value(ActionRecord::from(&wit_action)).ok();
+            action = Some(ActionRecord::from(&wit_action));
             let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action).await;
             drop(set);
             let mut mode = decision.approval_mode_effective;

@@ -8,9 +8,11 @@
 //! Arguments and results of a capability that declares `sensitive = true` are kept as
 //! SHA-256 hashes in the audit entry, never in clear.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use crate::model::wit::ActionRecord;
 use crate::state::{AuditEvent, CallRecord, IdempotencyKey, redacted};
 
 /// What gate 10 records about one call.
@@ -19,8 +21,8 @@ pub struct Facts<'a> {
     pub call: &'a ToolCallEnvelope,
     /// The full result.
     pub result: &'a ToolResultEnvelope,
-    /// The normalized action the policies evaluated (JSON), if the call got that far.
-    pub action: Option<Value>,
+    /// The normalized action the policies evaluated, if the call got that far.
+    pub action: Option<ActionRecord>,
     /// Whether the capability declared its arguments and results sensitive.
     pub sensitive: bool,
     /// The key this call claimed.
@@ -49,39 +51,38 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     // The result as delivered: what a repeat under the key replays, and (unless sensitive)
     // what the audit entry holds. Serialized once.
     let delivered = serde_json::to_string(result).unwrap_or_default();
-    let record = if sensitive {
+    // The entry's text is hashed as stored, so it only has to be deterministic, not canonical:
+    // the three parts are written in a fixed order.
+    let (call_text, hidden_result) = if sensitive {
         let mut call_json = serde_json::to_value(call).unwrap_or(Value::Null);
         let mut result_json = serde_json::to_value(result).unwrap_or(Value::Null);
         hide(&mut call_json, "args");
-        if let Some(action) = action.as_mut() {
-            hide(action, "args");
-        }
         hide(&mut result_json, "content");
         hide(&mut result_json, "structured_content");
-        json!({ "call": call_json, "action": action, "result": result_json }).to_string()
-    } else {
-        // The entry's text is hashed as stored, so it only has to be deterministic, not
-        // canonical: the three parts are written in a fixed order.
-        let call = serde_json::to_string(call).unwrap_or_else(|_| "null".to_owned());
-        // `serde_json::to_string`, not `Display`: the same text, without a formatter per write.
-        let action = action.map_or_else(
-            || "null".to_owned(),
-            |a| serde_json::to_string(&a).unwrap_or_else(|_| "null".to_owned()),
-        );
-        let mut record = String::with_capacity(32 + call.len() + action.len() + delivered.len());
-        for part in [
-            r#"{"call":"#,
-            &call,
-            r#","action":"#,
-            &action,
-            r#","result":"#,
-            &delivered,
-            "}",
-        ] {
-            record.push_str(part);
+        if let Some(action) = action.as_mut() {
+            // `args` is JSON text: kept as the hash of that text as a JSON string.
+            let hash = redacted(&Value::String(std::mem::take(&mut action.args)));
+            action.args = hash.as_str().unwrap_or_default().to_owned();
         }
-        record
+        (text(&call_json), Some(text(&result_json)))
+    } else {
+        (text(call), None)
     };
+    let result_text = hidden_result.as_deref().unwrap_or(&delivered);
+    let action_text = action.as_ref().map_or_else(|| "null".to_owned(), text);
+    let mut record =
+        String::with_capacity(32 + call_text.len() + action_text.len() + result_text.len());
+    for part in [
+        r#"{"call":"#,
+        &call_text,
+        r#","action":"#,
+        &action_text,
+        r#","result":"#,
+        result_text,
+        "}",
+    ] {
+        record.push_str(part);
+    }
     // Write-class calls carry a key; theirs, replays included, and any touching an approval,
     // are committed before the result is delivered.
     let durable = call.idempotency_key.is_some()
@@ -111,6 +112,12 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         executes,
         durable,
     }
+}
+
+/// `value` as JSON text (`serde_json::to_string`, not `Display`: the same text, without a
+/// formatter per write).
+fn text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
 }
 
 fn hide(object: &mut Value, field: &str) {
