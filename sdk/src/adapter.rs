@@ -64,6 +64,34 @@ pub struct CallContext {
     pub idempotency_key: Option<String>,
     /// Operator-declared context text resolved for this call (skills), if any.
     pub skill_context: Option<String>,
+    /// The capability's `upstream` table from the signed manifest, as a JSON document, if it
+    /// declares one. Generic adapters (`gatehouse import`) read where to forward the call from
+    /// it; what it holds is the adapter's own format.
+    pub upstream: Option<String>,
+}
+
+impl CallContext {
+    /// The [`upstream`](CallContext::upstream) table of `capability`, deserialized: how a
+    /// generic adapter reads where to forward the call. A missing or malformed table is an
+    /// `internal` error with code `UPSTREAM_MAPPING_INVALID` that names the capability and
+    /// says to write the manifest with `gatehouse import` again.
+    pub fn upstream_table<T: DeserializeOwned>(&self, capability: &str) -> Result<T, ToolError> {
+        let invalid = |why: String| {
+            ToolError::internal(
+                "UPSTREAM_MAPPING_INVALID",
+                format!("capability `{capability}` {why}"),
+            )
+            .with_remediation(
+                "write the manifest with `gatehouse import`, then pack and sign it again",
+            )
+        };
+        let text = self
+            .upstream
+            .as_deref()
+            .ok_or_else(|| invalid("has no `upstream` table in its manifest".to_owned()))?;
+        serde_json::from_str(text)
+            .map_err(|e| invalid(format!("has an invalid `upstream` table: {e}")))
+    }
 }
 
 /// One capability invocation: the capability's name and its JSON arguments.
@@ -208,6 +236,7 @@ impl From<wit::CallContext> for CallContext {
             approval_mode,
             idempotency_key,
             skill_context,
+            upstream,
         } = ctx;
         CallContext {
             tool_call_id,
@@ -217,6 +246,7 @@ impl From<wit::CallContext> for CallContext {
             approval_mode: approval_mode.into(),
             idempotency_key,
             skill_context,
+            upstream,
         }
     }
 }
@@ -231,6 +261,7 @@ impl From<CallContext> for wit::CallContext {
             approval_mode,
             idempotency_key,
             skill_context,
+            upstream,
         } = ctx;
         wit::CallContext {
             tool_call_id,
@@ -240,6 +271,7 @@ impl From<CallContext> for wit::CallContext {
             approval_mode: approval_mode.into(),
             idempotency_key,
             skill_context,
+            upstream,
         }
     }
 }
@@ -327,6 +359,45 @@ mod tests {
     }
 
     #[test]
+    fn upstream_tables_deserialize_or_say_what_is_wrong() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Table {
+            tool: String,
+        }
+        let ctx = CallContext {
+            upstream: Some(r#"{"tool":"t"}"#.into()),
+            ..CallContext::default()
+        };
+        assert_eq!(
+            ctx.upstream_table::<Table>("x").unwrap(),
+            Table { tool: "t".into() }
+        );
+        let err = CallContext::default()
+            .upstream_table::<Table>("x")
+            .unwrap_err();
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "UPSTREAM_MAPPING_INVALID",
+                "capability `x` has no `upstream` table in its manifest"
+            )
+        );
+        let err = CallContext {
+            upstream: Some("{}".into()),
+            ..CallContext::default()
+        }
+        .upstream_table::<Table>("x")
+        .unwrap_err();
+        assert!(
+            err.message.starts_with(
+                "capability `x` has an invalid `upstream` table: missing field `tool`"
+            ),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
     fn call_context_converts_to_wit_and_back() {
         let ctx = CallContext {
             tool_call_id: "call-1".into(),
@@ -339,6 +410,7 @@ mod tests {
             approval_mode: ApprovalMode::Network,
             idempotency_key: Some("k".into()),
             skill_context: None,
+            upstream: Some(r#"{"tool":"t"}"#.into()),
         };
         assert_eq!(CallContext::from(wit::CallContext::from(ctx.clone())), ctx);
     }

@@ -38,6 +38,13 @@ pub async fn invoke(
         approval_mode: mode.into(),
         idempotency_key: call.idempotency_key.clone(),
         skill_context: skills.text,
+        // Serialized per call: a small table, and only generic adapters declare one.
+        upstream: target
+            .tool
+            .capability()
+            .upstream
+            .as_ref()
+            .map(ToString::to_string),
     };
     let adapter = target.tool.adapter();
     let egress = EgressGate::new(

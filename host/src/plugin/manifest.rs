@@ -102,6 +102,14 @@ pub struct Capability {
     /// SHA-256 hashes. Default: false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sensitive: bool,
+    /// Where a generic adapter forwards this capability: a table in the adapter's own format
+    /// (for `gatehouse.mcp-upstream`, the upstream URL, tool name, protocol version and the
+    /// pinned digest of the tool's definition), handed to the adapter with every call as
+    /// `call-context.upstream` (JSON). It is part of the signed manifest, so the mapping the
+    /// operator reviewed is the one that runs, while the component's code stays the same for
+    /// every import (`gatehouse import` writes it). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Value>,
 }
 
 /// Idempotency requirements of a capability.
@@ -316,6 +324,9 @@ impl AdapterManifest {
                 ));
             }
             check_schema(&at("input_schema"), &cap.input_schema)?;
+            if cap.upstream.as_ref().is_some_and(|u| !u.is_object()) {
+                return Err(invalid(&at("upstream"), "must be a table"));
+            }
             if let Some(schema) = &cap.output_schema {
                 check_schema(&at("output_schema"), schema)?;
             }
@@ -480,6 +491,29 @@ mod tests {
         );
         let err = error_of(&format!("{ECHO}rollback = \"undo\""));
         assert!(err.contains("capability[0].rollback"), "{err}");
+    }
+
+    #[test]
+    fn an_upstream_table_round_trips_and_nothing_else_is_one() {
+        let manifest = Manifest::from_toml(&format!(
+            "{ECHO}\n[capability.upstream]\ntool = \"Echo It\"\nparameters = [{{ name = \"a\", in = \"query\" }}]"
+        ))
+        .unwrap();
+        let Manifest::Adapter(adapter) = &manifest else {
+            panic!("an adapter")
+        };
+        assert_eq!(
+            adapter.capabilities[0].upstream,
+            Some(
+                serde_json::json!({ "tool": "Echo It", "parameters": [{ "name": "a", "in": "query" }] })
+            )
+        );
+        assert_eq!(Manifest::from_json(&manifest.to_json()).unwrap(), manifest);
+        let err = error_of(&format!("{ECHO}upstream = \"http://x\""));
+        assert_eq!(
+            err,
+            "manifest field `capability[0].upstream`: must be a table"
+        );
     }
 
     #[test]

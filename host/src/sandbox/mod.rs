@@ -227,7 +227,7 @@ fn stderr_suffix(stderr: &str) -> String {
 
 /// A component does not implement the world it claims.
 #[derive(Debug, thiserror::Error)]
-#[error("the component does not implement the `{world}` world of gatehouse:plugin@0.1.0: {detail}")]
+#[error("the component does not implement the `{world}` world of gatehouse:plugin@0.2.0: {detail}")]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
     pub world: &'static str,

@@ -56,6 +56,7 @@ mod tests {
             approval_mode: ApprovalMode::LocalWrite,
             idempotency_key: Some("idem-1".into()),
             skill_context: Some("be brief".into()),
+            upstream: None,
         };
         let out = describe_call(&ctx, &DescribeCallArgs {}).unwrap();
         assert_eq!(
