@@ -17,6 +17,7 @@
 //! credentials = { api_token = { env = "REST_TOKEN", header = "authorization", scheme = "Bearer" } }
 //! allow_private = ["127.0.0.0/8"]      # default: none, for this grant only
 //! headers = ["x-api-version"]          # default: only the standard content-negotiation headers
+//! read_methods = ["POST"]              # default: none; read-only calls may use these here too
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -144,6 +145,14 @@ pub struct GrantConfig {
     /// framing and hop-by-hop headers, `traceparent`, `idempotency-key`) cannot be listed.
     #[serde(default)]
     pub headers: BTreeSet<String>,
+    /// Methods that only read at this destination although HTTP does not call them safe, e.g.
+    /// `["POST"]` for an MCP endpoint, where every request (a read-only tool's too) is a POST:
+    /// calls at `read_only` and `local_write` may use them here, where the gate otherwise
+    /// allows those calls only GET, HEAD and OPTIONS. Each must be one of `methods`. Grant it
+    /// only to an adapter whose read-only capabilities' requests do not write (`gatehouse
+    /// import mcp` writes it for `gatehouse.mcp-upstream`). Default: none.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub read_methods: BTreeSet<MethodName>,
 }
 
 /// Where a credential comes from and how it is sent. Exactly one of `env` and `file`.

@@ -66,6 +66,19 @@ pub enum GrantError {
         /// What is wrong and the fix (never the secret itself).
         problem: String,
     },
+    /// A method in the grant's `read_methods` is not one of its `methods`.
+    #[error(
+        "egress grant `{url}` for `{adapter}` lists read method `{method}`, which is not one of \
+         its `methods`; add it to `methods` or remove it from `read_methods`"
+    )]
+    ReadMethod {
+        /// The adapter.
+        adapter: String,
+        /// The grant's URL.
+        url: String,
+        /// The method.
+        method: String,
+    },
     /// A header in the grant's `headers` is not a header name, or one the host owns.
     #[error("egress grant `{url}` for `{adapter}`, header `{header}`: {problem}")]
     Header {
@@ -104,6 +117,8 @@ pub struct Rule {
     pub addresses: AddressPolicy,
     /// Guest headers passed upstream beyond [`STANDARD_HEADERS`].
     pub headers: Vec<HeaderName>,
+    /// Non-safe methods that read here: `read_only` and `local_write` calls may use them.
+    pub read_methods: BTreeSet<MethodName>,
 }
 
 /// Guest request headers every rule passes upstream: content negotiation and conditional
@@ -261,12 +276,20 @@ impl Grants {
                         })
                     })
                     .collect::<Result<_, _>>()?;
+                if let Some(method) = grant.read_methods.difference(&grant.methods).next() {
+                    return Err(GrantError::ReadMethod {
+                        adapter: adapter.to_owned(),
+                        url: url.to_owned(),
+                        method: method.to_string(),
+                    });
+                }
                 Ok(Rule {
                     url: grant.url.clone(),
                     methods: grant.methods.clone(),
                     credentials,
                     addresses: AddressPolicy::new(grant.allow_private.clone()),
                     headers,
+                    read_methods: grant.read_methods.clone(),
                 })
             })
             .collect::<Result<Vec<_>, GrantError>>()?;

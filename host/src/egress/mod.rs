@@ -9,7 +9,8 @@
 //! 2. charges the call's request-count and time budgets;
 //! 3. matches the adapter's granted rules (scheme, host, port, path prefix, then method);
 //! 4. checks the method against the call's effective approval mode: `read_only` and
-//!    `local_write` calls may only use GET, HEAD and OPTIONS;
+//!    `local_write` calls may only use GET, HEAD and OPTIONS, and the methods the matched
+//!    grant names as `read_methods` (an MCP endpoint's POST);
 //! 5. resolves the host once and refuses the request if *any* resolved address is in a
 //!    special-purpose block (every entry of the IANA IPv4 and IPv6 special-purpose registries,
 //!    multicast, cloud metadata; IPv4-mapped IPv6 judged as IPv4) unless the matched grant's
@@ -305,7 +306,10 @@ async fn check(
             granted: granted.into_iter().collect::<Vec<_>>().join(", "),
         }));
     };
-    if !is_safe(method) && ledger.call.approval_mode < ApprovalMode::Network {
+    if !is_safe(method)
+        && ledger.call.approval_mode < ApprovalMode::Network
+        && !grants.rules[rule].read_methods.contains(&wanted)
+    {
         return Err(deny(Denial::ApprovalMode {
             method: method.to_string(),
             mode: ledger.call.approval_mode.to_string(),

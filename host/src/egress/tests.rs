@@ -310,6 +310,38 @@ async fn safe_methods_get_no_idempotency_key() {
     assert!(seen[0].headers.get("content-length").is_none());
 }
 
+/// A grant's `read_methods` let read-only calls use a method HTTP does not call safe there,
+/// and nowhere else; the grant may name only methods it grants.
+#[tokio::test]
+async fn read_methods_open_a_write_method_to_read_only_calls_at_one_destination() {
+    let upstream = Upstream::start().await;
+    let mut config = config(&upstream, true);
+    config.grants[0].read_methods = ["POST".parse().unwrap()].into();
+    let gate = gate(&config, ApprovalMode::ReadOnly, None);
+    gate.send_plain(request("POST", &upstream.url("/api/mcp"), &[], b"{}"))
+        .await
+        .unwrap();
+    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(upstream.seen()[0].method, "POST");
+    // Another grant's destination keeps the rule.
+    config.grants[4].methods.insert("POST".parse().unwrap());
+    let gate = self::gate(&config, ApprovalMode::ReadOnly, None);
+    let attempt = denied(&gate, request("POST", &upstream.url("/slow"), &[], b"{}")).await;
+    assert_eq!(attempt.code, "approval_mode");
+    assert_eq!(upstream.seen().len(), 1);
+
+    config.grants[1].read_methods = ["DELETE".parse().unwrap()].into();
+    let err = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "egress grant `http://localhost:{}/` for `t` lists read method `DELETE`, which is not \
+             one of its `methods`; add it to `methods` or remove it from `read_methods`",
+            upstream.port
+        )
+    );
+}
+
 #[tokio::test]
 async fn denials_name_their_reason_and_send_nothing() {
     let upstream = Upstream::start().await;
@@ -583,6 +615,7 @@ fn grants_must_be_requested_by_the_manifest() {
         credentials: Default::default(),
         allow_private: Vec::new(),
         headers: Default::default(),
+        read_methods: Default::default(),
     });
     let grants = Grants::for_adapter(&ok, &TlsClient::default(), "t", &requested).unwrap();
     assert_eq!(grants.rules.len(), 1);
