@@ -13,6 +13,8 @@ const PLUGINS: &[(&str, &str)] = &[
     ("baseline", "plugins/baseline"),
     ("redact", "plugins/redact"),
     ("conformance", "plugins/conformance"),
+    ("mcp-upstream", "plugins/mcp-upstream"),
+    ("openapi", "plugins/openapi"),
 ];
 
 fn main() {

@@ -41,7 +41,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// Layers, top to bottom (see host/README.md): cli -> mcp, admin, demo, watch -> host ->
+// Layers, top to bottom (see host/README.md): cli -> import, mcp, admin, demo, watch -> host ->
 // config, metrics -> pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
 // secret, bindings.
 #[cfg(feature = "admin")]
@@ -59,6 +59,8 @@ pub mod error;
 mod fuzz;
 mod host;
 mod ids;
+#[cfg(feature = "import")]
+pub mod import;
 #[cfg(any(feature = "mcp", feature = "admin"))]
 mod listener;
 #[cfg(feature = "mcp")]

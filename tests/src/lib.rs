@@ -13,6 +13,7 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
 pub mod load;
+pub mod mcp_upstream;
 pub mod postgres;
 pub mod upstream;
 
@@ -198,6 +199,34 @@ pub fn gatehouse_child(args: &serde_json::Value) -> std::process::Command {
         ])
         .env(CHILD_ARGS, args.to_string());
     command
+}
+
+/// `tools/call` of `tool` through an rmcp client, with `args` and the request's `_meta`: the
+/// result, and the gateway's record of the call (`_meta["gatehouse/result"]`).
+pub async fn rmcp_call(
+    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+    meta: serde_json::Value,
+) -> (rmcp::model::CallToolResult, serde_json::Value) {
+    let params: rmcp::model::CallToolRequestParams = serde_json::from_value(
+        serde_json::json!({ "name": tool, "arguments": args, "_meta": meta }),
+    )
+    .expect("call parameters");
+    let result = client.call_tool(params).await.expect("a tool result");
+    let record = result.meta.as_ref().expect("_meta is set")["gatehouse/result"].clone();
+    (result, record)
+}
+
+/// The text blocks of a tool result, in order.
+pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
+    serde_json::to_value(&result.content)
+        .expect("content serializes")
+        .as_array()
+        .expect("content is a list")
+        .iter()
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// A loopback port nothing listens on now.

@@ -30,6 +30,8 @@ macro_rules! say {
 }
 
 mod admin;
+mod drift;
+mod import;
 mod serve;
 mod state;
 
@@ -189,6 +191,14 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// Put an existing MCP server or OpenAPI service behind gatehouse: write the manifest of
+    /// the generic `mcp-upstream` or `openapi` adapter (one capability per tool or operation,
+    /// defaults from annotations or methods) and the operator-config snippet granting it;
+    /// review them, then sign (--key) and serve.
+    Import {
+        #[command(subcommand)]
+        command: import::ImportCommand,
+    },
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -318,6 +328,7 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         Command::Approvals { command, config } => state::approvals(command, &config, out),
         Command::Audit { command, config } => state::audit(command, &config, out),
         Command::Admin { command, args } => admin::admin(&args, command, out),
+        Command::Import { command } => import::import(command, out),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
         Command::Replay {
             tool_call_id,

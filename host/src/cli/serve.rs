@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::drift::{self, ImportConfig};
 use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
 use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
@@ -27,6 +28,9 @@ pub struct ServeConfig {
     /// A directory of signed policy modules to install as they change (`[watch]`). Default:
     /// none.
     pub watch: Option<WatchConfig>,
+    /// What start-up does about imported MCP adapters whose upstream changed (`[import]`).
+    /// Default: nothing.
+    pub import: ImportConfig,
 }
 
 impl ServeConfig {
@@ -41,11 +45,13 @@ impl ServeConfig {
         let mcp = document.take("mcp")?;
         let admin = document.take("admin")?;
         let watch = document.take("watch")?;
+        let import = document.take("import")?;
         Ok(Self {
             host: document.into_host_config()?,
             mcp,
             admin,
             watch,
+            import,
         })
     }
 }
@@ -94,6 +100,7 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
         mcp,
         admin,
         watch,
+        import: _,
     } = config;
     if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
         return Err(usage(
@@ -165,6 +172,7 @@ pub(super) fn serve(
     if let Some(listen) = listen {
         config.mcp.listen = listen;
     }
+    let (drift_check, grants) = (config.import.drift_check, config.host.egress.grants.clone());
     let Started {
         host,
         mcp,
@@ -173,6 +181,13 @@ pub(super) fn serve(
         admin,
         watch,
     } = start(config, &plugins)?;
+    // The manifests were verified as the adapters loaded.
+    let manifests: Vec<_> = plugins
+        .iter()
+        .filter(|(_, _, is_policy)| !is_policy)
+        .filter_map(|(_, bytes, _)| crate::plugin::inspect(bytes).ok()?.manifest)
+        .collect();
+    drift::check(drift_check, &manifests, &grants)?;
     // The admin API and the watcher act on this host: a reload cannot move them yet.
     let pinned = admin.is_some() || watch.is_some();
     drop(plugins);
@@ -386,6 +401,7 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
             ..AdminConfig::default()
         }),
         watch: None,
+        import: ImportConfig::default(),
     };
     let plugins = demo
         .plugins

@@ -34,6 +34,19 @@ pub enum CapabilityClass {
     Verify,
 }
 
+impl std::fmt::Display for CapabilityClass {
+    /// The wire name, e.g. `think_support`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Observe => "observe",
+            Self::Recall => "recall",
+            Self::ThinkSupport => "think_support",
+            Self::Act => "act",
+            Self::Verify => "verify",
+        })
+    }
+}
+
 /// Risk tier of a call, lowest first (spec 000). Ordered: `ReadOnly < ... < Destructive`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

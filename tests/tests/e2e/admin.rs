@@ -16,9 +16,9 @@ use bytes::Bytes;
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, PolicyDefault};
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
-use gatehouse_tests::{config, free_port, glob, listening};
+use gatehouse_tests::{config, free_port, glob, listening, rmcp_call};
 use http_body_util::{BodyExt, Full};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -956,20 +956,6 @@ async fn rmcp_client(
         Some(version)
     );
     client
-}
-
-/// `tools/call` through rmcp: the result, and the gateway's record of it.
-async fn rmcp_call(
-    client: &RunningService<RoleClient, ()>,
-    tool: &str,
-    args: Value,
-    meta: Value,
-) -> (CallToolResult, Value) {
-    let params: CallToolRequestParams =
-        serde_json::from_value(json!({ "name": tool, "arguments": args, "_meta": meta })).unwrap();
-    let result = client.call_tool(params).await.expect("a tool result");
-    let record = result.meta.as_ref().expect("_meta is set")["gatehouse/result"].clone();
-    (result, record)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

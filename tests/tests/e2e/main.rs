@@ -9,6 +9,7 @@ mod capacity;
 mod cli;
 mod egress;
 mod hostile;
+mod import;
 mod jwt;
 mod mcp;
 mod ops;

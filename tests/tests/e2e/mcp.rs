@@ -11,7 +11,7 @@ use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, glob, mcp_post};
+use gatehouse_tests::{Artifact, glob, mcp_post, texts};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -101,16 +101,6 @@ fn params(call: Value) -> CallToolRequestParams {
 /// The gateway's record of the call.
 fn record(result: &CallToolResult) -> &Value {
     &result.meta.as_ref().expect("_meta is set")["gatehouse/result"]
-}
-
-fn texts(result: &CallToolResult) -> Vec<String> {
-    serde_json::to_value(&result.content)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|b| b["text"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// `tools/list` for `client` includes every tool in `expected`.

@@ -1,0 +1,157 @@
+//! Capability ids from source names, and the `--include`/`--exclude` filter over those names.
+
+use std::collections::BTreeMap;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use super::ImportError;
+
+/// The longest capability id a manifest accepts.
+const MAX_ID: usize = 64;
+
+/// A capability id for source name `name`: lowercase ASCII letters, digits, `_` and `-`,
+/// every other run of characters one `_`, at most 64 long, starting with a letter or digit.
+/// `None` if nothing usable is left.
+pub fn capability_id(name: &str) -> Option<String> {
+    let mut id = String::with_capacity(name.len().min(MAX_ID));
+    let mut gap = false;
+    for c in name.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' {
+            if gap && !id.is_empty() {
+                id.push('_');
+            }
+            gap = false;
+            id.push(c);
+        } else {
+            gap = true;
+        }
+    }
+    let id = id.trim_start_matches(['_', '-']);
+    let mut id: String = id.chars().take(MAX_ID).collect();
+    while id.ends_with(['_', '-']) {
+        id.pop();
+    }
+    (!id.is_empty()).then_some(id)
+}
+
+/// Assigns capability ids to source names in order, refusing two names that meet.
+#[derive(Debug, Default)]
+pub struct Ids {
+    taken: BTreeMap<String, String>,
+}
+
+impl Ids {
+    /// The id for `name`, or why there is none.
+    pub fn assign(&mut self, name: &str) -> Result<String, ImportError> {
+        let id = capability_id(name).ok_or_else(|| ImportError::Unnamable {
+            source_name: name.to_owned(),
+        })?;
+        if let Some(first) = self.taken.get(&id) {
+            return Err(ImportError::Collision {
+                capability: id,
+                first: first.clone(),
+                second: name.to_owned(),
+            });
+        }
+        self.taken.insert(id.clone(), name.to_owned());
+        Ok(id)
+    }
+}
+
+/// `--include` and `--exclude`: globs over source names.
+#[derive(Debug)]
+pub struct Filter {
+    include: Option<GlobSet>,
+    exclude: GlobSet,
+}
+
+impl Filter {
+    /// The filter; no `include` globs means everything is included.
+    pub fn new(include: &[String], exclude: &[String]) -> Result<Self, ImportError> {
+        let include = if include.is_empty() {
+            None
+        } else {
+            Some(set(include)?)
+        };
+        Ok(Self {
+            include,
+            exclude: set(exclude)?,
+        })
+    }
+
+    /// Why `name` is left out, if it is.
+    pub fn refuses(&self, name: &str) -> Option<&'static str> {
+        if self.include.as_ref().is_some_and(|set| !set.is_match(name)) {
+            Some("not matched by --include")
+        } else if self.exclude.is_match(name) {
+            Some("matched by --exclude")
+        } else {
+            None
+        }
+    }
+}
+
+fn set(globs: &[String]) -> Result<GlobSet, ImportError> {
+    let mut builder = GlobSetBuilder::new();
+    for glob in globs {
+        builder.add(Glob::new(glob).map_err(|e| ImportError::Glob {
+            glob: glob.clone(),
+            reason: e.kind().to_string(),
+        })?);
+    }
+    builder.build().map_err(|e| ImportError::Glob {
+        glob: globs.join(", "),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn makes_capability_ids() {
+        for (name, id) in [
+            ("get_forecast", "get_forecast"),
+            ("Get Forecast", "get_forecast"),
+            ("repo.search/code", "repo_search_code"),
+            ("__private", "private"),
+            ("GET /pets/{petId}", "get_pets_petid"),
+            ("créer-note", "cr_er-note"),
+        ] {
+            assert_eq!(capability_id(name).as_deref(), Some(id), "{name}");
+        }
+        assert_eq!(capability_id("!!!"), None);
+        assert_eq!(capability_id(&"a".repeat(100)).unwrap().len(), 64);
+    }
+
+    #[test]
+    fn refuses_names_that_collide_after_sanitizing() {
+        let mut ids = Ids::default();
+        assert_eq!(ids.assign("Get Forecast").unwrap(), "get_forecast");
+        let err = ids.assign("get.forecast").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`Get Forecast` and `get.forecast` both become capability `get_forecast`; leave one \
+             out with --exclude, or rename it upstream"
+        );
+        assert!(matches!(
+            ids.assign("???"),
+            Err(ImportError::Unnamable { .. })
+        ));
+    }
+
+    #[test]
+    fn filters_by_include_then_exclude() {
+        let filter = Filter::new(&["get_*".into()], &["get_secret*".into()]).unwrap();
+        assert_eq!(filter.refuses("get_forecast"), None);
+        assert_eq!(
+            filter.refuses("delete_all"),
+            Some("not matched by --include")
+        );
+        assert_eq!(filter.refuses("get_secrets"), Some("matched by --exclude"));
+        let err = Filter::new(&["[".into()], &[]).unwrap_err();
+        assert!(err.to_string().starts_with("glob `[`: "), "{err}");
+    }
+}

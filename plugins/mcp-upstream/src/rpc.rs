@@ -1,0 +1,191 @@
+//! One JSON-RPC exchange with the upstream over Streamable HTTP: the POST, and its answer read
+//! from a JSON body or an SSE stream.
+
+use gatehouse_sdk::ToolError;
+use gatehouse_sdk::http::{Request, Response};
+use gatehouse_sdk::serde_json::{self, Value};
+
+/// Bytes of what the upstream said that an error message quotes, at most.
+pub const MAX_QUOTE: usize = 512;
+/// What a client accepts from a Streamable HTTP server.
+const ACCEPT: &str = "application/json, text/event-stream";
+
+/// The upstream's answer to a request.
+pub struct Reply {
+    /// The JSON-RPC `result`.
+    pub result: Value,
+    /// The `mcp-session-id` response header, if the upstream sent one.
+    pub session: Option<String>,
+}
+
+/// A request to the upstream at `url`, with the MCP headers of this exchange.
+pub struct Exchange<'a> {
+    /// The upstream endpoint.
+    pub url: &'a str,
+    /// Headers besides `accept` and `content-type` (protocol version, session, SEP-2243).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Exchange<'_> {
+    /// Sends the request `method` with `id` and `params`; returns its answer. A JSON-RPC
+    /// error is `UPSTREAM_RPC_ERROR`; an answer that is not MCP `UPSTREAM_NOT_MCP`; HTTP 429
+    /// and 5xx `UPSTREAM_FAILED` (retryable); the client's errors as the SDK maps them.
+    pub fn request(&self, id: u64, method: &str, params: Value) -> Result<Reply, ToolError> {
+        let body =
+            serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let response = self.post(&body)?;
+        let status = response.status();
+        if status == 429 || status >= 500 {
+            return Err(self.failed(method, &response));
+        }
+        let message = if is_event_stream(&response) {
+            events(&response.text())
+                .into_iter()
+                .find(|m| m.get("id") == Some(&Value::from(id)))
+        } else {
+            serde_json::from_slice::<Value>(response.bytes()).ok()
+        };
+        match message {
+            Some(mut m) if m["jsonrpc"] == "2.0" && m.get("result").is_some() && status < 300 => {
+                Ok(Reply {
+                    result: m["result"].take(),
+                    session: response.header("mcp-session-id").map(str::to_owned),
+                })
+            }
+            Some(m) if m["jsonrpc"] == "2.0" && m["error"].is_object() => {
+                Err(self.rpc_error(method, &m["error"]))
+            }
+            _ => Err(self.not_mcp(method, &response)),
+        }
+    }
+
+    /// Sends the notification `method`; the upstream must accept it (any 2xx).
+    pub fn notify(&self, method: &str) -> Result<(), ToolError> {
+        let body = serde_json::json!({ "jsonrpc": "2.0", "method": method });
+        let response = self.post(&body)?;
+        match response.status() {
+            200..=299 => Ok(()),
+            429 | 500.. => Err(self.failed(method, &response)),
+            _ => Err(self.not_mcp(method, &response)),
+        }
+    }
+
+    fn post(&self, body: &Value) -> Result<Response, ToolError> {
+        let mut request = Request::post(self.url)
+            .header("accept", ACCEPT)
+            .no_redirects();
+        for (name, value) in &self.headers {
+            request = request.header(*name, value.as_bytes());
+        }
+        Ok(request.json(body)?.send()?)
+    }
+
+    fn failed(&self, method: &str, response: &Response) -> ToolError {
+        let error = ToolError::upstream(
+            "UPSTREAM_FAILED",
+            format!(
+                "the MCP server at {} answered `{method}` with HTTP {}: {}",
+                self.url,
+                response.status(),
+                quote(&response.text())
+            ),
+        )
+        .retryable(true);
+        match response.header("retry-after") {
+            Some(after) => error.with_remediation(format!("retry after {after} (Retry-After)")),
+            None => error,
+        }
+    }
+
+    fn rpc_error(&self, method: &str, error: &Value) -> ToolError {
+        ToolError::upstream(
+            "UPSTREAM_RPC_ERROR",
+            format!(
+                "the MCP server at {} answered `{method}` with JSON-RPC error {}: {}",
+                self.url,
+                error["code"],
+                quote(error["message"].as_str().unwrap_or("(no message)"))
+            ),
+        )
+    }
+
+    fn not_mcp(&self, method: &str, response: &Response) -> ToolError {
+        not_mcp(self.url, method, response)
+    }
+}
+
+/// `UPSTREAM_NOT_MCP`: what answered `method` at `url` is not an MCP server.
+pub fn not_mcp(url: &str, method: &str, response: &Response) -> ToolError {
+    ToolError::upstream(
+        "UPSTREAM_NOT_MCP",
+        format!(
+            "the server at {url} did not answer `{method}` as an MCP server (HTTP {}, content-type \
+             {}): {}",
+            response.status(),
+            response.header("content-type").unwrap_or("none"),
+            quote(&response.text())
+        ),
+    )
+    .with_remediation("check that the manifest's upstream URL is the server's MCP endpoint")
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .header("content-type")
+        .is_some_and(|t| t.trim_start().starts_with("text/event-stream"))
+}
+
+/// The JSON messages of an SSE stream: the `data` of each event, joined by newlines, that
+/// parses as JSON (priming events without data, and comments, are skipped).
+fn events(stream: &str) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in stream.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if !data.is_empty() {
+                if let Ok(message) = serde_json::from_str(&data.join("\n")) {
+                    messages.push(message);
+                }
+                data.clear();
+            }
+        } else if let Some(value) = line.strip_prefix("data:") {
+            data.push(value.strip_prefix(' ').unwrap_or(value));
+        }
+    }
+    messages
+}
+
+/// At most [`MAX_QUOTE`] bytes of `text` (cut at a character boundary, marked with `…`).
+pub fn quote(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= MAX_QUOTE {
+        return text.to_owned();
+    }
+    let mut end = MAX_QUOTE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_messages_of_an_sse_stream() {
+        let stream = "id: 0\nretry: 3000\ndata:\n\n: comment\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\n";
+        let messages = events(stream);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[1]["id"], 1);
+    }
+
+    #[test]
+    fn quotes_are_bounded_at_a_character_boundary() {
+        assert_eq!(quote("  short  "), "short");
+        let long = "é".repeat(MAX_QUOTE);
+        let quoted = quote(&long);
+        assert_eq!(quoted.len(), MAX_QUOTE + "…".len());
+        assert!(quoted.ends_with('…'));
+    }
+}

@@ -1,0 +1,97 @@
+//! The call of one upstream tool in the mapping's protocol version: 2026-07-28 needs one
+//! request; 2025-11-25 a session (`initialize`, `notifications/initialized`, then the call).
+//! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
+//! the session as it would a client that went away.
+
+use gatehouse_sdk::ToolError;
+use gatehouse_sdk::serde_json::{Value, json};
+
+use crate::mapping::{Mapping, SESSION, STATELESS};
+use crate::rpc::Exchange;
+
+/// How this client names itself to the upstream.
+fn client_info() -> Value {
+    json!({ "name": "gatehouse-mcp-upstream", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// Calls the mapping's tool with `arguments`: the upstream's `tools/call` result.
+pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolError> {
+    if mapping.protocol == STATELESS {
+        let exchange = Exchange {
+            url: &mapping.url,
+            headers: vec![
+                ("mcp-protocol-version", STATELESS.to_owned()),
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", header_value(&mapping.tool)),
+            ],
+        };
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": client_info(),
+        });
+        return exchange
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": mapping.tool, "arguments": arguments, "_meta": meta }),
+            )
+            .map(|reply| reply.result);
+    }
+    let mut exchange = Exchange {
+        url: &mapping.url,
+        headers: Vec::new(),
+    };
+    let initialized = exchange.request(
+        0,
+        "initialize",
+        json!({ "protocolVersion": SESSION, "capabilities": {}, "clientInfo": client_info() }),
+    )?;
+    let version = initialized.result["protocolVersion"]
+        .as_str()
+        .unwrap_or(SESSION)
+        .to_owned();
+    exchange.headers.push(("mcp-protocol-version", version));
+    // A stateless server assigns no session.
+    if let Some(session) = initialized.session {
+        exchange.headers.push(("mcp-session-id", session));
+    }
+    exchange.notify("notifications/initialized")?;
+    exchange
+        .request(
+            1,
+            "tools/call",
+            json!({ "name": mapping.tool, "arguments": arguments }),
+        )
+        .map(|reply| reply.result)
+}
+
+/// A header value for `text` as SEP-2243 sends it: as is when it is visible ASCII without
+/// surrounding spaces, else `=?base64?...?=`.
+fn header_value(text: &str) -> String {
+    use base64::Engine as _;
+    let plain = text.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !text.starts_with([' ', '\t'])
+        && !text.ends_with([' ', '\t'])
+        && !(text.starts_with("=?base64?") && text.ends_with("?="));
+    if plain {
+        text.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(text)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_are_plain_or_base64() {
+        assert_eq!(header_value("get_forecast"), "get_forecast");
+        assert_eq!(header_value("météo"), "=?base64?bcOpdMOpbw==?=");
+        assert_eq!(header_value(" padded"), "=?base64?IHBhZGRlZA==?=");
+    }
+}

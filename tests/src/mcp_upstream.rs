@@ -1,0 +1,250 @@
+//! A real MCP server on loopback, built with rmcp's server, for the `gatehouse import mcp`
+//! tests: the upstream an imported `mcp-upstream` adapter forwards to.
+//!
+//! [`McpUpstream::start`] serves protocol 2026-07-28 (stateless, JSON responses) and, to
+//! clients that `initialize`, 2025-11-25 without sessions; [`McpUpstream::start_legacy`]
+//! serves only 2025-11-25, with sessions and SSE responses, as servers written before
+//! 2026-07-28 do. Tools:
+//! 1. `get_forecast` (readOnlyHint): `{ city }` -> text and structured `{ city, sky }`;
+//! 2. `add_note` (no hints): `{ text }` -> text `noted: <text>`;
+//! 3. `fail_always`: an `isError` result saying `no such city`;
+//! 4. `Delete Everything` (destructiveHint): text `deleted`;
+//! 5. `whoami`: structured `{ authorization }`, the header the call arrived with.
+//!
+//! It counts the calls of each tool ([`McpUpstream::calls`]), records the headers of every
+//! HTTP request ([`McpUpstream::requests`]), and can change `get_forecast`'s input schema
+//! ([`McpUpstream::change_forecast_schema`]) to show drift.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
+use hyper::service::service_fn;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod, DiscoverResult,
+    ErrorData, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use wasmtime_wasi_http::io::TokioIo;
+
+/// What the server shares with its handle.
+#[derive(Debug, Default)]
+struct State {
+    calls: Mutex<BTreeMap<String, usize>>,
+    requests: Mutex<Vec<HeaderMap>>,
+    schema_changed: AtomicBool,
+}
+
+/// The rmcp handler: the tools above.
+#[derive(Clone)]
+struct Handler {
+    state: Arc<State>,
+    legacy: bool,
+}
+
+impl Handler {
+    fn tools(&self) -> Vec<Tool> {
+        let city = if self.state.schema_changed.load(Ordering::SeqCst) {
+            json!({ "type": "object", "properties": { "city": { "type": "string" }, "days": { "type": "integer" } }, "required": ["city"] })
+        } else {
+            json!({ "type": "object", "properties": { "city": { "type": "string" } }, "required": ["city"] })
+        };
+        let tools = json!([
+            { "name": "get_forecast", "title": "Forecast", "description": "The forecast for a city.",
+              "inputSchema": city,
+              "outputSchema": { "type": "object", "properties": { "city": { "type": "string" }, "sky": { "type": "string" } }, "required": ["city", "sky"] },
+              "annotations": { "readOnlyHint": true } },
+            { "name": "add_note", "description": "Adds a note.",
+              "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] } },
+            { "name": "fail_always", "description": "Always fails.", "inputSchema": { "type": "object" },
+              "annotations": { "readOnlyHint": true } },
+            { "name": "Delete Everything", "description": "Deletes everything.", "inputSchema": { "type": "object" },
+              "annotations": { "destructiveHint": true, "readOnlyHint": false } },
+            { "name": "whoami", "description": "The authorization the call arrived with.", "inputSchema": { "type": "object" },
+              "annotations": { "readOnlyHint": true } },
+        ]);
+        serde_json::from_value(tools).expect("tool definitions")
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("e2e-upstream", "1.0.0"))
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.legacy {
+            std::borrow::Cow::Owned(vec![ProtocolVersion::V_2025_11_25])
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        if self.legacy {
+            return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        *self
+            .state
+            .calls
+            .lock()
+            .unwrap()
+            .entry(name.clone())
+            .or_default() += 1;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let result = match name.as_str() {
+            "get_forecast" => json!({
+                "content": [{ "type": "text", "text": format!("sunny in {}", args["city"].as_str().unwrap_or("?")) }],
+                "structuredContent": { "city": args["city"], "sky": "sunny" },
+            }),
+            "add_note" => {
+                json!({ "content": [{ "type": "text", "text": format!("noted: {}", args["text"].as_str().unwrap_or("")) }] })
+            }
+            "fail_always" => {
+                json!({ "content": [{ "type": "text", "text": "no such city" }], "isError": true })
+            }
+            "Delete Everything" => json!({ "content": [{ "type": "text", "text": "deleted" }] }),
+            "whoami" => {
+                let authorization = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.headers.get("authorization"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                json!({
+                    "content": [{ "type": "text", "text": "checked" }],
+                    "structuredContent": { "authorization": authorization },
+                })
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("no tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        let result: CallToolResult = serde_json::from_value(result).expect("a tool result");
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// A running MCP server; it serves until the runtime that started it shuts down.
+#[derive(Clone)]
+pub struct McpUpstream {
+    /// Its MCP endpoint, `http://127.0.0.1:<port>/mcp`.
+    pub url: String,
+    state: Arc<State>,
+}
+
+impl McpUpstream {
+    /// Serves 2026-07-28 and older versions, statelessly, with JSON responses.
+    pub async fn start() -> Self {
+        Self::serve(false).await
+    }
+
+    /// Serves only 2025-11-25, with sessions and SSE responses.
+    pub async fn start_legacy() -> Self {
+        Self::serve(true).await
+    }
+
+    async fn serve(legacy: bool) -> Self {
+        let state = Arc::new(State::default());
+        let handler = Handler {
+            state: state.clone(),
+            legacy,
+        };
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(legacy)
+            .with_json_response(!legacy)
+            .with_sse_keep_alive(None);
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("local address").port();
+        let recorder = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let service = service.clone();
+                let recorder = recorder.clone();
+                tokio::spawn(async move {
+                    let serve = service_fn(move |request: hyper::Request<Incoming>| {
+                        recorder
+                            .requests
+                            .lock()
+                            .unwrap()
+                            .push(request.headers().clone());
+                        let service = service.clone();
+                        async move { Ok::<_, Infallible>(service.handle(request).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), serve)
+                        .await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            state,
+        }
+    }
+
+    /// How many times `tool` was called.
+    pub fn calls(&self, tool: &str) -> usize {
+        self.state
+            .calls
+            .lock()
+            .unwrap()
+            .get(tool)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The headers of every HTTP request so far, oldest first.
+    pub fn requests(&self) -> Vec<HeaderMap> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    /// From now on `get_forecast` takes a `days` argument too: its definition changes.
+    pub fn change_forecast_schema(&self) {
+        self.state.schema_changed.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,723 @@
+//! `gatehouse import mcp` end to end: a real rmcp server on loopback (both protocol versions),
+//! imported, signed with the generic `mcp-upstream` component built from source, served by a
+//! `gatehouse serve` process and called by an rmcp client through it: list, ok, an upstream
+//! `isError`, the operator's credential injected, a destructive tool paused, approved, run
+//! once and replayed; then drift (`--check`), and bad input (exit 2, nothing written).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use bytes::Bytes;
+use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_tests::artifacts::{MCP_UPSTREAM, OPENAPI};
+use gatehouse_tests::mcp_upstream::McpUpstream;
+use gatehouse_tests::{config, free_port, listening, rmcp_call, texts};
+use http_body_util::{BodyExt, Full};
+use rmcp::ServiceExt as _;
+
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use wasmtime_wasi_http::io::TokioIo;
+
+const AGENT_KEY: &str = "agent-key-import-4c1d";
+const APPROVER: &str = "approver-token-import-8e2a";
+/// The upstream's credential, in the environment of the import and the gateway.
+const UPSTREAM_TOKEN: &str = "upstream-secret-b7f9";
+const TOKEN_ENV: &str = "IMPORT_E2E_UPSTREAM_TOKEN";
+
+/// Runs `gatehouse` with `args` in a child process with the upstream token in its
+/// environment: the exit code, and what it wrote to stdout then stderr (without the test
+/// harness's own lines before it).
+fn gatehouse(args: &[&str]) -> (i32, String) {
+    let output = gatehouse_tests::gatehouse_child(&json!(args))
+        .env(TOKEN_ENV, UPSTREAM_TOKEN)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = stdout
+        .split_once("test gatehouse_child ... ")
+        .map_or(&*stdout, |(_, own)| own);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap(), format!("{stdout}{stderr}"))
+}
+
+/// A publisher key in `dir`: its secret key file.
+fn key_file(dir: &Path) -> (SigningKey, PathBuf) {
+    let key = SigningKey::generate("importer").unwrap();
+    let path = dir.join("importer.secret.toml");
+    std::fs::write(&path, key.to_toml()).unwrap();
+    (key, path)
+}
+
+/// Imports `upstream` as adapter `id` into `dir/out`, signed: the command's output.
+fn import(upstream: &McpUpstream, id: &str, dir: &Path, key: &Path) -> String {
+    let out = dir.join("out");
+    let header = format!("Authorization: Bearer ${{{TOKEN_ENV}}}");
+    let (code, text) = gatehouse(&[
+        "import",
+        "mcp",
+        &upstream.url,
+        "--id",
+        id,
+        "--header",
+        &header,
+        "--out",
+        out.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        "--component",
+        MCP_UPSTREAM.wasm,
+    ]);
+    assert_eq!(code, 0, "{text}");
+    text
+}
+
+/// Writes, in `dir`, a `gatehouse serve` config trusting `key` for `test.*`, with MCP on port
+/// `mcp` (an agent key), the admin API on port `admin` (an approver token), the import's
+/// config snippet appended, then `extra`: the config file's path.
+fn serve_config(
+    dir: &Path,
+    import_dir: &Path,
+    key: &SigningKey,
+    mcp: u16,
+    admin: u16,
+    extra: &str,
+) -> String {
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let mut host = config(&[], &[]);
+    host.trust.publishers = vec![gatehouse_tests::trust(key, &["test.*"], &[])];
+    host.pipeline.tools.clear();
+    // The host config without the tables the snippet appends to.
+    let mut table: toml::Table = toml::from_str(&toml::to_string(&host).unwrap()).unwrap();
+    for (section, key) in [("egress", "grant"), ("pipeline", "tool")] {
+        if let Some(t) = table.get_mut(section).and_then(toml::Value::as_table_mut) {
+            t.remove(key);
+        }
+    }
+    let snippet = std::fs::read_to_string(import_dir.join("config.toml")).unwrap();
+    let text = format!(
+        "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"agent:bot\"\nfile = {:?}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n\n{snippet}\n{extra}",
+        toml::to_string(&table).unwrap(),
+        file("agent.key", AGENT_KEY.as_bytes()),
+        file("approver.token", APPROVER.as_bytes()),
+    );
+    file("gatehouse.toml", text.as_bytes())
+}
+
+/// A `gatehouse serve` process serving the imported adapter with the imported config snippet
+/// appended to its config; killed when dropped.
+struct Gateway {
+    child: Child,
+    mcp: u16,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Gateway {
+    async fn start(import_dir: &Path, id: &str, key: &SigningKey) -> Self {
+        Self::start_with_env(import_dir, id, key, (TOKEN_ENV, UPSTREAM_TOKEN)).await
+    }
+
+    /// [`Gateway::start`] with the credential's environment variable `env` set.
+    async fn start_with_env(
+        import_dir: &Path,
+        id: &str,
+        key: &SigningKey,
+        env: (&str, &str),
+    ) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (mcp, admin) = (free_port(), free_port());
+        let config = serve_config(dir.path(), import_dir, key, mcp, admin, "");
+        let wasm = import_dir.join(format!("{id}.wasm")).display().to_string();
+        let child = gatehouse_tests::gatehouse_child(&json!([
+            "serve",
+            "--config",
+            config,
+            "--adapter",
+            wasm
+        ]))
+        .env(env.0, env.1)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+        let gateway = Self {
+            child,
+            mcp,
+            admin,
+            _dir: dir,
+        };
+        assert!(listening(admin).await, "the gateway did not start");
+        gateway
+    }
+
+    async fn client(&self) -> RunningService<RoleClient, ()> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!(
+                "http://127.0.0.1:{}/mcp",
+                self.mcp
+            ))
+            .auth_header(AGENT_KEY),
+        );
+        ().serve(transport).await.expect("the client initializes")
+    }
+
+    /// Approves `id` through the admin API: the status.
+    async fn approve(&self, id: &str) -> u16 {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.admin))
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let request = hyper::Request::post(format!("/v1/approvals/{id}/approve"))
+            .header("host", format!("127.0.0.1:{}", self.admin))
+            .header("authorization", format!("Bearer {APPROVER}"))
+            .body(Full::new(Bytes::from(
+                json!({ "reason": "reviewed" }).to_string(),
+            )))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status().as_u16();
+        let _ = response.into_body().collect().await;
+        status
+    }
+}
+
+/// The whole path, once per protocol version the upstream may speak.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
+    for (upstream, protocol) in [
+        (McpUpstream::start().await, "2026-07-28"),
+        (McpUpstream::start_legacy().await, "2025-11-25"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, key_path) = key_file(dir.path());
+        let id = "test.upstream";
+        let printed = import(&upstream, id, dir.path(), &key_path);
+        let out = dir.path().join("out");
+        // The table of choices, one row per tool.
+        for row in [
+            "get_forecast       get_forecast       observe  read_only    readOnlyHint",
+            "Delete Everything  delete_everything  act      destructive  destructiveHint",
+            "add_note           add_note           act      network      no readOnlyHint or destructiveHint",
+        ] {
+            assert!(printed.contains(row), "{row}\n{printed}");
+        }
+        let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!("protocol = \"{protocol}\"")),
+            "{manifest}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            3,
+            "manifest.toml, config.toml, {id}.wasm and nothing else"
+        );
+
+        let gateway = Gateway::start(&out, id, &key).await;
+        let client = gateway.client().await;
+        let mut tools: Vec<String> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        tools.sort();
+        assert_eq!(
+            tools,
+            [
+                "test.upstream.add_note",
+                "test.upstream.delete_everything",
+                "test.upstream.fail_always",
+                "test.upstream.get_forecast",
+                "test.upstream.whoami",
+            ],
+            "{protocol}"
+        );
+
+        // ok: content and structured content as the upstream returned them
+        let (result, record) = rmcp_call(
+            &client,
+            "test.upstream.get_forecast",
+            json!({ "city": "Oslo" }),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &record["outcome"]),
+            (Some(false), &json!("OK")),
+            "{protocol}: {record}"
+        );
+        assert_eq!(texts(&result), ["sunny in Oslo"]);
+        assert_eq!(
+            result.structured_content,
+            Some(json!({ "city": "Oslo", "sky": "sunny" }))
+        );
+
+        // an upstream isError result: the adapter's structured error
+        let (result, record) =
+            rmcp_call(&client, "test.upstream.fail_always", json!({}), json!({})).await;
+        assert_eq!(
+            (
+                result.is_error,
+                &record["outcome"],
+                &record["error"]["code"],
+                &record["error"]["kind"]
+            ),
+            (
+                Some(true),
+                &json!("TOOL_ERROR"),
+                &json!("UPSTREAM_TOOL_ERROR"),
+                &json!("upstream")
+            ),
+            "{protocol}: {record}"
+        );
+        assert_eq!(
+            texts(&result)[0],
+            "UPSTREAM_TOOL_ERROR: the upstream tool `fail_always` reported an error: no such city"
+        );
+
+        // the operator's credential reaches the upstream; the adapter never had it
+        let (result, record) =
+            rmcp_call(&client, "test.upstream.whoami", json!({}), json!({})).await;
+        assert_eq!(record["outcome"], "OK", "{protocol}: {record}");
+        assert_eq!(
+            result.structured_content,
+            Some(json!({ "authorization": format!("Bearer {UPSTREAM_TOKEN}") }))
+        );
+
+        // a write without an idempotency key is refused before anything runs
+        let (_, record) = rmcp_call(
+            &client,
+            "test.upstream.add_note",
+            json!({ "text": "x" }),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            record["outcome"], "IDEMPOTENCY_KEY_REQUIRED",
+            "{protocol}: {record}"
+        );
+        assert_eq!(upstream.calls("add_note"), 0);
+
+        // destructive: paused, approved, run exactly once, then replayed
+        let meta = json!({ "gatehouse/idempotency_key": format!("wipe-{protocol}") });
+        let (result, paused) = rmcp_call(
+            &client,
+            "test.upstream.delete_everything",
+            json!({}),
+            meta.clone(),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &paused["outcome"]),
+            (Some(true), &json!("APPROVAL_REQUIRED")),
+            "{protocol}: {paused}"
+        );
+        assert_eq!(
+            upstream.calls("Delete Everything"),
+            0,
+            "nothing ran before the approval"
+        );
+        let approval = paused["approval_id"].as_str().expect("an approval id");
+        assert_eq!(gateway.approve(approval).await, 200);
+        let (result, done) = rmcp_call(
+            &client,
+            "test.upstream.delete_everything",
+            json!({}),
+            meta.clone(),
+        )
+        .await;
+        assert_eq!(
+            (result.is_error, &done["outcome"]),
+            (Some(false), &json!("OK")),
+            "{protocol}: {done}"
+        );
+        assert_eq!(texts(&result), ["deleted"]);
+        assert_eq!(upstream.calls("Delete Everything"), 1);
+        let (result, replay) =
+            rmcp_call(&client, "test.upstream.delete_everything", json!({}), meta).await;
+        assert_eq!(replay["outcome"], "OK");
+        assert_eq!(
+            result.meta.as_ref().unwrap()["gatehouse/replay_of"],
+            done["tool_call_id"]
+        );
+        assert_eq!(
+            upstream.calls("Delete Everything"),
+            1,
+            "the replay ran nothing"
+        );
+
+        // What reached the upstream from the gateway: the injected credential, the MCP headers
+        // the grant lets through, and nothing the adapter could set on its own.
+        let from_gateway: Vec<_> = upstream
+            .requests()
+            .into_iter()
+            .filter(|h| h.contains_key("traceparent"))
+            .collect();
+        assert!(!from_gateway.is_empty());
+        for headers in &from_gateway {
+            assert_eq!(
+                headers["authorization"],
+                format!("Bearer {UPSTREAM_TOKEN}").as_str()
+            );
+            let mut names: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
+            names.sort_unstable();
+            names.retain(|n| {
+                ![
+                    "idempotency-key",
+                    "mcp-session-id",
+                    "mcp-method",
+                    "mcp-name",
+                    "mcp-protocol-version",
+                ]
+                .contains(n)
+            });
+            assert_eq!(
+                names,
+                [
+                    "accept",
+                    "authorization",
+                    "content-length",
+                    "content-type",
+                    "host",
+                    "traceparent"
+                ],
+                "{protocol}: {headers:?}"
+            );
+        }
+
+        // drift: none, then one tool's schema changes upstream
+        let out_arg = out.to_str().unwrap();
+        let (code, text) = gatehouse(&["import", "mcp", "--check", out_arg]);
+        assert_eq!(
+            (code, text.as_str()),
+            (0, "no drift: the 5 imported tools are as pinned\n")
+        );
+        upstream.change_forecast_schema();
+        let (code, text) = gatehouse(&["import", "mcp", "--check", out_arg]);
+        assert_eq!(
+            (code, text),
+            (
+                1,
+                format!(
+                    "changed: get_forecast\ndrift: {} changed since the import; review and import \
+                     again\n",
+                    upstream.url
+                )
+            )
+        );
+
+        // `serve` asked to check at start-up refuses to serve the drifted import.
+        drop(gateway);
+        let serve_dir = tempfile::tempdir().unwrap();
+        let config = serve_config(
+            serve_dir.path(),
+            &out,
+            &key,
+            free_port(),
+            free_port(),
+            "[import]\ndrift_check = \"refuse\"\n",
+        );
+        let wasm = out.join(format!("{id}.wasm"));
+        let (code, text) = gatehouse(&[
+            "serve",
+            "--config",
+            &config,
+            "--adapter",
+            wasm.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{text}");
+        assert!(
+            text.contains(&format!(
+                "error: adapter `test.upstream`: the MCP server at {} changed get_forecast; run \
+                 `gatehouse import mcp --check` and import it again (`[import] drift_check = \
+                 \"refuse\"`)",
+                upstream.url
+            )),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_sources_exit_2_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out_arg = out.to_str().unwrap();
+    let nobody = format!("http://127.0.0.1:{}/mcp", free_port());
+    let not_mcp = gatehouse_tests::upstream::Upstream::start().await;
+    let not_mcp_url = format!("{}/mcp", not_mcp.url(""));
+    let upstream = McpUpstream::start().await;
+    let cases: [(Vec<&str>, &str); 5] = [
+        (vec![&nobody], "error: cannot reach http://127.0.0.1:"),
+        (
+            vec![&not_mcp_url],
+            &format!("error: {not_mcp_url} did not answer as an MCP server: "),
+        ),
+        (
+            vec![&upstream.url, "--header", "X-Key: abc"],
+            "error: --header `X-Key: abc`: the value must end in `${ENV}`",
+        ),
+        (
+            vec![&upstream.url, "--include", "nothing*"],
+            "error: nothing to import: the server lists 5 tools and the filters leave none",
+        ),
+        (
+            vec![&upstream.url, "--id", "Bad Id"],
+            "error: the imported manifest is not valid: manifest field `id`",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["import", "mcp"];
+        all.extend(&args);
+        if !args.contains(&"--id") {
+            all.extend(["--id", "test.x"]);
+        }
+        all.extend(["--out", out_arg]);
+        let (code, text) = gatehouse(&all);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(
+            text.contains(expected),
+            "{args:?}: expected {expected:?} in\n{text}"
+        );
+        assert!(!out.exists(), "{args:?}: {out:?} was written");
+    }
+}
+
+/// The Petstore-shaped service, described once as OpenAPI 3.0 JSON: path parameters, a query
+/// array, a JSON body, a gated DELETE, and an operation the adapter cannot send.
+fn petstore_30_json(port: u16) -> String {
+    json!({
+        "openapi": "3.0.3",
+        "info": { "title": "Petstore", "version": "1" },
+        "servers": [{ "url": "http://127.0.0.1:{port}/v1", "variables": { "port": { "default": port.to_string() } } }],
+        "components": {
+            "securitySchemes": { "bearerAuth": { "type": "http", "scheme": "bearer" } },
+            "schemas": { "Pet": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string" }, "tag": { "type": "string", "nullable": true } } } },
+        },
+        "paths": {
+            "/pets": {
+                "get": { "operationId": "listPets", "parameters": [{ "name": "tags", "in": "query", "schema": { "type": "array", "items": { "type": "string" } } }] },
+                "post": { "operationId": "addPet", "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Pet" } } } } },
+            },
+            "/pets/{petId}": {
+                "parameters": [{ "name": "petId", "in": "path", "required": true, "schema": { "type": "integer" } }],
+                "get": { "operationId": "getPet" },
+                "delete": { "operationId": "deletePet" },
+            },
+            "/pets/{petId}/photo": { "post": { "operationId": "uploadPhoto", "requestBody": { "content": { "multipart/form-data": { "schema": { "type": "object" } } } } } },
+        },
+    })
+    .to_string()
+}
+
+/// The same service as OpenAPI 3.1 YAML.
+fn petstore_31_yaml(port: u16) -> String {
+    format!(
+        "openapi: 3.1.0
+info: {{ title: Petstore, version: '1' }}
+servers:
+  - url: http://127.0.0.1:{port}/v1
+components:
+  securitySchemes:
+    bearerAuth: {{ type: http, scheme: bearer }}
+  schemas:
+    Pet:
+      type: object
+      required: [name]
+      properties:
+        name: {{ type: string }}
+        tag: {{ type: [string, 'null'] }}
+paths:
+  /pets:
+    get:
+      operationId: listPets
+      parameters:
+        - {{ name: tags, in: query, schema: {{ type: array, items: {{ type: string }} }} }}
+    post:
+      operationId: addPet
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {{ $ref: '#/components/schemas/Pet' }}
+  /pets/{{petId}}:
+    parameters:
+      - {{ name: petId, in: path, required: true, schema: {{ type: integer }} }}
+    get: {{ operationId: getPet }}
+    delete: {{ operationId: deletePet }}
+  /pets/{{petId}}/photo:
+    post:
+      operationId: uploadPhoto
+      requestBody:
+        content:
+          multipart/form-data:
+            schema: {{ type: object }}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_openapi_service_is_served_governed_from_json_30_and_yaml_31() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let port = service.port;
+    for (name, spec) in [
+        ("petstore.json", petstore_30_json(port)),
+        ("petstore.yaml", petstore_31_yaml(port)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, key_path) = key_file(dir.path());
+        let spec_path = dir.path().join(name);
+        std::fs::write(&spec_path, spec).unwrap();
+        let out = dir.path().join("out");
+        let id = "test.petstore";
+        let (code, printed) = gatehouse(&[
+            "import",
+            "openapi",
+            spec_path.to_str().unwrap(),
+            "--id",
+            id,
+            "--out",
+            out.to_str().unwrap(),
+            "--key",
+            key_path.to_str().unwrap(),
+            "--component",
+            OPENAPI.wasm,
+        ]);
+        assert_eq!(code, 0, "{name}: {printed}");
+        for row in [
+            "GET /pets             listpets    observe  read_only    GET",
+            "DELETE /pets/{petId}  deletepet   act      destructive  DELETE",
+            "skipped POST /pets/{petId}/photo: the request body is multipart/form-data, not JSON",
+        ] {
+            assert!(printed.contains(row), "{name}: {row}\n{printed}");
+        }
+        let gateway =
+            Gateway::start_with_env(&out, id, &key, ("TEST_PETSTORE_BEARERAUTH", UPSTREAM_TOKEN))
+                .await;
+        let client = gateway.client().await;
+        let before = service.seen().len();
+
+        // a path parameter
+        let (result, record) = rmcp_call(
+            &client,
+            "test.petstore.getpet",
+            json!({ "petId": 7 }),
+            json!({}),
+        )
+        .await;
+        assert_eq!(record["outcome"], "OK", "{name}: {record}");
+        assert_eq!(
+            result.structured_content,
+            Some(
+                json!({ "status": 200, "body": { "ok": true, "method": "GET", "path": "/v1/pets/7" } })
+            )
+        );
+        // a query array
+        let (_, record) = rmcp_call(
+            &client,
+            "test.petstore.listpets",
+            json!({ "tags": ["cat", "dog"] }),
+            json!({}),
+        )
+        .await;
+        assert_eq!(record["outcome"], "OK", "{name}: {record}");
+        // a JSON body
+        let (_, record) = rmcp_call(
+            &client,
+            "test.petstore.addpet",
+            json!({ "body": { "name": "Rex", "tag": null } }),
+            json!({ "gatehouse/idempotency_key": format!("add-{name}") }),
+        )
+        .await;
+        assert_eq!(record["outcome"], "OK", "{name}: {record}");
+        // a DELETE is gated: paused, nothing sent
+        let (_, record) = rmcp_call(
+            &client,
+            "test.petstore.deletepet",
+            json!({ "petId": 7 }),
+            json!({ "gatehouse/idempotency_key": format!("del-{name}") }),
+        )
+        .await;
+        assert_eq!(record["outcome"], "APPROVAL_REQUIRED", "{name}: {record}");
+
+        let seen: Vec<_> = service.seen().into_iter().skip(before).collect();
+        let requests: Vec<(&str, &str)> = seen
+            .iter()
+            .map(|s| (s.method.as_str(), s.path.as_str()))
+            .collect();
+        assert_eq!(
+            requests,
+            [
+                ("GET", "/v1/pets/7"),
+                ("GET", "/v1/pets?tags=cat&tags=dog"),
+                ("POST", "/v1/pets")
+            ],
+            "{name}"
+        );
+        let post = &seen[2];
+        assert_eq!(
+            post.body.as_ref(),
+            br#"{"name":"Rex","tag":null}"#,
+            "{name}"
+        );
+        assert_eq!(post.headers["content-type"], "application/json");
+        assert_eq!(
+            post.headers["idempotency-key"],
+            format!("add-{name}").as_str()
+        );
+        for request in &seen {
+            assert_eq!(
+                request.headers["authorization"],
+                format!("Bearer {UPSTREAM_TOKEN}").as_str()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_specs_exit_2_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for (name, text) in [
+        ("syntax.yaml", "openapi: 3.1.0\npaths:\n  /a: [unclosed\n"),
+        ("swagger.json", r#"{"swagger": "2.0", "paths": {}}"#),
+        (
+            "dangling.json",
+            r##"{"openapi": "3.1.0", "servers": [{"url": "http://h"}], "paths": {"/a": {"get": {"parameters": [{"$ref": "#/nope"}]}}}}"##,
+        ),
+    ] {
+        let spec = dir.path().join(name);
+        std::fs::write(&spec, text).unwrap();
+        let args = [
+            "gatehouse",
+            "import",
+            "openapi",
+            spec.to_str().unwrap(),
+            "--id",
+            "test.x",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let code = gatehouse_host::cli::run(args, &mut Vec::new());
+        assert_eq!(code, 2, "{name}");
+        assert!(!out.exists(), "{name}: {out:?} was written");
+    }
+}
