@@ -456,6 +456,69 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
     }
 }
 
+/// A JSON-RPC error from the upstream is the call's structured error naming the upstream and
+/// quoting it: here the signed mapping names a tool the server does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_json_rpc_error_is_a_failed_call_naming_the_upstream() {
+    let upstream = McpUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.upstream";
+    import(&upstream, id, dir.path(), &key_path);
+    let out = dir.path().join("out");
+    let manifest_path = out.join("manifest.toml");
+    let manifest = std::fs::read_to_string(&manifest_path).unwrap();
+    assert!(manifest.contains("tool = \"add_note\""), "{manifest}");
+    std::fs::write(
+        &manifest_path,
+        manifest.replace("tool = \"add_note\"", "tool = \"no_such_tool\""),
+    )
+    .unwrap();
+    let wasm = out.join(format!("{id}.wasm"));
+    let (code, text) = gatehouse(&[
+        "pack",
+        MCP_UPSTREAM.wasm,
+        "--manifest",
+        manifest_path.to_str().unwrap(),
+        "--key",
+        key_path.to_str().unwrap(),
+        "-o",
+        wasm.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let gateway = Gateway::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let (result, record) = rmcp_call(
+        &client,
+        "test.upstream.add_note",
+        json!({ "text": "x" }),
+        json!({ "gatehouse/idempotency_key": "note-1" }),
+    )
+    .await;
+    assert_eq!(
+        (
+            result.is_error,
+            &record["outcome"],
+            &record["error"]["code"]
+        ),
+        (
+            Some(true),
+            &json!("TOOL_ERROR"),
+            &json!("UPSTREAM_RPC_ERROR")
+        ),
+        "{record}"
+    );
+    assert_eq!(
+        record["error"]["message"],
+        format!(
+            "the MCP server at {} answered `tools/call` with JSON-RPC error -32602: no tool \
+             `no_such_tool`",
+            upstream.url
+        )
+    );
+    assert_eq!(upstream.calls("add_note"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_sources_exit_2_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
