@@ -10,6 +10,7 @@ mod cli;
 mod egress;
 mod hostile;
 mod jwt;
+mod languages;
 mod mcp;
 mod ops;
 mod pipeline;
