@@ -52,7 +52,7 @@ pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLi
 pub use crate::plugin::cache::CacheConfig;
 pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
 pub use crate::policy::{PolicyBinding, PolicyDefault};
-pub use crate::sandbox::SandboxConfig;
+pub use crate::sandbox::{PluginBudget, SandboxConfig, SandboxConfigError};
 pub use crate::skills::{Scope as SkillScope, Skill, SkillLimits};
 pub use crate::state::StoreConfig;
 

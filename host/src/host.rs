@@ -15,7 +15,7 @@ use crate::plugin::manifest::PluginKind;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
 use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 use crate::policy::PolicyError;
-use crate::sandbox::{Limits, Sandbox};
+use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
 use crate::skills::Resolution;
 use crate::state::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
@@ -28,6 +28,9 @@ pub enum HostError {
     /// The trust config is invalid.
     #[error(transparent)]
     Trust(#[from] TrustConfigError),
+    /// A `[sandbox]` budget is out of range.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxConfigError),
     /// The engine could not be created.
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
@@ -162,6 +165,7 @@ impl Host {
     /// Builds a host over a store of the embedder's choosing (the store in `config` is not
     /// opened; its approval settings still apply).
     pub fn with_store(config: HostConfig, store: Arc<dyn Store>) -> Result<Self, HostError> {
+        config.sandbox.check()?;
         let trust = TrustStore::new(&config.trust)?;
         let pipeline = Pipeline::new(&config.pipeline, store, config.store.clone())?;
         let tls = TlsClient::from_config(&config.egress)?;

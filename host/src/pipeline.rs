@@ -157,8 +157,7 @@ impl Pipeline {
         let span =
             crate::telemetry::call_span(&call.tool_call_id, &call.capability_id, &call.trace_id);
         let now_unix_ms = crate::state::now_ms();
-        let timeout = sandbox.limits().timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
+        let entered = tokio::time::Instant::now();
         let mut result = ToolResultEnvelope::begin(&call);
         // What gate 10 records besides the result.
         let mut action = None;
@@ -177,6 +176,10 @@ impl Pipeline {
                 &call.args,
             )?;
             let (tool, capability) = (&target.tool, target.tool.capability());
+            // The adapter's own deadline (`[sandbox]`, or its `[[sandbox.plugin]]` entry)
+            // bounds a wait for an in-flight holder of the same key, and the key's lease.
+            let timeout = tool.adapter().limits().timeout;
+            let deadline = entered + timeout;
             result.capability_id.clone_from(&tool.name);
             result.resolved_from.clone_from(&target.via_meta_tool);
             result.adapter = Some(tool.adapter().plugin().clone());

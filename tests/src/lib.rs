@@ -31,6 +31,9 @@ pub struct Artifact {
     pub wasm: &'static str,
     /// Path of its `manifest.toml`.
     pub manifest: &'static str,
+    /// Why it was not built (a JavaScript or Python toolchain not installed, or a failed
+    /// build), for the tests that need it to say.
+    pub missing: Option<&'static str>,
 }
 
 /// The components, named after their packages.
@@ -41,7 +44,13 @@ pub mod artifacts {
 
 impl Artifact {
     /// The raw component bytes.
+    ///
+    /// # Panics
+    /// If it was not built, with the reason (and how to install a missing toolchain).
     pub fn bytes(&self) -> Vec<u8> {
+        if let Some(why) = self.missing {
+            panic!("{why}");
+        }
         std::fs::read(self.wasm).unwrap_or_else(|e| panic!("{}: {e}", self.wasm))
     }
 

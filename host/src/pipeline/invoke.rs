@@ -54,6 +54,7 @@ pub async fn invoke(
     let report = sandbox
         .run_adapter(
             adapter.pre(),
+            adapter.limits(),
             egress,
             &ctx,
             &target.tool.capability().id,

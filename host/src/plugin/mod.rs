@@ -37,7 +37,7 @@ use wasmtime::component::Component;
 use crate::bindings::adapter::AdapterPre;
 use crate::bindings::policy::PolicyPre;
 use crate::egress::{EgressConfig, GrantError, Grants, TlsClient};
-use crate::sandbox::{CallState, Sandbox, WorldMismatch};
+use crate::sandbox::{CallState, Limits, Sandbox, WorldMismatch};
 
 /// Why a plugin was refused.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +120,7 @@ pub struct LoadedAdapter {
     plugin: PluginRef,
     cache: CacheOutcome,
     egress: Arc<Grants>,
+    limits: Limits,
     pre: AdapterPre<CallState>,
 }
 
@@ -144,6 +145,11 @@ impl LoadedAdapter {
         Arc::clone(&self.egress)
     }
 
+    /// The budgets of each of its calls (`[sandbox]`, or its `[[sandbox.plugin]]` entry).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// The pre-instance every call instantiates.
     pub(crate) fn pre(&self) -> &AdapterPre<CallState> {
         &self.pre
@@ -156,6 +162,7 @@ pub struct LoadedPolicy {
     manifest: PolicyManifest,
     plugin: PluginRef,
     cache: CacheOutcome,
+    limits: Limits,
     pre: PolicyPre<CallState>,
 }
 
@@ -173,6 +180,12 @@ impl LoadedPolicy {
     /// Whether compilation came from the cache.
     pub fn cache(&self) -> &CacheOutcome {
         &self.cache
+    }
+
+    /// The budgets of each of its evaluations (`[sandbox]`, or its `[[sandbox.plugin]]`
+    /// entry).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The pre-instance every evaluation instantiates.
@@ -298,6 +311,7 @@ pub(crate) fn load_adapter(
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {
+        limits: sandbox.limits_for(&manifest.id),
         manifest,
         plugin,
         cache,
@@ -328,6 +342,7 @@ pub(crate) fn load_policy(
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_policy(&component)?;
     Ok(LoadedPolicy {
+        limits: sandbox.limits_for(&manifest.id),
         manifest,
         plugin,
         cache,

@@ -423,7 +423,9 @@ async fn run_one(
     config: &str,
     mode: &mut ApprovalMode,
 ) -> (ModuleDecision, Vec<Obligation>) {
-    let report = sandbox.run_policy(module.pre(), action, config).await;
+    let report = sandbox
+        .run_policy(module.pre(), module.limits(), action, config)
+        .await;
     let mut record = ModuleDecision {
         module: Some(module.plugin().clone()),
         module_id: module.manifest().id.clone(),

@@ -11,6 +11,9 @@
 //!    memories or tables than an instance may have (the pool's per-component caps);
 //!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
 //!    linker; a component that does not implement the world is refused here.
+//!    Each plugin runs with its own [`Limits`]: `[sandbox]`'s defaults, or its
+//!    `[[sandbox.plugin]]` override (an interpreter-based component, JavaScript or Python,
+//!    needs more fuel and memory than a Rust one), never above `[sandbox]`'s `max_*` ceilings.
 //! 3. **prepare** (per call): a free slot of the tenant's share
 //!    (`max_concurrent_calls_per_tenant`, else [`SandboxError::TenantBusy`]), then a free
 //!    instance slot (a call beyond `max_concurrent_calls` waits for one, at most its own
@@ -40,15 +43,21 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Wasm stack per call: deep enough for real code, small enough that unbounded recursion
 /// traps quickly with `StackOverflow`.
 const MAX_WASM_STACK: usize = 1 << 20;
-/// Pool slots per concurrent component instance: a Rust component built for wasm32-wasip2
-/// holds a handful of core instances (the program, the WASI adapter, shims), memories and
-/// tables.
+/// Pool slots per concurrent component instance. A Rust component built for wasm32-wasip2
+/// holds a handful of core instances (the program, the WASI adapter, shims), 1-2 memories and
+/// up to 4 tables; a componentize-js one 4 core instances, 2 memories and 3 tables; a
+/// componentize-py one (CPython and its extension libraries, dynamically linked) 14 core
+/// instances, 10 memories and 10 tables. The caps leave room above the largest.
 /// These are also the caps per component (the pool refuses a component over them when it is
 /// compiled; the store's limiter checks again at instantiation), so one call cannot take the
-/// slots of others.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 8;
-const MEMORIES_PER_COMPONENT: u32 = 2;
-const TABLES_PER_COMPONENT: u32 = 4;
+/// slots of others. Unused slots cost address space only.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+/// See [`CORE_INSTANCES_PER_COMPONENT`].
+const MEMORIES_PER_COMPONENT: u32 = 12;
+/// See [`CORE_INSTANCES_PER_COMPONENT`].
+const TABLES_PER_COMPONENT: u32 = 12;
+/// The largest linear memory a wasm32 instance can address: the ceiling of `max_memory_mib`.
+const WASM32_MEMORY_MIB: u32 = 4096;
 /// Largest policy decision accepted, in bytes of reasons, evidence refs and obligations:
 /// a decision is recorded with every call, so a module cannot bloat the audit log or the
 /// result; one beyond it fails (and so denies).
@@ -95,6 +104,61 @@ pub struct SandboxConfig {
     /// `max_concurrent_calls`, rounded up; a single-tenant gateway sets it equal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_calls_per_tenant: Option<u32>,
+    /// The most fuel any plugin's override may give a call. Default: 50,000,000,000 (50 times
+    /// the default budget: an interpreter's start-up and a few milliseconds of its work).
+    #[serde(default = "defaults::max_fuel")]
+    pub max_fuel: u64,
+    /// The longest deadline any plugin's override may give a call, in milliseconds.
+    /// Default: 60000.
+    #[serde(default = "defaults::max_timeout_ms")]
+    pub max_timeout_ms: u64,
+    /// The most linear memory any plugin's override may give an instance, in MiB (at most
+    /// 4096, what wasm32 addresses). Also the size of each pooled memory slot, which costs
+    /// address space, not memory. Default: 512.
+    #[serde(default = "defaults::max_memory_mib")]
+    pub max_memory_mib: u32,
+    /// Per-plugin budgets (`[[sandbox.plugin]]`): the first entry whose `id` glob matches a
+    /// plugin's id replaces the defaults above for that plugin's calls, each field it sets up
+    /// to its `max_*` ceiling. Default: none, every plugin runs with the defaults.
+    #[serde(default, rename = "plugin", skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<PluginBudget>,
+}
+
+/// One `[[sandbox.plugin]]` entry: budgets for the plugins whose id matches `id`.
+///
+/// ```toml
+/// [[sandbox.plugin]]
+/// id = "acme.orders-js"      # a plugin id, or a glob such as "acme.*"
+/// memory_mib = 128
+/// fuel = 20_000_000_000
+/// timeout_ms = 10_000
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginBudget {
+    /// The plugin ids this entry applies to: an id, or a glob (`acme.*`).
+    pub id: crate::model::Glob,
+    /// Fuel per call. Default: `[sandbox] fuel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// Deadline per call, in milliseconds. Default: `[sandbox] timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Linear memory per instance, in MiB. Default: `[sandbox] memory_mib`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u32>,
+}
+
+/// A `[sandbox]` budget out of its range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid [sandbox] config: `{key}` is {value}; {expected}")]
+pub struct SandboxConfigError {
+    /// The key, e.g. `memory_mib` or `plugin[0].fuel`.
+    pub key: String,
+    /// Its value.
+    pub value: u64,
+    /// What it must be, and how to fix it.
+    pub expected: String,
 }
 
 mod defaults {
@@ -113,6 +177,15 @@ mod defaults {
     pub fn max_concurrent_calls() -> u32 {
         128
     }
+    pub fn max_fuel() -> u64 {
+        50_000_000_000
+    }
+    pub fn max_timeout_ms() -> u64 {
+        60_000
+    }
+    pub fn max_memory_mib() -> u32 {
+        512
+    }
 }
 
 impl Default for SandboxConfig {
@@ -124,12 +197,17 @@ impl Default for SandboxConfig {
             max_output_kib: defaults::max_output_kib(),
             max_concurrent_calls: defaults::max_concurrent_calls(),
             max_concurrent_calls_per_tenant: None,
+            max_fuel: defaults::max_fuel(),
+            max_timeout_ms: defaults::max_timeout_ms(),
+            max_memory_mib: defaults::max_memory_mib(),
+            plugins: Vec::new(),
         }
     }
 }
 
 impl SandboxConfig {
-    /// The per-call budgets this config sets.
+    /// The default per-call budgets: those of every plugin without a `[[sandbox.plugin]]`
+    /// entry.
     pub fn limits(&self) -> Limits {
         Limits {
             fuel: self.fuel,
@@ -137,6 +215,93 @@ impl SandboxConfig {
             memory_bytes: self.memory_mib as usize * 1024 * 1024,
             max_output_bytes: self.max_output_kib as usize * 1024,
         }
+    }
+
+    /// The per-call budgets of plugin `id`: the first matching `[[sandbox.plugin]]` entry's,
+    /// the defaults for what it leaves out.
+    pub fn limits_for(&self, id: &str) -> Limits {
+        let mut limits = self.limits();
+        if let Some(entry) = self.plugins.iter().find(|entry| entry.id.is_match(id)) {
+            if let Some(fuel) = entry.fuel {
+                limits.fuel = fuel;
+            }
+            if let Some(ms) = entry.timeout_ms {
+                limits.timeout = Duration::from_millis(ms);
+            }
+            if let Some(mib) = entry.memory_mib {
+                limits.memory_bytes = mib as usize * 1024 * 1024;
+            }
+        }
+        limits
+    }
+
+    /// Checks every budget is in range: not zero, and not above its `max_*` ceiling (which
+    /// [`Sandbox::new`] sizes the pool by).
+    pub fn check(&self) -> Result<(), SandboxConfigError> {
+        let error = |key: &str, value: u64, expected: String| SandboxConfigError {
+            key: key.to_owned(),
+            value,
+            expected,
+        };
+        let max_memory = u64::from(self.max_memory_mib);
+        if !(1..=u64::from(WASM32_MEMORY_MIB)).contains(&max_memory) {
+            return Err(error(
+                "max_memory_mib",
+                max_memory,
+                format!("it must be between 1 and {WASM32_MEMORY_MIB} (what wasm32 addresses)"),
+            ));
+        }
+        let within = |key: &str, value: u64, max: u64, max_key: &str| {
+            if value == 0 {
+                Err(error(key, value, "it must be at least 1".to_owned()))
+            } else if value > max {
+                Err(error(
+                    key,
+                    value,
+                    format!("the host's ceiling is `{max_key}` = {max}; raise it or lower this"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let checks =
+            |prefix: &str, fuel: Option<u64>, timeout: Option<u64>, memory: Option<u32>| {
+                if let Some(fuel) = fuel {
+                    within(&format!("{prefix}fuel"), fuel, self.max_fuel, "max_fuel")?;
+                }
+                if let Some(ms) = timeout {
+                    within(
+                        &format!("{prefix}timeout_ms"),
+                        ms,
+                        self.max_timeout_ms,
+                        "max_timeout_ms",
+                    )?;
+                }
+                if let Some(mib) = memory {
+                    within(
+                        &format!("{prefix}memory_mib"),
+                        u64::from(mib),
+                        max_memory,
+                        "max_memory_mib",
+                    )?;
+                }
+                Ok(())
+            };
+        checks(
+            "",
+            Some(self.fuel),
+            Some(self.timeout_ms),
+            Some(self.memory_mib),
+        )?;
+        for (index, entry) in self.plugins.iter().enumerate() {
+            checks(
+                &format!("plugin[{index}] (id = \"{}\").", entry.id),
+                entry.fuel,
+                entry.timeout_ms,
+                entry.memory_mib,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -277,6 +442,8 @@ impl std::fmt::Debug for Sandbox {
 impl Sandbox {
     /// Link phase: builds the engine and the linkers, and starts the epoch ticker (a thread
     /// that ends when the engine is dropped).
+    ///
+    /// Call [`SandboxConfig::check`] first: this builds the pool from the config as it is.
     pub fn new(config: SandboxConfig) -> wasmtime::Result<Self> {
         let limits = config.limits();
         let slots = config.max_concurrent_calls.max(1);
@@ -289,7 +456,7 @@ impl Sandbox {
             .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
             .max_memories_per_component(MEMORIES_PER_COMPONENT)
             .max_tables_per_component(TABLES_PER_COMPONENT)
-            .max_memory_size(limits.memory_bytes)
+            .max_memory_size(config.max_memory_mib as usize * 1024 * 1024)
             .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
             .pagemap_scan(wasmtime::Enabled::Auto)
@@ -332,9 +499,14 @@ impl Sandbox {
         &self.engine
     }
 
-    /// The per-call budgets.
+    /// The default per-call budgets.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The per-call budgets of plugin `id` (its `[[sandbox.plugin]]` entry, or the defaults).
+    pub fn limits_for(&self, id: &str) -> Limits {
+        self.config.limits_for(id)
     }
 
     /// Instance slots taken now, and how many there are (`[sandbox] max_concurrent_calls`).
@@ -379,20 +551,21 @@ impl Sandbox {
     pub async fn run_adapter(
         &self,
         pre: &AdapterPre<CallState>,
+        limits: &Limits,
         egress: EgressGate,
         ctx: &CallContext,
         capability: &str,
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
         let mut report = self
-            .run(&ctx.tenant, egress, false, async |store| {
+            .run(&ctx.tenant, limits, egress, false, async |store| {
                 let adapter = pre.instantiate_async(&mut *store).await?;
                 adapter.call_invoke(store, ctx, capability, args).await
             })
             .await;
         // An error is output too: bounded like it, so an adapter cannot push an unbounded
         // message (say, a whole upstream body) through the error path.
-        let limit = self.limits.max_output_bytes;
+        let limit = limits.max_output_bytes;
         let size = match &report.outcome {
             Ok(Ok(output)) => output_size(output),
             Ok(Err(error)) => {
@@ -413,12 +586,14 @@ impl Sandbox {
     pub async fn run_policy(
         &self,
         pre: &PolicyPre<CallState>,
+        limits: &Limits,
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
         let mut report = self
             .run(
                 &action.tenant,
+                limits,
                 EgressGate::deny_all(),
                 true,
                 async |store| {
@@ -444,12 +619,13 @@ impl Sandbox {
     async fn run<T>(
         &self,
         tenant: &str,
+        limits: &Limits,
         egress: EgressGate,
         deterministic: bool,
         call: impl AsyncFnOnce(&mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> CallReport<T> {
         let waited = Instant::now();
-        let deadline = tokio::time::Instant::now() + self.limits.timeout;
+        let deadline = tokio::time::Instant::now() + limits.timeout;
         // The semaphores are never closed, so an `Err` from `acquire` cannot happen. A share
         // as large as the pool limits nothing beyond the pool itself.
         let _tenant_slot = if self.tenant_share < self.config.max_concurrent_calls.max(1) {
@@ -478,8 +654,7 @@ impl Sandbox {
                 },
             );
         };
-        let (mut store, started) = self.prepare(egress, deterministic);
-        let limits = &self.limits;
+        let (mut store, started) = self.prepare(limits, egress, deterministic);
         let outcome =
             match tokio::time::timeout(limits.timeout + HOST_GRACE, call(&mut store)).await {
                 Ok(Ok(value)) => Ok(value),
@@ -518,8 +693,12 @@ impl Sandbox {
         }
     }
 
-    fn prepare(&self, egress: EgressGate, deterministic: bool) -> (Store<CallState>, Instant) {
-        let limits = &self.limits;
+    fn prepare(
+        &self,
+        limits: &Limits,
+        egress: EgressGate,
+        deterministic: bool,
+    ) -> (Store<CallState>, Instant) {
         let mut store = Store::new(
             &self.engine,
             CallState::new(limits.memory_bytes, egress, deterministic),
@@ -636,4 +815,78 @@ pub fn output_size(output: &ToolOutput) -> usize {
     content
         + output.structured.as_ref().map_or(0, String::len)
         + output.evidence_refs.iter().map(String::len).sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(toml: &str) -> SandboxConfig {
+        toml::from_str(toml).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_plugin_entry_replaces_the_defaults_it_sets() {
+        let config = config(
+            r#"
+            fuel = 1000
+            [[plugin]]
+            id = "acme.*-js"
+            memory_mib = 128
+            fuel = 5000
+            [[plugin]]
+            id = "acme.orders-js"
+            fuel = 9
+            "#,
+        );
+        config.check().unwrap();
+        let js = config.limits_for("acme.orders-js");
+        assert_eq!(
+            (js.fuel, js.memory_bytes),
+            (5000, 128 << 20),
+            "the first match wins"
+        );
+        assert_eq!(js.timeout, config.limits().timeout);
+        assert_eq!(config.limits_for("acme.orders"), config.limits());
+    }
+
+    #[test]
+    fn budgets_out_of_range_are_refused_naming_the_key_and_the_ceiling() {
+        let cases = [
+            (
+                "memory_mib = 0",
+                "invalid [sandbox] config: `memory_mib` is 0; it must be at least 1",
+            ),
+            (
+                "max_memory_mib = 5000",
+                "`max_memory_mib` is 5000; it must be between 1 and 4096",
+            ),
+            (
+                "fuel = 60_000_000_000",
+                "`fuel` is 60000000000; the host's ceiling is `max_fuel` = 50000000000",
+            ),
+            (
+                "[[plugin]]\nid = \"a.js\"\nmemory_mib = 1024",
+                "`plugin[0] (id = \"a.js\").memory_mib` is 1024; the host's ceiling is `max_memory_mib` = 512",
+            ),
+            (
+                "max_timeout_ms = 10000\n[[plugin]]\nid = \"a.js\"\ntimeout_ms = 0",
+                "`plugin[0] (id = \"a.js\").timeout_ms` is 0; it must be at least 1",
+            ),
+        ];
+        for (toml, expected) in cases {
+            let error = config(toml).check().unwrap_err().to_string();
+            assert!(error.contains(expected), "{toml}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_default_above_a_ceiling_is_refused() {
+        let error = config("timeout_ms = 90000").check().unwrap_err();
+        assert_eq!(error.key, "timeout_ms");
+        assert!(
+            error.expected.contains("`max_timeout_ms` = 60000"),
+            "{error}"
+        );
+    }
 }

@@ -72,6 +72,7 @@ async fn an_infinite_loop_runs_out_of_fuel() {
 async fn an_infinite_loop_with_ample_fuel_hits_the_deadline() {
     let mut config = config(&["gatehouse.*", "test.*"], &[]);
     config.sandbox.fuel = u64::MAX / 2;
+    config.sandbox.max_fuel = u64::MAX / 2;
     config.sandbox.timeout_ms = 300;
     let host = Host::new(config).unwrap();
     let adapter = load(&host, INFINITE_LOOP);
@@ -172,6 +173,7 @@ async fn many_failures_in_a_row_do_not_exhaust_the_pool() {
 async fn a_policy_that_hits_its_deadline_denies() {
     let mut config = config(&["gatehouse.*"], &["test.*"]);
     config.sandbox.fuel = u64::MAX / 2;
+    config.sandbox.max_fuel = u64::MAX / 2;
     config.sandbox.timeout_ms = 300;
     config.pipeline.policies = vec![gatehouse_host::config::PolicyBinding {
         module: "test.policy-probe".to_owned(),
@@ -413,19 +415,20 @@ fn signed_echo_with(memories: u32, pages: u64) -> Vec<u8> {
 #[tokio::test]
 async fn a_component_with_more_memories_than_an_instance_may_have_is_refused_at_load() {
     let host = host();
-    // Two more memories than the adapter's own: over the per-component cap of 2.
+    // As many more memories as the cap, beside the adapter's own: one over the per-component
+    // cap of 12 (room for a componentize-py component's 10).
     let err = host
-        .install_adapter(&signed_echo_with(2, 1))
-        .expect_err("3 memories in one component");
+        .install_adapter(&signed_echo_with(12, 1))
+        .expect_err("13 memories in one component");
     let text = err.to_string();
     assert!(
-        text.contains("3 Wasm linear memories, which exceeds the configured maximum of 2"),
+        text.contains("13 Wasm linear memories, which exceeds the configured maximum of 12"),
         "{text}"
     );
-    // Eight more core instances (and memories): over the per-component caps.
+    // As many more core instances (and memories) as the instance cap: over the caps.
     let err = host
-        .install_adapter(&signed_echo_with(8, 1))
-        .expect_err("11 core instances in one component");
+        .install_adapter(&signed_echo_with(16, 1))
+        .expect_err("more core instances in one component than the cap");
     let text = err.to_string();
     assert!(
         text.contains("which exceeds the configured maximum of"),

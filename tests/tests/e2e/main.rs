@@ -11,6 +11,7 @@ mod egress;
 mod hostile;
 mod import;
 mod jwt;
+mod languages;
 mod mcp;
 mod ops;
 mod pipeline;

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+// Builds a gatehouse adapter or policy component from a JavaScript or TypeScript module:
+// 1. bundles the module and what it imports (this SDK as `@gatehouse/sdk` included) into one
+//    ES module with esbuild; `gatehouse:*` and `wasi:*` imports stay imports of the component;
+// 2. turns the bundle into a component of the chosen world with componentize-js (the
+//    SpiderMonkey engine embedding, 10-40 s on a laptop).
+// Then embed a manifest and sign it: `gatehouse pack OUT --manifest manifest.toml --key KEY`.
+
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const sdk = dirname(fileURLToPath(import.meta.url));
+const usage = `usage: gatehouse-js-build SOURCE --world adapter|policy --out FILE.wasm
+
+Builds a gatehouse component from SOURCE (.js, .mjs or .ts), an ES module that exports
+\`invoke\` (world adapter) or \`evaluate\` (world policy).
+
+  -w, --world   adapter | policy (default: adapter)
+  -o, --out     where to write the component
+  -h, --help    this text`;
+
+function fail(message) {
+  console.error(`gatehouse-js-build: ${message}`);
+  process.exit(2);
+}
+
+let options;
+try {
+  options = parseArgs({
+    allowPositionals: true,
+    options: {
+      world: { type: 'string', short: 'w', default: 'adapter' },
+      out: { type: 'string', short: 'o' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+} catch (e) {
+  fail(`${e.message}\n\n${usage}`);
+}
+const { values, positionals } = options;
+if (values.help) {
+  console.log(usage);
+  process.exit(0);
+}
+if (positionals.length !== 1) fail(`expected one SOURCE\n\n${usage}`);
+if (!values.out) fail(`--out is required\n\n${usage}`);
+if (!['adapter', 'policy'].includes(values.world)) {
+  fail(`--world must be \`adapter\` or \`policy\`, not \`${values.world}\``);
+}
+const source = resolve(positionals[0]);
+await stat(source).catch(() => fail(`cannot read ${source}`));
+
+let esbuild, componentize;
+try {
+  esbuild = await import('esbuild');
+  ({ componentize } = await import('@bytecodealliance/componentize-js'));
+} catch (e) {
+  fail(
+    `the SDK's toolchain is not installed (${e.message}); run \`npm ci\` in ${sdk} ` +
+      '(or `build-support/toolchains` in the gatehouse repository)',
+  );
+}
+
+const work = await mkdtemp(join(tmpdir(), 'gatehouse-js-'));
+try {
+  const bundle = join(work, 'bundle.js');
+  const built = await esbuild
+    .build({
+      entryPoints: [source],
+      bundle: true,
+      format: 'esm',
+      platform: 'neutral',
+      target: 'es2022',
+      outfile: bundle,
+      external: ['gatehouse:*', 'wasi:*'],
+      alias: { '@gatehouse/sdk': join(sdk, 'index.js') },
+      logLevel: 'silent',
+    })
+    .catch((e) => fail(`bundling ${source} failed:\n${e.message}`));
+  for (const warning of built.warnings) console.error(`warning: ${warning.text}`);
+
+  console.error(`componentizing ${positionals[0]} for the ${values.world} world (this takes a while)...`);
+  const { component } = await componentize({
+    sourcePath: bundle,
+    witPath: join(sdk, 'wit'),
+    worldName: values.world,
+    // A policy has no wasi:http import (it cannot reach out by construction); no component
+    // serves incoming requests.
+    disableFeatures: values.world === 'policy' ? ['http', 'fetch-event'] : ['fetch-event'],
+  }).catch((e) => fail(`componentize-js failed:\n${e.message ?? e}`));
+  await writeFile(values.out, component);
+  console.error(`wrote ${values.out} (${(component.byteLength / 1048576).toFixed(1)} MiB)`);
+} finally {
+  await rm(work, { recursive: true, force: true });
+}

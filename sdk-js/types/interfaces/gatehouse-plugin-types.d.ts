@@ -1,0 +1,283 @@
+declare module 'gatehouse:plugin/types@0.2.0' {
+  /**
+   * The kind of operation a capability performs (spec 000, "Capability classification").
+   * # Variants
+   * 
+   * ## `"observe"`
+   * 
+   * Inspect external state without mutation.
+   * ## `"recall"`
+   * 
+   * Read from a governed memory or knowledge store.
+   * ## `"think-support"`
+   * 
+   * Computational helper producing structured output, no I/O.
+   * ## `"act"`
+   * 
+   * Produce an external side effect.
+   * ## `"verify"`
+   * 
+   * Validate a claim against external truth without mutation.
+   */
+  export type CapabilityClass = 'observe' | 'recall' | 'think-support' | 'act' | 'verify';
+  /**
+   * Risk tier of a call, lowest first (spec 000, "Approval-mode binding").
+   * # Variants
+   * 
+   * ## `"read-only"`
+   * 
+   * ## `"local-write"`
+   * 
+   * ## `"network"`
+   * 
+   * ## `"delegated"`
+   * 
+   * ## `"destructive"`
+   */
+  export type ApprovalMode = 'read-only' | 'local-write' | 'network' | 'delegated' | 'destructive';
+  /**
+   * # Variants
+   * 
+   * ## `"user"`
+   * 
+   * ## `"agent"`
+   * 
+   * ## `"service"`
+   */
+  export type PrincipalKind = 'user' | 'agent' | 'service';
+  /**
+   * One link of the principal chain (user -> agent -> service).
+   */
+  export interface Principal {
+    kind: PrincipalKind,
+    id: string,
+    tenant: string,
+  }
+  /**
+   * What the host tells an adapter about the call in flight.
+   */
+  export interface CallContext {
+    toolCallId: string,
+    traceId: string,
+    tenant: string,
+    principals: Array<Principal>,
+    /**
+     * Effective approval mode for this call: never above the capability's declared maximum.
+     */
+    approvalMode: ApprovalMode,
+    /**
+     * Present on write-class calls; the host also sends it upstream as `Idempotency-Key`.
+     */
+    idempotencyKey?: string,
+    /**
+     * Operator-declared context text resolved for this call (skills), if any.
+     */
+    skillContext?: string,
+    /**
+     * The capability's `upstream` table from the signed manifest, as a JSON document, if it
+     * declares one: where a generic adapter (one `gatehouse import` wrote the manifest for)
+     * forwards this capability. Signed with the manifest, so it is what the operator reviewed.
+     */
+    upstream?: string,
+  }
+  /**
+   * Binary content with its media type.
+   */
+  export interface Blob {
+    data: Uint8Array,
+    mimeType: string,
+  }
+  /**
+   * An MCP embedded resource: text or binary contents behind a URI.
+   */
+  export interface EmbeddedResource {
+    uri: string,
+    mimeType?: string,
+    text?: string,
+    data?: Uint8Array,
+  }
+  /**
+   * One MCP content block.
+   */
+  export type Content = ContentText | ContentImage | ContentAudio | ContentResource;
+  export interface ContentText {
+    tag: 'text',
+    val: string,
+  }
+  export interface ContentImage {
+    tag: 'image',
+    val: Blob,
+  }
+  export interface ContentAudio {
+    tag: 'audio',
+    val: Blob,
+  }
+  export interface ContentResource {
+    tag: 'resource',
+    val: EmbeddedResource,
+  }
+  /**
+   * A successful tool result.
+   */
+  export interface ToolOutput {
+    /**
+     * Content blocks for the model.
+     */
+    content: Array<Content>,
+    /**
+     * Structured result as a JSON document; checked against the capability's output schema.
+     */
+    structured?: string,
+    /**
+     * References to the evidence this result rests on (ids, payload hashes, source URIs).
+     */
+    evidenceRefs: Array<string>,
+  }
+  /**
+   * # Variants
+   * 
+   * ## `"validation"`
+   * 
+   * The arguments are wrong; the model can correct them.
+   * ## `"not-found"`
+   * 
+   * The thing asked for does not exist.
+   * ## `"conflict"`
+   * 
+   * The request conflicts with the current state.
+   * ## `"upstream"`
+   * 
+   * The external system failed.
+   * ## `"unavailable"`
+   * 
+   * The external system is unavailable right now.
+   * ## `"internal"`
+   * 
+   * The adapter itself failed.
+   */
+  export type ErrorKind = 'validation' | 'not-found' | 'conflict' | 'upstream' | 'unavailable' | 'internal';
+  /**
+   * A structured failure reported by an adapter.
+   */
+  export interface ToolError {
+    kind: ErrorKind,
+    /**
+     * Machine-readable code, e.g. `ORDER_NOT_FOUND`.
+     */
+    code: string,
+    message: string,
+    retryable: boolean,
+    /**
+     * What the caller can do about it.
+     */
+    remediation?: string,
+  }
+  /**
+   * A risk signal attached to an action by the host (AARM `risk_signals`).
+   */
+  export interface RiskSignal {
+    name: string,
+    score: number,
+  }
+  /**
+   * Context a policy may use; everything time-dependent comes from the host so
+   * that a recorded decision replays exactly.
+   */
+  export interface ActionContext {
+    /**
+     * Host time when the call entered the pipeline, milliseconds since the Unix epoch (UTC).
+     */
+    nowUnixMs: bigint,
+    /**
+     * Tool names (`<adapter id>.<capability id>`) of the calling principal's most recent
+     * calls in this tenant, oldest first, as the host's audit log records them (at most 16).
+     */
+    priorActions: Array<string>,
+    /**
+     * Data classifications touched so far in the session (e.g. `PII`).
+     */
+    dataClassification: Array<string>,
+  }
+  /**
+   * The normalized action a policy evaluates (AARM action schema).
+   */
+  export interface Action {
+    toolCallId: string,
+    adapterId: string,
+    capabilityId: string,
+    capabilityClass: CapabilityClass,
+    /**
+     * The capability's declared maximum approval mode.
+     */
+    approvalModeMax: ApprovalMode,
+    /**
+     * The call's risk mode: the declared maximum as lowered by earlier policies. The mode a
+     * caller asks for never lowers it (it only narrows what the adapter may do once it runs),
+     * so rules keyed to risk read this field.
+     */
+    approvalModeRequested: ApprovalMode,
+    /**
+     * The call's arguments as a JSON document.
+     */
+    args: string,
+    principals: Array<Principal>,
+    tenant: string,
+    context: ActionContext,
+    riskSignals: Array<RiskSignal>,
+  }
+  /**
+   * # Variants
+   * 
+   * ## `"allow"`
+   * 
+   * ## `"deny"`
+   * 
+   * ## `"require-approval"`
+   * 
+   * ## `"abstain"`
+   */
+  export type Verdict = 'allow' | 'deny' | 'require-approval' | 'abstain';
+  export interface Reason {
+    code: string,
+    message: string,
+  }
+  /**
+   * # Variants
+   * 
+   * ## `"email"`
+   * 
+   * ## `"phone"`
+   */
+  export type PiiKind = 'email' | 'phone';
+  /**
+   * Something the host must do to the result before delivering it.
+   */
+  export type Obligation = ObligationRedactPointer | ObligationMaskPii;
+  /**
+   * Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
+   */
+  export interface ObligationRedactPointer {
+    tag: 'redact-pointer',
+    val: string,
+  }
+  /**
+   * Mask occurrences of these kinds of personal data in every text of the result.
+   */
+  export interface ObligationMaskPii {
+    tag: 'mask-pii',
+    val: Array<PiiKind>,
+  }
+  /**
+   * A policy module's answer.
+   */
+  export interface Decision {
+    verdict: Verdict,
+    /**
+     * Lower the call's approval mode to this. The host ignores any attempt to raise it.
+     */
+    effectiveMode?: ApprovalMode,
+    reasons: Array<Reason>,
+    evidenceRefs: Array<string>,
+    obligations: Array<Obligation>,
+  }
+}

@@ -1,0 +1,527 @@
+//! Adapters and policies written in JavaScript (componentize-js) and Python (componentize-py)
+//! with the SDKs in `sdk-js/` and `sdk-py/`: the examples and the hostile twins, built from
+//! source by `build.rs`, signed like any plugin, and run through the pipeline and over MCP
+//! with the same gates, outcome codes and budgets as the Rust ones.
+//!
+//! Each check is written once and run per language (`mod js`, `mod py` at the end).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gatehouse_host::config::{EgressConfig, PolicyBinding, PolicyDefault};
+use gatehouse_host::mcp::{McpConfig, McpServer};
+use gatehouse_host::{ErrorKind, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_tests::artifacts::ECHO;
+use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{Artifact, TOKEN, glob, token_file};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+/// One language's components.
+struct Language {
+    orders: Artifact,
+    guard: Artifact,
+    hostile: Artifact,
+}
+
+/// A shared compile cache for this test process: an interpreter's component is 12-18 MB and
+/// takes seconds to compile, and every test here builds a fresh host.
+fn cached(mut config: HostConfig) -> HostConfig {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    config.cache.enabled = true;
+    config.cache.dir = Some(dir.path().to_owned());
+    config
+}
+
+/// A host trusting the test publisher, the orders adapter granted GET and POST on the
+/// upstream's `/api/` with the test token bound, loopback allowed.
+fn orders_host(lang: &Language, upstream: &Upstream) -> Host {
+    let id = lang.orders.manifest().id().to_owned();
+    let mut config = cached(gatehouse_tests::config(&["example.*", "gatehouse.*"], &[]));
+    config.egress = serde_json::from_value::<EgressConfig>(json!({
+        "grant": [{
+            "adapter": id,
+            "url": format!("http://127.0.0.1:{}/api/", upstream.port),
+            "methods": ["GET", "POST"],
+            "credentials": { "api_token": { "file": token_file(), "scheme": "Bearer" } },
+            "allow_private": ["127.0.0.0/8"],
+        }],
+    }))
+    .unwrap();
+    let host = Host::new(config).unwrap();
+    host.install_adapter(&lang.orders.signed())
+        .unwrap_or_else(|e| panic!("{} installs: {e}", lang.orders.name));
+    host
+}
+
+fn call(tool: &str, args: Value) -> ToolCallEnvelope {
+    ToolCallEnvelope::new("default", tool, args)
+}
+
+async fn reads_and_writes_through_the_egress_gate(lang: &Language) {
+    let upstream = Upstream::start().await;
+    let host = orders_host(lang, &upstream);
+    let id = lang.orders.manifest().id().to_owned();
+    let base = upstream.url("/api");
+
+    // A GET, with the operator's credential injected on the way out.
+    let result = host
+        .call(call(
+            &format!("{id}.get_order"),
+            json!({ "base_url": base, "order_id": "42" }),
+        ))
+        .await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    assert_eq!(
+        result.structured_content,
+        Some(
+            json!({ "status": 200, "body": { "ok": true, "method": "GET", "path": "/api/orders/42" } })
+        )
+    );
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {TOKEN}"));
+    assert!(
+        !serde_json::to_string(&result).unwrap().contains(TOKEN),
+        "the credential reached the guest's output"
+    );
+
+    // A write-class POST: its idempotency key travels upstream, and a repeat replays.
+    let mut create = call(
+        &format!("{id}.create_order"),
+        json!({ "base_url": base, "item": "widget", "quantity": 2 }),
+    );
+    create.idempotency_key = Some("order-7".to_owned());
+    let first = host.call(create.clone()).await;
+    assert_eq!(first.status, Status::Ok, "{first:#?}");
+    let structured = first.structured_content.clone().unwrap();
+    assert_eq!(structured["idempotency_key"], "order-7");
+    assert_eq!(structured["body"]["method"], "POST");
+    let mut again = create.clone();
+    again.tool_call_id = format!("{}-again", create.tool_call_id);
+    let second = host.call(again).await;
+    assert_eq!(second.status, Status::Ok, "{second:#?}");
+    assert_eq!(
+        second.replay_of.as_deref(),
+        Some(first.tool_call_id.as_str())
+    );
+    assert_eq!(second.structured_content, first.structured_content);
+    let posts: Vec<_> = upstream
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 1, "the repeat created nothing upstream");
+    assert_eq!(posts[0].headers["idempotency-key"], "order-7");
+    assert_eq!(posts[0].headers["authorization"], format!("Bearer {TOKEN}"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&posts[0].body).unwrap(),
+        json!({ "item": "widget", "quantity": 2 })
+    );
+
+    // Outside the grant (a path it does not cover): refused at the gate, nothing sent.
+    let before = upstream.seen().len();
+    let result = host
+        .call(call(
+            &format!("{id}.get_order"),
+            json!({ "base_url": upstream.url("/admin"), "order_id": "1" }),
+        ))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Failed, OutcomeCode::ToolError),
+        "{result:#?}"
+    );
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.kind, ErrorKind::Unavailable, "{error:#?}");
+    assert!(error.retryable);
+    assert_eq!(result.egress.len(), 1, "{:#?}", result.egress);
+    assert!(!result.egress[0].allowed);
+    assert_eq!(result.egress[0].code, "no_matching_grant");
+    assert_eq!(upstream.seen().len(), before);
+    // The Python SDK reads the gate's typed refusal; JavaScript's `fetch` reports every
+    // failure alike, so its SDK cannot tell a refusal from an unreachable upstream.
+    let expected = if lang.orders.name.starts_with("py") {
+        "EGRESS_DENIED"
+    } else {
+        "UPSTREAM_UNREACHABLE"
+    };
+    assert_eq!(error.code, expected, "{error:#?}");
+}
+
+/// The hostile twins: each is contained with the Rust hostile plugins' outcome codes, and the
+/// host serves a normal call right after.
+async fn hostile_twins_are_contained(lang: &Language) {
+    let mut config = cached(gatehouse_tests::config(&["test.*", "gatehouse.*"], &[]));
+    config.egress = serde_json::from_value::<EgressConfig>(json!({})).unwrap();
+    let host = Host::new(config).unwrap();
+    let hostile = host.install_adapter(&lang.hostile.signed()).unwrap();
+    host.install_adapter(&ECHO.signed()).unwrap();
+    let tool = |capability: &str| format!("{}.{capability}", hostile.id);
+
+    for (capability, outcome, said) in [
+        (
+            "spin",
+            OutcomeCode::ToolTimeout,
+            "ran out of fuel after 200000000 units",
+        ),
+        (
+            "hog",
+            OutcomeCode::ToolMemoryLimit,
+            "memory limit of 33554432 bytes exceeded",
+        ),
+    ] {
+        let result = host.call(call(&tool(capability), json!({}))).await;
+        assert_eq!(
+            (result.status, result.outcome),
+            (Status::Failed, outcome),
+            "{result:#?}"
+        );
+        let message = &result.error.as_ref().unwrap().message;
+        assert!(message.contains(said), "{capability}: {message}");
+    }
+
+    let result = host
+        .call(call(
+            &tool("exfiltrate"),
+            json!({ "url": "http://example.com/steal" }),
+        ))
+        .await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let got = result.structured_content.as_ref().unwrap()["got"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(got.starts_with("error"), "the fetch must fail: {got}");
+    assert_eq!(result.egress.len(), 1, "{:#?}", result.egress);
+    assert_eq!(result.egress[0].destination, "http://example.com:80/steal");
+    assert_eq!(result.egress[0].code, "no_matching_grant");
+
+    let result = host.call(call(&tool("ambient"), json!({}))).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let seen = result.structured_content.clone().unwrap();
+    assert_eq!(seen["env_vars"], 0, "{seen:#}");
+    assert!(
+        seen["file"].as_str().unwrap().starts_with("error"),
+        "{seen:#}"
+    );
+    if let Some(listing) = seen.get("listing") {
+        assert!(listing.as_str().unwrap().starts_with("error"), "{seen:#}");
+    }
+
+    let echo = gatehouse_tests::echo(&host, "still here").await;
+    assert_eq!(echo.status, Status::Ok, "{echo:#?}");
+}
+
+/// `[[sandbox.plugin]]` gives one plugin its own fuel and deadline; the others keep the
+/// defaults.
+async fn a_plugin_gets_its_own_budgets(lang: &Language) {
+    let id = lang.hostile.manifest().id().to_owned();
+    let mut config = cached(gatehouse_tests::config(&["test.*", "gatehouse.*"], &[]));
+    config.sandbox.plugins = serde_json::from_value(json!([
+        { "id": id, "fuel": 300_000_000u64 },
+    ]))
+    .unwrap();
+    let host = Host::new(config.clone()).unwrap();
+    host.install_adapter(&lang.hostile.signed()).unwrap();
+    let result = host.call(call(&format!("{id}.spin"), json!({}))).await;
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("ran out of fuel after 300000000 units"),
+        "{message}"
+    );
+    assert_eq!(result.usage.unwrap().fuel_consumed, 300_000_000);
+
+    config.sandbox.plugins = serde_json::from_value(json!([
+        { "id": id, "fuel": 40_000_000_000u64, "timeout_ms": 400 },
+    ]))
+    .unwrap();
+    let host = Host::new(config).unwrap();
+    host.install_adapter(&lang.hostile.signed()).unwrap();
+    let result = host.call(call(&format!("{id}.spin"), json!({}))).await;
+    assert_eq!(result.outcome, OutcomeCode::ToolTimeout, "{result:#?}");
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(message.contains("400ms deadline"), "{message}");
+}
+
+/// A host serving echo with `lang`'s guard policy bound in front of it, policy default deny.
+fn guarded_host(lang: &Language) -> Host {
+    let id = lang.guard.manifest().id().to_owned();
+    let mut config = cached(gatehouse_tests::config(&["gatehouse.*"], &["example.*"]));
+    config.pipeline.policy_default = PolicyDefault::Deny;
+    config.pipeline.policies = vec![PolicyBinding {
+        module: id,
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("*")],
+        order: 0,
+        config: json!({}),
+    }];
+    let host = Host::new(config).unwrap();
+    host.install_adapter(&ECHO.signed()).unwrap();
+    host
+}
+
+async fn the_policy_allows_denies_pauses_and_redacts(lang: &Language) {
+    let host = guarded_host(lang);
+    host.install_policy(&lang.guard.signed())
+        .unwrap_or_else(|e| panic!("{} installs: {e}", lang.guard.name));
+
+    let allowed = gatehouse_tests::echo(&host, "hello").await;
+    assert_eq!(
+        (allowed.status, allowed.outcome),
+        (Status::Ok, OutcomeCode::Ok),
+        "{allowed:#?}"
+    );
+    assert_eq!(
+        allowed.structured_content,
+        Some(json!({ "message": "hello", "length": 5 }))
+    );
+    let decision = allowed.policy_decision.as_ref().unwrap();
+    assert_eq!(decision.modules[0].reasons[0].code, "ALLOWED");
+
+    let denied = gatehouse_tests::echo(&host, "a forbidden fruit").await;
+    assert_eq!(
+        (denied.status, denied.outcome),
+        (Status::Rejected, OutcomeCode::PolicyBlocked),
+        "{denied:#?}"
+    );
+    assert!(
+        denied
+            .error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("FORBIDDEN_WORD"),
+        "{denied:#?}"
+    );
+    assert!(denied.usage.is_none(), "the adapter never ran");
+
+    let paused = gatehouse_tests::echo(&host, "a refund please").await;
+    assert_eq!(paused.status, Status::Paused, "{paused:#?}");
+    assert_eq!(paused.outcome, OutcomeCode::ApprovalRequired, "{paused:#?}");
+    assert!(paused.approval_id.is_some());
+    assert!(
+        paused.usage.is_none(),
+        "nothing ran before an approver decides"
+    );
+
+    let redacted = gatehouse_tests::echo(&host, "my secret").await;
+    assert_eq!(redacted.status, Status::Ok, "{redacted:#?}");
+    assert_eq!(
+        redacted.structured_content,
+        Some(json!({ "message": "[REDACTED]", "length": 9 }))
+    );
+    assert!(
+        !serde_json::to_string(&redacted.content)
+            .unwrap()
+            .contains("my secret"),
+        "{redacted:#?}"
+    );
+}
+
+async fn the_policy_swaps_under_calls(lang: &Language) {
+    let host = Arc::new(guarded_host(lang));
+    let id = lang.guard.manifest().id().to_owned();
+    let v1 = lang.guard.signed_as_version("1.0.0");
+    let v2 = lang.guard.signed_as_version("2.0.0");
+    host.install_policy(&v1).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (host, done) = (Arc::clone(&host), Arc::clone(&done));
+            tokio::spawn(async move {
+                let mut versions = Vec::new();
+                while !done.load(Ordering::Relaxed) || versions.len() < 5 {
+                    let result = gatehouse_tests::echo(&host, "hello").await;
+                    assert_eq!(result.status, Status::Ok, "{result:#?}");
+                    let decision = result.policy_decision.unwrap();
+                    versions.push(decision.modules[0].module.clone().unwrap().version);
+                    tokio::task::yield_now().await;
+                }
+                versions
+            })
+        })
+        .collect();
+    for round in 0..4 {
+        let next = if round % 2 == 0 { &v2 } else { &v1 };
+        host.force_install_policy(next).expect("the swap installs");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for worker in workers {
+        seen.extend(worker.await.expect("no call failed"));
+    }
+    assert!(
+        seen.iter().all(|v| v == "1.0.0" || v == "2.0.0"),
+        "{seen:?}"
+    );
+    assert_eq!(host.policy_version(&id).unwrap().version, "1.0.0");
+    let after = gatehouse_tests::echo(&host, "hello").await;
+    let module = after.policy_decision.unwrap().modules[0]
+        .module
+        .clone()
+        .unwrap();
+    assert_eq!(module.version, "1.0.0");
+}
+
+/// An MCP client calls the adapter through `McpServer`: the same pipeline, over the wire.
+async fn an_mcp_client_calls_it(lang: &Language) {
+    let upstream = Upstream::start().await;
+    let host = Arc::new(orders_host(lang, &upstream));
+    let mcp = McpConfig {
+        anonymous_tenant: Some("default".to_owned()),
+        ..McpConfig::default()
+    };
+    let server = McpServer::new(Arc::clone(&host), &mcp).unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp")),
+    );
+    let client = ().serve(transport).await.expect("the client initializes");
+    let id = lang.orders.manifest().id().to_owned();
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(tools.contains(&format!("{id}.get_order")), "{tools:?}");
+    let result = client
+        .call_tool(
+            serde_json::from_value::<CallToolRequestParams>(json!({
+                "name": format!("{id}.get_order"),
+                "arguments": { "base_url": upstream.url("/api"), "order_id": "9" },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:#?}");
+    assert_eq!(
+        result.structured_content,
+        Some(
+            json!({ "status": 200, "body": { "ok": true, "method": "GET", "path": "/api/orders/9" } })
+        )
+    );
+    assert_eq!(
+        upstream.seen()[0].headers["authorization"],
+        format!("Bearer {TOKEN}")
+    );
+}
+
+/// `sdk-js/types/` is what jco generates from `wit/` today, and the TypeScript examples
+/// typecheck against the SDK's declarations.
+#[test]
+fn the_js_sdks_declarations_are_current_and_the_examples_typecheck() {
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-js");
+    let bin = sdk.join("node_modules/.bin");
+    assert!(
+        bin.join("jco").exists() && bin.join("tsc").exists(),
+        "the JavaScript toolchain is not installed: run `build-support/toolchains`"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let generated = std::process::Command::new(bin.join("jco"))
+        .args(["guest-types", "wit", "--world-name", "adapter", "-q", "-o"])
+        .arg(out.path())
+        .current_dir(&sdk)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let files = |dir: &std::path::Path| -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_owned()];
+        while let Some(next) = stack.pop() {
+            for entry in std::fs::read_dir(&next).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let name = path.strip_prefix(dir).unwrap().display().to_string();
+                    found.push((name, std::fs::read_to_string(&path).unwrap()));
+                }
+            }
+        }
+        found.sort();
+        found
+    };
+    let (fresh, committed) = (files(out.path()), files(&sdk.join("types")));
+    let names = |list: &[(String, String)]| list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&fresh),
+        names(&committed),
+        "run `npm run types` in sdk-js"
+    );
+    for ((name, new), (_, old)) in fresh.iter().zip(&committed) {
+        assert!(
+            new == old,
+            "sdk-js/types/{name} is stale: run `npm run types` in sdk-js"
+        );
+    }
+    let checked = std::process::Command::new(bin.join("tsc"))
+        .args(["-p", "tsconfig.json"])
+        .current_dir(&sdk)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+}
+
+macro_rules! per_language {
+    ($lang:ident, $orders:ident, $guard:ident, $hostile:ident) => {
+        mod $lang {
+            use gatehouse_tests::artifacts::{$guard, $hostile, $orders};
+
+            const LANG: super::Language = super::Language {
+                orders: $orders,
+                guard: $guard,
+                hostile: $hostile,
+            };
+
+            #[tokio::test]
+            async fn reads_and_writes_through_the_egress_gate() {
+                super::reads_and_writes_through_the_egress_gate(&LANG).await;
+            }
+
+            #[tokio::test]
+            async fn hostile_twins_are_contained() {
+                super::hostile_twins_are_contained(&LANG).await;
+            }
+
+            #[tokio::test]
+            async fn a_plugin_gets_its_own_budgets() {
+                super::a_plugin_gets_its_own_budgets(&LANG).await;
+            }
+
+            #[tokio::test]
+            async fn the_policy_allows_denies_pauses_and_redacts() {
+                super::the_policy_allows_denies_pauses_and_redacts(&LANG).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_policy_swaps_under_calls() {
+                super::the_policy_swaps_under_calls(&LANG).await;
+            }
+
+            #[tokio::test]
+            async fn an_mcp_client_calls_it() {
+                super::an_mcp_client_calls_it(&LANG).await;
+            }
+        }
+    };
+}
+
+per_language!(js, JS_ORDERS, JS_GUARD, JS_HOSTILE);
+per_language!(py, PY_ORDERS, PY_GUARD, PY_HOSTILE);
