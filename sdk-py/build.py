@@ -10,6 +10,7 @@ and sign: ``gatehouse pack app.wasm --manifest manifest.toml --key KEY``.
 """
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def main() -> int:
         "-o", str(Path(args.out).resolve()),
         source.stem,
     ]
-    done = subprocess.run(command)
+    # componentize-py is a Rust program: without this, an error in the app prints its backtrace.
+    done = subprocess.run(command, env={**os.environ, "RUST_BACKTRACE": "0"})
     if done.returncode != 0:
         print(f"build.py: componentize-py failed (exit {done.returncode})", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@
 //! upstream through the egress gate (Rust `gatehouse.rest` `get`; the SDK examples'
 //! `get_order`).
 //!
-//! Run: `cargo bench -p gatehouse-tests --bench languages [-- --calls N]`
+//! Run: `cargo bench -p gatehouse-tests --bench languages [-- --calls N] [--only TEXT]`
+//! (`--only` keeps the rows whose label contains TEXT, e.g. for a profile of one).
 
 use std::time::{Duration, Instant};
 
@@ -102,10 +103,13 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let mut calls = 200usize;
+    let (mut calls, mut only) = (200usize, String::new());
     while let Some(arg) = args.next() {
-        if arg == "--calls" {
-            calls = args.next().and_then(|n| n.parse().ok()).expect("--calls N");
+        match arg.as_str() {
+            "--calls" => calls = args.next().and_then(|n| n.parse().ok()).expect("--calls N"),
+            "--only" => only = args.next().expect("--only TEXT"),
+            // cargo bench passes `--bench`.
+            _ => {}
         }
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -117,7 +121,7 @@ fn main() {
 
     println!("| call | component | cold compile | warm load | p50 | p99 | memory per instance |");
     println!("|---|---|---|---|---|---|---|");
-    for case in CASES {
+    for case in CASES.iter().filter(|c| c.label.contains(&only)) {
         let signed = case.artifact.signed();
         let size = case.artifact.bytes().len();
 

@@ -1,11 +1,13 @@
 //! The compiled-artifact cache: a second start does not recompile.
 //!
 //! Precompiled artifacts are native code that wasmtime runs without re-validating, so an entry
-//! is only used if this host wrote it. Each entry is `HMAC-SHA256(host key, name || artifact)`
-//! followed by the artifact, named by the component digest and the engine's compatibility
-//! hash. The host key (`cache.key`, 32 random bytes, mode 0600) is created on first use. An
-//! entry that is corrupted, truncated, copied from another host or written for another engine
-//! configuration fails the check and is recompiled and replaced, never executed.
+//! is only used if this host wrote it. Each entry is the BLAKE3 keyed hash (a MAC) under the
+//! host key of `name || 0 || artifact`, followed by the artifact, named by the component
+//! digest and the engine's compatibility hash. (Entries of earlier versions, tagged with
+//! HMAC-SHA256, have another name and are never read.) The host key (`cache.key`, 32 random
+//! bytes, mode 0600) is created on first use. An entry that is corrupted, truncated, copied
+//! from another host or written for another engine configuration fails the check and is
+//! recompiled and replaced, never executed.
 //!
 //! The cache directory must be owned by the gateway's user: anyone who can write the key file
 //! can forge entries, exactly as anyone who can write the gateway binary can change it.
@@ -14,9 +16,8 @@ use std::hash::{Hash as _, Hasher as _};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac as _};
+use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -130,13 +131,16 @@ impl CompileCache {
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let name = entry_name(engine, digest);
         let path = self.dir.join(&name);
-        let outcome = match std::fs::read(&path) {
+        let outcome = match map(&path) {
             Err(_) => CacheOutcome::Miss,
             Ok(entry) => match self.open_entry(&name, &entry) {
                 Ok(artifact) => {
-                    // SAFETY: `artifact` is bytes this host serialized itself: the HMAC under
+                    // SAFETY: `artifact` is bytes this host serialized itself: the MAC under
                     // the host-local key proves it, and wasmtime checks that the engine
-                    // configuration and version match before using it.
+                    // configuration and version match before using it. `deserialize` copies
+                    // them out of the map before returning. The map could change under us only
+                    // if the entry file were rewritten meanwhile, which takes its owner, who
+                    // can also read the key (see the module docs).
                     #[allow(unsafe_code, reason = "deserializing our own authenticated artifact")]
                     match unsafe { Component::deserialize(engine, artifact) } {
                         Ok(component) => return Ok((component, CacheOutcome::Hit)),
@@ -161,38 +165,57 @@ impl CompileCache {
             return Err("truncated entry".to_owned());
         }
         let (tag, artifact) = entry.split_at(TAG_LEN);
-        self.mac(name, artifact).verify_slice(tag).map_err(|_| {
-            "authentication tag does not match (corrupted, or not written by this host)".to_owned()
-        })?;
+        let tag: [u8; TAG_LEN] = tag.try_into().expect("split at TAG_LEN");
+        // `blake3::Hash`'s equality is constant-time.
+        if self.mac(name, artifact) != blake3::Hash::from_bytes(tag) {
+            return Err(
+                "authentication tag does not match (corrupted, or not written by this host)"
+                    .to_owned(),
+            );
+        }
         Ok(artifact)
     }
 
     fn store(&self, path: &Path, name: &str, artifact: &[u8]) -> std::io::Result<()> {
-        let tag = self.mac(name, artifact).finalize().into_bytes();
+        let tag = self.mac(name, artifact);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&tag)?;
+        file.write_all(tag.as_bytes())?;
         file.write_all(artifact)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     }
 
-    fn mac(&self, name: &str, artifact: &[u8]) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as hmac::Mac>::new_from_slice(&self.key)
-            .expect("HMAC takes any key length");
+    /// The entry's tag: BLAKE3 keyed with the host key, over the name and the artifact (hashed
+    /// on all cores: an interpreter's artifact is tens of MB).
+    fn mac(&self, name: &str, artifact: &[u8]) -> blake3::Hash {
+        let mut mac = blake3::Hasher::new_keyed(&self.key);
         mac.update(name.as_bytes());
         mac.update(&[0]);
-        mac.update(artifact);
-        mac
+        mac.update_rayon(artifact);
+        mac.finalize()
     }
 }
 
-/// `<component digest>-<engine compatibility hash>.cwasm`: a different wasmtime version or
+/// A read-only map of a cache entry (an empty file maps as empty).
+#[allow(unsafe_code, reason = "mapping a cache entry read-only")]
+fn map(path: &Path) -> std::io::Result<Mmap> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: a read-only map of a file only this host's user writes (the cache directory is
+    // its own; `store` replaces entries by rename, never in place).
+    unsafe { Mmap::map(&file) }
+}
+
+/// `<component digest>-<engine compatibility hash>.b3.cwasm`: a different wasmtime version or
 /// engine configuration never even looks at another's entries.
 fn entry_name(engine: &Engine, digest: &ComponentDigest) -> String {
     let mut hasher = std::hash::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
-    format!("{}-{:016x}.cwasm", hex::encode(digest.0), hasher.finish())
+    format!(
+        "{}-{:016x}.b3.cwasm",
+        hex::encode(digest.0),
+        hasher.finish()
+    )
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

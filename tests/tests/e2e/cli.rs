@@ -247,3 +247,37 @@ fn serve_names_a_missing_api_key_file() {
         serve_with("[[mcp.api_key]]\ntenant = \"acme\"\nfile = \"/nonexistent/gatehouse.key\"\n");
     assert_eq!(code, 2, "{out}");
 }
+
+/// JavaScript and Python components pack, verify and inspect like Rust ones: the CLI does not
+/// care which language built them.
+#[test]
+fn js_and_python_components_pack_verify_and_inspect_unchanged() {
+    use gatehouse_tests::artifacts::{JS_GUARD, JS_ORDERS, PY_GUARD, PY_ORDERS};
+    let publisher = Publisher::new();
+    let config = publisher.config("example.*");
+    for artifact in [JS_ORDERS, PY_ORDERS] {
+        let out = format!("{}.signed.wasm", artifact.name);
+        // `bytes()` says how to install the toolchain if the component was not built.
+        assert!(!artifact.bytes().is_empty());
+        let (code, said) = publisher.pack(artifact.wasm, artifact.manifest, &out);
+        assert_eq!(code, 0, "{said}");
+        let signed = publisher.path(&out);
+        let (code, said) = gatehouse(&["verify", s(&signed), "--config", s(&config)]);
+        assert_eq!(code, 0, "{said}");
+        let id = artifact.manifest().id().to_owned();
+        assert!(said.contains(&format!("ok: adapter {id} 0.1.0")), "{said}");
+        let (code, said) = gatehouse(&["inspect", s(&signed)]);
+        assert_eq!(code, 0, "{said}");
+        assert!(said.contains(&id) && said.contains("get_order"), "{said}");
+    }
+    for artifact in [JS_GUARD, PY_GUARD] {
+        let out = format!("{}.signed.wasm", artifact.name);
+        assert!(!artifact.bytes().is_empty());
+        let (code, said) = publisher.pack(artifact.wasm, artifact.manifest, &out);
+        assert_eq!(code, 0, "{said}");
+        let (code, said) = gatehouse(&["inspect", s(&publisher.path(&out))]);
+        assert_eq!(code, 0, "{said}");
+        assert!(said.contains(artifact.manifest().id()), "{said}");
+        assert!(said.contains("config_schema"), "{said}");
+    }
+}
