@@ -117,7 +117,7 @@ export function adapter(handlers) {
 // gateway refused it (its egress record on the call says why) or the upstream is unreachable.
 // The engine does not say which, so neither does the failure.
 function isFetchFailure(e) {
-  return e instanceof TypeError && /NetworkError|fetch/i.test(e.message);
+  return e instanceof TypeError && e.message.startsWith('NetworkError');
 }
 
 function unreachable() {
