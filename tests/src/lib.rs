@@ -227,6 +227,21 @@ pub async fn rmcp_call(
     (result, record)
 }
 
+/// The names `tools/list` gives an rmcp client, sorted.
+pub async fn tool_names(
+    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
+) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list answers")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The text blocks of a tool result, in order.
 pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
     serde_json::to_value(&result.content)

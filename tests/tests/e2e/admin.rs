@@ -979,13 +979,7 @@ async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
     .await;
     for version in [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25] {
         let client = rmcp_client(&gateway, &version).await;
-        let tools: Vec<String> = client
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
+        let tools = gatehouse_tests::tool_names(&client).await;
         for tool in [
             "gatehouse.echo.echo",
             "test.ledger.transfer",

@@ -231,14 +231,7 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
 
         let gateway = Gateway::start(&out, id, &key).await;
         let client = gateway.client().await;
-        let mut tools: Vec<String> = client
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
-        tools.sort();
+        let tools = gatehouse_tests::tool_names(&client).await;
         assert_eq!(
             tools,
             [

@@ -388,13 +388,7 @@ async fn an_mcp_client_calls_it(lang: &Language) {
     );
     let client = ().serve(transport).await.expect("the client initializes");
     let id = lang.orders.manifest().id().to_owned();
-    let tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let tools = gatehouse_tests::tool_names(&client).await;
     assert!(tools.contains(&format!("{id}.get_order")), "{tools:?}");
     let result = client
         .call_tool(

@@ -105,13 +105,7 @@ fn record(result: &CallToolResult) -> &Value {
 
 /// `tools/list` for `client` includes every tool in `expected`.
 async fn assert_lists(client: &RunningService<RoleClient, ()>, expected: &[&str]) {
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = gatehouse_tests::tool_names(client).await;
     for tool in expected {
         assert!(
             names.iter().any(|n| n == tool),
@@ -794,14 +788,7 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
     let (url, _) = serving(&rx);
     let transport = StreamableHttpClientTransport::from_uri(url.as_str());
     let client = ().serve(transport).await.expect("the client initializes");
-    let mut names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    names.sort();
+    let names = gatehouse_tests::tool_names(&client).await;
     assert_eq!(names, SUITE_TOOLS);
     let result = client
         .call_tool(params(json!({ "name": "test_simple_text" })))
