@@ -117,7 +117,11 @@ async fn a_tenant_holding_its_share_of_slots_does_not_starve_another_tenant() {
     // Two slots, one per tenant (the default share is half, rounded up).
     let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
     config.sandbox.max_concurrent_calls = 2;
-    config.sandbox.timeout_ms = 300;
+    // The slow probe gets a short deadline; tenant `good`'s echo keeps the default one.
+    config.sandbox.plugins = serde_json::from_value(json!([
+        { "id": EGRESS_PROBE.manifest().id(), "timeout_ms": 300 }
+    ]))
+    .unwrap();
     config.egress = serde_json::from_value::<EgressConfig>(json!({
         "max_total_ms": 10_000,
         "grant": [{
