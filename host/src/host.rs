@@ -419,6 +419,15 @@ impl Host {
         self.pipeline.store.approvals(filter).await
     }
 
+    /// Where an approver decides approval `id` (`[store] approval_url`), if configured.
+    pub fn approval_url(&self, id: &str) -> Option<String> {
+        self.pipeline
+            .store_config()
+            .approval_url
+            .as_ref()
+            .map(|url| url.replace("{id}", id))
+    }
+
     /// One approval.
     pub async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
         self.pipeline

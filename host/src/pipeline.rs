@@ -336,6 +336,11 @@ impl Pipeline {
         let stopped = gates.instrument(span.clone()).await.err();
         if let Some(stop) = &stopped {
             span.in_scope(|| outcome::end(&mut result, stop));
+            if let (Stop::ApprovalRequired { approval_id, .. }, Some(url)) =
+                (stop, &self.store_config.approval_url)
+            {
+                outcome::name_approval_url(&mut result, &url.replace("{id}", approval_id));
+            }
             // An error from the tool or the verifier may quote its output.
             if matches!(stop, Stop::Tool(_) | Stop::Verify(_)) {
                 obligations::apply_to_error(&pending, &mut result);

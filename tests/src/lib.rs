@@ -12,6 +12,7 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
+pub mod browser;
 pub mod load;
 pub mod mcp_upstream;
 pub mod postgres;
@@ -275,15 +276,15 @@ pub async fn listening(port: u16) -> bool {
     false
 }
 
-/// One POST to a gatehouse MCP endpoint on loopback port `port`, as an MCP client sends it
-/// (`Host`, JSON content type, `Accept` and protocol version 2025-11-25, unless `headers` set
-/// `host` or `content-type` themselves), plus `headers`: the status, headers and body.
-pub async fn mcp_post(
+/// One HTTP/1.1 request to loopback port `port`, with `headers` (and `Host`, unless they set
+/// it): the status, headers and body.
+pub async fn http(
     port: u16,
+    method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: impl Into<bytes::Bytes>,
-) -> (u16, hyper::HeaderMap, String) {
+) -> (u16, hyper::HeaderMap, bytes::Bytes) {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -293,16 +294,10 @@ pub async fn mcp_post(
             .await
             .unwrap();
     tokio::spawn(conn);
-    let mut request = hyper::Request::post(path);
+    let mut request = hyper::Request::builder().method(method).uri(path);
     if !headers.iter().any(|(name, _)| *name == "host") {
         request = request.header("host", format!("127.0.0.1:{port}"));
     }
-    if !headers.iter().any(|(name, _)| *name == "content-type") {
-        request = request.header("content-type", "application/json");
-    }
-    request = request
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25");
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -314,8 +309,29 @@ pub async fn mcp_post(
         )
         .await
         .unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
     let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, body)
+}
+
+/// One POST to a gatehouse MCP endpoint on loopback port `port`, as an MCP client sends it
+/// (`Host`, JSON content type, `Accept` and protocol version 2025-11-25, unless `headers` set
+/// `host` or `content-type` themselves), plus `headers`: the status, headers and body.
+pub async fn mcp_post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<bytes::Bytes>,
+) -> (u16, hyper::HeaderMap, String) {
+    let mut all: Vec<(&str, &str)> = Vec::new();
+    if !headers.iter().any(|(name, _)| *name == "content-type") {
+        all.push(("content-type", "application/json"));
+    }
+    all.extend([
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]);
+    all.extend_from_slice(headers);
+    let (status, headers, body) = http(port, "POST", path, &all, body).await;
     (status, headers, String::from_utf8_lossy(&body).into_owned())
 }

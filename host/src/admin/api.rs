@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use super::auth::Operator;
 use super::server::{ApiError, Query, Reply, json_reply};
 use crate::host::{Host, InstallError};
+use crate::model::Obligation;
 use crate::plugin::manifest::PluginKind;
 use crate::policy::PolicyError;
-use crate::state::{ApprovalFilter, ApprovalStatus, AuditQuery, StoreError};
+use crate::state::{Approval, ApprovalFilter, ApprovalStatus, AuditQuery, StoreError};
 
 /// Largest page of approvals or audit entries.
 const MAX_PAGE: usize = 1000;
@@ -103,10 +104,11 @@ pub async fn list_approvals(host: &Host, mut query: Query) -> Result<Reply, ApiE
     };
     query.none()?;
     let approvals = host.approvals(filter).await.map_err(store_error)?;
-    Ok(json_reply(
-        StatusCode::OK,
-        &json!({ "approvals": approvals }),
-    ))
+    let mut views = Vec::with_capacity(approvals.len());
+    for approval in approvals {
+        views.push(approval_view(host, approval).await?);
+    }
+    Ok(json_reply(StatusCode::OK, &json!({ "approvals": views })))
 }
 
 pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
@@ -115,7 +117,67 @@ pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
         .await
         .map_err(store_error)?
         .ok_or_else(|| ApiError::not_found(format!("there is no approval `{id}`")))?;
-    Ok(json_reply(StatusCode::OK, &json!(approval)))
+    Ok(json_reply(
+        StatusCode::OK,
+        &approval_view(host, approval).await?,
+    ))
+}
+
+/// An approval as people see it: its record, plus
+/// - `state`: its status, or `expired` once past its expiry undecided or unused;
+/// - `declared_mode`: the approval mode its tool's capability declares (absent if the tool is
+///   no longer served);
+/// - `policy_decision`: each policy module's verdict, reasons and digest, from the audit entry
+///   of the call that proposed it;
+/// - `url`: where an approver decides (`[store] approval_url`);
+/// - `call.args` with that decision's obligations applied (redacted pointers and masked
+///   personal data), so an approver never sees a value the policy withholds.
+async fn approval_view(host: &Host, approval: Approval) -> Result<Value, ApiError> {
+    let state = if approval.expired(crate::state::now_ms()) {
+        "expired"
+    } else {
+        approval.status.as_str()
+    };
+    let declared_mode = host
+        .tool_catalog(&approval.tenant)
+        .into_iter()
+        .find(|(name, _)| *name == approval.tool)
+        .map(|(_, capability)| capability.approval_mode);
+    let proposing_call = approval
+        .call
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let decision = match proposing_call {
+        Some(id) => host
+            .audit(AuditQuery {
+                tool_call_id: Some(id),
+                kind: Some("call".to_owned()),
+                limit: 1,
+                ..AuditQuery::default()
+            })
+            .await
+            .map_err(store_error)?
+            .first()
+            .map(|entry| entry.expanded()["record"]["result"]["policy_decision"].clone())
+            .filter(|decision| !decision.is_null()),
+        None => None,
+    };
+    let obligations: Vec<Obligation> = decision
+        .as_ref()
+        .and_then(|d| d.get("obligations"))
+        .and_then(|o| serde_json::from_value(o.clone()).ok())
+        .unwrap_or_default();
+    let url = host.approval_url(&approval.id);
+    let mut view = json!(approval);
+    if let Some(args) = view.pointer_mut("/call/args") {
+        crate::pipeline::obligations::apply_to_value(&obligations, args);
+    }
+    view["state"] = json!(state);
+    view["declared_mode"] = json!(declared_mode);
+    view["policy_decision"] = decision.unwrap_or(Value::Null);
+    view["url"] = json!(url);
+    Ok(view)
 }
 
 /// Approves or rejects as the token's principal: `{"reason": "..."}` (required to reject).
@@ -156,21 +218,34 @@ pub async fn decide(
         .decide(id, approve, &operator.principal, &reason)
         .await
         .map_err(store_error)?;
-    Ok(json_reply(StatusCode::OK, &json!(approval)))
+    Ok(json_reply(
+        StatusCode::OK,
+        &approval_view(host, approval).await?,
+    ))
 }
 
-pub async fn query_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
-    let limit = page(&mut query)?;
+/// The audit filters of a query: every parameter of `GET /v1/audit` but `limit`.
+fn audit_filters(query: &mut Query, limit: usize) -> Result<AuditQuery, ApiError> {
     let audit = AuditQuery {
         tool_call_id: query.take("tool_call_id"),
         tenant: query.take("tenant"),
         outcome: query.take("outcome"),
+        tool: query.take("tool"),
+        principal: query.take("principal"),
+        kind: query.take("kind"),
+        replay_of: query.take("replay_of"),
         since_ms: query.take_number("since_ms")?,
         until_ms: query.take_number("until_ms")?,
         after_seq: query.take_number("after_seq")?,
         limit,
     };
     query.none()?;
+    Ok(audit)
+}
+
+pub async fn query_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let limit = page(&mut query)?;
+    let audit = audit_filters(&mut query, limit)?;
     let entries = host.audit(audit).await.map_err(store_error)?;
     // A full page may have a next one: page on with `after_seq`.
     let next = (entries.len() == limit)
@@ -184,6 +259,33 @@ pub async fn query_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErro
         StatusCode::OK,
         &json!({ "entries": entries, "next_after_seq": next }),
     ))
+}
+
+/// Every entry the filters select, as JSON lines (`gatehouse audit export`'s format), for
+/// download.
+pub async fn export_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let mut audit = audit_filters(&mut query, MAX_PAGE)?;
+    let mut lines = String::new();
+    loop {
+        let entries = host.audit(audit.clone()).await.map_err(store_error)?;
+        let Some(last) = entries.last() else { break };
+        audit.after_seq = Some(last.seq);
+        for entry in &entries {
+            lines.push_str(&entry.expanded().to_string());
+            lines.push('\n');
+        }
+    }
+    let mut reply = http::Response::new(http_body_util::Full::new(Bytes::from(lines)));
+    let headers = reply.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    headers.insert(
+        http::header::CONTENT_DISPOSITION,
+        http::HeaderValue::from_static("attachment; filename=\"gatehouse-audit.jsonl\""),
+    );
+    Ok(reply)
 }
 
 /// The whole chain; `?head=` also checks it still ends at a head recorded earlier.

@@ -82,9 +82,31 @@ pub struct AdminConfig {
     /// refusals are logged as one counted warning per 10 s. Default: 64.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// Whether the listener serves the web console at `/console` (sign-in with a token
+    /// below). Default: true.
+    #[serde(default = "defaults::console")]
+    pub console: bool,
+    /// The console's address as people reach it, e.g. `https://gatehouse.example.com/console`
+    /// behind a TLS proxy: paused results name it, and an `https` one makes the session cookie
+    /// `Secure`. Default: `http://<listen>/console`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console_url: Option<String>,
+    /// How long a console sign-in lasts, in seconds. Default: 28800 (8 hours).
+    #[serde(default = "defaults::session_ttl_seconds")]
+    pub session_ttl_seconds: u64,
     /// Bearer tokens and what each may do. Default: none.
     #[serde(default, rename = "token")]
     pub tokens: Vec<AdminTokenConfig>,
+}
+
+impl AdminConfig {
+    /// The console's address as people reach it (`console_url`, else on `listen`).
+    pub fn console_url(&self) -> String {
+        match &self.console_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("http://{}/console", self.listen),
+        }
+    }
 }
 
 mod defaults {
@@ -107,6 +129,12 @@ mod defaults {
     pub fn max_connections() -> usize {
         64
     }
+    pub fn console() -> bool {
+        true
+    }
+    pub fn session_ttl_seconds() -> u64 {
+        8 * 3600
+    }
 }
 
 impl Default for AdminConfig {
@@ -117,6 +145,9 @@ impl Default for AdminConfig {
             header_timeout_ms: defaults::header_timeout_ms(),
             body_timeout_ms: defaults::body_timeout_ms(),
             max_connections: defaults::max_connections(),
+            console: defaults::console(),
+            console_url: None,
+            session_ttl_seconds: defaults::session_ttl_seconds(),
             tokens: Vec::new(),
         }
     }

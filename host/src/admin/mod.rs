@@ -21,12 +21,16 @@
 //! state does not allow (already decided, expired, self-approval, nothing to roll back), 413,
 //! 503 the store is unavailable.
 //!
+//! The same listener serves the web console at `/console` ([`console`]): its pages call these
+//! endpoints with a session cookie in place of the bearer token.
+//!
 //! Files by job: [`config`] (the `[admin]` table), [`auth`] (tokens and roles), [`server`]
-//! (accept loop and routes), `api` (the handlers).
+//! (accept loop and routes), `api` (the handlers), [`console`] (pages and sessions).
 
 mod api;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod server;
 
 pub use auth::{Operator, TokenError, Tokens};

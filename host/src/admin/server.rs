@@ -17,6 +17,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use super::api;
 use super::auth::{AuthError, Operator, TokenError, Tokens};
 use super::config::{AdminConfig, Role};
+use super::console::Console;
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
 
@@ -102,6 +103,7 @@ pub fn json_reply(status: StatusCode, body: &Value) -> Reply {
 pub struct AdminServer {
     host: Arc<Host>,
     tokens: Arc<Tokens>,
+    console: Option<Arc<Console>>,
     max_body_bytes: usize,
     header_timeout: Duration,
     body_timeout: Duration,
@@ -122,6 +124,7 @@ impl AdminServer {
         Ok(Self {
             host,
             tokens: Arc::new(Tokens::load(&config.tokens)?),
+            console: Console::new(config).map(Arc::new),
             max_body_bytes: config.max_body_bytes,
             header_timeout: Duration::from_millis(config.header_timeout_ms),
             body_timeout: Duration::from_millis(config.body_timeout_ms),
@@ -132,6 +135,11 @@ impl AdminServer {
     /// How many tokens are configured.
     pub fn tokens(&self) -> usize {
         self.tokens.len()
+    }
+
+    /// Where people reach the web console, if it is on.
+    pub fn console_url(&self) -> Option<&str> {
+        self.console.as_deref().map(Console::url)
     }
 
     /// Answers one HTTP request.
@@ -172,6 +180,27 @@ impl AdminServer {
                 return api::metrics(host).await;
             }
             ["v1", ..] => {}
+            ["console", rest @ ..] => {
+                if let Some(console) = self.console.as_deref() {
+                    let body = if method == Method::POST {
+                        self.body(body).await?
+                    } else {
+                        Bytes::new()
+                    };
+                    query.none()?;
+                    return console.route(
+                        method,
+                        rest,
+                        parts.uri.path().ends_with('/'),
+                        &parts.headers,
+                        &self.tokens,
+                        &body,
+                    );
+                }
+                return Err(ApiError::not_found(
+                    "the console is off here (`[admin] console = false`)",
+                ));
+            }
             _ => {
                 return Err(ApiError::not_found(format!(
                     "no such endpoint `{}`; the API is under /v1 (see docs/admin-openapi.yaml)",
@@ -180,8 +209,15 @@ impl AdminServer {
             }
         }
         // Everything under /v1 needs a token, checked before the path, so a caller without one
-        // learns nothing about what exists.
-        let operator = self.tokens.identify(&parts.headers).map_err(unauthorized)?;
+        // learns nothing about what exists: a bearer token, else the console's session cookie
+        // (with its CSRF check).
+        let operator = match (self.tokens.identify(&parts.headers), &self.console) {
+            (Ok(operator), _) => operator,
+            (Err(AuthError::Missing), Some(console)) if Console::has_cookie(&parts.headers) => {
+                console.identify(method, &parts.headers)?
+            }
+            (Err(error), _) => return Err(unauthorized(error)),
+        };
         match path.as_slice() {
             ["v1", "approvals"] => {
                 allow(method, &Method::GET)?;
@@ -205,6 +241,11 @@ impl AdminServer {
                 allow(method, &Method::GET)?;
                 require(&operator, &[Role::Auditor])?;
                 api::query_audit(host, query).await
+            }
+            ["v1", "audit", "export"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Auditor])?;
+                api::export_audit(host, query).await
             }
             ["v1", "audit", "verify"] => {
                 allow(method, &Method::GET)?;

@@ -96,7 +96,7 @@ struct Started {
 /// Builds the host from `config`, installs `plugins` and builds the endpoint.
 fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
     let ServeConfig {
-        host: config,
+        host: mut config,
         mcp,
         admin,
         watch,
@@ -118,6 +118,13 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
                 "`[mcp] allowed_hosts` lists only loopback names: add the host names clients use, or they get 403"
             );
         }
+    }
+    // Paused results name the console's page for their approval, unless the config names
+    // another place.
+    if let Some(admin) = admin.as_ref().filter(|admin| admin.console)
+        && config.store.approval_url.is_none()
+    {
+        config.store.approval_url = Some(format!("{}/#/approvals/{{id}}", admin.console_url()));
     }
     let host = Arc::new(Host::new(config).map_err(usage)?);
     let mut loaded = Vec::new();
@@ -240,6 +247,9 @@ pub(super) fn serve(
                 tracing::warn!(%addr, "the admin API speaks plain HTTP beyond loopback: put a TLS-terminating proxy in front of it");
             }
             say!(out, "gatehouse: admin API at http://{addr} ({} token(s); `gatehouse admin --server http://{addr} ...`)", admin.tokens());
+            if let Some(console) = admin.console_url() {
+                say!(out, "gatehouse: console at {console} (sign in with an admin token)");
+            }
             tokio::spawn(admin.serve(listener, std::future::pending()));
         }
         let _watcher = watch.map(|watch| {

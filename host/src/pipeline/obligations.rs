@@ -104,6 +104,28 @@ pub fn apply_to_error(obligations: &[Obligation], result: &mut ToolResultEnvelop
     }
 }
 
+/// Applies obligations to a JSON value shown to people rather than delivered to the caller:
+/// a call's arguments as an approver sees them. The value at each redacted pointer, and every
+/// copy of its text elsewhere in the value, becomes `"[REDACTED]"`; personal data is masked in
+/// every string. A pointer the value does not have redacts nothing.
+pub fn apply_to_value(obligations: &[Obligation], value: &mut Value) {
+    for obligation in obligations {
+        match obligation {
+            Obligation::RedactPointer(pointer) => {
+                let Some(slot) = value.pointer_mut(pointer) else {
+                    continue;
+                };
+                let old = std::mem::replace(slot, Value::String(REDACTED.to_owned()));
+                let secrets = secrets(&old);
+                for_each_value_string(value, &mut |s| replace_secrets(s, &secrets));
+            }
+            Obligation::MaskPii(kinds) => {
+                for_each_value_string(value, &mut |s| *s = mask(s, kinds))
+            }
+        }
+    }
+}
+
 fn redact(pointer: &str, result: &mut ToolResultEnvelope) -> Result<(), ObligationError> {
     let Some(structured) = result.structured_content.as_mut() else {
         if result.content.is_empty() && result.error.is_none() {
@@ -117,19 +139,27 @@ fn redact(pointer: &str, result: &mut ToolResultEnvelope) -> Result<(), Obligati
         return Ok(());
     };
     let old = std::mem::replace(slot, Value::String(REDACTED.to_owned()));
+    let secrets = secrets(&old);
+    for_each_string(result, &mut |s| replace_secrets(s, &secrets));
+    Ok(())
+}
+
+/// The texts a redacted value held, longest first, so a secret containing another is
+/// replaced whole.
+fn secrets(old: &Value) -> Vec<String> {
     let mut secrets = Vec::new();
-    leaves(&old, &mut secrets);
-    // Longest first, so a secret containing another is replaced whole.
+    leaves(old, &mut secrets);
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
-    for_each_string(result, &mut |s| {
-        for secret in &secrets {
-            if s.contains(secret.as_str()) {
-                *s = s.replace(secret.as_str(), REDACTED);
-            }
+    secrets
+}
+
+fn replace_secrets(s: &mut String, secrets: &[String]) {
+    for secret in secrets {
+        if s.contains(secret.as_str()) {
+            *s = s.replace(secret.as_str(), REDACTED);
         }
-    });
-    Ok(())
+    }
 }
 
 /// The texts a value holds, as they may appear elsewhere: each string and its JSON-escaped
@@ -265,6 +295,31 @@ mod tests {
             ObligationError::NoStructured {
                 pointer: "/iban".to_owned()
             }
+        );
+    }
+
+    #[test]
+    fn arguments_shown_to_people_get_the_same_redactions() {
+        let mut args = json!({
+            "iban": "DE89 3704 0044 0532 0130 00",
+            "note": "pay DE89 3704 0044 0532 0130 00, mail ana@example.com",
+            "amount": 1200,
+        });
+        apply_to_value(
+            &[
+                Obligation::RedactPointer("/iban".to_owned()),
+                Obligation::RedactPointer("/missing".to_owned()),
+                Obligation::MaskPii(vec![PiiKind::Email]),
+            ],
+            &mut args,
+        );
+        assert_eq!(
+            args,
+            json!({
+                "iban": "[REDACTED]",
+                "note": "pay [REDACTED], mail [REDACTED]",
+                "amount": 1200,
+            })
         );
     }
 }

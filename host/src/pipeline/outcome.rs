@@ -360,6 +360,18 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
     result.error = Some(error);
 }
 
+/// Adds where an approver decides to a paused result's remediation.
+pub fn name_approval_url(result: &mut ToolResultEnvelope, url: &str) {
+    if let Some(error) = &mut result.error {
+        let remediation = error.remediation.get_or_insert_with(String::new);
+        if !remediation.is_empty() {
+            remediation.push_str("; ");
+        }
+        remediation.push_str("an approver decides at ");
+        remediation.push_str(url);
+    }
+}
+
 /// Ends a call whose durable record failed to commit: its effect may have happened, but a
 /// result that is not recorded is not delivered. Not retryable under its key: a repeat finds
 /// the key `indeterminate` after its lease, for an operator to resolve.

@@ -86,6 +86,15 @@ pub struct AuditQuery {
     pub tenant: Option<String>,
     /// Only this outcome code.
     pub outcome: Option<String>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only entries by this principal (the acting one: the caller's last, an approver, an
+    /// operator).
+    pub principal: Option<String>,
+    /// Only this kind of entry (`call`, `decision`, `plugin`, ...).
+    pub kind: Option<String>,
+    /// Only the calls that replayed the result of call `replay_of`.
+    pub replay_of: Option<String>,
     /// Only entries at or after this time, unix ms.
     pub since_ms: Option<u64>,
     /// Only entries before this time, unix ms.

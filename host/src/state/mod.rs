@@ -105,6 +105,12 @@ pub struct StoreConfig {
     /// calls are always refused then. Default: false.
     #[serde(default)]
     pub read_only_without_store: bool,
+    /// Where approvers decide, with `{id}` standing for the approval id: a paused result's
+    /// remediation names it, so an agent can send its user there. Default: the admin
+    /// console's `<[admin] console_url>#/approvals/{id}` when `gatehouse serve` runs the
+    /// console, else none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_url: Option<String>,
 }
 
 mod defaults {
@@ -130,6 +136,7 @@ impl Default for StoreConfig {
             ca_file: None,
             pool_size: defaults::pool_size(),
             read_only_without_store: false,
+            approval_url: None,
         }
     }
 }

@@ -1098,7 +1098,10 @@ impl Store for PostgresStore {
                          WHERE ($1::text IS NULL OR tool_call_id = $1) AND ($2::text IS NULL OR tenant = $2) \
                            AND ($3::text IS NULL OR outcome = $3) AND ($4::bigint IS NULL OR at >= $4) \
                            AND ($5::bigint IS NULL OR at < $5) AND ($6::bigint IS NULL OR seq > $6) \
-                         ORDER BY seq LIMIT $7"
+                           AND ($7::text IS NULL OR tool = $7) AND ($8::text IS NULL OR principal = $8) \
+                           AND ($9::text IS NULL OR kind = $9) \
+                           AND ($10::text IS NULL OR strpos(record, '\"replay_of\":' || to_json($10::text)::text) > 0) \
+                         ORDER BY seq LIMIT $11"
                     ),
                     &[
                         &query.tool_call_id,
@@ -1107,6 +1110,10 @@ impl Store for PostgresStore {
                         &query.since_ms.map(to_db),
                         &query.until_ms.map(to_db),
                         &query.after_seq.map(to_db),
+                        &query.tool,
+                        &query.principal,
+                        &query.kind,
+                        &query.replay_of,
                         &limit,
                     ],
                 )

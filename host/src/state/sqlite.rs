@@ -565,7 +565,10 @@ fn audit_query(by_call: bool) -> String {
          WHERE {call} AND (?2 IS NULL OR tenant = ?2) \
            AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR at >= ?4) \
            AND (?5 IS NULL OR at < ?5) AND (?6 IS NULL OR seq > ?6) \
-         ORDER BY seq LIMIT ?7"
+           AND (?7 IS NULL OR tool = ?7) AND (?8 IS NULL OR principal = ?8) \
+           AND (?9 IS NULL OR kind = ?9) \
+           AND (?10 IS NULL OR instr(record, '\"replay_of\":' || json_quote(?10)) > 0) \
+         ORDER BY seq LIMIT ?11"
     )
 }
 
@@ -864,6 +867,10 @@ impl Store for SqliteStore {
                     query.since_ms.map(to_db),
                     query.until_ms.map(to_db),
                     query.after_seq.map(to_db),
+                    query.tool,
+                    query.principal,
+                    query.kind,
+                    query.replay_of,
                     limit
                 ],
                 audit_row,
@@ -1013,6 +1020,10 @@ mod tests {
                     None::<i64>,
                     None::<i64>,
                     None::<i64>,
+                    None::<String>,
+                    None::<String>,
+                    None::<String>,
+                    None::<String>,
                     -1
                 ],
                 |row| row.get(3),

@@ -15,30 +15,30 @@ use std::time::Duration;
 use bytes::Bytes;
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::{PolicyBinding, PolicyDefault};
-use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE};
+use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REDACT};
 use gatehouse_tests::{config, free_port, glob, listening, rmcp_call};
-use http_body_util::{BodyExt, Full};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use wasmtime_wasi_http::io::TokioIo;
 
 const AGENT_KEY: &str = "agent-key-0b7e41";
-const APPROVER: &str = "approver-token-9c2d";
-const AUDITOR: &str = "auditor-token-51fa";
-const OPERATOR: &str = "operator-token-77e3";
+pub(crate) const APPROVER: &str = "approver-token-9c2d";
+pub(crate) const AUDITOR: &str = "auditor-token-51fa";
+pub(crate) const OPERATOR: &str = "operator-token-77e3";
 /// An approver token whose principal is the calling agent itself.
-const SELF_APPROVER: &str = "self-approver-token-3a90";
+pub(crate) const SELF_APPROVER: &str = "self-approver-token-3a90";
 
 /// A running `gatehouse serve` process (killed when dropped), its MCP and admin ports, and
 /// the directory holding its config, token files and plugins.
-struct Gateway {
+pub(crate) struct Gateway {
     child: Child,
     mcp: u16,
-    admin: u16,
+    pub(crate) admin: u16,
     dir: tempfile::TempDir,
+    /// The SQLite store file.
+    pub(crate) store: PathBuf,
 }
 
 impl Drop for Gateway {
@@ -50,14 +50,20 @@ impl Drop for Gateway {
 
 impl Gateway {
     /// Serves echo and the ledger, with the policy probe (as `probe_version`) bound to `tools`
-    /// with `probe_config`; an MCP key for tenant `default` (principal `agent:bot`) and four
-    /// admin tokens; `extra` is appended to the config.
-    async fn start(tools: &str, probe_config: Value, probe_version: &str, extra: &str) -> Self {
+    /// with `probe_config` (and `gatehouse.redact` installed, bound only if `tweak` binds it);
+    /// an MCP key for tenant `default` (principal `agent:bot`) and four admin tokens; `extra`
+    /// is appended to the config.
+    pub(crate) async fn start(
+        tools: &str,
+        probe_config: Value,
+        probe_version: &str,
+        extra: &str,
+    ) -> Self {
         Self::start_with(tools, probe_config, probe_version, extra, |_| {}).await
     }
 
     /// [`Gateway::start`], with `tweak` applied to the host config first.
-    async fn start_with(
+    pub(crate) async fn start_with(
         tools: &str,
         probe_config: Value,
         probe_version: &str,
@@ -70,7 +76,7 @@ impl Gateway {
             std::fs::write(&path, bytes).unwrap();
             path.display().to_string()
         };
-        let mut host: HostConfig = config(&["gatehouse.*", "test.*"], &["test.*"]);
+        let mut host: HostConfig = config(&["gatehouse.*", "test.*"], &["test.*", "gatehouse.*"]);
         host.pipeline.policy_default = PolicyDefault::Allow;
         host.pipeline.policies.push(PolicyBinding {
             module: "test.policy-probe".to_owned(),
@@ -107,6 +113,8 @@ impl Gateway {
             file("ledger.wasm", &LEDGER.signed()),
             "--policy",
             file("probe.wasm", &POLICY_PROBE.signed_as_version(probe_version)),
+            "--policy",
+            file("redact.wasm", &REDACT.signed()),
         ]);
         let child = gatehouse_tests::gatehouse_child(&args)
             .stdout(Stdio::null())
@@ -118,6 +126,11 @@ impl Gateway {
             mcp,
             admin,
             dir,
+            store: host
+                .store
+                .path
+                .clone()
+                .expect("the test config names a store file"),
         };
         assert!(
             listening(admin).await,
@@ -149,7 +162,7 @@ impl Gateway {
     }
 
     /// `tools/call` over MCP with `meta`: the JSON-RPC result.
-    async fn call(&self, tool: &str, args: Value, meta: Value) -> Value {
+    pub(crate) async fn call(&self, tool: &str, args: Value, meta: Value) -> Value {
         let body = json!({
             "jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": { "name": tool, "arguments": args, "_meta": meta },
@@ -167,38 +180,25 @@ impl Gateway {
     }
 }
 
-async fn request(
+pub(crate) async fn request(
     port: u16,
     method: &str,
     path: &str,
     token: Option<&str>,
     body: Option<Bytes>,
 ) -> (u16, Bytes) {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", format!("127.0.0.1:{port}"));
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    let request = request.body(Full::new(body.unwrap_or_default())).unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let status = response.status().as_u16();
-    (
-        status,
-        response.into_body().collect().await.unwrap().to_bytes(),
-    )
+    let bearer = token.map(|token| format!("Bearer {token}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|bearer| ("authorization", bearer.as_str()))
+        .collect();
+    let (status, _, body) =
+        gatehouse_tests::http(port, method, path, &headers, body.unwrap_or_default()).await;
+    (status, body)
 }
 
 /// The gateway's record of an MCP call.
-fn record(result: &Value) -> &Value {
+pub(crate) fn record(result: &Value) -> &Value {
     &result["_meta"]["gatehouse/result"]
 }
 

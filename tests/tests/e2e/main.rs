@@ -7,6 +7,7 @@ mod admin;
 mod cache;
 mod capacity;
 mod cli;
+mod console;
 mod egress;
 mod hostile;
 mod import;
