@@ -1,9 +1,11 @@
 //! An audit trail that holds against someone who can write the database, and state that
 //! survives a restart: a head recorded earlier still verifies after more calls and catches a
-//! rewritten log; a gateway signs checkpoints of its chain with the operator's key, and
-//! `audit verify --checkpoints` catches an edit, a truncation, a rewritten-and-re-chained log
-//! and a forged checkpoint, naming the checkpoint and the entry; a replay spends no fuel of its
-//! own; a second gateway on one SQLite file is refused at start, naming PostgreSQL.
+//! rewritten log; a gateway signs checkpoints of its chain with the operator's key and pushes
+//! them to a file and an HTTP sink, and `audit verify --checkpoints` catches an edit, a
+//! truncation, a rewritten-and-re-chained log and a forged checkpoint, naming the checkpoint
+//! and the entry; a replay spends no fuel of its own; a second gateway on one SQLite file is
+//! refused at start, naming PostgreSQL. (A plugin pushed through the admin API surviving a
+//! restart is in admin.rs, beside the admin API's other tests.)
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -178,6 +180,7 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
     let mut checkpoints = toml::Table::new();
     checkpoints.insert("key".to_owned(), secret.display().to_string().into());
     checkpoints.insert("file".to_owned(), sink.display().to_string().into());
+    checkpoints.insert("url".to_owned(), upstream.url("/checkpoints").into());
     checkpoints.insert("every_entries".to_owned(), 100_000.into());
     checkpoints.insert("every_seconds".to_owned(), 100_000.into());
     doc["store"]
@@ -213,6 +216,16 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
         (&json!(5), &json!("audit-test"))
     );
     assert_eq!(checkpoint["hash"], json!(entries(&store).await[4].hash));
+    let posted: Vec<Value> = upstream
+        .seen()
+        .iter()
+        .filter(|seen| seen.path == "/checkpoints")
+        .map(|seen| {
+            assert_eq!(seen.method, "POST");
+            serde_json::from_slice(&seen.body).unwrap()
+        })
+        .collect();
+    assert_eq!(posted, signed, "the HTTP sink got the same checkpoint");
     let name = format!(
         "checkpoint 1 (entry 5, signed at {} ms by `audit-test`)",
         checkpoint["at_ms"]
