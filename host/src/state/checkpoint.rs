@@ -43,8 +43,8 @@ const PAGE: usize = 1000;
 ///
 /// ```toml
 /// [store.checkpoints]
-/// key = "/etc/gatehouse/audit.secret.toml"      # from `gatehouse keygen audit-2026`
-/// public_key = "/etc/gatehouse/audit.pub.toml"  # for `gatehouse audit verify --checkpoints`
+/// key = "/etc/gatehouse/audit-2026.secret.toml"      # from `gatehouse keygen --key-id audit-2026`
+/// public_key = "/etc/gatehouse/audit-2026.pub.toml"  # for `gatehouse audit verify --checkpoints`
 /// every_entries = 1000
 /// every_seconds = 60
 /// file = "/var/log/gatehouse/checkpoints.jsonl" # where the database's writers cannot write

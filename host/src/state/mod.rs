@@ -63,7 +63,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 ///
 /// # Signed checkpoints of the audit chain (off without a key): see [`CheckpointConfig`].
 /// # [store.checkpoints]
-/// # key = "/etc/gatehouse/audit.secret.toml"
+/// # key = "/etc/gatehouse/audit-2026.secret.toml"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
