@@ -391,7 +391,7 @@ async fn a_second_gateway_on_one_sqlite_file_is_refused_naming_postgresql() {
     std::fs::write(&echo, ECHO.signed()).unwrap();
     let _first = spawn_gateway(&config, &echo, gatehouse_tests::free_port()).await;
 
-    let second = gatehouse_tests::gatehouse_child(&json!([
+    let mut second = gatehouse_tests::gatehouse_child(&json!([
         "serve",
         "--config",
         config,
@@ -402,8 +402,18 @@ async fn a_second_gateway_on_one_sqlite_file_is_refused_naming_postgresql() {
     ]))
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
-    .output()
+    .spawn()
     .unwrap();
+    // It must exit by itself; one that serves is killed so the test fails instead of hanging.
+    let started = std::time::Instant::now();
+    while second.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = second.kill();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = second.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{stderr}");
     assert!(
