@@ -291,7 +291,9 @@ pub struct ToolResultEnvelope {
     /// Outbound requests attempted (the call's mutation refs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressAttempt>,
-    /// Budgets used.
+    /// Budgets this call used; absent when no adapter ran for it: a call stopped before gate
+    /// 8, and a replay (`replay_of`), whose fuel was spent, and is counted, once, by the
+    /// call it replays.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }

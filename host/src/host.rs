@@ -19,7 +19,7 @@ use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
 use crate::skills::Resolution;
 use crate::state::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
-    CallRecord, Store, StoreError, VerifyReport, canonical_json, now_ms,
+    CallRecord, PluginChange, Store, StoreError, VerifyReport, canonical_json, now_ms,
 };
 
 /// Why a host could not be built from its config.
@@ -340,6 +340,75 @@ impl Host {
                 durable: true,
             })
             .await
+    }
+
+    /// Applies again, in the order they were made, the changes operators made to the serving
+    /// plugins through the admin API (kept in the store: [`PluginChange`]), on top of what is
+    /// installed now (the config's plugins): so a restarted gateway serves what the stopped
+    /// one served. This is the precedence: **the config's plugins first, then the stored
+    /// changes**. An install is verified again, signature and trust, exactly like a file; one
+    /// refused now, or older than the config's version of the plugin (never a downgrade), is
+    /// skipped and logged, and the config's version serves. Returns, per plugin id a change
+    /// took effect for, where its serving version (or binding config) comes from.
+    pub async fn restore_plugin_changes(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        use base64::Engine as _;
+        let mut sources = std::collections::BTreeMap::new();
+        for change in self.pipeline.store.plugin_changes().await? {
+            let id = change.plugin().to_owned();
+            let applied = match &change {
+                PluginChange::Install {
+                    component, at_ms, ..
+                } => base64::engine::general_purpose::STANDARD
+                    .decode(component)
+                    .map_err(|e| format!("the stored component does not decode: {e}"))
+                    .and_then(|bytes| self.install(&bytes).map_err(|e| e.to_string()))
+                    .map(|(_, plugin)| {
+                        format!(
+                            "{} {} ({}) from the state store: installed through the admin API at {at_ms} ms",
+                            plugin.id, plugin.version, plugin.digest
+                        )
+                    }),
+                PluginChange::Rollback { at_ms, .. } => self
+                    .rollback_policy(&id)
+                    .map_err(|e| e.to_string())
+                    .map(|plugin| {
+                        format!(
+                            "{} {} ({}) from the state store: rolled back through the admin API at {at_ms} ms",
+                            plugin.id, plugin.version, plugin.digest
+                        )
+                    }),
+                PluginChange::SetConfig { config, at_ms, .. } => self
+                    .set_policy_config(&id, config)
+                    .map_err(|e| e.to_string())
+                    .map(|()| {
+                        let serving = self.policy_version(&id).map_or_else(
+                            || format!("{id} (not installed)"),
+                            |p| {
+                                sources.get(&id).cloned().unwrap_or_else(|| {
+                                    format!("{} {} ({})", p.id, p.version, p.digest)
+                                })
+                            },
+                        );
+                        format!(
+                            "{serving}; binding config from the state store: set through the admin API at {at_ms} ms"
+                        )
+                    }),
+            };
+            match applied {
+                Ok(source) => {
+                    sources.insert(id, source);
+                }
+                Err(error) => tracing::warn!(
+                    plugin = %id,
+                    action = change.action(),
+                    %error,
+                    "a plugin change made through the admin API does not apply at start; the config's version serves"
+                ),
+            }
+        }
+        Ok(sources)
     }
 
     /// The host's metrics in the Prometheus text format (see [`crate::metrics`]); reads the

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -15,7 +16,10 @@ use crate::host::{Host, InstallError};
 use crate::model::Obligation;
 use crate::plugin::manifest::PluginKind;
 use crate::policy::PolicyError;
-use crate::state::{Approval, ApprovalFilter, ApprovalStatus, AuditQuery, StoreError};
+use crate::state::audit::check_anchor;
+use crate::state::{
+    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError, now_ms,
+};
 
 /// Largest page of approvals or audit entries.
 const MAX_PAGE: usize = 1000;
@@ -288,28 +292,43 @@ pub async fn export_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErr
     Ok(reply)
 }
 
-/// The whole chain; `?head=` also checks it still ends at a head recorded earlier.
+/// The whole chain; `?head=SEQ:HASH` (what an earlier verify returned as `keep`; a bare hash
+/// is looked up) also checks that the log still holds that head at its position: entries
+/// appended since are fine.
 pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
-    let head = query.take("head");
+    let head = query
+        .take("head")
+        .map(|head| Anchor::parse(&head))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
     query.none()?;
     let report = host.verify_audit().await.map_err(store_error)?;
-    let (ok, message) = match (&report.first_break, &head) {
+    let head_problem = match (&report.first_break, &head) {
+        (None, Some(head)) => check_anchor(&**host.store(), &report, head)
+            .await
+            .map_err(store_error)?
+            .err(),
+        _ => None,
+    };
+    let keep = Anchor::of(&report);
+    let (ok, message) = match (&report.first_break, head_problem) {
         (Some(problem), _) => (
             false,
             format!("BROKEN after {} good entries: {problem}", report.entries),
         ),
-        (None, Some(expected)) if *expected != report.head => (
+        (None, Some(problem)) => (
             false,
             format!(
-                "{} entries chain correctly, but the head is {} where you recorded {expected}: entries were removed from the end (or the head is from another log)",
-                report.entries, report.head
+                "{} entries chain correctly, but not through the head you recorded ({}): {problem}",
+                report.entries,
+                head.as_ref().map_or("", |h| h.hash.as_str())
             ),
         ),
-        (None, _) => (
+        (None, None) => (
             true,
             format!(
-                "ok, {} entries; head {} (keep it elsewhere and pass it as ?head= next time)",
-                report.entries, report.head
+                "ok, {} entries; head {keep} (keep it elsewhere and pass it as ?head= next time)",
+                report.entries
             ),
         ),
     };
@@ -319,9 +338,20 @@ pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErr
             "ok": ok,
             "entries": report.entries,
             "head": report.head,
+            "keep": keep,
             "first_break": report.first_break,
             "message": message,
         }),
+    ))
+}
+
+/// The signed checkpoints the store holds, oldest first (`[store.checkpoints]`).
+pub async fn list_checkpoints(host: &Host, query: Query) -> Result<Reply, ApiError> {
+    query.none()?;
+    let checkpoints = host.store().checkpoints().await.map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "checkpoints": checkpoints }),
     ))
 }
 
@@ -332,8 +362,20 @@ pub fn list_plugins(host: &Host) -> Reply {
     )
 }
 
-/// Records a change the host already made; if the store cannot, says so (the change stands).
-async fn record(host: &Host, operator: &Operator, change: &Value) -> Result<(), ApiError> {
+/// Records a change the host already made, and keeps it for a restart (`kept`, applied again
+/// at start by [`Host::restore_plugin_changes`]); if the store cannot, says so (the change
+/// stands).
+async fn record(
+    host: &Host,
+    operator: &Operator,
+    change: &Value,
+    kept: PluginChange,
+) -> Result<(), ApiError> {
+    host.store().add_plugin_change(kept).await.map_err(|e| {
+        ApiError::internal(format!(
+            "the change is in effect but could not be stored, so a restart would not serve it: {e}"
+        ))
+    })?;
     host.audit_plugin_change(&operator.principal, change)
         .await
         .map_err(|e| {
@@ -352,6 +394,7 @@ pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Resul
     }
     // Verifying and compiling take a while: off the async workers.
     let installing = Arc::clone(host);
+    let component = base64::engine::general_purpose::STANDARD.encode(&body);
     let (kind, plugin) = tokio::task::spawn_blocking(move || installing.install(&body))
         .await
         .map_err(|e| ApiError::internal(format!("the install task failed: {e}")))?
@@ -367,7 +410,12 @@ pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Resul
     let change = json!({
         "action": "install", "kind": kind.to_string(), "plugin": plugin, "replaced": replaced,
     });
-    record(host, operator, &change).await?;
+    let kept = PluginChange::Install {
+        plugin: plugin.id.clone(),
+        component,
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
     tracing::info!(by = %operator.principal, kind = %kind, id = %plugin.id, version = %plugin.version, digest = %plugin.digest, "admin: installed");
     Ok(json_reply(StatusCode::CREATED, &change))
 }
@@ -410,7 +458,11 @@ pub async fn rollback(host: &Host, operator: &Operator, module: &str) -> Result<
     let change = json!({
         "action": "rollback", "kind": "policy", "plugin": plugin, "replaced": replaced,
     });
-    record(host, operator, &change).await?;
+    let kept = PluginChange::Rollback {
+        plugin: module.to_owned(),
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
     tracing::info!(by = %operator.principal, module, version = %plugin.version, "admin: rolled back");
     Ok(json_reply(StatusCode::OK, &change))
 }
@@ -427,7 +479,12 @@ pub async fn set_config(
         .map_err(|e| policy_error(&e))?;
     let change =
         json!({ "action": "set_config", "kind": "policy", "module": module, "config": config });
-    record(host, operator, &change).await?;
+    let kept = PluginChange::SetConfig {
+        plugin: module.to_owned(),
+        config,
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
     tracing::info!(by = %operator.principal, module, "admin: binding config set");
     Ok(json_reply(StatusCode::OK, &change))
 }

@@ -252,6 +252,11 @@ impl AdminServer {
                 require(&operator, &[Role::Auditor])?;
                 api::verify_audit(host, query).await
             }
+            ["v1", "audit", "checkpoints"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Auditor])?;
+                api::list_checkpoints(host, query).await
+            }
             ["v1", "plugins"] if method == Method::GET => {
                 require(&operator, &[Role::Operator, Role::Auditor])?;
                 query.none()?;

@@ -51,7 +51,8 @@ pub enum AdminCommand {
     Plugins,
     /// Check the audit log's hash chain (role `auditor`); exit code 1 if it is broken.
     Verify {
-        /// The head hash recorded earlier: the chain must still end there.
+        /// A head an earlier verify printed, `SEQ:HASH` (a bare hash is looked up): the log
+        /// must still hold it at its position; entries appended since are fine.
         #[arg(long)]
         head: Option<String>,
     },

@@ -11,6 +11,8 @@ use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
 use crate::host::Host;
 use crate::mcp::{McpConfig, McpServer, Serving};
+use crate::state::checkpoint::Checkpointer;
+use crate::state::sqlite::GatewayLock;
 use crate::watch::{PolicyWatcher, WatchConfig};
 
 /// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
@@ -86,7 +88,8 @@ struct Started {
     host: Arc<Host>,
     mcp: McpConfig,
     server: McpServer,
-    loaded: Vec<String>,
+    /// Each plugin installed: its id, and what serves and where it came from.
+    loaded: Vec<(String, String)>,
     /// The admin API, if `[admin]` is configured: where it listens, and the server.
     admin: Option<(SocketAddr, AdminServer)>,
     /// The watched policy directory, if `[watch]` is configured.
@@ -135,9 +138,12 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
             host.install_adapter(bytes)
         };
         let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
-        loaded.push(format!(
-            "{} {} ({})",
-            plugin.id, plugin.version, plugin.digest
+        loaded.push((
+            plugin.id.clone(),
+            format!(
+                "{} {} ({}) from {label}",
+                plugin.id, plugin.version, plugin.digest
+            ),
         ));
     }
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
@@ -180,6 +186,12 @@ pub(super) fn serve(
         config.mcp.listen = listen;
     }
     let (drift_check, grants) = (config.import.drift_check, config.host.egress.grants.clone());
+    // One gateway per SQLite file (see `GatewayLock`), checked before anything is loaded.
+    let _lock = match &config.host.store.url {
+        Some(_) => None,
+        None => Some(GatewayLock::take(&config.host.store).map_err(refused)?),
+    };
+    let checkpoints = config.host.store.checkpoints.clone();
     let Started {
         host,
         mcp,
@@ -198,14 +210,18 @@ pub(super) fn serve(
     // The admin API and the watcher act on this host: a reload cannot move them yet.
     let pinned = admin.is_some() || watch.is_some();
     drop(plugins);
-    for plugin in loaded {
-        say!(out, "loaded {plugin}");
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
+        for line in restore(&host, loaded).await? {
+            say!(out, "loaded {line}");
+        }
+        let checkpointer = Checkpointer::start(Arc::clone(host.store()), &checkpoints).map_err(usage)?;
+        if checkpointer.is_some() {
+            tracing::info!(every_entries = checkpoints.every_entries, every_seconds = checkpoints.every_seconds, "signing audit checkpoints");
+        }
         // Before the port opens: a signal that arrives once clients can connect is handled.
         let (stop, mut hangups) = install_signals()
             .map_err(|e| usage(format!("cannot listen for signals: {e}")))?;
@@ -280,6 +296,9 @@ pub(super) fn serve(
             cut = serving.serve(listener, stop.received()) => cut,
             () = reloads => unreachable!("the SIGHUP stream does not end"),
         };
+        if let Some(checkpointer) = checkpointer {
+            checkpointer.stop().await;
+        }
         if cut == 0 {
             tracing::info!(unfinished_connections = cut, "gatehouse stopped: every call in flight finished");
         } else {
@@ -288,6 +307,23 @@ pub(super) fn serve(
         say!(out, "gatehouse: stopped");
         Ok(0)
     })
+}
+
+/// Applies the plugin changes the admin API made before a restart (the store's, on top of the
+/// config's plugins: [`Host::restore_plugin_changes`] says the precedence), and logs where each
+/// serving plugin comes from, one line each; returns the lines.
+async fn restore(host: &Host, loaded: Vec<(String, String)>) -> Result<Vec<String>, Failure> {
+    let mut sources = host.restore_plugin_changes().await.map_err(refused)?;
+    let mut lines: Vec<String> = loaded
+        .into_iter()
+        .map(|(id, line)| sources.remove(&id).unwrap_or(line))
+        .collect();
+    // Plugins only the store has (pushed through the admin API, in no file).
+    lines.extend(sources.into_values());
+    for line in &lines {
+        tracing::info!("serving {line}");
+    }
+    Ok(lines)
 }
 
 /// SIGHUP: reads the config file and the plugin files again and, if all of it loads, serves
@@ -320,6 +356,10 @@ async fn reload(
     .await;
     match started {
         Ok(Ok(started)) => {
+            if let Err(failure) = restore(&started.host, started.loaded.clone()).await {
+                tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
+                return;
+            }
             serving.replace(started.server);
             tracing::info!(config = %file, plugins = started.loaded.len(), "config reloaded");
         }

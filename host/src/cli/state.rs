@@ -13,9 +13,12 @@ use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
 use crate::envelope::{DecisionRecord, OutcomeCode};
 use crate::host::Host;
 use crate::model::wit::ActionRecord;
+use crate::plugin::signature::PublicKey;
+use crate::state::audit::check_anchor;
+use crate::state::checkpoint::verify_checkpoints;
 use crate::state::{
-    ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, IdempotencyKey, Resolution, Store,
-    now_ms,
+    Anchor, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, Checkpoint, IdempotencyKey,
+    Resolution, Store, now_ms,
 };
 
 /// `gatehouse approvals ...`
@@ -67,12 +70,32 @@ pub enum ApprovalsCommand {
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Check the whole hash chain; names the first edited, deleted, inserted or reordered
-    /// entry. Exit code 1 if the chain is broken (or does not end at `--head`).
+    /// entry. Exit code 1 if the chain is broken, does not pass through `--head`, or does not
+    /// extend every checkpoint of `--checkpoints`.
     Verify {
-        /// The head hash you recorded earlier: the chain must still contain it as its last
-        /// entry (detects entries removed from the end).
+        /// A head a verify printed earlier, `SEQ:HASH` (a bare hash is looked up): the log
+        /// must still hold that hash at that position. Entries appended since are fine;
+        /// entries removed from the end, or a rewritten and re-chained log, are not.
         #[arg(long)]
         head: Option<String>,
+        /// A JSON-lines file of signed checkpoints (the `[store.checkpoints] file` sink, or
+        /// `gatehouse audit checkpoints`): each signature must verify and the log must extend
+        /// each checkpoint.
+        #[arg(long, value_name = "FILE")]
+        checkpoints: Option<PathBuf>,
+        /// The public key checkpoints are checked with (`gatehouse keygen`'s
+        /// `<id>.pub.toml`). Default: `[store.checkpoints] public_key`, else the public half
+        /// of `[store.checkpoints] key`.
+        #[arg(long, value_name = "FILE", requires = "checkpoints")]
+        public_key: Option<PathBuf>,
+    },
+    /// Write the signed checkpoints the store holds as JSON lines (oldest first): the input
+    /// of `verify --checkpoints`. The copies that count are the ones the sinks pushed out of
+    /// the database; these are for export.
+    Checkpoints {
+        /// Write here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
     /// Write entries as JSON lines (oldest first).
     Export {
@@ -251,36 +274,126 @@ pub(super) fn audit(
     let location = store_config.location();
     let runtime = runtime()?;
     match command {
-        AuditCommand::Verify { head } => {
+        AuditCommand::Verify {
+            head,
+            checkpoints,
+            public_key,
+        } => {
+            // Read what the command was given before the (long) walk.
+            let head = head
+                .as_deref()
+                .map(Anchor::parse)
+                .transpose()
+                .map_err(|e| usage(format!("--{e}")))?;
+            let signed = match &checkpoints {
+                Some(path) => {
+                    let key = match &public_key {
+                        Some(path) => PublicKey::from_file(path).map_err(usage)?,
+                        None => store_config
+                            .checkpoints
+                            .verifying_key()
+                            .map_err(usage)?
+                            .ok_or_else(|| {
+                                usage(
+                                    "--checkpoints needs the public key: pass --public-key FILE, or set `[store.checkpoints] public_key`",
+                                )
+                            })?,
+                    };
+                    let list = Checkpoint::read_lines(path).map_err(usage)?;
+                    if list.is_empty() {
+                        return Err(usage(format!("{}: holds no checkpoint", path.display())));
+                    }
+                    Some((list, key))
+                }
+                None => None,
+            };
             let report = runtime.block_on(store.verify_audit()).map_err(refused)?;
             if let Some(problem) = &report.first_break {
+                let covered = signed
+                    .iter()
+                    .flat_map(|(list, _)| list.iter().enumerate())
+                    .find(|(_, c)| c.seq >= problem.seq())
+                    .map(|(index, c)| format!("; {} covers it", c.name(index)))
+                    .unwrap_or_default();
                 say!(
                     out,
-                    "audit log {}: BROKEN after {} good entries: {problem}",
-                    location,
+                    "audit log {location}: BROKEN after {} good entries: {problem}{covered}",
                     report.entries
                 );
                 return Ok(1);
             }
-            if let Some(expected) = head
-                && expected != report.head
-            {
-                say!(
-                    out,
-                    "audit log {}: {} entries chain correctly, but the head is {} where you recorded {expected}: entries were removed from the end (or the head is from another log)",
-                    location,
-                    report.entries,
-                    report.head
+            if let Some(head) = &head {
+                let checked = runtime
+                    .block_on(check_anchor(&*store, &report, head))
+                    .map_err(refused)?;
+                if let Err(problem) = checked {
+                    say!(
+                        out,
+                        "audit log {location}: {} entries chain correctly, but not through the head you recorded ({}): {problem}",
+                        report.entries,
+                        head.hash
+                    );
+                    return Ok(1);
+                }
+            }
+            let mut extends = String::new();
+            if let Some((list, key)) = &signed {
+                let checked = runtime
+                    .block_on(verify_checkpoints(&*store, &report, list, key))
+                    .map_err(refused)?;
+                if let Err(problem) = checked {
+                    say!(
+                        out,
+                        "audit log {location}: {} entries chain correctly, but {problem}",
+                        report.entries
+                    );
+                    return Ok(1);
+                }
+                let last = list.iter().map(|c| c.seq).max().unwrap_or(0);
+                extends = format!(
+                    "; it extends all {} signed checkpoints (the last at entry {last}{})",
+                    list.len(),
+                    if last < report.entries {
+                        format!(
+                            "; entries {} to {} are protected by the chain alone until the next one",
+                            last + 1,
+                            report.entries
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
-                return Ok(1);
             }
             say!(
                 out,
-                "audit log {}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time)",
-                location,
+                "audit log {location}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time){extends}",
                 report.entries,
-                report.head
+                Anchor::of(&report)
             );
+            Ok(0)
+        }
+        AuditCommand::Checkpoints { output } => {
+            let list = runtime.block_on(store.checkpoints()).map_err(refused)?;
+            let mut lines = String::new();
+            for checkpoint in &list {
+                lines
+                    .push_str(&serde_json::to_string(checkpoint).expect("a checkpoint serializes"));
+                lines.push('\n');
+            }
+            match &output {
+                Some(path) => {
+                    std::fs::write(path, lines)
+                        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+                    say!(
+                        out,
+                        "wrote {} checkpoints to {}",
+                        list.len(),
+                        path.display()
+                    );
+                }
+                None => write!(out, "{lines}")
+                    .map_err(|e| usage(format!("cannot write the checkpoints: {e}")))?,
+            }
             Ok(0)
         }
         AuditCommand::Export {

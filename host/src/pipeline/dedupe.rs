@@ -117,6 +117,9 @@ fn replay(call: &ToolCallEnvelope, holder: &str, stored: Option<&str>) -> ToolRe
     result.tool_call_id.clone_from(&call.tool_call_id);
     result.trace_id.clone_from(&call.trace_id);
     result.replay_of = Some(holder.to_owned());
+    // Nothing ran for this call: its audit entry and metrics must not count the original's
+    // fuel a second time.
+    result.usage = None;
     result
 }
 

@@ -164,6 +164,15 @@ impl SigningKey {
         })
     }
 
+    /// Signs `message` under a domain-separation `context` of the caller's (never the
+    /// component signature's): the audit log's checkpoints are signed with an operator key in
+    /// this file format.
+    pub fn sign_message(&self, context: &[u8], message: &[u8]) -> [u8; 64] {
+        let mut signed = context.to_vec();
+        signed.extend_from_slice(message);
+        self.key.sign(&signed).to_bytes()
+    }
+
     /// Signs a component: removes any previous signature section, then appends a new one
     /// covering everything else.
     pub fn sign(&self, component: &[u8]) -> Result<Vec<u8>, sections::SectionError> {
@@ -235,6 +244,16 @@ impl PublicKey {
              with a scope (adapters = [...], policies = [...]).\n{}",
             toml::to_string(&file).expect("key file serializes")
         )
+    }
+
+    /// Whether `signature` is this key's [`SigningKey::sign_message`] of `message` under
+    /// `context` (strict verification, as for components).
+    pub fn verifies_message(&self, context: &[u8], message: &[u8], signature: &[u8; 64]) -> bool {
+        let mut signed = context.to_vec();
+        signed.extend_from_slice(message);
+        self.key
+            .verify_strict(&signed, &ed25519_dalek::Signature::from_bytes(signature))
+            .is_ok()
     }
 
     /// Whether `signature` is this key's signature of `digest`.

@@ -5,8 +5,13 @@
 //! two different entries hash the same bytes). Sequence numbers start at 1 and have no gaps. [`verify`] walks the log in order and names the first entry
 //! whose number, link or hash is wrong, so an edited, deleted, inserted or reordered entry is
 //! found. An attacker who can rewrite the whole tail of the chain can hide a change from the
-//! chain alone: keep the head hash [`VerifyReport::head`] somewhere the database's writers
-//! cannot reach, and compare.
+//! chain alone, so the chain is anchored from outside the database:
+//! 1. a **head** ([`Anchor`], `SEQ:HASH`) an operator wrote down earlier: [`check_anchor`]
+//!    proves the log still holds that hash at that position and goes on from it (entries
+//!    appended since are fine; a removed, edited or re-chained prefix is not);
+//! 2. **signed checkpoints** ([`super::checkpoint`]): the gateway signs its head with an
+//!    operator key and pushes it out of the database; verifying against them is checking one
+//!    anchor per checkpoint, after its signature.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -128,6 +133,16 @@ pub enum ChainBreak {
     },
 }
 
+impl ChainBreak {
+    /// The first entry that is not as the chain says.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Self::Missing { expected, .. } => *expected,
+            Self::Unlinked { seq } | Self::Altered { seq } => *seq,
+        }
+    }
+}
+
 impl std::fmt::Display for ChainBreak {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -209,6 +224,186 @@ impl Chain {
     }
 }
 
+/// A point the log must still pass through: entry `seq` with hash `hash`. Written `SEQ:HASH`
+/// (what `gatehouse audit verify` prints as the head to keep); a bare `HASH` is accepted too and
+/// found by its hash (a scan of the log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    /// The entry's position; `None` for a bare hash, found by scanning.
+    pub seq: Option<u64>,
+    /// Its hash.
+    pub hash: String,
+}
+
+impl Anchor {
+    /// Parses `SEQ:HASH` or a bare `HASH` (`sha256:<hex>`, or [`GENESIS`] for an empty log).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (seq, hash) = match text.split_once(':') {
+            Some((seq, hash)) if !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()) => {
+                let seq = seq
+                    .parse::<u64>()
+                    .map_err(|e| format!("head `{text}`: the sequence number: {e}"))?;
+                (Some(seq), hash)
+            }
+            _ => (None, text),
+        };
+        let well_formed = hash == GENESIS
+            || hash
+                .strip_prefix("sha256:")
+                .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !well_formed {
+            return Err(format!(
+                "head `{text}`: expected SEQ:HASH as printed by `gatehouse audit verify`, e.g. 42:sha256:<64 hex digits>"
+            ));
+        }
+        if hash == GENESIS && seq.is_some_and(|s| s != 0) {
+            return Err(format!(
+                "head `{text}`: `{GENESIS}` is the head of entry 0 only"
+            ));
+        }
+        Ok(Self {
+            seq: if hash == GENESIS { Some(0) } else { seq },
+            hash: hash.to_owned(),
+        })
+    }
+
+    /// The `SEQ:HASH` form of a verified head: what to keep and pass back later.
+    pub fn of(report: &VerifyReport) -> String {
+        format!("{}:{}", report.entries, report.head)
+    }
+}
+
+/// Why the log does not pass through an anchor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum AnchorBreak {
+    /// The log is shorter than the anchor: entries were removed from its end.
+    Truncated {
+        /// The anchored entry.
+        seq: u64,
+        /// The entries the log holds.
+        entries: u64,
+    },
+    /// The entry at the anchor's position has another hash: the log was rewritten up to it
+    /// and chained again.
+    Rewritten {
+        /// The anchored entry.
+        seq: u64,
+        /// Its hash now.
+        found: String,
+        /// The hash anchored.
+        expected: String,
+    },
+    /// No entry has the (bare) hash.
+    NotFound {
+        /// The hash.
+        hash: String,
+    },
+}
+
+impl std::fmt::Display for AnchorBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Truncated { seq, entries } => write!(
+                f,
+                "the log ends at entry {entries}, before entry {seq}: entries were removed from the end"
+            ),
+            Self::Rewritten {
+                seq,
+                found,
+                expected,
+            } => write!(
+                f,
+                "entry {seq}'s hash is {found} where {expected} was recorded: the log was rewritten up to entry {seq} and chained again"
+            ),
+            Self::NotFound { hash } => write!(
+                f,
+                "no entry has the hash {hash}: the log was rewritten (or the head is from another log)"
+            ),
+        }
+    }
+}
+
+/// Whether a log whose chain verified intact (`report`, no break) passes through `anchor`;
+/// the anchored position when it does. Entries appended after the anchor are fine: the log
+/// extends it. Reads one entry (a bare hash: scans the log for it).
+pub async fn check_anchor(
+    store: &dyn super::Store,
+    report: &VerifyReport,
+    anchor: &Anchor,
+) -> Result<Result<u64, AnchorBreak>, super::StoreError> {
+    let seq = match anchor.seq {
+        Some(seq) => seq,
+        None if anchor.hash == report.head => return Ok(Ok(report.entries)),
+        None => match find(store, &anchor.hash).await? {
+            Some(seq) => seq,
+            None => {
+                return Ok(Err(AnchorBreak::NotFound {
+                    hash: anchor.hash.clone(),
+                }));
+            }
+        },
+    };
+    if seq > report.entries {
+        return Ok(Err(AnchorBreak::Truncated {
+            seq,
+            entries: report.entries,
+        }));
+    }
+    let found = if seq == 0 {
+        GENESIS.to_owned()
+    } else if seq == report.entries {
+        report.head.clone()
+    } else {
+        let entry = store
+            .audit(AuditQuery {
+                after_seq: Some(seq - 1),
+                limit: 1,
+                ..AuditQuery::default()
+            })
+            .await?;
+        match entry.into_iter().next() {
+            Some(entry) if entry.seq == seq => entry.hash,
+            _ => {
+                return Ok(Err(AnchorBreak::Truncated {
+                    seq,
+                    entries: report.entries,
+                }));
+            }
+        }
+    };
+    if found != anchor.hash {
+        return Ok(Err(AnchorBreak::Rewritten {
+            seq,
+            found,
+            expected: anchor.hash.clone(),
+        }));
+    }
+    Ok(Ok(seq))
+}
+
+/// The position of the entry whose hash is `hash`, read page by page.
+async fn find(store: &dyn super::Store, hash: &str) -> Result<Option<u64>, super::StoreError> {
+    let mut after_seq = None;
+    loop {
+        let page = store
+            .audit(AuditQuery {
+                after_seq,
+                limit: 1000,
+                ..AuditQuery::default()
+            })
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(None);
+        };
+        after_seq = Some(last.seq);
+        if let Some(entry) = page.iter().find(|e| e.hash == hash) {
+            return Ok(Some(entry.seq));
+        }
+    }
+}
+
 /// Walks entries in log order; stops at the first break.
 pub fn verify(entries: impl IntoIterator<Item = AuditEntry>) -> VerifyReport {
     let mut chain = Chain::default();
@@ -223,6 +418,22 @@ pub fn verify(entries: impl IntoIterator<Item = AuditEntry>) -> VerifyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heads_read_as_seq_and_hash_or_a_bare_hash() {
+        let hash = format!("sha256:{}", "ab".repeat(32));
+        assert_eq!(
+            Anchor::parse(&format!("42:{hash}")).unwrap(),
+            Anchor {
+                seq: Some(42),
+                hash: hash.clone()
+            }
+        );
+        assert_eq!(Anchor::parse(&hash).unwrap().seq, None);
+        assert_eq!(Anchor::parse("genesis").unwrap().seq, Some(0));
+        let error = Anchor::parse("42:sha256:abc").unwrap_err();
+        assert!(error.contains("expected SEQ:HASH"), "{error}");
+    }
 
     fn chain(n: u64) -> Vec<AuditEntry> {
         let mut prev = GENESIS.to_owned();

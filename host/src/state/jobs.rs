@@ -7,8 +7,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyState, Resolution, StoreError,
+    Approval, ApprovalStatus, AuditEvent, CallRecord, Checkpoint, Claim, ClaimRequest, Decision,
+    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError,
 };
 
 /// A write job and where its answer goes (`None`: nobody waits for it).
@@ -34,6 +34,10 @@ pub(super) enum Op {
         now_ms: u64,
     },
     Prune(u64),
+    /// Nothing: answered once every job queued before it committed.
+    Flush,
+    AddCheckpoint(Checkpoint),
+    AddPluginChange(PluginChange),
 }
 
 impl Op {
@@ -47,7 +51,13 @@ impl Op {
                 .map(|(key, _)| key)
                 .or(record.releases.as_ref()),
             Self::Resolve { key, .. } => Some(key),
-            Self::Claim(_) | Self::Propose(_) | Self::Decide(_) | Self::Prune(_) => None,
+            Self::Claim(_)
+            | Self::Propose(_)
+            | Self::Decide(_)
+            | Self::Prune(_)
+            | Self::Flush
+            | Self::AddCheckpoint(_)
+            | Self::AddPluginChange(_) => None,
         }
     }
 }
@@ -144,6 +154,21 @@ macro_rules! queued_writes {
             let write = self.write(Op::Prune(now_ms), true);
             Box::pin(async move { write.await?.count() })
         }
+
+        fn flush(&self) -> StoreFuture<'_, ()> {
+            let write = self.write(Op::Flush, true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn add_checkpoint(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()> {
+            let write = self.write(Op::AddCheckpoint(checkpoint), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn add_plugin_change(&self, change: PluginChange) -> StoreFuture<'_, ()> {
+            let write = self.write(Op::AddPluginChange(change), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
     };
 }
 pub(super) use queued_writes;
@@ -188,6 +213,33 @@ fn wrong_answer<T>() -> Result<T, StoreError> {
 /// The columns of an `approvals` row, in the order both backends read them.
 pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
      reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+
+/// The columns of an `audit_checkpoints` row, in the order both backends read and write them.
+pub(super) const CHECKPOINT_COLUMNS: &str = "seq, hash, at, key_id, signature";
+
+/// The SQL that reads the stored checkpoints, oldest first.
+pub(super) const CHECKPOINTS_QUERY: &str =
+    "SELECT seq, hash, at, key_id, signature FROM audit_checkpoints ORDER BY seq, at";
+
+/// The SQL that reads the stored plugin changes, in order.
+pub(super) const PLUGIN_CHANGES_QUERY: &str = "SELECT change FROM plugin_changes ORDER BY seq";
+
+/// The stored plugin changes, from their JSON texts as a backend reads them.
+pub(super) fn plugin_changes(
+    texts: super::StoreFuture<'_, Vec<String>>,
+) -> super::StoreFuture<'_, Vec<PluginChange>> {
+    Box::pin(async move {
+        texts
+            .await?
+            .iter()
+            .map(|text| {
+                serde_json::from_str(text).map_err(|e| {
+                    StoreError::Unavailable(format!("a stored plugin change does not read: {e}"))
+                })
+            })
+            .collect()
+    })
+}
 
 /// The columns of an `audit` row, in the order both backends read them.
 pub(super) const AUDIT_COLUMNS: &str =

@@ -20,6 +20,7 @@
 //! types: records arrive as JSON text, so the store has no opinion on envelopes.
 
 pub mod audit;
+pub mod checkpoint;
 mod jobs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -38,7 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use audit::{AuditEntry, AuditQuery, ChainBreak, VerifyReport};
+pub use audit::{Anchor, AnchorBreak, AuditEntry, AuditQuery, ChainBreak, VerifyReport};
+pub use checkpoint::{Checkpoint, CheckpointConfig};
 
 /// A store operation in flight.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -58,6 +60,10 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// # ca_file = "/etc/gatehouse/db-ca.pem"      # trust roots for TLS, beside the system's
 /// # pool_size = 8                             # read connections per gateway
 /// # read_only_without_store = false           # serve read-only calls while it is down?
+///
+/// # Signed checkpoints of the audit chain (off without a key): see [`CheckpointConfig`].
+/// # [store.checkpoints]
+/// # key = "/etc/gatehouse/audit-2026.secret.toml"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +117,10 @@ pub struct StoreConfig {
     /// console, else none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_url: Option<String>,
+    /// `[store.checkpoints]`: the gateway signs the audit chain's head with an operator key.
+    /// Default: off (no key).
+    #[serde(default)]
+    pub checkpoints: CheckpointConfig,
 }
 
 mod defaults {
@@ -137,6 +147,7 @@ impl Default for StoreConfig {
             pool_size: defaults::pool_size(),
             read_only_without_store: false,
             approval_url: None,
+            checkpoints: CheckpointConfig::default(),
         }
     }
 }
@@ -572,6 +583,76 @@ pub trait Store: rate::RateBudget + Send + Sync + std::fmt::Debug {
 
     /// Walks the whole audit chain and reports the first bad entry, if any.
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport>;
+
+    /// Returns once every write queued before it is committed (the records of read-only
+    /// calls nobody waited for): a barrier, before a last checkpoint.
+    fn flush(&self) -> StoreFuture<'_, ()>;
+
+    /// Stores a signed checkpoint of the audit chain.
+    fn add_checkpoint(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
+
+    /// The stored checkpoints, oldest first.
+    fn checkpoints(&self) -> StoreFuture<'_, Vec<Checkpoint>>;
+
+    /// Stores a change the admin API made to the serving plugins, after the ones before it:
+    /// start-up applies them again ([`PluginChange`]).
+    fn add_plugin_change(&self, change: PluginChange) -> StoreFuture<'_, ()>;
+
+    /// The stored plugin changes, in the order they were made.
+    fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>>;
+}
+
+/// A change an operator made to the serving plugins at run time (the admin API), kept so a
+/// restarted gateway serves what the running one did: table `plugin_changes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum PluginChange {
+    /// A signed adapter or policy module was installed: its bytes, base64 (verified again,
+    /// signature and trust, when applied).
+    Install {
+        /// The plugin id.
+        plugin: String,
+        /// The signed component, base64.
+        component: String,
+        /// When, unix ms.
+        at_ms: u64,
+    },
+    /// A policy module was rolled back.
+    Rollback {
+        /// The module id.
+        plugin: String,
+        /// When, unix ms.
+        at_ms: u64,
+    },
+    /// The config of every binding of a policy module was replaced.
+    SetConfig {
+        /// The module id.
+        plugin: String,
+        /// The config.
+        config: Value,
+        /// When, unix ms.
+        at_ms: u64,
+    },
+}
+
+impl PluginChange {
+    /// `install`, `rollback` or `set_config`, as the audit log's plugin entries say.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Self::Install { .. } => "install",
+            Self::Rollback { .. } => "rollback",
+            Self::SetConfig { .. } => "set_config",
+        }
+    }
+
+    /// The plugin it changed.
+    pub fn plugin(&self) -> &str {
+        match self {
+            Self::Install { plugin, .. }
+            | Self::Rollback { plugin, .. }
+            | Self::SetConfig { plugin, .. } => plugin,
+        }
+    }
 }
 
 /// Wake-ups for calls waiting on a key another call holds (gate 7), by the key's digest

@@ -40,13 +40,14 @@ use tokio_rustls::rustls;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
 use super::jobs::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, Done, Job, Judgement, KeyRow, Op, from_db, to_db,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Done, Job,
+    Judgement, KeyRow, Op, PLUGIN_CHANGES_QUERY, from_db, to_db,
 };
 use super::rate::{RateBudget, RateFuture};
 use super::{
-    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
-    ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, Resolution, Store, StoreConfig,
-    StoreError, StoreFuture, Waiters,
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Checkpoint,
+    Claim, ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange, Resolution,
+    Store, StoreConfig, StoreError, StoreFuture, Waiters,
 };
 
 /// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
@@ -54,6 +55,8 @@ use super::{
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_rate_windows.sql"),
+    include_str!("migrations/0005_audit_checkpoints.sql"),
+    include_str!("migrations/0006_plugin_changes.sql"),
 ];
 /// The advisory lock every write transaction holds: one writer at a time, across processes.
 const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
@@ -769,6 +772,37 @@ async fn apply(
             )
             .await?,
         ),
+        Op::Flush => Done::Unit,
+        Op::AddCheckpoint(checkpoint) => {
+            txn.execute(
+                &format!(
+                    "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+                ),
+                &[
+                    &to_db(checkpoint.seq),
+                    &checkpoint.hash,
+                    &to_db(checkpoint.at_ms),
+                    &checkpoint.key_id,
+                    &checkpoint.signature,
+                ],
+            )
+            .await?;
+            Done::Unit
+        }
+        Op::AddPluginChange(change) => {
+            // Under the write lock: the next number is this one's.
+            txn.execute(
+                "INSERT INTO plugin_changes (seq, at, plugin, change) \
+                 VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
+                &[
+                    &to_db(super::now_ms()),
+                    &change.plugin(),
+                    &serde_json::to_string(change).expect("a plugin change serializes"),
+                ],
+            )
+            .await?;
+            Done::Unit
+        }
     };
     Ok(Ok(done))
 }
@@ -1120,6 +1154,32 @@ impl Store for PostgresStore {
                 .await?;
             rows.iter().map(audit_row).collect()
         })
+    }
+
+    fn checkpoints(&self) -> StoreFuture<'_, Vec<Checkpoint>> {
+        self.read(move |client| async move {
+            let rows = client.query(CHECKPOINTS_QUERY, &[]).await?;
+            Ok(rows
+                .iter()
+                .map(|row| Checkpoint {
+                    seq: from_db(row.get(0)),
+                    hash: row.get(1),
+                    at_ms: from_db(row.get(2)),
+                    key_id: row.get(3),
+                    signature: row.get(4),
+                })
+                .collect())
+        })
+    }
+
+    fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>> {
+        jobs::plugin_changes(self.read(move |client| async move {
+            let rows = client.query(PLUGIN_CHANGES_QUERY, &[]).await?;
+            Ok(rows
+                .iter()
+                .map(|row| row.get::<_, String>(0))
+                .collect::<Vec<_>>())
+        }))
     }
 
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {

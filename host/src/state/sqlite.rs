@@ -18,7 +18,11 @@
 //!
 //! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
 //! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
-//! head is read inside each transaction, never cached.
+//! head is read inside each transaction, never cached. A second *gateway* may not: rate
+//! budgets and principals' recent tools live in the serving process's memory, so two gateways
+//! on one file would each enforce half a budget. `gatehouse serve` takes [`GatewayLock`] (an
+//! exclusive lock on `<file>.lock`) before it opens the store, and a second gateway is refused
+//! at start, naming PostgreSQL (`[store] url`), the store several gateways share.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -31,22 +35,25 @@ use serde_json::Value;
 
 use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
 use super::jobs::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, Done, Job, Judgement, KeyRow, Op, from_db, to_db,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Done, Job,
+    Judgement, KeyRow, Op, PLUGIN_CHANGES_QUERY, from_db, to_db,
 };
 use super::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use super::recent::{self, RecentActions};
 use super::{
-    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
-    ClaimRequest, Decision, IdempotencyKey, KeyRecord, Resolution, Store, StoreConfig, StoreError,
-    StoreFuture, Waiters,
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Checkpoint,
+    Claim, ClaimRequest, Decision, IdempotencyKey, KeyRecord, PluginChange, Resolution, Store,
+    StoreConfig, StoreError, StoreFuture, Waiters,
 };
 
-/// The schema migrations, in order; the schema version is their count. The first two are
+/// The schema migrations, in order; the schema version is their count. The portable ones are
 /// PostgreSQL's too; the third, SQLite's alone, rebuilds the audit table around its rowid.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_rate_windows.sql"),
     include_str!("migrations/sqlite/0003_audit_rowid.sql"),
+    include_str!("migrations/0005_audit_checkpoints.sql"),
+    include_str!("migrations/0006_plugin_changes.sql"),
 ];
 /// How long a connection waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -87,20 +94,14 @@ impl SqliteStore {
     /// Opens (creating if needed) the store `config` names and starts its writer thread.
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
         let path = &config.resolved_path();
-        let fail = |detail: String| StoreError::Open {
-            path: path.display().to_string(),
-            detail,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| fail(format!("cannot create its directory: {e}")))?;
-        }
+        let fail = open_error(path);
+        create_dir(path)?;
         let mut writer = connect(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )
         .map_err(|e| fail(e.to_string()))?;
-        migrate(&mut writer, path).map_err(fail)?;
+        migrate(&mut writer, path).map_err(&fail)?;
         if let Some(mib) = config.max_size_mib {
             let page_size: i64 = writer
                 .pragma_query_value(None, "page_size", |row| row.get(0))
@@ -177,6 +178,62 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("a store read failed: {e}")))?
         })
+    }
+}
+
+/// One gateway's claim on a SQLite store file: an exclusive advisory lock on the sidecar file
+/// `<file>.lock`, held until dropped (the OS releases it when the process dies, however it
+/// dies). See the module docs for why.
+#[derive(Debug)]
+pub struct GatewayLock {
+    _file: std::fs::File,
+}
+
+impl GatewayLock {
+    /// Takes the lock of the store `config` names, or says which gateway setup to use instead.
+    pub fn take(config: &StoreConfig) -> Result<Self, StoreError> {
+        let path = config.resolved_path();
+        let mut name = path.clone().into_os_string();
+        name.push(".lock");
+        let lock = PathBuf::from(name);
+        let fail = open_error(&path);
+        create_dir(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(|e| fail(format!("cannot open its lock file {}: {e}", lock.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(fail(format!(
+                "another gateway is serving from it (it holds {}). One SQLite file serves one \
+                 gateway process: rate budgets and prior actions live in that process's memory. \
+                 Stop the other gateway, give this one its own `[store] path`, or let several \
+                 gateways share a PostgreSQL database (`[store] url`)",
+                lock.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(fail(format!("cannot lock {}: {e}", lock.display())))
+            }
+        }
+    }
+}
+
+/// The error of a store file that cannot be opened, naming it.
+fn open_error(path: &Path) -> impl Fn(String) -> StoreError + '_ {
+    move |detail| StoreError::Open {
+        path: path.display().to_string(),
+        detail,
+    }
+}
+
+/// Creates the store file's directory if it is missing.
+fn create_dir(path: &Path) -> Result<(), StoreError> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir)
+            .map_err(|e| open_error(path)(format!("cannot create its directory: {e}"))),
+        None => Ok(()),
     }
 }
 
@@ -456,6 +513,34 @@ fn apply(txn: &Connection, op: &mut Op) -> Result<Done, StoreError> {
             )
             .map(|n| Done::Count(n as u64))
             .map_err(unavailable),
+        Op::Flush => Ok(Done::Unit),
+        Op::AddCheckpoint(checkpoint) => exec(
+            txn,
+            &format!(
+                "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            ),
+            params![
+                to_db(checkpoint.seq),
+                checkpoint.hash,
+                to_db(checkpoint.at_ms),
+                checkpoint.key_id,
+                checkpoint.signature
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
+        Op::AddPluginChange(change) => exec(
+            txn,
+            "INSERT INTO plugin_changes (seq, at, plugin, change) \
+             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), ?1, ?2, ?3)",
+            params![
+                to_db(super::now_ms()),
+                change.plugin(),
+                serde_json::to_string(change).expect("a plugin change serializes")
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
     }
 }
 
@@ -879,6 +964,30 @@ impl Store for SqliteStore {
         })
     }
 
+    fn checkpoints(&self) -> StoreFuture<'_, Vec<Checkpoint>> {
+        self.read(|conn| {
+            let mut statement = conn.prepare(CHECKPOINTS_QUERY)?;
+            let rows = statement.query_map([], |row| {
+                Ok(Checkpoint {
+                    seq: from_db(row.get(0)?),
+                    hash: row.get(1)?,
+                    at_ms: from_db(row.get(2)?),
+                    key_id: row.get(3)?,
+                    signature: row.get(4)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>> {
+        jobs::plugin_changes(self.read(|conn| {
+            let mut statement = conn.prepare(PLUGIN_CHANGES_QUERY)?;
+            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        }))
+    }
+
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {
         self.read(|conn| {
             let mut statement =
@@ -1195,7 +1304,7 @@ mod tests {
         );
         // `seq` is the rowid now (no unique index of its own), and the time index is gone.
         let reader = store.reader.lock().unwrap();
-        assert_eq!(schema_version(&reader).unwrap(), 3);
+        assert_eq!(schema_version(&reader).unwrap(), MIGRATIONS.len());
         let mut indexes: Vec<String> = reader
             .prepare("SELECT name FROM pragma_index_list('audit')")
             .unwrap()

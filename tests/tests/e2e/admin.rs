@@ -39,6 +39,8 @@ pub(crate) struct Gateway {
     dir: tempfile::TempDir,
     /// The SQLite store file.
     pub(crate) store: PathBuf,
+    /// The `gatehouse` arguments it was started with.
+    args: Value,
 }
 
 impl Drop for Gateway {
@@ -131,6 +133,7 @@ impl Gateway {
                 .path
                 .clone()
                 .expect("the test config names a store file"),
+            args,
         };
         assert!(
             listening(admin).await,
@@ -141,6 +144,23 @@ impl Gateway {
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// Kills the process and starts it again with the same config, files and store; its
+    /// standard output goes to `stdout_file`.
+    async fn restart(&mut self, stdout_file: &str) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = gatehouse_tests::gatehouse_child(&self.args)
+            .stdout(std::fs::File::create(self.path(stdout_file)).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            listening(self.admin).await,
+            "the restarted gateway's admin API did not start listening on {}",
+            self.admin
+        );
     }
 
     fn server(&self) -> String {
@@ -195,6 +215,14 @@ pub(crate) async fn request(
     let (status, _, body) =
         gatehouse_tests::http(port, method, path, &headers, body.unwrap_or_default()).await;
     (status, body)
+}
+
+/// The policy probe among the modules `GET /v1/plugins` lists.
+fn probe(plugins: &Value) -> &Value {
+    plugins["policies"]
+        .as_array()
+        .and_then(|policies| policies.iter().find(|p| p["id"] == "test.policy-probe"))
+        .unwrap_or_else(|| panic!("the probe is served: {plugins}"))
 }
 
 /// The gateway's record of an MCP call.
@@ -535,15 +563,9 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
         .await;
     assert_eq!(status, 200);
-    let v1_digest = plugins["policies"][0]["digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(plugins["policies"][0]["version"], "1.0.0", "{plugins}");
-    assert_eq!(
-        plugins["policies"][0]["key_id"], "test-publisher",
-        "{plugins}"
-    );
+    let v1_digest = probe(&plugins)["digest"].as_str().unwrap().to_owned();
+    assert_eq!(probe(&plugins)["version"], "1.0.0", "{plugins}");
+    assert_eq!(probe(&plugins)["key_id"], "test-publisher", "{plugins}");
     let adapters: Vec<&str> = plugins["adapters"]
         .as_array()
         .unwrap()
@@ -692,10 +714,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         .await;
     assert_eq!(status, 200);
     assert_eq!(
-        (
-            &plugins["policies"][0]["version"],
-            &plugins["policies"][0]["digest"]
-        ),
+        (&probe(&plugins)["version"], &probe(&plugins)["digest"]),
         (&json!("2.0.0"), &json!(v2_digest)),
         "{plugins}"
     );
@@ -797,6 +816,156 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
     assert!(
         metrics.contains("gatehouse_instance_slots_in_use 0"),
         "{metrics}"
+    );
+}
+
+/// The serving policy probe's version, digest, rollback versions and binding configs.
+async fn serving_policy(gateway: &Gateway) -> (Value, Value, Vec<Value>, Value) {
+    let (status, plugins) = gateway
+        .admin("GET", "/v1/plugins", Some(AUDITOR), None)
+        .await;
+    assert_eq!(status, 200, "{plugins}");
+    let policy = &probe(&plugins);
+    let previous = policy["previous"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["version"].clone())
+        .collect();
+    (
+        policy["version"].clone(),
+        policy["digest"].clone(),
+        previous,
+        policy["configs"].clone(),
+    )
+}
+
+/// `GET /v1/audit/verify?head=HEAD`: (ok, message).
+async fn verify_head(gateway: &Gateway, head: &str) -> (Value, String) {
+    let (status, body) = gateway
+        .admin(
+            "GET",
+            &format!("/v1/audit/verify?head={head}"),
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    (
+        body["ok"].clone(),
+        body["message"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_changes_made_through_the_admin_api_survive_a_restart_and_a_kept_head_holds() {
+    let mut gateway = Gateway::start(
+        "gatehouse.echo.*",
+        json!({ "verdict": "allow" }),
+        "1.0.0",
+        "",
+    )
+    .await;
+    let echo = |message: &str| json!({ "message": message });
+    let first = gateway
+        .call("gatehouse.echo.echo", echo("one"), json!({}))
+        .await;
+    assert_eq!(record(&first)["outcome"], "OK", "{first}");
+    decided_by(&gateway, &first).await;
+    let (status, body) = gateway
+        .admin("GET", "/v1/audit/verify", Some(AUDITOR), None)
+        .await;
+    assert_eq!((status, &body["ok"]), (200, &json!(true)), "{body}");
+    let keep = body["keep"].as_str().unwrap().to_owned();
+    assert_eq!(keep, format!("1:{}", body["head"].as_str().unwrap()));
+    let (_, v1_digest, _, _) = serving_policy(&gateway).await;
+
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            "/v1/plugins",
+            Some(OPERATOR),
+            Some(Bytes::from(POLICY_PROBE.signed_as_version("2.0.0"))),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let v2_digest = body["plugin"]["digest"].clone();
+
+    // The pushed version serves again after a restart, with what it replaced to roll back to.
+    gateway.restart("restart-1.log").await;
+    assert_eq!(
+        serving_policy(&gateway).await,
+        (
+            json!("2.0.0"),
+            v2_digest.clone(),
+            vec![json!("1.0.0")],
+            json!([{ "verdict": "allow" }])
+        )
+    );
+    let out = std::fs::read_to_string(gateway.path("restart-1.log")).unwrap();
+    assert!(
+        out.contains(&format!(
+            "loaded test.policy-probe 2.0.0 ({}) from the state store: installed through the admin API at ",
+            v2_digest.as_str().unwrap()
+        )) && out.contains("loaded gatehouse.echo "),
+        "{out}"
+    );
+    let after = gateway
+        .call("gatehouse.echo.echo", echo("two"), json!({}))
+        .await;
+    assert_eq!(
+        decided_by(&gateway, &after).await,
+        ("2.0.0".to_owned(), v2_digest.as_str().unwrap().to_owned())
+    );
+    // A head kept before more calls (and a restart) still holds.
+    let (ok, message) = verify_head(&gateway, &keep).await;
+    assert_eq!(ok, json!(true), "{message}");
+    assert!(message.starts_with("ok, "), "{message}");
+
+    // A rollback and a binding config survive a restart too.
+    let (status, body) = gateway
+        .admin(
+            "POST",
+            "/v1/policies/test.policy-probe/rollback",
+            Some(OPERATOR),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = gateway
+        .admin(
+            "PUT",
+            "/v1/policies/test.policy-probe/config",
+            Some(OPERATOR),
+            Some(Bytes::from(r#"{"verdict":"deny"}"#)),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    gateway.restart("restart-2.log").await;
+    assert_eq!(
+        serving_policy(&gateway).await,
+        (
+            json!("1.0.0"),
+            v1_digest,
+            vec![],
+            json!([{ "verdict": "deny" }])
+        )
+    );
+    let denied = gateway
+        .call("gatehouse.echo.echo", echo("three"), json!({}))
+        .await;
+    assert_eq!(record(&denied)["outcome"], "POLICY_BLOCKED", "{denied}");
+    let (ok, message) = verify_head(&gateway, &keep).await;
+    assert_eq!(ok, json!(true), "{message}");
+    let (ok, message) = verify_head(
+        &gateway,
+        "9999:sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    )
+    .await;
+    assert_eq!(ok, json!(false), "{message}");
+    assert!(
+        message.ends_with("before entry 9999: entries were removed from the end"),
+        "{message}"
     );
 }
 

@@ -4,6 +4,7 @@
 
 mod adapters;
 mod admin;
+mod audit;
 mod cache;
 mod capacity;
 mod cli;

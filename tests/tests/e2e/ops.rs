@@ -22,9 +22,9 @@ use gatehouse_tests::{free_port, listening};
 use crate::state::{mcp_call, outcome_of, rest_config};
 
 /// A `gatehouse serve --log-format json` process; killed when dropped.
-struct Gateway {
+pub(crate) struct Gateway {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
     stderr: PathBuf,
 }
 
@@ -36,12 +36,17 @@ impl Drop for Gateway {
 }
 
 impl Gateway {
-    async fn start(dir: &Path, config: &Path) -> Self {
+    pub(crate) async fn start(dir: &Path, config: &Path) -> Self {
         Self::start_with(dir, config, &[], &[]).await
     }
 
     /// [`Gateway::start`] with `more` arguments and `env` variables.
-    async fn start_with(dir: &Path, config: &Path, more: &[Value], env: &[(&str, String)]) -> Self {
+    pub(crate) async fn start_with(
+        dir: &Path,
+        config: &Path,
+        more: &[Value],
+        env: &[(&str, String)],
+    ) -> Self {
         let port = free_port();
         let rest = dir.join("rest.wasm");
         let echo = dir.join("echo.wasm");
@@ -83,7 +88,7 @@ impl Gateway {
     }
 
     /// Sends `signal` (`TERM`, `INT`, `HUP`) to the process.
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([format!("-{signal}"), self.child.id().to_string()])
             .status()
@@ -92,7 +97,7 @@ impl Gateway {
     }
 
     /// Every JSON log line so far (other lines, e.g. the test harness's, are skipped).
-    fn logs(&self) -> Vec<Value> {
+    pub(crate) fn logs(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.stderr)
             .unwrap_or_default()
             .lines()
@@ -120,7 +125,7 @@ impl Gateway {
         }
     }
 
-    async fn exit_status(&mut self, within: Duration) -> ExitStatus {
+    pub(crate) async fn exit_status(&mut self, within: Duration) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -152,7 +157,7 @@ impl Gateway {
 
 /// Writes `gatehouse serve`'s config: the rest adapter granted the upstream, tools matching
 /// `tools` visible to callers without a key, and `mcp` appended to `[mcp]`.
-fn write_config(path: &Path, upstream: &Upstream, tools: &str, mcp: &str) {
+pub(crate) fn write_config(path: &Path, upstream: &Upstream, tools: &str, mcp: &str) {
     let mut host: HostConfig = rest_config(upstream);
     host.pipeline.tools = vec![ToolGrant {
         tools: glob(tools),

@@ -1,14 +1,17 @@
 //! The shared store on a real PostgreSQL server (one per test, started from the distribution's
 //! binaries; see `gatehouse_tests::postgres`): exactly-once across two gateway processes, an
 //! approval made on one gateway executed through another, a gateway killed mid-call, the
-//! database restarted under load, and read-only calls while it is down.
+//! database restarted under load, read-only calls while it is down, and signed audit
+//! checkpoints and plugin changes kept in the shared database.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_host::config::StoreConfig;
+use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_host::state::checkpoint::verify_checkpoints;
 use gatehouse_host::state::postgres::PostgresStore;
-use gatehouse_host::state::{AuditQuery, Store};
+use gatehouse_host::state::{AuditQuery, Checkpoint, PluginChange, Store};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::REST;
 use gatehouse_tests::free_port;
@@ -17,7 +20,7 @@ use gatehouse_tests::upstream::Upstream;
 use serde_json::json;
 
 use crate::state::{
-    futures_join, gatehouse, host, mcp_call, outcome_of, probed, rest_config, serve_config,
+    futures_join, gatehouse, host, mcp_call, outcome_of, post, probed, rest_config, serve_config,
     spawn_gateway, transfer,
 };
 
@@ -392,4 +395,56 @@ async fn gateways_on_one_database_share_their_rate_budgets() {
         assert_eq!(limited.outcome, OutcomeCode::RateLimited, "{limited:#?}");
         assert!(limited.error.unwrap().retryable);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database() {
+    let upstream = Upstream::start().await;
+    let pg = Postgres::start();
+    let host = host(shared_config(&upstream, &pg));
+    for n in 0..3 {
+        let result = host
+            .call(post(
+                &upstream,
+                "/api/cp",
+                &json!({ "n": n }),
+                &format!("cp-{n}"),
+            ))
+            .await;
+        assert!(result.is_ok(), "{result:#?}");
+    }
+    let store = host.store();
+    store.flush().await.unwrap();
+    let report = store.verify_audit().await.unwrap();
+    assert_eq!((report.entries, &report.first_break), (3, &None));
+
+    let key = SigningKey::generate("pg-audit").unwrap();
+    let checkpoint = Checkpoint::sign(&key, report.entries, &report.head, 1_000);
+    store.add_checkpoint(checkpoint.clone()).await.unwrap();
+    assert_eq!(store.checkpoints().await.unwrap(), [checkpoint.clone()]);
+    let checked = verify_checkpoints(&**store, &report, &[checkpoint], &key.public_key())
+        .await
+        .unwrap();
+    assert_eq!(checked, Ok(()));
+
+    let changes = vec![
+        PluginChange::Install {
+            plugin: "test.policy-probe".to_owned(),
+            component: "AGFzbQ==".to_owned(),
+            at_ms: 1,
+        },
+        PluginChange::Rollback {
+            plugin: "test.policy-probe".to_owned(),
+            at_ms: 2,
+        },
+        PluginChange::SetConfig {
+            plugin: "test.policy-probe".to_owned(),
+            config: json!({ "verdict": "deny" }),
+            at_ms: 3,
+        },
+    ];
+    for change in &changes {
+        store.add_plugin_change(change.clone()).await.unwrap();
+    }
+    assert_eq!(store.plugin_changes().await.unwrap(), changes);
 }

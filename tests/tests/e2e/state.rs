@@ -197,7 +197,7 @@ pub(crate) fn probed(tools: &str, probe_config: Value, store: StoreConfig) -> Ho
     host
 }
 
-fn store_at(path: &Path) -> StoreConfig {
+pub(crate) fn store_at(path: &Path) -> StoreConfig {
     StoreConfig {
         path: Some(path.to_owned()),
         ..StoreConfig::default()
@@ -412,7 +412,7 @@ async fn prior_actions_are_read_from_the_file_then_follow_each_commit() {
 // The audit log.
 
 /// A config file naming `store` (for the `gatehouse` commands), one per store.
-fn config_file(dir: &Path, store: &Path, extra: &str) -> PathBuf {
+pub(crate) fn config_file(dir: &Path, store: &Path, extra: &str) -> PathBuf {
     let name = store.file_stem().unwrap().to_string_lossy();
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(
@@ -439,7 +439,7 @@ pub(crate) async fn gatehouse(args: &[&str]) -> (u8, String) {
 }
 
 /// A store holding five call records, one of them a refusal.
-async fn five_records() -> PathBuf {
+pub(crate) async fn five_records() -> PathBuf {
     let path = gatehouse_tests::store_path();
     let mut config = config(&["gatehouse.*", "test.*"], &[]);
     config.store = store_at(&path);
@@ -455,7 +455,7 @@ async fn five_records() -> PathBuf {
     path
 }
 
-fn tamper(store: &Path, sql: &str) {
+pub(crate) fn tamper(store: &Path, sql: &str) {
     let conn = rusqlite::Connection::open(store).unwrap();
     conn.execute_batch(sql).unwrap();
 }
