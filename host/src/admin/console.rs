@@ -392,6 +392,58 @@ mod tests {
     }
 
     #[test]
+    fn a_session_ends_at_its_expiry_and_its_cookie_is_secure_behind_https() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "tok-ana").unwrap();
+        let tokens = Tokens::load(&[crate::admin::AdminTokenConfig {
+            principal: "usr_ana".to_owned(),
+            roles: vec![crate::admin::Role::Approver],
+            env: None,
+            file: Some(file),
+        }])
+        .unwrap();
+        let console = Console::new(&AdminConfig {
+            session_ttl_seconds: 1,
+            ..AdminConfig::default()
+        })
+        .unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let refused = console.sign_in(&headers, &tokens, br#"{"token": "tok-bob"}"#);
+        assert_eq!(refused.unwrap_err().status, StatusCode::UNAUTHORIZED);
+        let reply = console
+            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#)
+            .unwrap();
+        let set = reply.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+        assert!(
+            set.contains("Max-Age=1") && !set.contains("Secure"),
+            "{set}"
+        );
+        let mut request = HeaderMap::new();
+        let pair = set.split(';').next().unwrap().to_owned();
+        request.insert(COOKIE, HeaderValue::from_str(&pair).unwrap());
+        let operator = console.identify(&Method::GET, &request).unwrap();
+        assert_eq!(operator.principal, "usr_ana");
+        std::thread::sleep(Duration::from_millis(1100));
+        let ended = console.identify(&Method::GET, &request).unwrap_err();
+        assert_eq!(ended.status, StatusCode::UNAUTHORIZED);
+        assert!(ended.message.contains("sign in again"), "{}", ended.message);
+
+        let behind_tls = Console::new(&AdminConfig {
+            console_url: Some("https://gatehouse.example.com/console/".to_owned()),
+            ..AdminConfig::default()
+        })
+        .unwrap();
+        assert_eq!(behind_tls.url(), "https://gatehouse.example.com/console");
+        let reply = behind_tls
+            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#)
+            .unwrap();
+        let set = reply.headers()[SET_COOKIE].to_str().unwrap();
+        assert!(set.ends_with("; Secure"), "{set}");
+    }
+
+    #[test]
     fn only_the_listeners_own_origin_may_change_state() {
         let mut headers = HeaderMap::new();
         headers.insert(HOST, HeaderValue::from_static("127.0.0.1:8788"));
