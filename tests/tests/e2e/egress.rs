@@ -161,6 +161,10 @@ async fn rest_denial_is_a_typed_tool_error_and_recorded() {
 
     let error = envelope.error.as_ref().unwrap();
     assert_eq!(error.code, "EGRESS_DENIED");
+    assert!(
+        !error.retryable,
+        "the same request is refused again: {error:#?}"
+    );
     assert_eq!(codes(&envelope), ["method_not_granted"]);
     assert!(
         envelope.egress[0].reason.contains("PUT is not granted"),
