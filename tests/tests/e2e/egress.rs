@@ -571,3 +571,28 @@ async fn an_idempotency_key_that_cannot_travel_is_refused_before_anything_runs()
     assert_eq!(codes(&envelope), ["ok"]);
     assert_eq!(upstream.seen()[0].headers["idempotency-key"], key.as_str());
 }
+
+/// `allow_private` takes a bare address as that one address (`127.0.0.1/32`).
+#[tokio::test]
+async fn a_bare_ip_in_allow_private_allows_that_one_address() {
+    let upstream = Upstream::start().await;
+    let port = upstream.port;
+    let host = host(json!({
+        "grant": [{
+            "adapter": "gatehouse.rest",
+            "url": format!("http://127.0.0.1:{port}/api/"),
+            "methods": ["GET"],
+            "allow_private": ["127.0.0.1"],
+        }],
+    }));
+    host.install_adapter(&REST.signed()).unwrap();
+    let envelope = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.rest.get",
+            json!({ "url": upstream.url("/api/items/1") }),
+        ))
+        .await;
+    assert!(envelope.is_ok(), "{envelope:#?}");
+    assert_eq!(codes(&envelope), ["ok"], "{:#?}", envelope.egress);
+}
