@@ -17,6 +17,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use super::api;
 use super::auth::{AuthError, Operator, TokenError, Tokens};
 use super::config::{AdminConfig, Role};
+use crate::access_log::{self, Exchange, Note};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
 
@@ -134,18 +135,35 @@ impl AdminServer {
         self.tokens.len()
     }
 
-    /// Answers one HTTP request.
+    /// Answers one HTTP request, and writes its access line ([`crate::access_log`]).
     pub async fn handle(&self, request: Request<Incoming>) -> Reply {
+        let started = std::time::Instant::now();
         let (parts, body) = request.into_parts();
-        match self.route(&parts, body).await {
+        let note = Note::default();
+        note.traceparent(&parts.headers);
+        if let Ok(operator) = self.tokens.identify(&parts.headers) {
+            note.caller(None, &operator.principal);
+        }
+        let reply = match self.route(&parts, body).await {
             Ok(reply) => reply,
             Err(error) => {
                 if error.status.is_server_error() {
                     tracing::warn!(code = error.code, message = %error.message, "admin request failed");
                 }
+                note.refused(&error.message);
                 error.reply()
             }
-        }
+        };
+        let exchange = Exchange {
+            listener: "admin",
+            method: &parts.method,
+            path: parts.uri.path(),
+            status: reply.status(),
+            bytes: http_body::Body::size_hint(reply.body()).exact(),
+            started,
+        };
+        access_log::finish(&self.host, &note, &exchange);
+        reply
     }
 
     async fn route(&self, parts: &http::request::Parts, body: Incoming) -> Result<Reply, ApiError> {

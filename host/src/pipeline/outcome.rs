@@ -52,6 +52,10 @@ use crate::pipeline::verify::VerifyError;
 use crate::sandbox::{SandboxError, escape};
 use crate::state::{IdempotencyKey, StoreError};
 
+/// Policy denials, warned about at most once per interval (see [`crate::throttle`]).
+static POLICY_DENIALS: crate::throttle::Throttle =
+    crate::throttle::Throttle::new(crate::throttle::INTERVAL);
+
 /// Why a call ended before delivering a tool's output.
 #[derive(Debug, thiserror::Error)]
 pub enum Stop {
@@ -388,6 +392,15 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             tracing::error!(%error, "the state store failed; the call did not run");
         }
         Stop::StoreDown => tracing::warn!("the state store is unreachable; call refused"),
+        // Every denial at INFO; at most one per 10 s at WARN, with the count since the last.
+        Stop::PolicyDenied(_) => match POLICY_DENIALS.hit() {
+            Some(denied) => {
+                tracing::warn!(outcome = %outcome, denied, "call denied by policy: {}", escape(&message));
+            }
+            None => {
+                tracing::info!(outcome = %outcome, "call denied by policy: {}", escape(&message))
+            }
+        },
         // Policy reasons and verifier messages carry plugin text: escaped for the log.
         _ => tracing::info!(outcome = %outcome, "call refused: {}", escape(&message)),
     }

@@ -391,7 +391,7 @@ fn write_loop(
                         waiters.wake(key);
                     }
                 }
-                Err(error) => tracing::warn!(%error, "a state store write failed"),
+                Err(error) => jobs::log_failed_write(error),
             }
             if let Some(reply) = job.reply {
                 let _ = reply.send(result);
