@@ -862,3 +862,88 @@ async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about()
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_denials_are_warned_about_with_their_reasons() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    let mut host: HostConfig = rest_config(&upstream);
+    host.pipeline.tools = vec![ToolGrant {
+        tools: glob("gatehouse.*"),
+        tenants: ["default"].into_iter().collect(),
+        arg_constraints: Default::default(),
+    }];
+    host.pipeline.policies.push(PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("gatehouse.echo.*")],
+        order: 0,
+        config: json!({ "verdict": "deny" }),
+    });
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
+            toml::to_string(&host).unwrap()
+        ),
+    )
+    .unwrap();
+    let probe = dir.path().join("probe.wasm");
+    std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
+    let gateway =
+        Gateway::start_with(dir.path(), &config, &[json!("--policy"), json!(probe)], &[]).await;
+    for n in 0..2 {
+        let denied = mcp_call(
+            gateway.port,
+            "gatehouse.echo.echo",
+            json!({ "message": "no" }),
+            &format!("deny-{n}"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome_of(&denied), "POLICY_BLOCKED", "{denied}");
+    }
+    let denials = |level: &str| {
+        gateway
+            .logs()
+            .into_iter()
+            .filter(|l| {
+                l["level"] == level
+                    && l["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("call denied by policy: "))
+            })
+            .collect::<Vec<_>>()
+    };
+    let warned = gateway
+        .logged_where(
+            |l| !denials("WARN").is_empty() && l["level"] == "WARN",
+            Duration::from_secs(10),
+        )
+        .await;
+    let warnings = denials("WARN");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one warning per interval: {warnings:#?} ({warned})"
+    );
+    assert_eq!(
+        (
+            &warnings[0]["fields"]["outcome"],
+            &warnings[0]["fields"]["denied"]
+        ),
+        (&json!("POLICY_BLOCKED"), &json!(1)),
+        "{warnings:#?}"
+    );
+    let message = warnings[0]["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("call denied by policy: policy denied the call: "),
+        "the policy's reasons: {message}"
+    );
+    assert_eq!(
+        denials("INFO").len(),
+        1,
+        "the second, within the interval, at INFO"
+    );
+}
