@@ -398,7 +398,7 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 tracing::warn!(outcome = %outcome, denied, "call denied by policy: {}", escape(&message));
             }
             None => {
-                tracing::info!(outcome = %outcome, "call denied by policy: {}", escape(&message))
+                tracing::info!(outcome = %outcome, "call denied by policy: {}", escape(&message));
             }
         },
         // Policy reasons and verifier messages carry plugin text: escaped for the log.
