@@ -66,6 +66,9 @@ export declare function json(
   options?: { text?: string; evidence?: unknown[] },
 ): ToolOutput;
 
+/** Whether an upstream answering `status` may answer differently later (408, 425, 429, 5xx but 501 and 505). */
+export declare function retryableStatus(status: number): boolean;
+
 /** The operator's context text resolved for this call (skills), if any. */
 export declare function skillContext(ctx: CallContext): string | undefined;
 

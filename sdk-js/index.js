@@ -113,9 +113,19 @@ export function adapter(handlers) {
   };
 }
 
+/**
+ * Whether an upstream answering `status` may answer differently later: 408, 425, 429 and the
+ * 5xx statuses but 501 and 505 (the Rust SDK's `http::retryable_status`). Use it for the
+ * `retryable` of a failure built from a response: a 404 stays a 404.
+ */
+export function retryableStatus(status) {
+  return [408, 425, 429].includes(status) || (status >= 500 && status < 600 && status !== 501 && status !== 505);
+}
+
 // `fetch` rejects with a TypeError when a request gets no response, whatever the cause: the
 // gateway refused it (its egress record on the call says why) or the upstream is unreachable.
-// The engine does not say which, so neither does the failure.
+// The engine does not say which, so neither does the failure. It stays retryable because an
+// unreachable upstream can come back; a refusal is met again, quickly and with nothing sent.
 function isFetchFailure(e) {
   return e instanceof TypeError && e.message.startsWith('NetworkError');
 }

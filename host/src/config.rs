@@ -140,17 +140,27 @@ pub fn read(path: &Path) -> Result<String, ConfigError> {
 pub struct Document<'a> {
     text: &'a str,
     root: Spanned<DeTable<'a>>,
+    /// The tables the program asked for, in order: valid names too.
+    taken: Vec<String>,
 }
+
+/// [`HostConfig`]'s tables, in the order serde lists them in an unknown-table error.
+const HOST_TABLES: [&str; 6] = ["sandbox", "cache", "trust", "egress", "pipeline", "store"];
 
 impl<'a> Document<'a> {
     /// Parses config text.
     pub fn parse(text: &'a str) -> Result<Self, String> {
         let root = DeTable::parse(text).map_err(|e| e.to_string())?;
-        Ok(Self { text, root })
+        Ok(Self {
+            text,
+            root,
+            taken: Vec::new(),
+        })
     }
 
     /// Takes table `name` out of the document; absent, it is `T::default()`.
     pub fn take<T: DeserializeOwned + Default>(&mut self, name: &str) -> Result<T, String> {
+        self.taken.push(name.to_owned());
         let key = self
             .root
             .get_ref()
@@ -170,12 +180,28 @@ impl<'a> Document<'a> {
         })
     }
 
-    /// The library's tables: everything not taken. A table nobody took is an unknown key.
+    /// The library's tables: everything not taken. A table nobody took is an unknown key, and
+    /// its error lists the tables the program took as valid too.
     pub fn into_host_config(self) -> Result<HostConfig, String> {
-        let (text, root) = (self.text, self.root);
+        let (text, root, taken) = (self.text, self.root, self.taken);
         HostConfig::deserialize(Deserializer::from(root)).map_err(|mut e| {
             e.set_input(Some(text));
-            e.to_string()
+            let quoted = |names: &mut dyn Iterator<Item = &str>| {
+                names
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let library = format!("expected one of {}", quoted(&mut HOST_TABLES.into_iter()));
+            let all = format!(
+                "expected one of {}",
+                quoted(
+                    &mut HOST_TABLES
+                        .into_iter()
+                        .chain(taken.iter().map(String::as_str))
+                )
+            );
+            e.to_string().replacen(&library, &all, 1)
         })
     }
 }
@@ -198,6 +224,21 @@ mod tests {
         assert!(err.contains("unknown field `fule`"), "{err}");
         let err = HostConfig::from_toml("[[trust.publisher]]\nkey_id = \"a\"").unwrap_err();
         assert!(err.contains("missing field `public_key`"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_table_lists_the_tables_the_program_takes_too() {
+        let mut document = Document::parse("[mpc]\nlisten = \"x\"").unwrap();
+        let () = document.take("mcp").unwrap();
+        let () = document.take("watch").unwrap();
+        let err = document.into_host_config().unwrap_err();
+        assert!(
+            err.contains(
+                "unknown field `mpc`, expected one of `sandbox`, `cache`, `trust`, `egress`, \
+                 `pipeline`, `store`, `mcp`, `watch`"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

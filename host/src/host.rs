@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::config::HostConfig;
 use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
 use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
-use crate::metrics::Metrics;
+use crate::metrics::{ApprovalCounts, Metrics};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
 use crate::plugin::manifest::Capability;
@@ -185,8 +185,8 @@ impl Host {
             cache,
             egress: config.egress,
             tls,
+            metrics: Metrics::new(pipeline.commits.clone()),
             pipeline,
-            metrics: Metrics::default(),
         })
     }
 
@@ -411,23 +411,45 @@ impl Host {
         Ok(sources)
     }
 
+    /// The host's metrics, for the servers in front of it to count what they refuse.
+    #[cfg(any(feature = "mcp", feature = "admin"))]
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// The host's metrics in the Prometheus text format (see [`crate::metrics`]); reads the
     /// pending approvals from the store.
+    ///
+    /// A store that does not answer is reported as `gatehouse_store_up 0`, not as an error, so
+    /// a scrape still sees it.
     pub async fn metrics_text(&self) -> Result<String, StoreError> {
         let now = now_ms();
-        let pending = self
+        let approvals = self
             .pipeline
             .store
             .approvals(ApprovalFilter {
-                status: Some(ApprovalStatus::Pending),
+                status: None,
                 tenant: None,
                 limit: usize::MAX,
             })
-            .await?
-            .iter()
-            .filter(|a| !a.expired(now))
-            .count();
-        Ok(self.metrics.encode(pending, self.sandbox.slots()))
+            .await
+            .inspect_err(|error| tracing::warn!(%error, "metrics: the state store did not answer"))
+            .ok()
+            .map(|approvals| {
+                let mut counts = ApprovalCounts::default();
+                for approval in &approvals {
+                    let count = match approval.status {
+                        _ if approval.expired(now) => &mut counts.expired,
+                        ApprovalStatus::Pending => &mut counts.pending,
+                        ApprovalStatus::Approved => &mut counts.approved,
+                        ApprovalStatus::Executed => &mut counts.executed,
+                        ApprovalStatus::Rejected => &mut counts.rejected,
+                    };
+                    *count += 1;
+                }
+                counts
+            });
+        Ok(self.metrics.encode(approvals, self.sandbox.slots()))
     }
 
     /// Whether the host can serve: its store answers a read.

@@ -44,6 +44,8 @@
 // Layers, top to bottom (see host/README.md): cli -> import, mcp, admin, demo, watch -> host ->
 // config, metrics -> pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
 // secret, bindings.
+#[cfg(any(feature = "mcp", feature = "admin"))]
+mod access_log;
 #[cfg(feature = "admin")]
 pub mod admin;
 mod bindings;
@@ -75,6 +77,7 @@ mod secret;
 mod skills;
 pub mod state;
 mod telemetry;
+mod throttle;
 pub mod watch;
 
 /// OTLP export of the call spans (cargo feature `otlp`; see the `telemetry` module docs).

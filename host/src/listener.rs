@@ -4,18 +4,15 @@
 //! ([`read_body`]). Without them a client that opens sockets and never sends, or sends a body
 //! one byte a minute, holds a task and a file descriptor each for as long as it likes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// At most one warning per this interval for refused connections: a flood of them must not
-/// become a flood of log lines (the warning carries the count since the last one).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+use crate::throttle::{self, Throttle};
 
 /// A cap on the connections a listener serves at once. A connection beyond it is closed at
 /// accept, before any byte is read; refusals are counted and logged at most once per 10 s.
@@ -24,9 +21,8 @@ pub(crate) struct ConnectionCap {
     listener: &'static str,
     max: usize,
     slots: Arc<Semaphore>,
-    /// Refusals not yet reported in a warning.
-    refused: AtomicU64,
-    last_warning: Mutex<Option<Instant>>,
+    /// A flood of refusals must not become a flood of log lines.
+    refused: Throttle,
 }
 
 impl ConnectionCap {
@@ -36,8 +32,7 @@ impl ConnectionCap {
             listener,
             max,
             slots: Arc::new(Semaphore::new(max)),
-            refused: AtomicU64::new(0),
-            last_warning: Mutex::new(None),
+            refused: Throttle::new(throttle::INTERVAL),
         }
     }
 
@@ -47,15 +42,7 @@ impl ConnectionCap {
         if let Ok(permit) = Arc::clone(&self.slots).try_acquire_owned() {
             return Some(permit);
         }
-        self.refused.fetch_add(1, Ordering::Relaxed);
-        let mut last = self
-            .last_warning
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if last.is_none_or(|at| now.duration_since(at) >= REFUSAL_LOG_INTERVAL) {
-            *last = Some(now);
-            let refused = self.refused.swap(0, Ordering::Relaxed);
+        if let Some(refused) = self.refused.hit() {
             tracing::warn!(
                 listener = self.listener,
                 max_connections = self.max,

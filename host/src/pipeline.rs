@@ -108,6 +108,8 @@ pub struct Pipeline {
     store_config: StoreConfig,
     rate_limits: Vec<rate::RateLimit>,
     rate_budget: Arc<dyn rate::RateBudget>,
+    /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
+    pub(crate) commits: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl Pipeline {
@@ -127,6 +129,7 @@ impl Pipeline {
             store,
             store_config,
             rate_limits: config.rate_limits.clone(),
+            commits: crate::metrics::commit_histogram(),
         })
     }
 
@@ -368,7 +371,12 @@ impl Pipeline {
             entry.durable,
             entry.completes.as_ref().map(|(k, _)| k.clone()),
         );
-        if let Err(error) = self.store.record(entry).instrument(span.clone()).await {
+        let committing = std::time::Instant::now();
+        let recorded = self.store.record(entry).instrument(span.clone()).await;
+        if recorded.is_ok() {
+            self.commits.observe(committing.elapsed().as_secs_f64());
+        }
+        if let Err(error) = recorded {
             if durable && may_have_run {
                 // Nothing is delivered that is not recorded: the effect (if any) happened, but
                 // its result is withheld, and a repeat under the key finds it indeterminate

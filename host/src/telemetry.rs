@@ -74,7 +74,7 @@ pub mod otlp {
         /// Sends what is buffered and stops the exporter (at most the exporter's timeout).
         pub fn shutdown(self) {
             if let Err(error) = self.0.shutdown() {
-                eprintln!("gatehouse: OTLP trace export did not flush: {error}");
+                tracing::warn!("OTLP trace export did not flush: {error}");
             }
         }
     }

@@ -11,12 +11,18 @@
 //!
 //! | [`HttpError`]                                      | code                  | kind          | retryable | remediation |
 //! |----------------------------------------------------|-----------------------|---------------|-----------|-------------|
-//! | [`Denied`](HttpError::Denied)                      | `EGRESS_DENIED`       | `unavailable` | yes       | ask the operator to grant the destination, or use a URL it grants |
+//! | [`Denied`](HttpError::Denied)                      | `EGRESS_DENIED`       | `unavailable` | no        | ask the operator to grant the destination, or use a URL it grants |
 //! | [`Timeout`](HttpError::Timeout)                    | `UPSTREAM_TIMEOUT`    | `unavailable` | yes       | — |
 //! | [`InvalidUrl`](HttpError::InvalidUrl), [`InvalidHeader`](HttpError::InvalidHeader) | `INVALID_REQUEST` | `validation` | no | — |
 //! | [`Json`](HttpError::Json)                          | `INVALID_JSON`        | `upstream`    | no        | — |
 //! | [`Tls`](HttpError::Tls)                            | `UPSTREAM_TLS_FAILED` | `upstream`    | no        | use the host name the certificate names, or ask the operator to trust its CA |
-//! | [`Status`](HttpError::Status), [`TooManyRedirects`](HttpError::TooManyRedirects), [`Transport`](HttpError::Transport) | `UPSTREAM_FAILED` | `upstream` | yes | — |
+//! | [`Status`](HttpError::Status) 408, 425, 429, 5xx but 501 and 505, [`Transport`](HttpError::Transport) | `UPSTREAM_FAILED` | `upstream` | yes | — |
+//! | [`Status`](HttpError::Status) any other, [`TooManyRedirects`](HttpError::TooManyRedirects) | `UPSTREAM_FAILED` | `upstream` | no | — |
+//!
+//! `retryable` is true only where the same request, sent again, can succeed: the gateway
+//! refuses a denied request again, a 404 stays a 404 and a redirect loop loops again, while a
+//! timeout, an overloaded or restarting upstream (see [`retryable_status`]) and a refused
+//! connection can clear.
 //!
 //! The message is the [`HttpError`]'s `Display`, except for `EGRESS_DENIED`, whose message
 //! does not repeat what the gateway refused (the host's audit log records the exact reason).
@@ -108,10 +114,12 @@ impl std::error::Error for HttpError {}
 impl From<HttpError> for ToolError {
     fn from(error: HttpError) -> Self {
         match error {
+            // The operator's grants decide; the same request meets the same refusal.
             HttpError::Denied => ToolError::unavailable(
                 "EGRESS_DENIED",
                 "the gateway does not allow this request (destination, method or budget)",
             )
+            .retryable(false)
             .with_remediation("ask the operator to grant this destination, or use a URL it grants"),
             HttpError::Timeout => ToolError::unavailable("UPSTREAM_TIMEOUT", error.to_string()),
             HttpError::InvalidUrl(_) | HttpError::InvalidHeader(_) => {
@@ -123,11 +131,25 @@ impl From<HttpError> for ToolError {
                     "use the host name the service's certificate names, or ask the operator to \
                      trust its CA (`[egress] extra_root_certificates`)",
                 ),
-            HttpError::Status(_) | HttpError::TooManyRedirects | HttpError::Transport(_) => {
+            HttpError::Status(status) => ToolError::upstream("UPSTREAM_FAILED", error.to_string())
+                .retryable(retryable_status(status)),
+            HttpError::TooManyRedirects => {
+                ToolError::upstream("UPSTREAM_FAILED", error.to_string())
+            }
+            HttpError::Transport(_) => {
                 ToolError::upstream("UPSTREAM_FAILED", error.to_string()).retryable(true)
             }
         }
     }
+}
+
+/// Whether an upstream answering `status` may answer differently to the same request later:
+/// 408 (request timeout), 425 (too early), 429 (too many requests) and the 5xx statuses but
+/// 501 (not implemented) and 505 (HTTP version not supported). Adapters mapping statuses
+/// themselves use it to set [`ToolError::retryable`].
+pub fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 425 | 429)
+        || ((500..600).contains(&status) && !matches!(status, 501 | 505))
 }
 
 impl From<ErrorCode> for HttpError {
@@ -511,7 +533,7 @@ mod tests {
                 Unavailable,
                 "EGRESS_DENIED",
                 "the gateway does not allow this request (destination, method or budget)",
-                true,
+                false,
                 Some("ask the operator to grant this destination, or use a URL it grants"),
             ),
             (
@@ -563,11 +585,35 @@ mod tests {
                 None,
             ),
             (
+                HttpError::Status(404),
+                Upstream,
+                "UPSTREAM_FAILED",
+                "the upstream answered with status 404",
+                false,
+                None,
+            ),
+            (
+                HttpError::Status(429),
+                Upstream,
+                "UPSTREAM_FAILED",
+                "the upstream answered with status 429",
+                true,
+                None,
+            ),
+            (
+                HttpError::Status(501),
+                Upstream,
+                "UPSTREAM_FAILED",
+                "the upstream answered with status 501",
+                false,
+                None,
+            ),
+            (
                 HttpError::TooManyRedirects,
                 Upstream,
                 "UPSTREAM_FAILED",
                 "more than 5 redirects",
-                true,
+                false,
                 None,
             ),
             (

@@ -19,9 +19,9 @@ pub struct Operator {
 
 /// Why a `[[admin.token]]` entry cannot be used. Never contains the token.
 #[derive(Debug, thiserror::Error)]
-#[error("`[[admin.token]]` #{index} (principal `{principal}`): {problem}")]
+#[error("`[[admin.token]]` #{} (principal `{principal}`): {problem}", .index + 1)]
 pub struct TokenError {
-    /// Position of the entry (0-based).
+    /// Position of the entry (0-based; the message counts from 1, as people do).
     pub index: usize,
     /// Its principal.
     pub principal: String,

@@ -18,6 +18,7 @@ use super::api;
 use super::auth::{AuthError, Operator, TokenError, Tokens};
 use super::config::{AdminConfig, Role};
 use super::console::Console;
+use crate::access_log::{self, Exchange, Note};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
 
@@ -142,21 +143,41 @@ impl AdminServer {
         self.console.as_deref().map(Console::url)
     }
 
-    /// Answers one HTTP request.
+    /// Answers one HTTP request, and writes its access line ([`crate::access_log`]).
     pub async fn handle(&self, request: Request<Incoming>) -> Reply {
+        let started = std::time::Instant::now();
         let (parts, body) = request.into_parts();
-        match self.route(&parts, body).await {
+        let note = Note::default();
+        note.traceparent(&parts.headers);
+        let reply = match self.route(&parts, body, &note).await {
             Ok(reply) => reply,
             Err(error) => {
                 if error.status.is_server_error() {
                     tracing::warn!(code = error.code, message = %error.message, "admin request failed");
                 }
+                note.refused(&error.message);
                 error.reply()
             }
-        }
+        };
+        let exchange = Exchange {
+            listener: "admin",
+            method: &parts.method,
+            path: parts.uri.path(),
+            status: reply.status(),
+            bytes: http_body::Body::size_hint(reply.body()).exact(),
+            started,
+        };
+        access_log::finish(&self.host, &note, &exchange);
+        reply
     }
 
-    async fn route(&self, parts: &http::request::Parts, body: Incoming) -> Result<Reply, ApiError> {
+    /// Routes one request; notes the identified operator for the access line.
+    async fn route(
+        &self,
+        parts: &http::request::Parts,
+        body: Incoming,
+        note: &Note,
+    ) -> Result<Reply, ApiError> {
         let path: Vec<&str> = parts
             .uri
             .path()
@@ -218,6 +239,7 @@ impl AdminServer {
             }
             (Err(error), _) => return Err(unauthorized(error)),
         };
+        note.caller(None, &operator.principal);
         match path.as_slice() {
             ["v1", "approvals"] => {
                 allow(method, &Method::GET)?;

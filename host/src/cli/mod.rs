@@ -254,8 +254,17 @@ where
     // Bad arguments are reported by `run`; logging then is plain text.
     let format = Cli::try_parse_from(&args).map_or(LogFormat::Text, |cli| cli.log_format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+        // The lines `serve` prints at start are log lines in JSON mode, whatever the level.
+        .add_directive(
+            format!("{BANNER}=info")
+                .parse()
+                .expect("a valid filter directive"),
+        );
+    // Colours only for a person at a terminal, never into a file or a log collector.
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let logs = match format {
         LogFormat::Text => logs.boxed(),
         LogFormat::Json => logs.json().boxed(),
@@ -265,12 +274,14 @@ where
     // The call spans, exported when the environment names an OTLP endpoint; `RUST_LOG` filters
     // only the log lines.
     #[cfg(feature = "otlp")]
+    let mut otlp_error = None;
+    #[cfg(feature = "otlp")]
     let (subscriber, exporter) = {
         let (layer, exporter) = if crate::otlp::configured() {
             match crate::otlp::layer() {
                 Ok((layer, exporter)) => (Some(layer), Some(exporter)),
                 Err(error) => {
-                    eprintln!("gatehouse: {error}; traces are not exported");
+                    otlp_error = Some(error);
                     (None, None)
                 }
             }
@@ -283,6 +294,10 @@ where
     };
     // Fails only if this process already set a subscriber; logging then goes there.
     let _ = subscriber.try_init();
+    #[cfg(feature = "otlp")]
+    if let Some(error) = otlp_error {
+        tracing::warn!("{error}; traces are not exported");
+    }
     let code = run(args, &mut std::io::stdout().lock());
     #[cfg(feature = "otlp")]
     if let Some(exporter) = exporter {
@@ -305,16 +320,47 @@ where
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
-    match execute(cli.command, out) {
+    let json = cli.log_format == LogFormat::Json;
+    match execute(cli.command, json, out) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {}", failure.message);
+            // In JSON mode through the JSON log, when this process set one up.
+            if json && tracing::dispatcher::has_been_set() {
+                tracing::error!(target: BANNER, "{}", failure.message);
+            } else {
+                eprintln!("error: {}", failure.message);
+            }
             failure.code
         }
     }
 }
 
-fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
+/// The log target of the lines `serve` prints as it starts and stops, and of a command's
+/// error, in `--log-format json` mode: always shown, like the text it replaces.
+const BANNER: &str = "gatehouse::banner";
+
+/// What `serve` writes for a person, as log lines instead (`--log-format json`): each line
+/// written becomes one INFO event of target [`BANNER`], so every line on the output is JSON.
+#[derive(Default)]
+struct LogLines(Vec<u8>);
+
+impl Write for LogLines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        while let Some(end) = self.0.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.0.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            tracing::info!(target: BANNER, "{line}");
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Failure> {
     match command {
         Command::Keygen { key_id, out_dir } => keygen(&key_id, &out_dir, out),
         Command::Pack {
@@ -345,6 +391,8 @@ fn execute(command: Command, out: &mut dyn Write) -> Result<u8, Failure> {
         } => {
             #[cfg(not(feature = "demo"))]
             let demo = false;
+            let mut lines = LogLines::default();
+            let out: &mut dyn Write = if json { &mut lines } else { out };
             serve::serve(&adapters, &policies, listen, demo, &config, out)
         }
         #[cfg(feature = "demo")]

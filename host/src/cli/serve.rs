@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use super::drift::{self, ImportConfig};
 use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
+use crate::InstallError;
 use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
 use crate::host::Host;
 use crate::mcp::{McpConfig, McpServer, Serving};
+use crate::policy::PolicyError;
 use crate::state::checkpoint::Checkpointer;
 use crate::state::sqlite::GatewayLock;
 use crate::watch::{PolicyWatcher, WatchConfig};
@@ -96,8 +98,14 @@ struct Started {
     watch: Option<WatchConfig>,
 }
 
-/// Builds the host from `config`, installs `plugins` and builds the endpoint.
-fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
+/// Builds the host from `config` (read from `file`, if any), installs `plugins` and builds the
+/// endpoint.
+fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<Started, Failure> {
+    // Errors about entries of the file name the file.
+    let in_file = |error: String| match file {
+        Some(file) => usage(format!("{}: {error}", file.display())),
+        None => usage(error),
+    };
     let ServeConfig {
         host: mut config,
         mcp,
@@ -137,7 +145,11 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
         } else {
             host.install_adapter(bytes)
         };
-        let plugin = installed.map_err(|e| refused(format!("{label}: refused: {e}")))?;
+        let plugin = installed.map_err(|e| match e {
+            // The plugin is fine; the operator's binding config is not: a config error.
+            InstallError::Policy(PolicyError::Config { .. }) => in_file(e.to_string()),
+            e => refused(format!("{label}: refused: {e}")),
+        })?;
         loaded.push((
             plugin.id.clone(),
             format!(
@@ -146,12 +158,13 @@ fn start(config: ServeConfig, plugins: &Plugins) -> Result<Started, Failure> {
             ),
         ));
     }
-    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(usage)?;
+    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
     let admin = admin
         .map(|admin| {
-            AdminServer::new(Arc::clone(&host), &admin)
-                .map(|server| (admin.listen, server))
-                .map_err(usage)
+            let server =
+                AdminServer::new(Arc::clone(&host), &admin).map_err(|e| in_file(e.to_string()))?;
+            admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
+            Ok::<_, Failure>((admin.listen, server))
         })
         .transpose()?;
     Ok(Started {
@@ -192,6 +205,8 @@ pub(super) fn serve(
         None => Some(GatewayLock::take(&config.host.store).map_err(refused)?),
     };
     let checkpoints = config.host.store.checkpoints.clone();
+    // What a reload compares the new config and plugins with.
+    let mut previous = (config.clone(), Vec::new());
     let Started {
         host,
         mcp,
@@ -199,7 +214,11 @@ pub(super) fn serve(
         loaded,
         admin,
         watch,
-    } = start(config, &plugins)?;
+    } = start(
+        config,
+        &plugins,
+        source.as_ref().and_then(|s| s.config.as_deref()),
+    )?;
     // The manifests were verified as the adapters loaded.
     let manifests: Vec<_> = plugins
         .iter()
@@ -215,9 +234,11 @@ pub(super) fn serve(
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
-        for line in restore(&host, loaded).await? {
+        let lines = restore(&host, loaded).await?;
+        for line in &lines {
             say!(out, "loaded {line}");
         }
+        previous.1 = lines;
         let checkpointer = Checkpointer::start(Arc::clone(host.store()), &checkpoints).map_err(usage)?;
         if checkpointer.is_some() {
             tracing::info!(every_entries = checkpoints.every_entries, every_seconds = checkpoints.every_seconds, "signing audit checkpoints");
@@ -289,7 +310,7 @@ pub(super) fn serve(
                     tracing::warn!("SIGHUP: reload is not available while `[admin]` or `[watch]` is configured (they act on the running host); restart gatehouse to apply a new config");
                     continue;
                 }
-                reload(&serving, source.as_ref(), mcp.listen, listen).await;
+                reload(&serving, source.as_ref(), mcp.listen, listen, &mut previous).await;
             }
         };
         let cut = tokio::select! {
@@ -326,15 +347,53 @@ async fn restore(host: &Host, loaded: Vec<(String, String)>) -> Result<Vec<Strin
     Ok(lines)
 }
 
+/// Refuses an `[[admin.token]]` that is also an `[[mcp.api_key]]`: the agent holding the key
+/// could act as an operator (approve its own calls, install plugins). Runs after both loaded
+/// their secrets, so a secret that cannot be read has been reported already. Names both
+/// entries (1-based), never the secret.
+fn admin_tokens_are_not_api_keys(admin: &AdminConfig, mcp: &McpConfig) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    let digest = |env: Option<&str>, file: Option<&Path>| {
+        crate::secret::read(env, file)
+            .ok()
+            .map(|secret| Sha256::digest(secret.expose().as_bytes()))
+    };
+    let keys: Vec<_> = mcp
+        .api_keys
+        .iter()
+        .map(|key| digest(key.env.as_deref(), key.file.as_deref()))
+        .collect();
+    for (t, token) in admin.tokens.iter().enumerate() {
+        let Some(secret) = digest(token.env.as_deref(), token.file.as_deref()) else {
+            continue;
+        };
+        if let Some(k) = keys.iter().position(|key| *key == Some(secret)) {
+            let key = &mcp.api_keys[k];
+            return Err(format!(
+                "`[[admin.token]]` #{} (principal `{}`) has the same value as `[[mcp.api_key]]` #{} (tenant `{}`): the agent holding that API key could act as the operator; give the admin token a value of its own",
+                t + 1,
+                token.principal,
+                k + 1,
+                key.tenant
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// SIGHUP: reads the config file and the plugin files again and, if all of it loads, serves
 /// new requests from the new host; requests in flight finish on the old one. Anything that
 /// fails to load keeps the serving config, and the log says why. The listener stays where it
 /// is (`[mcp] listen` takes a restart).
+///
+/// The log line of a reload says what changed from `previous` (the serving config and
+/// plugins), which it then becomes.
 async fn reload(
     serving: &Serving,
     source: Option<&Source>,
     bound: SocketAddr,
     listen: Option<SocketAddr>,
+    previous: &mut (ServeConfig, Vec<String>),
 ) {
     let Some(source) = source.cloned() else {
         tracing::warn!("SIGHUP: `serve --demo` has no config file to reload");
@@ -351,17 +410,37 @@ async fn reload(
             tracing::warn!(listen = %wanted, serving = %bound, "`[mcp] listen` changed: restart gatehouse to move the listener");
         }
         config.mcp.listen = bound;
-        start(config, &plugins)
+        start(config.clone(), &plugins, source.config.as_deref()).map(|started| (started, config))
     })
     .await;
     match started {
-        Ok(Ok(started)) => {
-            if let Err(failure) = restore(&started.host, started.loaded.clone()).await {
-                tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
-                return;
-            }
+        Ok(Ok((started, config))) => {
+            let lines = match restore(&started.host, started.loaded.clone()).await {
+                Ok(lines) => lines,
+                Err(failure) => {
+                    tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
+                    return;
+                }
+            };
             serving.replace(started.server);
-            tracing::info!(config = %file, plugins = started.loaded.len(), "config reloaded");
+            let sections = changed_sections(&previous.0, &config);
+            let plugins_added: Vec<&str> = (lines.iter())
+                .filter(|p| !previous.1.contains(*p))
+                .map(String::as_str)
+                .collect();
+            let plugins_removed: Vec<&str> = (previous.1.iter())
+                .filter(|p| !lines.contains(*p))
+                .map(String::as_str)
+                .collect();
+            tracing::info!(
+                config = %file,
+                plugins = lines.len(),
+                changed = %list(&sections),
+                plugins_added = %list(&plugins_added),
+                plugins_removed = %list(&plugins_removed),
+                "config reloaded"
+            );
+            *previous = (config, lines);
         }
         Ok(Err(failure)) => {
             tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
@@ -369,6 +448,59 @@ async fn reload(
         Err(error) => {
             tracing::warn!(config = %file, %error, "config reload failed; still serving the previous config");
         }
+    }
+}
+
+/// The config sections whose values differ between `old` and `new`, by their TOML names:
+/// the tables (`sandbox`, `egress`, `mcp`...), and `[pipeline]`'s keys one by one
+/// (`pipeline.tool`, `pipeline.policy`, `pipeline.policy_default`...). Values are never
+/// shown: a section can name where a secret is.
+fn changed_sections(old: &ServeConfig, new: &ServeConfig) -> Vec<String> {
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+    fn sections(config: &ServeConfig) -> BTreeMap<String, Value> {
+        let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+        let mut sections = BTreeMap::new();
+        if let Value::Object(tables) = value(serde_json::to_value(&config.host)) {
+            for (name, table) in tables {
+                match table {
+                    Value::Object(keys) if name == "pipeline" => {
+                        for (key, v) in keys {
+                            sections.insert(format!("pipeline.{key}"), v);
+                        }
+                    }
+                    table => {
+                        sections.insert(name, table);
+                    }
+                }
+            }
+        }
+        sections.insert("mcp".into(), value(serde_json::to_value(&config.mcp)));
+        sections.insert("admin".into(), value(serde_json::to_value(&config.admin)));
+        sections.insert("watch".into(), value(serde_json::to_value(&config.watch)));
+        sections.insert("import".into(), value(serde_json::to_value(&config.import)));
+        sections
+    }
+    let (old, new) = (sections(old), sections(new));
+    let mut changed: Vec<String> = old
+        .iter()
+        .filter(|(name, value)| new.get(*name) != Some(value))
+        .map(|(name, _)| name.clone())
+        .collect();
+    changed.extend(new.keys().filter(|name| !old.contains_key(*name)).cloned());
+    changed
+}
+
+/// `a, b, c`, or `none`.
+fn list<T: AsRef<str>>(items: &[T]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

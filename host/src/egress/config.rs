@@ -136,7 +136,8 @@ pub struct GrantConfig {
     /// this grant matches may connect to, as CIDR, e.g. `["127.0.0.0/8", "10.20.0.0/16"]`.
     /// Default: none, so resolved addresses must be public. Per grant: a range opened for one
     /// adapter's destination is not opened for another grant whose DNS someone else controls.
-    #[serde(default)]
+    /// A bare address is that one address (`"10.20.0.5"` is `10.20.0.5/32`).
+    #[serde(default, deserialize_with = "networks")]
     pub allow_private: Vec<IpNet>,
     /// Request headers the adapter may send there beyond the standard ones (`accept`,
     /// `accept-language`, `cache-control`, `content-type`, `if-match`, `if-none-match`,
@@ -173,6 +174,61 @@ pub struct CredentialConfig {
     pub scheme: Option<String>,
 }
 
+/// `allow_private`: CIDR ranges, or bare addresses as a range of one (/32, /128).
+fn networks<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<IpNet>, D::Error> {
+    Vec::<String>::deserialize(deserializer)?
+        .iter()
+        .map(|text| {
+            text.parse::<IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    <D::Error as serde::de::Error>::custom(format!(
+                        "`{text}` is neither an IP address nor a CIDR range; write e.g. `10.20.0.5` or `10.20.0.0/16`"
+                    ))
+                })
+        })
+        .collect()
+}
+
 fn default_header() -> String {
     "authorization".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow_private(list: &str) -> Result<Vec<String>, String> {
+        let text = format!(
+            "[[grant]]\nadapter = \"t\"\nurl = \"http://h/\"\nmethods = [\"GET\"]\nallow_private = {list}\n"
+        );
+        toml::from_str::<EgressConfig>(&text)
+            .map(|c| {
+                c.grants[0]
+                    .allow_private
+                    .iter()
+                    .map(IpNet::to_string)
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn accepts_cidr_ranges_and_bare_addresses_as_one_address() {
+        assert_eq!(
+            allow_private(r#"["10.20.0.0/16", "127.0.0.1", "::1", "fd00::/8"]"#).unwrap(),
+            ["10.20.0.0/16", "127.0.0.1/32", "::1/128", "fd00::/8"]
+        );
+    }
+
+    #[test]
+    fn rejects_what_is_neither_saying_the_expected_form() {
+        let err = allow_private(r#"["localhost"]"#).unwrap_err();
+        assert!(
+            err.contains(
+                "`localhost` is neither an IP address nor a CIDR range; write e.g. `10.20.0.5` or `10.20.0.0/16`"
+            ),
+            "{err}"
+        );
+    }
 }

@@ -69,6 +69,11 @@ use http_body_util::BodyExt;
 use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
+/// Egress denials, warned about at most once per interval (an adapter probing in a loop must
+/// not flood the log).
+static DENIALS: crate::throttle::Throttle =
+    crate::throttle::Throttle::new(crate::throttle::INTERVAL);
+
 pub use addr::AddressPolicy;
 pub use call::{CallInfo, Denial, EgressAttempt};
 use call::{Ledger, MAX_RECORDED_URL, Spent, millis};
@@ -165,7 +170,15 @@ async fn send(
                     return Err(error);
                 }
             };
-            tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
+            // Every denial at INFO; at most one per 10 s at WARN, with the count since the last.
+            match DENIALS.hit() {
+                Some(denied) => {
+                    tracing::warn!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, denied, "egress denied");
+                }
+                None => {
+                    tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
+                }
+            }
             attempt.code = denial.code().to_owned();
             attempt.reason = denial.to_string();
             ledger.record(attempt);

@@ -18,6 +18,7 @@ use super::aliases::ToolAliases;
 use super::identity::Caller;
 use super::result::to_mcp;
 use super::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
+use crate::access_log::Note;
 use crate::envelope::{OutcomeCode, ToolCallEnvelope};
 use crate::host::Host;
 use crate::model::ApprovalMode;
@@ -40,13 +41,14 @@ impl Gateway {
 
     /// `tools/call` for `caller`, whether rmcp's handler or the direct path ([`super::direct`])
     /// took the request: `meta` is the request's `_meta` (rmcp moves it out of the params),
-    /// `headers` the HTTP request's.
+    /// `headers` the HTTP request's; `note` gets the call for the request's access line.
     pub async fn call(
         &self,
         caller: Caller,
         request: CallToolRequestParams,
         meta: &RequestMetaObject,
         headers: Option<&http::HeaderMap>,
+        note: Option<&Note>,
     ) -> Result<CallToolResult, ErrorData> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
@@ -83,6 +85,9 @@ impl Gateway {
         }
         let span = crate::telemetry::mcp_span(&request.name, traceparent.as_deref());
         let result = self.host.call_for_caller(call).instrument(span).await;
+        if let Some(note) = note {
+            note.call(&result);
+        }
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
@@ -90,6 +95,11 @@ impl Gateway {
             ));
         }
         to_mcp(&result)
+    }
+
+    /// The host the calls run on.
+    pub(crate) fn host(&self) -> &Host {
+        &self.host
     }
 
     fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
@@ -168,11 +178,12 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = Self::caller(&context)?;
-        let headers = context
-            .extensions
-            .get::<http::request::Parts>()
-            .map(|parts| &parts.headers);
-        let result = self.call(caller, request, &context.meta, headers).await?;
+        let parts = context.extensions.get::<http::request::Parts>();
+        let headers = parts.map(|parts| &parts.headers);
+        let note = parts.and_then(|parts| parts.extensions.get::<Note>());
+        let result = self
+            .call(caller, request, &context.meta, headers, note)
+            .await?;
         Ok(CallToolResponse::Complete(result))
     }
 }

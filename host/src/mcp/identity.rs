@@ -52,9 +52,9 @@ pub struct Caller {
 
 /// Why a `[[mcp.api_key]]` entry cannot be used. Never contains the key.
 #[derive(Debug, thiserror::Error)]
-#[error("`[[mcp.api_key]]` #{index} (tenant `{tenant}`): {problem}")]
+#[error("`[[mcp.api_key]]` #{} (tenant `{tenant}`): {problem}", .index + 1)]
 pub struct ApiKeyError {
-    /// Position of the entry (0-based).
+    /// Position of the entry (0-based; the message counts from 1, as people do).
     pub index: usize,
     /// Its tenant.
     pub tenant: String,
@@ -302,7 +302,7 @@ mod tests {
         let err = |entries: &[ApiKeyConfig]| ApiKeys::load(entries, None).unwrap_err().to_string();
         assert!(
             err(&[entry(None, None)])
-                .contains("#0 (tenant `acme`): set exactly one of `env` and `file`")
+                .contains("#1 (tenant `acme`): set exactly one of `env` and `file`")
         );
         assert!(
             err(&[entry(Some("GATEHOUSE_TEST_UNSET_KEY_VAR"), None)])
@@ -311,7 +311,7 @@ mod tests {
         let file = Some(dir.path().join("k"));
         let twice = err(&[entry(None, file.clone()), entry(None, file)]);
         assert!(
-            twice.contains("#1") && twice.contains("configured twice"),
+            twice.contains("#2 (tenant `acme`)") && twice.contains("configured twice"),
             "{twice}"
         );
         assert!(!twice.contains("k-7f3a9"));

@@ -24,6 +24,7 @@ use super::direct::{Direct, DirectCall};
 use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys, Caller, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
+use crate::access_log::{self, Exchange, Note};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
 
@@ -161,10 +162,33 @@ impl McpServer {
         }
     }
 
-    /// Answers one HTTP request (steps 1-5 of the module docs).
+    /// Answers one HTTP request (steps 1-5 of the module docs), and writes its access line
+    /// ([`crate::access_log`]).
     pub async fn handle(
         &self,
         request: Request<Incoming>,
+    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+        let started = std::time::Instant::now();
+        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        let note = Note::default();
+        note.traceparent(request.headers());
+        let response = self.answer(request, &note).await;
+        let exchange = Exchange {
+            listener: "mcp",
+            method: &method,
+            path: &path,
+            status: response.status(),
+            bytes: http_body::Body::size_hint(response.body()).exact(),
+            started,
+        };
+        access_log::finish(self.gateway.host(), &note, &exchange);
+        response
+    }
+
+    async fn answer(
+        &self,
+        request: Request<Incoming>,
+        note: &Note,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
         if self
             .metadata_paths
@@ -192,7 +216,7 @@ impl McpServer {
         let caller = match self.identity.identify(request.headers()).await {
             Ok(caller) => caller,
             Err(error) => {
-                tracing::info!(%error, "mcp request refused: identity");
+                note.refused(&error.to_string());
                 let mut response = plain(
                     StatusCode::UNAUTHORIZED,
                     &json!({ "error": "IDENTITY_INVALID", "message": error.to_string() }),
@@ -204,6 +228,7 @@ impl McpServer {
                 return response;
             }
         };
+        note.caller(Some(&caller.tenant), &caller.principal.id);
         // The body is read here, within the size and time limits, so that a body rmcp cannot
         // parse can be answered as JSON-RPC (below), and nothing is called before it is whole.
         let (mut parts, body) = request.into_parts();
@@ -225,9 +250,12 @@ impl McpServer {
         let declares_json = is_json(&parts.headers);
         if declares_json && let Some(call) = self.direct.call(&parts.method, &parts.headers, &body)
         {
-            return self.call_directly(caller, call, parts.headers).await;
+            return self
+                .call_directly(caller, call, parts.headers, note.clone())
+                .await;
         }
         parts.extensions.insert(caller);
+        parts.extensions.insert(note.clone());
         let request = Request::from_parts(parts, Full::new(body.clone()));
         let response = self.service.handle(request).await;
         // rmcp has checked Host, Origin, Accept and the content type, and answers a JSON body
@@ -248,11 +276,15 @@ impl McpServer {
         caller: Caller,
         call: DirectCall,
         headers: http::HeaderMap,
+        note: Note,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
         let gateway = self.gateway.clone();
         let answered = tokio::spawn(async move {
             let DirectCall { id, params, meta } = call;
-            let message = match gateway.call(caller, params, &meta, Some(&headers)).await {
+            let called = gateway
+                .call(caller, params, &meta, Some(&headers), Some(&note))
+                .await;
+            let message = match called {
                 Ok(result) => {
                     // Only requests below 2026-07-28 come here: rmcp answers those without the
                     // `resultType: "complete"` they do not know.

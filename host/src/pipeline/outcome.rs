@@ -3,6 +3,43 @@
 //!
 //! [`Stop`] gathers every way a call can end without delivering a tool's output; [`end`]
 //! classifies it with one exhaustive match, so a new error variant cannot ship unclassified.
+//!
+//! `retryable` is true only where the same call, sent again unchanged, can succeed: a wait
+//! ends (a deadline, a busy gateway, a spent rate budget, a key still in flight, a store that
+//! comes back) or an approver decides. A refusal that the same request meets again (a
+//! policy, a schema, a budget the input itself exhausts, a crash) is not retryable.
+//!
+//! | outcome code                 | status   | from                                             | retryable |
+//! |------------------------------|----------|--------------------------------------------------|-----------|
+//! | `UNKNOWN_CAPABILITY`         | rejected | unknown or hidden tool                           | no        |
+//! | `INVALID_ARGUMENTS`          | rejected | schema, constraint, meta-tool, unknown approval  | no        |
+//! | `POLICY_BLOCKED`             | rejected | a policy denied, or mode above the maximum       | no        |
+//! | `IDEMPOTENCY_KEY_REQUIRED`   | rejected | write-class call without a key                   | no        |
+//! | `IDEMPOTENCY_KEY_INVALID`    | rejected | malformed key                                    | no        |
+//! | `ROLLBACK_REQUIRED`          | rejected | destructive call without a rollback              | no        |
+//! | `RATE_LIMITED`               | rejected | the tenant's budget is spent (until it refills)  | yes       |
+//! | `STORE_UNAVAILABLE`          | failed   | the store failed or is unreachable; nothing ran  | yes       |
+//! | `STORE_UNAVAILABLE`          | failed   | the call ran but its record did not commit ([`unrecorded`]) | no |
+//! | `APPROVAL_REQUIRED`          | paused   | pending approval (retry once it is approved)     | yes       |
+//! | `APPROVAL_REJECTED`          | rejected | an approver rejected it                          | no        |
+//! | `APPROVAL_EXPIRED`           | rejected | the approval expired (propose again, new key)    | no        |
+//! | `IDEMPOTENCY_CONFLICT`       | rejected | key or approval used for another request         | no        |
+//! | `IDEMPOTENCY_IN_FLIGHT`      | failed   | the key's call is still running                  | yes       |
+//! | `IDEMPOTENCY_INDETERMINATE`  | failed   | the key's call never recorded an outcome         | no        |
+//! | `TOOL_TIMEOUT`               | failed   | wall-clock deadline                              | yes       |
+//! | `TOOL_TIMEOUT`               | failed   | out of fuel (the same input burns it again)      | no        |
+//! | `TOOL_MEMORY_LIMIT`          | failed   | memory limit                                     | no        |
+//! | `TOOL_OUTPUT_TOO_LARGE`      | failed   | output over the limit                            | no        |
+//! | `TOOL_TRAPPED`               | failed   | the tool crashed                                 | no        |
+//! | `GATEWAY_BUSY`               | failed   | no instance slot, or the tenant's share is taken | yes       |
+//! | `INTERNAL_ERROR`             | failed   | the host failed running the tool, or a bad schema | no       |
+//! | `VERIFICATION_FAILED`        | failed   | output schema or an obligation failed            | no        |
+//! | `EVIDENCE_MISSING`           | failed   | declared evidence missing                        | no        |
+//! | `TOOL_ERROR`                 | failed   | the adapter's own error, `retryable` as it says  | adapter's |
+//!
+//! The adapter's own errors keep the adapter's flag; the SDKs set it by the same rule
+//! (`gatehouse_sdk::http`'s table: `EGRESS_DENIED` and a 4xx other than 408, 425 and 429 are
+//! not retryable; a timeout, a 5xx and an unreachable upstream are).
 
 use crate::envelope::{OutcomeCode, Status, ToolResultEnvelope};
 use crate::model::{ErrorBody, ErrorKind};
@@ -14,6 +51,10 @@ use crate::pipeline::validate::ValidateError;
 use crate::pipeline::verify::VerifyError;
 use crate::sandbox::{SandboxError, escape};
 use crate::state::{IdempotencyKey, StoreError};
+
+/// Policy denials, warned about at most once per interval (see [`crate::throttle`]).
+static POLICY_DENIALS: crate::throttle::Throttle =
+    crate::throttle::Throttle::new(crate::throttle::INTERVAL);
 
 /// Why a call ended before delivering a tool's output.
 #[derive(Debug, thiserror::Error)]
@@ -320,11 +361,12 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 "the gateway is running as many tools as it may at once; retry shortly, or ask the operator to raise [sandbox].max_concurrent_calls",
             ),
         ),
+        // Not transient as far as the host can tell: the same call fails the same way.
         Stop::Sandbox(SandboxError::Host(_)) => (
             Failed,
             O::InternalError,
             K::Internal,
-            true,
+            false,
             Some("the gateway failed while running the tool; see its logs"),
         ),
         Stop::Tool(error) => {
@@ -350,6 +392,15 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             tracing::error!(%error, "the state store failed; the call did not run");
         }
         Stop::StoreDown => tracing::warn!("the state store is unreachable; call refused"),
+        // Every denial at INFO; at most one per 10 s at WARN, with the count since the last.
+        Stop::PolicyDenied(_) => match POLICY_DENIALS.hit() {
+            Some(denied) => {
+                tracing::warn!(outcome = %outcome, denied, "call denied by policy: {}", escape(&message));
+            }
+            None => {
+                tracing::info!(outcome = %outcome, "call denied by policy: {}", escape(&message));
+            }
+        },
         // Policy reasons and verifier messages carry plugin text: escaped for the log.
         _ => tracing::info!(outcome = %outcome, "call refused: {}", escape(&message)),
     }

@@ -44,12 +44,13 @@ pub const POLICY_DEFAULT: &str = "POLICY_DEFAULT";
 pub enum PolicyError {
     /// A binding's config does not satisfy the module's config schema.
     #[error(
-        "the config of [[pipeline.policy]] binding #{binding} for `{module}` does not match the module's config_schema: {message}; fix the binding's `config`"
+        "the config of [[pipeline.policy]] binding #{} for `{module}` does not match the module's config_schema: {message}; fix the binding's `config`",
+        .binding + 1
     )]
     Config {
         /// Module id.
         module: String,
-        /// Index of the binding in `[[pipeline.policy]]`.
+        /// Index of the binding in `[[pipeline.policy]]` (0-based; the message counts from 1).
         binding: usize,
         /// What the schema says is wrong.
         message: String,
@@ -325,11 +326,36 @@ fn check_configs(module: &LoadedPolicy, bindings: &[Binding]) -> Result<(), Poli
             return Err(PolicyError::Config {
                 module: id.clone(),
                 binding: binding.index,
-                message: format!("at `{}`: {e}", e.instance_path()),
+                message: format!("at `{}`: {e}", key_path(&e)),
             });
         }
     }
     Ok(())
+}
+
+/// Where in a binding's config a schema error is, as the operator writes it in TOML:
+/// `config`, `config.limits.max`, `config.tools[2]`; an unknown key is named itself
+/// (`config.tresholds`), not the table that holds it.
+fn key_path(error: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::paths::LocationSegment;
+    let mut path = "config".to_owned();
+    for segment in error.instance_path().segments() {
+        match segment {
+            LocationSegment::Property(key) => {
+                path.push('.');
+                path.push_str(&key);
+            }
+            LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+        }
+    }
+    if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+        error.kind()
+        && let [key] = unexpected.as_slice()
+    {
+        path.push('.');
+        path.push_str(key);
+    }
+    path
 }
 
 /// Runs the policy chain for `action` on `set` and composes the answers.

@@ -204,6 +204,20 @@ impl Done {
     }
 }
 
+/// Logs a write the writer could not do. A refusal by the records' rules (an approval already
+/// decided, a self-approval, a record that does not exist) is the caller's answer, not a store
+/// failure: it goes to the caller, and only to the debug log here.
+pub(super) fn log_failed_write(error: &StoreError) {
+    match error {
+        StoreError::Refused(_) | StoreError::NotFound(_) => {
+            tracing::debug!(%error, "a state store write was refused");
+        }
+        StoreError::Open { .. } | StoreError::Unavailable(_) => {
+            tracing::warn!(%error, "a state store write failed");
+        }
+    }
+}
+
 fn wrong_answer<T>() -> Result<T, StoreError> {
     Err(StoreError::Unavailable(
         "the store's writer answered a different question (a bug in gatehouse)".to_owned(),

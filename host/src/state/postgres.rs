@@ -572,7 +572,7 @@ fn answer(
                     shared.waiters.wake(key);
                 }
             }
-            Err(error) => tracing::warn!(%error, "a state store write failed"),
+            Err(error) => jobs::log_failed_write(error),
         }
         if let Some(reply) = job.reply {
             let _ = reply.send(result);

@@ -96,6 +96,7 @@ impl SqliteStore {
         let path = &config.resolved_path();
         let fail = open_error(path);
         create_dir(path)?;
+        owner_only(path).map_err(|e| fail(format!("cannot create it: {e}")))?;
         let mut writer = connect(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
@@ -235,6 +236,39 @@ fn create_dir(path: &Path) -> Result<(), StoreError> {
             .map_err(|e| open_error(path)(format!("cannot create its directory: {e}"))),
         None => Ok(()),
     }
+}
+
+/// Creates the file at `path` readable and writable by its owner only (0600), before SQLite
+/// creates it with 0644: it holds call arguments, results and approvals. SQLite gives the
+/// `-wal` and `-shm` files the database file's mode. An existing file that others may read
+/// is used as it is, with a warning saying how to fix it.
+fn owner_only(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = %format_args!("{mode:o}"),
+                        "the state store file is readable by others: it holds call arguments and results; `chmod 600` it (and its -wal and -shm files)"
+                    );
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 fn connect(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
@@ -414,7 +448,7 @@ fn write_loop(
                         waiters.wake(key);
                     }
                 }
-                Err(error) => tracing::warn!(%error, "a state store write failed"),
+                Err(error) => jobs::log_failed_write(error),
             }
             if let Some(reply) = job.reply {
                 let _ = reply.send(result);

@@ -13,7 +13,8 @@
 //!    may go and injects the operator's credentials;
 //! 3. turn the answer into the result ([`response`]): a 2xx answer is structured content
 //!    `{ "status", "body" }` (the body parsed when it is JSON); any other status is the
-//!    structured error `HTTP_<status>` quoting the answer, retryable for 429 and 5xx with the
+//!    structured error `HTTP_<status>` quoting the answer, retryable for 408, 425, 429 and 5xx
+//!    but 501 and 505 (`gatehouse_sdk::http::retryable_status`) with the
 //!    `Retry-After` in the remediation.
 
 use gatehouse_sdk::{Adapter, Call, CallContext, Result, ToolOutput};

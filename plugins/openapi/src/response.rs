@@ -54,7 +54,7 @@ fn error(mapping: &Mapping, response: &Response) -> ToolError {
             text[..end].trim()
         ),
     )
-    .retryable(status == 429 || status >= 500);
+    .retryable(gatehouse_sdk::http::retryable_status(status));
     match response.header("retry-after") {
         Some(after) => error.with_remediation(format!("retry after {after} (Retry-After)")),
         None => error,

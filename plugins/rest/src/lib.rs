@@ -70,7 +70,7 @@ fn output(response: &Response) -> Result<ToolOutput> {
             format!("UPSTREAM_{status}"),
             format!("the service answered {status}: {}", response.text()),
         )
-        .retryable(status >= 500));
+        .retryable(gatehouse_sdk::http::retryable_status(status)));
     }
     let body = if response.bytes().is_empty() {
         Value::Null

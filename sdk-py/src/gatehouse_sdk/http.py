@@ -10,11 +10,15 @@ and the caller sees the same codes as from a Rust adapter:
 
 | wasi:http error code                        | code                  | kind          | retryable |
 |---------------------------------------------|-----------------------|---------------|-----------|
-| HttpRequestDenied (the gateway refused it)  | `EGRESS_DENIED`       | `unavailable` | yes       |
+| HttpRequestDenied (the gateway refused it)  | `EGRESS_DENIED`       | `unavailable` | no        |
 | ConnectionTimeout, ...Timeout               | `UPSTREAM_TIMEOUT`    | `unavailable` | yes       |
 | HttpRequestUriInvalid, HttpRequestMethodInvalid | `INVALID_REQUEST` | `validation`  | no        |
 | TlsProtocolError, TlsCertificateError, ...  | `UPSTREAM_TLS_FAILED` | `upstream`    | no        |
 | anything else                               | `UPSTREAM_FAILED`     | `upstream`    | yes       |
+
+``retryable`` is true only where the same request can succeed later, as in the Rust SDK: the
+gateway refuses a denied request again. A response of any status is returned, not raised;
+``retryable_status(status)`` says whether an error status may clear on retry.
 """
 
 import json as _json
@@ -45,7 +49,7 @@ class HttpError(ToolFailure):
                 "unavailable",
                 "EGRESS_DENIED",
                 "the gateway does not allow this request (destination, method or budget)",
-                retryable=True,
+                retryable=False,
                 remediation="ask the operator to grant this destination, or use a URL it grants",
             )
         elif wasi_code.endswith("Timeout"):
@@ -61,6 +65,12 @@ class HttpError(ToolFailure):
             )
         else:
             super().__init__("upstream", "UPSTREAM_FAILED", said, retryable=True)
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an upstream answering ``status`` may answer differently later: 408, 425, 429
+    and the 5xx statuses but 501 and 505 (the Rust SDK's ``http::retryable_status``)."""
+    return status in (408, 425, 429) or (500 <= status < 600 and status not in (501, 505))
 
 
 class Response:

@@ -120,7 +120,7 @@ impl Gateway {
         ]);
         let child = gatehouse_tests::gatehouse_child(&args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
             .spawn()
             .unwrap();
         let gateway = Self {
@@ -486,6 +486,23 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
         (0, true),
         "{out}"
     );
+
+    // The refused self-approval and second decision (409s) were answers, not store failures.
+    let logs = std::fs::read_to_string(gateway.path("stderr.log")).unwrap();
+    assert!(!logs.contains("a state store write failed"), "{logs}");
+    // The approvals by state, and the policy's verdicts by module and version.
+    let (status, metrics) = request(gateway.admin, "GET", "/metrics", None, None).await;
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics.to_vec()).unwrap();
+    for expected in [
+        "gatehouse_approvals{state=\"executed\"} 1",
+        "gatehouse_approvals{state=\"pending\"} 0",
+        "gatehouse_approvals{state=\"expired\"} 0",
+        "gatehouse_policy_verdicts_total{module=\"test.policy-probe\",version=\"1.0.0\",verdict=\"require_approval\"} 3",
+        "gatehouse_store_up 1",
+    ] {
+        assert!(metrics.contains(expected), "{expected} in:\n{metrics}");
+    }
 }
 
 /// The whole audit log, page by page, as the auditor reads it.

@@ -281,3 +281,153 @@ fn js_and_python_components_pack_verify_and_inspect_unchanged() {
         assert!(said.contains("config_schema"), "{said}");
     }
 }
+
+/// `gatehouse serve` in a child process with the library tables of `host`, then `more`, in
+/// `dir/gatehouse.toml`, and `--policy` for each of `policies`: a config it refuses, so it
+/// exits. Returns its exit code and stderr; kills it and fails if it is still up after a
+/// minute (it accepted the config).
+fn serve_refuses(
+    dir: &Path,
+    host: &gatehouse_host::HostConfig,
+    more: &str,
+    policies: &[&gatehouse_tests::Artifact],
+) -> (Option<i32>, String) {
+    let config = dir.join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!("{}\n{more}", toml::to_string(host).unwrap()),
+    )
+    .unwrap();
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        s(&config).to_owned(),
+    ];
+    for (n, policy) in policies.iter().enumerate() {
+        let file = dir.join(format!("policy-{n}.wasm"));
+        std::fs::write(&file, policy.signed()).unwrap();
+        args.extend(["--policy".to_owned(), s(&file).to_owned()]);
+    }
+    let stderr = dir.join("stderr.log");
+    let mut child = gatehouse_tests::gatehouse_child(&serde_json::json!(args))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "serve accepted the config: {}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status.code(), std::fs::read_to_string(&stderr).unwrap())
+}
+
+/// The tables `[mcp]` needs to get past "no caller could be admitted", on a free port.
+const ANONYMOUS: &str = "[mcp]\nlisten = \"127.0.0.1:0\"\nanonymous_tenant = \"default\"\n";
+
+#[test]
+fn a_typo_in_a_table_name_lists_every_valid_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = gatehouse_tests::config(&["*"], &[]);
+    let (code, stderr) = serve_refuses(
+        dir.path(),
+        &host,
+        &format!("{ANONYMOUS}[mpc]\nx = 1\n"),
+        &[],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "unknown field `mpc`, expected one of `sandbox`, `cache`, `trust`, `egress`, \
+             `pipeline`, `store`, `mcp`, `admin`, `watch`, `import`"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_admin_token_equal_to_an_api_key_is_refused_naming_both_entries_not_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "shared-secret-4b1d";
+    let (key, token) = (dir.path().join("agent.key"), dir.path().join("admin.token"));
+    std::fs::write(&key, secret).unwrap();
+    std::fs::write(&token, format!("{secret}\n")).unwrap();
+    let host = gatehouse_tests::config(&["*"], &[]);
+    let more = format!(
+        "[mcp]\nlisten = \"127.0.0.1:0\"\n\n[[mcp.api_key]]\ntenant = \"other\"\nenv = \"PATH\"\n\n\
+         [[mcp.api_key]]\ntenant = \"acme\"\nprincipal = \"agent:bot\"\nfile = {key:?}\n\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n\n[[admin.token]]\nprincipal = \"usr_ops\"\n\
+         roles = [\"operator\"]\nfile = {token:?}\n"
+    );
+    let (code, stderr) = serve_refuses(dir.path(), &host, &more, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let config = dir.path().join("gatehouse.toml");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}: `[[admin.token]]` #1 (principal `usr_ops`) has the same value as \
+             `[[mcp.api_key]]` #2 (tenant `acme`): the agent holding that API key could act as \
+             the operator; give the admin token a value of its own",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret), "{stderr}");
+}
+
+#[test]
+fn a_token_file_error_counts_entries_from_1_and_names_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good, missing) = (dir.path().join("a.token"), dir.path().join("b.token"));
+    std::fs::write(&good, "token-a-91f2").unwrap();
+    let host = gatehouse_tests::config(&["*"], &[]);
+    let more = format!(
+        "{ANONYMOUS}\n[admin]\nlisten = \"127.0.0.1:0\"\n\n[[admin.token]]\nprincipal = \"usr_a\"\n\
+         roles = [\"auditor\"]\nfile = {good:?}\n\n[[admin.token]]\nprincipal = \"usr_b\"\n\
+         roles = [\"auditor\"]\nfile = {missing:?}\n"
+    );
+    let (code, stderr) = serve_refuses(dir.path(), &host, &more, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}: `[[admin.token]]` #2 (principal `usr_b`): cannot read `{}`",
+            dir.path().join("gatehouse.toml").display(),
+            missing.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_policy_config_error_exits_2_naming_the_misspelled_key() {
+    use gatehouse_host::config::PolicyBinding;
+    use gatehouse_tests::artifacts::BASELINE;
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = gatehouse_tests::config(&["*"], &["gatehouse.baseline"]);
+    host.pipeline.policies.push(
+        serde_json::from_value::<PolicyBinding>(serde_json::json!({
+            "module": "gatehouse.baseline",
+            "config": { "approval_tresholds": { "amount": 100 } },
+        }))
+        .unwrap(),
+    );
+    let (code, stderr) = serve_refuses(dir.path(), &host, ANONYMOUS, &[&BASELINE]);
+    assert_eq!(code, Some(2), "a config error is a usage error: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}: the config of [[pipeline.policy]] binding #1 for `gatehouse.baseline` \
+             does not match the module's config_schema: at `config.approval_tresholds`: ",
+            dir.path().join("gatehouse.toml").display()
+        )),
+        "{stderr}"
+    );
+}

@@ -161,6 +161,10 @@ async fn rest_denial_is_a_typed_tool_error_and_recorded() {
 
     let error = envelope.error.as_ref().unwrap();
     assert_eq!(error.code, "EGRESS_DENIED");
+    assert!(
+        !error.retryable,
+        "the same request is refused again: {error:#?}"
+    );
     assert_eq!(codes(&envelope), ["method_not_granted"]);
     assert!(
         envelope.egress[0].reason.contains("PUT is not granted"),
@@ -566,4 +570,29 @@ async fn an_idempotency_key_that_cannot_travel_is_refused_before_anything_runs()
     .await;
     assert_eq!(codes(&envelope), ["ok"]);
     assert_eq!(upstream.seen()[0].headers["idempotency-key"], key.as_str());
+}
+
+/// `allow_private` takes a bare address as that one address (`127.0.0.1/32`).
+#[tokio::test]
+async fn a_bare_ip_in_allow_private_allows_that_one_address() {
+    let upstream = Upstream::start().await;
+    let port = upstream.port;
+    let host = host(json!({
+        "grant": [{
+            "adapter": "gatehouse.rest",
+            "url": format!("http://127.0.0.1:{port}/api/"),
+            "methods": ["GET"],
+            "allow_private": ["127.0.0.1"],
+        }],
+    }));
+    host.install_adapter(&REST.signed()).unwrap();
+    let envelope = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "gatehouse.rest.get",
+            json!({ "url": upstream.url("/api/items/1") }),
+        ))
+        .await;
+    assert!(envelope.is_ok(), "{envelope:#?}");
+    assert_eq!(codes(&envelope), ["ok"], "{:#?}", envelope.egress);
 }

@@ -217,6 +217,21 @@ async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_inva
     gateway.signal("HUP");
     let reloaded = gateway.logged("reloaded", Duration::from_secs(30)).await;
     assert_eq!(reloaded["level"], "INFO", "{reloaded}");
+    // It says what changed: the tools granted and the store (each config the test writes has a
+    // fresh store path), and no plugin.
+    assert_eq!(
+        (
+            &reloaded["fields"]["changed"],
+            &reloaded["fields"]["plugins_added"],
+            &reloaded["fields"]["plugins_removed"],
+        ),
+        (
+            &json!("pipeline.tool, store"),
+            &json!("none"),
+            &json!("none")
+        ),
+        "{reloaded}"
+    );
     let tools = gateway.tools().await;
     assert!(
         tools.contains(&"gatehouse.echo.echo".to_owned()),
@@ -485,5 +500,455 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
     assert_eq!(
         gateway.exit_status(Duration::from_secs(15)).await.code(),
         Some(0)
+    );
+}
+
+/// The lines of the gateway's stderr that are not JSON (none should be).
+fn non_json_lines(gateway: &Gateway) -> Vec<String> {
+    std::fs::read_to_string(&gateway.stderr)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .filter(|line| serde_json::from_str::<Value>(line).is_err())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_log_format_json_every_line_is_json_the_banner_included_and_text_has_no_colours() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    write_config(&config, &upstream, "gatehouse.*", "");
+    let mut gateway = Gateway::start(dir.path(), &config).await;
+    let banner = gateway
+        .logged(
+            "gatehouse: serving MCP (Streamable HTTP) at",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(banner["level"], "INFO", "{banner}");
+    gateway
+        .logged("Ctrl-C stops the gateway", Duration::from_secs(10))
+        .await;
+    gateway.signal("TERM");
+    assert_eq!(
+        gateway.exit_status(Duration::from_secs(15)).await.code(),
+        Some(0)
+    );
+    gateway
+        .logged("gatehouse: stopped", Duration::from_secs(1))
+        .await;
+    assert_eq!(non_json_lines(&gateway), Vec::<String>::new());
+
+    // Text logs into a file (not a terminal): no ANSI colour codes.
+    // In a directory without a gatehouse.toml, so the built-in defaults are used, with a warning.
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = dir.path().join("text.log");
+    let status = gatehouse_tests::gatehouse_child(&json!(["verify", ECHO.wasm]))
+        .current_dir(dir.path())
+        .env_remove("GATEHOUSE_CONFIG")
+        // The built-in defaults' store and cache, in the test's directory.
+        .env("XDG_DATA_HOME", dir.path())
+        .env("XDG_CACHE_HOME", dir.path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "nothing is trusted without a config"
+    );
+    let text = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        text.contains("WARN") && text.contains("no config file: using built-in defaults"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "ANSI escapes in {text:?}");
+}
+
+/// The admin listener of a [`write_config`] config on `port`: no tokens, so `/v1` answers 401
+/// and `/metrics` answers anyone.
+fn admin_table(port: u16) -> String {
+    format!("\n[admin]\nlisten = \"127.0.0.1:{port}\"\n")
+}
+
+/// `GET path` on the admin listener, without a token: the status and the body.
+async fn admin_get(port: u16, path: &str) -> (u16, String) {
+    let (status, body) = crate::admin::request(port, "GET", path, None, None).await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A gateway on a [`write_config`] config (every `gatehouse.*` tool) with an admin listener,
+/// in `dir`: the gateway and the admin port.
+async fn with_admin(dir: &Path, upstream: &Upstream) -> (Gateway, u16) {
+    let config = dir.join("gatehouse.toml");
+    let admin = free_port();
+    write_config(&config, upstream, "gatehouse.*", &admin_table(admin));
+    let gateway = Gateway::start(dir, &config).await;
+    assert!(listening(admin).await, "the admin API did not start");
+    (gateway, admin)
+}
+
+impl Gateway {
+    /// Waits (at most `within`) for a log line `matches` accepts.
+    async fn logged_where(&self, matches: impl Fn(&Value) -> bool, within: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self.logs().into_iter().find(|l| matches(l)) {
+                return line;
+            }
+            assert!(
+                start.elapsed() < within,
+                "no such log line in {:#?}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_has_an_access_line_and_401s_are_warned_about_and_counted() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, admin) = with_admin(dir.path(), &upstream).await;
+
+    // A governed call: its access line names who, what, how it ended and its trace.
+    let echo = mcp_call(
+        gateway.port,
+        "gatehouse.echo.echo",
+        json!({ "message": "hi" }),
+        "access-1",
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome_of(&echo), "OK", "{echo}");
+    let access = |l: &Value| l["target"] == "gatehouse::access";
+    let line = gateway
+        .logged_where(
+            |l| access(l) && l["fields"]["tool"] == "gatehouse.echo.echo",
+            Duration::from_secs(10),
+        )
+        .await;
+    let fields = &line["fields"];
+    assert_eq!(
+        (
+            &fields["listener"],
+            &fields["method"],
+            &fields["path"],
+            &fields["status"],
+            &fields["tenant"],
+            &fields["principal"],
+            &fields["outcome"],
+        ),
+        (
+            &json!("mcp"),
+            &json!("POST"),
+            &json!("/mcp"),
+            &json!(200),
+            &json!("default"),
+            &json!("anonymous"),
+            &json!("OK"),
+        ),
+        "{line}"
+    );
+    assert_eq!(
+        fields["trace_id"], echo["_meta"]["gatehouse/result"]["trace_id"],
+        "{line}"
+    );
+    assert!(fields["bytes"].as_u64().unwrap() > 0, "{line}");
+    assert!(fields["latency_ms"].as_f64().unwrap() > 0.0, "{line}");
+
+    // A refused key on the MCP endpoint and a missing token on the admin API: 401s, warned
+    // about (the first at once) and counted per listener.
+    let (status, _, _) = gatehouse_tests::mcp_post(
+        gateway.port,
+        "/mcp",
+        &[("authorization", "Bearer not-a-key")],
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _) = admin_get(admin, "/v1/approvals").await;
+    assert_eq!(status, 401);
+    for listener in ["mcp", "admin"] {
+        let warned = gateway
+            .logged_where(
+                |l| {
+                    l["fields"]["listener"] == listener
+                        && l["fields"]["message"] == "requests refused: authentication failed (401)"
+                },
+                Duration::from_secs(10),
+            )
+            .await;
+        assert_eq!(
+            (&warned["level"], &warned["fields"]["refused"]),
+            (&json!("WARN"), &json!(1)),
+            "{warned}"
+        );
+        let line = gateway
+            .logged_where(
+                |l| {
+                    access(l) && l["fields"]["listener"] == listener && l["fields"]["status"] == 401
+                },
+                Duration::from_secs(10),
+            )
+            .await;
+        assert_eq!(line["fields"]["principal"], Value::Null, "{line}");
+    }
+    let mcp_reason = gateway
+        .logged_where(
+            |l| l["fields"]["listener"] == "mcp" && l["fields"]["refused"] == 1,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert!(
+        !mcp_reason.to_string().contains("not-a-key"),
+        "the credential is never logged: {mcp_reason}"
+    );
+    let (status, metrics) = admin_get(admin, "/metrics").await;
+    assert_eq!(status, 200);
+    for expected in [
+        "gatehouse_unauthorized_requests_total{listener=\"mcp\"} 1",
+        "gatehouse_unauthorized_requests_total{listener=\"admin\"} 1",
+    ] {
+        assert!(metrics.contains(expected), "{expected} in:\n{metrics}");
+    }
+    let line = gateway
+        .logged_where(
+            |l| access(l) && l["fields"]["path"] == "/metrics",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(
+        (
+            &line["fields"]["listener"],
+            &line["fields"]["method"],
+            &line["fields"]["status"]
+        ),
+        (&json!("admin"), &json!("GET"), &json!(200)),
+        "{line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_denials_are_warned_about_with_their_reason_and_counted_by_destination() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, admin) = with_admin(dir.path(), &upstream).await;
+    let ok = mcp_call(
+        gateway.port,
+        "gatehouse.rest.get",
+        json!({ "url": upstream.url("/api/items/1") }),
+        "egress-1",
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome_of(&ok), "OK", "{ok}");
+    // A port the grant does not cover.
+    let denied = mcp_call(
+        gateway.port,
+        "gatehouse.rest.get",
+        json!({ "url": "http://127.0.0.1:9/elsewhere" }),
+        "egress-2",
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome_of(&denied), "TOOL_ERROR", "{denied}");
+    let warned = gateway
+        .logged_where(
+            |l| l["fields"]["message"] == "egress denied" && l["level"] == "WARN",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(
+        (
+            &warned["fields"]["code"],
+            &warned["fields"]["destination"],
+            &warned["fields"]["denied"]
+        ),
+        (
+            &json!("no_matching_grant"),
+            &json!("http://127.0.0.1:9/elsewhere"),
+            &json!(1)
+        ),
+        "{warned}"
+    );
+    assert!(
+        warned["fields"]["reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{warned}"
+    );
+    let (_, metrics) = admin_get(admin, "/metrics").await;
+    for expected in [
+        format!(
+            "gatehouse_egress_destination_requests_total{{destination=\"127.0.0.1:{}\",code=\"ok\"}} 1",
+            upstream.port
+        ),
+        "gatehouse_egress_destination_requests_total{destination=\"denied\",code=\"no_matching_grant\"} 1".to_owned(),
+        "gatehouse_store_up 1".to_owned(),
+        "gatehouse_store_commit_seconds_count 2".to_owned(),
+        format!(
+            "gatehouse_build_info{{version=\"{}\",commit=\"",
+            env!("CARGO_PKG_VERSION")
+        ),
+    ] {
+        assert!(metrics.contains(&expected), "{expected} in:\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let upstream = Upstream::start().await;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    for existing in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("state.db");
+        if existing {
+            std::fs::write(&store, b"").unwrap();
+            std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let mut host: HostConfig = rest_config(&upstream);
+        host.store.path = Some(store.clone());
+        host.pipeline.tools = vec![ToolGrant {
+            tools: glob("gatehouse.*"),
+            tenants: ["default"].into_iter().collect(),
+            arg_constraints: Default::default(),
+        }];
+        let config = dir.path().join("gatehouse.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
+                toml::to_string(&host).unwrap()
+            ),
+        )
+        .unwrap();
+        let gateway = Gateway::start(dir.path(), &config).await;
+        let echo = mcp_call(
+            gateway.port,
+            "gatehouse.echo.echo",
+            json!({ "message": "m" }),
+            "mode-1",
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome_of(&echo), "OK", "{echo}");
+        if existing {
+            assert_eq!(mode(&store), 0o644, "an existing file is left as it is");
+            let warned = gateway
+                .logged(
+                    "the state store file is readable by others",
+                    Duration::from_secs(5),
+                )
+                .await;
+            assert_eq!(
+                (&warned["level"], &warned["fields"]["mode"]),
+                (&json!("WARN"), &json!("644")),
+                "{warned}"
+            );
+        } else {
+            for file in ["state.db", "state.db-wal", "state.db-shm"] {
+                assert_eq!(mode(&dir.path().join(file)), 0o600, "{file}");
+            }
+            assert!(
+                !gateway
+                    .logs()
+                    .iter()
+                    .any(|l| l.to_string().contains("readable by others")),
+                "{:#?}",
+                gateway.logs()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_denials_are_warned_about_with_their_reasons() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gatehouse.toml");
+    let mut host: HostConfig = rest_config(&upstream);
+    host.pipeline.tools = vec![ToolGrant {
+        tools: glob("gatehouse.*"),
+        tenants: ["default"].into_iter().collect(),
+        arg_constraints: Default::default(),
+    }];
+    host.pipeline.policies.push(PolicyBinding {
+        module: "test.policy-probe".to_owned(),
+        tenants: ["*"].into_iter().collect(),
+        tools: vec![glob("gatehouse.echo.*")],
+        order: 0,
+        config: json!({ "verdict": "deny" }),
+    });
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
+            toml::to_string(&host).unwrap()
+        ),
+    )
+    .unwrap();
+    let probe = dir.path().join("probe.wasm");
+    std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
+    let gateway =
+        Gateway::start_with(dir.path(), &config, &[json!("--policy"), json!(probe)], &[]).await;
+    for n in 0..2 {
+        let denied = mcp_call(
+            gateway.port,
+            "gatehouse.echo.echo",
+            json!({ "message": "no" }),
+            &format!("deny-{n}"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome_of(&denied), "POLICY_BLOCKED", "{denied}");
+    }
+    let denials = |level: &str| {
+        gateway
+            .logs()
+            .into_iter()
+            .filter(|l| {
+                l["level"] == level
+                    && l["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("call denied by policy: "))
+            })
+            .collect::<Vec<_>>()
+    };
+    let warned = gateway
+        .logged_where(
+            |l| !denials("WARN").is_empty() && l["level"] == "WARN",
+            Duration::from_secs(10),
+        )
+        .await;
+    let warnings = denials("WARN");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one warning per interval: {warnings:#?} ({warned})"
+    );
+    assert_eq!(
+        (
+            &warnings[0]["fields"]["outcome"],
+            &warnings[0]["fields"]["denied"]
+        ),
+        (&json!("POLICY_BLOCKED"), &json!(1)),
+        "{warnings:#?}"
+    );
+    let message = warnings[0]["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("call denied by policy: policy denied the call: "),
+        "the policy's reasons: {message}"
+    );
+    assert_eq!(
+        denials("INFO").len(),
+        1,
+        "the second, within the interval, at INFO"
     );
 }
