@@ -137,7 +137,7 @@ pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
 /// - `call.args` with that decision's obligations applied (redacted pointers and masked
 ///   personal data), so an approver never sees a value the policy withholds.
 async fn approval_view(host: &Host, approval: Approval) -> Result<Value, ApiError> {
-    let state = if approval.expired(crate::state::now_ms()) {
+    let state = if approval.expired(now_ms()) {
         "expired"
     } else {
         approval.status.as_str()
