@@ -15,6 +15,7 @@ mod import;
 mod jwt;
 mod languages;
 mod mcp;
+mod new;
 mod ops;
 mod pipeline;
 mod postgres;
