@@ -9,6 +9,7 @@ mod cache;
 mod capacity;
 mod cli;
 mod console;
+mod demo_export;
 mod egress;
 mod hostile;
 mod import;
