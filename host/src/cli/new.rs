@@ -1,9 +1,11 @@
 //! `gatehouse new adapter|policy NAME`: a plugin project that builds, tests, packs and serves.
 //!
-//! The templates are files under `cli/new/`, filled in by plain `{{placeholder}}` replacement.
-//! Every project gets its manifest, its code with unit tests that check the two agree, a build
-//! script that packs and signs, a development key pair, and a `gatehouse.toml` trusting that
-//! key for the plugin's id only.
+//! The templates are files under `cli/new/`, filled in by plain `{{placeholder}}` replacement:
+//! `common/` for every language (the manifests, the configs), `rust/`, `js/` and `py/` for the
+//! code and its build. Every project gets its manifest, its code, a test (Rust: unit tests that
+//! check the manifest against the code; JavaScript and Python: `test.sh`, which builds the
+//! component and checks its answer through gatehouse), a build script that packs and signs, a
+//! development key pair, and a `gatehouse.toml` trusting that key for the plugin's id only.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,9 +20,12 @@ use crate::secret::write_private;
 #[command(
     after_help = "Writes, into DIR (default ./NAME, which must be absent or empty):\n  \
     manifest.toml    the plugin's id (PUBLISHER.NAME), and its capabilities or config schema\n  \
-    src/lib.rs       (Rust) the plugin, with unit tests checking the manifest against the code\n  \
-    Cargo.toml       (Rust) a cdylib depending on gatehouse-sdk\n  \
-    build.sh         build for wasm32-wasip2, then `gatehouse pack`: NAME.signed.wasm\n  \
+    src/lib.rs       (rust) the plugin, with unit tests checking the manifest against the code\n  \
+    Cargo.toml       (rust) a cdylib depending on gatehouse-sdk\n  \
+    index.js         (js) the plugin, built with the JavaScript SDK (componentize-js)\n  \
+    src/app.py       (python) the plugin, built with the Python SDK (componentize-py)\n  \
+    test.sh          (js, python) build, then verify and call it through gatehouse\n  \
+    build.sh         build the component, then `gatehouse pack`: NAME.signed.wasm\n  \
     keys/            a development key pair, PUBLISHER-NAME-dev (the secret is git-ignored)\n  \
     gatehouse.toml   a config trusting that key for the plugin only, that serves it\n  \
     README.md        the commands to test, build, call and serve it"
@@ -40,8 +45,9 @@ pub(super) struct NewArgs {
     /// The publisher segment of the plugin id, and of the development key's id.
     #[arg(long, default_value = "local")]
     publisher: String,
-    /// (Rust) A checkout's `sdk/` directory to depend on by path. Without it, the project
-    /// depends on gatehouse-sdk by version, which needs the crate published to your registry.
+    /// The SDK in a gatehouse checkout: `sdk/` (rust: depend on it by path; without it, by
+    /// version, which needs the crate in your registry), `sdk-js/` or `sdk-py/` (js, python:
+    /// where build.sh finds the SDK's build script and toolchain).
     #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
 }
@@ -67,6 +73,58 @@ impl Kind {
 enum Lang {
     /// Rust, with the gatehouse-sdk crate.
     Rust,
+    /// JavaScript, with the JavaScript SDK (sdk-js, componentize-js).
+    Js,
+    /// Python, with the Python SDK (sdk-py, componentize-py).
+    Python,
+}
+
+/// What the templates and messages say about a language.
+struct Facts {
+    /// Its name, e.g. `JavaScript`.
+    language: &'static str,
+    /// The `--lang` value.
+    lang: &'static str,
+    /// The SDK's directory in a checkout.
+    sdk_dir: &'static str,
+    /// The file `--sdk` must hold.
+    marker: &'static str,
+    /// The variable build.sh reads the SDK's path from (JavaScript, Python).
+    sdk_env: &'static str,
+    /// The plugin's source file.
+    source: &'static str,
+}
+
+impl Lang {
+    fn facts(self) -> Facts {
+        let (language, lang, sdk_dir, marker, sdk_env, source) = match self {
+            Lang::Rust => ("Rust", "rust", "sdk", "Cargo.toml", "", "src/lib.rs"),
+            Lang::Js => (
+                "JavaScript",
+                "js",
+                "sdk-js",
+                "build.mjs",
+                "GATEHOUSE_SDK_JS",
+                "index.js",
+            ),
+            Lang::Python => (
+                "Python",
+                "python",
+                "sdk-py",
+                "build.py",
+                "GATEHOUSE_SDK_PY",
+                "src/app.py",
+            ),
+        };
+        Facts {
+            language,
+            lang,
+            sdk_dir,
+            marker,
+            sdk_env,
+            source,
+        }
+    }
 }
 
 /// A project file: its path in the project and its template text.
@@ -79,29 +137,97 @@ const RUST_COMMON: &[File] = &[
     (".gitignore", include_str!("new/common/gitignore")),
 ];
 
-const RUST_ADAPTER: &[File] = &[
+const INTERPRETED_COMMON: &[File] = &[
+    ("README.md", include_str!("new/common/README.md")),
+    ("test.sh", include_str!("new/common/test.sh")),
+    (".gitignore", include_str!("new/common/gitignore")),
+];
+
+const ADAPTER: &[File] = &[
     (
         "manifest.toml",
         include_str!("new/common/adapter.manifest.toml"),
     ),
-    ("src/lib.rs", include_str!("new/rust/adapter/lib.rs")),
     (
         "gatehouse.toml",
         include_str!("new/common/adapter.gatehouse.toml"),
     ),
 ];
 
-const RUST_POLICY: &[File] = &[
+const POLICY: &[File] = &[
     (
         "manifest.toml",
         include_str!("new/common/policy.manifest.toml"),
     ),
-    ("src/lib.rs", include_str!("new/rust/policy/lib.rs")),
     (
         "gatehouse.toml",
         include_str!("new/common/policy.gatehouse.toml"),
     ),
 ];
+
+/// The project's files for `lang` and `kind`.
+fn files(lang: Lang, kind: Kind) -> [&'static [File]; 3] {
+    let common = match kind {
+        Kind::Adapter => ADAPTER,
+        Kind::Policy => POLICY,
+    };
+    match (lang, kind) {
+        (Lang::Rust, Kind::Adapter) => [
+            RUST_COMMON,
+            common,
+            &[("src/lib.rs", include_str!("new/rust/adapter/lib.rs"))],
+        ],
+        (Lang::Rust, Kind::Policy) => [
+            RUST_COMMON,
+            common,
+            &[("src/lib.rs", include_str!("new/rust/policy/lib.rs"))],
+        ],
+        (Lang::Js, Kind::Adapter) => [
+            INTERPRETED_COMMON,
+            common,
+            &[
+                ("index.js", include_str!("new/js/adapter/index.js")),
+                ("build.sh", include_str!("new/js/build.sh")),
+            ],
+        ],
+        (Lang::Js, Kind::Policy) => [
+            INTERPRETED_COMMON,
+            common,
+            &[
+                ("index.js", include_str!("new/js/policy/index.js")),
+                ("build.sh", include_str!("new/js/build.sh")),
+            ],
+        ],
+        (Lang::Python, Kind::Adapter) => [
+            INTERPRETED_COMMON,
+            common,
+            &[
+                ("src/app.py", include_str!("new/py/adapter/app.py")),
+                ("build.sh", include_str!("new/py/build.sh")),
+            ],
+        ],
+        (Lang::Python, Kind::Policy) => [
+            INTERPRETED_COMMON,
+            common,
+            &[
+                ("src/app.py", include_str!("new/py/policy/app.py")),
+                ("build.sh", include_str!("new/py/build.sh")),
+            ],
+        ],
+    }
+}
+
+/// What `test.sh` checks after `gatehouse verify`.
+fn check(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Adapter => {
+            "gatehouse call --config gatehouse.toml {{name}}.signed.wasm greet '{\"name\":\"Ada\"}' \\\n  \
+             | grep -q 'Hello, Ada!'\n\
+             echo \"ok: {{id}}.greet answers\""
+        }
+        Kind::Policy => "echo \"ok: {{id}} loads\"",
+    }
+}
 
 /// What a project's README says to run after building it.
 fn try_it(kind: Kind) -> &'static str {
@@ -148,18 +274,36 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         )));
     }
     let sdk = match &args.sdk {
-        Some(path) => Some(sdk_path(path)?),
+        Some(path) => Some(sdk_path(args.lang, path)?),
         None => None,
     };
+    let Facts {
+        language,
+        lang,
+        sdk_dir,
+        sdk_env,
+        source,
+        ..
+    } = args.lang.facts();
     let id = format!("{}.{}", args.publisher, args.name);
     let key = SigningKey::generate(&format!("{}-{}-dev", args.publisher, args.name))
         .map_err(|e| usage(format!("cannot create the development key: {e}")))?;
     let absolute =
         std::path::absolute(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
     let (dependency, dev_dependency) = sdk_dependencies(sdk.as_deref());
+    let sdk_text = sdk.as_deref().map_or_else(
+        || format!("<gatehouse checkout>/{sdk_dir}"),
+        |path| path.display().to_string(),
+    );
     let fill = |template: &str| {
         template
             .replace("{{try}}", try_it(args.kind))
+            .replace("{{check}}", check(args.kind))
+            .replace("{{language}}", language)
+            .replace("{{lang}}", lang)
+            .replace("{{sdk}}", &sdk_text)
+            .replace("{{sdk_env}}", sdk_env)
+            .replace("{{source}}", source)
             .replace("{{sdk_dependency}}", &dependency)
             .replace("{{sdk_dev_dependency}}", &dev_dependency)
             .replace("{{id}}", &id)
@@ -171,12 +315,8 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
             .replace("{{public_key}}", &key.public_key().to_base64())
             .replace("{{store}}", &toml_path(&absolute.join("gatehouse.db")))
     };
-    let files = match (args.lang, args.kind) {
-        (Lang::Rust, Kind::Adapter) => [RUST_COMMON, RUST_ADAPTER],
-        (Lang::Rust, Kind::Policy) => [RUST_COMMON, RUST_POLICY],
-    };
     let io = |path: &Path, e: std::io::Error| usage(format!("{}: {e}", path.display()));
-    for &(name, template) in files.into_iter().flatten() {
+    for &(name, template) in files(args.lang, args.kind).into_iter().flatten() {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
@@ -192,39 +332,61 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
 
     say!(
         out,
-        "wrote {} `{id}` (Rust) to {}",
+        "wrote {} `{id}` ({language}) to {}",
         args.kind.as_str(),
         dir.display()
     );
-    if sdk.is_none() {
-        say!(
-            out,
-            "Cargo.toml depends on gatehouse-sdk {}, by version: pass --sdk PATH (a checkout's \
-             sdk/) to depend on it by path instead",
-            env!("CARGO_PKG_VERSION")
-        );
+    match (args.lang, &sdk) {
+        (Lang::Rust, None) => {
+            say!(
+                out,
+                "Cargo.toml depends on gatehouse-sdk {}, by version: pass --sdk PATH (a \
+                 checkout's sdk/) to depend on it by path instead",
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+        (_, None) => {
+            say!(
+                out,
+                "build.sh needs the SDK: set {sdk_env} to a checkout's {sdk_dir}/, or pass --sdk"
+            );
+        }
+        (_, Some(_)) => {}
     }
     say!(out, "next, in {}:", dir.display());
-    say!(out, "  rustup target add wasm32-wasip2");
-    say!(out, "  cargo test");
-    say!(out, "  sh build.sh");
+    if args.lang == Lang::Rust {
+        say!(out, "  rustup target add wasm32-wasip2");
+        say!(out, "  cargo test");
+        say!(out, "  sh build.sh");
+    } else {
+        say!(out, "  sh test.sh");
+    }
     for line in fill(try_it(args.kind)).lines() {
         say!(out, "  {line}");
     }
     Ok(0)
 }
 
-/// `--sdk PATH`, checked to be the gatehouse-sdk crate, as an absolute path.
-fn sdk_path(path: &Path) -> Result<PathBuf, Failure> {
-    let manifest = path.join("Cargo.toml");
-    let is_sdk = std::fs::read_to_string(&manifest)
-        .is_ok_and(|text| text.contains("name = \"gatehouse-sdk\""));
+/// `--sdk PATH`, checked to be `lang`'s SDK, as an absolute path.
+fn sdk_path(lang: Lang, path: &Path) -> Result<PathBuf, Failure> {
+    let Facts {
+        language,
+        sdk_dir,
+        marker,
+        ..
+    } = lang.facts();
+    let file = path.join(marker);
+    let is_sdk = match lang {
+        Lang::Rust => std::fs::read_to_string(&file)
+            .is_ok_and(|text| text.contains("name = \"gatehouse-sdk\"")),
+        Lang::Js | Lang::Python => file.is_file(),
+    };
     if !is_sdk {
         return Err(usage(format!(
-            "--sdk {}: not the gatehouse-sdk crate (no {} naming it); pass the `sdk/` directory \
-             of a gatehouse checkout",
+            "--sdk {}: not the gatehouse {language} SDK (no {}); pass the `{sdk_dir}/` \
+             directory of a gatehouse checkout",
             path.display(),
-            manifest.display()
+            file.display()
         )));
     }
     std::path::absolute(path).map_err(|e| usage(format!("{}: {e}", path.display())))
