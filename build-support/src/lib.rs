@@ -36,6 +36,25 @@ pub struct Built {
     pub manifest: PathBuf,
 }
 
+/// A `cargo` command to run from a build script or a test: the same `$CARGO` as the outer
+/// build, its own `target_dir` (sharing the outer one would deadlock on its lock), and none of
+/// the outer build's `RUSTFLAGS` or wrappers (they are for the host target).
+pub fn nested_cargo(target_dir: &Path) -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.env("CARGO_TARGET_DIR", target_dir);
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
+        command.env_remove(var);
+    }
+    command
+}
+
 /// Builds `packages` of the workspace at `workspace_root` for wasm32-wasip2 and tells cargo to
 /// rerun the build script when their sources, the SDK or the WIT contract change.
 ///
@@ -56,23 +75,12 @@ pub fn build_components(workspace_root: &Path, packages: &[Package<'_>]) -> Vec<
         );
     }
     let target_dir = workspace_root.join("target").join("components");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = nested_cargo(&target_dir);
     command
         .arg("build")
         .arg("--manifest-path")
         .arg(workspace_root.join("Cargo.toml"))
-        .args(["--target", TARGET, "--profile", PROFILE])
-        .env("CARGO_TARGET_DIR", &target_dir);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_BUILD_TARGET",
-    ] {
-        command.env_remove(var);
-    }
+        .args(["--target", TARGET, "--profile", PROFILE]);
     for package in packages {
         command.args(["-p", package.name]);
     }

@@ -247,3 +247,13 @@ mod tests {
         assert!(err.contains("memory_mib"), "{err}");
     }
 }
+
+/// A path as the inside of a TOML basic string, for configs written from templates
+/// (`gatehouse new`, `gatehouse demo --export`).
+#[cfg(any(feature = "cli", feature = "demo"))]
+pub(crate) fn toml_path(path: &Path) -> String {
+    path.display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}

@@ -8,7 +8,10 @@
 //! 5. With `--export DIR`, writes the signed plugins, the key pair and a matching operator
 //!    config, so `verify`, `inspect`, `call` and `serve` can be tried on them; and the
 //!    `conformance` adapter with `conformance.toml`, a config serving it to the MCP
-//!    conformance suite.
+//!    conformance suite; and the governed set, exported and not toured: the write-class
+//!    `notes` adapter, the `baseline` and `redact` policy modules (and baseline re-signed as
+//!    0.2.0, to swap in), `governed.toml` serving them with approvals, idempotency and the
+//!    admin API, its admin token, and a README saying what to run.
 //!
 //! The `conformance` adapter is signed and exported with the others but neither toured nor
 //! served by `serve --demo`: its tools (`test_simple_text`, ...) exist for a test suite, and a
@@ -38,6 +41,18 @@ const PLUGINS: &[(&str, &[u8], &str)] = include!(concat!(env!("OUT_DIR"), "/demo
 /// The plugin exported for the MCP conformance suite, not served by the demo.
 const CONFORMANCE: &str = "conformance";
 
+/// The plugins exported for `governed.toml`, neither toured nor served by `serve --demo`:
+/// they pause calls for an approver, and deny and mask by policy, which a first tour of the
+/// tools should not.
+const GOVERNED: &[&str] = &["notes", "baseline", "redact"];
+
+/// The version baseline is re-signed as, to show a policy swap on a running gateway.
+const SWAP_VERSION: &str = "0.2.0";
+
+/// The exported `governed.toml` and the README walking through it.
+const GOVERNED_TOML: &str = include_str!("demo/governed.toml");
+const GOVERNED_README: &str = include_str!("demo/README.md");
+
 const DEMO_KEY_ID: &str = "gatehouse-demo";
 const DEMO_SCOPE: &str = "gatehouse.*";
 
@@ -64,6 +79,9 @@ pub struct Demo {
     pub plugins: Vec<(&'static str, Vec<u8>)>,
     /// The signed `conformance` adapter and its capability ids (exported, not served).
     pub conformance: (Vec<u8>, Vec<String>),
+    /// (file stem, signed component) of the plugins `governed.toml` serves and swaps in
+    /// (exported, not served).
+    pub governed: Vec<(String, Vec<u8>)>,
     /// The matching operator config.
     pub config: HostConfig,
 }
@@ -73,10 +91,20 @@ pub fn prepare() -> Result<Demo, DemoError> {
     let key = SigningKey::generate(DEMO_KEY_ID).map_err(fail)?;
     let mut plugins = Vec::new();
     let mut conformance = None;
+    let mut governed = Vec::new();
     for (name, wasm, manifest) in PLUGINS {
-        let manifest = Manifest::from_toml(manifest).map_err(fail)?;
+        let mut manifest = Manifest::from_toml(manifest).map_err(fail)?;
         let signed = plugin::pack(wasm, &manifest, &key).map_err(fail)?;
-        if *name == CONFORMANCE {
+        if GOVERNED.contains(name) {
+            governed.push(((*name).to_owned(), signed));
+            if let Manifest::Policy(policy) = &mut manifest
+                && *name == "baseline"
+            {
+                policy.version = SWAP_VERSION.to_owned();
+                let next = plugin::pack(wasm, &manifest, &key).map_err(fail)?;
+                governed.push((format!("{name}-{SWAP_VERSION}"), next));
+            }
+        } else if *name == CONFORMANCE {
             let Manifest::Adapter(adapter) = &manifest else {
                 return Err(DemoError(
                     "the conformance plugin is not an adapter".to_owned(),
@@ -110,6 +138,7 @@ pub fn prepare() -> Result<Demo, DemoError> {
         key,
         plugins,
         conformance,
+        governed,
         config,
     })
 }
@@ -120,6 +149,7 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
         key,
         plugins: signed,
         conformance,
+        governed,
         config,
     } = prepare()?;
     let host = Host::new(config.clone()).map_err(fail)?;
@@ -200,8 +230,10 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
 
     if let Some(dir) = export {
         export_files(dir, &key, &signed, &conformance, &config).map_err(fail)?;
+        export_governed(dir, &key, &governed).map_err(fail)?;
         w.line(format_args!(
-            "\nwrote the signed plugins, the demo key pair, gatehouse.toml and conformance.toml to {}",
+            "\nwrote the signed plugins, the demo key pair, gatehouse.toml, governed.toml, \
+             conformance.toml and a README to {}",
             dir.display()
         ));
         w.line(format_args!("try:"));
@@ -219,6 +251,10 @@ pub fn run(export: Option<&Path>, out: &mut dyn Write) -> Result<(), DemoError> 
         ));
         w.line(format_args!(
             "  gatehouse serve --config {0}/gatehouse.toml --adapter {0}/echo.signed.wasm --adapter {0}/textkit.signed.wasm",
+            dir.display()
+        ));
+        w.line(format_args!(
+            "  gatehouse serve --config {0}/governed.toml --adapter {0}/echo.signed.wasm --adapter {0}/textkit.signed.wasm --adapter {0}/notes.signed.wasm --policy {0}/baseline.signed.wasm --policy {0}/redact.signed.wasm   # approvals, idempotency, a policy swap: see README.md",
             dir.display()
         ));
         w.line(format_args!(
@@ -273,6 +309,32 @@ fn export_files(
         dir.join("conformance.toml"),
         conformance_config(dir, conformance_tools, config)?,
     )
+}
+
+/// Writes the governed set: its signed plugins, `governed.toml` (the demo key trusted, both
+/// policies bound, the admin API admitting a fresh random token, written to `admin.token`),
+/// and the README walking through it.
+fn export_governed(
+    dir: &Path,
+    key: &SigningKey,
+    governed: &[(String, Vec<u8>)],
+) -> std::io::Result<()> {
+    for (stem, bytes) in governed {
+        std::fs::write(dir.join(format!("{stem}.signed.wasm")), bytes)?;
+    }
+    let mut token = [0u8; 24];
+    getrandom::fill(&mut token).map_err(std::io::Error::other)?;
+    let token_file = dir.join("admin.token");
+    let _ = std::fs::remove_file(&token_file);
+    crate::secret::write_private(&token_file, hex::encode(token).as_bytes())?;
+    let absolute = std::path::absolute(dir)?;
+    let dir_text = crate::config::toml_path(&absolute);
+    let config = GOVERNED_TOML
+        .replace("{{dir}}", &dir_text)
+        .replace("{{key_id}}", &key.key_id)
+        .replace("{{public_key}}", &key.public_key().to_base64());
+    std::fs::write(dir.join("governed.toml"), config)?;
+    std::fs::write(dir.join("README.md"), GOVERNED_README)
 }
 
 /// `gatehouse serve`'s config for the MCP conformance suite: the demo's trust and tool grants,

@@ -83,3 +83,15 @@ mod tests {
         assert!(missing.starts_with("cannot read `"), "{missing}");
     }
 }
+
+/// Writes a new file readable by its owner only (mode 0600 on Unix), such as a signing key or
+/// a token; an existing file is an error, never overwritten.
+#[cfg(any(feature = "cli", feature = "demo"))]
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}

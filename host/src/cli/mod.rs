@@ -32,6 +32,7 @@ macro_rules! say {
 mod admin;
 mod drift;
 mod import;
+mod new;
 mod serve;
 mod state;
 
@@ -199,6 +200,9 @@ enum Command {
         #[command(subcommand)]
         command: import::ImportCommand,
     },
+    /// Start a plugin: write an adapter or policy project (manifest, code with tests, build
+    /// script, development key, a config that serves it) that builds, tests and packs as is.
+    New(new::NewArgs),
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -375,6 +379,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Audit { command, config } => state::audit(command, &config, out),
         Command::Admin { command, args } => admin::admin(&args, command, out),
         Command::Import { command } => import::import(command, out),
+        Command::New(args) => new::new(&args, out),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
         Command::Replay {
             tool_call_id,
@@ -447,7 +452,7 @@ fn keygen(key_id: &str, out_dir: &Path, out: &mut dyn Write) -> Result<u8, Failu
             )));
         }
     }
-    write_secret(&secret, key.to_toml().as_bytes())
+    crate::secret::write_private(&secret, key.to_toml().as_bytes())
         .map_err(|e| usage(format!("{}: {e}", secret.display())))?;
     std::fs::write(&public, key.public_key().to_toml())
         .map_err(|e| usage(format!("{}: {e}", public.display())))?;
@@ -461,15 +466,6 @@ fn keygen(key_id: &str, out_dir: &Path, out: &mut dyn Write) -> Result<u8, Failu
     say!(out, "adapters = [\"<adapter id glob>\"]");
     say!(out, "policies = []");
     Ok(0)
-}
-
-fn write_secret(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
 }
 
 fn pack(

@@ -7,7 +7,7 @@ use gatehouse_host::cli;
 use gatehouse_tests::artifacts::{ECHO, WRONG_WORLD};
 
 /// Runs the CLI in-process; returns (exit code, stdout).
-fn gatehouse(args: &[&str]) -> (u8, String) {
+pub(crate) fn gatehouse(args: &[&str]) -> (u8, String) {
     let mut out = Vec::new();
     let code = cli::run(
         std::iter::once("gatehouse").chain(args.iter().copied()),
@@ -16,7 +16,7 @@ fn gatehouse(args: &[&str]) -> (u8, String) {
     (code, String::from_utf8(out).expect("utf-8 output"))
 }
 
-fn s(path: &Path) -> &str {
+pub(crate) fn s(path: &Path) -> &str {
     path.to_str().expect("utf-8 temp path")
 }
 

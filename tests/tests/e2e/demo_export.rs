@@ -1,0 +1,175 @@
+//! `gatehouse demo --export DIR`, as its README has a newcomer use it: `governed.toml` serves
+//! the exported plugins; a write call over MCP pauses for approval, is approved with
+//! `gatehouse admin approvals approve` and the exported token, and its retry runs once; the
+//! policies deny and mask; `gatehouse admin policy push` swaps baseline for its 0.2.0.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use gatehouse_tests::{free_port, listening};
+use serde_json::{Value, json};
+
+/// Kills the gateway when the test ends, passed or not.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn s(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Runs the CLI in-process off the async runtime; returns (exit code, stdout).
+async fn gatehouse(args: Vec<String>) -> (u8, String) {
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let code = gatehouse_host::cli::run(
+            std::iter::once("gatehouse".to_owned()).chain(args),
+            &mut out,
+        );
+        (code, String::from_utf8(out).unwrap())
+    })
+    .await
+    .unwrap()
+}
+
+/// `tools/call` over MCP without a key (the demo's anonymous tenant): the gateway's record.
+async fn call(port: u16, tool: &str, args: Value, meta: Value) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": tool, "arguments": args, "_meta": meta },
+    });
+    let (status, _, text) = gatehouse_tests::mcp_post(port, "/mcp", &[], body.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    reply["result"].clone()
+}
+
+fn record(result: &Value) -> &Value {
+    &result["_meta"]["gatehouse/result"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| s(&dir.path().join(name));
+    let (code, out) = gatehouse(vec!["demo".into(), "--export".into(), s(dir.path())]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("governed.toml"), "{out}");
+    let readme = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
+    assert!(readme.contains("gatehouse admin policy push baseline-0.2.0.signed.wasm"));
+
+    // The exported config as is, but on free ports: the tests run side by side.
+    let (mcp, admin) = (free_port(), free_port());
+    let config = std::fs::read_to_string(dir.path().join("governed.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8787", &format!("127.0.0.1:{mcp}"))
+        .replace("127.0.0.1:8788", &format!("127.0.0.1:{admin}"));
+    std::fs::write(dir.path().join("governed.toml"), config).unwrap();
+    let args = json!([
+        "serve",
+        "--config",
+        d("governed.toml"),
+        "--adapter",
+        d("echo.signed.wasm"),
+        "--adapter",
+        d("textkit.signed.wasm"),
+        "--adapter",
+        d("notes.signed.wasm"),
+        "--policy",
+        d("baseline.signed.wasm"),
+        "--policy",
+        d("redact.signed.wasm"),
+    ]);
+    let _gateway = Killed(
+        gatehouse_tests::gatehouse_child(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(listening(admin).await, "the exported governed.toml serves");
+    assert!(listening(mcp).await);
+
+    let send = || {
+        call(
+            mcp,
+            "gatehouse.notes.send",
+            json!({ "to": "ops", "text": "deploy at 5" }),
+            json!({ "gatehouse/idempotency_key": "note-1" }),
+        )
+    };
+    let paused = send().await;
+    assert_eq!(record(&paused)["outcome"], "APPROVAL_REQUIRED", "{paused}");
+    let id = record(&paused)["approval_id"].as_str().unwrap().to_owned();
+
+    let admin_cli = |command: &[&str]| {
+        let mut args: Vec<String> = ["admin"]
+            .iter()
+            .chain(command)
+            .map(|a| (*a).to_owned())
+            .collect();
+        args.extend([
+            "--server".to_owned(),
+            format!("http://127.0.0.1:{admin}"),
+            "--token-file".to_owned(),
+            d("admin.token"),
+        ]);
+        gatehouse(args)
+    };
+    let (code, out) = admin_cli(&[
+        "approvals",
+        "approve",
+        id.as_str(),
+        "--reason",
+        "looks right",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("approved by demo-operator"), "{out}");
+
+    let done = send().await;
+    assert_eq!(record(&done)["outcome"], "OK", "{done}");
+    assert_eq!(
+        done["structuredContent"],
+        json!({ "sent": true, "to": "ops", "idempotency_key": "note-1" })
+    );
+    let ran = record(&done)["tool_call_id"].clone();
+    let again = send().await;
+    assert_eq!(
+        record(&again)["replay_of"],
+        ran,
+        "the second retry replays the first run: {again}"
+    );
+
+    let denied = call(
+        mcp,
+        "gatehouse.textkit.render_badge",
+        json!({ "label": "a", "value": "b" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record(&denied)["outcome"], "POLICY_BLOCKED", "{denied}");
+    let masked = call(
+        mcp,
+        "gatehouse.echo.echo",
+        json!({ "message": "mail ada@example.com" }),
+        json!({}),
+    )
+    .await;
+    assert!(
+        !masked.to_string().contains("ada@example.com"),
+        "redact masks the email: {masked}"
+    );
+
+    let (code, out) = admin_cli(&["policy", "push", &d("baseline-0.2.0.signed.wasm")]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("gatehouse.baseline") && out.contains("0.2.0"),
+        "{out}"
+    );
+}
