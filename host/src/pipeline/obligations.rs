@@ -108,6 +108,7 @@ pub fn apply_to_error(obligations: &[Obligation], result: &mut ToolResultEnvelop
 /// a call's arguments as an approver sees them. The value at each redacted pointer, and every
 /// copy of its text elsewhere in the value, becomes `"[REDACTED]"`; personal data is masked in
 /// every string. A pointer the value does not have redacts nothing.
+#[cfg(any(feature = "admin", test))]
 pub fn apply_to_value(obligations: &[Obligation], value: &mut Value) {
     for obligation in obligations {
         match obligation {
