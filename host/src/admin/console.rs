@@ -128,38 +128,48 @@ impl Console {
         cookie(headers, COOKIE_NAME).is_some()
     }
 
+    /// `f` of the request's live session; an expired one is forgotten.
+    fn with_session<T>(
+        &self,
+        headers: &HeaderMap,
+        f: impl FnOnce(&Session) -> T,
+    ) -> Result<T, ApiError> {
+        let none = || {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "no console session (never signed in, or it has ended): sign in again",
+            )
+        };
+        let key = digest(cookie(headers, COOKIE_NAME).ok_or_else(none)?);
+        let mut sessions = self.sessions();
+        let session = sessions.get(&key).ok_or_else(none)?;
+        if session.expires <= Instant::now() {
+            sessions.remove(&key);
+            return Err(none());
+        }
+        Ok(f(session))
+    }
+
     /// The operator of the request's session. A request that may change state (not GET or
     /// HEAD) must carry the session's CSRF token and, if it says where it comes from, come
     /// from this listener's origin.
     pub fn identify(&self, method: &Method, headers: &HeaderMap) -> Result<Operator, ApiError> {
-        let expired = || {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "the console session has ended: sign in again",
-            )
-        };
-        let id = cookie(headers, COOKIE_NAME).ok_or_else(expired)?;
-        let mut sessions = self.sessions();
-        let key = digest(id);
-        let session = sessions.get(&key).ok_or_else(expired)?;
-        if session.expires <= Instant::now() {
-            sessions.remove(&key);
-            return Err(expired());
-        }
+        let (operator, expected) =
+            self.with_session(headers, |s| (s.operator.clone(), s.csrf.clone()))?;
         if method != Method::GET && method != Method::HEAD {
             let token = headers
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            if !same(token, &session.csrf) {
+            if !same(token, &expected) {
                 return Err(csrf(
                     "a request that changes state needs the session's CSRF token in `X-CSRF-Token`",
                 ));
             }
             same_origin(headers)?;
         }
-        Ok(session.operator.clone())
+        Ok(operator)
     }
 
     /// `/console...`: the pages and the session endpoints.
@@ -199,17 +209,10 @@ impl Console {
                 Ok(text(StatusCode::OK, "text/css; charset=utf-8", APP_CSS))
             }
             ["session"] => match *method {
-                Method::GET => {
-                    let id = cookie(headers, COOKIE_NAME).unwrap_or("");
-                    let sessions = self.sessions();
-                    let session = sessions
-                        .get(&digest(id))
-                        .filter(|s| s.expires > Instant::now())
-                        .ok_or_else(|| {
-                            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "not signed in")
-                        })?;
-                    Ok(json_reply(StatusCode::OK, &session_json(session)))
-                }
+                Method::GET => Ok(json_reply(
+                    StatusCode::OK,
+                    &self.with_session(headers, session_json)?,
+                )),
                 Method::POST => self.sign_in(headers, tokens, body),
                 Method::DELETE => {
                     self.identify(method, headers)?;
