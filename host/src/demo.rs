@@ -323,7 +323,7 @@ fn export_governed(
         std::fs::write(dir.join(format!("{stem}.signed.wasm")), bytes)?;
     }
     let mut token = [0u8; 24];
-    getrandom::fill(&mut token).map_err(std::io::Error::other)?;
+    getrandom::fill(&mut token).map_err(|e| std::io::Error::other(e.to_string()))?;
     let token_file = dir.join("admin.token");
     let _ = std::fs::remove_file(&token_file);
     crate::secret::write_private(&token_file, hex::encode(token).as_bytes())?;
