@@ -91,11 +91,12 @@ impl Server {
     }
 
     /// CPU seconds (user + kernel) so far of the server's threads named `name` (the SQLite
-    /// store's writer is `gatehouse-store`); 0 if it has none.
+    /// store's writer is `gatehouse-store`). Panics if it has none: a renamed thread must not
+    /// read as a share of 0.
     pub fn thread_cpu_seconds(&self, name: &str) -> f64 {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
             .expect("the server's threads");
-        tasks
+        let times: Vec<f64> = tasks
             .filter_map(Result::ok)
             .filter(|task| {
                 std::fs::read_to_string(task.path().join("comm"))
@@ -106,7 +107,13 @@ impl Server {
                 let (user, system) = stat_cpu_seconds(&stat);
                 user + system
             })
-            .sum()
+            .collect();
+        assert!(
+            !times.is_empty(),
+            "the server (pid {}) has no thread named {name:?}",
+            self.child.id()
+        );
+        times.iter().sum()
     }
 
     /// Resident set size now, in MiB.
