@@ -7,7 +7,8 @@
 //!    session-level advisory lock, so gateways starting together apply each one exactly once;
 //!    the schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for the writer, which owns one connection
-//!    and its prepared statements. It takes the jobs waiting, and runs them in one transaction
+//!    and its prepared statements. It takes the jobs waiting (and while nobody waits on the
+//!    batch, those that come within [`jobs::LINGER`]), and runs them in one transaction
 //!    that first takes a transaction-level advisory lock (`pg_advisory_xact_lock`). That lock
 //!    is what serializes writes across processes: a claim's read and write are one atomic step
 //!    for every gateway, and the audit chain's head, read under the lock, is the one true head,
@@ -469,6 +470,29 @@ impl Writer {
     }
 }
 
+/// `first`, then the jobs queued behind it, up to [`MAX_BATCH`]; while nobody waits on the
+/// batch, also those that come within [`jobs::LINGER`].
+async fn gather(first: Job, queue: &mut mpsc::UnboundedReceiver<Job>) -> Vec<Job> {
+    let until = tokio::time::Instant::now() + jobs::LINGER;
+    let mut waited = first.reply.is_some();
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        let next = match queue.try_recv() {
+            Err(mpsc::error::TryRecvError::Empty) if !waited => {
+                tokio::time::timeout_at(until, queue.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            queued => queued.ok(),
+        };
+        let Some(job) = next else { break };
+        waited |= job.reply.is_some();
+        batch.push(job);
+    }
+    batch
+}
+
 /// The writer: group commit under the write lock (see the module docs). Reconnects by itself
 /// when the database comes back; while it is down, jobs fail at once.
 async fn write_loop(
@@ -498,12 +522,7 @@ async fn write_loop(
                 continue;
             }
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH
-            && let Ok(job) = queue.try_recv()
-        {
-            batch.push(job);
-        }
+        let mut batch = gather(first, &mut queue).await;
         if writer.as_ref().is_some_and(|w| w.client.is_closed()) {
             writer = None;
             lost(shared);

@@ -6,11 +6,12 @@
 //!    and a writer thread starts. A file that is not a database, is of a newer schema, or
 //!    cannot be written fails the open, naming the file.
 //! 2. **write** (group commit): every write is a job sent to the writer thread. It takes the
-//!    first job waiting, then every other job already queued, runs them all in one
-//!    transaction (each in a savepoint, so one failing job does not undo the others), commits
-//!    once (`synchronous = FULL`: one fsync for the whole batch), and only then answers each
-//!    job. Concurrent calls therefore share commits instead of paying one fsync each; while
-//!    one commit's fsync runs, the next batch gathers.
+//!    first job waiting, then every other job already queued (and while nobody waits on the
+//!    batch, the jobs that come within [`jobs::LINGER`]), runs them all in one transaction
+//!    (each in a savepoint, so one failing job does not undo the others), commits once
+//!    (`synchronous = FULL`: one fsync for the whole batch), and only then answers each job.
+//!    Concurrent calls therefore share commits instead of paying one fsync each; while one
+//!    commit's fsync runs, the next batch gathers.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
 //!    mutex, used from the blocking thread pool. `prior_actions`, asked on every call a
 //!    policy sees, reads a principal's tools once; after that the writer keeps them in memory
@@ -18,7 +19,7 @@
 //!
 //! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
 //! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
-//! head is read inside each transaction, never cached. A second *gateway* may not: rate
+//! head is read inside each transaction, never kept past it. A second *gateway* may not: rate
 //! budgets and principals' recent tools live in the serving process's memory, so two gateways
 //! on one file would each enforce half a budget. `gatehouse serve` takes [`GatewayLock`] (an
 //! exclusive lock on `<file>.lock`) before it opens the store, and a second gateway is refused
@@ -27,7 +28,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
@@ -66,6 +67,8 @@ pub struct SqliteStore {
     /// `None` once the store is shutting down.
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer thread, unparked by a job someone waits on (see [`gather`]).
+    writer_thread: std::thread::Thread,
     reader: Arc<Mutex<Connection>>,
     waiters: Arc<Waiters>,
     /// Rate budgets: in this process's memory (one gateway per file).
@@ -141,6 +144,7 @@ impl SqliteStore {
         Ok(Self {
             path: path.to_owned(),
             jobs: Mutex::new(Some(jobs)),
+            writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
             waiters,
@@ -154,14 +158,20 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Sends a job to the writer; waits for its commit when `wait`.
+    /// Sends a job to the writer; waits for its commit when `wait` (and ends the writer's
+    /// linger: see [`gather`]).
     fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
         jobs::submit(op, wait, |job| {
-            self.jobs
+            let sent = self
+                .jobs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .is_some_and(|jobs| jobs.send(job).is_ok())
+                .is_some_and(|jobs| jobs.send(job).is_ok());
+            if sent && wait {
+                self.writer_thread.unpark();
+            }
+            sent
         })
     }
 
@@ -291,7 +301,7 @@ fn connect(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
 /// answers "database is locked" here without calling the busy handler, so that answer is
 /// retried, for as long as the busy timeout.
 fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     loop {
         match conn.pragma_update(None, "journal_mode", "WAL") {
             Err(rusqlite::Error::SqliteFailure(error, _))
@@ -406,10 +416,10 @@ fn write_loop(
     waiters: &Waiters,
     recent: &RecentActions,
 ) {
-    let mut pruned: Option<std::time::Instant> = None;
+    let mut pruned: Option<Instant> = None;
     while let Ok(first) = queue.recv() {
         if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
-            pruned = Some(std::time::Instant::now());
+            pruned = Some(Instant::now());
             let mut prune = [Job {
                 op: Op::Prune(super::now_ms()),
                 reply: None,
@@ -422,12 +432,7 @@ fn write_loop(
                 _ => {}
             }
         }
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH
-            && let Ok(job) = queue.try_recv()
-        {
-            batch.push(job);
-        }
+        let mut batch = gather(first, queue);
         // Taken before the batch's first statement: a fill reads either before this commit or
         // after its calls are appended below.
         let turn = recent.turn();
@@ -457,6 +462,33 @@ fn write_loop(
     }
 }
 
+/// `first`, then the jobs queued behind it, up to [`MAX_BATCH`]; while nobody waits on the
+/// batch, also those that come within [`jobs::LINGER`]. It lingers parked, not in `recv`, so
+/// each job that comes does not wake it: only a job someone waits on does
+/// ([`SqliteStore::write`] unparks this thread), and ends the linger.
+fn gather(first: Job, queue: &mpsc::Receiver<Job>) -> Vec<Job> {
+    let until = Instant::now() + jobs::LINGER;
+    let mut waited = first.reply.is_some();
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(job) => {
+                waited |= job.reply.is_some();
+                batch.push(job);
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if waited || left.is_zero() {
+                    break;
+                }
+                std::thread::park_timeout(left);
+            }
+        }
+    }
+    batch
+}
+
 /// The tenant, principal and tool of a job recording a call: what `prior_actions` lists.
 fn call_of(op: &Op) -> Option<(&str, &str, &str)> {
     match op {
@@ -477,15 +509,17 @@ fn run_batch(conn: &mut Connection, batch: &mut [Job]) -> Vec<Result<Done, Store
         Err(e) => return failed(&unavailable(e), batch.len()),
     };
     let mut results = Vec::with_capacity(batch.len());
+    let mut head = Head::default();
     for job in batch.iter_mut() {
         // Each job in a savepoint (through the statement cache: this runs per job).
         let result = match exec(&txn, "SAVEPOINT job", []) {
-            Ok(_) => match apply(&txn, &mut job.op) {
+            Ok(_) => match apply(&txn, &mut head, &mut job.op) {
                 Ok(done) => exec(&txn, "RELEASE job", [])
                     .map(|_| done)
                     .map_err(unavailable),
                 Err(error) => {
-                    // Undo this job only.
+                    // Undo this job only, and read the head again after it.
+                    head = Head::default();
                     exec(&txn, "ROLLBACK TO job", []).ok();
                     exec(&txn, "RELEASE job", []).ok();
                     Err(error)
@@ -502,12 +536,12 @@ fn run_batch(conn: &mut Connection, batch: &mut [Job]) -> Vec<Result<Done, Store
 }
 
 /// One job inside the batch's transaction.
-fn apply(txn: &Connection, op: &mut Op) -> Result<Done, StoreError> {
+fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Done, StoreError> {
     match op {
         Op::Claim(request) => claim(txn, request).map(Done::Claim),
         Op::Record(record) => {
             let at = record.audit.at_ms;
-            append(txn, &record.audit)?;
+            append(txn, head, &record.audit)?;
             if let Some((key, result)) = &record.completes {
                 let tool_call_id = call_id_of(&record.audit);
                 let updated = exec(
@@ -533,13 +567,13 @@ fn apply(txn: &Connection, op: &mut Op) -> Result<Done, StoreError> {
             Ok(Done::Unit)
         }
         Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
-        Op::Decide(decision) => decide(txn, decision).map(|a| Done::Approval(Box::new(a))),
+        Op::Decide(decision) => decide(txn, head, decision).map(|a| Done::Approval(Box::new(a))),
         Op::Resolve {
             key,
             resolution,
             by,
             now_ms,
-        } => resolve(txn, key, *resolution, by, *now_ms).map(|()| Done::Unit),
+        } => resolve(txn, head, key, *resolution, by, *now_ms).map(|()| Done::Unit),
         Op::Prune(now_ms) => txn
             .execute(
                 "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= ?1",
@@ -635,19 +669,28 @@ fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> 
     Ok(Claim::Run)
 }
 
-/// Appends an audit entry after the current head, read inside this transaction.
-fn append(txn: &Connection, entry: &AuditEvent) -> Result<(), StoreError> {
-    let (seq, prev_hash) = query_row(
-        txn,
-        "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-        [],
-        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)),
-    )
-    .optional()
-    .map_err(unavailable)?
-    .map_or((1, GENESIS.to_owned()), |(seq, hash)| {
-        (from_db(seq) + 1, hash)
-    });
+/// The audit chain's head within one batch's transaction: the next entry's number and its
+/// `prev_hash`, read at the batch's first append and moved by each (the transaction holds the
+/// write lock, so no other writer moves it meanwhile). Empty after a job is rolled back.
+#[derive(Default)]
+struct Head(Option<(u64, String)>);
+
+/// Appends an audit entry after the head, read inside this transaction, and moves the head.
+fn append(txn: &Connection, head: &mut Head, entry: &AuditEvent) -> Result<(), StoreError> {
+    let (seq, prev_hash) = match head.0.take() {
+        Some(next) => next,
+        None => query_row(
+            txn,
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .map_or((1, GENESIS.to_owned()), |(seq, hash)| {
+            (from_db(seq) + 1, hash)
+        }),
+    };
     let hash = audit::entry_hash(&prev_hash, seq, entry);
     exec(txn, "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", params![
@@ -664,6 +707,7 @@ fn append(txn: &Connection, entry: &AuditEvent) -> Result<(), StoreError> {
             hash
         ])
     .map_err(unavailable)?;
+    head.0 = Some((seq + 1, hash));
     Ok(())
 }
 
@@ -791,7 +835,7 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
         .ok_or_else(|| StoreError::Unavailable("the new approval vanished".to_owned()))
 }
 
-fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError> {
+fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Approval, StoreError> {
     let approval = approval_by_id(txn, &decision.id)
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
@@ -804,7 +848,11 @@ fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError>
             decision.id
         ])
     .map_err(unavailable)?;
-    append(txn, &jobs::decision_event(&approval, decision, status))?;
+    append(
+        txn,
+        head,
+        &jobs::decision_event(&approval, decision, status),
+    )?;
     approval_by_id(txn, &decision.id)
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
@@ -812,6 +860,7 @@ fn decide(txn: &Connection, decision: &Decision) -> Result<Approval, StoreError>
 
 fn resolve(
     txn: &Connection,
+    head: &mut Head,
     key: &IdempotencyKey,
     resolution: Resolution,
     by: &str,
@@ -843,6 +892,7 @@ fn resolve(
     .map_err(unavailable)?;
     append(
         txn,
+        head,
         &jobs::resolution_event(key, resolution, by, now_ms, tool_call_id),
     )
 }
@@ -1131,6 +1181,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_job_failing_inside_a_batch_leaves_one_chain_through_the_others() {
+        let (store, dir) = store();
+        let read_only = |call: &str| {
+            let mut record = finished(call, call, "{}");
+            record.completes = None;
+            record.durable = false;
+            Job {
+                op: Op::Record(record),
+                reply: None,
+            }
+        };
+        let missing = Decision {
+            id: "apr_missing".to_owned(),
+            approve: true,
+            by: "ops".to_owned(),
+            reason: "r".to_owned(),
+            now_ms: crate::state::now_ms(),
+            allow_self_approval: false,
+        };
+        let mut first = finished("call_0", "call_0", "{}");
+        first.completes = None;
+        store.record(first).await.unwrap();
+        // One batch on a connection of its own: two entries, a job that fails, two more.
+        let mut conn = connect(&dir.path().join("state.db"), OpenFlags::default()).unwrap();
+        let mut batch = vec![
+            read_only("call_1"),
+            read_only("call_2"),
+            Job {
+                op: Op::Decide(missing),
+                reply: None,
+            },
+            read_only("call_3"),
+            read_only("call_4"),
+        ];
+        let results = run_batch(&mut conn, &mut batch);
+        let failed: Vec<bool> = results.iter().map(Result::is_err).collect();
+        assert_eq!(failed, [false, false, true, false, false]);
+        assert!(
+            matches!(&results[2], Err(StoreError::NotFound(what)) if what.contains("apr_missing"))
+        );
+        let report = store.verify_audit().await.unwrap();
+        assert_eq!((report.entries, report.first_break), (5, None));
+    }
+
+    #[tokio::test]
     async fn a_call_s_entries_are_found_through_the_call_index() {
         let (store, _dir) = store();
         for call in ["call_1", "call_2", "call_3"] {
@@ -1312,7 +1407,12 @@ mod tests {
             }
             txn.pragma_update(None, "user_version", 2).unwrap();
             for call in ["call_1", "call_2", "call_3"] {
-                append(&txn, &finished(call, call, "{}").audit).unwrap();
+                append(
+                    &txn,
+                    &mut Head::default(),
+                    &finished(call, call, "{}").audit,
+                )
+                .unwrap();
             }
             txn.commit().unwrap();
         }
