@@ -23,9 +23,10 @@ pub(super) struct Job {
 /// A commit costs the writer about the same whatever it holds: its fsync, a write for each
 /// page it changed (the log's last page and each index's), the wake-ups. Committing as soon as
 /// the previous commit ended, a loaded gateway committed every two or three read-only records,
-/// and that overhead was most of its store's CPU per call (issue 29's profile). Held this long,
-/// a commit takes every record of the interval. The price: a read-only call's entry reaches the
-/// disk (and `prior-actions`) up to this much later. Its caller never waited for it.
+/// and that overhead was most of its store's CPU per call (`docs/benchmarks.md`, fifth round).
+/// Held this long, a commit takes every record of the interval. The price: a read-only call's
+/// entry reaches the disk (and `prior-actions`) up to this much later. Its caller never waited
+/// for it.
 pub(super) const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// A write.
