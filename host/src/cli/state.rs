@@ -14,7 +14,7 @@ use crate::envelope::{DecisionRecord, OutcomeCode};
 use crate::host::Host;
 use crate::model::wit::ActionRecord;
 use crate::plugin::signature::PublicKey;
-use crate::state::audit::check_anchor;
+use crate::state::audit::{check_anchor, record};
 use crate::state::checkpoint::verify_checkpoints;
 use crate::state::{
     Anchor, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, Checkpoint, IdempotencyKey,
@@ -539,7 +539,7 @@ pub(super) fn replay(
     let record: Value = entries
         .iter()
         .find(|e| e.event.kind == "call")
-        .and_then(|e| serde_json::from_str(&e.event.record).ok())
+        .and_then(|e| record::full(&e.event))
         .ok_or_else(|| refused(format!("the audit log has no call `{tool_call_id}`")))?;
     // Only the fields replay compares: a sensitive call's result holds hashes where the full
     // envelope has content.

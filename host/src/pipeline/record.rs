@@ -8,11 +8,17 @@
 //! Arguments and results of a capability that declares `sensitive = true` are kept as
 //! SHA-256 hashes in the audit entry, never in clear.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use crate::envelope::{
+    DecisionRecord, EgressAttempt, PluginRef, Status, ToolCallEnvelope, ToolResultEnvelope, Usage,
+};
 use crate::model::wit::ActionRecord;
+use crate::model::{ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Principal};
+use crate::state::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use crate::state::{AuditEvent, CallRecord, IdempotencyKey, redacted};
 
 /// What gate 10 records about one call.
@@ -48,41 +54,28 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         executes,
         at_ms,
     } = facts;
-    // The result as delivered: what a repeat under the key replays, and (unless sensitive)
-    // what the audit entry holds. Serialized once.
-    let delivered = serde_json::to_string(result).unwrap_or_default();
-    // The entry's text is hashed as stored, so it only has to be deterministic, not canonical:
-    // the three parts are written in a fixed order.
-    let (call_text, hidden_result) = if sensitive {
-        let mut call_json = serde_json::to_value(call).unwrap_or(Value::Null);
-        let mut result_json = serde_json::to_value(result).unwrap_or(Value::Null);
-        hide(&mut call_json, "args");
-        hide(&mut result_json, "content");
-        hide(&mut result_json, "structured_content");
-        if let Some(action) = action.as_mut() {
-            // `args` is JSON text: kept as the hash of that text as a JSON string.
-            let hash = redacted(&Value::String(std::mem::take(&mut action.args)));
-            action.args = hash.as_str().unwrap_or_default().to_owned();
-        }
-        (text(&call_json), Some(text(&result_json)))
+    // The arguments as recorded: a sensitive capability's as their hash.
+    let args = if sensitive {
+        Cow::Owned(redacted(&call.args))
     } else {
-        (text(call), None)
+        Cow::Borrowed(&call.args)
     };
-    let result_text = hidden_result.as_deref().unwrap_or(&delivered);
-    let action_text = action.as_ref().map_or_else(|| "null".to_owned(), text);
-    let mut record =
-        String::with_capacity(32 + call_text.len() + action_text.len() + result_text.len());
-    for part in [
-        r#"{"call":"#,
-        &call_text,
-        r#","action":"#,
-        &action_text,
-        r#","result":"#,
-        result_text,
-        "}",
-    ] {
-        record.push_str(part);
+    if sensitive && let Some(action) = action.as_mut() {
+        // `args` is JSON text: kept as the hash of that text as a JSON string.
+        let hash = redacted(&Value::String(std::mem::take(&mut action.args)));
+        action.args = hash.as_str().unwrap_or_default().to_owned();
     }
+    // Serialized once, in the lean form (`state::audit::record`): the entry's text is hashed as
+    // stored, so it only has to be deterministic, not canonical.
+    let lean = Lean {
+        v: LEAN,
+        call: LeanCall::of(call, &args, &result.capability_id),
+        action: action
+            .as_ref()
+            .map(|action| LeanAction::of(action, call, &args)),
+        result: LeanResult::of(result, call, sensitive),
+    };
+    let record = serde_json::to_string(&lean).unwrap_or_else(|_| "null".to_owned());
     // Write-class calls carry a key; theirs, replays included, and any touching an approval,
     // are committed before the result is delivered.
     let durable = call.idempotency_key.is_some()
@@ -92,7 +85,10 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     let (releases, completes) = match claimed {
         Some(key) if nothing_ran => (Some(key), None),
         // What a repeat under the key replays: the result as it was delivered.
-        Some(key) => (None, Some((key, delivered))),
+        Some(key) => (
+            None,
+            Some((key, serde_json::to_string(result).unwrap_or_default())),
+        ),
         None => (None, None),
     };
     let executes = executes.filter(|_| completes.is_some());
@@ -114,16 +110,392 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     }
 }
 
-/// `value` as JSON text (`serde_json::to_string`, not `Display`: the same text, without a
-/// formatter per write).
-fn text(value: &impl Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+/// A call's record in format 2 (`state::audit::record`). Each part destructures its source
+/// without `..`, so a field added to an envelope or the action does not compile until it is
+/// recorded here.
+#[derive(Serialize)]
+struct Lean<'a> {
+    v: u64,
+    call: LeanCall<'a>,
+    action: Option<LeanAction<'a>>,
+    result: LeanResult<'a>,
 }
 
-fn hide(object: &mut Value, field: &str) {
-    if let Some(slot) = object.get_mut(field)
-        && !slot.is_null()
-    {
-        *slot = redacted(slot);
+/// The call envelope less its id and tenant (the entry's columns), its tool when the entry's
+/// (`capability_id` of the result) is the same, and its version when it is format 2's.
+#[derive(Serialize)]
+struct LeanCall<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envelope_version: Option<&'a str>,
+    trace_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    principal_chain: &'a [Principal],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capability_id: Option<&'a str>,
+    args: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_mode_requested: Option<ApprovalMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_id: Option<&'a str>,
+}
+
+impl<'a> LeanCall<'a> {
+    fn of(call: &'a ToolCallEnvelope, args: &'a Value, tool: &str) -> Self {
+        let ToolCallEnvelope {
+            envelope_version,
+            tool_call_id: _,
+            trace_id,
+            session_id,
+            tenant_id: _,
+            principal_chain,
+            capability_id,
+            args: _,
+            approval_mode_requested,
+            idempotency_key,
+            approval_id,
+        } = call;
+        Self {
+            envelope_version: unless(envelope_version, CALL_ENVELOPE),
+            trace_id,
+            session_id: session_id.as_deref(),
+            principal_chain,
+            capability_id: unless(capability_id, tool),
+            args,
+            approval_mode_requested: *approval_mode_requested,
+            idempotency_key: idempotency_key.as_deref(),
+            approval_id: approval_id.as_deref(),
+        }
+    }
+}
+
+/// The action less what the call states: its id, tenant, principals and (unless a meta-tool
+/// or a sensitive capability made them differ) arguments.
+#[derive(Serialize)]
+struct LeanAction<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    adapter_id: &'a str,
+    capability_id: &'a str,
+    capability_class: CapabilityClass,
+    approval_mode_max: ApprovalMode,
+    approval_mode_requested: ApprovalMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principals: Option<&'a [Principal]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    now_unix_ms: u64,
+    prior_actions: &'a [String],
+    data_classification: &'a [String],
+    risk_signals: &'a [(String, f64)],
+}
+
+impl<'a> LeanAction<'a> {
+    fn of(action: &'a ActionRecord, call: &ToolCallEnvelope, args: &Value) -> Self {
+        let ActionRecord {
+            tool_call_id,
+            adapter_id,
+            capability_id,
+            capability_class,
+            approval_mode_max,
+            approval_mode_requested,
+            args: action_args,
+            principals,
+            tenant,
+            now_unix_ms,
+            prior_actions,
+            data_classification,
+            risk_signals,
+        } = action;
+        Self {
+            tool_call_id: unless(tool_call_id, &call.tool_call_id),
+            adapter_id,
+            capability_id,
+            capability_class: *capability_class,
+            approval_mode_max: *approval_mode_max,
+            approval_mode_requested: *approval_mode_requested,
+            args: unless(action_args, &args.to_string()),
+            principals: (principals != &call.principal_chain).then_some(principals),
+            tenant: unless(tenant, &call.tenant_id),
+            now_unix_ms: *now_unix_ms,
+            prior_actions,
+            data_classification,
+            risk_signals,
+        }
+    }
+}
+
+/// The result envelope less its id, tool and outcome (the entry's columns), its trace id
+/// (the call's) and its version when it is format 2's. A sensitive capability's content is
+/// kept as its hash.
+#[derive(Serialize)]
+struct LeanResult<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envelope_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter: Option<&'a PluginRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolved_from: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_mode_effective: Option<ApprovalMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replay_of: Option<&'a str>,
+    status: Status,
+    content: Shown<'a, Vec<ContentBlock>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<Shown<'a, Value>>,
+    evidence_refs: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy_decision: Option<&'a DecisionRecord>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    egress: &'a [EgressAttempt],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
+}
+
+impl<'a> LeanResult<'a> {
+    fn of(result: &'a ToolResultEnvelope, call: &ToolCallEnvelope, sensitive: bool) -> Self {
+        let ToolResultEnvelope {
+            envelope_version,
+            tool_call_id,
+            trace_id,
+            adapter,
+            capability_id: _,
+            resolved_from,
+            approval_mode_effective,
+            approval_id,
+            replay_of,
+            status,
+            outcome: _,
+            content,
+            structured_content,
+            evidence_refs,
+            error,
+            policy_decision,
+            egress,
+            usage,
+        } = result;
+        Self {
+            envelope_version: unless(envelope_version, RESULT_ENVELOPE),
+            tool_call_id: unless(tool_call_id, &call.tool_call_id),
+            trace_id: unless(trace_id, &call.trace_id),
+            adapter: adapter.as_ref(),
+            resolved_from: resolved_from.as_deref(),
+            approval_mode_effective: *approval_mode_effective,
+            approval_id: approval_id.as_deref(),
+            replay_of: replay_of.as_deref(),
+            status: *status,
+            content: Shown::of(content, sensitive),
+            structured_content: structured_content
+                .as_ref()
+                .map(|value| Shown::of(value, sensitive)),
+            evidence_refs,
+            error: error.as_ref(),
+            policy_decision: policy_decision.as_ref(),
+            egress,
+            usage: usage.as_ref(),
+        }
+    }
+}
+
+/// A value in clear, or its hash.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Shown<'a, T> {
+    Clear(&'a T),
+    Hidden(Value),
+}
+
+impl<'a, T: Serialize> Shown<'a, T> {
+    fn of(value: &'a T, hidden: bool) -> Self {
+        if hidden {
+            Self::Hidden(redacted(
+                &serde_json::to_value(value).unwrap_or(Value::Null),
+            ))
+        } else {
+            Self::Clear(value)
+        }
+    }
+}
+
+/// `value`, unless it is `implied` (then the full form restores it).
+fn unless<'a>(value: &'a str, implied: &str) -> Option<&'a str> {
+    (value != implied).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::envelope::OutcomeCode;
+    use crate::model::PrincipalKind;
+    use crate::state::audit::record::full;
+
+    fn call() -> ToolCallEnvelope {
+        let mut call = ToolCallEnvelope::new("acme", "support.refund", json!({ "order": "o-1" }))
+            .with_idempotency_key("k-1")
+            .with_mode(ApprovalMode::Network);
+        call.principal_chain = vec![Principal {
+            kind: PrincipalKind::User,
+            id: "usr_1".into(),
+            tenant: "acme".into(),
+        }];
+        call.session_id = Some("s-1".into());
+        call
+    }
+
+    fn result(call: &ToolCallEnvelope) -> ToolResultEnvelope {
+        let mut result = ToolResultEnvelope::begin(call);
+        result.adapter = Some(PluginRef {
+            id: "support".into(),
+            version: "1.0.0".into(),
+            digest: format!("sha256:{}", "ab".repeat(32)),
+            key_id: "k".into(),
+        });
+        result.status = Status::Failed;
+        result.outcome = OutcomeCode::ToolError;
+        result.content = vec![ContentBlock::Text { text: "t".into() }];
+        result.structured_content = Some(json!({ "refund": 12.5 }));
+        result.approval_id = Some("apr_1".into());
+        result.usage = Some(Usage {
+            fuel_consumed: 7,
+            duration_ms: 1,
+        });
+        result
+    }
+
+    fn action(call: &ToolCallEnvelope, args: &Value) -> ActionRecord {
+        ActionRecord {
+            tool_call_id: call.tool_call_id.clone(),
+            adapter_id: "support".into(),
+            capability_id: "refund".into(),
+            capability_class: CapabilityClass::Act,
+            approval_mode_max: ApprovalMode::Delegated,
+            approval_mode_requested: ApprovalMode::Network,
+            args: args.to_string(),
+            principals: call.principal_chain.clone(),
+            tenant: call.tenant_id.clone(),
+            now_unix_ms: 1_700_000_000_000,
+            prior_actions: vec!["support.lookup".into()],
+            data_classification: Vec::new(),
+            risk_signals: vec![("velocity".into(), 0.25)],
+        }
+    }
+
+    fn facts<'a>(
+        call: &'a ToolCallEnvelope,
+        result: &'a ToolResultEnvelope,
+        action: Option<ActionRecord>,
+        sensitive: bool,
+    ) -> Facts<'a> {
+        Facts {
+            call,
+            result,
+            action,
+            sensitive,
+            claimed: None,
+            nothing_ran: false,
+            executes: None,
+            at_ms: 1,
+        }
+    }
+
+    /// The full form, as format 1 stored it.
+    fn format_1(call: &impl Serialize, action: &impl Serialize, result: &impl Serialize) -> Value {
+        json!({ "call": call, "action": action, "result": result })
+    }
+
+    #[test]
+    fn a_lean_record_states_each_id_once_and_reads_back_in_full() {
+        let call = call();
+        let result = result(&call);
+        let action = action(&call, &call.args);
+        let recorded = record(facts(&call, &result, Some(action.clone()), false));
+        let stored = &recorded.audit.record;
+        assert!(stored.starts_with(r#"{"v":2,"call":"#), "{stored}");
+        for repeated in [&call.tool_call_id, &call.trace_id, "gatehouse.tool_"] {
+            assert!(
+                stored.matches(repeated).count() <= 1,
+                "{repeated} in {stored}"
+            );
+        }
+        assert!(!stored.contains(r#"\"order\""#), "args twice: {stored}");
+        let expected = format_1(&call, &action, &result);
+        assert_eq!(full(&recorded.audit), Some(expected));
+    }
+
+    #[test]
+    fn what_differs_from_the_call_is_kept() {
+        // A meta-tool: the call names the meta-tool, the action has the inner arguments.
+        let mut call = call();
+        call.capability_id = "run_tool".into();
+        call.args = json!({ "tool": "support.refund", "args": { "order": "o-1" } });
+        call.trace_id = "0".repeat(32);
+        let mut result = result(&call);
+        result.trace_id = "1".repeat(32);
+        result.capability_id = "support.refund".into();
+        result.resolved_from = Some("run_tool".into());
+        let mut action = action(&call, &json!({ "order": "o-1" }));
+        action.principals.clear();
+        let recorded = record(facts(&call, &result, Some(action.clone()), false));
+        let expected = format_1(&call, &action, &result);
+        assert_eq!(full(&recorded.audit), Some(expected));
+    }
+
+    #[test]
+    fn a_call_refused_before_the_policy_gate_has_no_action() {
+        let call = ToolCallEnvelope::new("acme", "nope", json!({}));
+        let mut result = ToolResultEnvelope::begin(&call);
+        result.status = Status::Rejected;
+        result.outcome = OutcomeCode::UnknownCapability;
+        let recorded = record(facts(&call, &result, None, false));
+        let expected = format_1(&call, &Value::Null, &result);
+        assert_eq!(full(&recorded.audit), Some(expected));
+    }
+
+    #[test]
+    fn a_sensitive_capability_keeps_hashes_of_its_arguments_and_results() {
+        let call = call();
+        let result = result(&call);
+        let action = action(&call, &call.args);
+        let recorded = record(facts(&call, &result, Some(action.clone()), true));
+        let stored = &recorded.audit.record;
+        for secret in ["o-1", "12.5", r#""t""#] {
+            assert!(!stored.contains(secret), "{secret} in {stored}");
+        }
+        let mut call_json = serde_json::to_value(&call).unwrap();
+        call_json["args"] = redacted(&call.args);
+        let mut action_json = serde_json::to_value(&action).unwrap();
+        action_json["args"] = redacted(&Value::String(action.args.clone()));
+        let mut result_json = serde_json::to_value(&result).unwrap();
+        result_json["content"] = redacted(&result_json["content"]);
+        result_json["structured_content"] = redacted(&result_json["structured_content"]);
+        assert_eq!(
+            full(&recorded.audit),
+            Some(format_1(&call_json, &action_json, &result_json))
+        );
+    }
+
+    #[test]
+    fn records_of_the_first_format_read_as_stored() {
+        let call = call();
+        let result = result(&call);
+        let mut recorded = record(facts(&call, &result, None, false));
+        let stored = format_1(&call, &Value::Null, &result);
+        recorded.audit.record = stored.to_string();
+        assert_eq!(full(&recorded.audit), Some(stored));
     }
 }

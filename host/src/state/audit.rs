@@ -13,6 +13,8 @@
 //!    operator key and pushes it out of the database; verifying against them is checking one
 //!    anchor per checkpoint, after its signature.
 
+pub mod record;
+
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -42,13 +44,14 @@ impl AuditEntry {
     }
 
     /// The entry as JSON for people and tools, with its record parsed (it is stored as JSON
-    /// text): what `gatehouse audit show|export` print and the admin API returns.
+    /// text) and in its full form ([`record::full`]): what `gatehouse audit show|export` print
+    /// and the admin API returns.
     pub fn expanded(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
-        if let Some(record) = value.get_mut("record")
-            && let Ok(parsed) = serde_json::from_str::<serde_json::Value>(&self.event.record)
+        if let Some(slot) = value.get_mut("record")
+            && let Some(full) = record::full(&self.event)
         {
-            *record = parsed;
+            *slot = full;
         }
         value
     }
@@ -79,7 +82,12 @@ pub fn entry_hash(prev_hash: &str, seq: u64, event: &AuditEvent) -> String {
         field(id.as_deref().map(str::as_bytes));
     }
     field(Some(event.record.as_bytes()));
-    format!("sha256:{}", hex::encode(hasher.finalize()))
+    let mut digits = [0u8; 64];
+    hex::encode_to_slice(hasher.finalize(), &mut digits).expect("32 bytes are 64 hex digits");
+    let mut hash = String::with_capacity(71);
+    hash.push_str("sha256:");
+    hash.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
+    hash
 }
 
 /// Which entries to read.

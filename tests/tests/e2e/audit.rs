@@ -374,7 +374,7 @@ async fn a_replay_spends_no_fuel_of_its_own() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(recorded.len(), 1, "{recorded:#?}");
-    let record: Value = serde_json::from_str(&recorded[0].event.record).unwrap();
+    let record = recorded[0].expanded()["record"].take();
     assert_eq!(record["result"]["replay_of"], json!(first.tool_call_id));
     assert_eq!(record["result"].get("usage"), None, "{record:#}");
 }

@@ -483,7 +483,7 @@ async fn audit_verify_names_the_first_edited_deleted_or_reordered_entry() {
             "entry 5 does not match its hash: it was edited",
         ),
         (
-            "UPDATE audit SET record = replace(record, 'ledger.transfer', 'ledger.reverse') WHERE seq = 3",
+            "UPDATE audit SET record = replace(record, '\"capability_id\":\"transfer\"', '\"capability_id\":\"reverse\"') WHERE seq = 3",
             "entry 3 does not match its hash: it was edited",
         ),
         ("DELETE FROM audit WHERE seq = 2", "entry 2 is missing"),
