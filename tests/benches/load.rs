@@ -38,7 +38,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gatehouse_host::config::{PolicyBinding, Tenants};
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER};
 use gatehouse_tests::load::{self, Call, Progress, Server, Until};
@@ -227,13 +226,12 @@ fn host_config(store: Option<std::path::PathBuf>, policy: bool) -> HostConfig {
         config.store.path = Some(store);
     }
     if policy {
-        config.pipeline.policies.push(PolicyBinding {
-            module: "gatehouse.baseline".to_owned(),
-            tenants: Tenants::all(),
-            tools: vec![gatehouse_tests::glob("*")],
-            order: 0,
-            config: json!({}),
-        });
+        config.pipeline.policies.push(gatehouse_tests::bind(
+            "gatehouse.baseline",
+            "*",
+            0,
+            json!({}),
+        ));
     }
     config
 }

@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p gatehouse-tests --bench pipeline`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gatehouse_host::config::{PolicyBinding, PolicyDefault, Tenants};
+use gatehouse_host::config::PolicyDefault;
 use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::{Host, OutcomeCode, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{BASELINE, ECHO};
@@ -15,13 +15,12 @@ fn host(baseline_config: Value) -> Host {
     let mut config = config(&["gatehouse.*"], &["gatehouse.*"]);
     config.sandbox.max_concurrent_calls = 64;
     config.pipeline.policy_default = PolicyDefault::Deny;
-    config.pipeline.policies = vec![PolicyBinding {
-        module: "gatehouse.baseline".to_owned(),
-        tenants: Tenants::all(),
-        tools: vec![gatehouse_tests::glob("*")],
-        order: 0,
-        config: baseline_config,
-    }];
+    config.pipeline.policies = vec![gatehouse_tests::bind(
+        "gatehouse.baseline",
+        "*",
+        0,
+        baseline_config,
+    )];
     let host = Host::new(config).expect("host builds");
     host.install_adapter(&ECHO.signed()).expect("echo installs");
     host.install_policy(&BASELINE.signed())

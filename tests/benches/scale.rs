@@ -27,7 +27,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gatehouse_host::HostConfig;
-use gatehouse_host::config::{PolicyBinding, Tenants};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
 use gatehouse_tests::load::{self, Call, Progress, Server, Until};
@@ -179,13 +178,12 @@ fn swap(dir: &Path, runtime: &tokio::runtime::Runtime) -> Value {
         "policy swap: {CLIENTS} clients on echo, test.policy-probe 1.0.0 -> 2.0.0 pushed through the admin API after 1 s"
     );
     let mut config = host_config(dir, "swap");
-    config.pipeline.policies.push(PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: Tenants::all(),
-        tools: vec![gatehouse_tests::glob("*")],
-        order: 0,
-        config: json!({ "verdict": "allow" }),
-    });
+    config.pipeline.policies.push(gatehouse_tests::bind(
+        "test.policy-probe",
+        "*",
+        0,
+        json!({ "verdict": "allow" }),
+    ));
     let (port, admin_port) = (gatehouse_tests::free_port(), gatehouse_tests::free_port());
     let admin = format!(
         "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n[[admin.token]]\nprincipal = \"bench-operator\"\n\

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gatehouse_host::config::PublisherConfig;
-use gatehouse_host::config::{Glob, PolicyDefault, Tenants, ToolGrant};
+use gatehouse_host::config::{Glob, PolicyBinding, PolicyDefault, Tenants, ToolGrant};
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
@@ -162,6 +162,26 @@ pub fn token_file() -> String {
 /// A glob from a literal the test wrote.
 pub fn glob(text: &str) -> Glob {
     Glob::new(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A grant of `tools` (a glob) to `tenants`, with no argument constraints.
+pub fn grant(tools: &str, tenants: &[&str]) -> ToolGrant {
+    ToolGrant {
+        tools: glob(tools),
+        tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+        arg_constraints: Default::default(),
+    }
+}
+
+/// A binding of policy `module` to `tools` (a glob), for every tenant, at `order`.
+pub fn bind(module: &str, tools: &str, order: i32, config: serde_json::Value) -> PolicyBinding {
+    PolicyBinding {
+        module: module.to_owned(),
+        tenants: Tenants::all(),
+        tools: vec![glob(tools)],
+        order,
+        config,
+    }
 }
 
 /// A `[[trust.publisher]]` entry for `key`.

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gatehouse_host::HostConfig;
-use gatehouse_host::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::config::PolicyDefault;
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REDACT};
-use gatehouse_tests::{config, free_port, glob, listening, rmcp_call};
+use gatehouse_tests::{bind, config, free_port, listening, rmcp_call};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -80,13 +80,9 @@ impl Gateway {
         };
         let mut host: HostConfig = config(&["gatehouse.*", "test.*"], &["test.*", "gatehouse.*"]);
         host.pipeline.policy_default = PolicyDefault::Allow;
-        host.pipeline.policies.push(PolicyBinding {
-            module: "test.policy-probe".to_owned(),
-            tenants: ["*"].into_iter().collect(),
-            tools: vec![glob(tools)],
-            order: 0,
-            config: probe_config,
-        });
+        host.pipeline
+            .policies
+            .push(bind("test.policy-probe", tools, 0, probe_config));
         tweak(&mut host);
         let (mcp, admin) = (free_port(), free_port());
         let token = |principal: &str, roles: &str, value: &str| {
@@ -1153,13 +1149,12 @@ async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
         "1.0.0",
         "",
         |host| {
-            host.pipeline.policies.push(PolicyBinding {
-                module: "test.policy-probe".to_owned(),
-                tenants: ["*"].into_iter().collect(),
-                tools: vec![glob("test.ledger.statement")],
-                order: 1,
-                config: json!({ "verdict": "deny" }),
-            });
+            host.pipeline.policies.push(bind(
+                "test.policy-probe",
+                "test.ledger.statement",
+                1,
+                json!({ "verdict": "deny" }),
+            ));
         },
     )
     .await;

@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fantoccini::Locator;
-use gatehouse_host::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::config::PolicyDefault;
+use gatehouse_tests::bind;
 use gatehouse_tests::browser::Browser;
-use gatehouse_tests::glob;
 use serde_json::{Value, json};
 
 use crate::admin::{APPROVER, AUDITOR, Gateway, OPERATOR, SELF_APPROVER, record};
@@ -42,13 +42,9 @@ async fn gateway(ttl_seconds: u64) -> Gateway {
         |host| {
             host.pipeline.policy_default = PolicyDefault::Allow;
             host.store.approval_ttl_seconds = ttl_seconds;
-            host.pipeline.policies.push(PolicyBinding {
-                module: "gatehouse.redact".to_owned(),
-                tenants: ["*"].into_iter().collect(),
-                tools: vec![glob("test.ledger.*")],
-                order: 1,
-                config: json!({}),
-            });
+            host.pipeline
+                .policies
+                .push(bind("gatehouse.redact", "test.ledger.*", 1, json!({})));
         },
     )
     .await

@@ -8,7 +8,7 @@ use gatehouse_tests::artifacts::{
     AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, LEDGER, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
     POLICY_PROBE, RECURSION, TEST_PROGRAMS, WRONG_WORLD,
 };
-use gatehouse_tests::{Artifact, config, glob};
+use gatehouse_tests::{Artifact, bind, config};
 use serde_json::json;
 
 fn host() -> Host {
@@ -179,13 +179,12 @@ async fn a_policy_that_hits_its_deadline_denies() {
     config.sandbox.fuel = u64::MAX / 2;
     config.sandbox.max_fuel = u64::MAX / 2;
     config.sandbox.timeout_ms = 300;
-    config.pipeline.policies = vec![gatehouse_host::config::PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("*")],
-        order: 0,
-        config: json!({ "behavior": "loop" }),
-    }];
+    config.pipeline.policies = vec![bind(
+        "test.policy-probe",
+        "*",
+        0,
+        json!({ "behavior": "loop" }),
+    )];
     let host = Host::new(config).unwrap();
     load(&host, ECHO);
     host.install_policy(&POLICY_PROBE.signed()).unwrap();
@@ -278,13 +277,12 @@ async fn an_oversized_error_is_refused_like_oversized_output() {
 #[tokio::test]
 async fn an_oversized_policy_decision_fails_closed() {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
-    config.pipeline.policies = vec![gatehouse_host::config::PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("*")],
-        order: 0,
-        config: json!({ "reason_bytes": 100_000 }),
-    }];
+    config.pipeline.policies = vec![bind(
+        "test.policy-probe",
+        "*",
+        0,
+        json!({ "reason_bytes": 100_000 }),
+    )];
     let host = Host::new(config).unwrap();
     host.install_policy(&POLICY_PROBE.signed()).unwrap();
     load(&host, ECHO);

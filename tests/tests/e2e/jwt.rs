@@ -10,10 +10,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use bytes::Bytes;
 use gatehouse_host::Host;
-use gatehouse_host::config::{EgressConfig, ToolGrant};
+use gatehouse_host::config::EgressConfig;
 use gatehouse_host::mcp::{JwtConfig, McpConfig, McpServer};
 use gatehouse_tests::artifacts::{ECHO, EGRESS_PROBE};
-use gatehouse_tests::glob;
+use gatehouse_tests::grant;
 use gatehouse_tests::upstream::Upstream;
 use http_body_util::{BodyExt, Empty, Full};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -150,16 +150,8 @@ async fn jwts_from_a_jwks_url_identify_callers_and_rotate_by_kid() {
 
     let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
     config.pipeline.tools = vec![
-        ToolGrant {
-            tools: glob("*"),
-            tenants: ["acme"].into_iter().collect(),
-            arg_constraints: Default::default(),
-        },
-        ToolGrant {
-            tools: glob("gatehouse.echo.*"),
-            tenants: ["globex"].into_iter().collect(),
-            arg_constraints: Default::default(),
-        },
+        grant("*", &["acme"]),
+        grant("gatehouse.echo.*", &["globex"]),
     ];
     config.egress = serde_json::from_value::<EgressConfig>(json!({
         "grant": [{ "adapter": "test.egress-probe", "url": upstream.url("/"), "methods": ["GET"], "allow_private": ["127.0.0.0/8"] }],

@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gatehouse_host::config::{EgressConfig, PolicyBinding, PolicyDefault};
+use gatehouse_host::config::{EgressConfig, PolicyDefault};
 use gatehouse_host::mcp::{McpConfig, McpServer};
 use gatehouse_host::{ErrorKind, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, TOKEN, glob, token_file};
+use gatehouse_tests::{Artifact, TOKEN, bind, token_file};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -259,13 +259,7 @@ fn guarded_host(lang: &Language) -> Host {
     let id = lang.guard.manifest().id().to_owned();
     let mut config = cached(gatehouse_tests::config(&["gatehouse.*"], &["example.*"]));
     config.pipeline.policy_default = PolicyDefault::Deny;
-    config.pipeline.policies = vec![PolicyBinding {
-        module: id,
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("*")],
-        order: 0,
-        config: json!({}),
-    }];
+    config.pipeline.policies = vec![bind(&id, "*", 0, json!({}))];
     let host = Host::new(config).unwrap();
     host.install_adapter(&ECHO.signed()).unwrap();
     host

@@ -6,12 +6,11 @@
 use std::sync::Arc;
 
 use gatehouse_host::config::EgressConfig;
-use gatehouse_host::config::ToolGrant;
 use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, glob, mcp_post, texts};
+use gatehouse_tests::{Artifact, grant, mcp_post, texts};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -52,16 +51,8 @@ async fn gateway_with(
     };
     let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
     config.pipeline.tools = vec![
-        ToolGrant {
-            tools: glob("*"),
-            tenants: ["acme"].into_iter().collect(),
-            arg_constraints: Default::default(),
-        },
-        ToolGrant {
-            tools: glob("gatehouse.echo.*"),
-            tenants: ["globex"].into_iter().collect(),
-            arg_constraints: Default::default(),
-        },
+        grant("*", &["acme"]),
+        grant("gatehouse.echo.*", &["globex"]),
     ];
     let mut mcp = McpConfig {
         api_keys: vec![key("acme", ACME_KEY), key("globex", GLOBEX_KEY)],

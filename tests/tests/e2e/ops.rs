@@ -11,13 +11,11 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use gatehouse_host::HostConfig;
-use gatehouse_host::config::{PolicyBinding, ToolGrant};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, REST};
-use gatehouse_tests::glob;
 use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
 
-use gatehouse_tests::{free_port, listening};
+use gatehouse_tests::{bind, free_port, grant, listening};
 
 use crate::state::{mcp_call, outcome_of, rest_config};
 
@@ -159,11 +157,7 @@ impl Gateway {
 /// `tools` visible to callers without a key, and `mcp` appended to `[mcp]`.
 pub(crate) fn write_config(path: &Path, upstream: &Upstream, tools: &str, mcp: &str) {
     let mut host: HostConfig = rest_config(upstream);
-    host.pipeline.tools = vec![ToolGrant {
-        tools: glob(tools),
-        tenants: ["default"].into_iter().collect(),
-        arg_constraints: Default::default(),
-    }];
+    host.pipeline.tools = vec![grant(tools, &["default"])];
     let text = format!(
         "{}\n[mcp]\nanonymous_tenant = \"default\"\n{mcp}",
         toml::to_string(&host).unwrap()
@@ -378,18 +372,13 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
     let mut host: HostConfig = rest_config(&upstream);
-    host.pipeline.tools = vec![ToolGrant {
-        tools: glob("gatehouse.*"),
-        tenants: ["default"].into_iter().collect(),
-        arg_constraints: Default::default(),
-    }];
-    host.pipeline.policies.push(PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("gatehouse.rest.*")],
-        order: 0,
-        config: json!({ "verdict": "allow" }),
-    });
+    host.pipeline.tools = vec![grant("gatehouse.*", &["default"])];
+    host.pipeline.policies.push(bind(
+        "test.policy-probe",
+        "gatehouse.rest.*",
+        0,
+        json!({ "verdict": "allow" }),
+    ));
     let text = format!(
         "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
         toml::to_string(&host).unwrap()
@@ -815,11 +804,7 @@ async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about()
         }
         let mut host: HostConfig = rest_config(&upstream);
         host.store.path = Some(store.clone());
-        host.pipeline.tools = vec![ToolGrant {
-            tools: glob("gatehouse.*"),
-            tenants: ["default"].into_iter().collect(),
-            arg_constraints: Default::default(),
-        }];
+        host.pipeline.tools = vec![grant("gatehouse.*", &["default"])];
         let config = dir.path().join("gatehouse.toml");
         std::fs::write(
             &config,
@@ -874,18 +859,13 @@ async fn policy_denials_are_warned_about_with_their_reasons() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
     let mut host: HostConfig = rest_config(&upstream);
-    host.pipeline.tools = vec![ToolGrant {
-        tools: glob("gatehouse.*"),
-        tenants: ["default"].into_iter().collect(),
-        arg_constraints: Default::default(),
-    }];
-    host.pipeline.policies.push(PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("gatehouse.echo.*")],
-        order: 0,
-        config: json!({ "verdict": "deny" }),
-    });
+    host.pipeline.tools = vec![grant("gatehouse.*", &["default"])];
+    host.pipeline.policies.push(bind(
+        "test.policy-probe",
+        "gatehouse.echo.*",
+        0,
+        json!({ "verdict": "deny" }),
+    ));
     std::fs::write(
         &config,
         format!(

@@ -2,13 +2,13 @@
 //! each asserting the exact outcome code and status.
 
 use gatehouse_host::ErrorKind;
-use gatehouse_host::config::{ArgConstraint, MetaTool, PolicyBinding, PolicyDefault, ToolGrant};
+use gatehouse_host::config::{ArgConstraint, MetaTool, PolicyBinding, PolicyDefault};
 use gatehouse_host::envelope::POLICY_FAILED;
 use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::model::Verdict;
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER, POLICY_PROBE, REDACT};
-use gatehouse_tests::{config, glob};
+use gatehouse_tests::{bind, config, grant};
 use serde_json::{Value, json};
 
 /// Tenant `acme` sees echo and ledger; tenant `globex` sees only echo.
@@ -20,24 +20,6 @@ fn base_config() -> HostConfig {
     ];
     config.pipeline.policy_default = PolicyDefault::Deny;
     config
-}
-
-fn grant(tools: &str, tenants: &[&str]) -> ToolGrant {
-    ToolGrant {
-        tools: glob(tools),
-        tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
-        arg_constraints: Default::default(),
-    }
-}
-
-fn bind(module: &str, order: i32, config: Value) -> PolicyBinding {
-    PolicyBinding {
-        module: module.to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("*")],
-        order,
-        config,
-    }
 }
 
 /// A host with echo and ledger installed and the given policies bound and installed.
@@ -61,7 +43,10 @@ fn host_with(
 fn baseline_host(baseline_config: Value) -> Host {
     host_with(
         base_config(),
-        &[(&BASELINE, bind("gatehouse.baseline", 0, baseline_config))],
+        &[(
+            &BASELINE,
+            bind("gatehouse.baseline", "*", 0, baseline_config),
+        )],
     )
 }
 
@@ -186,7 +171,7 @@ async fn a_constraint_violation_names_the_argument() {
     config.pipeline.tools[1].arg_constraints = constraints;
     let host = host_with(
         config,
-        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+        &[(&BASELINE, bind("gatehouse.baseline", "*", 0, json!({})))],
     );
     let result = host.call(transfer(501.0)).await;
     let message = assert_outcome(&result, Status::Rejected, OutcomeCode::InvalidArguments);
@@ -269,14 +254,19 @@ async fn composition_deny_beats_approval_beats_allow_and_abstain_falls_to_defaul
     let probe = |verdict: &str, order| {
         (
             &POLICY_PROBE,
-            bind("test.policy-probe", order, json!({ "verdict": verdict })),
+            bind(
+                "test.policy-probe",
+                "*",
+                order,
+                json!({ "verdict": verdict }),
+            ),
         )
     };
     // require-approval (probe) + allow (baseline) -> paused.
     let host = host_with(
         base_config(),
         &[
-            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
+            (&BASELINE, bind("gatehouse.baseline", "*", 0, json!({}))),
             probe("require_approval", 1),
         ],
     );
@@ -303,7 +293,7 @@ async fn a_trapping_or_looping_policy_fails_closed() {
             base_config(),
             &[(
                 &POLICY_PROBE,
-                bind("test.policy-probe", 0, json!({ "behavior": behavior })),
+                bind("test.policy-probe", "*", 0, json!({ "behavior": behavior })),
             )],
         );
         let result = host.call(transfer(1.0)).await;
@@ -333,6 +323,7 @@ async fn the_approval_mode_can_go_down_never_up() {
             &POLICY_PROBE,
             bind(
                 "test.policy-probe",
+                "*",
                 0,
                 json!({ "effective_mode": "destructive" }),
             ),
@@ -352,6 +343,7 @@ async fn the_approval_mode_can_go_down_never_up() {
             &POLICY_PROBE,
             bind(
                 "test.policy-probe",
+                "*",
                 0,
                 json!({ "effective_mode": "local_write" }),
             ),
@@ -396,6 +388,7 @@ async fn a_meta_tool_resolves_to_its_target_before_policy() {
             &BASELINE,
             bind(
                 "gatehouse.baseline",
+                "*",
                 0,
                 json!({ "deny": { "*": ["test.ledger.transfer"] } }),
             ),
@@ -436,11 +429,12 @@ async fn redact_masks_personal_data_in_results() {
     let host = host_with(
         base_config(),
         &[
-            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
+            (&BASELINE, bind("gatehouse.baseline", "*", 0, json!({}))),
             (
                 &REDACT,
                 bind(
                     "gatehouse.redact",
+                    "*",
                     1,
                     json!({ "pointers": ["/transfer_id"] }),
                 ),
@@ -461,6 +455,7 @@ async fn a_policy_config_that_breaks_the_config_schema_is_refused_at_install() {
     let mut config = base_config();
     config.pipeline.policies = vec![bind(
         "gatehouse.baseline",
+        "*",
         0,
         json!({ "deny": "everything" }),
     )];
@@ -547,7 +542,7 @@ async fn skills_reach_the_adapter_and_never_change_the_tool_list() {
     ];
     let host = host_with(
         config.clone(),
-        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+        &[(&BASELINE, bind("gatehouse.baseline", "*", 0, json!({})))],
     );
     let result = host.call(transfer(1.0)).await;
     assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
@@ -646,6 +641,7 @@ async fn a_policy_may_lower_the_risk_mode_and_the_caller_narrows_the_run_mode() 
             &POLICY_PROBE,
             bind(
                 "test.policy-probe",
+                "*",
                 0,
                 json!({ "effective_mode": "network" }),
             ),
@@ -688,8 +684,8 @@ fn redact_host(redact_config: Value) -> Host {
     host_with(
         base_config(),
         &[
-            (&BASELINE, bind("gatehouse.baseline", 0, json!({}))),
-            (&REDACT, bind("gatehouse.redact", 1, redact_config)),
+            (&BASELINE, bind("gatehouse.baseline", "*", 0, json!({}))),
+            (&REDACT, bind("gatehouse.redact", "*", 1, redact_config)),
         ],
     )
 }
@@ -761,7 +757,7 @@ async fn a_tenant_past_its_rate_budget_is_refused_and_others_are_not() {
     .unwrap();
     let host = host_with(
         config,
-        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+        &[(&BASELINE, bind("gatehouse.baseline", "*", 0, json!({})))],
     );
     for _ in 0..2 {
         let ok = call(
@@ -816,7 +812,12 @@ async fn a_policy_sees_no_clock_and_no_randomness() {
         base_config(),
         &[(
             &POLICY_PROBE,
-            bind("test.policy-probe", 0, json!({ "report_entropy": true })),
+            bind(
+                "test.policy-probe",
+                "*",
+                0,
+                json!({ "report_entropy": true }),
+            ),
         )],
     );
     let mut seen = Vec::new();
@@ -852,7 +853,7 @@ async fn arg_constraints_are_anchored_exact_and_reach_nested_fields() {
     .unwrap();
     let host = host_with(
         config,
-        &[(&BASELINE, bind("gatehouse.baseline", 0, json!({})))],
+        &[(&BASELINE, bind("gatehouse.baseline", "*", 0, json!({})))],
     );
     host.install_adapter(&gatehouse_tests::artifacts::EGRESS_PROBE.signed())
         .unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gatehouse_host::config::{EgressConfig, PolicyBinding, StoreConfig};
+use gatehouse_host::config::{EgressConfig, StoreConfig};
 use gatehouse_host::mcp::{McpConfig, McpServer};
 use gatehouse_host::model::Verdict;
 use gatehouse_host::state::Store;
@@ -19,7 +19,7 @@ use gatehouse_host::{
 };
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{config, free_port, glob, listening, token_file};
+use gatehouse_tests::{bind, config, free_port, listening, token_file};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
@@ -185,13 +185,10 @@ pub(crate) fn user(id: &str) -> Principal {
 pub(crate) fn probed(tools: &str, probe_config: Value, store: StoreConfig) -> Host {
     let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
     config.store = store;
-    config.pipeline.policies.push(PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob(tools)],
-        order: 0,
-        config: probe_config,
-    });
+    config
+        .pipeline
+        .policies
+        .push(bind("test.policy-probe", tools, 0, probe_config));
     let host = host(config);
     host.install_policy(&POLICY_PROBE.signed()).unwrap();
     host

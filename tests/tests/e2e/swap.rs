@@ -5,23 +5,22 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gatehouse_host::config::{PolicyBinding, PolicyDefault};
+use gatehouse_host::config::PolicyDefault;
 use gatehouse_host::watch::PolicyWatcher;
 use gatehouse_host::{Host, OutcomeCode, Status};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
-use gatehouse_tests::{config, glob};
+use gatehouse_tests::{bind, config};
 use serde_json::json;
 
 fn host() -> Host {
     let mut config = config(&["gatehouse.*"], &["test.*"]);
     config.pipeline.policy_default = PolicyDefault::Deny;
-    config.pipeline.policies = vec![PolicyBinding {
-        module: "test.policy-probe".to_owned(),
-        tenants: ["*"].into_iter().collect(),
-        tools: vec![glob("*")],
-        order: 0,
-        config: json!({ "verdict": "allow" }),
-    }];
+    config.pipeline.policies = vec![bind(
+        "test.policy-probe",
+        "*",
+        0,
+        json!({ "verdict": "allow" }),
+    )];
     let host = Host::new(config).expect("host builds");
     host.install_adapter(&ECHO.signed()).expect("echo installs");
     host
