@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -19,7 +19,7 @@ use super::identity::Caller;
 use super::result::to_mcp;
 use super::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
 use crate::access_log::Note;
-use crate::envelope::{OutcomeCode, ToolCallEnvelope};
+use crate::envelope::{OutcomeCode, ToolCallEnvelope, ToolResultEnvelope};
 use crate::host::Host;
 use crate::model::ApprovalMode;
 use crate::plugin::manifest::Capability;
@@ -41,7 +41,8 @@ impl Gateway {
 
     /// `tools/call` for `caller`, whether rmcp's handler or the direct path ([`super::direct`])
     /// took the request: `meta` is the request's `_meta` (rmcp moves it out of the params),
-    /// `headers` the HTTP request's; `note` gets the call for the request's access line.
+    /// `headers` the HTTP request's; `note` gets the call for the request's access line. The
+    /// result is the caller's view of the envelope, which each path maps to MCP.
     pub async fn call(
         &self,
         caller: Caller,
@@ -49,7 +50,7 @@ impl Gateway {
         meta: &RequestMetaObject,
         headers: Option<&http::HeaderMap>,
         note: Option<&Note>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<ToolResultEnvelope, ErrorData> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
         let mut call =
@@ -94,7 +95,7 @@ impl Gateway {
                 None,
             ));
         }
-        to_mcp(&result)
+        Ok(result)
     }
 
     /// The host the calls run on.
@@ -184,7 +185,7 @@ impl ServerHandler for Gateway {
         let result = self
             .call(caller, request, &context.meta, headers, note)
             .await?;
-        Ok(CallToolResponse::Complete(result))
+        Ok(CallToolResponse::Complete(to_mcp(&result)?))
     }
 }
 

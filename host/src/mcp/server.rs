@@ -12,7 +12,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioTimer;
-use rmcp::model::{CallToolResponse, ServerJsonRpcMessage, ServerResult};
+use rmcp::model::ServerJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -24,6 +24,7 @@ use super::direct::{Direct, DirectCall};
 use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys, Caller, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
+use super::result::response;
 use crate::access_log::{self, Exchange, Note};
 use crate::host::Host;
 use crate::listener::{BodyError, ConnectionCap, read_body};
@@ -284,17 +285,11 @@ impl McpServer {
             let called = gateway
                 .call(caller, params, &meta, Some(&headers), Some(&note))
                 .await;
-            let message = match called {
-                Ok(result) => {
-                    // Only requests below 2026-07-28 come here: rmcp answers those without the
-                    // `resultType: "complete"` they do not know.
-                    let mut result = ServerResult::from(CallToolResponse::Complete(result));
-                    result.strip_result_type_for_legacy_peer();
-                    ServerJsonRpcMessage::response(result, id)
-                }
-                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-            };
-            serde_json::to_vec(&message)
+            // Only requests below 2026-07-28 come here: the answer is the one rmcp sends those.
+            match called.and_then(|result| response(&id, &result)) {
+                Ok(body) => Ok(body),
+                Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id))),
+            }
         })
         .await;
         match answered {
