@@ -5,8 +5,9 @@
 //! write-class call's record is durable before its result is delivered; a read-only call's is
 //! queued.
 //!
-//! Arguments and results of a capability that declares `sensitive = true` are kept as
-//! SHA-256 hashes in the audit entry, never in clear.
+//! The record is stored lean (format 2 of [`crate::state::audit::record`]): each id and the
+//! arguments once. Arguments and results of a capability that declares `sensitive = true` are
+//! kept as SHA-256 hashes in the audit entry, never in clear.
 
 use std::borrow::Cow;
 
@@ -497,5 +498,10 @@ mod tests {
         let stored = format_1(&call, &Value::Null, &result);
         recorded.audit.record = stored.to_string();
         assert_eq!(full(&recorded.audit), Some(stored));
+        // Only a call's record is read as format 2.
+        let plugin = json!({ "v": 2, "action": { "x": 1 }, "result": {} });
+        recorded.audit.kind = "plugin".to_owned();
+        recorded.audit.record = plugin.to_string();
+        assert_eq!(full(&recorded.audit), Some(plugin));
     }
 }

@@ -37,7 +37,7 @@ pub fn full(event: &AuditEvent) -> Option<Value> {
     let Some(parts) = record.as_object_mut() else {
         return Some(record);
     };
-    if parts.get("v").and_then(Value::as_u64) != Some(LEAN) {
+    if event.kind != "call" || parts.get("v").and_then(Value::as_u64) != Some(LEAN) {
         return Some(record);
     }
     parts.remove("v");
