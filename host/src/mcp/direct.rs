@@ -25,8 +25,9 @@
 //!   charged about 8 us per call. A test holds the two parses to the same answers.
 //!
 //! The answer is the one rmcp's stateless JSON path sends: HTTP 200, `application/json`, the
-//! handler's result or error as one [`ServerJsonRpcMessage`](rmcp::model::ServerJsonRpcMessage),
-//! the result in the shape before 2026-07-28 (no `resultType`), as rmcp sends it to those peers.
+//! handler's error as one [`ServerJsonRpcMessage`](rmcp::model::ServerJsonRpcMessage), or its
+//! result in the shape before 2026-07-28 (no `resultType`), as rmcp sends it to those peers,
+//! written in one pass by [`super::result::response`].
 
 use http::{HeaderMap, Method};
 use rmcp::model::{
