@@ -16,14 +16,12 @@ use crate::model::{ContentBlock, ResourceContents};
 /// Maps a result envelope to MCP (see the module docs).
 pub fn to_mcp(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData> {
     let mut mcp = without_meta(result)?;
-    let envelope = serde_json::to_value(result).map_err(|e| {
-        ErrorData::internal_error(format!("the result envelope does not serialize: {e}"), None)
-    })?;
-    let mut meta = MetaObject::new();
-    meta.insert(RESULT_META.to_owned(), envelope);
-    if let Some(original) = &result.replay_of {
-        meta.insert(REPLAY_OF_META.to_owned(), original.clone().into());
-    }
+    // The same `_meta` as `response` writes, as the JSON object rmcp's type holds.
+    let meta = serde_json::to_value(Meta(result))
+        .and_then(serde_json::from_value::<MetaObject>)
+        .map_err(|e| {
+            ErrorData::internal_error(format!("the result envelope does not serialize: {e}"), None)
+        })?;
     mcp.meta = Some(meta);
     Ok(mcp)
 }
