@@ -6,23 +6,38 @@
 //! Rows: the embedded SQLite store with 1 and 32 callers; then, when PostgreSQL's server
 //! binaries are installed, a PostgreSQL server started for the run (in a temporary directory,
 //! `fsync` on) with 32 callers in one gateway process, and 32 callers split over two gateway
-//! processes (16 each, this binary started twice as a child) sharing the database. Reports
-//! calls/s, p50 and p99 latency.
+//! processes (16 each, this binary started twice as a child) sharing the database. The two
+//! PostgreSQL rows again with the database at a distance: a loopback proxy written for the
+//! bench holds every byte 2 ms each way. Callers call as 8 tenants (caller `i` as `t{i % 8}`);
+//! the two gateways split them, 4 tenants each, as a router that keeps a tenant on one gateway
+//! would. Reports calls/s, p50 and p99 latency.
 //!
-//! Run: `cargo bench -p gatehouse-tests --bench state` (`-- --seconds N` to measure longer).
+//! After each pair of gateways, the bench checks what they wrote: the audit chain verifies,
+//! and each gateway's calls completed exactly one idempotency record each (no effect twice,
+//! none lost). A failed check fails the bench.
+//!
+//! Run: `cargo bench -p gatehouse-tests --bench state` (`-- --seconds N` to measure longer;
+//! `-- --only distance` for the rows at a distance alone; `-- --callers N` for N callers in the
+//! PostgreSQL rows, 32 by default).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatehouse_host::config::StoreConfig;
+use gatehouse_host::state::AuditQuery;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope};
 use gatehouse_tests::artifacts::LEDGER;
 use gatehouse_tests::config;
+use gatehouse_tests::postgres::{DelayProxy, Postgres};
 use serde_json::json;
 
-/// Set in a child gateway process: `url callers seconds`.
+/// Set in a child gateway process: `url callers seconds first_tenant`.
 const CHILD: &str = "GATEHOUSE_BENCH_STATE_CHILD";
+/// Tenants the callers call as.
+const TENANTS: usize = 8;
+/// The database's distance in the last rows, each way.
+const DISTANCE: Duration = Duration::from_millis(2);
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -31,83 +46,168 @@ fn main() {
         .build()
         .expect("runtime");
     if let Ok(spec) = std::env::var(CHILD) {
-        // A child gateway: measure, then print the latencies (µs), one line of JSON.
+        // A child gateway: measure, then print its process id and the latencies (µs), one line
+        // of JSON.
         let parts: Vec<&str> = spec.split(' ').collect();
-        let (url, callers, seconds) = (
+        let (url, callers, seconds, first): (&str, usize, u64, usize) = (
             parts[0],
             parts[1].parse().expect("callers"),
             parts[2].parse().expect("seconds"),
+            parts[3].parse().expect("first tenant"),
         );
+        let tenants = first..first + TENANTS / 2;
         let host = host(Some(url));
-        runtime.block_on(run(&host, callers, Duration::from_millis(500)));
-        let (_, latencies, _) = runtime.block_on(run(&host, callers, Duration::from_secs(seconds)));
+        runtime.block_on(run(&host, callers, &tenants, Duration::from_millis(500)));
+        let (_, latencies, _) =
+            runtime.block_on(run(&host, callers, &tenants, Duration::from_secs(seconds)));
         let micros: Vec<u64> = latencies.iter().map(|d| d.as_micros() as u64).collect();
-        println!("{}", json!(micros));
+        println!(
+            "{}",
+            json!({ "pid": std::process::id(), "latencies": micros })
+        );
         return;
     }
-    let seconds: u64 = std::env::args()
-        .skip_while(|a| a != "--seconds")
+    let args: Vec<String> = std::env::args().collect();
+    let seconds: u64 = args
+        .iter()
+        .skip_while(|a| *a != "--seconds")
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    let only_distance = args.iter().any(|a| a == "distance");
+    let callers: usize = args
+        .iter()
+        .skip_while(|a| *a != "--callers")
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(32);
     println!("write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row");
     println!(
         "{:<28} {:>8} {:>10} {:>10} {:>10}",
         "store", "callers", "calls/s", "p50", "p99"
     );
-    let sqlite = host(None);
-    for callers in [1usize, 32] {
-        runtime.block_on(run(&sqlite, callers, Duration::from_millis(500)));
-        let (calls, latencies, elapsed) =
-            runtime.block_on(run(&sqlite, callers, Duration::from_secs(seconds)));
-        row("sqlite", callers, calls, elapsed, latencies);
+    if !only_distance {
+        let sqlite = host(None);
+        for callers in [1usize, 32] {
+            runtime.block_on(run(
+                &sqlite,
+                callers,
+                &(0..TENANTS),
+                Duration::from_millis(500),
+            ));
+            let (calls, latencies, elapsed) = runtime.block_on(run(
+                &sqlite,
+                callers,
+                &(0..TENANTS),
+                Duration::from_secs(seconds),
+            ));
+            row("sqlite", callers, calls, elapsed, latencies);
+        }
     }
-    drop(sqlite);
 
     if !gatehouse_tests::postgres::installed() {
         println!("postgresql: not installed; its rows are skipped");
         return;
     }
-    let pg = gatehouse_tests::postgres::Postgres::start();
-    let url = pg.url();
-    {
-        let one = host(Some(&url));
-        runtime.block_on(run(&one, 32, Duration::from_millis(500)));
-        let (calls, latencies, elapsed) =
-            runtime.block_on(run(&one, 32, Duration::from_secs(seconds)));
-        row("postgres, 1 gateway", 32, calls, elapsed, latencies);
+    let pg = Postgres::start();
+    if !only_distance {
+        postgres_rows(&runtime, "postgres", &pg.url(), callers, seconds);
     }
-    let children: Vec<_> = (0..2)
-        .map(|_| {
+    let proxy = runtime.block_on(DelayProxy::start(pg.port, DISTANCE));
+    postgres_rows(&runtime, "postgres +2 ms", &proxy.url(), callers, seconds);
+}
+
+/// One gateway with `callers`, then two with half each, on the database at `url`; then checks
+/// what the two wrote.
+fn postgres_rows(
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    url: &str,
+    callers: usize,
+    seconds: u64,
+) {
+    let one = host(Some(url));
+    let tenants = 0..TENANTS;
+    runtime.block_on(run(&one, callers, &tenants, Duration::from_millis(500)));
+    let (calls, latencies, elapsed) =
+        runtime.block_on(run(&one, callers, &tenants, Duration::from_secs(seconds)));
+    row(
+        &format!("{name}, 1 gateway"),
+        callers,
+        calls,
+        elapsed,
+        latencies,
+    );
+
+    let children: Vec<_> = [0, TENANTS / 2]
+        .into_iter()
+        .map(|first| {
             Command::new(std::env::current_exe().expect("this binary"))
-                .env(CHILD, format!("{url} 16 {seconds}"))
+                .env(CHILD, format!("{url} {} {seconds} {first}", callers / 2))
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("a child gateway starts")
         })
         .collect();
     let mut latencies = Vec::new();
+    let mut pids = Vec::new();
     for child in children {
         let output = child.wait_with_output().expect("the child gateway ends");
         assert!(output.status.success(), "a child gateway failed");
+        let report: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("the child's report");
         let micros: Vec<u64> =
-            serde_json::from_slice(&output.stdout).expect("the child's latencies");
+            serde_json::from_value(report["latencies"].clone()).expect("its latencies");
+        pids.push(report["pid"].as_u64().expect("its pid"));
         latencies.extend(micros.into_iter().map(Duration::from_micros));
     }
     // Both children measure the same window, at the same time (after the same warm-up).
     let calls = latencies.len();
     row(
-        "postgres, 2 gateways",
-        32,
+        &format!("{name}, 2 gateways"),
+        callers,
         calls,
         Duration::from_secs(seconds),
         latencies,
+    );
+
+    // What the two wrote: one chain, intact; one completed key per call that answered.
+    let report = runtime.block_on(one.verify_audit()).expect("the log reads");
+    assert_eq!(report.first_break, None, "the audit chain broke");
+    let keys = runtime
+        .block_on(one.store().keys(false, u64::MAX))
+        .expect("the keys read");
+    for pid in pids {
+        let prefix = format!("bench-{pid}-");
+        let mine = keys
+            .iter()
+            .filter(|k| k.key.key.starts_with(&prefix))
+            .count();
+        let entries = runtime
+            .block_on(one.store().audit(AuditQuery {
+                kind: Some("call".to_owned()),
+                ..AuditQuery::default()
+            }))
+            .expect("the log reads");
+        let recorded = entries
+            .iter()
+            .filter(|e| e.event.outcome.as_deref() == Some("OK"))
+            .filter(|e| e.event.record.contains(&prefix))
+            .count();
+        assert_eq!(
+            mine, recorded,
+            "gateway {pid}: {mine} keys, but {recorded} calls recorded OK under them"
+        );
+    }
+    println!(
+        "{:<28} audit chain intact ({} entries); each call's key completed once",
+        "", report.entries
     );
 }
 
 fn host(url: Option<&str>) -> Arc<Host> {
     let mut config: HostConfig = config(&["test.*"], &[]);
-    config.sandbox.max_concurrent_calls = 64;
+    config.sandbox.max_concurrent_calls = 256;
     if let Some(url) = url {
         config.store = StoreConfig {
             url: Some(url.to_owned()),
@@ -134,18 +234,20 @@ fn row(store: &str, callers: usize, calls: usize, elapsed: Duration, mut latenci
 async fn run(
     host: &Arc<Host>,
     callers: usize,
+    tenants: &std::ops::Range<usize>,
     window: Duration,
 ) -> (usize, Vec<Duration>, Duration) {
     let started = Instant::now();
     let tasks: Vec<_> = (0..callers)
         .map(|caller| {
             let host = Arc::clone(host);
+            let tenant = format!("t{}", tenants.start + caller % tenants.len());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut n = 0u64;
                 while started.elapsed() < window {
                     let call = ToolCallEnvelope::new(
-                        "default",
+                        &tenant,
                         "test.ledger.transfer",
                         json!({ "amount": 1, "currency": "EUR" }),
                     )

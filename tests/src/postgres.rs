@@ -199,3 +199,81 @@ fn chown_to_postgres(path: &Path) {
         path.display()
     );
 }
+
+/// A TCP proxy on loopback that holds every byte for `delay` each way before passing it on: a
+/// database at a distance, for benchmarks. Bytes keep their order, and the delay does not
+/// bound throughput (what was read is forwarded when its time comes, while more is read).
+/// tokio's timer ticks in milliseconds, so a delay of 2 ms holds bytes 2 to 3 ms.
+pub struct DelayProxy {
+    /// The loopback port it listens on.
+    pub port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DelayProxy {
+    /// Listens on a free loopback port, forwarding each connection to `127.0.0.1:upstream`.
+    /// Call inside a tokio runtime; it serves until dropped.
+    pub async fn start(upstream: u16, delay: std::time::Duration) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("the proxy binds a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::spawn(delayed(client_read, server_write, delay));
+                tokio::spawn(delayed(server_read, client_write, delay));
+            }
+        });
+        Self { port, task }
+    }
+
+    /// The URL of [`Postgres::url`]'s database, through this proxy.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://gatehouse@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read.
+async fn delayed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: std::time::Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel();
+    let read = async move {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buffer).await {
+            let at = tokio::time::Instant::now() + delay;
+            if chunks.send((at, buffer[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    };
+    let write = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
+}

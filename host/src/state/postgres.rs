@@ -8,16 +8,24 @@
 //!    the schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for the writer, which owns one connection
 //!    and its prepared statements. It takes the jobs waiting (and while nobody waits on the
-//!    batch, those that come within [`jobs::LINGER`]), and runs them in one transaction
-//!    that first takes a transaction-level advisory lock (`pg_advisory_xact_lock`). That lock
-//!    is what serializes writes across processes: a claim's read and write are one atomic step
-//!    for every gateway, and the audit chain's head, read under the lock, is the one true head,
-//!    so the log has one verifiable order. The cost: one gateway's batch commits at a time; a
-//!    batch carries every job queued meanwhile, so throughput grows with concurrency until the
-//!    database's commit latency and the batch's round trips bound it (see the README's figures).
-//!    A job that fails in SQL aborts the transaction; the batch is then rolled back and every
-//!    job run again alone, so one bad job fails only itself. A job is answered only after its
-//!    commit: what was acknowledged is in the database.
+//!    batch, those that come within [`jobs::LINGER`]) and commits them together, in two steps:
+//!    - the **fast transaction** holds the batch's claims and records, its statements sent in
+//!      two pipelines ([`fast`]): two round trips to the database per batch, however many jobs
+//!      it holds. A claim of a key nobody holds is one insert that the key's row makes atomic,
+//!      so gateways claiming different keys never wait on each other.
+//!    - the **careful transaction** ([`careful`]) runs, one job after another, what needs a
+//!      read first: a claim of a key that already has a row (its row locked), approvals, an
+//!      operator's resolution, plugin changes, pruning.
+//!
+//!    The audit chain is the one thing ordered across processes: a transaction-level advisory
+//!    lock (`pg_advisory_xact_lock`) is taken last in each transaction that appends, the
+//!    chain's head read under it is the one true head, and the entries go in with one insert
+//!    before the commit releases it. So the log keeps one verifiable order, and the lock is
+//!    held for a round trip and a commit, not for a batch; a transaction holding it never waits
+//!    for a row, so the row locks and the lock cannot deadlock.
+//!    A job that fails in SQL aborts its transaction; the careful transaction is then rolled
+//!    back and every job run again alone, so one bad job fails only itself. A job is answered
+//!    only after its commit: what was acknowledged is in the database.
 //! 3. **wake**: a record that completes or releases a key, and an operator's resolution, send
 //!    `NOTIFY gatehouse_keys` with the key's digest; every gateway `LISTEN`s on its own
 //!    connection and wakes the calls waiting on that key, wherever its holder ran. When the
@@ -27,15 +35,18 @@
 //!    write fails at once with `StoreError::Unavailable`, and the writer tries to reconnect
 //!    every half second; it turns true by itself once the database answers again.
 
+use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, Client, Row, Statement, Transaction};
+use tokio_postgres::{AsyncMessage, Client, GenericClient, Row, Statement, Transaction};
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls;
 
@@ -59,8 +70,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_audit_checkpoints.sql"),
     include_str!("migrations/0006_plugin_changes.sql"),
 ];
-/// The advisory lock every write transaction holds: one writer at a time, across processes.
-const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
+/// The advisory lock a transaction takes (last) to append to the audit chain: one appender at a
+/// time, across processes.
+pub const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 /// The advisory lock migrations run under.
 const MIGRATE_LOCK: i64 = 0x6761_7465_6d69_6772; // "gatemigr"
 /// The notification channel of keys that were completed, released or resolved.
@@ -404,6 +416,7 @@ struct Statements {
     lock: Statement,
     head: Statement,
     append: Statement,
+    new_key: Statement,
     find_key: Statement,
     take_key: Statement,
     stuck_key: Statement,
@@ -428,14 +441,24 @@ impl Writer {
         let sql = Statements {
             lock: prepare("SELECT pg_advisory_xact_lock($1)").await?,
             head: prepare("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").await?,
+            // Every entry of a batch in one statement: a column of values per array.
             append: prepare(
                 "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
+                   $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])",
+            )
+            .await?,
+            // A claim of a key nobody holds, in one statement: the row's own lock (a concurrent
+            // insert of the same key waits for the other's commit) makes it atomic.
+            new_key: prepare(
+                "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, NULL, $7, $8) \
+                 ON CONFLICT (tenant, tool, key) DO NOTHING",
             )
             .await?,
             find_key: prepare(
                 "SELECT request_hash, state, tool_call_id, lease_until, result, expires_at \
-                 FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3",
+                 FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3 FOR UPDATE",
             )
             .await?,
             take_key: prepare(
@@ -599,40 +622,275 @@ fn answer(
     }
 }
 
-/// Runs the batch in one transaction; if a job fails in SQL, rolls back and runs every job in
-/// a transaction of its own. Every job gets an answer.
+/// Runs the batch: its claims and records in the fast transaction, then what that left (every
+/// other job, and each claim of a key that already had a row) in the careful one. Every job
+/// gets an answer.
 async fn run_batch(
     writer: &mut Writer,
     batch: &[Job],
     location: &str,
 ) -> Vec<Result<Done, StoreError>> {
+    let mut answers: Vec<Option<Result<Done, StoreError>>> = batch.iter().map(|_| None).collect();
+    if batch
+        .iter()
+        .any(|job| matches!(job.op, Op::Claim(_) | Op::Record(_)))
+    {
+        match fast(writer, batch).await {
+            Ok(done) => {
+                for (answer, done) in answers.iter_mut().zip(done) {
+                    *answer = done.map(Ok);
+                }
+            }
+            Err(error) if writer.client.is_closed() => {
+                let error = unavailable(location, &error);
+                return batch.iter().map(|_| Err(error.clone())).collect();
+            }
+            Err(error) => {
+                tracing::debug!(error = %describe(&error), "a batch's fast transaction failed; its jobs run in the careful one");
+            }
+        }
+    }
+    let left: Vec<usize> = (0..batch.len()).filter(|&i| answers[i].is_none()).collect();
+    if !left.is_empty() {
+        let done = careful(writer, batch, &left, location).await;
+        for (&i, done) in left.iter().zip(done) {
+            answers[i] = Some(done);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|answer| answer.expect("the careful transaction answers every job left"))
+        .collect()
+}
+
+/// A statement sent in a pipeline, and what it answered.
+type Pending<'a> = Pin<Box<dyn Future<Output = Result<Sent, tokio_postgres::Error>> + Send + 'a>>;
+
+enum Sent {
+    Done,
+    Count(u64),
+    Head(Option<Row>),
+}
+
+/// Awaits `pending` together, having sent each (its first poll) in order: the statements go
+/// to the server one behind the other without waiting for an answer, and run there in that
+/// order, so a pipeline costs one round trip however long it is.
+async fn in_order(mut pending: Vec<Pending<'_>>) -> Result<Vec<Sent>, tokio_postgres::Error> {
+    let mut answers: Vec<Option<Result<Sent, tokio_postgres::Error>>> =
+        pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (statement, answer) in pending.iter_mut().zip(answers.iter_mut()) {
+            if answer.is_none() {
+                match statement.as_mut().poll(cx) {
+                    Poll::Ready(done) => *answer = Some(done),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    answers
+        .into_iter()
+        .map(|answer| answer.expect("every statement answered"))
+        .collect()
+}
+
+/// The fast transaction: every claim and record of the batch in two pipelines, so a batch
+/// costs two round trips to the database whatever it holds (a batch of claims only, one).
+///
+/// 1. `BEGIN`; each claim as one insert of a key nobody holds (row-level: gateways claiming
+///    different keys never wait on each other); each record's key and approval updates and its
+///    notification; then, last, the write lock and the chain's head.
+/// 2. Every record's audit entry, chained after that head, in one insert; `COMMIT`.
+///
+/// The write lock is thus held for one round trip and the commit, not for the batch. A
+/// claim whose key already has a row inserts nothing; its answer is `None`, and the careful
+/// transaction judges it (after this one, as if it had come later: its batch's jobs are
+/// concurrent). A transaction that fails is rolled back.
+async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio_postgres::Error> {
+    let Writer { client, sql } = writer;
+    let now = super::now_ms();
+    let records: Vec<&AuditEvent> = batch
+        .iter()
+        .filter_map(|job| match &job.op {
+            Op::Record(record) => Some(&record.audit),
+            _ => None,
+        })
+        .collect();
+    let mut pending: Vec<Pending<'_>> = Vec::new();
+    pending.push(Box::pin(async {
+        client.batch_execute("BEGIN").await.map(|()| Sent::Done)
+    }));
+    let mut claims = Vec::new();
+    for (index, job) in batch.iter().enumerate() {
+        match &job.op {
+            Op::Claim(request) => {
+                claims.push((index, pending.len()));
+                pending.push(Box::pin(async move {
+                    let row = NewClaim::of(request, now);
+                    client
+                        .execute(&sql.new_key, &row.params())
+                        .await
+                        .map(Sent::Count)
+                }));
+            }
+            Op::Record(record) => pending.extend(record_writes(client, sql, record, &job.op)),
+            _ => {}
+        }
+    }
+    if records.is_empty() {
+        pending.push(Box::pin(async {
+            client.batch_execute("COMMIT").await.map(|()| Sent::Done)
+        }));
+    } else {
+        pending.push(Box::pin(async {
+            client
+                .execute(&sql.lock, &[&WRITE_LOCK])
+                .await
+                .map(Sent::Count)
+        }));
+        pending.push(Box::pin(async {
+            client.query_opt(&sql.head, &[]).await.map(Sent::Head)
+        }));
+    }
+    let run = async {
+        let mut sent = in_order(pending).await?;
+        if let Some(Sent::Head(head)) = sent.last_mut() {
+            let entries = Entries::chain(head_of(head.take()), records.iter().copied());
+            let params = entries.params();
+            let mut appends: Vec<Pending<'_>> = Vec::new();
+            appends.push(Box::pin(async {
+                client.execute(&sql.append, &params).await.map(Sent::Count)
+            }));
+            appends.push(Box::pin(async {
+                client.batch_execute("COMMIT").await.map(|()| Sent::Done)
+            }));
+            in_order(appends).await?;
+        }
+        Ok(sent)
+    };
+    let sent = match run.await {
+        Ok(sent) => sent,
+        Err(error) => {
+            if !client.is_closed() {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            return Err(error);
+        }
+    };
+    let mut done: Vec<Option<Done>> = batch
+        .iter()
+        .map(|job| matches!(job.op, Op::Record(_)).then_some(Done::Unit))
+        .collect();
+    for (index, at) in claims {
+        if let Sent::Count(1) = sent[at] {
+            done[index] = Some(Done::Claim(Claim::Run));
+        }
+    }
+    Ok(done)
+}
+
+/// A record's writes besides its audit entry: its key completed or released, its approval
+/// executed, and the notification of the key (delivered at commit).
+fn record_writes<'a, C: GenericClient + Sync>(
+    client: &'a C,
+    sql: &'a Statements,
+    record: &'a CallRecord,
+    op: &'a Op,
+) -> Vec<Pending<'a>> {
+    let call = record.audit.tool_call_id.as_deref();
+    let mut pending: Vec<Pending<'a>> = Vec::new();
+    if let Some((key, result)) = &record.completes {
+        pending.push(Box::pin(async move {
+            let updated = client
+                .execute(
+                    &sql.complete_key,
+                    &[result, &key.tenant, &key.tool, &key.key, &call],
+                )
+                .await?;
+            if updated == 0 {
+                tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
+            }
+            Ok(Sent::Done)
+        }));
+    }
+    if let Some(key) = &record.releases {
+        pending.push(Box::pin(async move {
+            client
+                .execute(&sql.release_key, &[&key.tenant, &key.tool, &key.key, &call])
+                .await
+                .map(Sent::Count)
+        }));
+    }
+    if let Some(id) = &record.executes {
+        pending.push(Box::pin(async move {
+            client
+                .execute(
+                    &sql.execute_approval,
+                    &[&call, id, &to_db(record.audit.at_ms)],
+                )
+                .await
+                .map(Sent::Count)
+        }));
+    }
+    if let Some(key) = op.wakes() {
+        pending.push(Box::pin(async move {
+            client
+                .query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
+                .await
+                .map(|_| Sent::Done)
+        }));
+    }
+    pending
+}
+
+/// The careful transaction: the jobs the fast one left, one after another, each reading what
+/// it decides on (a claim locks its key's row). Their audit entries are appended last, under
+/// the write lock. If a job fails in SQL, the transaction is rolled back and every job runs in
+/// a transaction of its own, so one bad job fails only itself.
+async fn careful(
+    writer: &mut Writer,
+    batch: &[Job],
+    jobs: &[usize],
+    location: &str,
+) -> Vec<Result<Done, StoreError>> {
     let Writer { client, sql } = writer;
     let together = async {
-        let txn = begin(client, sql).await?;
-        let mut head = read_head(&txn, sql).await?;
-        let mut answers = Vec::with_capacity(batch.len());
-        for job in batch.iter() {
-            answers.push(apply(&txn, sql, &mut head, &job.op).await?);
+        let txn = client.transaction().await?;
+        let mut events = Vec::new();
+        let mut locked = false;
+        let mut answers = Vec::with_capacity(jobs.len());
+        for &index in jobs {
+            answers.push(apply(&txn, sql, &mut events, &mut locked, &batch[index].op).await?);
         }
+        append(&txn, sql, &events, locked).await?;
         txn.commit().await?;
         Ok::<_, tokio_postgres::Error>(answers)
     };
     match together.await {
         Ok(answers) => return answers,
-        Err(error) if client.is_closed() || batch.len() == 1 => {
+        Err(error) if client.is_closed() || jobs.len() == 1 => {
             let error = unavailable(location, &error);
-            return batch.iter().map(|_| Err(error.clone())).collect();
+            return jobs.iter().map(|_| Err(error.clone())).collect();
         }
         Err(error) => {
             tracing::debug!(error = %describe(&error), "a batch failed; running its jobs one by one");
         }
     }
-    let mut answers = Vec::with_capacity(batch.len());
-    for job in batch.iter() {
+    let mut answers = Vec::with_capacity(jobs.len());
+    for &index in jobs {
         let alone = async {
-            let txn = begin(client, sql).await?;
-            let mut head = read_head(&txn, sql).await?;
-            let answer = apply(&txn, sql, &mut head, &job.op).await?;
+            let txn = client.transaction().await?;
+            let mut events = Vec::new();
+            let mut locked = false;
+            let answer = apply(&txn, sql, &mut events, &mut locked, &batch[index].op).await?;
+            append(&txn, sql, &events, locked).await?;
             txn.commit().await?;
             Ok::<_, tokio_postgres::Error>(answer)
         };
@@ -645,67 +903,140 @@ async fn run_batch(
     answers
 }
 
-/// Begins a write transaction holding the write lock.
-async fn begin<'c>(
-    client: &'c mut Client,
-    sql: &Statements,
-) -> Result<Transaction<'c>, tokio_postgres::Error> {
-    let txn = client.transaction().await?;
-    txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
-    Ok(txn)
+/// The audit chain's head as read: the next entry's number and its `prev_hash`.
+fn head_of(row: Option<Row>) -> (u64, String) {
+    row.map_or((1, GENESIS.to_owned()), |row| {
+        (from_db(row.get(0)) + 1, row.get(1))
+    })
 }
 
-/// The audit chain's head: the next entry's number and its `prev_hash`.
-async fn read_head(
+/// A claim as the row `new_key` and `take_key` write.
+struct NewClaim<'r> {
+    request: &'r ClaimRequest,
+    times: [i64; 3],
+}
+
+impl<'r> NewClaim<'r> {
+    fn of(request: &'r ClaimRequest, now_ms: u64) -> Self {
+        Self {
+            request,
+            times: [request.lease_until_ms, now_ms, request.expires_at_ms].map(to_db),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 8] {
+        let (key, [lease_until, now, expires_at]) = (&self.request.key, &self.times);
+        [
+            &key.tenant,
+            &key.tool,
+            &key.key,
+            &self.request.request_hash,
+            &self.request.tool_call_id,
+            lease_until,
+            now,
+            expires_at,
+        ]
+    }
+}
+
+/// Appends `events` to the chain under the write lock (taken here unless `locked`).
+async fn append(
     txn: &Transaction<'_>,
     sql: &Statements,
-) -> Result<(u64, String), tokio_postgres::Error> {
-    Ok(txn
-        .query_opt(&sql.head, &[])
-        .await?
-        .map_or((1, GENESIS.to_owned()), |row| {
-            (from_db(row.get(0)) + 1, row.get(1))
-        }))
+    events: &[Cow<'_, AuditEvent>],
+    locked: bool,
+) -> Result<(), tokio_postgres::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    if !locked {
+        txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+    }
+    let head = head_of(txn.query_opt(&sql.head, &[]).await?);
+    let entries = Entries::chain(head, events.iter().map(|event| &**event));
+    txn.execute(&sql.append, &entries.params()).await.map(drop)
+}
+
+/// Audit entries chained after a head, as the append statement's columns.
+struct Entries<'e> {
+    seq: Vec<i64>,
+    at: Vec<i64>,
+    kind: Vec<&'e str>,
+    ids: [Vec<Option<&'e str>>; 5],
+    record: Vec<&'e str>,
+    prev_hash: Vec<String>,
+    hash: Vec<String>,
+}
+
+impl<'e> Entries<'e> {
+    /// `events` numbered and hashed in order after `head` (the next number, its `prev_hash`).
+    fn chain(head: (u64, String), events: impl Iterator<Item = &'e AuditEvent>) -> Self {
+        let mut entries = Self {
+            seq: Vec::new(),
+            at: Vec::new(),
+            kind: Vec::new(),
+            ids: Default::default(),
+            record: Vec::new(),
+            prev_hash: Vec::new(),
+            hash: Vec::new(),
+        };
+        let (mut seq, mut prev_hash) = head;
+        for event in events {
+            let hash = audit::entry_hash(&prev_hash, seq, event);
+            entries.seq.push(to_db(seq));
+            entries.at.push(to_db(event.at_ms));
+            entries.kind.push(&event.kind);
+            for (column, id) in entries.ids.iter_mut().zip([
+                &event.tool_call_id,
+                &event.tenant,
+                &event.principal,
+                &event.tool,
+                &event.outcome,
+            ]) {
+                column.push(id.as_deref());
+            }
+            entries.record.push(&event.record);
+            entries
+                .prev_hash
+                .push(std::mem::replace(&mut prev_hash, hash.clone()));
+            entries.hash.push(hash);
+            seq += 1;
+        }
+        entries
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+        let [tool_call_id, tenant, principal, tool, outcome] = &self.ids;
+        [
+            &self.seq,
+            &self.at,
+            &self.kind,
+            tool_call_id,
+            tenant,
+            principal,
+            tool,
+            outcome,
+            &self.record,
+            &self.prev_hash,
+            &self.hash,
+        ]
+    }
 }
 
 /// One job inside the batch's transaction. The outer error is SQL's (the transaction is lost);
 /// the inner one is the job's own refusal (nothing was written).
-async fn apply(
+async fn apply<'a>(
     txn: &Transaction<'_>,
     sql: &Statements,
-    head: &mut (u64, String),
-    op: &Op,
+    events: &mut Vec<Cow<'a, AuditEvent>>,
+    locked: &mut bool,
+    op: &'a Op,
 ) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
     let done = match op {
         Op::Claim(request) => Done::Claim(claim(txn, sql, request).await?),
         Op::Record(record) => {
-            let call = record.audit.tool_call_id.as_deref();
-            append(txn, sql, head, &record.audit).await?;
-            if let Some((key, result)) = &record.completes {
-                let updated = txn
-                    .execute(
-                        &sql.complete_key,
-                        &[result, &key.tenant, &key.tool, &key.key, &call],
-                    )
-                    .await?;
-                if updated == 0 {
-                    tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
-                }
-            }
-            if let Some(key) = &record.releases {
-                txn.execute(&sql.release_key, &[&key.tenant, &key.tool, &key.key, &call])
-                    .await?;
-            }
-            if let Some(id) = &record.executes {
-                txn.execute(
-                    &sql.execute_approval,
-                    &[&call, id, &to_db(record.audit.at_ms)],
-                )
-                .await?;
-            }
-            if let Some(key) = op.wakes() {
-                notify(txn, sql, key).await?;
-            }
+            events.push(Cow::Borrowed(&record.audit));
+            in_order(record_writes(txn, sql, record, op)).await?;
             Done::Unit
         }
         Op::Propose(proposal) => Done::Approval(Box::new(propose(txn, proposal).await?)),
@@ -731,13 +1062,9 @@ async fn apply(
                 ],
             )
             .await?;
-            append(
-                txn,
-                sql,
-                head,
-                &jobs::decision_event(&approval, decision, status),
-            )
-            .await?;
+            events.push(Cow::Owned(jobs::decision_event(
+                &approval, decision, status,
+            )));
             match approval_where(txn, "id = $1", &[&decision.id]).await? {
                 Some(approval) => Done::Approval(Box::new(approval)),
                 None => {
@@ -779,9 +1106,15 @@ async fn apply(
             };
             txn.execute(change, &[&key.tenant, &key.tool, &key.key])
                 .await?;
-            let event = jobs::resolution_event(key, *resolution, by, *now_ms, holder);
-            append(txn, sql, head, &event).await?;
-            notify(txn, sql, key).await?;
+            events.push(Cow::Owned(jobs::resolution_event(
+                key,
+                *resolution,
+                by,
+                *now_ms,
+                holder,
+            )));
+            txn.query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
+                .await?;
             Done::Unit
         }
         Op::Prune(now_ms) => Done::Count(
@@ -810,6 +1143,10 @@ async fn apply(
         }
         Op::AddPluginChange(change) => {
             // Under the write lock: the next number is this one's.
+            if !*locked {
+                txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+                *locked = true;
+            }
             txn.execute(
                 "INSERT INTO plugin_changes (seq, at, plugin, change) \
                  VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
@@ -824,16 +1161,6 @@ async fn apply(
         }
     };
     Ok(Ok(done))
-}
-
-async fn notify(
-    txn: &Transaction<'_>,
-    sql: &Statements,
-    key: &IdempotencyKey,
-) -> Result<(), tokio_postgres::Error> {
-    txn.query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
-        .await
-        .map(drop)
 }
 
 async fn claim(
@@ -862,53 +1189,11 @@ async fn claim(
             Ok(claim)
         }
         Judgement::Take => {
-            txn.execute(
-                &sql.take_key,
-                &[
-                    &key.tenant,
-                    &key.tool,
-                    &key.key,
-                    &request.request_hash,
-                    &request.tool_call_id,
-                    &to_db(request.lease_until_ms),
-                    &to_db(now),
-                    &to_db(request.expires_at_ms),
-                ],
-            )
-            .await?;
+            txn.execute(&sql.take_key, &NewClaim::of(request, now).params())
+                .await?;
             Ok(Claim::Run)
         }
     }
-}
-
-/// Appends an audit entry after `head`, and moves `head` past it.
-async fn append(
-    txn: &Transaction<'_>,
-    sql: &Statements,
-    head: &mut (u64, String),
-    event: &AuditEvent,
-) -> Result<(), tokio_postgres::Error> {
-    let (seq, prev_hash) = (head.0, std::mem::take(&mut head.1));
-    let hash = audit::entry_hash(&prev_hash, seq, event);
-    txn.execute(
-        &sql.append,
-        &[
-            &to_db(seq),
-            &to_db(event.at_ms),
-            &event.kind,
-            &event.tool_call_id,
-            &event.tenant,
-            &event.principal,
-            &event.tool,
-            &event.outcome,
-            &event.record,
-            &prev_hash,
-            &hash,
-        ],
-    )
-    .await?;
-    *head = (seq + 1, hash);
-    Ok(())
 }
 
 async fn propose(
@@ -956,7 +1241,7 @@ async fn propose(
 
 /// The one approval matching `condition`, read with whatever client or transaction.
 async fn approval_where(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl GenericClient,
     condition: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Option<Approval>, tokio_postgres::Error> {

@@ -10,10 +10,10 @@ use std::time::Duration;
 use gatehouse_host::config::StoreConfig;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::checkpoint::verify_checkpoints;
-use gatehouse_host::state::postgres::PostgresStore;
-use gatehouse_host::state::{AuditQuery, Checkpoint, PluginChange, Store};
+use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
+use gatehouse_host::state::{AuditQuery, Checkpoint, KeyState, PluginChange, Store};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::REST;
+use gatehouse_tests::artifacts::{LEDGER, REST};
 use gatehouse_tests::free_port;
 use gatehouse_tests::postgres::Postgres;
 use gatehouse_tests::upstream::Upstream;
@@ -98,6 +98,74 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
         (200, None),
         "both gateways' entries form one chain"
     );
+}
+
+/// Claims are row-level: a call claims its key while another session holds the lock that
+/// orders the audit chain; only the call's record (its audit entry) waits for the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
+    let pg = Postgres::start();
+    let mut config = gatehouse_tests::config(&["test.*"], &[]);
+    config.store = on(&pg);
+    let host = Arc::new(Host::new(config).unwrap());
+    host.install_adapter(&LEDGER.signed()).unwrap();
+    let (other, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    other
+        .execute("SELECT pg_advisory_lock($1)", &[&WRITE_LOCK])
+        .await
+        .unwrap();
+
+    let call = tokio::spawn({
+        let host = Arc::clone(&host);
+        async move {
+            host.call(
+                ToolCallEnvelope::new(
+                    "default",
+                    "test.ledger.transfer",
+                    json!({ "amount": 1, "currency": "EUR" }),
+                )
+                .with_idempotency_key("held"),
+            )
+            .await
+        }
+    });
+    let state = async || {
+        let keys = host
+            .store()
+            .keys(false, gatehouse_host::state::now_ms())
+            .await
+            .unwrap();
+        keys.iter().find(|k| k.key.key == "held").map(|k| k.state)
+    };
+    for _ in 0..200 {
+        if state().await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        state().await,
+        Some(KeyState::InProgress),
+        "the key was claimed while the lock was held"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!call.is_finished(), "the record waits for the lock");
+
+    other
+        .execute("SELECT pg_advisory_unlock($1)", &[&WRITE_LOCK])
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call ends once the lock is free")
+        .unwrap();
+    assert_eq!(result.outcome, OutcomeCode::Ok, "{result:#?}");
+    assert_eq!(state().await, Some(KeyState::Complete));
+    let report = host.verify_audit().await.unwrap();
+    assert_eq!((report.entries, report.first_break), (1, None));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
