@@ -6,9 +6,13 @@
 //!    use. The versioned migrations (the portable files SQLite also applies) are applied under a
 //!    session-level advisory lock, so gateways starting together apply each one exactly once;
 //!    the schema version is kept in `gatehouse_schema`.
-//! 2. **write** (group commit): every write is a job for the writer, which owns one connection
-//!    and its prepared statements. It takes the jobs waiting (and while nobody waits on the
-//!    batch, those that come within [`jobs::LINGER`]) and commits them together, in two steps:
+//! 2. **write** (group commit): every write is a job for a writer. There are two, each with
+//!    its own connection and prepared statements: one takes the claims, the other everything
+//!    else (records, approvals, resolutions, plugin changes, pruning, and [`Store::flush`]'s
+//!    barrier, which thus orders the records only; claims are always waited on). A call's
+//!    claim therefore never queues behind a batch of records, nor a record behind claims.
+//!    Each writer takes the jobs waiting (and while nobody waits on the batch, those that come
+//!    within [`jobs::LINGER`]) and commits them together, in two steps:
 //!    - the **fast transaction** holds the batch's claims and records, its statements sent in
 //!      two pipelines ([`fast`]): two round trips to the database per batch, however many jobs
 //!      it holds. A claim of a key nobody holds is one insert that the key's row makes atomic,
@@ -32,13 +36,13 @@
 //!    listening connection drops, every waiter is woken to look again.
 //! 4. **read**: a pool of connections (`[store] pool_size`).
 //! 5. **down**: when the database cannot be reached, [`Store::available`] turns false, every
-//!    write fails at once with `StoreError::Unavailable`, and the writer tries to reconnect
-//!    every half second; it turns true by itself once the database answers again.
+//!    write fails at once with `StoreError::Unavailable`, and each writer tries to reconnect
+//!    every half second; the store turns available by itself once both are back.
 
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -94,12 +98,37 @@ type Tls = MakeRustlsConnect;
 pub struct PostgresStore {
     location: String,
     /// `None` once the store is shutting down.
-    jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    jobs: Mutex<Option<Queues>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
     pool: Pool,
     waiters: Arc<Waiters>,
-    up: Arc<AtomicBool>,
+    /// How many of the two writers have lost their connection.
+    down: Arc<AtomicUsize>,
+}
+
+/// The two writers' queues (see the module docs).
+struct Queues {
+    claims: mpsc::UnboundedSender<Job>,
+    records: mpsc::UnboundedSender<Job>,
+}
+
+/// Which writer a write loop is.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// Claims only: never appends, never takes the write lock.
+    Claims,
+    /// Every other write; prunes expired keys.
+    Records,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Claims => "claims",
+            Self::Records => "records",
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -111,18 +140,18 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl Drop for PostgresStore {
-    /// Lets the writer commit the jobs already queued, then stops the store's thread.
+    /// Lets the writers commit the jobs already queued, then stops the store's thread.
     fn drop(&mut self) {
         jobs::stop_writer(&self.jobs, &self.thread);
     }
 }
 
-/// What the writer and the listener share with the store.
+/// What the writers and the listener share with the store.
 struct Shared {
     config: tokio_postgres::Config,
     tls: Tls,
     waiters: Arc<Waiters>,
-    up: Arc<AtomicBool>,
+    down: Arc<AtomicUsize>,
     location: String,
 }
 
@@ -168,15 +197,16 @@ impl PostgresStore {
         .build()
         .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
         let waiters = Arc::new(Waiters::default());
-        let up = Arc::new(AtomicBool::new(true));
+        let down = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             config: pg,
             tls,
             waiters: Arc::clone(&waiters),
-            up: Arc::clone(&up),
+            down: Arc::clone(&down),
             location: location.clone(),
         });
-        let (jobs, queue) = mpsc::unbounded_channel();
+        let (claims, claim_queue) = mpsc::unbounded_channel();
+        let (records, record_queue) = mpsc::unbounded_channel();
         let (ready, started) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gatehouse-postgres".to_owned())
@@ -192,8 +222,12 @@ impl PostgresStore {
                     }
                 };
                 runtime.block_on(async move {
-                    let writer = match Writer::connect(&shared).await {
-                        Ok(writer) => writer,
+                    let writers = match Writer::connect(&shared).await {
+                        Ok(first) => Writer::connect(&shared).await.map(|second| (first, second)),
+                        Err(e) => Err(e),
+                    };
+                    let (claimer, recorder) = match writers {
+                        Ok(writers) => writers,
                         Err(e) => {
                             let _ = ready.send(Err(e));
                             return;
@@ -201,7 +235,10 @@ impl PostgresStore {
                     };
                     let _ = ready.send(Ok(tokio::runtime::Handle::current()));
                     tokio::spawn(listen(Arc::clone(&shared)));
-                    write_loop(Some(writer), queue, &shared).await;
+                    tokio::join!(
+                        write_loop(Some(claimer), claim_queue, &shared, Role::Claims),
+                        write_loop(Some(recorder), record_queue, &shared, Role::Records),
+                    );
                 });
             })
             .map_err(|e| fail(format!("cannot start its thread: {e}")))?;
@@ -218,23 +255,27 @@ impl PostgresStore {
         };
         Ok(Self {
             location,
-            jobs: Mutex::new(Some(jobs)),
+            jobs: Mutex::new(Some(Queues { claims, records })),
             thread: Mutex::new(Some(thread)),
             runtime,
             pool,
             waiters,
-            up,
+            down,
         })
     }
 
-    /// Sends a job to the writer; waits for its commit when `wait`.
+    /// Sends a job to its writer (a claim to the claims', anything else to the records'); waits
+    /// for its commit when `wait`.
     fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done> {
         jobs::submit(op, wait, |job| {
             self.jobs
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .is_some_and(|jobs| jobs.send(job).is_ok())
+                .is_some_and(|queues| match job.op {
+                    Op::Claim(_) => queues.claims.send(job).is_ok(),
+                    _ => queues.records.send(job).is_ok(),
+                })
         })
     }
 
@@ -516,12 +557,13 @@ async fn gather(first: Job, queue: &mut mpsc::UnboundedReceiver<Job>) -> Vec<Job
     batch
 }
 
-/// The writer: group commit under the write lock (see the module docs). Reconnects by itself
-/// when the database comes back; while it is down, jobs fail at once.
+/// A writer: group commit (see the module docs). Reconnects by itself when the database comes
+/// back; while it is down, jobs fail at once.
 async fn write_loop(
     mut writer: Option<Writer>,
     mut queue: mpsc::UnboundedReceiver<Job>,
     shared: &Shared,
+    role: Role,
 ) {
     let mut pruned: Option<std::time::Instant> = None;
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
@@ -537,10 +579,10 @@ async fn write_loop(
                 match &writer {
                     Some(live) if live.client.is_closed() => {
                         writer = None;
-                        lost(shared);
+                        lost(shared, role);
                     }
                     Some(_) => {}
-                    None => writer = reconnect(shared).await,
+                    None => writer = reconnect(shared, role).await,
                 }
                 continue;
             }
@@ -548,7 +590,7 @@ async fn write_loop(
         let mut batch = gather(first, &mut queue).await;
         if writer.as_ref().is_some_and(|w| w.client.is_closed()) {
             writer = None;
-            lost(shared);
+            lost(shared, role);
         }
         let Some(live) = writer.as_mut() else {
             let error = StoreError::Unavailable(format!(
@@ -559,7 +601,7 @@ async fn write_loop(
             answer(batch, (0..).map(|_| Err(error.clone())), shared);
             continue;
         };
-        if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+        if matches!(role, Role::Records) && pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
             pruned = Some(std::time::Instant::now());
             batch.push(Job {
                 op: Op::Prune(super::now_ms()),
@@ -569,24 +611,24 @@ async fn write_loop(
         let results = run_batch(live, &batch, &shared.location).await;
         if live.client.is_closed() {
             writer = None;
-            lost(shared);
+            lost(shared, role);
         }
         answer(batch, results, shared);
     }
 }
 
-/// Marks the store down.
-fn lost(shared: &Shared) {
-    tracing::warn!(store = %shared.location, "lost the connection to the database; calls that must be recorded fail until it is back");
-    shared.up.store(false, Ordering::Release);
+/// Marks the store down (until every writer is back).
+fn lost(shared: &Shared, role: Role) {
+    tracing::warn!(store = %shared.location, writer = role.name(), "lost the connection to the database; calls that must be recorded fail until it is back");
+    shared.down.fetch_add(1, Ordering::AcqRel);
 }
 
-/// Tries to connect the writer again; marks the store up when it does.
-async fn reconnect(shared: &Shared) -> Option<Writer> {
+/// Tries to connect the writer again; counts it up when it does.
+async fn reconnect(shared: &Shared, role: Role) -> Option<Writer> {
     match Writer::connect(shared).await {
         Ok(writer) => {
-            tracing::info!(store = %shared.location, "the database is back");
-            shared.up.store(true, Ordering::Release);
+            tracing::info!(store = %shared.location, writer = role.name(), "the database is back");
+            shared.down.fetch_sub(1, Ordering::AcqRel);
             // Keys may have been completed while nobody listened.
             shared.waiters.wake_all();
             Some(writer)
@@ -1334,7 +1376,7 @@ impl Store for PostgresStore {
     }
 
     fn available(&self) -> bool {
-        self.up.load(Ordering::Acquire)
+        self.down.load(Ordering::Acquire) == 0
     }
 
     fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>> {
