@@ -60,18 +60,58 @@ impl AuditEntry {
 /// The hash of entry `seq` holding `event` after `prev_hash`: see the module docs.
 pub fn entry_hash(prev_hash: &str, seq: u64, event: &AuditEvent) -> String {
     let mut hasher = Sha256::new();
-    let mut field = |bytes: Option<&[u8]>| match bytes {
+    frame(&mut hasher, Some(prev_hash.as_bytes()));
+    frame(&mut hasher, Some(&seq.to_le_bytes()));
+    frame_columns(&mut hasher, event);
+    let mut digits = [0u8; 64];
+    hex::encode_to_slice(hasher.finalize(), &mut digits).expect("32 bytes are 64 hex digits");
+    let mut hash = String::with_capacity(71);
+    hash.push_str("sha256:");
+    hash.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
+    hash
+}
+
+/// `event`'s columns as [`entry_hash`] hashes them after `prev_hash` and `seq`: what the
+/// PostgreSQL store hands the database, which hashes them after the head it reads under its
+/// lock (`migrations/postgres/0007_audit_append.sql`).
+pub fn framed_columns(event: &AuditEvent) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(event.record.len() + 160);
+    frame_columns(&mut bytes, event);
+    bytes
+}
+
+/// Where framed bytes go: a hasher, or a buffer for the database to hash.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// One column: its length as a little-endian u64, then its bytes.
+fn frame(sink: &mut impl Sink, bytes: Option<&[u8]>) {
+    match bytes {
         Some(bytes) => {
-            hasher.update((bytes.len() as u64).to_le_bytes());
-            hasher.update(bytes);
+            sink.put(&(bytes.len() as u64).to_le_bytes());
+            sink.put(bytes);
         }
         // An absent column: a length no present one can have.
-        None => hasher.update(u64::MAX.to_le_bytes()),
-    };
-    field(Some(prev_hash.as_bytes()));
-    field(Some(&seq.to_le_bytes()));
-    field(Some(&event.at_ms.to_le_bytes()));
-    field(Some(event.kind.as_bytes()));
+        None => sink.put(&u64::MAX.to_le_bytes()),
+    }
+}
+
+fn frame_columns(sink: &mut impl Sink, event: &AuditEvent) {
+    frame(sink, Some(&event.at_ms.to_le_bytes()));
+    frame(sink, Some(event.kind.as_bytes()));
     for id in [
         &event.tool_call_id,
         &event.tenant,
@@ -79,15 +119,9 @@ pub fn entry_hash(prev_hash: &str, seq: u64, event: &AuditEvent) -> String {
         &event.tool,
         &event.outcome,
     ] {
-        field(id.as_deref().map(str::as_bytes));
+        frame(sink, id.as_deref().map(str::as_bytes));
     }
-    field(Some(event.record.as_bytes()));
-    let mut digits = [0u8; 64];
-    hex::encode_to_slice(hasher.finalize(), &mut digits).expect("32 bytes are 64 hex digits");
-    let mut hash = String::with_capacity(71);
-    hash.push_str("sha256:");
-    hash.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
-    hash
+    frame(sink, Some(event.record.as_bytes()));
 }
 
 /// Which entries to read.

@@ -14,19 +14,22 @@
 //!    Each writer takes the jobs waiting (and while nobody waits on the batch, those that come
 //!    within [`jobs::LINGER`]) and commits them together, in two steps:
 //!    - the **fast transaction** holds the batch's claims and records, its statements sent in
-//!      two pipelines ([`fast`]): two round trips to the database per batch, however many jobs
+//!      one pipeline ([`fast`]): one round trip to the database per batch, however many jobs
 //!      it holds. A claim of a key nobody holds is one insert that the key's row makes atomic,
 //!      so gateways claiming different keys never wait on each other.
 //!    - the **careful transaction** ([`careful`]) runs, one job after another, what needs a
 //!      read first: a claim of a key that already has a row (its row locked), approvals, an
 //!      operator's resolution, plugin changes, pruning.
 //!
-//!    The audit chain is the one thing ordered across processes: a transaction-level advisory
-//!    lock (`pg_advisory_xact_lock`) is taken last in each transaction that appends, the
-//!    chain's head read under it is the one true head, and the entries go in with one insert
-//!    before the commit releases it. So the log keeps one verifiable order, and the lock is
-//!    held for a round trip and a commit, not for a batch; a transaction holding it never waits
-//!    for a row, so the row locks and the lock cannot deadlock.
+//!    The audit chain is the one thing ordered across processes. A transaction appends its
+//!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): under a
+//!    transaction-level advisory lock ([`WRITE_LOCK`]), the database reads the chain's head,
+//!    numbers and hashes the entries after it and inserts them; the commit, next in the
+//!    pipeline, releases the lock. The hash is `state::audit::entry_hash`'s, which `audit
+//!    verify` checks: the gateway sends each entry's columns framed for it, and the database
+//!    hashes the head's hash and the number in front of them. So the log keeps one verifiable order, the lock is never held across a round
+//!    trip to a gateway, and a transaction holding it never waits for a row, so the row locks
+//!    and the lock cannot deadlock.
 //!    A job that fails in SQL aborts its transaction; the careful transaction is then rolled
 //!    back and every job run again alone, so one bad job fails only itself. A job is answered
 //!    only after its commit: what was acknowledged is in the database.
@@ -54,7 +57,7 @@ use tokio_postgres::{AsyncMessage, Client, GenericClient, Row, Statement, Transa
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls;
 
-use super::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use super::audit::{self, AuditEntry, AuditQuery, VerifyReport};
 use super::jobs::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Done, Job,
     Judgement, KeyRow, Op, PLUGIN_CHANGES_QUERY, from_db, to_db,
@@ -67,12 +70,14 @@ use super::{
 };
 
 /// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
-/// in `migrations/sqlite/`, come after them there and are not PostgreSQL's).
+/// in `migrations/sqlite/`, are not PostgreSQL's), then PostgreSQL's own, in
+/// `migrations/postgres/`.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_rate_windows.sql"),
     include_str!("migrations/0005_audit_checkpoints.sql"),
     include_str!("migrations/0006_plugin_changes.sql"),
+    include_str!("migrations/postgres/0007_audit_append.sql"),
 ];
 /// The advisory lock a transaction takes (last) to append to the audit chain: one appender at a
 /// time, across processes.
@@ -455,7 +460,6 @@ struct Writer {
 /// The statements every call runs, prepared once per connection.
 struct Statements {
     lock: Statement,
-    head: Statement,
     append: Statement,
     new_key: Statement,
     find_key: Statement,
@@ -481,12 +485,11 @@ impl Writer {
         };
         let sql = Statements {
             lock: prepare("SELECT pg_advisory_xact_lock($1)").await?,
-            head: prepare("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").await?,
-            // Every entry of a batch in one statement: a column of values per array.
+            // Every entry of a batch in one statement: a column of values per array, numbered
+            // and hashed by the database under the write lock.
             append: prepare(
-                "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
-                   $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])",
+                "SELECT gatehouse_append($1, $2::bigint[], $3::text[], $4::text[], $5::text[], \
+                   $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[])",
             )
             .await?,
             // A claim of a key nobody holds, in one statement: the row's own lock (a concurrent
@@ -711,7 +714,6 @@ type Pending<'a> = Pin<Box<dyn Future<Output = Result<Sent, tokio_postgres::Erro
 enum Sent {
     Done,
     Count(u64),
-    Head(Option<Row>),
 }
 
 /// Awaits `pending` together, having sent each (its first poll) in order: the statements go
@@ -743,28 +745,25 @@ async fn in_order(mut pending: Vec<Pending<'_>>) -> Result<Vec<Sent>, tokio_post
         .collect()
 }
 
-/// The fast transaction: every claim and record of the batch in two pipelines, so a batch
-/// costs two round trips to the database whatever it holds (a batch of claims only, one).
+/// The fast transaction: every claim and record of the batch in one pipeline, so a batch
+/// costs one round trip to the database whatever it holds: `BEGIN`; each claim as one insert of
+/// a key nobody holds (row-level: gateways claiming different keys never wait on each other);
+/// each record's key and approval updates and its notification; then every record's audit
+/// entry, appended by the database (`gatehouse_append`, under the write lock); `COMMIT`.
 ///
-/// 1. `BEGIN`; each claim as one insert of a key nobody holds (row-level: gateways claiming
-///    different keys never wait on each other); each record's key and approval updates and its
-///    notification; then, last, the write lock and the chain's head.
-/// 2. Every record's audit entry, chained after that head, in one insert; `COMMIT`.
-///
-/// The write lock is thus held for one round trip and the commit, not for the batch. A
-/// claim whose key already has a row inserts nothing; its answer is `None`, and the careful
-/// transaction judges it (after this one, as if it had come later: its batch's jobs are
-/// concurrent). A transaction that fails is rolled back.
+/// The write lock is thus held only while the database appends and commits, never across a
+/// round trip. A claim whose key already has a row inserts nothing; its answer is `None`, and
+/// the careful transaction judges it (after this one, as if it had come later: its batch's
+/// jobs are concurrent). A statement that fails aborts the transaction, whose `COMMIT` then
+/// rolls it back.
 async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio_postgres::Error> {
     let Writer { client, sql } = writer;
     let now = super::now_ms();
-    let records: Vec<&AuditEvent> = batch
-        .iter()
-        .filter_map(|job| match &job.op {
-            Op::Record(record) => Some(&record.audit),
-            _ => None,
-        })
-        .collect();
+    let entries = Entries::of(batch.iter().filter_map(|job| match &job.op {
+        Op::Record(record) => Some(&record.audit),
+        _ => None,
+    }));
+    let params = entries.params();
     let mut pending: Vec<Pending<'_>> = Vec::new();
     pending.push(Box::pin(async {
         client.batch_execute("BEGIN").await.map(|()| Sent::Done)
@@ -786,41 +785,22 @@ async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio
             _ => {}
         }
     }
-    if records.is_empty() {
-        pending.push(Box::pin(async {
-            client.batch_execute("COMMIT").await.map(|()| Sent::Done)
-        }));
-    } else {
+    if !entries.is_empty() {
         pending.push(Box::pin(async {
             client
-                .execute(&sql.lock, &[&WRITE_LOCK])
+                .query_one(&sql.append, &params)
                 .await
-                .map(Sent::Count)
-        }));
-        pending.push(Box::pin(async {
-            client.query_opt(&sql.head, &[]).await.map(Sent::Head)
+                .map(|_| Sent::Done)
         }));
     }
-    let run = async {
-        let mut sent = in_order(pending).await?;
-        if let Some(Sent::Head(head)) = sent.last_mut() {
-            let entries = Entries::chain(head_of(head.take()), records.iter().copied());
-            let params = entries.params();
-            let mut appends: Vec<Pending<'_>> = Vec::new();
-            appends.push(Box::pin(async {
-                client.execute(&sql.append, &params).await.map(Sent::Count)
-            }));
-            appends.push(Box::pin(async {
-                client.batch_execute("COMMIT").await.map(|()| Sent::Done)
-            }));
-            in_order(appends).await?;
-        }
-        Ok(sent)
-    };
-    let sent = match run.await {
+    pending.push(Box::pin(async {
+        client.batch_execute("COMMIT").await.map(|()| Sent::Done)
+    }));
+    let sent = match in_order(pending).await {
         Ok(sent) => sent,
         Err(error) => {
             if !client.is_closed() {
+                // Its `COMMIT` rolled it back already; if that is what failed, make sure.
                 let _ = client.batch_execute("ROLLBACK").await;
             }
             return Err(error);
@@ -906,12 +886,11 @@ async fn careful(
     let together = async {
         let txn = client.transaction().await?;
         let mut events = Vec::new();
-        let mut locked = false;
         let mut answers = Vec::with_capacity(jobs.len());
         for &index in jobs {
-            answers.push(apply(&txn, sql, &mut events, &mut locked, &batch[index].op).await?);
+            answers.push(apply(&txn, sql, &mut events, &batch[index].op).await?);
         }
-        append(&txn, sql, &events, locked).await?;
+        append(&txn, sql, &events).await?;
         txn.commit().await?;
         Ok::<_, tokio_postgres::Error>(answers)
     };
@@ -930,9 +909,8 @@ async fn careful(
         let alone = async {
             let txn = client.transaction().await?;
             let mut events = Vec::new();
-            let mut locked = false;
-            let answer = apply(&txn, sql, &mut events, &mut locked, &batch[index].op).await?;
-            append(&txn, sql, &events, locked).await?;
+            let answer = apply(&txn, sql, &mut events, &batch[index].op).await?;
+            append(&txn, sql, &events).await?;
             txn.commit().await?;
             Ok::<_, tokio_postgres::Error>(answer)
         };
@@ -943,13 +921,6 @@ async fn careful(
         );
     }
     answers
-}
-
-/// The audit chain's head as read: the next entry's number and its `prev_hash`.
-fn head_of(row: Option<Row>) -> (u64, String) {
-    row.map_or((1, GENESIS.to_owned()), |row| {
-        (from_db(row.get(0)) + 1, row.get(1))
-    })
 }
 
 /// A claim as the row `new_key` and `take_key` write.
@@ -981,51 +952,42 @@ impl<'r> NewClaim<'r> {
     }
 }
 
-/// Appends `events` to the chain under the write lock (taken here unless `locked`).
+/// Appends `events` to the chain: the database numbers and hashes them after its head, under
+/// the write lock (`gatehouse_append`).
 async fn append(
     txn: &Transaction<'_>,
     sql: &Statements,
     events: &[Cow<'_, AuditEvent>],
-    locked: bool,
 ) -> Result<(), tokio_postgres::Error> {
-    if events.is_empty() {
+    let entries = Entries::of(events.iter().map(|event| &**event));
+    if entries.is_empty() {
         return Ok(());
     }
-    if !locked {
-        txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
-    }
-    let head = head_of(txn.query_opt(&sql.head, &[]).await?);
-    let entries = Entries::chain(head, events.iter().map(|event| &**event));
-    txn.execute(&sql.append, &entries.params()).await.map(drop)
+    txn.query_one(&sql.append, &entries.params())
+        .await
+        .map(drop)
 }
 
-/// Audit entries chained after a head, as the append statement's columns.
+/// Audit events as the columns `gatehouse_append` takes, one array each, and each event's
+/// columns framed for the hash ([`audit::framed_columns`]).
 struct Entries<'e> {
-    seq: Vec<i64>,
     at: Vec<i64>,
     kind: Vec<&'e str>,
     ids: [Vec<Option<&'e str>>; 5],
     record: Vec<&'e str>,
-    prev_hash: Vec<String>,
-    hash: Vec<String>,
+    framed: Vec<Vec<u8>>,
 }
 
 impl<'e> Entries<'e> {
-    /// `events` numbered and hashed in order after `head` (the next number, its `prev_hash`).
-    fn chain(head: (u64, String), events: impl Iterator<Item = &'e AuditEvent>) -> Self {
+    fn of(events: impl Iterator<Item = &'e AuditEvent>) -> Self {
         let mut entries = Self {
-            seq: Vec::new(),
             at: Vec::new(),
             kind: Vec::new(),
             ids: Default::default(),
             record: Vec::new(),
-            prev_hash: Vec::new(),
-            hash: Vec::new(),
+            framed: Vec::new(),
         };
-        let (mut seq, mut prev_hash) = head;
         for event in events {
-            let hash = audit::entry_hash(&prev_hash, seq, event);
-            entries.seq.push(to_db(seq));
             entries.at.push(to_db(event.at_ms));
             entries.kind.push(&event.kind);
             for (column, id) in entries.ids.iter_mut().zip([
@@ -1038,19 +1000,19 @@ impl<'e> Entries<'e> {
                 column.push(id.as_deref());
             }
             entries.record.push(&event.record);
-            entries
-                .prev_hash
-                .push(std::mem::replace(&mut prev_hash, hash.clone()));
-            entries.hash.push(hash);
-            seq += 1;
+            entries.framed.push(audit::framed_columns(event));
         }
         entries
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+    fn is_empty(&self) -> bool {
+        self.record.is_empty()
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 10] {
         let [tool_call_id, tenant, principal, tool, outcome] = &self.ids;
         [
-            &self.seq,
+            &WRITE_LOCK,
             &self.at,
             &self.kind,
             tool_call_id,
@@ -1059,8 +1021,7 @@ impl<'e> Entries<'e> {
             tool,
             outcome,
             &self.record,
-            &self.prev_hash,
-            &self.hash,
+            &self.framed,
         ]
     }
 }
@@ -1071,7 +1032,6 @@ async fn apply<'a>(
     txn: &Transaction<'_>,
     sql: &Statements,
     events: &mut Vec<Cow<'a, AuditEvent>>,
-    locked: &mut bool,
     op: &'a Op,
 ) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
     let done = match op {
@@ -1185,10 +1145,7 @@ async fn apply<'a>(
         }
         Op::AddPluginChange(change) => {
             // Under the write lock: the next number is this one's.
-            if !*locked {
-                txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
-                *locked = true;
-            }
+            txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
             txn.execute(
                 "INSERT INTO plugin_changes (seq, at, plugin, change) \
                  VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",

@@ -11,7 +11,9 @@ use gatehouse_host::config::StoreConfig;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::checkpoint::verify_checkpoints;
 use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
-use gatehouse_host::state::{AuditQuery, Checkpoint, KeyState, PluginChange, Store};
+use gatehouse_host::state::{
+    AuditEvent, AuditQuery, CallRecord, Checkpoint, KeyState, PluginChange, Store,
+};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
 use gatehouse_tests::free_port;
@@ -166,6 +168,49 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
     assert_eq!(state().await, Some(KeyState::Complete));
     let report = host.verify_audit().await.unwrap();
     assert_eq!((report.entries, report.first_break), (1, None));
+}
+
+/// The database chains the entries (`gatehouse_append`) with the hash the Rust verifier
+/// checks: absent and empty columns, text beyond ASCII, one entry or many in a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_the_database_chains_verify_with_the_gateways_hash() {
+    let pg = Postgres::start();
+    let store = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    let event = |n: u64, tenant: Option<&str>, record: &str| AuditEvent {
+        at_ms: 1_700_000_000_000 + n,
+        kind: "call".to_owned(),
+        tool_call_id: Some(format!("call_{n}")),
+        tenant: tenant.map(str::to_owned),
+        principal: None,
+        tool: Some(String::new()),
+        outcome: Some("OK".to_owned()),
+        record: record.to_owned(),
+    };
+    let record = |audit| CallRecord {
+        audit,
+        completes: None,
+        releases: None,
+        executes: None,
+        durable: true,
+    };
+    store.record(record(event(1, None, "{}"))).await.unwrap();
+    let many = (2..40).map(|n| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let text = format!("{{\"n\":{n},\"note\":\"héllo ✓ — 日本\"}}");
+            store
+                .record(record(event(n, Some("tenant-é"), &text)))
+                .await
+        })
+    });
+    for done in futures_join(many).await {
+        done.unwrap();
+    }
+    let report = store.verify_audit().await.unwrap();
+    assert_eq!((report.entries, report.first_break), (39, None));
+    let entries = store.audit(AuditQuery::default()).await.unwrap();
+    assert!(entries.iter().all(|e| e.hash == e.expected_hash()));
+    assert_eq!(report.head, entries.last().unwrap().hash);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
