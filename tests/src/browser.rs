@@ -5,6 +5,7 @@
 //! tests that need one take [`Browser::start`]'s lock, so two Chromiums never share the
 //! machine's two cores with the rest of the suite.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +26,14 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Stops chromedriver and every process it started: it runs in a process group of its own
+    /// ([`Browser::start`]), and the whole group is killed, so no Chromium outlives the test.
     fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -58,6 +66,7 @@ impl Browser {
         let port = crate::free_port();
         let driver = Command::new(&driver)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -86,8 +86,16 @@ fn approval_id(paused: &Value) -> String {
     record(paused)["approval_id"].as_str().unwrap().to_owned()
 }
 
+/// Where the screenshots go: the README's own (`docs/console/`) when
+/// `GATEHOUSE_UPDATE_SCREENSHOTS` is set, else a directory under the build's target, so a test
+/// run leaves the tracked files alone.
 fn screenshots() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/console")
+    if std::env::var_os("GATEHOUSE_UPDATE_SCREENSHOTS").is_some() {
+        return PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/console");
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Approves `id` with a `fetch` from the signed-in page (with the CSRF token if `csrf`): the
