@@ -873,8 +873,8 @@ fn record_writes<'a, C: GenericClient + Sync>(
 }
 
 /// The careful transaction: the jobs the fast one left, one after another, each reading what
-/// it decides on (a claim locks its key's row). Their audit entries are appended last, under
-/// the write lock. If a job fails in SQL, the transaction is rolled back and every job runs in
+/// it decides on (a claim locks its key's row). Their audit entries and plugin changes are
+/// written last, under the write lock ([`Last`]). If a job fails in SQL, the transaction is rolled back and every job runs in
 /// a transaction of its own, so one bad job fails only itself.
 async fn careful(
     writer: &mut Writer,
@@ -885,12 +885,12 @@ async fn careful(
     let Writer { client, sql } = writer;
     let together = async {
         let txn = client.transaction().await?;
-        let mut events = Vec::new();
+        let mut last = Last::default();
         let mut answers = Vec::with_capacity(jobs.len());
         for &index in jobs {
-            answers.push(apply(&txn, sql, &mut events, &batch[index].op).await?);
+            answers.push(apply(&txn, sql, &mut last, &batch[index].op).await?);
         }
-        append(&txn, sql, &events).await?;
+        last.write(&txn, sql).await?;
         txn.commit().await?;
         Ok::<_, tokio_postgres::Error>(answers)
     };
@@ -908,9 +908,9 @@ async fn careful(
     for &index in jobs {
         let alone = async {
             let txn = client.transaction().await?;
-            let mut events = Vec::new();
-            let answer = apply(&txn, sql, &mut events, &batch[index].op).await?;
-            append(&txn, sql, &events).await?;
+            let mut last = Last::default();
+            let answer = apply(&txn, sql, &mut last, &batch[index].op).await?;
+            last.write(&txn, sql).await?;
             txn.commit().await?;
             Ok::<_, tokio_postgres::Error>(answer)
         };
@@ -952,20 +952,43 @@ impl<'r> NewClaim<'r> {
     }
 }
 
-/// Appends `events` to the chain: the database numbers and hashes them after its head, under
-/// the write lock (`gatehouse_append`).
-async fn append(
-    txn: &Transaction<'_>,
-    sql: &Statements,
-    events: &[Cow<'_, AuditEvent>],
-) -> Result<(), tokio_postgres::Error> {
-    let entries = Entries::of(events.iter().map(|event| &**event));
-    if entries.is_empty() {
-        return Ok(());
+/// What a careful transaction writes last, under the write lock: its audit entries (numbered
+/// and hashed by the database after its head, `gatehouse_append`), then its plugin changes
+/// (numbered after the last). Taken last, the lock is held by a transaction that waits for no
+/// row.
+#[derive(Default)]
+struct Last<'a> {
+    events: Vec<Cow<'a, AuditEvent>>,
+    changes: Vec<&'a PluginChange>,
+}
+
+impl Last<'_> {
+    async fn write(
+        &self,
+        txn: &Transaction<'_>,
+        sql: &Statements,
+    ) -> Result<(), tokio_postgres::Error> {
+        let entries = Entries::of(self.events.iter().map(|event| &**event));
+        if !entries.is_empty() {
+            txn.query_one(&sql.append, &entries.params()).await?;
+        }
+        if !self.changes.is_empty() {
+            txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+        }
+        for change in &self.changes {
+            txn.execute(
+                "INSERT INTO plugin_changes (seq, at, plugin, change) \
+                 VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
+                &[
+                    &to_db(super::now_ms()),
+                    &change.plugin(),
+                    &serde_json::to_string(change).expect("a plugin change serializes"),
+                ],
+            )
+            .await?;
+        }
+        Ok(())
     }
-    txn.query_one(&sql.append, &entries.params())
-        .await
-        .map(drop)
 }
 
 /// Audit events as the columns `gatehouse_append` takes, one array each, and each event's
@@ -1031,13 +1054,13 @@ impl<'e> Entries<'e> {
 async fn apply<'a>(
     txn: &Transaction<'_>,
     sql: &Statements,
-    events: &mut Vec<Cow<'a, AuditEvent>>,
+    last: &mut Last<'a>,
     op: &'a Op,
 ) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
     let done = match op {
         Op::Claim(request) => Done::Claim(claim(txn, sql, request).await?),
         Op::Record(record) => {
-            events.push(Cow::Borrowed(&record.audit));
+            last.events.push(Cow::Borrowed(&record.audit));
             in_order(record_writes(txn, sql, record, op)).await?;
             Done::Unit
         }
@@ -1064,7 +1087,7 @@ async fn apply<'a>(
                 ],
             )
             .await?;
-            events.push(Cow::Owned(jobs::decision_event(
+            last.events.push(Cow::Owned(jobs::decision_event(
                 &approval, decision, status,
             )));
             match approval_where(txn, "id = $1", &[&decision.id]).await? {
@@ -1108,7 +1131,7 @@ async fn apply<'a>(
             };
             txn.execute(change, &[&key.tenant, &key.tool, &key.key])
                 .await?;
-            events.push(Cow::Owned(jobs::resolution_event(
+            last.events.push(Cow::Owned(jobs::resolution_event(
                 key,
                 *resolution,
                 by,
@@ -1144,18 +1167,7 @@ async fn apply<'a>(
             Done::Unit
         }
         Op::AddPluginChange(change) => {
-            // Under the write lock: the next number is this one's.
-            txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
-            txn.execute(
-                "INSERT INTO plugin_changes (seq, at, plugin, change) \
-                 VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
-                &[
-                    &to_db(super::now_ms()),
-                    &change.plugin(),
-                    &serde_json::to_string(change).expect("a plugin change serializes"),
-                ],
-            )
-            .await?;
+            last.changes.push(change);
             Done::Unit
         }
     };
