@@ -27,9 +27,9 @@
 //!    numbers and hashes the entries after it and inserts them; the commit, next in the
 //!    pipeline, releases the lock. The hash is `state::audit::entry_hash`'s, which `audit
 //!    verify` checks: the gateway sends each entry's columns framed for it, and the database
-//!    hashes the head's hash and the number in front of them. So the log keeps one verifiable order, the lock is never held across a round
-//!    trip to a gateway, and a transaction holding it never waits for a row, so the row locks
-//!    and the lock cannot deadlock.
+//!    hashes the head's hash and the number in front of them. So the log keeps one verifiable
+//!    order, the lock is never held across a round trip to a gateway, and a transaction
+//!    holding it waits for no row, so the row locks and the lock cannot deadlock.
 //!    A job that fails in SQL aborts its transaction; the careful transaction is then rolled
 //!    back and every job run again alone, so one bad job fails only itself. A job is answered
 //!    only after its commit: what was acknowledged is in the database.
@@ -874,8 +874,8 @@ fn record_writes<'a, C: GenericClient + Sync>(
 
 /// The careful transaction: the jobs the fast one left, one after another, each reading what
 /// it decides on (a claim locks its key's row). Their audit entries and plugin changes are
-/// written last, under the write lock ([`Last`]). If a job fails in SQL, the transaction is rolled back and every job runs in
-/// a transaction of its own, so one bad job fails only itself.
+/// written last, under the write lock ([`Last`]). If a job fails in SQL, the transaction is
+/// rolled back and every job runs in a transaction of its own, so one bad job fails only itself.
 async fn careful(
     writer: &mut Writer,
     batch: &[Job],
