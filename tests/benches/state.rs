@@ -22,10 +22,12 @@
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gatehouse_host::config::StoreConfig;
 use gatehouse_host::state::AuditQuery;
+use gatehouse_host::state::postgres::WRITE_LOCK;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope};
 use gatehouse_tests::artifacts::LEDGER;
 use gatehouse_tests::config;
@@ -111,26 +113,37 @@ fn main() {
     }
     let pg = Postgres::start();
     if !only_distance {
-        postgres_rows(&runtime, "postgres", &pg.url(), callers, seconds);
+        postgres_rows(&runtime, "postgres", &pg.url(), &pg.url(), callers, seconds);
     }
     let proxy = runtime.block_on(DelayProxy::start(pg.port, DISTANCE));
-    postgres_rows(&runtime, "postgres +2 ms", &proxy.url(), callers, seconds);
+    postgres_rows(
+        &runtime,
+        "postgres +2 ms",
+        &proxy.url(),
+        &pg.url(),
+        callers,
+        seconds,
+    );
 }
 
 /// One gateway with `callers`, then two with half each, on the database at `url`; then checks
-/// what the two wrote.
+/// what the two wrote. The audit lock is sampled during each row, over `direct` (the database
+/// without the proxy).
 fn postgres_rows(
     runtime: &tokio::runtime::Runtime,
     name: &str,
     url: &str,
+    direct: &str,
     callers: usize,
     seconds: u64,
 ) {
     let one = host(Some(url));
     let tenants = 0..TENANTS;
     runtime.block_on(run(&one, callers, &tenants, Duration::from_millis(500)));
+    let sampler = LockSampler::start(runtime, direct);
     let (calls, latencies, elapsed) =
         runtime.block_on(run(&one, callers, &tenants, Duration::from_secs(seconds)));
+    let lock = sampler.stop(runtime);
     row(
         &format!("{name}, 1 gateway"),
         callers,
@@ -138,6 +151,7 @@ fn postgres_rows(
         elapsed,
         latencies,
     );
+    println!("{:<28} {lock}", "");
 
     let children: Vec<_> = [0, TENANTS / 2]
         .into_iter()
@@ -149,6 +163,9 @@ fn postgres_rows(
                 .expect("a child gateway starts")
         })
         .collect();
+    // The children warm up for half a second, then measure.
+    std::thread::sleep(Duration::from_millis(500));
+    let sampler = LockSampler::start(runtime, direct);
     let mut latencies = Vec::new();
     let mut pids = Vec::new();
     for child in children {
@@ -161,6 +178,7 @@ fn postgres_rows(
         pids.push(report["pid"].as_u64().expect("its pid"));
         latencies.extend(micros.into_iter().map(Duration::from_micros));
     }
+    let lock = sampler.stop(runtime);
     // Both children measure the same window, at the same time (after the same warm-up).
     let calls = latencies.len();
     row(
@@ -170,6 +188,7 @@ fn postgres_rows(
         Duration::from_secs(seconds),
         latencies,
     );
+    println!("{:<28} {lock}", "");
 
     // What the two wrote: one chain, intact; one completed key per call that answered.
     let report = runtime.block_on(one.verify_audit()).expect("the log reads");
@@ -203,6 +222,62 @@ fn postgres_rows(
         "{:<28} audit chain intact ({} entries); each call's key completed once",
         "", report.entries
     );
+}
+
+/// Samples the store's audit lock ([`WRITE_LOCK`]) from a session of its own, every
+/// millisecond while a row runs: how often a transaction held it, and how often another
+/// waited for it.
+struct LockSampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<[u64; 3]>,
+}
+
+impl LockSampler {
+    fn start(runtime: &tokio::runtime::Runtime, url: &str) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let url = url.to_owned();
+        let stopped = Arc::clone(&stop);
+        let task = runtime.spawn(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("the sampler connects");
+            tokio::spawn(connection);
+            let statement = client
+                .prepare(
+                    "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) \
+                     FROM pg_locks WHERE locktype = 'advisory' \
+                       AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid",
+                )
+                .await
+                .expect("the sampler's query");
+            let [mut samples, mut held, mut waited] = [0u64; 3];
+            while !stopped.load(Ordering::Relaxed) {
+                let row = client
+                    .query_one(&statement, &[&WRITE_LOCK])
+                    .await
+                    .expect("a sample");
+                let (holders, waiters): (i64, i64) = (row.get(0), row.get(1));
+                samples += 1;
+                held += u64::from(holders > 0);
+                waited += u64::from(waiters > 0);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            [samples, held, waited]
+        });
+        Self { stop, task }
+    }
+
+    /// What the samples found, as one line.
+    fn stop(self, runtime: &tokio::runtime::Runtime) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        let [samples, held, waited] = runtime.block_on(self.task).expect("the sampler");
+        let share = |n: u64| 100.0 * n as f64 / samples.max(1) as f64;
+        format!(
+            "audit lock: held in {:.1}% of {samples} samples, waited for in {:.1}%",
+            share(held),
+            share(waited)
+        )
+    }
 }
 
 fn host(url: Option<&str>) -> Arc<Host> {
