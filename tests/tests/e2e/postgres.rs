@@ -1,8 +1,9 @@
 //! The shared store on a real PostgreSQL server (one per test, started from the distribution's
 //! binaries; see `gatehouse_tests::postgres`): exactly-once across two gateway processes, an
 //! approval made on one gateway executed through another, a gateway killed mid-call, the
-//! database restarted under load, read-only calls while it is down, and signed audit
-//! checkpoints and plugin changes kept in the shared database.
+//! database restarted under load, read-only calls while it is down, signed audit checkpoints
+//! and plugin changes kept in the shared database, a claim made while another session holds
+//! the audit chain's lock, and the chain the database appends verified with the gateway's hash.
 
 use std::sync::Arc;
 use std::time::Duration;
