@@ -17,10 +17,7 @@ use serde_json::{Map, Value, json};
 const TARGET: Duration = Duration::from_secs(2);
 
 fn main() {
-    let runs: usize = std::env::args()
-        .skip_while(|a| a != "--runs")
-        .nth(1)
-        .map_or(5, |n| n.parse().expect("--runs N"));
+    let runs: usize = gatehouse_tests::flag("--runs").map_or(5, |n| n.parse().expect("--runs N"));
     let spec = document(1000).to_string();
     let mut times = Vec::new();
     for run in 1..=runs {

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER};
+use gatehouse_tests::flag;
 use gatehouse_tests::load::{self, Call, Progress, Server, Until};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
@@ -169,11 +170,6 @@ fn main() {
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         println!("wrote {path}");
     }
-}
-
-/// The value after `name` on the command line.
-fn flag(name: &str) -> Option<String> {
-    std::env::args().skip_while(|a| a != name).nth(1)
 }
 
 /// `Host::call` of the echo tool (with `policy`, behind the baseline policy) in a loop on this

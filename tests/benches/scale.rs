@@ -30,7 +30,7 @@ use gatehouse_host::HostConfig;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
 use gatehouse_tests::load::{self, Call, Progress, Server, Until};
-use gatehouse_tests::publisher;
+use gatehouse_tests::{flag, publisher};
 use serde_json::{Value, json};
 
 /// Clients of the swap and the soak.
@@ -69,11 +69,6 @@ fn main() {
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         println!("wrote {path}");
     }
-}
-
-/// The value after `name` on the command line.
-fn flag(name: &str) -> Option<String> {
-    std::env::args().skip_while(|a| a != name).nth(1)
 }
 
 /// The operator config of every server here: the test publisher trusted, every tool visible,

@@ -30,8 +30,8 @@ use gatehouse_host::state::AuditQuery;
 use gatehouse_host::state::postgres::WRITE_LOCK;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope};
 use gatehouse_tests::artifacts::LEDGER;
-use gatehouse_tests::config;
 use gatehouse_tests::postgres::{DelayProxy, Postgres};
+use gatehouse_tests::{config, flag};
 use serde_json::json;
 
 /// Set in a child gateway process: `url callers seconds first_tenant`.
@@ -69,20 +69,9 @@ fn main() {
         );
         return;
     }
-    let args: Vec<String> = std::env::args().collect();
-    let seconds: u64 = args
-        .iter()
-        .skip_while(|a| *a != "--seconds")
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let only_distance = args.iter().any(|a| a == "distance");
-    let callers: usize = args
-        .iter()
-        .skip_while(|a| *a != "--callers")
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(32);
+    let seconds: u64 = flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
+    let only_distance = std::env::args().any(|a| a == "distance");
+    let callers: usize = flag("--callers").and_then(|s| s.parse().ok()).unwrap_or(32);
     println!("write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row");
     println!(
         "{:<28} {:>8} {:>10} {:>10} {:>10}",
@@ -196,18 +185,18 @@ fn postgres_rows(
     let keys = runtime
         .block_on(one.store().keys(false, u64::MAX))
         .expect("the keys read");
+    let entries = runtime
+        .block_on(one.store().audit(AuditQuery {
+            kind: Some("call".to_owned()),
+            ..AuditQuery::default()
+        }))
+        .expect("the log reads");
     for pid in pids {
         let prefix = format!("bench-{pid}-");
         let mine = keys
             .iter()
             .filter(|k| k.key.key.starts_with(&prefix))
             .count();
-        let entries = runtime
-            .block_on(one.store().audit(AuditQuery {
-                kind: Some("call".to_owned()),
-                ..AuditQuery::default()
-            }))
-            .expect("the log reads");
         let recorded = entries
             .iter()
             .filter(|e| e.event.outcome.as_deref() == Some("OK"))

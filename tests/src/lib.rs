@@ -274,6 +274,11 @@ pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
         .collect()
 }
 
+/// The value after `name` on the command line (a bench's `-- --seconds 3`).
+pub fn flag(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
 /// A loopback port nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

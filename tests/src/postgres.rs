@@ -69,10 +69,7 @@ impl Postgres {
 
     /// The connection URL of the `postgres` database as `gatehouse`.
     pub fn url(&self) -> String {
-        format!(
-            "postgres://gatehouse@127.0.0.1:{}/postgres?sslmode=disable",
-            self.port
-        )
+        url(self.port)
     }
 
     /// Stops the server (fast shutdown: open connections are closed).
@@ -200,6 +197,11 @@ fn chown_to_postgres(path: &Path) {
     );
 }
 
+/// The `postgres` database as `gatehouse`, on a loopback port.
+fn url(port: u16) -> String {
+    format!("postgres://gatehouse@127.0.0.1:{port}/postgres?sslmode=disable")
+}
+
 /// A TCP proxy on loopback that holds every byte for `delay` each way before passing it on: a
 /// database at a distance, for benchmarks. Bytes keep their order, and the delay does not
 /// bound throughput (what was read is forwarded when its time comes, while more is read).
@@ -236,10 +238,7 @@ impl DelayProxy {
 
     /// The URL of [`Postgres::url`]'s database, through this proxy.
     pub fn url(&self) -> String {
-        format!(
-            "postgres://gatehouse@127.0.0.1:{}/postgres?sslmode=disable",
-            self.port
-        )
+        url(self.port)
     }
 }
 
