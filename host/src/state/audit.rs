@@ -112,14 +112,8 @@ fn frame(sink: &mut impl Sink, bytes: Option<&[u8]>) {
 fn frame_columns(sink: &mut impl Sink, event: &AuditEvent) {
     frame(sink, Some(&event.at_ms.to_le_bytes()));
     frame(sink, Some(event.kind.as_bytes()));
-    for id in [
-        &event.tool_call_id,
-        &event.tenant,
-        &event.principal,
-        &event.tool,
-        &event.outcome,
-    ] {
-        frame(sink, id.as_deref().map(str::as_bytes));
+    for id in event.ids() {
+        frame(sink, id.map(str::as_bytes));
     }
     frame(sink, Some(event.record.as_bytes()));
 }

@@ -523,6 +523,21 @@ pub struct AuditEvent {
     pub at_ms: u64,
 }
 
+impl AuditEvent {
+    /// The optional columns, in the order the chain's hash takes them: the call, tenant,
+    /// principal, tool and outcome.
+    pub fn ids(&self) -> [Option<&str>; 5] {
+        [
+            &self.tool_call_id,
+            &self.tenant,
+            &self.principal,
+            &self.tool,
+            &self.outcome,
+        ]
+        .map(Option::as_deref)
+    }
+}
+
 /// The state interface every backend implements with the same semantics. All writes are
 /// transactions; a write that returns `Ok` is committed. Every store also keeps the rate
 /// budgets of gate 4 ([`rate::RateBudget`]).

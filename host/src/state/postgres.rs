@@ -1013,14 +1013,8 @@ impl<'e> Entries<'e> {
         for event in events {
             entries.at.push(to_db(event.at_ms));
             entries.kind.push(&event.kind);
-            for (column, id) in entries.ids.iter_mut().zip([
-                &event.tool_call_id,
-                &event.tenant,
-                &event.principal,
-                &event.tool,
-                &event.outcome,
-            ]) {
-                column.push(id.as_deref());
+            for (column, id) in entries.ids.iter_mut().zip(event.ids()) {
+                column.push(id);
             }
             entries.record.push(&event.record);
             entries.framed.push(audit::framed_columns(event));
