@@ -204,7 +204,14 @@ impl Host {
 
     /// Verifies, compiles (or loads from the cache) and pre-instantiates an adapter.
     pub fn load_adapter(&self, bytes: &[u8]) -> Result<LoadedAdapter, LoadError> {
-        let verified = self.verify(bytes)?;
+        self.load_verified_adapter(bytes, self.verify(bytes)?)
+    }
+
+    fn load_verified_adapter(
+        &self,
+        bytes: &[u8],
+        verified: Verified,
+    ) -> Result<LoadedAdapter, LoadError> {
         plugin::load_adapter(
             &self.sandbox,
             self.cache.as_ref(),
@@ -258,15 +265,21 @@ impl Host {
     /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), also
     /// when it arrives through the watched policy directory.
     pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
-        self.serve_policy(self.load_policy(bytes)?, false)
+        self.swap_policy(self.load_policy(bytes)?, false)
+    }
+
+    /// Serves a policy module this host loaded with [`Host::load_policy`] (see
+    /// [`Host::install_policy`]).
+    pub fn serve_policy(&self, policy: LoadedPolicy) -> Result<PluginRef, InstallError> {
+        self.swap_policy(policy, false)
     }
 
     /// [`Host::install_policy`], a downgrade included: the operator's explicit choice.
     pub fn force_install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
-        self.serve_policy(self.load_policy(bytes)?, true)
+        self.swap_policy(self.load_policy(bytes)?, true)
     }
 
-    fn serve_policy(&self, policy: LoadedPolicy, force: bool) -> Result<PluginRef, InstallError> {
+    fn swap_policy(&self, policy: LoadedPolicy, force: bool) -> Result<PluginRef, InstallError> {
         if !force {
             let plugin = policy.plugin();
             let serving = self.policy_version(&plugin.id).map(|p| p.version);
@@ -279,21 +292,38 @@ impl Host {
     /// is: exactly [`Host::install_adapter`] or [`Host::install_policy`] (same signature,
     /// trust, load and config checks), for callers that take either (the admin API's upload).
     pub fn install(&self, bytes: &[u8]) -> Result<(PluginKind, PluginRef), InstallError> {
+        self.install_from(bytes, None)
+    }
+
+    /// [`Host::install`] of a component fetched from `source` (an `oci://...@sha256:`
+    /// reference), which its install and the calls it serves then cite
+    /// ([`PluginRef::source`]).
+    pub fn install_from(
+        &self,
+        bytes: &[u8],
+        source: Option<String>,
+    ) -> Result<(PluginKind, PluginRef), InstallError> {
         let verified = self.verify(bytes)?;
         let kind = verified.manifest.kind();
         let plugin = match kind {
-            PluginKind::Adapter => self.serve_adapter(plugin::load_adapter(
-                &self.sandbox,
-                self.cache.as_ref(),
-                &self.egress,
-                &self.tls,
-                bytes,
-                verified,
-            )?)?,
-            PluginKind::Policy => self.serve_policy(
-                plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)?,
-                false,
-            )?,
+            PluginKind::Adapter => {
+                let adapter = self.load_verified_adapter(bytes, verified)?;
+                self.serve_adapter(match source {
+                    Some(source) => adapter.with_source(source),
+                    None => adapter,
+                })?
+            }
+            PluginKind::Policy => {
+                let policy =
+                    plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)?;
+                self.swap_policy(
+                    match source {
+                        Some(source) => policy.with_source(source),
+                        None => policy,
+                    },
+                    false,
+                )?
+            }
         };
         Ok((kind, plugin))
     }
@@ -359,14 +389,22 @@ impl Host {
             let id = change.plugin().to_owned();
             let applied = match &change {
                 PluginChange::Install {
-                    component, at_ms, ..
+                    component,
+                    source,
+                    at_ms,
+                    ..
                 } => base64::engine::general_purpose::STANDARD
                     .decode(component)
                     .map_err(|e| format!("the stored component does not decode: {e}"))
-                    .and_then(|bytes| self.install(&bytes).map_err(|e| e.to_string()))
+                    .and_then(|bytes| {
+                        (self.install_from(&bytes, source.clone())).map_err(|e| e.to_string())
+                    })
                     .map(|(_, plugin)| {
+                        let pulled = source
+                            .as_ref()
+                            .map_or_else(String::new, |source| format!(" (pulled from {source})"));
                         format!(
-                            "{} {} ({}) from the state store: installed through the admin API at {at_ms} ms",
+                            "{} {} ({}) from the state store: installed through the admin API at {at_ms} ms{pulled}",
                             plugin.id, plugin.version, plugin.digest
                         )
                     }),

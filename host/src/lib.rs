@@ -69,6 +69,8 @@ mod listener;
 pub mod mcp;
 mod metrics;
 pub mod model;
+#[cfg(feature = "oci")]
+pub mod oci;
 mod pipeline;
 pub mod plugin;
 mod policy;
@@ -85,6 +87,8 @@ pub mod watch;
 pub use telemetry::otlp;
 
 pub use config::HostConfig;
+#[cfg(any(feature = "oci", feature = "import"))]
+pub use egress::install_default_provider;
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 pub use error::{HostError, InstallError, LoadError};
 pub use host::{Host, PolicyModule};

@@ -385,8 +385,14 @@ async fn record(
         })
 }
 
-/// A signed adapter or policy module, as the raw `.wasm` body.
-pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Result<Reply, ApiError> {
+/// A signed adapter or policy module, as the raw `.wasm` body; `source` is the registry
+/// reference it was pulled from, if it was ([`pull`]).
+pub async fn upload(
+    host: &Arc<Host>,
+    operator: &Operator,
+    body: Bytes,
+    source: Option<String>,
+) -> Result<Reply, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the body is empty: send the signed component's bytes (content-type application/wasm)",
@@ -395,7 +401,8 @@ pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Resul
     // Verifying and compiling take a while: off the async workers.
     let installing = Arc::clone(host);
     let component = base64::engine::general_purpose::STANDARD.encode(&body);
-    let (kind, plugin) = tokio::task::spawn_blocking(move || installing.install(&body))
+    let from = source.clone();
+    let (kind, plugin) = tokio::task::spawn_blocking(move || installing.install_from(&body, from))
         .await
         .map_err(|e| ApiError::internal(format!("the install task failed: {e}")))?
         .map_err(|e| install_error(&e))?;
@@ -413,11 +420,69 @@ pub async fn upload(host: &Arc<Host>, operator: &Operator, body: Bytes) -> Resul
     let kept = PluginChange::Install {
         plugin: plugin.id.clone(),
         component,
+        source,
         at_ms: now_ms(),
     };
     record(host, operator, &change, kept).await?;
     tracing::info!(by = %operator.principal, kind = %kind, id = %plugin.id, version = %plugin.version, digest = %plugin.digest, "admin: installed");
     Ok(json_reply(StatusCode::CREATED, &change))
+}
+
+/// A signed adapter or policy module pulled from a registry: the JSON body
+/// `{"source": "oci://..."}`. The gateway pulls it with its own `[oci]` settings (credentials,
+/// cache, tag rule), then installs it exactly as an upload, citing the digest it pulled.
+#[cfg(feature = "oci")]
+pub async fn pull(
+    host: &Arc<Host>,
+    registries: Option<&crate::oci::Registries>,
+    operator: &Operator,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    use crate::oci::{OciError, OciRef, Tags};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Pull {
+        source: String,
+    }
+    let Pull { source } = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"source\": \"oci://REGISTRY/REPO@sha256:...\"}}: {e}"
+        ))
+    })?;
+    let reference: OciRef = source
+        .parse()
+        .map_err(|e: OciError| ApiError::bad_request(e.to_string()))?;
+    let Some(registries) = registries else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "refused",
+            "this gateway was built without OCI support",
+        ));
+    };
+    let pulled = registries
+        .pull(&reference, Tags::AsConfigured)
+        .await
+        .map_err(|e| {
+            let status = match e {
+                OciError::Reference { .. } | OciError::TagNotAllowed { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            ApiError::new(
+                status,
+                "refused",
+                format!("refused; the serving version is unchanged: {e}"),
+            )
+        })?;
+    tracing::info!(by = %operator.principal, reference = %reference, pinned = %pulled.pinned, cached = pulled.from_cache, "admin: pulled");
+    upload(
+        host,
+        operator,
+        Bytes::from(pulled.bytes),
+        Some(pulled.pinned.to_string()),
+    )
+    .await
 }
 
 fn install_error(error: &InstallError) -> ApiError {

@@ -109,6 +109,9 @@ pub struct AdminServer {
     header_timeout: Duration,
     body_timeout: Duration,
     max_connections: usize,
+    /// Where `POST /v1/plugins` with an `oci://` source pulls from (`[oci]`).
+    #[cfg(feature = "oci")]
+    registries: Option<Arc<crate::oci::Registries>>,
 }
 
 impl std::fmt::Debug for AdminServer {
@@ -130,7 +133,16 @@ impl AdminServer {
             header_timeout: Duration::from_millis(config.header_timeout_ms),
             body_timeout: Duration::from_millis(config.body_timeout_ms),
             max_connections: config.max_connections,
+            #[cfg(feature = "oci")]
+            registries: None,
         })
+    }
+
+    /// Lets `POST /v1/plugins` take `{"source": "oci://..."}` and pull from these registries.
+    #[cfg(feature = "oci")]
+    pub fn with_registries(mut self, registries: crate::oci::Registries) -> Self {
+        self.registries = Some(Arc::new(registries));
+        self
     }
 
     /// How many tokens are configured.
@@ -287,8 +299,20 @@ impl AdminServer {
             ["v1", "plugins"] if method == Method::POST => {
                 require(&operator, &[Role::Operator])?;
                 query.none()?;
+                let json = (parts.headers.get(http::header::CONTENT_TYPE))
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("application/json"));
                 let body = self.body(body).await?;
-                api::upload(&self.host, &operator, body).await
+                if json {
+                    #[cfg(feature = "oci")]
+                    return api::pull(&self.host, self.registries.as_deref(), &operator, &body)
+                        .await;
+                    #[cfg(not(feature = "oci"))]
+                    return Err(ApiError::bad_request(
+                        "this gateway was built without OCI support: send the component's bytes (application/wasm)",
+                    ));
+                }
+                api::upload(&self.host, &operator, body, None).await
             }
             ["v1", "plugins"] => Err(method_not_allowed("GET, POST")),
             ["v1", "policies", id, "rollback"] => {

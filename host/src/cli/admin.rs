@@ -103,9 +103,13 @@ pub enum ApprovalsCommand {
 pub enum PolicyCommand {
     /// Upload a signed policy module (or adapter): the gateway verifies it exactly as a file at
     /// start-up and swaps it in; calls in flight finish on the version they started with.
+    /// Given an `oci://` reference, the gateway pulls it itself, with its `[oci]` settings
+    /// (credentials, cache, `allow_tags`), and records the digest it pulled.
     Push {
-        /// The signed component.
-        file: PathBuf,
+        /// The signed component: a file, or `oci://REGISTRY/REPO@sha256:...` (or `:TAG` where
+        /// the gateway's config allows tags).
+        #[arg(value_name = "FILE|oci://...")]
+        source: String,
     },
     /// Put back the version the last install of a policy module replaced.
     Rollback {
@@ -193,13 +197,16 @@ pub(super) fn admin(
             }
         },
         AdminCommand::Policy { command } => match command {
-            PolicyCommand::Push { file } => {
-                let bytes = read_file(&file).map_err(usage)?;
-                let reply = send(
-                    http::Method::POST,
-                    "/v1/plugins",
-                    Some(("application/wasm", Bytes::from(bytes))),
-                )?;
+            PolicyCommand::Push { source } => {
+                let body = if crate::oci::OciRef::is_oci(&source) {
+                    // Checked here for a clear message; the gateway pulls it.
+                    source.parse::<crate::oci::OciRef>().map_err(usage)?;
+                    json_body(json!({ "source": source }))
+                } else {
+                    let bytes = read_file(Path::new(&source)).map_err(usage)?;
+                    Some(("application/wasm", Bytes::from(bytes)))
+                };
+                let reply = send(http::Method::POST, "/v1/plugins", body)?;
                 say!(out, "installed {}", change(&reply));
             }
             PolicyCommand::Rollback { id } => {
@@ -264,6 +271,9 @@ fn change(reply: &Value) -> String {
         text(&plugin["digest"]),
         text(&plugin["key_id"]),
     );
+    if let Some(source) = plugin["source"].as_str() {
+        line.push_str(&format!(" from {source}"));
+    }
     if let Some(replaced) = reply["replaced"].as_object() {
         line.push_str(&format!(
             "; replaced {} ({})",

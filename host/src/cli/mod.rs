@@ -33,6 +33,7 @@ mod admin;
 mod drift;
 mod import;
 mod new;
+mod registry;
 mod serve;
 mod state;
 
@@ -42,8 +43,9 @@ const DEFAULT_CONFIG: &str = "gatehouse.toml";
 /// gatehouse: a policy-enforcement host for AI-agent tool calls.
 ///
 /// Adapters and policy modules are signed WebAssembly components. Publishers create a key
-/// (`keygen`), embed a manifest and sign (`pack`); operators trust publisher keys in their
-/// config and `verify`, `inspect` and `call` components.
+/// (`keygen`), embed a manifest and sign (`pack`), and may publish to an OCI registry
+/// (`push`); operators trust publisher keys in their config and `verify`, `inspect` and `call`
+/// components, and serve them from files or registries.
 #[derive(Debug, Parser)]
 #[command(
     name = "gatehouse",
@@ -132,12 +134,15 @@ enum Command {
     /// the tools its tenant may see, tools/call runs them through the governed pipeline.
     /// Runs until SIGTERM or Ctrl-C (calls in flight finish first); SIGHUP reloads the config.
     Serve {
-        /// A signed adapter to serve (repeatable); the config must trust its key.
-        #[arg(long = "adapter", value_name = "FILE")]
-        adapters: Vec<PathBuf>,
+        /// A signed adapter to serve (repeatable); the config must trust its key. A file, or
+        /// `oci://REGISTRY/REPO@sha256:...` (a `:TAG` where `[[oci.registry]] allow_tags`),
+        /// pulled at start and on SIGHUP, and cached by digest.
+        #[arg(long = "adapter", value_name = "FILE|oci://...")]
+        adapters: Vec<String>,
         /// A signed policy module to install (repeatable); bind it in `[[pipeline.policy]]`.
-        #[arg(long = "policy", value_name = "FILE")]
-        policies: Vec<PathBuf>,
+        /// A file or an `oci://` reference, as for `--adapter`.
+        #[arg(long = "policy", value_name = "FILE|oci://...")]
+        policies: Vec<String>,
         /// Address to listen on, overriding `[mcp] listen` (e.g. 127.0.0.1:0 for any port).
         #[arg(long)]
         listen: Option<SocketAddr>,
@@ -146,6 +151,31 @@ enum Command {
         #[cfg(feature = "demo")]
         #[arg(long, conflicts_with_all = ["adapters", "policies", "config"])]
         demo: bool,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Publish a signed component to an OCI registry as a WebAssembly artifact (the CNCF
+    /// layout `wkg` and `oras` read) and print its digest. Credentials and transport come
+    /// from `[[oci.registry]]` in the config, never from the command line.
+    Push {
+        /// The signed component (from `gatehouse pack`).
+        component: PathBuf,
+        /// Where: `oci://REGISTRY/REPOSITORY:TAG`.
+        #[arg(value_name = "oci://REGISTRY/REPO:TAG")]
+        reference: String,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Fetch a component from an OCI registry by tag or digest, and print the reference pinned
+    /// to its digest (what `serve --adapter` and `--policy` take). Verifies nothing: run
+    /// `gatehouse verify` on the file, as a gateway does when it loads.
+    Pull {
+        /// `oci://REGISTRY/REPOSITORY:TAG` or `oci://REGISTRY/REPOSITORY@sha256:DIGEST`.
+        #[arg(value_name = "oci://...")]
+        reference: String,
+        /// Where to write it. Default: the repository's last name, `.wasm`, here.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
         #[command(flatten)]
         config: ConfigArg,
     },
@@ -255,6 +285,8 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    // The process's rustls provider, before any reqwest client (OCI, import, OTLP) is built.
+    crate::install_default_provider();
     // Bad arguments are reported by `run`; logging then is plain text.
     let format = Cli::try_parse_from(&args).map_or(LogFormat::Text, |cli| cli.log_format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -375,6 +407,16 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         } => pack(&component, &manifest, &key, output, out),
         Command::Verify { component, config } => verify(&component, &config, out),
         Command::Inspect { component } => inspect(&component, out),
+        Command::Push {
+            component,
+            reference,
+            config,
+        } => registry::push(&component, &reference, &config, out),
+        Command::Pull {
+            reference,
+            out: file,
+            config,
+        } => registry::pull(&reference, file.as_deref(), &config, out),
         Command::Approvals { command, config } => state::approvals(command, &config, out),
         Command::Audit { command, config } => state::audit(command, &config, out),
         Command::Admin { command, args } => admin::admin(&args, command, out),

@@ -12,6 +12,7 @@ use crate::admin::{AdminConfig, AdminServer};
 use crate::config::{self, ConfigError, Document, HostConfig};
 use crate::host::Host;
 use crate::mcp::{McpConfig, McpServer, Serving};
+use crate::oci::{OciConfig, OciRef, Registries, Tags};
 use crate::policy::PolicyError;
 use crate::state::checkpoint::Checkpointer;
 use crate::state::sqlite::GatewayLock;
@@ -35,6 +36,9 @@ pub struct ServeConfig {
     /// What start-up does about imported MCP adapters whose upstream changed (`[import]`).
     /// Default: nothing.
     pub import: ImportConfig,
+    /// OCI registries: cache, size bound, transport, credentials, tag rule (`[oci]`). Read
+    /// by `serve` (`oci://` sources), the admin API's policy push, `push` and `pull`.
+    pub oci: OciConfig,
 }
 
 impl ServeConfig {
@@ -50,38 +54,74 @@ impl ServeConfig {
         let admin = document.take("admin")?;
         let watch = document.take("watch")?;
         let import = document.take("import")?;
+        let oci = document.take("oci")?;
         Ok(Self {
             host: document.into_host_config()?,
             mcp,
             admin,
             watch,
             import,
+            oci,
         })
     }
 }
 
-/// The plugins `serve` installs: (label for messages, signed bytes, is a policy).
-type Plugins = Vec<(String, Vec<u8>, bool)>;
+/// A plugin `serve` installs.
+struct Plugin {
+    /// Where it came from, for messages: a file, or the pinned `oci://` reference.
+    label: String,
+    /// The signed component.
+    bytes: Vec<u8>,
+    is_policy: bool,
+    /// The pinned reference it was pulled from, if from a registry: its records cite it.
+    source: Option<String>,
+}
+
+type Plugins = Vec<Plugin>;
 
 /// Where `serve` reads its config and plugins: at start, and again on SIGHUP.
 #[derive(Debug, Clone)]
 struct Source {
     /// The config file, if any (else the built-in defaults).
     config: Option<PathBuf>,
-    adapters: Vec<PathBuf>,
-    policies: Vec<PathBuf>,
+    /// Files and `oci://` references.
+    adapters: Vec<String>,
+    policies: Vec<String>,
 }
 
 impl Source {
+    /// Reads the config, then each plugin: a file, or a reference pulled with the config's
+    /// `[oci]` settings (a tag only where they allow it, resolved to a digest; from the cache
+    /// when the registry cannot be reached).
     fn read(&self) -> Result<(ServeConfig, Plugins), Failure> {
+        let config = read_config(self.config.as_deref())?;
+        let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
         let mut plugins: Plugins = Vec::new();
-        for (paths, is_policy) in [(&self.adapters, false), (&self.policies, true)] {
-            for path in paths {
-                let bytes = read_file(path).map_err(usage)?;
-                plugins.push((path.display().to_string(), bytes, is_policy));
+        for (sources, is_policy) in [(&self.adapters, false), (&self.policies, true)] {
+            for source in sources {
+                plugins.push(if OciRef::is_oci(source) {
+                    let reference: OciRef = source.parse().map_err(usage)?;
+                    let pulled = registries
+                        .pull_blocking(&reference, Tags::AsConfigured)
+                        .map_err(refused)?;
+                    tracing::info!(reference = %reference, pinned = %pulled.pinned, cached = pulled.from_cache, "pulled");
+                    Plugin {
+                        label: pulled.pinned.to_string(),
+                        bytes: pulled.bytes,
+                        is_policy,
+                        source: Some(pulled.pinned.to_string()),
+                    }
+                } else {
+                    Plugin {
+                        label: source.clone(),
+                        bytes: read_file(Path::new(source)).map_err(usage)?,
+                        is_policy,
+                        source: None,
+                    }
+                });
             }
         }
-        Ok((read_config(self.config.as_deref())?, plugins))
+        Ok((config, plugins))
     }
 }
 
@@ -112,7 +152,9 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
         admin,
         watch,
         import: _,
+        oci,
     } = config;
+    let registries = Registries::new(&oci, &config.cache.resolved_dir());
     if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
         return Err(usage(
             "no caller could be admitted: add `[[mcp.api_key]]` entries or `[mcp.jwt]` to the config (or \
@@ -139,11 +181,22 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     }
     let host = Arc::new(Host::new(config).map_err(usage)?);
     let mut loaded = Vec::new();
-    for (label, bytes, is_policy) in plugins {
-        let installed = if *is_policy {
-            host.install_policy(bytes)
-        } else {
-            host.install_adapter(bytes)
+    for Plugin {
+        label,
+        bytes,
+        is_policy,
+        source,
+    } in plugins
+    {
+        let installed = match (is_policy, source) {
+            (true, None) => host.install_policy(bytes),
+            (false, None) => host.install_adapter(bytes),
+            (true, Some(source)) => (host.load_policy(bytes))
+                .map_err(InstallError::from)
+                .and_then(|policy| host.serve_policy(policy.with_source(source.clone()))),
+            (false, Some(source)) => (host.load_adapter(bytes))
+                .map_err(InstallError::from)
+                .and_then(|adapter| host.serve_adapter(adapter.with_source(source.clone()))),
         };
         let plugin = installed.map_err(|e| match e {
             // The plugin is fine; the operator's binding config is not: a config error.
@@ -161,8 +214,9 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
     let admin = admin
         .map(|admin| {
-            let server =
-                AdminServer::new(Arc::clone(&host), &admin).map_err(|e| in_file(e.to_string()))?;
+            let server = AdminServer::new(Arc::clone(&host), &admin)
+                .map_err(|e| in_file(e.to_string()))?
+                .with_registries(registries.clone());
             admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
             Ok::<_, Failure>((admin.listen, server))
         })
@@ -178,8 +232,8 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
 }
 
 pub(super) fn serve(
-    adapters: &[PathBuf],
-    policies: &[PathBuf],
+    adapters: &[String],
+    policies: &[String],
     listen: Option<SocketAddr>,
     demo: bool,
     config: &ConfigArg,
@@ -222,8 +276,8 @@ pub(super) fn serve(
     // The manifests were verified as the adapters loaded.
     let manifests: Vec<_> = plugins
         .iter()
-        .filter(|(_, _, is_policy)| !is_policy)
-        .filter_map(|(_, bytes, _)| crate::plugin::inspect(bytes).ok()?.manifest)
+        .filter(|plugin| !plugin.is_policy)
+        .filter_map(|plugin| crate::plugin::inspect(&plugin.bytes).ok()?.manifest)
         .collect();
     drift::check(drift_check, &manifests, &grants)?;
     // The admin API and the watcher act on this host: a reload cannot move them yet.
@@ -479,6 +533,7 @@ fn changed_sections(old: &ServeConfig, new: &ServeConfig) -> Vec<String> {
         sections.insert("admin".into(), value(serde_json::to_value(&config.admin)));
         sections.insert("watch".into(), value(serde_json::to_value(&config.watch)));
         sections.insert("import".into(), value(serde_json::to_value(&config.import)));
+        sections.insert("oci".into(), value(serde_json::to_value(&config.oci)));
         sections
     }
     let (old, new) = (sections(old), sections(new));
@@ -583,12 +638,18 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
             ..AdminConfig::default()
         }),
         watch: None,
+        oci: OciConfig::default(),
         import: ImportConfig::default(),
     };
     let plugins = demo
         .plugins
         .into_iter()
-        .map(|(name, bytes)| (format!("demo plugin {name}"), bytes, false))
+        .map(|(name, bytes)| Plugin {
+            label: format!("demo plugin {name}"),
+            bytes,
+            is_policy: false,
+            source: None,
+        })
         .collect();
     Ok((config, plugins))
 }

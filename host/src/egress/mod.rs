@@ -55,6 +55,8 @@ mod rules;
 #[cfg(test)]
 mod tests;
 mod tls;
+#[cfg(any(feature = "oci", feature = "import"))]
+pub use tls::install_default_provider;
 mod transport;
 
 use std::future::Future;

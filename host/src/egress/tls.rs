@@ -168,3 +168,18 @@ fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsConfig
     }
     Ok(())
 }
+
+/// Makes `ring` the process's default rustls provider, unless one is installed already (by an
+/// embedder, say). reqwest, which the OCI client, `gatehouse import` and the OTLP exporter use,
+/// is built without a provider of its own (aws-lc-rs would be a second crypto library and a
+/// much longer build), so it takes the process default: a reqwest client built in a process
+/// without one panics. The library calls this before it builds one, and so does the command
+/// line at start; an embedder with the `oci` or `import` feature who builds reqwest clients of
+/// its own calls it (or installs a provider) first.
+#[cfg(any(feature = "oci", feature = "import"))]
+pub fn install_default_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have won the race; either way a default is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}

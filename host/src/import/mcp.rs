@@ -173,6 +173,8 @@ async fn connect(
     headers: &std::collections::HashMap<http::HeaderName, http::HeaderValue>,
     lifecycle: ClientLifecycleMode,
 ) -> Result<RunningService<RoleClient, ClientConfig>, String> {
+    // rmcp's reqwest client takes the process's rustls provider.
+    crate::egress::install_default_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers.clone()),
     );

@@ -365,6 +365,7 @@ mod tests {
             version: "1.0.0".into(),
             digest: format!("sha256:{}", "ab".repeat(32)),
             key_id: "k".into(),
+            source: None,
         });
         result.status = Status::Failed;
         result.outcome = OutcomeCode::ToolError;

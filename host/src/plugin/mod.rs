@@ -111,6 +111,10 @@ pub struct PluginRef {
     pub digest: String,
     /// Signing key id.
     pub key_id: String,
+    /// Where it was fetched from, pinned by digest (`oci://REGISTRY/REPO@sha256:...`), when it
+    /// came from a registry. Absent for a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// An adapter ready to run: verified, compiled and pre-instantiated by one host. Read-only:
@@ -125,6 +129,13 @@ pub struct LoadedAdapter {
 }
 
 impl LoadedAdapter {
+    /// The same plugin, citing `source` (an `oci://...@sha256:` reference) as where it came
+    /// from: in its install's audit entry and in the records of the calls it serves.
+    pub fn with_source(mut self, source: String) -> Self {
+        self.plugin.source = Some(source);
+        self
+    }
+
     /// Its manifest, as signed.
     pub fn manifest(&self) -> &AdapterManifest {
         &self.manifest
@@ -167,6 +178,13 @@ pub struct LoadedPolicy {
 }
 
 impl LoadedPolicy {
+    /// The same plugin, citing `source` (an `oci://...@sha256:` reference) as where it came
+    /// from: in its install's audit entry and in the records of the calls it serves.
+    pub fn with_source(mut self, source: String) -> Self {
+        self.plugin.source = Some(source);
+        self
+    }
+
     /// Its manifest, as signed.
     pub fn manifest(&self) -> &PolicyManifest {
         &self.manifest
@@ -356,6 +374,7 @@ fn plugin_ref(id: &str, version: &str, digest: &ComponentDigest, key_id: String)
         version: version.to_owned(),
         digest: digest.to_string(),
         key_id,
+        source: None,
     }
 }
 

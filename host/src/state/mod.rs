@@ -629,6 +629,9 @@ pub enum PluginChange {
         plugin: String,
         /// The signed component, base64.
         component: String,
+        /// Where it was fetched from (`oci://...@sha256:`), if from a registry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
         /// When, unix ms.
         at_ms: u64,
     },
