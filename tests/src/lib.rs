@@ -16,6 +16,7 @@ pub mod browser;
 pub mod load;
 pub mod mcp_upstream;
 pub mod postgres;
+pub mod registry;
 pub mod upstream;
 
 /// The `gatehouse` binary's allocator (see `host/src/main.rs`), so the gateways the tests and

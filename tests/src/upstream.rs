@@ -69,13 +69,7 @@ impl TestCa {
     /// A server configuration presenting a certificate this CA issued for `names` (DNS names
     /// or IP literals).
     pub fn server_config(&self, names: &[&str]) -> Arc<ServerConfig> {
-        let params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
-                .expect("valid subject alternative names");
-        let key = KeyPair::generate().expect("key generation");
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("CA signs the server certificate");
+        let (cert, key) = self.issue(names);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -87,6 +81,31 @@ impl TestCa {
             )
             .expect("valid certificate and key");
         Arc::new(config)
+    }
+}
+
+impl TestCa {
+    /// A server certificate for `names` (DNS names or IP literals), and its key.
+    fn issue(&self, names: &[&str]) -> (rcgen::Certificate, KeyPair) {
+        let params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                .expect("valid subject alternative names");
+        let key = KeyPair::generate().expect("key generation");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("CA signs the server certificate");
+        (cert, key)
+    }
+
+    /// A certificate this CA issued for `names`, with its key, written as PEM files into
+    /// `dir` (for servers started as processes): (certificate chain, key).
+    pub fn server_pem_files(&self, names: &[&str], dir: &Path) -> (PathBuf, PathBuf) {
+        let (cert, key) = self.issue(names);
+        let (cert_file, key_file) = (dir.join("server.pem"), dir.join("server.key"));
+        std::fs::write(&cert_file, format!("{}{}", cert.pem(), self.issuer.pem()))
+            .expect("write the certificate");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write the key");
+        (cert_file, key_file)
     }
 }
 

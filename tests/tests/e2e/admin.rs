@@ -558,6 +558,43 @@ async fn decided_by(gateway: &Gateway, result: &Value) -> (String, String) {
     panic!("call {id} never reached the audit log");
 }
 
+/// Four callers of echo, each at most 2000 calls, until `pushed` is set and they made ten more;
+/// every call must succeed. Each returns its results.
+fn echo_callers(
+    gateway: &Arc<Gateway>,
+    pushed: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<Vec<Value>>> {
+    (0..4)
+        .map(|w| {
+            let (gateway, pushed) = (Arc::clone(gateway), Arc::clone(pushed));
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut after_push = 0;
+                for n in 0..2000 {
+                    let was_pushed = pushed.load(Ordering::SeqCst);
+                    let result = gateway
+                        .call(
+                            "gatehouse.echo.echo",
+                            json!({ "message": format!("w{w}-{n}") }),
+                            json!({}),
+                        )
+                        .await;
+                    assert_eq!(record(&result)["outcome"], "OK", "{result}");
+                    seen.push(result);
+                    if was_pushed {
+                        after_push += 1;
+                        if after_push == 10 {
+                            break;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                seen
+            })
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_decider() {
     let gateway = Arc::new(
@@ -587,37 +624,8 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         .collect();
     assert_eq!(adapters, ["gatehouse.echo", "test.ledger"]);
 
-    // Four callers, each at most 2000 calls, until the push is done and they saw a few more.
     let pushed = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|w| {
-            let (gateway, pushed) = (Arc::clone(&gateway), Arc::clone(&pushed));
-            tokio::spawn(async move {
-                let mut seen = Vec::new();
-                let mut after_push = 0;
-                for n in 0..2000 {
-                    let was_pushed = pushed.load(Ordering::SeqCst);
-                    let result = gateway
-                        .call(
-                            "gatehouse.echo.echo",
-                            json!({ "message": format!("w{w}-{n}") }),
-                            json!({}),
-                        )
-                        .await;
-                    assert_eq!(record(&result)["outcome"], "OK", "{result}");
-                    seen.push(result);
-                    if was_pushed {
-                        after_push += 1;
-                        if after_push == 10 {
-                            break;
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                seen
-            })
-        })
-        .collect();
+    let workers = echo_callers(&gateway, &pushed);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (code, out) = gatehouse_admin(
         &gateway,
@@ -833,6 +841,104 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
 }
 
 /// The serving policy probe's version, digest, rollback versions and binding configs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited() {
+    let registry = gatehouse_tests::registry::Registry::anonymous();
+    let gateway = Arc::new(
+        Gateway::start(
+            "gatehouse.echo.*",
+            json!({ "verdict": "allow" }),
+            "1.0.0",
+            &registry.config_entry(false),
+        )
+        .await,
+    );
+    let v2 = gateway.path("probe-2.0.0.wasm");
+    std::fs::write(&v2, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
+    let tag = registry.reference("acme/probe", ":2.0.0");
+    let config = gateway.path("gatehouse.toml");
+    let (code, out) = crate::state::gatehouse(&[
+        "push",
+        v2.to_str().unwrap(),
+        &tag,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let pinned = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned "))
+        .unwrap()
+        .to_owned();
+    let operator = gateway.path("usr_ops_olaf.token");
+
+    // A tag where the gateway's config allows only digests: refused, v1 serves on.
+    let (code, _) = gatehouse_admin(&gateway, &operator, &["policy", "push", &tag]).await;
+    assert_eq!(code, 1);
+    let (_, plugins) = gateway
+        .admin("GET", "/v1/plugins", Some(AUDITOR), None)
+        .await;
+    assert_eq!(probe(&plugins)["version"], "1.0.0", "{plugins}");
+
+    let pushed = Arc::new(AtomicBool::new(false));
+    let workers = echo_callers(&gateway, &pushed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, out) = gatehouse_admin(&gateway, &operator, &["policy", "push", &pinned]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("installed policy test.policy-probe 2.0.0")
+            && out.contains(&format!("from {pinned}"))
+            && out.contains("replaced 1.0.0"),
+        "{out}"
+    );
+    pushed.store(true, Ordering::SeqCst);
+    let mut results = Vec::new();
+    for worker in workers {
+        results.extend(worker.await.unwrap());
+    }
+    let mut versions = std::collections::BTreeSet::new();
+    for result in &results {
+        versions.insert(decided_by(&gateway, result).await.0);
+    }
+    assert_eq!(versions.into_iter().collect::<Vec<_>>(), ["1.0.0", "2.0.0"]);
+
+    // The install's audit entry and the last call's decision cite the pinned reference.
+    let last = record(results.last().unwrap())["tool_call_id"].clone();
+    let entries = audit_log_when(&gateway, |entries| {
+        entries.iter().any(|e| e["tool_call_id"] == last)
+    })
+    .await;
+    let install = entries
+        .iter()
+        .find(|e| e["kind"] == "plugin" && e["record"]["action"] == "install")
+        .expect("the install is audited");
+    assert_eq!(
+        install["record"]["plugin"]["source"],
+        json!(pinned),
+        "{install}"
+    );
+    let call = entries.iter().find(|e| e["tool_call_id"] == last).unwrap();
+    let module = &call["record"]["result"]["policy_decision"]["modules"][0]["module"];
+    assert_eq!(
+        (&module["version"], &module["source"]),
+        (&json!("2.0.0"), &json!(pinned)),
+        "{call}"
+    );
+
+    // A restart serves it again from the store, still citing where it came from.
+    let mut gateway = Arc::try_unwrap(gateway).ok().expect("the workers are done");
+    gateway.restart("restarted.out").await;
+    let (_, plugins) = gateway
+        .admin("GET", "/v1/plugins", Some(AUDITOR), None)
+        .await;
+    assert_eq!(
+        (&probe(&plugins)["version"], &probe(&plugins)["source"]),
+        (&json!("2.0.0"), &json!(pinned)),
+        "{plugins}"
+    );
+}
+
 async fn serving_policy(gateway: &Gateway) -> (Value, Value, Vec<Value>, Value) {
     let (status, plugins) = gateway
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
@@ -1122,6 +1228,8 @@ async fn rmcp_client(
     } else {
         ClientLifecycleMode::Initialize
     };
+    // rmcp\'s reqwest client takes the process\'s rustls provider.
+    gatehouse_host::install_default_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!(
             "http://127.0.0.1:{}/mcp",

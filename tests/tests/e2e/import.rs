@@ -165,6 +165,8 @@ impl Gateway {
     }
 
     async fn client(&self) -> RunningService<RoleClient, ()> {
+        // rmcp\'s reqwest client takes the process\'s rustls provider.
+        gatehouse_host::install_default_provider();
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(format!(
                 "http://127.0.0.1:{}/mcp",

@@ -383,6 +383,8 @@ async fn an_mcp_client_calls_it(lang: &Language) {
         .unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(server.serve(listener, std::future::pending()));
+    // rmcp\'s reqwest client takes the process\'s rustls provider.
+    gatehouse_host::install_default_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp")),
     );

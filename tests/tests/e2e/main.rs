@@ -20,6 +20,7 @@ mod new;
 mod ops;
 mod pipeline;
 mod postgres;
+mod registry;
 mod signing;
 mod state;
 mod swap;

@@ -79,6 +79,8 @@ async fn gateway_with(
 }
 
 async fn client(gateway: &Gateway, key: &str) -> RunningService<RoleClient, ()> {
+    // rmcp\'s reqwest client takes the process\'s rustls provider.
+    gatehouse_host::install_default_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str()).auth_header(key),
     );
@@ -508,6 +510,8 @@ async fn tool_results_follow_the_negotiated_protocol_version() {
             None,
         ),
     ] {
+        // rmcp\'s reqwest client takes the process\'s rustls provider.
+        gatehouse_host::install_default_provider();
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str())
                 .auth_header(ACME_KEY),
@@ -572,6 +576,10 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
     });
     let (url, output) = serving(&rx);
     assert!(output.contains("tenant `default`"), "{output}");
+
+    // rmcp\'s reqwest client takes the process\'s rustls provider.
+
+    gatehouse_host::install_default_provider();
 
     let transport = StreamableHttpClientTransport::from_uri(url.as_str());
     let client = ().serve(transport).await.expect("the client initializes");
@@ -777,6 +785,8 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
     // Serves until the test process ends.
     std::thread::spawn(move || gatehouse_host::cli::run(args, &mut Lines(tx)));
     let (url, _) = serving(&rx);
+    // rmcp\'s reqwest client takes the process\'s rustls provider.
+    gatehouse_host::install_default_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.as_str());
     let client = ().serve(transport).await.expect("the client initializes");
     let names = gatehouse_tests::tool_names(&client).await;

@@ -545,6 +545,10 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
         PluginChange::Install {
             plugin: "test.policy-probe".to_owned(),
             component: "AGFzbQ==".to_owned(),
+            source: Some(format!(
+                "oci://127.0.0.1:5000/acme/probe@sha256:{}",
+                "ab".repeat(32)
+            )),
             at_ms: 1,
         },
         PluginChange::Rollback {

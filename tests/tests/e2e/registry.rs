@@ -1,0 +1,549 @@
+//! Plugins from OCI registries, against a real registry on loopback (the CNCF distribution
+//! server, `gatehouse_tests::registry`), once anonymous over http and once with htpasswd auth
+//! over TLS: `gatehouse push`, then `serve` from the pinned digest, then a call over MCP whose
+//! record cites the digest; a retag to a tampered component is refused on reload and the old
+//! one keeps serving; a restart with the registry down serves from the cache. Every bad answer
+//! a registry can give gets its own error, and loads nothing. (The policy swap from a registry
+//! under calls is in `admin`.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gatehouse_host::oci::{OciConfig, OciError, OciRef, Registries, RegistryConfig, Tags};
+use gatehouse_tests::artifacts::ECHO;
+use gatehouse_tests::registry::{PASSWORD, Registry, USER};
+use gatehouse_tests::{free_port, listening};
+
+use crate::state::gatehouse;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use serde_json::{Value, json};
+
+/// A gateway's files: a config trusting the test publisher, serving echo to anonymous callers,
+/// with `[oci]` caching in this directory and `registry_entry` appended.
+struct Site {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Site {
+    fn new(registry_entry: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let host = gatehouse_tests::config(&["gatehouse.*"], &["test.*"]);
+        let config = dir.path().join("gatehouse.toml");
+        let text = format!(
+            "{}\n[mcp]\nanonymous_tenant = \"default\"\n\n[oci]\ncache_dir = {:?}\n\n{registry_entry}",
+            toml::to_string(&host).unwrap(),
+            dir.path().join("oci-cache"),
+        );
+        std::fs::write(&config, text).unwrap();
+        Self { dir, config }
+    }
+
+    fn file(&self, name: &str, bytes: &[u8]) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
+    /// `gatehouse push FILE REFERENCE` with this site's config: the pinned reference it prints.
+    async fn push(&self, bytes: &[u8], reference: &str) -> String {
+        let file = self.file("push.wasm", bytes);
+        let config = self.config.display().to_string();
+        let (code, out) = gatehouse(&["push", &file, reference, "--config", &config]).await;
+        assert_eq!(code, 0, "{out}");
+        let pinned = out
+            .lines()
+            .find_map(|line| line.strip_prefix("pinned "))
+            .unwrap_or_else(|| panic!("no pinned reference in {out}"));
+        pinned.to_owned()
+    }
+
+    /// The registries this site's config describes, for the library-level checks.
+    fn registries(&self) -> Registries {
+        let config = gatehouse_host::cli::ServeConfig::from_file(&self.config).unwrap();
+        Registries::new(&config.oci, &self.dir.path().join("cache"))
+    }
+}
+
+/// A `gatehouse serve` process of `site` serving `adapter` (a file or `oci://` reference).
+struct Serving {
+    child: Child,
+    port: u16,
+    stderr: PathBuf,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serving {
+    /// Starts it; `None` (with its log) if it exits instead of listening.
+    async fn start(site: &Site, adapter: &str) -> Result<Self, String> {
+        let port = free_port();
+        let stderr = site.dir.path().join(format!("serve-{port}.log"));
+        let child = gatehouse_tests::gatehouse_child(&json!([
+            "serve",
+            "--config",
+            site.config,
+            "--adapter",
+            adapter,
+            "--listen",
+            format!("127.0.0.1:{port}"),
+        ]))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+        let mut serving = Self {
+            child,
+            port,
+            stderr,
+        };
+        for _ in 0..600 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Ok(serving);
+            }
+            if serving.child.try_wait().unwrap().is_some() {
+                return Err(serving.log());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(format!("not listening after 30 s: {}", serving.log()))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// `gatehouse.echo.echo` over MCP: the gateway's record of the call.
+    async fn echo(&self, message: &str) -> Value {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "gatehouse.echo.echo", "arguments": { "message": message } },
+        });
+        let (status, _, text) =
+            gatehouse_tests::mcp_post(self.port, "/mcp", &[], body.to_string()).await;
+        assert_eq!(status, 200, "{text}");
+        let reply: Value = serde_json::from_str(&text).unwrap();
+        reply["result"]["_meta"]["gatehouse/result"].clone()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn hang_up(&self) {
+        self.signal("HUP");
+    }
+
+    /// SIGTERM, and waits for the exit: queued audit records are written first.
+    async fn stop(mut self) {
+        self.signal("TERM");
+        for _ in 0..600 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "{status}: {}", self.log());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("still running 30 s after SIGTERM");
+    }
+
+    /// Waits (at most 30 s) for `text` in the log.
+    async fn logged(&self, text: &str) {
+        for _ in 0..600 {
+            if self.log().contains(text) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no {text:?} in the log: {}", self.log());
+    }
+}
+
+/// The component with one byte of its code flipped after signing: the signature no longer
+/// matches.
+fn tampered(signed: &[u8]) -> Vec<u8> {
+    let mut bytes = signed.to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    bytes
+}
+
+async fn push_serve_and_call(registry: &Registry) {
+    let site = Site::new(&registry.config_entry(false));
+    let pinned = site
+        .push(&ECHO.signed(), &registry.reference("acme/echo", ":1.0"))
+        .await;
+    assert!(
+        pinned.starts_with(&registry.reference("acme/echo", "@sha256:")),
+        "{pinned}"
+    );
+
+    // `pull` of the tag resolves it to the same digest, and the bytes are the ones pushed.
+    let out_file = site.dir.path().join("pulled.wasm");
+    let (tag, out_path) = (
+        registry.reference("acme/echo", ":1.0"),
+        out_file.display().to_string(),
+    );
+    let config = site.config.display().to_string();
+    let (code, out) = gatehouse(&["pull", &tag, "--out", &out_path, "--config", &config]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("pinned {pinned}")), "{out}");
+    assert_eq!(std::fs::read(&out_file).unwrap(), ECHO.signed());
+
+    let gateway = Serving::start(&site, &pinned).await.unwrap();
+    let record = gateway.echo("from a registry").await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(record["adapter"]["source"], json!(pinned), "{record}");
+    assert!(
+        gateway.log().contains(&pinned),
+        "the digest is logged: {}",
+        gateway.log()
+    );
+
+    // The call's audit entry cites the digest too.
+    let call = record["tool_call_id"].as_str().unwrap().to_owned();
+    gateway.stop().await;
+    let (code, out) = gatehouse(&["audit", "show", &call, "--config", &config]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&pinned), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_then_serve_from_the_pinned_digest_then_call_over_mcp_anonymous_http() {
+    push_serve_and_call(&Registry::anonymous()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_then_serve_from_the_pinned_digest_then_call_over_mcp_with_auth_and_tls() {
+    let registry = Registry::with_auth_and_tls();
+    push_serve_and_call(&registry).await;
+
+    // Without the credentials, or with wrong ones, or without the CA: clear errors.
+    let reference: OciRef = registry.reference("acme/echo", ":1.0").parse().unwrap();
+    let ca = registry.ca.as_ref().unwrap().pem_file();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "not-the-password").unwrap();
+    let pull = |entry: RegistryConfig| {
+        let config = OciConfig {
+            registries: vec![entry],
+            ..OciConfig::default()
+        };
+        let registries = Registries::new(&config, dir.path());
+        let reference = reference.clone();
+        async move { registries.pull(&reference, Tags::Resolve).await }
+    };
+    // `plain_http = false`: without `ca_file`, a loopback registry would be spoken to over http.
+    let entry = |username: Option<&str>, ca_file: Option<&Path>| RegistryConfig {
+        host: registry.host.clone(),
+        plain_http: Some(false),
+        ca_file: ca_file.map(Path::to_owned),
+        username: username.map(str::to_owned),
+        password_env: None,
+        password_file: username.map(|_| password.clone()),
+        allow_tags: true,
+    };
+    let error = pull(entry(None, Some(&ca))).await.unwrap_err();
+    assert!(matches!(error, OciError::Unauthorized { .. }), "{error}");
+    let error = pull(entry(Some(USER), Some(&ca))).await.unwrap_err();
+    assert!(matches!(error, OciError::Unauthorized { .. }), "{error}");
+    assert!(!error.to_string().contains("not-the-password"), "{error}");
+    let error = pull(entry(Some(USER), None)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            OciError::Registry { .. } | OciError::Unreachable { .. }
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().to_lowercase().contains("certificate"),
+        "{error}"
+    );
+    std::fs::write(&password, PASSWORD).unwrap();
+    let pulled = pull(entry(Some(USER), Some(&ca))).await.unwrap();
+    assert_eq!(pulled.bytes, ECHO.signed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retag_to_a_tampered_component_is_refused_and_the_old_one_keeps_serving() {
+    let registry = Registry::anonymous();
+    let site = Site::new(&registry.config_entry(true));
+    let tag = registry.reference("acme/echo", ":stable");
+    let pinned = site.push(&ECHO.signed(), &tag).await;
+    let gateway = Serving::start(&site, &tag).await.unwrap();
+    assert_eq!(gateway.echo("v1").await["adapter"]["source"], json!(pinned));
+
+    // The tag now names a tampered build (pushed around `gatehouse push`, which refuses
+    // unsigned files but cannot see tampering).
+    let tampered_digest = site
+        .registries()
+        .push(
+            &tag.parse().unwrap(),
+            tampered(&ECHO.signed()),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!pinned.ends_with(&tampered_digest));
+    gateway.hang_up();
+    gateway.logged("config reload failed").await;
+    assert!(gateway.log().contains("signature"), "{}", gateway.log());
+    let record = gateway.echo("still v1").await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(record["adapter"]["source"], json!(pinned), "{record}");
+
+    // A fresh start from the tag refuses it outright.
+    drop(gateway);
+    let error = Serving::start(&site, &tag).await.err().expect("refused");
+    assert!(
+        error.contains("refused") && error.contains("signature"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_the_registry_down_serves_from_the_cache() {
+    let mut registry = Registry::anonymous();
+    let site = Site::new(&registry.config_entry(true));
+    let tag = registry.reference("acme/echo", ":stable");
+    let pinned = site.push(&ECHO.signed(), &tag).await;
+    for reference in [&pinned, &tag] {
+        let gateway = Serving::start(&site, reference).await.unwrap();
+        assert_eq!(gateway.echo("up").await["outcome"], "OK");
+    }
+
+    registry.stop();
+    // The pinned digest is in the cache: the registry is not asked.
+    let gateway = Serving::start(&site, &pinned).await.unwrap();
+    let record = gateway.echo("registry down").await;
+    assert_eq!(
+        (&record["outcome"], &record["adapter"]["source"]),
+        (&json!("OK"), &json!(pinned))
+    );
+    drop(gateway);
+    // The tag serves the digest it last resolved to, and says so.
+    let gateway = Serving::start(&site, &tag).await.unwrap();
+    assert_eq!(
+        gateway.echo("registry down").await["adapter"]["source"],
+        json!(pinned)
+    );
+    assert!(
+        gateway.log().contains("registry unreachable"),
+        "{}",
+        gateway.log()
+    );
+    drop(gateway);
+
+    // A reference the cache never saw cannot be served with the registry down.
+    let other = registry.reference("acme/other", ":1");
+    let error = Serving::start(&site, &other).await.err().expect("refused");
+    assert!(error.contains("cannot reach the registry"), "{error}");
+    let error = site
+        .registries()
+        .pull(&other.parse().unwrap(), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::Unreachable { .. }), "{error}");
+    registry.start_again();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_answer_or_reference_gets_its_own_error_and_loads_nothing() {
+    let registry = Registry::anonymous();
+    let site = Site::new(&registry.config_entry(false));
+    let registries = site.registries();
+    let pinned = site
+        .push(&ECHO.signed(), &registry.reference("acme/echo", ":1.0"))
+        .await;
+    let pull = |reference: String, tags| {
+        let registries = registries.clone();
+        async move { registries.pull(&reference.parse().unwrap(), tags).await }
+    };
+
+    // A missing tag; a digest the registry does not have.
+    let error = pull(registry.reference("acme/echo", ":2.0"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::NotFound { .. }), "{error}");
+    let absent = registry.reference("acme/echo", &format!("@sha256:{}", "0".repeat(64)));
+    let error = pull(absent, Tags::Resolve).await.unwrap_err();
+    assert!(matches!(error, OciError::NotFound { .. }), "{error}");
+    // A tag where the config allows only digests (what serve and the admin API load).
+    let error = pull(registry.reference("acme/echo", ":1.0"), Tags::AsConfigured)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::TagNotAllowed { .. }), "{error}");
+    assert!(error.to_string().contains("allow_tags"), "{error}");
+    // Over the size bound.
+    let small = Registries::new(
+        &OciConfig {
+            max_blob_mib: 0,
+            ..OciConfig::default()
+        },
+        site.dir.path(),
+    );
+    let error = small
+        .pull(&pinned.parse().unwrap(), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::TooLarge { .. }), "{error}");
+    // A registry that is down.
+    let down = format!("oci://127.0.0.1:{}/acme/echo:1.0", free_port());
+    let error = pull(down, Tags::Resolve).await.unwrap_err();
+    assert!(matches!(error, OciError::Unreachable { .. }), "{error}");
+    // References that are not references.
+    for bad in [
+        "acme/echo:1.0",
+        "oci://acme/echo:1.0",
+        "oci://127.0.0.1:5000/acme/echo@sha256:12",
+    ] {
+        let error = bad.parse::<OciRef>().unwrap_err();
+        assert!(
+            matches!(error, OciError::Reference { .. }),
+            "{bad}: {error}"
+        );
+    }
+
+    // An unsigned component behind a valid reference: pushed around `gatehouse push`, which
+    // refuses it, then refused by serve.
+    let unsigned = registry.reference("acme/unsigned", ":1");
+    let digest = registries
+        .push(&unsigned.parse().unwrap(), ECHO.bytes(), Default::default())
+        .await
+        .unwrap();
+    let (file, config) = (
+        site.file("unsigned.wasm", &ECHO.bytes()),
+        site.config.display().to_string(),
+    );
+    let (code, _) = gatehouse(&["push", &file, &unsigned, "--config", &config]).await;
+    assert_eq!(code, 1, "push refuses an unsigned component");
+    let error = Serving::start(
+        &site,
+        &registry.reference("acme/unsigned", &format!("@{digest}")),
+    )
+    .await
+    .err()
+    .expect("refused");
+    assert!(error.contains("refused"), "{error}");
+
+    // A registry that answers with HTML, a manifest that is not a wasm artifact, one whose
+    // digest is not the one asked for, and one declaring a layer over the bound.
+    let fake = FakeRegistry::start().await;
+    let error = pull(fake.reference("html", ":1"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::NotAManifest { .. }), "{error}");
+    assert!(error.to_string().contains("<html>"), "{error}");
+    let error = pull(fake.reference("image", ":1"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::NotWasm { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("application/vnd.oci.image.config.v1+json"),
+        "{error}"
+    );
+    let error = pull(
+        fake.reference("wasm", &format!("@sha256:{}", "ab".repeat(32))),
+        Tags::Resolve,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, OciError::DigestMismatch { .. }), "{error}");
+    let error = pull(fake.reference("huge", ":1"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, OciError::TooLarge { size, .. } if size == 1 << 40),
+        "{error}"
+    );
+}
+
+/// A loopback server that speaks just enough of the distribution API to answer badly: the
+/// answers no real registry gives (an HTML page, a manifest that does not hash to its digest),
+/// and manifests a test would otherwise have to hand-craft and push.
+struct FakeRegistry {
+    port: u16,
+}
+
+impl FakeRegistry {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
+                    wasmtime_wasi_http::io::TokioIo::new(stream),
+                    service_fn(
+                        |request: hyper::Request<hyper::body::Incoming>| async move {
+                            Ok::<_, std::convert::Infallible>(Self::answer(request.uri().path()))
+                        },
+                    ),
+                ));
+            }
+        });
+        assert!(listening(port).await);
+        Self { port }
+    }
+
+    fn answer(path: &str) -> hyper::Response<Full<Bytes>> {
+        let manifest = |config_type: &str, size: u64| {
+            json!({
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": { "mediaType": config_type, "digest": format!("sha256:{}", "1".repeat(64)), "size": 2 },
+                "layers": [{ "mediaType": "application/wasm", "digest": format!("sha256:{}", "2".repeat(64)), "size": size }],
+            })
+            .to_string()
+        };
+        let (content_type, body) = match path {
+            "/v2/" => ("application/json", "{}".to_owned()),
+            p if p.starts_with("/v2/acme/html/") => (
+                "text/html",
+                "<html><body>Welcome to our registry</body></html>".to_owned(),
+            ),
+            p if p.starts_with("/v2/acme/image/") => (
+                "application/vnd.oci.image.manifest.v1+json",
+                manifest("application/vnd.oci.image.config.v1+json", 10),
+            ),
+            p if p.starts_with("/v2/acme/wasm/") => (
+                "application/vnd.oci.image.manifest.v1+json",
+                manifest("application/vnd.wasm.config.v0+json", 10),
+            ),
+            p if p.starts_with("/v2/acme/huge/") => (
+                "application/vnd.oci.image.manifest.v1+json",
+                manifest("application/vnd.wasm.config.v0+json", 1 << 40),
+            ),
+            _ => ("text/plain", String::new()),
+        };
+        hyper::Response::builder()
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .unwrap()
+    }
+
+    fn reference(&self, repository: &str, rest: &str) -> String {
+        format!("oci://127.0.0.1:{}/acme/{repository}{rest}", self.port)
+    }
+}
