@@ -27,6 +27,7 @@
 //! ```toml
 //! [oci]
 //! max_blob_mib = 64                # default
+//! watch_seconds = 0                # default: tags are resolved at start and on SIGHUP only
 //! cache_dir = "/var/cache/gatehouse/oci"   # default: `oci` in the [cache] directory
 //!
 //! [[oci.registry]]
@@ -80,6 +81,11 @@ pub struct OciConfig {
     /// directory.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// How often `serve` resolves the tags it loaded from again, in seconds, and installs
+    /// what a tag moved to (verified as at start; a refused one leaves the serving version).
+    /// Default: 0, never (a tag is resolved at start and on SIGHUP only).
+    #[serde(default)]
+    pub watch_seconds: u64,
     /// Registries that need more than the defaults (https with the system's roots, anonymous,
     /// digests only).
     #[serde(default, rename = "registry")]
@@ -91,6 +97,7 @@ impl Default for OciConfig {
         Self {
             max_blob_mib: default_max_blob_mib(),
             cache_dir: None,
+            watch_seconds: 0,
             registries: Vec::new(),
         }
     }
@@ -647,6 +654,14 @@ impl Registries {
         let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if declared > max {
             return Err(too_large(declared));
+        }
+        // A tag that still names a component already pulled: its bytes are here.
+        if let Some(bytes) = self.cached(&actual) {
+            return Ok(Pulled {
+                bytes,
+                pinned: reference.pinned(&actual),
+                from_cache: false,
+            });
         }
         let mut out = Bounded {
             bytes: Vec::with_capacity(usize::try_from(declared).unwrap_or(0)),

@@ -15,6 +15,9 @@
 //!
 //! The directory is polled: changes are detected by content digest, which is immune to
 //! coarse file timestamps and needs no platform notification API.
+//!
+//! With `[oci] watch_seconds`, `serve` also follows the registry tags it loaded from
+//! ([`TagWatcher`]): what a tag moves to is installed the same way, principal `watch:<tag>`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -144,4 +147,89 @@ fn changed_files(dir: &Path, seen: &mut HashMap<PathBuf, [u8; 32]>) -> Vec<(Path
         }
     }
     changed
+}
+
+/// Follows registry tags: every interval, each tag is resolved again, and when it names
+/// another digest, that component is installed through [`Host::install_from`] (verified,
+/// loaded and config-checked first; never a downgrade) and the install audited, principal
+/// `watch:<tag>`, citing the pinned reference. A refused digest is tried once and the serving
+/// version stays; a registry that cannot be reached changes nothing. Dropping it stops it.
+#[cfg(feature = "oci")]
+#[derive(Debug)]
+pub struct TagWatcher {
+    task: JoinHandle<()>,
+}
+
+#[cfg(feature = "oci")]
+impl Drop for TagWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(feature = "oci")]
+impl TagWatcher {
+    /// Follows `tags` (each with the pinned reference serving now) in `registries`, checking
+    /// every `interval` (must be called inside a tokio runtime).
+    pub fn start(
+        host: Arc<Host>,
+        registries: crate::oci::Registries,
+        tags: Vec<(crate::oci::OciRef, String)>,
+        interval: Duration,
+    ) -> Self {
+        use crate::oci::Tags;
+        let task = tokio::spawn(async move {
+            let mut serving = tags;
+            let mut ticker = tokio::time::interval(interval);
+            // The first tick is now; `serve` has just resolved every tag.
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                for (tag, current) in &mut serving {
+                    let pulled = match registries.pull(tag, Tags::AsConfigured).await {
+                        Ok(pulled) => pulled,
+                        Err(e) => {
+                            tracing::warn!(reference = %tag, error = %e, "cannot resolve the tag; the serving version stays");
+                            continue;
+                        }
+                    };
+                    let pinned = pulled.pinned.to_string();
+                    if pinned == *current {
+                        continue;
+                    }
+                    *current = pinned.clone();
+                    let installing = Arc::clone(&host);
+                    let source = pinned.clone();
+                    let installed = tokio::task::spawn_blocking(move || {
+                        installing.install_from(&pulled.bytes, Some(source))
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|result| result.map_err(|e| e.to_string()));
+                    match installed {
+                        Ok((kind, plugin)) => {
+                            tracing::info!(reference = %tag, %pinned, id = %plugin.id, version = %plugin.version, "installed what the tag moved to");
+                            let replaced = (host.policies().into_iter())
+                                .find(|p| p.plugin.id == plugin.id)
+                                .and_then(|p| p.previous.last().cloned());
+                            let change = serde_json::json!({
+                                "action": "install", "kind": kind.to_string(), "plugin": plugin,
+                                "replaced": replaced, "reference": tag.to_string(),
+                            });
+                            if let Err(e) = host
+                                .audit_plugin_change(&format!("watch:{tag}"), &change)
+                                .await
+                            {
+                                tracing::error!(reference = %tag, error = %e, "the install could not be recorded in the audit log");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(reference = %tag, %pinned, error = %e, "what the tag moved to was refused; the serving version stays");
+                        }
+                    }
+                }
+            }
+        });
+        Self { task }
+    }
 }

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::drift::{self, ImportConfig};
 use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
 use crate::InstallError;
@@ -16,7 +18,7 @@ use crate::oci::{OciConfig, OciRef, Registries, Tags};
 use crate::policy::PolicyError;
 use crate::state::checkpoint::Checkpointer;
 use crate::state::sqlite::GatewayLock;
-use crate::watch::{PolicyWatcher, WatchConfig};
+use crate::watch::{PolicyWatcher, TagWatcher, WatchConfig};
 
 /// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
 /// the server's own `[mcp]` table. Every other command reads the same file (ignoring `[mcp]`),
@@ -39,6 +41,21 @@ pub struct ServeConfig {
     /// OCI registries: cache, size bound, transport, credentials, tag rule (`[oci]`). Read
     /// by `serve` (`oci://` sources), the admin API's policy push, `push` and `pull`.
     pub oci: OciConfig,
+    /// What `serve` serves besides its `--adapter` and `--policy` arguments (`[plugins]`):
+    /// files (relative to the config file) and `oci://` references, read again on SIGHUP.
+    pub plugins: PluginSources,
+}
+
+/// The `[plugins]` table: signed components `serve` installs, as files or `oci://` references.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSources {
+    /// Adapters to serve.
+    #[serde(default)]
+    pub adapters: Vec<String>,
+    /// Policy modules to install (bind them in `[[pipeline.policy]]`).
+    #[serde(default)]
+    pub policies: Vec<String>,
 }
 
 impl ServeConfig {
@@ -55,6 +72,7 @@ impl ServeConfig {
         let watch = document.take("watch")?;
         let import = document.take("import")?;
         let oci = document.take("oci")?;
+        let plugins = document.take("plugins")?;
         Ok(Self {
             host: document.into_host_config()?,
             mcp,
@@ -62,6 +80,7 @@ impl ServeConfig {
             watch,
             import,
             oci,
+            plugins,
         })
     }
 }
@@ -75,6 +94,8 @@ struct Plugin {
     is_policy: bool,
     /// The pinned reference it was pulled from, if from a registry: its records cite it.
     source: Option<String>,
+    /// The tag it was pulled by, if any: `[oci] watch_seconds` follows it.
+    tag: Option<OciRef>,
 }
 
 type Plugins = Vec<Plugin>;
@@ -96,8 +117,23 @@ impl Source {
     fn read(&self) -> Result<(ServeConfig, Plugins), Failure> {
         let config = read_config(self.config.as_deref())?;
         let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
+        // The config's files are relative to the config file.
+        let base = (self.config.as_deref())
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let in_config = |sources: &[String]| -> Vec<String> {
+            (sources.iter())
+                .map(|source| match OciRef::is_oci(source) {
+                    true => source.clone(),
+                    false => base.join(source).display().to_string(),
+                })
+                .collect()
+        };
+        let adapters = [self.adapters.clone(), in_config(&config.plugins.adapters)].concat();
+        let policies = [self.policies.clone(), in_config(&config.plugins.policies)].concat();
         let mut plugins: Plugins = Vec::new();
-        for (sources, is_policy) in [(&self.adapters, false), (&self.policies, true)] {
+        for (sources, is_policy) in [(&adapters, false), (&policies, true)] {
             for source in sources {
                 plugins.push(if OciRef::is_oci(source) {
                     let reference: OciRef = source.parse().map_err(usage)?;
@@ -110,6 +146,7 @@ impl Source {
                         bytes: pulled.bytes,
                         is_policy,
                         source: Some(pulled.pinned.to_string()),
+                        tag: reference.digest().is_none().then_some(reference),
                     }
                 } else {
                     Plugin {
@@ -117,6 +154,7 @@ impl Source {
                         bytes: read_file(Path::new(source)).map_err(usage)?,
                         is_policy,
                         source: None,
+                        tag: None,
                     }
                 });
             }
@@ -153,6 +191,7 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
         watch,
         import: _,
         oci,
+        plugins: _,
     } = config;
     let registries = Registries::new(&oci, &config.cache.resolved_dir());
     if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
@@ -186,6 +225,7 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
         bytes,
         is_policy,
         source,
+        ..
     } in plugins
     {
         let installed = match (is_policy, source) {
@@ -259,6 +299,7 @@ pub(super) fn serve(
         None => Some(GatewayLock::take(&config.host.store).map_err(refused)?),
     };
     let checkpoints = config.host.store.checkpoints.clone();
+    let (config_oci, config_cache) = (config.oci.clone(), config.host.cache.resolved_dir());
     // What a reload compares the new config and plugins with.
     let mut previous = (config.clone(), Vec::new());
     let Started {
@@ -273,6 +314,18 @@ pub(super) fn serve(
         &plugins,
         source.as_ref().and_then(|s| s.config.as_deref()),
     )?;
+    // The tags to follow (`[oci] watch_seconds`), each with the digest it serves now.
+    let tags: Vec<(OciRef, String)> = (plugins.iter())
+        .filter_map(|plugin| Some((plugin.tag.clone()?, plugin.source.clone()?)))
+        .collect();
+    let follow = (config_oci.watch_seconds > 0 && !tags.is_empty()).then(|| {
+        let registries = Registries::new(&config_oci, &config_cache);
+        (
+            registries,
+            tags,
+            std::time::Duration::from_secs(config_oci.watch_seconds),
+        )
+    });
     // The manifests were verified as the adapters loaded.
     let manifests: Vec<_> = plugins
         .iter()
@@ -280,8 +333,8 @@ pub(super) fn serve(
         .filter_map(|plugin| crate::plugin::inspect(&plugin.bytes).ok()?.manifest)
         .collect();
     drift::check(drift_check, &manifests, &grants)?;
-    // The admin API and the watcher act on this host: a reload cannot move them yet.
-    let pinned = admin.is_some() || watch.is_some();
+    // The admin API and the watchers act on this host: a reload cannot move them yet.
+    let pinned = admin.is_some() || watch.is_some() || follow.is_some();
     drop(plugins);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -353,6 +406,10 @@ pub(super) fn serve(
             // The watcher logs and audits each event itself; drain them.
             tokio::spawn(async move { while watcher.next_event().await.is_some() {} })
         });
+        let _tags = follow.map(|(registries, tags, every)| {
+            say!(out, "gatehouse: following {} registry tag(s) every {} s", tags.len(), every.as_secs());
+            TagWatcher::start(Arc::clone(&host), registries, tags, every)
+        });
         // The endpoint (and the admin API, the watcher) hold the host; a reload replaces it.
         drop(host);
         say!(out, "Ctrl-C stops the gateway.");
@@ -361,7 +418,7 @@ pub(super) fn serve(
         let reloads = async {
             while hangups.next().await {
                 if pinned {
-                    tracing::warn!("SIGHUP: reload is not available while `[admin]` or `[watch]` is configured (they act on the running host); restart gatehouse to apply a new config");
+                    tracing::warn!("SIGHUP: reload is not available while `[admin]`, `[watch]` or `[oci] watch_seconds` is configured (they act on the running host); restart gatehouse to apply a new config");
                     continue;
                 }
                 reload(&serving, source.as_ref(), mcp.listen, listen, &mut previous).await;
@@ -534,6 +591,10 @@ fn changed_sections(old: &ServeConfig, new: &ServeConfig) -> Vec<String> {
         sections.insert("watch".into(), value(serde_json::to_value(&config.watch)));
         sections.insert("import".into(), value(serde_json::to_value(&config.import)));
         sections.insert("oci".into(), value(serde_json::to_value(&config.oci)));
+        sections.insert(
+            "plugins".into(),
+            value(serde_json::to_value(&config.plugins)),
+        );
         sections
     }
     let (old, new) = (sections(old), sections(new));
@@ -639,6 +700,7 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
         }),
         watch: None,
         oci: OciConfig::default(),
+        plugins: PluginSources::default(),
         import: ImportConfig::default(),
     };
     let plugins = demo
@@ -649,6 +711,7 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
             bytes,
             is_policy: false,
             source: None,
+            tag: None,
         })
         .collect();
     Ok((config, plugins))

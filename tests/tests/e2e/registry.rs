@@ -30,11 +30,16 @@ struct Site {
 
 impl Site {
     fn new(registry_entry: &str) -> Self {
+        Self::with(registry_entry, "")
+    }
+
+    /// [`Site::new`], with `more` config text (keys of `[oci]`, then tables) after `[oci]`'s.
+    fn with(registry_entry: &str, more: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let host = gatehouse_tests::config(&["gatehouse.*"], &["test.*"]);
         let config = dir.path().join("gatehouse.toml");
         let text = format!(
-            "{}\n[mcp]\nanonymous_tenant = \"default\"\n\n[oci]\ncache_dir = {:?}\n\n{registry_entry}",
+            "{}\n[mcp]\nanonymous_tenant = \"default\"\n\n[oci]\ncache_dir = {:?}\n{more}\n\n{registry_entry}",
             toml::to_string(&host).unwrap(),
             dir.path().join("oci-cache"),
         );
@@ -85,22 +90,29 @@ impl Drop for Serving {
 impl Serving {
     /// Starts it; `None` (with its log) if it exits instead of listening.
     async fn start(site: &Site, adapter: &str) -> Result<Self, String> {
+        Self::start_with(site, &["--adapter", adapter]).await
+    }
+
+    /// [`Serving::start`] with `args` instead of `--adapter`.
+    async fn start_with(site: &Site, args: &[&str]) -> Result<Self, String> {
         let port = free_port();
         let stderr = site.dir.path().join(format!("serve-{port}.log"));
-        let child = gatehouse_tests::gatehouse_child(&json!([
+        let mut all = json!([
             "serve",
             "--config",
             site.config,
-            "--adapter",
-            adapter,
             "--listen",
-            format!("127.0.0.1:{port}"),
-        ]))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
+            format!("127.0.0.1:{port}")
+        ]);
+        all.as_array_mut()
+            .unwrap()
+            .extend(args.iter().map(|a| json!(a)));
+        let child = gatehouse_tests::gatehouse_child(&all)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
         let mut serving = Self {
             child,
             port,
@@ -316,6 +328,65 @@ async fn a_retag_to_a_tampered_component_is_refused_and_the_old_one_keeps_servin
         error.contains("refused") && error.contains("signature"),
         "{error}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build() {
+    let registry = Registry::anonymous();
+    let tag = registry.reference("acme/echo", ":stable");
+    // The adapter named in the config's `[plugins]`, not on the command line.
+    let site = Site::with(
+        &registry.config_entry(true),
+        &format!("watch_seconds = 1\n\n[plugins]\nadapters = [{tag:?}]\n"),
+    );
+    let v1 = site.push(&ECHO.signed(), &tag).await;
+    let gateway = Serving::start_with(&site, &[]).await.unwrap();
+    let record = gateway.echo("v1").await;
+    assert_eq!(
+        (&record["adapter"]["version"], &record["adapter"]["source"]),
+        (&json!("0.1.0"), &json!(v1))
+    );
+
+    // The tag moves to 0.2.0: served within a few seconds, and audited.
+    let v2 = site.push(&ECHO.signed_as_version("0.2.0"), &tag).await;
+    gateway.logged("installed what the tag moved to").await;
+    let record = gateway.echo("v2").await;
+    assert_eq!(
+        (&record["adapter"]["version"], &record["adapter"]["source"]),
+        (&json!("0.2.0"), &json!(v2))
+    );
+
+    // The tag moves to a tampered build: refused, 0.2.0 serves on.
+    site.registries()
+        .push(
+            &tag.parse().unwrap(),
+            tampered(&ECHO.signed_as_version("0.3.0")),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    gateway.logged("what the tag moved to was refused").await;
+    let record = gateway.echo("still v2").await;
+    assert_eq!(
+        (&record["outcome"], &record["adapter"]["source"]),
+        (&json!("OK"), &json!(v2))
+    );
+
+    gateway.stop().await;
+    let config = site.config.display().to_string();
+    let (code, out) = gatehouse(&["audit", "export", "--config", &config]).await;
+    assert_eq!(code, 0, "{out}");
+    let installs: Vec<Value> = (out.lines())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["kind"] == "plugin")
+        .collect();
+    assert_eq!(installs.len(), 1, "{out}");
+    assert_eq!(
+        installs[0]["principal"],
+        json!(format!("watch:{tag}")),
+        "{out}"
+    );
+    assert!(installs[0].to_string().contains(&v2), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
