@@ -52,15 +52,28 @@ fn binary() -> &'static str {
 impl Registry {
     /// An anonymous registry over plain http.
     pub fn anonymous() -> Self {
-        Self::start(false)
+        Self::start(false, "")
     }
 
     /// A registry that wants [`USER`] and [`PASSWORD`] (htpasswd), over TLS.
     pub fn with_auth_and_tls() -> Self {
-        Self::start(true)
+        Self::start(true, "")
     }
 
-    fn start(secured: bool) -> Self {
+    /// A registry over plain http that wants bearer tokens (the distribution spec's token
+    /// flow): issued by `realm` for `service`, signed by `issuer` with the key of the
+    /// certificate in `certificate` (PEM).
+    pub fn with_tokens(realm: &str, service: &str, issuer: &str, certificate: &Path) -> Self {
+        Self::start(
+            false,
+            &format!(
+                "auth:\n  token:\n    realm: {realm}\n    service: {service}\n    issuer: {issuer}\n    rootcertbundle: {}\n",
+                certificate.display()
+            ),
+        )
+    }
+
+    fn start(secured: bool, auth: &str) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = crate::free_port();
         let host = format!("127.0.0.1:{port}");
@@ -85,6 +98,7 @@ impl Registry {
             ));
             ca
         });
+        config.push_str(auth);
         let file = dir.path().join("config.yml");
         std::fs::write(&file, config).expect("write the registry config");
         let mut registry = Self {

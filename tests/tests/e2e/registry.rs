@@ -1,9 +1,11 @@
 //! Plugins from OCI registries, against a real registry on loopback (the CNCF distribution
-//! server, `gatehouse_tests::registry`), once anonymous over http and once with htpasswd auth
-//! over TLS: `gatehouse push`, then `serve` from the pinned digest, then a call over MCP whose
-//! record cites the digest; a retag to a tampered component is refused on reload and the old
-//! one keeps serving; a restart with the registry down serves from the cache. Every bad answer
-//! a registry can give gets its own error, and loads nothing. (The policy swap from a registry
+//! server, `gatehouse_tests::registry`): anonymous over http, with htpasswd auth over TLS, and
+//! with the distribution spec's bearer-token flow (a token server here). `gatehouse push`, then
+//! `serve` from the pinned digest, then a call over MCP whose record and audit entry cite the
+//! digest; a retag to a tampered component is refused on reload and the old one keeps
+//! serving; a followed tag (`[oci] watch_seconds`) installs what it moves to and refuses a
+//! tampered build; a restart with the registry down serves from the cache. Every bad answer a
+//! registry can give gets its own error, and loads nothing. (The policy swap from a registry
 //! under calls is in `admin`.)
 
 use std::path::{Path, PathBuf};
@@ -546,6 +548,178 @@ async fn each_bad_answer_or_reference_gets_its_own_error_and_loads_nothing() {
         matches!(error, OciError::TooLarge { size, .. } if size == 1 << 40),
         "{error}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_and_pull_through_the_bearer_token_flow() {
+    let tokens = TokenServer::start().await;
+    let registry = Registry::with_tokens(
+        &format!("http://127.0.0.1:{}/token", tokens.port),
+        TokenServer::SERVICE,
+        TokenServer::ISSUER,
+        &tokens.certificate,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    let registries = |username: Option<&str>, cache: &str| {
+        let config = OciConfig {
+            registries: vec![RegistryConfig {
+                host: registry.host.clone(),
+                plain_http: None,
+                ca_file: None,
+                username: username.map(str::to_owned),
+                password_env: None,
+                password_file: username.map(|_| password.clone()),
+                allow_tags: true,
+            }],
+            ..OciConfig::default()
+        };
+        Registries::new(&config, &dir.path().join(cache))
+    };
+    let reference: OciRef = registry.reference("acme/echo", ":1.0").parse().unwrap();
+
+    // With the publisher's credentials, the registry's challenge sends the client to the
+    // token server, which checks them and issues a token scoped to the repository.
+    std::fs::write(&password, PASSWORD).unwrap();
+    let publisher = registries(Some(USER), "a");
+    let digest = publisher
+        .push(&reference, ECHO.signed(), Default::default())
+        .await
+        .unwrap();
+    let pulled = registries(Some(USER), "b")
+        .pull(&reference, Tags::Resolve)
+        .await
+        .unwrap();
+    assert_eq!(pulled.pinned, reference.pinned(&digest));
+    assert_eq!(pulled.bytes, ECHO.signed());
+    assert!(
+        tokens.issued() >= 2,
+        "a token for the push and one for the pull"
+    );
+
+    // No credentials, or wrong ones: the token server refuses.
+    let error = registries(None, "c")
+        .pull(&reference, Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::Unauthorized { .. }), "{error}");
+    std::fs::write(&password, "not-the-password").unwrap();
+    let error = registries(Some(USER), "d")
+        .pull(&reference, Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, OciError::Unauthorized { .. }), "{error}");
+}
+
+/// The token server of the distribution spec's bearer flow, as a registry deployment runs
+/// beside `docker-registry`: it checks [`USER`] and [`PASSWORD`] (basic auth) and issues an
+/// ES256 JWT for the scopes asked, signed by the key of a certificate the registry trusts
+/// (`rootcertbundle`), the certificate in the token's `x5c` header.
+struct TokenServer {
+    port: u16,
+    certificate: PathBuf,
+    issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    _dir: tempfile::TempDir,
+}
+
+impl TokenServer {
+    const SERVICE: &str = "gatehouse-registry";
+    const ISSUER: &str = "gatehouse-tests";
+
+    async fn start() -> Self {
+        use base64::Engine as _;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["gatehouse-token-issuer".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let certificate = dir.path().join("token-issuer.pem");
+        std::fs::write(&certificate, cert.pem()).unwrap();
+        let signing = jsonwebtoken::EncodingKey::from_ec_der(&key.serialize_der());
+        let x5c = base64::engine::general_purpose::STANDARD.encode(cert.der());
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"))
+        );
+        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counter = std::sync::Arc::clone(&issued);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (signing, x5c, basic, counter) = (
+                    signing.clone(),
+                    x5c.clone(),
+                    basic.clone(),
+                    std::sync::Arc::clone(&counter),
+                );
+                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let authorized = request
+                        .headers()
+                        .get("authorization")
+                        .is_some_and(|value| value.as_bytes() == basic.as_bytes());
+                    let query = request.uri().query().unwrap_or_default().to_owned();
+                    let reply = if authorized {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let token = Self::token(&query, &signing, &x5c);
+                        hyper::Response::new(Full::new(Bytes::from(
+                            json!({ "token": token, "access_token": token, "expires_in": 300 })
+                                .to_string(),
+                        )))
+                    } else {
+                        let mut reply = hyper::Response::new(Full::new(Bytes::from_static(
+                            br#"{"errors":[{"code":"UNAUTHORIZED","message":"bad credentials"}]}"#,
+                        )));
+                        *reply.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                        reply
+                    };
+                    async move { Ok::<_, std::convert::Infallible>(reply) }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(wasmtime_wasi_http::io::TokioIo::new(stream), service),
+                );
+            }
+        });
+        Self {
+            port,
+            certificate,
+            issued,
+            _dir: dir,
+        }
+    }
+
+    /// A token granting what `query`'s `scope`s ask (`repository:NAME:pull,push`).
+    fn token(query: &str, signing: &jsonwebtoken::EncodingKey, x5c: &str) -> String {
+        let access: Vec<Value> = url::form_urlencoded::parse(query.as_bytes())
+            .filter(|(name, _)| name == "scope")
+            .filter_map(|(_, scope)| {
+                let (kind, rest) = scope.split_once(':')?;
+                let (name, actions) = rest.rsplit_once(':')?;
+                Some(json!({ "type": kind, "name": name, "actions": actions.split(',').collect::<Vec<_>>() }))
+            })
+            .collect();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = json!({
+            "iss": Self::ISSUER, "sub": USER, "aud": Self::SERVICE,
+            "exp": now + 300, "nbf": now - 10, "iat": now,
+            "jti": format!("token-{}", gatehouse_tests::unique()), "access": access,
+        });
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.x5c = Some(vec![x5c.to_owned()]);
+        jsonwebtoken::encode(&header, &claims, signing).unwrap()
+    }
+
+    fn issued(&self) -> usize {
+        self.issued.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// A loopback server that speaks just enough of the distribution API to answer badly: the
