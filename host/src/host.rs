@@ -308,21 +308,12 @@ impl Host {
         let plugin = match kind {
             PluginKind::Adapter => {
                 let adapter = self.load_verified_adapter(bytes, verified)?;
-                self.serve_adapter(match source {
-                    Some(source) => adapter.with_source(source),
-                    None => adapter,
-                })?
+                self.serve_adapter(adapter.with_source(source))?
             }
             PluginKind::Policy => {
                 let policy =
                     plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)?;
-                self.swap_policy(
-                    match source {
-                        Some(source) => policy.with_source(source),
-                        None => policy,
-                    },
-                    false,
-                )?
+                self.swap_policy(policy.with_source(source), false)?
             }
         };
         Ok((kind, plugin))

@@ -228,15 +228,13 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
         ..
     } in plugins
     {
-        let installed = match (is_policy, source) {
-            (true, None) => host.install_policy(bytes),
-            (false, None) => host.install_adapter(bytes),
-            (true, Some(source)) => (host.load_policy(bytes))
-                .map_err(InstallError::from)
-                .and_then(|policy| host.serve_policy(policy.with_source(source.clone()))),
-            (false, Some(source)) => (host.load_adapter(bytes))
-                .map_err(InstallError::from)
-                .and_then(|adapter| host.serve_adapter(adapter.with_source(source.clone()))),
+        // As `install_policy` and `install_adapter`, citing where it came from.
+        let installed = if *is_policy {
+            (host.load_policy(bytes).map_err(InstallError::from))
+                .and_then(|policy| host.serve_policy(policy.with_source(source.clone())))
+        } else {
+            (host.load_adapter(bytes).map_err(InstallError::from))
+                .and_then(|adapter| host.serve_adapter(adapter.with_source(source.clone())))
         };
         let plugin = installed.map_err(|e| match e {
             // The plugin is fine; the operator's binding config is not: a config error.
@@ -299,7 +297,8 @@ pub(super) fn serve(
         None => Some(GatewayLock::take(&config.host.store).map_err(refused)?),
     };
     let checkpoints = config.host.store.checkpoints.clone();
-    let (config_oci, config_cache) = (config.oci.clone(), config.host.cache.resolved_dir());
+    let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
+    let every = std::time::Duration::from_secs(config.oci.watch_seconds);
     // What a reload compares the new config and plugins with.
     let mut previous = (config.clone(), Vec::new());
     let Started {
@@ -318,14 +317,7 @@ pub(super) fn serve(
     let tags: Vec<(OciRef, String)> = (plugins.iter())
         .filter_map(|plugin| Some((plugin.tag.clone()?, plugin.source.clone()?)))
         .collect();
-    let follow = (config_oci.watch_seconds > 0 && !tags.is_empty()).then(|| {
-        let registries = Registries::new(&config_oci, &config_cache);
-        (
-            registries,
-            tags,
-            std::time::Duration::from_secs(config_oci.watch_seconds),
-        )
-    });
+    let follow = (!every.is_zero() && !tags.is_empty()).then_some((registries, tags, every));
     // The manifests were verified as the adapters loaded.
     let manifests: Vec<_> = plugins
         .iter()

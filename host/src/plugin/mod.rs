@@ -129,10 +129,11 @@ pub struct LoadedAdapter {
 }
 
 impl LoadedAdapter {
-    /// The same plugin, citing `source` (an `oci://...@sha256:` reference) as where it came
-    /// from: in its install's audit entry and in the records of the calls it serves.
-    pub fn with_source(mut self, source: String) -> Self {
-        self.plugin.source = Some(source);
+    /// The same plugin, citing `source` (an `oci://...@sha256:` reference; `None` for a file)
+    /// as where it came from: in its install's audit entry and in the records of the calls it
+    /// serves.
+    pub fn with_source(mut self, source: Option<String>) -> Self {
+        self.plugin.source = source;
         self
     }
 
@@ -178,10 +179,11 @@ pub struct LoadedPolicy {
 }
 
 impl LoadedPolicy {
-    /// The same plugin, citing `source` (an `oci://...@sha256:` reference) as where it came
-    /// from: in its install's audit entry and in the records of the calls it serves.
-    pub fn with_source(mut self, source: String) -> Self {
-        self.plugin.source = Some(source);
+    /// The same plugin, citing `source` (an `oci://...@sha256:` reference; `None` for a file)
+    /// as where it came from: in its install's audit entry and in the records of the calls it
+    /// serves.
+    pub fn with_source(mut self, source: Option<String>) -> Self {
+        self.plugin.source = source;
         self
     }
 
