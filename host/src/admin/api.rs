@@ -456,7 +456,7 @@ pub async fn pull(
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "refused",
-            "this gateway was built without OCI support",
+            "this admin server pulls from no registry (it was built without `AdminServer::with_registries`): upload the component's bytes",
         ));
     };
     let pulled = registries
@@ -467,6 +467,8 @@ pub async fn pull(
                 OciError::Reference { .. } | OciError::TagNotAllowed { .. } => {
                     StatusCode::BAD_REQUEST
                 }
+                // The gateway's own `[oci]` settings or cache: not the registry's fault.
+                OciError::Config(_) | OciError::Cache { .. } => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::BAD_GATEWAY,
             };
             ApiError::new(

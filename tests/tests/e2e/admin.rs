@@ -876,6 +876,28 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
     // A tag where the gateway's config allows only digests: refused, v1 serves on.
     let (code, _) = gatehouse_admin(&gateway, &operator, &["policy", "push", &tag]).await;
     assert_eq!(code, 1);
+    // A registry that cannot be reached: 502.
+    let down = format!(
+        "oci://127.0.0.1:{}/acme/probe@sha256:{}",
+        free_port(),
+        "ab".repeat(32)
+    );
+    let bearer = format!("Bearer {OPERATOR}");
+    let (status, _, body) = gatehouse_tests::http(
+        gateway.admin,
+        "POST",
+        "/v1/plugins",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+        ],
+        json!({ "source": down }).to_string(),
+    )
+    .await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("cannot reach the registry"), "{body}");
+    // Both times, v1 serves on.
     let (_, plugins) = gateway
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
         .await;
