@@ -41,7 +41,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-// Layers, top to bottom (see host/README.md): cli -> import, mcp, admin, demo, watch -> host ->
+// Layers, top to bottom (see host/README.md): cli -> import, mcp, admin, demo, watch -> host, oci ->
 // config, metrics -> pipeline -> envelope -> policy -> plugin -> sandbox -> egress -> model, skills, state, ids,
 // secret, bindings.
 #[cfg(any(feature = "mcp", feature = "admin"))]
