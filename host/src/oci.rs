@@ -693,6 +693,16 @@ impl Registries {
         block_on(self.pull(reference, tags))
     }
 
+    /// Blocks on [`Registries::push`], as [`Registries::pull_blocking`] does.
+    pub fn push_blocking(
+        &self,
+        reference: &OciRef,
+        component: Vec<u8>,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<String, OciError> {
+        block_on(self.push(reference, component, annotations))
+    }
+
     fn blob_path(&self, digest: &str) -> Option<PathBuf> {
         let hex = digest.strip_prefix("sha256:")?;
         (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))

@@ -47,7 +47,9 @@ pub(super) fn push(
         ("dev.gatehouse.key_id".to_owned(), signature.key_id.clone()),
     ]);
     let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
-    let digest = block_on(registries.push(&reference, bytes, annotations))?.map_err(refused)?;
+    let digest = registries
+        .push_blocking(&reference, bytes, annotations)
+        .map_err(refused)?;
     say!(
         out,
         "pushed {} {} {} (key `{}`) to {reference}",
@@ -121,13 +123,4 @@ fn default_file(reference: &OciRef) -> PathBuf {
         .next()
         .unwrap_or("component");
     PathBuf::from(format!("{name}.wasm"))
-}
-
-/// Runs a registry request on a runtime of its own (the command line has none).
-fn block_on<F: Future>(future: F) -> Result<F::Output, Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
-    Ok(runtime.block_on(future))
 }
