@@ -48,6 +48,7 @@
 mod access_log;
 #[cfg(feature = "admin")]
 pub mod admin;
+mod atomic_file;
 mod bindings;
 #[cfg(feature = "cli")]
 pub mod cli;

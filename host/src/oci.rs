@@ -41,7 +41,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::str::FromStr;
@@ -779,15 +778,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), OciError> {
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(error)?;
-    // Written beside, then renamed over: a reader sees the old file or the new, never half.
-    let temporary = path.with_extension(format!("partial-{}", rand::random::<u64>()));
-    let written = std::fs::File::create(&temporary)
-        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written.map_err(error)
+    crate::atomic_file::write(path, &[bytes]).map_err(error)
 }
 
 fn sha256(bytes: &[u8]) -> String {

@@ -178,12 +178,7 @@ impl CompileCache {
 
     fn store(&self, path: &Path, name: &str, artifact: &[u8]) -> std::io::Result<()> {
         let tag = self.mac(name, artifact);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(tag.as_bytes())?;
-        file.write_all(artifact)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        crate::atomic_file::write(path, &[tag.as_bytes(), artifact])
     }
 
     /// The entry's tag: BLAKE3 keyed with the host key, over the name and the artifact (hashed
