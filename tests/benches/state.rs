@@ -18,7 +18,8 @@
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench state` (`-- --seconds N` to measure longer;
 //! `-- --only distance` for the rows at a distance alone; `-- --callers N` for N callers in the
-//! PostgreSQL rows, 32 by default).
+//! PostgreSQL rows, 32 by default; `-- --writers N` for each gateway's write connections per
+//! kind of write, `[store] writers`' default by default).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use gatehouse_tests::postgres::{DelayProxy, Postgres};
 use gatehouse_tests::{config, flag};
 use serde_json::json;
 
-/// Set in a child gateway process: `url callers seconds first_tenant`.
+/// Set in a child gateway process: `url callers seconds first_tenant writers`.
 const CHILD: &str = "GATEHOUSE_BENCH_STATE_CHILD";
 /// Tenants the callers call as.
 const TENANTS: usize = 8;
@@ -51,14 +52,15 @@ fn main() {
         // A child gateway: measure, then print its process id and the latencies (µs), one line
         // of JSON.
         let parts: Vec<&str> = spec.split(' ').collect();
-        let (url, callers, seconds, first): (&str, usize, u64, usize) = (
+        let (url, callers, seconds, first, writers): (&str, usize, u64, usize, usize) = (
             parts[0],
             parts[1].parse().expect("callers"),
             parts[2].parse().expect("seconds"),
             parts[3].parse().expect("first tenant"),
+            parts[4].parse().expect("writers"),
         );
         let tenants = first..first + TENANTS / 2;
-        let host = host(Some(url));
+        let host = host(Some((url, writers)));
         runtime.block_on(run(&host, callers, &tenants, Duration::from_millis(500)));
         let (_, latencies, _) =
             runtime.block_on(run(&host, callers, &tenants, Duration::from_secs(seconds)));
@@ -72,7 +74,13 @@ fn main() {
     let seconds: u64 = flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
     let only_distance = std::env::args().any(|a| a == "distance");
     let callers: usize = flag("--callers").and_then(|s| s.parse().ok()).unwrap_or(32);
-    println!("write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row");
+    let writers: usize = flag("--writers")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(StoreConfig::default().writers);
+    println!(
+        "write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row; \
+         PostgreSQL gateways with {writers} writers per kind of write"
+    );
     println!(
         "{:<28} {:>8} {:>10} {:>10} {:>10}",
         "store", "callers", "calls/s", "p50", "p99"
@@ -102,7 +110,15 @@ fn main() {
     }
     let pg = Postgres::start();
     if !only_distance {
-        postgres_rows(&runtime, "postgres", &pg.url(), &pg.url(), callers, seconds);
+        postgres_rows(
+            &runtime,
+            "postgres",
+            &pg.url(),
+            &pg.url(),
+            callers,
+            writers,
+            seconds,
+        );
     }
     let proxy = runtime.block_on(DelayProxy::start(pg.port, DISTANCE));
     postgres_rows(
@@ -111,12 +127,13 @@ fn main() {
         &proxy.url(),
         &pg.url(),
         callers,
+        writers,
         seconds,
     );
 }
 
-/// One gateway with `callers`, then two with half each, on the database at `url`; then checks
-/// what the two wrote. The audit lock is sampled during each row, over `direct` (the database
+/// One gateway with `callers`, then two with half each, on the database at `url`, each with
+/// `writers` write connections per kind of write; then checks what the two wrote. The audit lock is sampled during each row, over `direct` (the database
 /// without the proxy).
 fn postgres_rows(
     runtime: &tokio::runtime::Runtime,
@@ -124,9 +141,10 @@ fn postgres_rows(
     url: &str,
     direct: &str,
     callers: usize,
+    writers: usize,
     seconds: u64,
 ) {
-    let one = host(Some(url));
+    let one = host(Some((url, writers)));
     let tenants = 0..TENANTS;
     runtime.block_on(run(&one, callers, &tenants, Duration::from_millis(500)));
     let sampler = LockSampler::start(runtime, direct);
@@ -146,7 +164,10 @@ fn postgres_rows(
         .into_iter()
         .map(|first| {
             Command::new(std::env::current_exe().expect("this binary"))
-                .env(CHILD, format!("{url} {} {seconds} {first}", callers / 2))
+                .env(
+                    CHILD,
+                    format!("{url} {} {seconds} {first} {writers}", callers / 2),
+                )
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("a child gateway starts")
@@ -269,12 +290,13 @@ impl LockSampler {
     }
 }
 
-fn host(url: Option<&str>) -> Arc<Host> {
+fn host(database: Option<(&str, usize)>) -> Arc<Host> {
     let mut config: HostConfig = config(&["test.*"], &[]);
     config.sandbox.max_concurrent_calls = 256;
-    if let Some(url) = url {
+    if let Some((url, writers)) = database {
         config.store = StoreConfig {
             url: Some(url.to_owned()),
+            writers,
             ..StoreConfig::default()
         };
     }

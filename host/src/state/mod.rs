@@ -59,6 +59,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// # password_env = "GATEHOUSE_DB_PASSWORD"    # or password_file = "/run/secrets/db"
 /// # ca_file = "/etc/gatehouse/db-ca.pem"      # trust roots for TLS, beside the system's
 /// # pool_size = 8                             # read connections per gateway
+/// # writers = 2                               # write connections per kind of write
 /// # read_only_without_store = false           # serve read-only calls while it is down?
 ///
 /// # Signed checkpoints of the audit chain (off without a key): see [`CheckpointConfig`].
@@ -103,9 +104,15 @@ pub struct StoreConfig {
     /// server offers it).
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
-    /// Read connections each gateway keeps to the database (writes use one more). Default: 8.
+    /// Read connections each gateway keeps to the database. Default: 8.
     #[serde(default = "defaults::pool_size")]
     pub pool_size: usize,
+    /// Write connections each gateway keeps to the database for each of its two kinds of
+    /// write (claims; records and everything else), each committing its own batches. With
+    /// one, a write waits for the batch in flight before its own goes; with more, it waits
+    /// only when all are busy, which matters when the database is far. Default: 2.
+    #[serde(default = "defaults::writers")]
+    pub writers: usize,
     /// While the store is unreachable, whether read-only calls are served (without audit
     /// entries; each one logged) instead of refused with `STORE_UNAVAILABLE`. Write-class
     /// calls are always refused then. Default: false.
@@ -131,6 +138,10 @@ mod defaults {
     pub fn pool_size() -> usize {
         8
     }
+
+    pub fn writers() -> usize {
+        2
+    }
 }
 
 impl Default for StoreConfig {
@@ -145,6 +156,7 @@ impl Default for StoreConfig {
             password_file: None,
             ca_file: None,
             pool_size: defaults::pool_size(),
+            writers: defaults::writers(),
             read_only_without_store: false,
             approval_url: None,
             checkpoints: CheckpointConfig::default(),

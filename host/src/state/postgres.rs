@@ -6,13 +6,16 @@
 //!    use. The versioned migrations (the portable files SQLite also applies) are applied under a
 //!    session-level advisory lock, so gateways starting together apply each one exactly once;
 //!    the schema version is kept in `gatehouse_schema`.
-//! 2. **write** (group commit): every write is a job for a writer. There are two, each with
-//!    its own connection and prepared statements: one takes the claims, the other everything
-//!    else (records, approvals, resolutions, plugin changes, pruning, and [`Store::flush`]'s
-//!    barrier, which thus orders the records only; claims are always waited on). A call's
-//!    claim therefore never queues behind a batch of records, nor a record behind claims.
-//!    Each writer takes the jobs waiting (and while nobody waits on the batch, those that come
-//!    within [`jobs::LINGER`]) and commits them together, in two steps:
+//! 2. **write** (group commit): every write is a job for a crew of writers, each writer with
+//!    its own connection and prepared statements (`[store] writers` per crew, 2 by default).
+//!    One crew takes the claims, the other everything else (records, approvals, resolutions,
+//!    plugin changes, pruning, and [`Store::flush`]'s barrier, which thus orders the records
+//!    only; claims are always waited on). A call's claim therefore never queues behind a batch
+//!    of records, nor a record behind claims. A crew's writers take turns at its queue: one
+//!    takes the jobs waiting (and while nobody waits on the batch, those that come within
+//!    [`jobs::LINGER`]) while the others commit theirs, so a job waits for a batch in flight
+//!    only when every writer of its crew has one (what bounds a gateway when the database is
+//!    far: a round trip per batch). Each batch is committed in two steps:
 //!    - the **fast transaction** holds the batch's claims and records, its statements sent in
 //!      one pipeline ([`fast`]): one round trip to the database per batch, however many jobs
 //!      it holds. A claim of a key nobody holds is one insert that the key's row makes atomic,
@@ -38,9 +41,12 @@
 //!    connection and wakes the calls waiting on that key, wherever its holder ran. When the
 //!    listening connection drops, every waiter is woken to look again.
 //! 4. **read**: a pool of connections (`[store] pool_size`).
-//! 5. **down**: when the database cannot be reached, [`Store::available`] turns false, every
-//!    write fails at once with `StoreError::Unavailable`, and each writer tries to reconnect
-//!    every half second; the store turns available by itself once both are back.
+//! 5. **down**: a writer that loses its connection while others of its crew hold theirs
+//!    connects again, at once when it finds the loss with a batch in hand, and meanwhile leaves
+//!    the crew's jobs to them. When the database cannot be reached (every writer of a crew has
+//!    lost its connection), [`Store::available`] turns false, every write fails at once with
+//!    `StoreError::Unavailable`, and each writer tries to reconnect every half second; the
+//!    store turns available by itself once a writer of each crew is back.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -108,17 +114,17 @@ pub struct PostgresStore {
     runtime: tokio::runtime::Handle,
     pool: Pool,
     waiters: Arc<Waiters>,
-    /// How many of the two writers have lost their connection.
-    down: Arc<AtomicUsize>,
+    /// The two crews of writers: claims', then records'.
+    crews: [Arc<Crew>; 2],
 }
 
-/// The two writers' queues (see the module docs).
+/// The two crews' queues (see the module docs).
 struct Queues {
     claims: mpsc::UnboundedSender<Job>,
     records: mpsc::UnboundedSender<Job>,
 }
 
-/// Which writer a write loop is.
+/// Which kind of write a crew of writers takes.
 #[derive(Debug, Clone, Copy)]
 enum Role {
     /// Claims only: never appends, never takes the write lock.
@@ -156,13 +162,12 @@ struct Shared {
     config: tokio_postgres::Config,
     tls: Tls,
     waiters: Arc<Waiters>,
-    down: Arc<AtomicUsize>,
     location: String,
 }
 
 impl PostgresStore {
     /// Connects to the database `config.url` names, applies the migrations it has not seen,
-    /// and starts the writer and the listener. Fails (naming the database, never its
+    /// and starts the writers and the listener. Fails (naming the database, never its
     /// password) when it cannot connect, authenticate or migrate.
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
         let location = config.location();
@@ -202,16 +207,20 @@ impl PostgresStore {
         .build()
         .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
         let waiters = Arc::new(Waiters::default());
-        let down = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             config: pg,
             tls,
             waiters: Arc::clone(&waiters),
-            down: Arc::clone(&down),
             location: location.clone(),
         });
         let (claims, claim_queue) = mpsc::unbounded_channel();
         let (records, record_queue) = mpsc::unbounded_channel();
+        let crews = [
+            Arc::new(Crew::new(Role::Claims, claim_queue)),
+            Arc::new(Crew::new(Role::Records, record_queue)),
+        ];
+        let crewed = crews.clone();
+        let writers = config.writers.max(1);
         let (ready, started) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gatehouse-postgres".to_owned())
@@ -227,23 +236,28 @@ impl PostgresStore {
                     }
                 };
                 runtime.block_on(async move {
-                    let writers = match Writer::connect(&shared).await {
-                        Ok(first) => Writer::connect(&shared).await.map(|second| (first, second)),
-                        Err(e) => Err(e),
-                    };
-                    let (claimer, recorder) = match writers {
-                        Ok(writers) => writers,
-                        Err(e) => {
-                            let _ = ready.send(Err(e));
-                            return;
+                    let mut connected = Vec::new();
+                    for crew in crewed {
+                        for index in 0..writers {
+                            match Writer::connect(&shared, crew.role, index).await {
+                                Ok(writer) => {
+                                    crew.up.fetch_add(1, Ordering::AcqRel);
+                                    connected.push((Arc::clone(&crew), index, writer));
+                                }
+                                Err(e) => {
+                                    let _ = ready.send(Err(e));
+                                    return;
+                                }
+                            }
                         }
-                    };
+                    }
                     let _ = ready.send(Ok(tokio::runtime::Handle::current()));
                     tokio::spawn(listen(Arc::clone(&shared)));
-                    tokio::join!(
-                        write_loop(Some(claimer), claim_queue, &shared, Role::Claims),
-                        write_loop(Some(recorder), record_queue, &shared, Role::Records),
-                    );
+                    let mut loops = tokio::task::JoinSet::new();
+                    for (crew, index, writer) in connected {
+                        loops.spawn(write_loop(Some(writer), crew, index, Arc::clone(&shared)));
+                    }
+                    while loops.join_next().await.is_some() {}
                 });
             })
             .map_err(|e| fail(format!("cannot start its thread: {e}")))?;
@@ -265,7 +279,7 @@ impl PostgresStore {
             runtime,
             pool,
             waiters,
-            down,
+            crews,
         })
     }
 
@@ -351,9 +365,12 @@ fn unavailable(location: &str, error: &tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("{location}: {}", describe(error)))
 }
 
-/// Connects with the store's settings; the connection is driven on the current runtime.
-async fn connect(shared: &Shared) -> Result<Client, tokio_postgres::Error> {
-    let (client, connection) = shared.config.connect(shared.tls.clone()).await?;
+/// Connects with the store's settings as `gatehouse <name>` (its `application_name`, which
+/// `pg_stat_activity` shows); the connection is driven on the current runtime.
+async fn connect(shared: &Shared, name: &str) -> Result<Client, tokio_postgres::Error> {
+    let mut config = shared.config.clone();
+    config.application_name(format!("gatehouse {name}"));
+    let (client, connection) = config.connect(shared.tls.clone()).await?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::debug!(error = %describe(&error), "a PostgreSQL connection ended");
@@ -411,7 +428,9 @@ async fn migrate(client: &mut Client) -> Result<(), String> {
 /// waking every waiter so none sleeps through a notification it missed.
 async fn listen(shared: Arc<Shared>) {
     loop {
-        match shared.config.connect(shared.tls.clone()).await {
+        let mut config = shared.config.clone();
+        config.application_name("gatehouse listener");
+        match config.connect(shared.tls.clone()).await {
             Ok((client, mut connection)) => {
                 let waiters = Arc::clone(&shared.waiters);
                 let messages = tokio::spawn(async move {
@@ -472,8 +491,9 @@ struct Statements {
 }
 
 impl Writer {
-    async fn connect(shared: &Shared) -> Result<Self, String> {
-        let mut client = connect(shared)
+    /// Connects writer `index` of the crew that takes `role`'s writes.
+    async fn connect(shared: &Shared, role: Role, index: usize) -> Result<Self, String> {
+        let mut client = connect(shared, &format!("{} writer {index}", role.name()))
             .await
             .map_err(|e| format!("cannot connect: {}", describe(&e)))?;
         migrate(&mut client).await?;
@@ -560,40 +580,88 @@ async fn gather(first: Job, queue: &mut mpsc::UnboundedReceiver<Job>) -> Vec<Job
     batch
 }
 
-/// A writer: group commit (see the module docs). Reconnects by itself when the database comes
-/// back; while it is down, jobs fail at once.
+/// The writers of one [`Role`]: the queue they take their batches from, in turn, and what
+/// they tell each other.
+struct Crew {
+    role: Role,
+    queue: tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>,
+    /// Held (shared) by each writer from taking a batch until it is answered; a barrier
+    /// ([`Op::Flush`]) takes it alone, so it is answered after every batch taken before it.
+    in_flight: tokio::sync::RwLock<()>,
+    /// How many of them have a connection.
+    up: AtomicUsize,
+}
+
+impl Crew {
+    fn new(role: Role, queue: mpsc::UnboundedReceiver<Job>) -> Self {
+        Self {
+            role,
+            queue: tokio::sync::Mutex::new(queue),
+            in_flight: tokio::sync::RwLock::new(()),
+            up: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A writer: group commit (see the module docs). Its crew's writers take turns at the queue:
+/// one gathers a batch while the others commit theirs. Reconnects by itself when the database
+/// comes back; while it is down, it leaves the jobs to a writer of its crew that is up, and
+/// when none is, fails them at once.
 async fn write_loop(
     mut writer: Option<Writer>,
-    mut queue: mpsc::UnboundedReceiver<Job>,
-    shared: &Shared,
-    role: Role,
+    crew: Arc<Crew>,
+    index: usize,
+    shared: Arc<Shared>,
 ) {
+    let role = crew.role;
     let mut pruned: Option<std::time::Instant> = None;
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Notices a lost database without waiting for a write, and finds it again.
+    let check = async |writer: &mut Option<Writer>| match writer {
+        Some(live) if live.client.is_closed() => {
+            *writer = None;
+            lost(&shared, &crew, index);
+        }
+        Some(_) => {}
+        None => *writer = reconnect(&shared, &crew, index).await,
+    };
     loop {
+        if writer.is_none() && crew.up.load(Ordering::Acquire) > 0 {
+            retry.tick().await;
+            check(&mut writer).await;
+            continue;
+        }
+        let mut queue = tokio::select! {
+            queue = crew.queue.lock() => queue,
+            _ = retry.tick() => {
+                check(&mut writer).await;
+                continue;
+            }
+        };
         let first = tokio::select! {
             job = queue.recv() => match job {
                 Some(job) => job,
                 None => return,
             },
-            // Notice a lost database without waiting for a write, and find it again.
             _ = retry.tick() => {
-                match &writer {
-                    Some(live) if live.client.is_closed() => {
-                        writer = None;
-                        lost(shared, role);
-                    }
-                    Some(_) => {}
-                    None => writer = reconnect(shared, role).await,
-                }
+                drop(queue);
+                check(&mut writer).await;
                 continue;
             }
         };
         let mut batch = gather(first, &mut queue).await;
+        // Taken while the queue is held, so a barrier taken after this batch waits for it.
+        let in_flight = crew.in_flight.read().await;
+        drop(queue);
         if writer.as_ref().is_some_and(|w| w.client.is_closed()) {
             writer = None;
-            lost(shared, role);
+            lost(&shared, &crew, index);
+            // The others' connections hold: the database is there, and this batch need not
+            // fail for one lost connection.
+            if crew.up.load(Ordering::Acquire) > 0 {
+                writer = reconnect(&shared, &crew, index).await;
+            }
         }
         let Some(live) = writer.as_mut() else {
             let error = StoreError::Unavailable(format!(
@@ -601,10 +669,13 @@ async fn write_loop(
                 shared.location,
                 RECONNECT_EVERY.as_millis()
             ));
-            answer(batch, (0..).map(|_| Err(error.clone())), shared);
+            answer(batch, (0..).map(|_| Err(error.clone())), &shared);
             continue;
         };
-        if matches!(role, Role::Records) && pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+        if matches!(role, Role::Records)
+            && index == 0
+            && pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
+        {
             pruned = Some(std::time::Instant::now());
             batch.push(Job {
                 op: Op::Prune(super::now_ms()),
@@ -614,24 +685,32 @@ async fn write_loop(
         let results = run_batch(live, &batch, &shared.location).await;
         if live.client.is_closed() {
             writer = None;
-            lost(shared, role);
+            lost(&shared, &crew, index);
         }
-        answer(batch, results, shared);
+        drop(in_flight);
+        if batch.iter().any(|job| matches!(job.op, Op::Flush)) {
+            drop(crew.in_flight.write().await);
+        }
+        answer(batch, results, &shared);
     }
 }
 
-/// Marks the store down (until every writer is back).
-fn lost(shared: &Shared, role: Role) {
-    tracing::warn!(store = %shared.location, writer = role.name(), "lost the connection to the database; calls that must be recorded fail until it is back");
-    shared.down.fetch_add(1, Ordering::AcqRel);
+/// Counts the writer down: the store is down while every writer of a crew is.
+fn lost(shared: &Shared, crew: &Crew, index: usize) {
+    let left = crew.up.fetch_sub(1, Ordering::AcqRel) - 1;
+    if left == 0 {
+        tracing::warn!(store = %shared.location, writer = crew.role.name(), index, "lost the connection to the database; calls that must be recorded fail until it is back");
+    } else {
+        tracing::warn!(store = %shared.location, writer = crew.role.name(), index, up = left, "a writer lost its connection to the database; the others of its crew take its jobs");
+    }
 }
 
 /// Tries to connect the writer again; counts it up when it does.
-async fn reconnect(shared: &Shared, role: Role) -> Option<Writer> {
-    match Writer::connect(shared).await {
+async fn reconnect(shared: &Shared, crew: &Crew, index: usize) -> Option<Writer> {
+    match Writer::connect(shared, crew.role, index).await {
         Ok(writer) => {
-            tracing::info!(store = %shared.location, writer = role.name(), "the database is back");
-            shared.down.fetch_sub(1, Ordering::AcqRel);
+            tracing::info!(store = %shared.location, writer = crew.role.name(), index, "the database is back");
+            crew.up.fetch_add(1, Ordering::AcqRel);
             // Keys may have been completed while nobody listened.
             shared.waiters.wake_all();
             Some(writer)
@@ -1339,7 +1418,9 @@ impl Store for PostgresStore {
     }
 
     fn available(&self) -> bool {
-        self.down.load(Ordering::Acquire) == 0
+        self.crews
+            .iter()
+            .all(|crew| crew.up.load(Ordering::Acquire) > 0)
     }
 
     fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>> {

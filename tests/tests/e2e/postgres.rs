@@ -103,6 +103,27 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
     );
 }
 
+/// Another session, holding the lock that orders the audit chain until
+/// [`release_the_audit_lock`].
+async fn hold_the_audit_lock(pg: &Postgres) -> tokio_postgres::Client {
+    let (other, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    other
+        .execute("SELECT pg_advisory_lock($1)", &[&WRITE_LOCK])
+        .await
+        .unwrap();
+    other
+}
+
+async fn release_the_audit_lock(other: &tokio_postgres::Client) {
+    other
+        .execute("SELECT pg_advisory_unlock($1)", &[&WRITE_LOCK])
+        .await
+        .unwrap();
+}
+
 /// Claims are row-level: a call claims its key while another session holds the lock that
 /// orders the audit chain; only the call's record (its audit entry) waits for the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,14 +133,7 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
     config.store = on(&pg);
     let host = Arc::new(Host::new(config).unwrap());
     host.install_adapter(&LEDGER.signed()).unwrap();
-    let (other, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    other
-        .execute("SELECT pg_advisory_lock($1)", &[&WRITE_LOCK])
-        .await
-        .unwrap();
+    let other = hold_the_audit_lock(&pg).await;
 
     let call = tokio::spawn({
         let host = Arc::clone(&host);
@@ -157,10 +171,7 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!call.is_finished(), "the record waits for the lock");
 
-    other
-        .execute("SELECT pg_advisory_unlock($1)", &[&WRITE_LOCK])
-        .await
-        .unwrap();
+    release_the_audit_lock(&other).await;
     let result = tokio::time::timeout(Duration::from_secs(10), call)
         .await
         .expect("the call ends once the lock is free")
@@ -212,6 +223,153 @@ async fn entries_the_database_chains_verify_with_the_gateways_hash() {
     let entries = store.audit(AuditQuery::default()).await.unwrap();
     assert!(entries.iter().all(|e| e.hash == e.expected_hash()));
     assert_eq!(report.head, entries.last().unwrap().hash);
+}
+
+/// A gateway writes on `[store] writers` connections per crew (claims; records and the rest),
+/// each named in `pg_stat_activity`. When one writer of each crew is cut off, the others take
+/// their jobs: the store stays available, no call is refused, and the two connect again by
+/// themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_connection_is_cut_leaves_its_jobs_to_the_others() {
+    let pg = Postgres::start();
+    let mut config = gatehouse_tests::config(&["test.*"], &[]);
+    config.store = StoreConfig {
+        writers: 3,
+        ..on(&pg)
+    };
+    let host = Arc::new(Host::new(config).unwrap());
+    host.install_adapter(&LEDGER.signed()).unwrap();
+    let (admin, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let names = async || -> Vec<String> {
+        let rows = admin
+            .query(
+                "SELECT application_name FROM pg_stat_activity \
+                 WHERE application_name LIKE 'gatehouse %' ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    };
+    let mut expected: Vec<String> = ["claims", "records"]
+        .iter()
+        .flat_map(|crew| (0..3).map(move |i| format!("gatehouse {crew} writer {i}")))
+        .collect();
+    expected.push("gatehouse listener".to_owned());
+    expected.sort();
+    let all_connected = async || {
+        for _ in 0..100 {
+            if names().await == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(names().await, expected, "every writer and the listener");
+    };
+    all_connected().await;
+    assert!(host.call(transfer("before", 1)).await.is_ok());
+
+    let cut: Vec<i32> = admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name \
+             IN ('gatehouse claims writer 0', 'gatehouse records writer 1')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(cut.len(), 2);
+    for pid in &cut {
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[pid])
+            .await
+            .unwrap();
+    }
+    for _ in 0..100 {
+        let left: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+                &[&cut],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Long enough for the gateway to read the end of both connections.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(host.store().available(), "the other writers hold");
+
+    let calls = (0..40).map(|n| {
+        let host = Arc::clone(&host);
+        tokio::spawn(async move { host.call(transfer(&format!("after-{n}"), 1)).await })
+    });
+    for result in futures_join(calls).await {
+        assert_eq!(result.outcome, OutcomeCode::Ok, "{result:#?}");
+    }
+    all_connected().await;
+    let report = host.verify_audit().await.unwrap();
+    assert_eq!((report.entries, report.first_break), (41, None));
+}
+
+/// [`Store::flush`] is a barrier across a crew's writers: it is answered after every record
+/// queued before it, whichever writer took it, is committed. Two records wait for the audit
+/// chain's lock (held by another session) on two writers; a flush a third writer takes waits
+/// for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_waits_for_the_records_every_writer_took_before_it() {
+    let pg = Postgres::start();
+    let store = Arc::new(
+        PostgresStore::open(&StoreConfig {
+            writers: 3,
+            ..on(&pg)
+        })
+        .unwrap(),
+    );
+    let other = hold_the_audit_lock(&pg).await;
+    for n in 0..2u64 {
+        let record = CallRecord {
+            audit: AuditEvent {
+                at_ms: 1_700_000_000_000 + n,
+                kind: "call".to_owned(),
+                tool_call_id: Some(format!("call_{n}")),
+                tenant: Some("acme".to_owned()),
+                principal: None,
+                tool: Some("test.echo".to_owned()),
+                outcome: Some("OK".to_owned()),
+                record: format!("{{\"n\":{n}}}"),
+            },
+            completes: None,
+            releases: None,
+            executes: None,
+            durable: false,
+        };
+        // Not durable: queued, not waited on; a writer takes it and waits for the lock.
+        store.record(record).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let flush = tokio::spawn({
+        let store = Arc::clone(&store);
+        async move { store.flush().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!flush.is_finished(), "the flush waits for both records");
+    release_the_audit_lock(&other).await;
+    tokio::time::timeout(Duration::from_secs(10), flush)
+        .await
+        .expect("the flush ends once the records are in")
+        .unwrap()
+        .unwrap();
+    let report = store.verify_audit().await.unwrap();
+    assert_eq!((report.entries, report.first_break), (2, None));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
