@@ -629,6 +629,10 @@ async fn write_loop(
     loop {
         if writer.is_none() && crew.up.load(Ordering::Acquire) > 0 {
             retry.tick().await;
+            // The store is closing: the others finish the jobs queued.
+            if crew.queue.try_lock().is_ok_and(|queue| queue.is_closed()) {
+                return;
+            }
             check(&mut writer).await;
             continue;
         }
@@ -774,7 +778,7 @@ async fn run_batch(
             }
         }
     }
-    let left: Vec<usize> = (0..batch.len()).filter(|&i| answers[i].is_none()).collect();
+    let left = in_lock_order(batch, (0..batch.len()).filter(|&i| answers[i].is_none()));
     if !left.is_empty() {
         let done = careful(writer, batch, &left, location).await;
         for (&i, done) in left.iter().zip(done) {
@@ -824,6 +828,24 @@ async fn in_order(mut pending: Vec<Pending<'_>>) -> Result<Vec<Sent>, tokio_post
         .collect()
 }
 
+/// `jobs` in the order their transaction locks their key rows: by key. So no two
+/// transactions, of this gateway's writers or of another gateway's, lock two key rows in
+/// opposite orders and deadlock (which PostgreSQL breaks only after `deadlock_timeout`, by
+/// failing one of them).
+fn in_lock_order(batch: &[Job], jobs: impl Iterator<Item = usize>) -> Vec<usize> {
+    let row = |index: usize| {
+        let op = &batch[index].op;
+        match op {
+            Op::Claim(request) => Some(&request.key),
+            _ => op.wakes(),
+        }
+        .map(|key| (&key.tenant, &key.tool, &key.key))
+    };
+    let mut jobs: Vec<usize> = jobs.collect();
+    jobs.sort_by_key(|&index| row(index));
+    jobs
+}
+
 /// The fast transaction: every claim and record of the batch in one pipeline, so a batch
 /// costs one round trip to the database whatever it holds: `BEGIN`; each claim as one insert of
 /// a key nobody holds (row-level: gateways claiming different keys never wait on each other);
@@ -848,7 +870,8 @@ async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio
         client.batch_execute("BEGIN").await.map(|()| Sent::Done)
     }));
     let mut claims = Vec::new();
-    for (index, job) in batch.iter().enumerate() {
+    for index in in_lock_order(batch, 0..batch.len()) {
+        let job = &batch[index];
         match &job.op {
             Op::Claim(request) => {
                 claims.push((index, pending.len()));

@@ -94,6 +94,18 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
         }
     }
     assert_eq!(replays, 190);
+    // The writers of both gateways lock key rows in one order (by key), so none deadlocked
+    // (which PostgreSQL would break after a second by failing a transaction).
+    let (probe, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let deadlocks: i64 = probe
+        .query_one("SELECT sum(deadlocks)::bigint FROM pg_stat_database", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(deadlocks, 0);
     let store = PostgresStore::open(&host_config.store).unwrap();
     let report = store.verify_audit().await.unwrap();
     assert_eq!(
