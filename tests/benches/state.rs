@@ -79,7 +79,7 @@ fn main() {
         .unwrap_or(StoreConfig::default().writers);
     println!(
         "write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row; \
-         PostgreSQL gateways with {writers} writers per kind of write"
+         PostgreSQL writers per kind of write: {writers}"
     );
     println!(
         "{:<28} {:>8} {:>10} {:>10} {:>10}",

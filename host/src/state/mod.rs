@@ -59,7 +59,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// # password_env = "GATEHOUSE_DB_PASSWORD"    # or password_file = "/run/secrets/db"
 /// # ca_file = "/etc/gatehouse/db-ca.pem"      # trust roots for TLS, beside the system's
 /// # pool_size = 8                             # read connections per gateway
-/// # writers = 2                               # write connections per kind of write
+/// # writers = 1                               # write connections per kind of write
 /// # read_only_without_store = false           # serve read-only calls while it is down?
 ///
 /// # Signed checkpoints of the audit chain (off without a key): see [`CheckpointConfig`].
@@ -110,7 +110,9 @@ pub struct StoreConfig {
     /// Write connections each gateway keeps to the database for each of its two kinds of
     /// write (claims; records and everything else), each committing its own batches. With
     /// one, a write waits for the batch in flight before its own goes; with more, it waits
-    /// only when all are busy, which matters when the database is far. Default: 2.
+    /// only when all are busy, which pays when the database is far (4 at a round trip of a
+    /// few milliseconds), but adds commits that contend for the audit chain's lock, which
+    /// costs when it is near. Default: 1.
     #[serde(default = "defaults::writers")]
     pub writers: usize,
     /// While the store is unreachable, whether read-only calls are served (without audit
@@ -140,7 +142,7 @@ mod defaults {
     }
 
     pub fn writers() -> usize {
-        2
+        1
     }
 }
 

@@ -7,7 +7,7 @@
 //!    session-level advisory lock, so gateways starting together apply each one exactly once;
 //!    the schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for a crew of writers, each writer with
-//!    its own connection and prepared statements (`[store] writers` per crew, 2 by default).
+//!    its own connection and prepared statements (`[store] writers` per crew, 1 by default).
 //!    One crew takes the claims, the other everything else (records, approvals, resolutions,
 //!    plugin changes, pruning, and [`Store::flush`]'s barrier, which thus orders the records
 //!    only; claims are always waited on). A call's claim therefore never queues behind a batch
