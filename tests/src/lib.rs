@@ -92,14 +92,45 @@ pub fn publisher() -> &'static SigningKey {
     KEY.get_or_init(|| SigningKey::generate("test-publisher").expect("randomness"))
 }
 
-/// A fresh state store file for one host, in a directory that lives as long as the test
-/// process.
+/// A fresh state store file for one host, in this process's directory,
+/// `<temp>/gatehouse-tests/<pid>`. A static is never dropped, so the directory cannot remove
+/// itself when the process ends (a `TempDir` here once left a gigabyte or more behind per
+/// run); instead each process removes the directories of processes that have ended.
 pub fn store_path() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    let dir = DIR.get_or_init(|| {
+        let root = std::env::temp_dir().join("gatehouse-tests");
+        remove_ended(&root);
+        let dir = root.join(std::process::id().to_string());
+        // Left by an ended process whose id this one reuses.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        dir
+    });
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    dir.path().join(format!("store-{n}.db"))
+    dir.join(format!("store-{n}.db"))
+}
+
+/// Removes the directories under `root` named for processes that no longer run (where
+/// `/proc` says which do; elsewhere, none).
+fn remove_ended(root: &std::path::Path) {
+    let proc = std::path::Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let pid = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !proc.join(pid.to_string()).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A number no other call of this process returned.
