@@ -365,12 +365,18 @@ fn unavailable(location: &str, error: &tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("{location}: {}", describe(error)))
 }
 
-/// Connects with the store's settings as `gatehouse <name>` (its `application_name`, which
-/// `pg_stat_activity` shows); the connection is driven on the current runtime.
-async fn connect(shared: &Shared, name: &str) -> Result<Client, tokio_postgres::Error> {
+/// The store's settings for a connection named `gatehouse <name>` (its `application_name`,
+/// which `pg_stat_activity` shows).
+fn named(shared: &Shared, name: &str) -> tokio_postgres::Config {
     let mut config = shared.config.clone();
     config.application_name(format!("gatehouse {name}"));
-    let (client, connection) = config.connect(shared.tls.clone()).await?;
+    config
+}
+
+/// Connects as `gatehouse <name>` ([`named`]); the connection is driven on the current
+/// runtime.
+async fn connect(shared: &Shared, name: &str) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = named(shared, name).connect(shared.tls.clone()).await?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::debug!(error = %describe(&error), "a PostgreSQL connection ended");
@@ -428,9 +434,7 @@ async fn migrate(client: &mut Client) -> Result<(), String> {
 /// waking every waiter so none sleeps through a notification it missed.
 async fn listen(shared: Arc<Shared>) {
     loop {
-        let mut config = shared.config.clone();
-        config.application_name("gatehouse listener");
-        match config.connect(shared.tls.clone()).await {
+        match named(&shared, "listener").connect(shared.tls.clone()).await {
             Ok((client, mut connection)) => {
                 let waiters = Arc::clone(&shared.waiters);
                 let messages = tokio::spawn(async move {
@@ -687,10 +691,7 @@ async fn write_loop(
             });
         }
         let results = run_batch(live, &batch, &shared.location).await;
-        if live.client.is_closed() {
-            writer = None;
-            lost(&shared, &crew, index);
-        }
+        check(&mut writer).await;
         drop(in_flight);
         if batch.iter().any(|job| matches!(job.op, Op::Flush)) {
             drop(crew.in_flight.write().await);

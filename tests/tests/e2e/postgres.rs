@@ -96,10 +96,7 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
     assert_eq!(replays, 190);
     // The writers of both gateways lock key rows in one order (by key), so none deadlocked
     // (which PostgreSQL would break after a second by failing a transaction).
-    let (probe, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let probe = session(&pg).await;
     let deadlocks: i64 = probe
         .query_one("SELECT sum(deadlocks)::bigint FROM pg_stat_database", &[])
         .await
@@ -115,13 +112,19 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
     );
 }
 
-/// Another session, holding the lock that orders the audit chain until
-/// [`release_the_audit_lock`].
-async fn hold_the_audit_lock(pg: &Postgres) -> tokio_postgres::Client {
-    let (other, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+/// A session of the test's own on `pg`'s database.
+async fn session(pg: &Postgres) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
+    client
+}
+
+/// Another session, holding the lock that orders the audit chain until
+/// [`release_the_audit_lock`].
+async fn hold_the_audit_lock(pg: &Postgres) -> tokio_postgres::Client {
+    let other = session(pg).await;
     other
         .execute("SELECT pg_advisory_lock($1)", &[&WRITE_LOCK])
         .await
@@ -251,10 +254,7 @@ async fn a_writer_whose_connection_is_cut_leaves_its_jobs_to_the_others() {
     };
     let host = Arc::new(Host::new(config).unwrap());
     host.install_adapter(&LEDGER.signed()).unwrap();
-    let (admin, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let admin = session(&pg).await;
     let names = async || -> Vec<String> {
         let rows = admin
             .query(
