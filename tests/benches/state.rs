@@ -19,7 +19,9 @@
 //! Run: `cargo bench -p gatehouse-tests --bench state` (`-- --seconds N` to measure longer;
 //! `-- --only distance` for the rows at a distance alone; `-- --callers N` for N callers in the
 //! PostgreSQL rows, 32 by default; `-- --writers N` for each gateway's write connections per
-//! kind of write, `[store] writers`' default by default).
+//! kind of write and `-- --chains N` for the audit chains, `[store] writers`' and `chains`'
+//! defaults by default; `-- --per-gateway` to give each of the two gateways the callers one
+//! had, instead of half: what a second gateway adds when it brings load of its own).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -35,7 +37,7 @@ use gatehouse_tests::postgres::{DelayProxy, Postgres};
 use gatehouse_tests::{config, flag};
 use serde_json::json;
 
-/// Set in a child gateway process: `url callers seconds first_tenant writers`.
+/// Set in a child gateway process: `url callers seconds first_tenant writers chains`.
 const CHILD: &str = "GATEHOUSE_BENCH_STATE_CHILD";
 /// Tenants the callers call as.
 const TENANTS: usize = 8;
@@ -52,15 +54,19 @@ fn main() {
         // A child gateway: measure, then print its process id and the latencies (µs), one line
         // of JSON.
         let parts: Vec<&str> = spec.split(' ').collect();
-        let (url, callers, seconds, first, writers): (&str, usize, u64, usize, usize) = (
+        let (url, callers, seconds, first) = (
             parts[0],
             parts[1].parse().expect("callers"),
             parts[2].parse().expect("seconds"),
-            parts[3].parse().expect("first tenant"),
-            parts[4].parse().expect("writers"),
+            parts[3].parse::<usize>().expect("first tenant"),
         );
+        let store = Store {
+            writers: parts[4].parse().expect("writers"),
+            chains: parts[5].parse().expect("chains"),
+            per_gateway: false,
+        };
         let tenants = first..first + TENANTS / 2;
-        let host = host(Some((url, writers)));
+        let host = host(Some((url, &store)));
         runtime.block_on(run(&host, callers, &tenants, Duration::from_millis(500)));
         let (_, latencies, _) =
             runtime.block_on(run(&host, callers, &tenants, Duration::from_secs(seconds)));
@@ -74,12 +80,25 @@ fn main() {
     let seconds: u64 = flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5);
     let only_distance = std::env::args().any(|a| a == "distance");
     let callers: usize = flag("--callers").and_then(|s| s.parse().ok()).unwrap_or(32);
-    let writers: usize = flag("--writers")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(StoreConfig::default().writers);
+    let store = Store {
+        writers: flag("--writers")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(StoreConfig::default().writers),
+        chains: flag("--chains")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(StoreConfig::default().chains),
+        per_gateway: std::env::args().any(|a| a == "--per-gateway"),
+    };
     println!(
         "write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row; \
-         PostgreSQL writers per kind of write: {writers}"
+         PostgreSQL writers per kind of write: {}; audit chains: {}; two gateways: {}",
+        store.writers,
+        store.chains,
+        if store.per_gateway {
+            "the callers each"
+        } else {
+            "half the callers each"
+        }
     );
     println!(
         "{:<28} {:>8} {:>10} {:>10} {:>10}",
@@ -116,7 +135,7 @@ fn main() {
             &pg.url(),
             &pg.url(),
             callers,
-            writers,
+            &store,
             seconds,
         );
     }
@@ -127,27 +146,43 @@ fn main() {
         &proxy.url(),
         &pg.url(),
         callers,
-        writers,
+        &store,
         seconds,
     );
 }
 
-/// One gateway with `callers`, then two with half each, on the database at `url`, each with
-/// `writers` write connections per kind of write; then checks what the two wrote. The audit lock is sampled during each row, over `direct` (the database
-/// without the proxy).
+/// How the PostgreSQL rows' gateways are set up.
+struct Store {
+    /// `[store] writers`.
+    writers: usize,
+    /// `[store] chains`.
+    chains: u32,
+    /// Whether each of two gateways gets the callers one had (else half).
+    per_gateway: bool,
+}
+
+/// One gateway with `callers`, then two with half each (`store.per_gateway`: with `callers`
+/// each), on the database at `url`, set up as `store` says; then checks what the two wrote.
+/// The audit chains' locks are sampled during each row, over `direct` (the database without
+/// the proxy).
 fn postgres_rows(
     runtime: &tokio::runtime::Runtime,
     name: &str,
     url: &str,
     direct: &str,
     callers: usize,
-    writers: usize,
+    store: &Store,
     seconds: u64,
 ) {
-    let one = host(Some((url, writers)));
+    let one = host(Some((url, store)));
+    let each = if store.per_gateway {
+        callers
+    } else {
+        callers / 2
+    };
     let tenants = 0..TENANTS;
     runtime.block_on(run(&one, callers, &tenants, Duration::from_millis(500)));
-    let sampler = LockSampler::start(runtime, direct);
+    let sampler = LockSampler::start(runtime, direct, store.chains);
     let (calls, latencies, elapsed) =
         runtime.block_on(run(&one, callers, &tenants, Duration::from_secs(seconds)));
     let lock = sampler.stop(runtime);
@@ -166,7 +201,10 @@ fn postgres_rows(
             Command::new(std::env::current_exe().expect("this binary"))
                 .env(
                     CHILD,
-                    format!("{url} {} {seconds} {first} {writers}", callers / 2),
+                    format!(
+                        "{url} {each} {seconds} {first} {} {}",
+                        store.writers, store.chains
+                    ),
                 )
                 .stdout(Stdio::piped())
                 .spawn()
@@ -175,7 +213,7 @@ fn postgres_rows(
         .collect();
     // The children warm up for half a second, then measure.
     std::thread::sleep(Duration::from_millis(500));
-    let sampler = LockSampler::start(runtime, direct);
+    let sampler = LockSampler::start(runtime, direct, store.chains);
     let mut latencies = Vec::new();
     let mut pids = Vec::new();
     for child in children {
@@ -193,16 +231,16 @@ fn postgres_rows(
     let calls = latencies.len();
     row(
         &format!("{name}, 2 gateways"),
-        callers,
+        each * 2,
         calls,
         Duration::from_secs(seconds),
         latencies,
     );
     println!("{:<28} {lock}", "");
 
-    // What the two wrote: one chain, intact; one completed key per call that answered.
+    // What the two wrote: every chain intact; one completed key per call that answered.
     let report = runtime.block_on(one.verify_audit()).expect("the log reads");
-    assert_eq!(report.first_break, None, "the audit chain broke");
+    assert_eq!(report.first_break, None, "an audit chain broke");
     let keys = runtime
         .block_on(one.store().keys(false, u64::MAX))
         .expect("the keys read");
@@ -229,21 +267,23 @@ fn postgres_rows(
         );
     }
     println!(
-        "{:<28} audit chain intact ({} entries); each call's key completed once",
-        "", report.entries
+        "{:<28} audit chains intact ({} entries in {}); each call's key completed once",
+        "",
+        report.entries,
+        report.heads.len()
     );
 }
 
-/// Samples the store's audit lock ([`WRITE_LOCK`]) from a session of its own, every
-/// millisecond while a row runs: how often a transaction held it, and how often another
-/// waited for it.
+/// Samples the store's audit chains' locks ([`WRITE_LOCK`] onwards, one per chain) from a
+/// session of its own, every millisecond while a row runs: how often a transaction held one,
+/// and how often another waited for one.
 struct LockSampler {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<[u64; 3]>,
 }
 
 impl LockSampler {
-    fn start(runtime: &tokio::runtime::Runtime, url: &str) -> Self {
+    fn start(runtime: &tokio::runtime::Runtime, url: &str, chains: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let url = url.to_owned();
         let stopped = Arc::clone(&stop);
@@ -256,14 +296,16 @@ impl LockSampler {
                 .prepare(
                     "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) \
                      FROM pg_locks WHERE locktype = 'advisory' \
-                       AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid",
+                       AND classid = ($1::bigint >> 32)::oid \
+                       AND objid >= ($1::bigint & 4294967295)::oid \
+                       AND objid < (($1::bigint & 4294967295) + $2::bigint)::oid",
                 )
                 .await
                 .expect("the sampler's query");
             let [mut samples, mut held, mut waited] = [0u64; 3];
             while !stopped.load(Ordering::Relaxed) {
                 let row = client
-                    .query_one(&statement, &[&WRITE_LOCK])
+                    .query_one(&statement, &[&WRITE_LOCK, &i64::from(chains)])
                     .await
                     .expect("a sample");
                 let (holders, waiters): (i64, i64) = (row.get(0), row.get(1));
@@ -283,20 +325,21 @@ impl LockSampler {
         let [samples, held, waited] = runtime.block_on(self.task).expect("the sampler");
         let share = |n: u64| 100.0 * n as f64 / samples.max(1) as f64;
         format!(
-            "audit lock: held in {:.1}% of {samples} samples, waited for in {:.1}%",
+            "audit locks: one held in {:.1}% of {samples} samples, one waited for in {:.1}%",
             share(held),
             share(waited)
         )
     }
 }
 
-fn host(database: Option<(&str, usize)>) -> Arc<Host> {
+fn host(database: Option<(&str, &Store)>) -> Arc<Host> {
     let mut config: HostConfig = config(&["test.*"], &[]);
     config.sandbox.max_concurrent_calls = 256;
-    if let Some((url, writers)) = database {
+    if let Some((url, store)) = database {
         config.store = StoreConfig {
             url: Some(url.to_owned()),
-            writers,
+            writers: store.writers,
+            chains: store.chains,
             ..StoreConfig::default()
         };
     }

@@ -241,6 +241,7 @@ fn audit_filters(query: &mut Query, limit: usize) -> Result<AuditQuery, ApiError
         since_ms: query.take_number("since_ms")?,
         until_ms: query.take_number("until_ms")?,
         after_seq: query.take_number("after_seq")?,
+        chain: query.take_number("chain")?,
         limit,
     };
     query.none()?;
@@ -292,36 +293,49 @@ pub async fn export_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErr
     Ok(reply)
 }
 
-/// The whole chain; `?head=SEQ:HASH` (what an earlier verify returned as `keep`; a bare hash
-/// is looked up) also checks that the log still holds that head at its position: entries
-/// appended since are fine.
+/// Every chain; `?head=SEQ:HASH[,SEQ:HASH...]` (what an earlier verify returned as `keep`; a
+/// bare hash is looked up) also checks that the log still holds each head at its entry:
+/// entries appended since are fine. `heads` are each chain's.
 pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
-    let head = query
+    let heads = query
         .take("head")
-        .map(|head| Anchor::parse(&head))
+        .map(|head| Anchor::parse_list(&head))
         .transpose()
-        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?
+        .unwrap_or_default();
     query.none()?;
     let report = host.verify_audit().await.map_err(store_error)?;
-    let head_problem = match (&report.first_break, &head) {
-        (None, Some(head)) => check_anchor(&**host.store(), &report, head)
-            .await
-            .map_err(store_error)?
-            .err(),
-        _ => None,
-    };
+    let mut head_problem = None;
+    if report.first_break.is_none() {
+        for head in &heads {
+            if let Err(problem) = check_anchor(&**host.store(), &report, head)
+                .await
+                .map_err(store_error)?
+            {
+                head_problem = Some((head, problem));
+                break;
+            }
+        }
+    }
     let keep = Anchor::of(&report);
     let (ok, message) = match (&report.first_break, head_problem) {
         (Some(problem), _) => (
             false,
             format!("BROKEN after {} good entries: {problem}", report.entries),
         ),
-        (None, Some(problem)) => (
+        (None, Some((head, problem))) => (
             false,
             format!(
                 "{} entries chain correctly, but not through the head you recorded ({}): {problem}",
+                report.entries, head.hash
+            ),
+        ),
+        (None, None) if report.heads.len() > 1 => (
+            true,
+            format!(
+                "ok, {} entries in {} chains; heads {keep} (keep them elsewhere and pass them as ?head= next time)",
                 report.entries,
-                head.as_ref().map_or("", |h| h.hash.as_str())
+                report.heads.len()
             ),
         ),
         (None, None) => (
@@ -337,7 +351,8 @@ pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErr
         &json!({
             "ok": ok,
             "entries": report.entries,
-            "head": report.head,
+            "head": report.head(),
+            "heads": report.heads,
             "keep": keep,
             "first_break": report.first_break,
             "message": message,

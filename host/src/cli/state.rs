@@ -69,13 +69,15 @@ pub enum ApprovalsCommand {
 /// `gatehouse audit ...`
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check the whole hash chain; names the first edited, deleted, inserted or reordered
-    /// entry. Exit code 1 if the chain is broken, does not pass through `--head`, or does not
-    /// extend every checkpoint of `--checkpoints`.
+    /// Check every hash chain of the log; names the first edited, deleted, inserted or
+    /// reordered entry, and prints each chain's head. Exit code 1 if a chain is broken, the
+    /// log does not pass through `--head`, or does not extend every checkpoint of
+    /// `--checkpoints`.
     Verify {
-        /// A head a verify printed earlier, `SEQ:HASH` (a bare hash is looked up): the log
-        /// must still hold that hash at that position. Entries appended since are fine;
-        /// entries removed from the end, or a rewritten and re-chained log, are not.
+        /// The heads a verify printed earlier, `SEQ:HASH` each, separated by commas (a bare
+        /// hash is looked up): the log must still hold each hash at its entry. Entries appended
+        /// since are fine; entries removed from the end of a chain, or a rewritten and
+        /// re-chained log, are not.
         #[arg(long)]
         head: Option<String>,
         /// A JSON-lines file of signed checkpoints (the `[store.checkpoints] file` sink, or
@@ -280,11 +282,12 @@ pub(super) fn audit(
             public_key,
         } => {
             // Read what the command was given before the (long) walk.
-            let head = head
+            let heads = head
                 .as_deref()
-                .map(Anchor::parse)
+                .map(Anchor::parse_list)
                 .transpose()
-                .map_err(|e| usage(format!("--{e}")))?;
+                .map_err(|e| usage(format!("--{e}")))?
+                .unwrap_or_default();
             let signed = match &checkpoints {
                 Some(path) => {
                     let key = match &public_key {
@@ -322,7 +325,7 @@ pub(super) fn audit(
                 );
                 return Ok(1);
             }
-            if let Some(head) = &head {
+            for head in &heads {
                 let checked = runtime
                     .block_on(check_anchor(&*store, &report, head))
                     .map_err(refused)?;
@@ -350,26 +353,38 @@ pub(super) fn audit(
                     return Ok(1);
                 }
                 let last = list.iter().map(|c| c.seq).max().unwrap_or(0);
+                let last_seq = report.last_seq();
                 extends = format!(
                     "; it extends all {} signed checkpoints (the last at entry {last}{})",
                     list.len(),
-                    if last < report.entries {
+                    if report.heads.len() > 1 {
+                        "; each chain's entries after its last checkpoint are protected by the chain alone until the next one".to_owned()
+                    } else if last < last_seq {
                         format!(
-                            "; entries {} to {} are protected by the chain alone until the next one",
+                            "; entries {} to {last_seq} are protected by the chain alone until the next one",
                             last + 1,
-                            report.entries
                         )
                     } else {
                         String::new()
                     }
                 );
             }
-            say!(
-                out,
-                "audit log {location}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time){extends}",
-                report.entries,
-                Anchor::of(&report)
-            );
+            if report.heads.len() > 1 {
+                say!(
+                    out,
+                    "audit log {location}: ok, {} entries in {} chains; heads {} (keep them elsewhere and pass them as --head next time){extends}",
+                    report.entries,
+                    report.heads.len(),
+                    Anchor::of(&report)
+                );
+            } else {
+                say!(
+                    out,
+                    "audit log {location}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time){extends}",
+                    report.entries,
+                    Anchor::of(&report)
+                );
+            }
             Ok(0)
         }
         AuditCommand::Checkpoints { output } => {

@@ -1,13 +1,17 @@
 //! Signed checkpoints of the audit chain: what makes the log hold against someone who can write
 //! the database but does not hold the operator's key (DESIGN.md section 8).
 //!
-//! A checkpoint is the chain's head (`seq`, `hash`) and the time, signed with an ed25519 key in
-//! the `gatehouse keygen` file format (`[store.checkpoints] key`). Per gateway:
-//! 1. **watch** (every second at most): the [`Checkpointer`] reads the entries appended since
-//!    the last head it checked and checks their links and hashes ([`super::audit::Chain`], from
-//!    that head on), so it only ever signs a head that extends the previous one;
-//! 2. **sign** when `every_entries` entries were appended since the last checkpoint, or
-//!    `every_seconds` passed with at least one, and once more at shutdown: the checkpoint is
+//! A checkpoint is a chain's head (`seq`, `hash`) and the time, signed with an ed25519 key in
+//! the `gatehouse keygen` file format (`[store.checkpoints] key`). A log of several chains
+//! (`[store] chains`) gets a checkpoint per chain head: each names its entry by its position in
+//! the log, whose hash fixes the chain up to it. Per gateway:
+//! 1. **watch** (every second at most): the [`Checkpointer`] checks the whole log at its first
+//!    look, then reads each chain's entries appended since the head it checked and checks their
+//!    links and hashes ([`super::audit::Chains`], from that head on), so it only ever signs a
+//!    head that extends the previous one;
+//! 2. **sign** a chain's head when `every_entries` entries were appended to it since its last
+//!    checkpoint, or `every_seconds` passed with at least one, and once more at shutdown: the
+//!    checkpoint is
 //!    stored (table `audit_checkpoints`, `gatehouse audit checkpoints`,
 //!    `GET /v1/audit/checkpoints`) and pushed to the sinks: a JSON-lines `file` and an HTTP
 //!    `url` (POST, one checkpoint as JSON), both meant to be out of the database writers'
@@ -20,6 +24,7 @@
 //! Entries after the last checkpoint are protected by the chain alone; shutdown signs one last
 //! checkpoint so a stopped gateway leaves none unsigned. Without `key`, nothing is signed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +33,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 
-use super::audit::{AuditQuery, Chain, ChainBreak, GENESIS, VerifyReport};
+use super::audit::{AuditQuery, ChainBreak, Chains, VerifyReport};
 use super::{Store, StoreError};
 use crate::plugin::signature::{KeyError, PublicKey, SigningKey};
 
@@ -39,7 +44,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// Entries read per query while checking the new entries.
 const PAGE: usize = 1000;
 
-/// `[store.checkpoints]`: signing the audit chain's head. Off unless `key` is set.
+/// `[store.checkpoints]`: signing the audit chains' heads. Off unless `key` is set.
 ///
 /// ```toml
 /// [store.checkpoints]
@@ -61,11 +66,11 @@ pub struct CheckpointConfig {
     /// `--public-key` is not given. Default: the public half of `key`.
     #[serde(default)]
     pub public_key: Option<PathBuf>,
-    /// Sign after this many new entries. Default: 1000.
+    /// Sign a chain's head after this many new entries in it. Default: 1000.
     #[serde(default = "defaults::every_entries")]
     pub every_entries: u64,
-    /// Sign when this many seconds passed since the last checkpoint and an entry was appended.
-    /// Default: 60.
+    /// Sign a chain's head when this many seconds passed since its last checkpoint and an
+    /// entry was appended to it. Default: 60.
     #[serde(default = "defaults::every_seconds")]
     pub every_seconds: u64,
     /// Append each checkpoint to this file as a JSON line. Default: none.
@@ -111,11 +116,11 @@ impl CheckpointConfig {
     }
 }
 
-/// One signed head of the audit chain.
+/// One signed head of an audit chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
-    /// The entry signed: the chain's head then.
+    /// The entry signed: its chain's head then (its position in the log).
     pub seq: u64,
     /// Its hash.
     pub hash: String,
@@ -223,7 +228,7 @@ impl Checkpoint {
     }
 }
 
-/// The gateway's signer: a task that signs the chain's head (see the module docs).
+/// The gateway's signer: a task that signs the chains' heads (see the module docs).
 pub struct Checkpointer {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
@@ -258,9 +263,9 @@ impl Checkpointer {
             every: Duration::from_secs(config.every_seconds.max(1)),
             file: config.file.clone(),
             url: config.url.clone(),
-            checked: Chain::default(),
-            signed: 0,
-            signed_at: Instant::now(),
+            checked: None,
+            signed: BTreeMap::new(),
+            started: Instant::now(),
             unsent: Vec::new(),
             reported: None,
         };
@@ -285,11 +290,12 @@ struct Signer {
     every: Duration,
     file: Option<PathBuf>,
     url: Option<String>,
-    /// The chain checked so far (from genesis, at start).
-    checked: Chain,
-    /// The last entry signed.
-    signed: u64,
-    signed_at: Instant,
+    /// The chains checked so far (the whole log at the first look).
+    checked: Option<Chains>,
+    /// Each chain's last entry signed (its `link`) and when.
+    signed: BTreeMap<u32, (u64, Instant)>,
+    /// When the signer started: a chain never signed counts its time from then.
+    started: Instant,
     /// Checkpoints the HTTP sink has not taken yet, oldest first.
     unsent: Vec<Checkpoint>,
     /// The last break logged (each is logged once).
@@ -313,7 +319,8 @@ impl Signer {
         self.tick(true).await;
     }
 
-    /// Checks the entries appended since the last look; signs when due (or `last`).
+    /// Checks the entries appended since the last look; signs each chain's head when due (or
+    /// `last`).
     async fn tick(&mut self, last: bool) {
         let report = match self.check().await {
             Ok(report) => report,
@@ -324,52 +331,72 @@ impl Signer {
         };
         if let Some(problem) = &report.first_break {
             if self.reported.as_ref() != Some(problem) {
-                tracing::error!(%problem, good_entries = report.entries, "the audit chain is broken: no checkpoint is signed past entry {}", report.entries);
+                tracing::error!(%problem, good_entries = report.entries, "the audit log is broken: no checkpoint is signed until it is mended");
                 self.reported = Some(problem.clone());
             }
             return;
         }
-        let new = report.entries.saturating_sub(self.signed);
-        let due = new >= self.every_entries
-            || (new > 0 && (last || self.signed_at.elapsed() >= self.every));
-        if !due || report.head == GENESIS {
-            return;
+        for head in &report.heads {
+            let (signed, signed_at) = self
+                .signed
+                .get(&head.chain)
+                .copied()
+                .unwrap_or((0, self.started));
+            let new = head.entries.saturating_sub(signed);
+            let due = new >= self.every_entries
+                || (new > 0 && (last || signed_at.elapsed() >= self.every));
+            if !due {
+                continue;
+            }
+            let checkpoint = Checkpoint::sign(&self.key, head.seq, &head.hash, super::now_ms());
+            if let Err(error) = self.store.add_checkpoint(checkpoint.clone()).await {
+                tracing::warn!(%error, seq = checkpoint.seq, "cannot store an audit checkpoint; the sinks still get it");
+            }
+            self.signed
+                .insert(head.chain, (head.entries, Instant::now()));
+            tracing::debug!(chain = head.chain, seq = checkpoint.seq, hash = %checkpoint.hash, "audit checkpoint signed");
+            self.push(checkpoint).await;
         }
-        let checkpoint = Checkpoint::sign(&self.key, report.entries, &report.head, super::now_ms());
-        if let Err(error) = self.store.add_checkpoint(checkpoint.clone()).await {
-            tracing::warn!(%error, seq = checkpoint.seq, "cannot store an audit checkpoint; the sinks still get it");
-        }
-        self.signed = checkpoint.seq;
-        self.signed_at = Instant::now();
-        tracing::debug!(seq = checkpoint.seq, hash = %checkpoint.hash, "audit checkpoint signed");
-        self.push(checkpoint).await;
     }
 
-    /// Reads and checks the entries after the last one checked.
+    /// Checks the whole log at the first look, then each chain's entries after its head: by
+    /// chain, because entries of different chains may commit out of `seq` order.
     async fn check(&mut self) -> Result<VerifyReport, StoreError> {
-        loop {
-            let report = self.checked.clone().report();
-            if report.first_break.is_some() {
-                return Ok(report);
-            }
-            let page = self
-                .store
-                .audit(AuditQuery {
-                    after_seq: Some(report.entries),
-                    limit: PAGE,
-                    ..AuditQuery::default()
-                })
-                .await?;
-            let full = page.len() == PAGE;
-            for entry in page {
-                if !self.checked.check(entry) {
+        let Some(checked) = &mut self.checked else {
+            let report = self.store.verify_audit().await?;
+            self.checked = Some(Chains::resume(&report));
+            return Ok(report);
+        };
+        let report = checked.report();
+        if report.first_break.is_some() {
+            return Ok(report);
+        }
+        let chains: BTreeSet<u32> = (0..self.store.chains())
+            .chain(report.heads.iter().map(|head| head.chain))
+            .collect();
+        for chain in chains {
+            loop {
+                let page = self
+                    .store
+                    .audit(AuditQuery {
+                        chain: Some(chain),
+                        after_seq: Some(checked.head(chain).map_or(0, |head| head.seq)),
+                        limit: PAGE,
+                        ..AuditQuery::default()
+                    })
+                    .await?;
+                let full = page.len() == PAGE;
+                for entry in page {
+                    if !checked.check(entry) {
+                        return Ok(checked.report());
+                    }
+                }
+                if !full {
                     break;
                 }
             }
-            if !full {
-                return Ok(self.checked.clone().report());
-            }
         }
+        Ok(checked.report())
     }
 
     /// Sends a checkpoint to the sinks.

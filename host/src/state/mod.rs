@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use audit::{Anchor, AnchorBreak, AuditEntry, AuditQuery, ChainBreak, VerifyReport};
+pub use audit::{Anchor, AnchorBreak, AuditEntry, AuditQuery, ChainBreak, ChainHead, VerifyReport};
 pub use checkpoint::{Checkpoint, CheckpointConfig};
 
 /// A store operation in flight.
@@ -60,6 +60,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// # ca_file = "/etc/gatehouse/db-ca.pem"      # trust roots for TLS, beside the system's
 /// # pool_size = 8                             # read connections per gateway
 /// # writers = 1                               # write connections per kind of write
+/// # chains = 1                                # audit chains, keyed by tenant
 /// # read_only_without_store = false           # serve read-only calls while it is down?
 ///
 /// # Signed checkpoints of the audit chain (off without a key): see [`CheckpointConfig`].
@@ -115,6 +116,15 @@ pub struct StoreConfig {
     /// costs when it is near. Default: 1.
     #[serde(default = "defaults::writers")]
     pub writers: usize,
+    /// The audit chains the log is partitioned into (PostgreSQL; 1 to 1024). A tenant's
+    /// entries go to one chain ([`audit::chain_of`]), entries without a tenant to chain 0,
+    /// and each chain is appended under a lock of its own, so gateways writing for tenants of
+    /// different chains never wait on each other; `audit verify` checks every chain and
+    /// reports each head, and checkpoints sign each head. Every gateway on one database must
+    /// set the same number. Changing it later starts no chain over: each chain goes on from
+    /// its head. SQLite, with its one writer, keeps one chain. Default: 1.
+    #[serde(default = "defaults::chains")]
+    pub chains: u32,
     /// While the store is unreachable, whether read-only calls are served (without audit
     /// entries; each one logged) instead of refused with `STORE_UNAVAILABLE`. Write-class
     /// calls are always refused then. Default: false.
@@ -144,6 +154,10 @@ mod defaults {
     pub fn writers() -> usize {
         1
     }
+
+    pub fn chains() -> u32 {
+        1
+    }
 }
 
 impl Default for StoreConfig {
@@ -159,6 +173,7 @@ impl Default for StoreConfig {
             ca_file: None,
             pool_size: defaults::pool_size(),
             writers: defaults::writers(),
+            chains: defaults::chains(),
             read_only_without_store: false,
             approval_url: None,
             checkpoints: CheckpointConfig::default(),
@@ -214,6 +229,28 @@ impl StoreConfig {
 
 /// Opens the store `config` names: PostgreSQL when `url` is set, else the SQLite file.
 pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    let refuse = |detail: String| StoreError::Open {
+        path: config.location(),
+        detail,
+    };
+    if config.pool_size == 0 || config.writers == 0 {
+        return Err(refuse(
+            "`[store] pool_size` and `writers` must be at least 1".to_owned(),
+        ));
+    }
+    if !(1..=audit::MAX_CHAINS).contains(&config.chains) {
+        return Err(refuse(format!(
+            "`[store] chains` = {}: expected 1 to {}",
+            config.chains,
+            audit::MAX_CHAINS
+        )));
+    }
+    if config.chains > 1 && config.url.is_none() {
+        return Err(refuse(format!(
+            "`[store] chains` = {}: only a PostgreSQL store (`[store] url`) partitions its audit log; a SQLite file, with its one writer, keeps one chain",
+            config.chains
+        )));
+    }
     match &config.url {
         #[cfg(feature = "postgres")]
         Some(_) => Ok(Arc::new(postgres::PostgresStore::open(config)?)),
@@ -565,6 +602,12 @@ pub trait Store: rate::RateBudget + Send + Sync + std::fmt::Debug {
     /// while it is not may still fail: this only lets the pipeline refuse early.
     fn available(&self) -> bool;
 
+    /// The chains this store appends audit entries to: `[store] chains` (see
+    /// [`audit::chain_of`]); a log may also hold chains of an earlier setting.
+    fn chains(&self) -> u32 {
+        1
+    }
+
     /// Gate 7: claims `request.key` for a call, atomically, durably.
     fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim>;
 
@@ -610,7 +653,8 @@ pub trait Store: rate::RateBudget + Send + Sync + std::fmt::Debug {
     /// Audit entries matching `query`, in log order.
     fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>>;
 
-    /// Walks the whole audit chain and reports the first bad entry, if any.
+    /// Walks every audit chain, in one view of the log, and reports each head and the first
+    /// bad entry, if any.
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport>;
 
     /// Returns once every write queued before it is committed (the records of read-only

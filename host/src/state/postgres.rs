@@ -24,15 +24,18 @@
 //!      read first: a claim of a key that already has a row (its row locked), approvals, an
 //!      operator's resolution, plugin changes, pruning.
 //!
-//!    The audit chain is the one thing ordered across processes. A transaction appends its
-//!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): under a
-//!    transaction-level advisory lock ([`WRITE_LOCK`]), the database reads the chain's head,
-//!    numbers and hashes the entries after it and inserts them; the commit, next in the
-//!    pipeline, releases the lock. The hash is `state::audit::entry_hash`'s, which `audit
-//!    verify` checks: the gateway sends each entry's columns framed for it, and the database
-//!    hashes the head's hash and the number in front of them. So the log keeps one verifiable
-//!    order, the lock is never held across a round trip to a gateway, and a transaction
-//!    holding it waits for no row, so the row locks and the lock cannot deadlock.
+//!    The audit chains are the one thing ordered across processes. A transaction appends its
+//!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): for each
+//!    chain its entries go to (`[store] chains`, keyed by tenant: [`audit::chain_of`]), in
+//!    ascending order, under that chain's transaction-level advisory lock ([`WRITE_LOCK`] plus
+//!    the chain), the database reads the chain's head, numbers and hashes the entries after it;
+//!    then it inserts them all; the commit, next in the pipeline, releases the locks. The hash
+//!    is `state::audit::entry_hash`'s, which `audit verify` checks: the gateway sends each
+//!    entry's columns framed for it, and the database hashes the head's hash and the entry's
+//!    position in its chain in front of them. So each chain keeps one verifiable order, gateways
+//!    appending to different chains never wait on each other, a lock is never held across a
+//!    round trip to a gateway, and a transaction holding one waits for no row, so the row
+//!    locks and the chains' locks cannot deadlock.
 //!    A job that fails in SQL aborts its transaction; the careful transaction is then rolled
 //!    back and every job run again alone, so one bad job fails only itself. A job is answered
 //!    only after its commit: what was acknowledged is in the database.
@@ -84,9 +87,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_audit_checkpoints.sql"),
     include_str!("migrations/0006_plugin_changes.sql"),
     include_str!("migrations/postgres/0007_audit_append.sql"),
+    include_str!("migrations/postgres/0008_audit_chains.sql"),
 ];
-/// The advisory lock a transaction takes (last) to append to the audit chain: one appender at a
-/// time, across processes.
+/// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin
+/// changes are numbered under: one appender at a time, across processes. Chain `c`'s is
+/// `WRITE_LOCK + c`.
 pub const WRITE_LOCK: i64 = 0x6761_7465_686f_7573; // "gatehous"
 /// The advisory lock migrations run under.
 const MIGRATE_LOCK: i64 = 0x6761_7465_6d69_6772; // "gatemigr"
@@ -116,6 +121,8 @@ pub struct PostgresStore {
     waiters: Arc<Waiters>,
     /// The two crews of writers: claims', then records'.
     crews: [Arc<Crew>; 2],
+    /// `[store] chains`.
+    chains: u32,
 }
 
 /// The two crews' queues (see the module docs).
@@ -160,6 +167,8 @@ impl Drop for PostgresStore {
 /// What the writers and the listener share with the store.
 struct Shared {
     config: tokio_postgres::Config,
+    /// `[store] chains`.
+    chains: u32,
     tls: Tls,
     waiters: Arc<Waiters>,
     location: String,
@@ -209,6 +218,7 @@ impl PostgresStore {
         let waiters = Arc::new(Waiters::default());
         let shared = Arc::new(Shared {
             config: pg,
+            chains: config.chains,
             tls,
             waiters: Arc::clone(&waiters),
             location: location.clone(),
@@ -280,6 +290,7 @@ impl PostgresStore {
             pool,
             waiters,
             crews,
+            chains: config.chains,
         })
     }
 
@@ -482,6 +493,8 @@ struct Writer {
 
 /// The statements every call runs, prepared once per connection.
 struct Statements {
+    /// `[store] chains`: how many chains the entries go to ([`audit::chain_of`]).
+    chains: u32,
     lock: Statement,
     append: Statement,
     new_key: Statement,
@@ -508,12 +521,13 @@ impl Writer {
                 .map_err(|e| format!("cannot prepare `{sql}`: {}", describe(&e)))
         };
         let sql = Statements {
+            chains: shared.chains,
             lock: prepare("SELECT pg_advisory_xact_lock($1)").await?,
             // Every entry of a batch in one statement: a column of values per array, numbered
-            // and hashed by the database under the write lock.
+            // and hashed by the database under each chain's lock.
             append: prepare(
-                "SELECT gatehouse_append($1, $2::bigint[], $3::text[], $4::text[], $5::text[], \
-                   $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[])",
+                "SELECT gatehouse_append($1, $2::int[], $3::bigint[], $4::text[], $5::text[], \
+                   $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[])",
             )
             .await?,
             // A claim of a key nobody holds, in one statement: the row's own lock (a concurrent
@@ -861,10 +875,13 @@ fn in_lock_order(batch: &[Job], jobs: impl Iterator<Item = usize>) -> Vec<usize>
 async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio_postgres::Error> {
     let Writer { client, sql } = writer;
     let now = super::now_ms();
-    let entries = Entries::of(batch.iter().filter_map(|job| match &job.op {
-        Op::Record(record) => Some(&record.audit),
-        _ => None,
-    }));
+    let entries = Entries::of(
+        batch.iter().filter_map(|job| match &job.op {
+            Op::Record(record) => Some(&record.audit),
+            _ => None,
+        }),
+        sql.chains,
+    );
     let params = entries.params();
     let mut pending: Vec<Pending<'_>> = Vec::new();
     pending.push(Box::pin(async {
@@ -1055,9 +1072,10 @@ impl<'r> NewClaim<'r> {
     }
 }
 
-/// What a careful transaction writes last, under the write lock: its audit entries (numbered
-/// and hashed by the database after its head, `gatehouse_append`), then its plugin changes
-/// (numbered after the last). Taken last, the lock is held by a transaction that waits for no
+/// What a careful transaction writes last, under the chains' locks: its audit entries (numbered
+/// and hashed by the database after their chains' heads, `gatehouse_append`), and its plugin
+/// changes (numbered after the last, under chain 0's lock, which is taken first so the locks
+/// go in ascending order). Taken last, the locks are held by a transaction that waits for no
 /// row.
 #[derive(Default)]
 struct Last<'a> {
@@ -1071,12 +1089,12 @@ impl Last<'_> {
         txn: &Transaction<'_>,
         sql: &Statements,
     ) -> Result<(), tokio_postgres::Error> {
-        let entries = Entries::of(self.events.iter().map(|event| &**event));
-        if !entries.is_empty() {
-            txn.query_one(&sql.append, &entries.params()).await?;
-        }
         if !self.changes.is_empty() {
             txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+        }
+        let entries = Entries::of(self.events.iter().map(|event| &**event), sql.chains);
+        if !entries.is_empty() {
+            txn.query_one(&sql.append, &entries.params()).await?;
         }
         for change in &self.changes {
             txn.execute(
@@ -1094,9 +1112,10 @@ impl Last<'_> {
     }
 }
 
-/// Audit events as the columns `gatehouse_append` takes, one array each, and each event's
-/// columns framed for the hash ([`audit::framed_columns`]).
+/// Audit events as the columns `gatehouse_append` takes, one array each: each event's chain,
+/// its columns, and its columns framed for the hash ([`audit::framed_columns`]).
 struct Entries<'e> {
+    chain: Vec<i32>,
     at: Vec<i64>,
     kind: Vec<&'e str>,
     ids: [Vec<Option<&'e str>>; 5],
@@ -1105,8 +1124,9 @@ struct Entries<'e> {
 }
 
 impl<'e> Entries<'e> {
-    fn of(events: impl Iterator<Item = &'e AuditEvent>) -> Self {
+    fn of(events: impl Iterator<Item = &'e AuditEvent>, chains: u32) -> Self {
         let mut entries = Self {
+            chain: Vec::new(),
             at: Vec::new(),
             kind: Vec::new(),
             ids: Default::default(),
@@ -1114,6 +1134,10 @@ impl<'e> Entries<'e> {
             framed: Vec::new(),
         };
         for event in events {
+            let chain = audit::chain_of(event.tenant.as_deref(), chains);
+            entries
+                .chain
+                .push(i32::try_from(chain).expect("at most MAX_CHAINS chains"));
             entries.at.push(to_db(event.at_ms));
             entries.kind.push(&event.kind);
             for (column, id) in entries.ids.iter_mut().zip(event.ids()) {
@@ -1129,10 +1153,11 @@ impl<'e> Entries<'e> {
         self.record.is_empty()
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 10] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
         let [tool_call_id, tenant, principal, tool, outcome] = &self.ids;
         [
             &WRITE_LOCK,
+            &self.chain,
             &self.at,
             &self.kind,
             tool_call_id,
@@ -1387,9 +1412,16 @@ fn approval_row(row: &Row) -> Result<Approval, tokio_postgres::Error> {
     })
 }
 
+/// The columns an entry is read with: [`AUDIT_COLUMNS`], then its chain and link.
+fn audit_columns() -> String {
+    format!("{AUDIT_COLUMNS}, chain, link")
+}
+
 fn audit_row(row: &Row) -> Result<AuditEntry, tokio_postgres::Error> {
     Ok(AuditEntry {
         seq: from_db(row.try_get(0)?),
+        chain: u32::try_from(row.try_get::<_, i32>(11)?).unwrap_or_default(),
+        link: from_db(row.try_get(12)?),
         event: AuditEvent {
             at_ms: from_db(row.try_get(1)?),
             kind: row.try_get(2)?,
@@ -1542,14 +1574,16 @@ impl Store for PostgresStore {
             let rows = client
                 .query(
                     &format!(
-                        "SELECT {AUDIT_COLUMNS} FROM audit \
+                        "SELECT {} FROM audit \
                          WHERE ($1::text IS NULL OR tool_call_id = $1) AND ($2::text IS NULL OR tenant = $2) \
                            AND ($3::text IS NULL OR outcome = $3) AND ($4::bigint IS NULL OR at >= $4) \
                            AND ($5::bigint IS NULL OR at < $5) AND ($6::bigint IS NULL OR seq > $6) \
                            AND ($7::text IS NULL OR tool = $7) AND ($8::text IS NULL OR principal = $8) \
                            AND ($9::text IS NULL OR kind = $9) \
                            AND ($10::text IS NULL OR strpos(record, '\"replay_of\":' || to_json($10::text)::text) > 0) \
-                         ORDER BY seq LIMIT $11"
+                           AND ($12::int IS NULL OR chain = $12) \
+                         ORDER BY seq LIMIT $11",
+                        audit_columns()
                     ),
                     &[
                         &query.tool_call_id,
@@ -1563,6 +1597,7 @@ impl Store for PostgresStore {
                         &query.kind,
                         &query.replay_of,
                         &limit,
+                        &query.chain.map(|chain| i32::try_from(chain).unwrap_or(i32::MAX)),
                     ],
                 )
                 .await?;
@@ -1596,26 +1631,40 @@ impl Store for PostgresStore {
         }))
     }
 
+    fn chains(&self) -> u32 {
+        self.chains
+    }
+
+    /// Pages through the log in one snapshot (a repeatable-read transaction): entries of
+    /// different chains are numbered before they commit, so a page read after another commit
+    /// could find a number the previous page skipped.
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {
-        self.read(move |client| async move {
-            let statement = client
+        self.read(move |mut client| async move {
+            let txn = client
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let statement = txn
                 .prepare(&format!(
-                    "SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2"
+                    "SELECT {} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    audit_columns()
                 ))
                 .await?;
-            let mut chain = audit::Chain::default();
+            let mut chains = audit::Chains::default();
             let mut after = 0_i64;
             loop {
-                let rows = client.query(&statement, &[&after, &VERIFY_PAGE]).await?;
+                let rows = txn.query(&statement, &[&after, &VERIFY_PAGE]).await?;
                 for row in &rows {
                     let entry = audit_row(row)?;
                     after = to_db(entry.seq);
-                    if !chain.check(entry) {
-                        return Ok(chain.report());
+                    if !chains.check(entry) {
+                        return Ok(chains.report());
                     }
                 }
                 if (rows.len() as i64) < VERIFY_PAGE {
-                    return Ok(chain.report());
+                    return Ok(chains.report());
                 }
             }
         })

@@ -897,9 +897,14 @@ fn resolve(
     )
 }
 
+/// An entry of the one chain a SQLite log is: its position in the chain is its position in
+/// the log.
 fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+    let seq = from_db(row.get(0)?);
     Ok(AuditEntry {
-        seq: from_db(row.get(0)?),
+        seq,
+        chain: 0,
+        link: seq,
         event: AuditEvent {
             at_ms: from_db(row.get(1)?),
             kind: row.get(2)?,
@@ -1022,6 +1027,10 @@ impl Store for SqliteStore {
 
     fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>> {
         self.read(move |conn| {
+            // One writer has nothing to partition: the log is chain 0.
+            if query.chain.is_some_and(|chain| chain != 0) {
+                return Ok(Vec::new());
+            }
             let mut statement = conn.prepare(&audit_query(query.tool_call_id.is_some()))?;
             let limit = if query.limit == 0 {
                 -1
@@ -1076,13 +1085,13 @@ impl Store for SqliteStore {
         self.read(|conn| {
             let mut statement =
                 conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"))?;
-            let mut chain = audit::Chain::default();
+            let mut chains = audit::Chains::default();
             for entry in statement.query_map([], audit_row)? {
-                if !chain.check(entry?) {
+                if !chains.check(entry?) {
                     break;
                 }
             }
-            Ok(chain.report())
+            Ok(chains.report())
         })
     }
 }

@@ -13,7 +13,7 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::checkpoint::verify_checkpoints;
 use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
 use gatehouse_host::state::{
-    AuditEvent, AuditQuery, CallRecord, Checkpoint, KeyState, PluginChange, Store,
+    AuditEvent, AuditQuery, CallRecord, ChainBreak, Checkpoint, KeyState, PluginChange, Store,
 };
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
@@ -112,6 +112,17 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
     );
 }
 
+/// An audit entry alone, recorded durably.
+fn record(audit: AuditEvent) -> CallRecord {
+    CallRecord {
+        audit,
+        completes: None,
+        releases: None,
+        executes: None,
+        durable: true,
+    }
+}
+
 /// A session of the test's own on `pg`'s database.
 async fn session(pg: &Postgres) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
@@ -121,20 +132,26 @@ async fn session(pg: &Postgres) -> tokio_postgres::Client {
     client
 }
 
-/// Another session, holding the lock that orders the audit chain until
-/// [`release_the_audit_lock`].
-async fn hold_the_audit_lock(pg: &Postgres) -> tokio_postgres::Client {
+/// Another session, holding the lock that orders audit chain `chain` (0: the only one of a
+/// log of one chain) until [`release_the_audit_lock`].
+async fn hold_the_audit_lock(pg: &Postgres, chain: u32) -> tokio_postgres::Client {
     let other = session(pg).await;
     other
-        .execute("SELECT pg_advisory_lock($1)", &[&WRITE_LOCK])
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&(WRITE_LOCK + i64::from(chain))],
+        )
         .await
         .unwrap();
     other
 }
 
-async fn release_the_audit_lock(other: &tokio_postgres::Client) {
+async fn release_the_audit_lock(other: &tokio_postgres::Client, chain: u32) {
     other
-        .execute("SELECT pg_advisory_unlock($1)", &[&WRITE_LOCK])
+        .execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[&(WRITE_LOCK + i64::from(chain))],
+        )
         .await
         .unwrap();
 }
@@ -148,7 +165,7 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
     config.store = on(&pg);
     let host = Arc::new(Host::new(config).unwrap());
     host.install_adapter(&LEDGER.signed()).unwrap();
-    let other = hold_the_audit_lock(&pg).await;
+    let other = hold_the_audit_lock(&pg, 0).await;
 
     let call = tokio::spawn({
         let host = Arc::clone(&host);
@@ -186,7 +203,7 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!call.is_finished(), "the record waits for the lock");
 
-    release_the_audit_lock(&other).await;
+    release_the_audit_lock(&other, 0).await;
     let result = tokio::time::timeout(Duration::from_secs(10), call)
         .await
         .expect("the call ends once the lock is free")
@@ -213,13 +230,6 @@ async fn entries_the_database_chains_verify_with_the_gateways_hash() {
         outcome: Some("OK".to_owned()),
         record: record.to_owned(),
     };
-    let record = |audit| CallRecord {
-        audit,
-        completes: None,
-        releases: None,
-        executes: None,
-        durable: true,
-    };
     store.record(record(event(1, None, "{}"))).await.unwrap();
     let many = (2..40).map(|n| {
         let store = Arc::clone(&store);
@@ -234,10 +244,10 @@ async fn entries_the_database_chains_verify_with_the_gateways_hash() {
         done.unwrap();
     }
     let report = store.verify_audit().await.unwrap();
-    assert_eq!((report.entries, report.first_break), (39, None));
+    assert_eq!((report.entries, &report.first_break), (39, &None));
     let entries = store.audit(AuditQuery::default()).await.unwrap();
     assert!(entries.iter().all(|e| e.hash == e.expected_hash()));
-    assert_eq!(report.head, entries.last().unwrap().hash);
+    assert_eq!(report.head(), entries.last().unwrap().hash);
 }
 
 /// A gateway writes on `[store] writers` connections per crew (claims; records and the rest),
@@ -346,7 +356,7 @@ async fn a_flush_waits_for_the_records_every_writer_took_before_it() {
         })
         .unwrap(),
     );
-    let other = hold_the_audit_lock(&pg).await;
+    let other = hold_the_audit_lock(&pg, 0).await;
     for n in 0..2u64 {
         let record = CallRecord {
             audit: AuditEvent {
@@ -374,7 +384,7 @@ async fn a_flush_waits_for_the_records_every_writer_took_before_it() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!flush.is_finished(), "the flush waits for both records");
-    release_the_audit_lock(&other).await;
+    release_the_audit_lock(&other, 0).await;
     tokio::time::timeout(Duration::from_secs(10), flush)
         .await
         .expect("the flush ends once the records are in")
@@ -703,7 +713,7 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
     assert_eq!((report.entries, &report.first_break), (3, &None));
 
     let key = SigningKey::generate("pg-audit").unwrap();
-    let checkpoint = Checkpoint::sign(&key, report.entries, &report.head, 1_000);
+    let checkpoint = Checkpoint::sign(&key, report.last_seq(), report.head(), 1_000);
     store.add_checkpoint(checkpoint.clone()).await.unwrap();
     assert_eq!(store.checkpoints().await.unwrap(), [checkpoint.clone()]);
     let checked = verify_checkpoints(&**store, &report, &[checkpoint], &key.public_key())
@@ -735,4 +745,168 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
         store.add_plugin_change(change.clone()).await.unwrap();
     }
     assert_eq!(store.plugin_changes().await.unwrap(), changes);
+}
+
+/// `[store] chains` partitions the log by tenant. A log written with one chain goes on as
+/// chain 0 after the gateways move to four; two stores (two gateways) append entries of eight
+/// tenants and of none concurrently; every entry is in its tenant's chain, each chain verifies
+/// and reports its head, and the checkpointer signs every head. A session holding one chain's
+/// lock holds up only that chain's appends. An edit in one chain is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_holds_up_only_it() {
+    use gatehouse_host::state::audit::chain_of;
+    use gatehouse_host::state::checkpoint::{CheckpointConfig, Checkpointer};
+
+    let pg = Postgres::start();
+    let event = |n: u64, tenant: Option<&str>| AuditEvent {
+        at_ms: 1_700_000_000_000 + n,
+        kind: "call".to_owned(),
+        tool_call_id: Some(format!("call_{n}")),
+        tenant: tenant.map(str::to_owned),
+        principal: None,
+        tool: Some("t.x".to_owned()),
+        outcome: Some("OK".to_owned()),
+        record: format!("{{\"n\":{n}}}"),
+    };
+    let tenants: Vec<String> = (0..8).map(|t| format!("tenant-{t}")).collect();
+
+    // One chain, as every log was before partitioning.
+    let before = PostgresStore::open(&on(&pg)).unwrap();
+    for n in 1..=5 {
+        before
+            .record(record(event(n, Some(&tenants[n as usize % 8]))))
+            .await
+            .unwrap();
+    }
+    drop(before);
+
+    let partitioned = StoreConfig {
+        chains: 4,
+        ..on(&pg)
+    };
+    let stores = [
+        Arc::new(PostgresStore::open(&partitioned).unwrap()),
+        Arc::new(PostgresStore::open(&partitioned).unwrap()),
+    ];
+    let writes = (6..=205_u64).map(|n| {
+        let store = Arc::clone(&stores[n as usize % 2]);
+        let tenant = (n % 9 != 0).then(|| tenants[n as usize % 8].clone());
+        tokio::spawn(async move { store.record(record(event(n, tenant.as_deref()))).await })
+    });
+    for done in futures_join(writes).await {
+        done.unwrap();
+    }
+
+    let report = stores[0].verify_audit().await.unwrap();
+    assert_eq!((report.entries, &report.first_break), (205, &None));
+    let entries = stores[0].audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(entries.len(), 205);
+    for entry in &entries[..5] {
+        assert_eq!((entry.chain, entry.link), (0, entry.seq), "{entry:?}");
+    }
+    for entry in &entries[5..] {
+        assert_eq!(
+            entry.chain,
+            chain_of(entry.event.tenant.as_deref(), 4),
+            "{entry:?}"
+        );
+    }
+    let mut chains: Vec<u32> = entries.iter().map(|e| e.chain).collect();
+    chains.sort_unstable();
+    chains.dedup();
+    assert!(
+        chains.len() > 1,
+        "eight tenants over four chains: {chains:?}"
+    );
+    assert_eq!(
+        report.heads.iter().map(|h| h.chain).collect::<Vec<_>>(),
+        chains
+    );
+    for head in &report.heads {
+        let of_chain: Vec<_> = entries.iter().filter(|e| e.chain == head.chain).collect();
+        let last = of_chain.last().unwrap();
+        assert_eq!(
+            (head.entries, head.seq, &head.hash),
+            (of_chain.len() as u64, last.seq, &last.hash)
+        );
+    }
+
+    // The checkpointer signs each chain's head; the log extends every checkpoint.
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::generate("pg-chains").unwrap();
+    let key_file = dir.path().join("key.toml");
+    std::fs::write(&key_file, key.to_toml()).unwrap();
+    let store: Arc<dyn Store> = stores[0].clone();
+    let signer = Checkpointer::start(
+        Arc::clone(&store),
+        &CheckpointConfig {
+            key: Some(key_file),
+            ..CheckpointConfig::default()
+        },
+    )
+    .unwrap()
+    .unwrap();
+    signer.stop().await;
+    let checkpoints = store.checkpoints().await.unwrap();
+    let mut signed: Vec<u64> = checkpoints.iter().map(|c| c.seq).collect();
+    signed.sort_unstable();
+    let mut heads: Vec<u64> = report.heads.iter().map(|h| h.seq).collect();
+    heads.sort_unstable();
+    assert_eq!(signed, heads, "one checkpoint per chain head");
+    let checked = verify_checkpoints(&*store, &report, &checkpoints, &key.public_key())
+        .await
+        .unwrap();
+    assert_eq!(checked, Ok(()));
+
+    // Another session holds one chain's lock: an entry of another chain commits, one of that
+    // chain waits until the lock is released.
+    let held = chain_of(Some(&tenants[1]), 4);
+    let free = (0..8)
+        .map(|t| &tenants[t])
+        .find(|t| chain_of(Some(t), 4) != held)
+        .unwrap()
+        .clone();
+    let other = hold_the_audit_lock(&pg, held).await;
+    let waiting = {
+        let store = Arc::clone(&stores[1]);
+        let tenant = tenants[1].clone();
+        tokio::spawn(async move { store.record(record(event(300, Some(&tenant)))).await })
+    };
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        stores[0].record(record(event(301, Some(&free)))),
+    )
+    .await
+    .expect("an entry of another chain does not wait for the held chain's lock")
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the held chain's entry waits");
+    release_the_audit_lock(&other, held).await;
+    waiting.await.unwrap().unwrap();
+    let report = stores[0].verify_audit().await.unwrap();
+    assert_eq!((report.entries, &report.first_break), (207, &None));
+
+    // An edit in one chain is named by its entry.
+    let victim = stores[0]
+        .audit(AuditQuery {
+            chain: Some(held),
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap()[3]
+        .clone();
+    assert_eq!(victim.chain, held);
+    session(&pg)
+        .await
+        .execute(
+            "UPDATE audit SET outcome = 'DENIED' WHERE seq = $1",
+            &[&(victim.seq as i64)],
+        )
+        .await
+        .unwrap();
+    let report = stores[0].verify_audit().await.unwrap();
+    assert_eq!(
+        report.first_break,
+        Some(ChainBreak::Altered { seq: victim.seq })
+    );
 }
