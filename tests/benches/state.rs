@@ -12,7 +12,7 @@
 //! the two gateways split them, 4 tenants each, as a router that keeps a tenant on one gateway
 //! would. Reports calls/s, p50 and p99 latency.
 //!
-//! After each pair of gateways, the bench checks what they wrote: the audit chain verifies,
+//! After each set of gateways, the bench checks what they wrote: every audit chain verifies,
 //! and each gateway's calls completed exactly one idempotency record each (no effect twice,
 //! none lost). A failed check fails the bench.
 //!
@@ -20,8 +20,9 @@
 //! `-- --only distance` for the rows at a distance alone; `-- --callers N` for N callers in the
 //! PostgreSQL rows, 32 by default; `-- --writers N` for each gateway's write connections per
 //! kind of write and `-- --chains N` for the audit chains, `[store] writers`' and `chains`'
-//! defaults by default; `-- --per-gateway` to give each of the two gateways the callers one
-//! had, instead of half: what a second gateway adds when it brings load of its own).
+//! defaults by default; `-- --gateways N` for N gateways instead of two (4 or 8: each takes
+//! as many of the 8 tenants); `-- --per-gateway` to give each of them the callers one had,
+//! instead of a share: what more gateways add when each brings load of its own).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -37,7 +38,7 @@ use gatehouse_tests::postgres::{DelayProxy, Postgres};
 use gatehouse_tests::{config, flag};
 use serde_json::json;
 
-/// Set in a child gateway process: `url callers seconds first_tenant writers chains`.
+/// Set in a child gateway process: `url callers seconds first_tenant tenants writers chains`.
 const CHILD: &str = "GATEHOUSE_BENCH_STATE_CHILD";
 /// Tenants the callers call as.
 const TENANTS: usize = 8;
@@ -54,18 +55,20 @@ fn main() {
         // A child gateway: measure, then print its process id and the latencies (µs), one line
         // of JSON.
         let parts: Vec<&str> = spec.split(' ').collect();
-        let (url, callers, seconds, first) = (
+        let (url, callers, seconds, first, count) = (
             parts[0],
             parts[1].parse().expect("callers"),
             parts[2].parse().expect("seconds"),
             parts[3].parse::<usize>().expect("first tenant"),
+            parts[4].parse::<usize>().expect("tenants"),
         );
         let store = Store {
-            writers: parts[4].parse().expect("writers"),
-            chains: parts[5].parse().expect("chains"),
+            writers: parts[5].parse().expect("writers"),
+            chains: parts[6].parse().expect("chains"),
+            gateways: 1,
             per_gateway: false,
         };
-        let tenants = first..first + TENANTS / 2;
+        let tenants = first..first + count;
         let host = host(Some((url, &store)));
         runtime.block_on(run(&host, callers, &tenants, Duration::from_millis(500)));
         let (_, latencies, _) =
@@ -87,13 +90,18 @@ fn main() {
         chains: flag("--chains")
             .and_then(|s| s.parse().ok())
             .unwrap_or(StoreConfig::default().chains),
+        gateways: flag("--gateways")
+            .and_then(|s| s.parse().ok())
+            .filter(|n: &usize| *n >= 2 && TENANTS % n == 0)
+            .unwrap_or(2),
         per_gateway: std::env::args().any(|a| a == "--per-gateway"),
     };
     println!(
         "write-class calls (test.ledger.transfer, fresh key each), {seconds} s per row; \
-         PostgreSQL writers per kind of write: {}; audit chains: {}; two gateways: {}",
+         PostgreSQL writers per kind of write: {}; audit chains: {}; {} gateways: {}",
         store.writers,
         store.chains,
+        store.gateways,
         if store.per_gateway {
             "the callers each"
         } else {
@@ -157,12 +165,15 @@ struct Store {
     writers: usize,
     /// `[store] chains`.
     chains: u32,
-    /// Whether each of two gateways gets the callers one had (else half).
+    /// How many gateways the second row runs (2, 4 or 8: each takes as many of the tenants).
+    gateways: usize,
+    /// Whether each of them gets the callers one had (else a share).
     per_gateway: bool,
 }
 
-/// One gateway with `callers`, then two with half each (`store.per_gateway`: with `callers`
-/// each), on the database at `url`, set up as `store` says; then checks what the two wrote.
+/// One gateway with `callers`, then `store.gateways` with a share each (`store.per_gateway`:
+/// with `callers` each), on the database at `url`, set up as `store` says; then checks what
+/// they wrote.
 /// The audit chains' locks are sampled during each row, over `direct` (the database without
 /// the proxy).
 fn postgres_rows(
@@ -178,8 +189,9 @@ fn postgres_rows(
     let each = if store.per_gateway {
         callers
     } else {
-        callers / 2
+        callers / store.gateways
     };
+    let share = TENANTS / store.gateways;
     let tenants = 0..TENANTS;
     runtime.block_on(run(&one, callers, &tenants, Duration::from_millis(500)));
     let sampler = LockSampler::start(runtime, direct, store.chains);
@@ -195,14 +207,14 @@ fn postgres_rows(
     );
     println!("{:<28} {lock}", "");
 
-    let children: Vec<_> = [0, TENANTS / 2]
-        .into_iter()
+    let children: Vec<_> = (0..TENANTS)
+        .step_by(share)
         .map(|first| {
             Command::new(std::env::current_exe().expect("this binary"))
                 .env(
                     CHILD,
                     format!(
-                        "{url} {each} {seconds} {first} {} {}",
+                        "{url} {each} {seconds} {first} {share} {} {}",
                         store.writers, store.chains
                     ),
                 )
@@ -227,11 +239,11 @@ fn postgres_rows(
         latencies.extend(micros.into_iter().map(Duration::from_micros));
     }
     let lock = sampler.stop(runtime);
-    // Both children measure the same window, at the same time (after the same warm-up).
+    // The children measure the same window, at the same time (after the same warm-up).
     let calls = latencies.len();
     row(
-        &format!("{name}, 2 gateways"),
-        each * 2,
+        &format!("{name}, {} gateways", store.gateways),
+        each * store.gateways,
         calls,
         Duration::from_secs(seconds),
         latencies,
