@@ -13,7 +13,8 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::checkpoint::verify_checkpoints;
 use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
 use gatehouse_host::state::{
-    AuditEvent, AuditQuery, CallRecord, ChainBreak, Checkpoint, KeyState, PluginChange, Store,
+    Anchor, AuditEvent, AuditQuery, CallRecord, ChainBreak, Checkpoint, KeyState, PluginChange,
+    Store,
 };
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
@@ -110,6 +111,20 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
         (200, None),
         "both gateways' entries form one chain"
     );
+}
+
+/// Call `n`'s audit entry, for `tenant`.
+fn tenant_event(n: u64, tenant: Option<&str>) -> AuditEvent {
+    AuditEvent {
+        at_ms: 1_700_000_000_000 + n,
+        kind: "call".to_owned(),
+        tool_call_id: Some(format!("call_{n}")),
+        tenant: tenant.map(str::to_owned),
+        principal: None,
+        tool: Some("t.x".to_owned()),
+        outcome: Some("OK".to_owned()),
+        record: format!("{{\"n\":{n}}}"),
+    }
 }
 
 /// An audit entry alone, recorded durably.
@@ -758,16 +773,7 @@ async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_ho
     use gatehouse_host::state::checkpoint::{CheckpointConfig, Checkpointer};
 
     let pg = Postgres::start();
-    let event = |n: u64, tenant: Option<&str>| AuditEvent {
-        at_ms: 1_700_000_000_000 + n,
-        kind: "call".to_owned(),
-        tool_call_id: Some(format!("call_{n}")),
-        tenant: tenant.map(str::to_owned),
-        principal: None,
-        tool: Some("t.x".to_owned()),
-        outcome: Some("OK".to_owned()),
-        record: format!("{{\"n\":{n}}}"),
-    };
+    let event = tenant_event;
     let tenants: Vec<String> = (0..8).map(|t| format!("tenant-{t}")).collect();
 
     // One chain, as every log was before partitioning.
@@ -908,5 +914,82 @@ async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_ho
     assert_eq!(
         report.first_break,
         Some(ChainBreak::Altered { seq: victim.seq })
+    );
+}
+
+/// `gatehouse audit verify` on a log of several chains prints every chain's head, and the
+/// heads it printed hold after more entries. A chain whose last entries were removed still
+/// chains correctly (as a log whose tail was cut does), and the kept heads catch it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_prints_each_chains_head_and_the_kept_heads_catch_a_cut_chain() {
+    let pg = Postgres::start();
+    let partitioned = StoreConfig {
+        chains: 4,
+        ..on(&pg)
+    };
+    let store = PostgresStore::open(&partitioned).unwrap();
+    let tenant = |n: u64| format!("tenant-{}", n % 8);
+    for n in 1..=24 {
+        store
+            .record(record(tenant_event(n, Some(&tenant(n)))))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &file,
+        format!("[store]\nurl = \"{}\"\nchains = 4\n", pg.url()),
+    )
+    .unwrap();
+    let verify = async |more: &[&str]| {
+        let mut args = vec!["audit", "verify", "--config", file.to_str().unwrap()];
+        args.extend_from_slice(more);
+        gatehouse(&args).await
+    };
+
+    let report = store.verify_audit().await.unwrap();
+    let kept = Anchor::of(&report);
+    assert!(report.heads.len() > 1, "{report:?}");
+    let (code, out) = verify(&[]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "ok, 24 entries in {} chains; heads {kept} (keep them elsewhere and pass them as --head next time)",
+            report.heads.len()
+        )),
+        "{out}"
+    );
+
+    for n in 25..=32 {
+        store
+            .record(record(tenant_event(n, Some(&tenant(n)))))
+            .await
+            .unwrap();
+    }
+    let (code, out) = verify(&["--head", &kept]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ok, 32 entries in "), "{out}");
+
+    // Cut one chain back to before its kept head: every chain still links.
+    let cut = &report.heads[1];
+    session(&pg)
+        .await
+        .execute(
+            "DELETE FROM audit WHERE chain = $1 AND seq >= $2",
+            &[&i32::try_from(cut.chain).unwrap(), &(cut.seq as i64)],
+        )
+        .await
+        .unwrap();
+    let (code, out) = verify(&[]).await;
+    assert_eq!(code, 0, "the chains alone cannot see a cut tail: {out}");
+    let (code, out) = verify(&["--head", &kept]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "but not through the head you recorded ({}): the log holds no entry {}: entries were removed from the end of its chain",
+            cut.hash, cut.seq
+        )),
+        "{out}"
     );
 }
