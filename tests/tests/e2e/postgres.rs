@@ -764,12 +764,12 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
 
 /// `[store] chains` partitions the log by tenant. A log written with one chain goes on as
 /// chain 0 after the gateways move to four; two stores (two gateways) append entries of eight
-/// tenants and of none concurrently; every entry is in its tenant's chain, each chain verifies
+/// tenants and of none concurrently, and a gateway of the version before one entry; every entry is in its tenant's chain, each chain verifies
 /// and reports its head, and the checkpointer signs every head. A session holding one chain's
 /// lock holds up only that chain's appends. An edit in one chain is named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_holds_up_only_it() {
-    use gatehouse_host::state::audit::chain_of;
+    use gatehouse_host::state::audit::{chain_of, framed_columns};
     use gatehouse_host::state::checkpoint::{CheckpointConfig, Checkpointer};
 
     let pg = Postgres::start();
@@ -803,20 +803,46 @@ async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_ho
         done.unwrap();
     }
 
+    // A gateway of the version before, still running in a rolling upgrade, appends through
+    // the function it knows: to chain 0.
+    let old = tenant_event(206, Some(&tenants[3]));
+    session(&pg)
+        .await
+        .query_one(
+            "SELECT gatehouse_append($1, $2::bigint[], $3::text[], $4::text[], $5::text[], \
+               $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[])",
+            &[
+                &WRITE_LOCK,
+                &vec![old.at_ms as i64],
+                &vec![old.kind.as_str()],
+                &vec![old.tool_call_id.as_deref()],
+                &vec![old.tenant.as_deref()],
+                &vec![old.principal.as_deref()],
+                &vec![old.tool.as_deref()],
+                &vec![old.outcome.as_deref()],
+                &vec![old.record.as_str()],
+                &vec![framed_columns(&old)],
+            ],
+        )
+        .await
+        .unwrap();
+
     let report = stores[0].verify_audit().await.unwrap();
-    assert_eq!((report.entries, &report.first_break), (205, &None));
+    assert_eq!((report.entries, &report.first_break), (206, &None));
     let entries = stores[0].audit(AuditQuery::default()).await.unwrap();
-    assert_eq!(entries.len(), 205);
+    assert_eq!(entries.len(), 206);
     for entry in &entries[..5] {
         assert_eq!((entry.chain, entry.link), (0, entry.seq), "{entry:?}");
     }
     for entry in &entries[5..] {
-        assert_eq!(
-            entry.chain,
-            chain_of(entry.event.tenant.as_deref(), 4),
-            "{entry:?}"
-        );
+        let chain = if entry.event == old {
+            0
+        } else {
+            chain_of(entry.event.tenant.as_deref(), 4)
+        };
+        assert_eq!(entry.chain, chain, "{entry:?}");
     }
+    assert_eq!(entries[205].event, old);
     let mut chains: Vec<u32> = entries.iter().map(|e| e.chain).collect();
     chains.sort_unstable();
     chains.dedup();
@@ -890,7 +916,7 @@ async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_ho
     release_the_audit_lock(&other, held).await;
     waiting.await.unwrap().unwrap();
     let report = stores[0].verify_audit().await.unwrap();
-    assert_eq!((report.entries, &report.first_break), (207, &None));
+    assert_eq!((report.entries, &report.first_break), (208, &None));
 
     // An edit in one chain is named by its entry.
     let victim = stores[0]

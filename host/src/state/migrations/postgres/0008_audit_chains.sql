@@ -18,7 +18,6 @@ CREATE UNIQUE INDEX audit_by_chain ON audit (chain, link);
 CREATE SEQUENCE audit_seq AS BIGINT;
 SELECT setval('audit_seq', coalesce((SELECT max(seq) FROM audit), 0) + 1, false);
 
-DROP FUNCTION gatehouse_append(BIGINT, BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], BYTEA[]);
 
 -- Appends one entry per element of the arrays (all the same length), each after its chain's
 -- head (`chains[i]`), in order within a chain; returns the last `seq` (0 for no entries).
@@ -68,4 +67,16 @@ BEGIN
     SELECT * FROM unnest(seqs, chains, links, ats, kinds, calls, tenants, principals, tools, outcomes, records, prevs, hashes);
     RETURN last_seq;
 END
+$$;
+
+-- The append of the version before, for gateways of that version still running during a
+-- rolling upgrade: their entries go to chain 0, numbered and hashed as above.
+CREATE OR REPLACE FUNCTION gatehouse_append(
+    write_lock BIGINT, ats BIGINT[], kinds TEXT[], calls TEXT[], tenants TEXT[],
+    principals TEXT[], tools TEXT[], outcomes TEXT[], records TEXT[], framed BYTEA[]
+) RETURNS BIGINT
+LANGUAGE sql AS $$
+    SELECT gatehouse_append(write_lock,
+        array_fill(0, ARRAY[coalesce(array_length(framed, 1), 0)]),
+        ats, kinds, calls, tenants, principals, tools, outcomes, records, framed)
 $$;
