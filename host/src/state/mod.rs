@@ -120,9 +120,11 @@ pub struct StoreConfig {
     /// entries go to one chain ([`audit::chain_of`]), entries without a tenant to chain 0,
     /// and each chain is appended under a lock of its own, so gateways writing for tenants of
     /// different chains never wait on each other; `audit verify` checks every chain and
-    /// reports each head, and checkpoints sign each head. Every gateway on one database must
-    /// set the same number. Changing it later starts no chain over: each chain goes on from
-    /// its head. SQLite, with its one writer, keeps one chain. Default: 1.
+    /// reports each head, and checkpoints sign each head. Set the same number on every
+    /// gateway of one database: with two numbers a tenant's entries are split over two chains
+    /// (each still verifies), and a gateway's checkpointer signs only the chains it knows of.
+    /// Changing it later starts no chain over: each chain goes on from its head. SQLite, with
+    /// its one writer, keeps one chain. Default: 1.
     #[serde(default = "defaults::chains")]
     pub chains: u32,
     /// While the store is unreachable, whether read-only calls are served (without audit
@@ -855,6 +857,38 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn store_settings_out_of_range_are_refused_naming_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StoreConfig {
+            path: Some(dir.path().join("state.db")),
+            ..StoreConfig::default()
+        };
+        let refused = |config: StoreConfig| match open(&config) {
+            Err(StoreError::Open { detail, .. }) => detail,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let detail = refused(StoreConfig {
+            chains: 0,
+            ..file.clone()
+        });
+        assert!(
+            detail.contains("`[store] chains` = 0: expected 1 to 1024"),
+            "{detail}"
+        );
+        let detail = refused(StoreConfig {
+            chains: 4,
+            ..file.clone()
+        });
+        assert!(detail.contains("only a PostgreSQL store"), "{detail}");
+        let detail = refused(StoreConfig {
+            writers: 0,
+            ..file.clone()
+        });
+        assert!(detail.contains("must be at least 1"), "{detail}");
+        assert!(open(&file).is_ok());
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_level() {
