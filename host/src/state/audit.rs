@@ -7,12 +7,13 @@
 //! the chain's entry `link - 1` (or [`GENESIS`] for the first), and `hash = SHA-256` over
 //! `prev_hash`, `link` and every other column, each framed by its length (so no two different
 //! entries hash the same bytes). `seq` numbers the whole log in the order it was appended:
-//! increasing within a chain, and in a log of one chain equal to `link` (a PostgreSQL log may
-//! skip a number where a transaction rolled back). [`verify`] walks the log in `seq` order and
-//! names the first entry whose position, link or hash is wrong in its chain, so an edited,
-//! deleted, inserted or reordered entry is found. The order of entries of different chains is
-//! the order of their `seq` and times, which no hash covers. An attacker who can rewrite the whole tail of the chain can hide a change from the
-//! chain alone, so the chain is anchored from outside the database:
+//! increasing within a chain; in a SQLite log equal to `link`, in a PostgreSQL log skipping a
+//! number where a transaction rolled back. [`verify`] walks the log in `seq` order and names
+//! the first entry whose position, link or hash is wrong in its chain, so an edited, deleted,
+//! inserted or reordered entry is found. The order of entries of different chains is the order
+//! of their `seq` and times, which no hash covers. An attacker who can rewrite the whole tail
+//! of a chain can hide a change from the chain alone, so each chain is anchored from outside
+//! the database:
 //! 1. a **head** ([`Anchor`], `SEQ:HASH`, one per chain) an operator wrote down earlier:
 //!    [`check_anchor`] proves the log still holds that hash at that entry and goes on from it
 //!    (entries appended since are fine; a removed, edited or re-chained prefix is not);
@@ -37,7 +38,7 @@ pub const MAX_CHAINS: u32 = 1024;
 
 /// The chain an entry about `tenant` goes to in a log of `chains` chains: entries without a
 /// tenant (plugin changes, an operator's) go to chain 0, a tenant's to its name's 64-bit
-/// FNV-1a hash modulo `chains`. The rule is fixed: every gateway on one database must agree.
+/// FNV-1a hash modulo `chains`. The rule is fixed: gateways of every version must agree on it.
 pub fn chain_of(tenant: Option<&str>, chains: u32) -> u32 {
     let Some(tenant) = tenant.filter(|_| chains > 1) else {
         return 0;
