@@ -330,21 +330,7 @@ pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiErr
                 report.entries, head.hash
             ),
         ),
-        (None, None) if report.heads.len() > 1 => (
-            true,
-            format!(
-                "ok, {} entries in {} chains; heads {keep} (keep them elsewhere and pass them as ?head= next time)",
-                report.entries,
-                report.heads.len()
-            ),
-        ),
-        (None, None) => (
-            true,
-            format!(
-                "ok, {} entries; head {keep} (keep it elsewhere and pass it as ?head= next time)",
-                report.entries
-            ),
-        ),
+        (None, None) => (true, report.intact("?head=")),
     };
     Ok(json_reply(
         StatusCode::OK,

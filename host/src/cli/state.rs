@@ -369,22 +369,11 @@ pub(super) fn audit(
                     }
                 );
             }
-            if report.heads.len() > 1 {
-                say!(
-                    out,
-                    "audit log {location}: ok, {} entries in {} chains; heads {} (keep them elsewhere and pass them as --head next time){extends}",
-                    report.entries,
-                    report.heads.len(),
-                    Anchor::of(&report)
-                );
-            } else {
-                say!(
-                    out,
-                    "audit log {location}: ok, {} entries; head {} (keep it elsewhere and pass it as --head next time){extends}",
-                    report.entries,
-                    Anchor::of(&report)
-                );
-            }
+            say!(
+                out,
+                "audit log {location}: {}{extends}",
+                report.intact("--head")
+            );
             Ok(0)
         }
         AuditCommand::Checkpoints { output } => {

@@ -288,6 +288,22 @@ impl VerifyReport {
     pub fn last_seq(&self) -> u64 {
         self.heads.iter().map(|head| head.seq).max().unwrap_or(0)
     }
+
+    /// What a verify without a break says: the entries, and the heads to keep ([`Anchor::of`]),
+    /// to be passed back as `pass_as` (`--head`, `?head=`).
+    pub fn intact(&self, pass_as: &str) -> String {
+        let keep = Anchor::of(self);
+        match self.heads.len() {
+            0 | 1 => format!(
+                "ok, {} entries; head {keep} (keep it elsewhere and pass it as {pass_as} next time)",
+                self.entries
+            ),
+            chains => format!(
+                "ok, {} entries in {chains} chains; heads {keep} (keep them elsewhere and pass them as {pass_as} next time)",
+                self.entries
+            ),
+        }
+    }
 }
 
 /// The chain check, one entry at a time in log order (so a backend can stream a long log
