@@ -5,8 +5,8 @@
 //! write-class call's record is durable before its result is delivered; a read-only call's is
 //! queued.
 //!
-//! The record is stored lean (format 2 of [`crate::state::audit::record`]): each id and the
-//! arguments once. Arguments and results of a capability that declares `sensitive = true` are
+//! The record is stored lean (format 3 of [`crate::state::audit::record`]): each id and the
+//! arguments once, and nothing the rest of the entry restores. Arguments and results of a capability that declares `sensitive = true` are
 //! kept as SHA-256 hashes in the audit entry, never in clear.
 
 use std::borrow::Cow;
@@ -15,10 +15,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::envelope::{
-    DecisionRecord, EgressAttempt, PluginRef, Status, ToolCallEnvelope, ToolResultEnvelope, Usage,
+    DecisionRecord, EgressAttempt, ModuleDecision, PluginRef, Status, ToolCallEnvelope,
+    ToolResultEnvelope, Usage,
 };
 use crate::model::wit::ActionRecord;
-use crate::model::{ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Principal};
+use crate::model::{
+    ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Obligation, Principal, PrincipalKind,
+    Verdict,
+};
 use crate::state::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use crate::state::{AuditEvent, CallRecord, IdempotencyKey, redacted};
 
@@ -73,7 +77,7 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         call: LeanCall::of(call, &args, &result.capability_id),
         action: action
             .as_ref()
-            .map(|action| LeanAction::of(action, call, &args)),
+            .map(|action| LeanAction::of(action, call, &args, result)),
         result: LeanResult::of(result, call, sensitive),
     };
     let record = serde_json::to_string(&lean).unwrap_or_else(|_| "null".to_owned());
@@ -111,7 +115,7 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
     }
 }
 
-/// A call's record in format 2 (`state::audit::record`). Each part destructures its source
+/// A call's record in format 3 (`state::audit::record`). Each part destructures its source
 /// without `..`, so a field added to an envelope or the action does not compile until it is
 /// recorded here.
 #[derive(Serialize)]
@@ -123,7 +127,8 @@ struct Lean<'a> {
 }
 
 /// The call envelope less its id and tenant (the entry's columns), its tool when the entry's
-/// (`capability_id` of the result) is the same, and its version when it is format 2's.
+/// (`capability_id` of the result) is the same, its version when it is the one implied, and
+/// each principal's tenant when it is the call's.
 #[derive(Serialize)]
 struct LeanCall<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,7 +136,7 @@ struct LeanCall<'a> {
     trace_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<&'a str>,
-    principal_chain: &'a [Principal],
+    principal_chain: Vec<LeanPrincipal<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     capability_id: Option<&'a str>,
     args: &'a Value,
@@ -150,7 +155,7 @@ impl<'a> LeanCall<'a> {
             tool_call_id: _,
             trace_id,
             session_id,
-            tenant_id: _,
+            tenant_id,
             principal_chain,
             capability_id,
             args: _,
@@ -162,7 +167,10 @@ impl<'a> LeanCall<'a> {
             envelope_version: unless(envelope_version, CALL_ENVELOPE),
             trace_id,
             session_id: session_id.as_deref(),
-            principal_chain,
+            principal_chain: principal_chain
+                .iter()
+                .map(|principal| LeanPrincipal::of(principal, tenant_id))
+                .collect(),
             capability_id: unless(capability_id, tool),
             args,
             approval_mode_requested: *approval_mode_requested,
@@ -172,17 +180,40 @@ impl<'a> LeanCall<'a> {
     }
 }
 
-/// The action less what the call states: its id, tenant, principals and (unless a meta-tool
-/// or a sensitive capability made them differ) arguments.
+/// A link of the principal chain less its tenant when it is the call's.
+#[derive(Serialize)]
+struct LeanPrincipal<'a> {
+    kind: PrincipalKind,
+    id: &'a str,
+    #[serde(rename = "tenant_id", skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+}
+
+impl<'a> LeanPrincipal<'a> {
+    fn of(principal: &'a Principal, call_tenant: &str) -> Self {
+        let Principal { kind, id, tenant } = principal;
+        Self {
+            kind: *kind,
+            id,
+            tenant: unless(tenant, call_tenant),
+        }
+    }
+}
+
+/// The action less what the call states (its id, tenant, principals and, unless a meta-tool
+/// or a sensitive capability made them differ, arguments), its adapter when it is the result's,
+/// the mode requested when it is the most the capability allows, and its empty lists.
 #[derive(Serialize)]
 struct LeanAction<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
-    adapter_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter_id: Option<&'a str>,
     capability_id: &'a str,
     capability_class: CapabilityClass,
     approval_mode_max: ApprovalMode,
-    approval_mode_requested: ApprovalMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_mode_requested: Option<ApprovalMode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -190,13 +221,21 @@ struct LeanAction<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tenant: Option<&'a str>,
     now_unix_ms: u64,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
     prior_actions: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
     data_classification: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
     risk_signals: &'a [(String, f64)],
 }
 
 impl<'a> LeanAction<'a> {
-    fn of(action: &'a ActionRecord, call: &ToolCallEnvelope, args: &Value) -> Self {
+    fn of(
+        action: &'a ActionRecord,
+        call: &ToolCallEnvelope,
+        args: &Value,
+        result: &ToolResultEnvelope,
+    ) -> Self {
         let ActionRecord {
             tool_call_id,
             adapter_id,
@@ -214,11 +253,15 @@ impl<'a> LeanAction<'a> {
         } = action;
         Self {
             tool_call_id: unless(tool_call_id, &call.tool_call_id),
-            adapter_id,
+            adapter_id: match &result.adapter {
+                Some(adapter) => unless(adapter_id, &adapter.id),
+                None => Some(adapter_id),
+            },
             capability_id,
             capability_class: *capability_class,
             approval_mode_max: *approval_mode_max,
-            approval_mode_requested: *approval_mode_requested,
+            approval_mode_requested: (approval_mode_requested != approval_mode_max)
+                .then_some(*approval_mode_requested),
             args: unless(action_args, &args.to_string()),
             principals: (principals != &call.principal_chain).then_some(principals),
             tenant: unless(tenant, &call.tenant_id),
@@ -231,8 +274,8 @@ impl<'a> LeanAction<'a> {
 }
 
 /// The result envelope less its id, tool and outcome (the entry's columns), its trace id
-/// (the call's) and its version when it is format 2's. A sensitive capability's content is
-/// kept as its hash.
+/// (the call's), its version when it is the one implied, and its evidence when there is none.
+/// A sensitive capability's content is kept as its hash.
 #[derive(Serialize)]
 struct LeanResult<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,11 +298,12 @@ struct LeanResult<'a> {
     content: Shown<'a, Vec<ContentBlock>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     structured_content: Option<Shown<'a, Value>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
     evidence_refs: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a ErrorBody>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    policy_decision: Option<&'a DecisionRecord>,
+    policy_decision: Option<LeanDecision<'a>>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     egress: &'a [EgressAttempt],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -304,9 +348,48 @@ impl<'a> LeanResult<'a> {
                 .map(|value| Shown::of(value, sensitive)),
             evidence_refs,
             error: error.as_ref(),
-            policy_decision: policy_decision.as_ref(),
+            policy_decision: policy_decision
+                .as_ref()
+                .map(|decision| LeanDecision::of(decision, *approval_mode_effective)),
             egress,
             usage: usage.as_ref(),
+        }
+    }
+}
+
+/// The policy's decision record less its mode when it is the result's, and its modules when
+/// none was bound.
+#[derive(Serialize)]
+struct LeanDecision<'a> {
+    decision_id: &'a str,
+    verdict: Verdict,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_mode_effective: Option<ApprovalMode>,
+    default_applied: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    modules: &'a [ModuleDecision],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    obligations: &'a [Obligation],
+}
+
+impl<'a> LeanDecision<'a> {
+    fn of(decision: &'a DecisionRecord, result_mode: Option<ApprovalMode>) -> Self {
+        let DecisionRecord {
+            decision_id,
+            verdict,
+            approval_mode_effective,
+            default_applied,
+            modules,
+            obligations,
+        } = decision;
+        Self {
+            decision_id,
+            verdict: *verdict,
+            approval_mode_effective: (Some(*approval_mode_effective) != result_mode)
+                .then_some(*approval_mode_effective),
+            default_applied: *default_applied,
+            modules,
+            obligations,
         }
     }
 }
@@ -427,7 +510,7 @@ mod tests {
         let action = action(&call, &call.args);
         let recorded = record(facts(&call, &result, Some(action.clone()), false));
         let stored = &recorded.audit.record;
-        assert!(stored.starts_with(r#"{"v":2,"call":"#), "{stored}");
+        assert!(stored.starts_with(r#"{"v":3,"call":"#), "{stored}");
         for repeated in [&call.tool_call_id, &call.trace_id, "gatehouse.tool_"] {
             assert!(
                 stored.matches(repeated).count() <= 1,
@@ -437,6 +520,185 @@ mod tests {
         assert!(!stored.contains(r#"\"order\""#), "args twice: {stored}");
         let expected = format_1(&call, &action, &result);
         assert_eq!(full(&recorded.audit), Some(expected));
+    }
+
+    /// A read-only call's record, as the demo's echo writes it: what repeats from call to call
+    /// is left out, and restored.
+    #[test]
+    fn what_a_read_only_call_repeats_is_left_out_and_restored() {
+        let mut call = ToolCallEnvelope::new("acme", "gatehouse.echo.echo", json!({ "m": "hi" }));
+        call.principal_chain = vec![
+            Principal {
+                kind: PrincipalKind::User,
+                id: "usr_1".into(),
+                tenant: "acme".into(),
+            },
+            Principal {
+                kind: PrincipalKind::Agent,
+                id: "agent_1".into(),
+                tenant: "partner".into(),
+            },
+        ];
+        let mut result = result(&call);
+        result.approval_id = None;
+        result.approval_mode_effective = Some(ApprovalMode::ReadOnly);
+        result.policy_decision = Some(DecisionRecord {
+            decision_id: "pol_1".into(),
+            verdict: Verdict::Allow,
+            approval_mode_effective: ApprovalMode::ReadOnly,
+            default_applied: true,
+            modules: Vec::new(),
+            obligations: Vec::new(),
+        });
+        let mut action = action(&call, &call.args);
+        action.approval_mode_max = ApprovalMode::ReadOnly;
+        action.approval_mode_requested = ApprovalMode::ReadOnly;
+        action.prior_actions.clear();
+        action.risk_signals.clear();
+        let recorded = record(facts(&call, &result, Some(action.clone()), false));
+        let stored = &recorded.audit.record;
+        for left_out in [
+            "adapter_id",
+            "approval_mode_requested",
+            "prior_actions",
+            "data_classification",
+            "risk_signals",
+            "evidence_refs",
+            "modules",
+        ] {
+            assert!(!stored.contains(left_out), "{left_out} in {stored}");
+        }
+        assert_eq!(stored.matches("read_only").count(), 2, "{stored}");
+        // The principal of the call's tenant loses its tenant; the other keeps it.
+        assert_eq!(stored.matches("tenant_id").count(), 1, "{stored}");
+        assert!(stored.contains(r#""tenant_id":"partner""#), "{stored}");
+        assert_eq!(
+            full(&recorded.audit),
+            Some(format_1(&call, &action, &result))
+        );
+    }
+
+    #[test]
+    fn what_differs_from_what_the_rules_restore_is_kept() {
+        let call = call();
+        let mut result = result(&call);
+        result.approval_mode_effective = Some(ApprovalMode::Network);
+        result.evidence_refs = vec!["ev_1".into()];
+        result.policy_decision = Some(DecisionRecord {
+            decision_id: "pol_1".into(),
+            verdict: Verdict::RequireApproval,
+            approval_mode_effective: ApprovalMode::Delegated,
+            default_applied: false,
+            modules: vec![ModuleDecision {
+                module: None,
+                module_id: "baseline".into(),
+                verdict: Verdict::RequireApproval,
+                effective_mode: Some(ApprovalMode::Delegated),
+                mode_raise_ignored: false,
+                reasons: Vec::new(),
+                evidence_refs: Vec::new(),
+                fuel_consumed: 3,
+            }],
+            obligations: Vec::new(),
+        });
+        let mut action = action(&call, &call.args);
+        action.adapter_id = "support-v2".into();
+        action.data_classification = vec!["pii".into()];
+        let recorded = record(facts(&call, &result, Some(action.clone()), false));
+        let stored = &recorded.audit.record;
+        for kept in [
+            r#""adapter_id":"support-v2""#,
+            r#""approval_mode_requested":"network""#,
+            r#""data_classification":["pii"]"#,
+            r#""evidence_refs":["ev_1"]"#,
+            r#""approval_mode_effective":"delegated""#,
+        ] {
+            assert!(stored.contains(kept), "{kept} not in {stored}");
+        }
+        assert_eq!(
+            full(&recorded.audit),
+            Some(format_1(&call, &action, &result))
+        );
+        // A result without an adapter (refused before one was chosen) keeps the action's.
+        result.adapter = None;
+        action.adapter_id = "support".into();
+        let recorded = record(facts(&call, &result, Some(action.clone()), false));
+        assert!(recorded.audit.record.contains(r#""adapter_id":"support""#));
+        assert_eq!(
+            full(&recorded.audit),
+            Some(format_1(&call, &action, &result))
+        );
+    }
+
+    /// An echo call's record as gatehouse wrote it in format 2, which kept what format 3
+    /// leaves out: read back in full, unchanged.
+    #[test]
+    fn records_of_format_2_read_back_in_full() {
+        let stored = r#"{"v":2,"call":{"trace_id":"c6f2082f2492d2dcc25ffd91997826ab","principal_chain":[{"kind":"agent","id":"anonymous","tenant_id":"default"}],"args":{"message":"hello"}},"action":{"adapter_id":"gatehouse.echo","capability_id":"echo","capability_class":"observe","approval_mode_max":"read_only","approval_mode_requested":"read_only","now_unix_ms":1795703245911,"prior_actions":[],"data_classification":[],"risk_signals":[]},"result":{"adapter":{"id":"gatehouse.echo","version":"0.1.0","digest":"sha256:331fa7a1413ecfd46c537a35b52174906ed3f72f6d4be83e856e02ddf5ebc21f","key_id":"gatehouse-demo"},"approval_mode_effective":"read_only","status":"ok","content":[{"type":"text","text":"hello"}],"structured_content":{"length":5,"message":"hello"},"evidence_refs":[],"policy_decision":{"decision_id":"pol_2f8b40d8ee20bb6b","verdict":"allow","approval_mode_effective":"read_only","default_applied":true,"modules":[]},"usage":{"fuel_consumed":16940,"duration_ms":0}}}"#;
+        let event = AuditEvent {
+            kind: "call".into(),
+            tool_call_id: Some("call_01a218410c57981663303cb8".into()),
+            tenant: Some("default".into()),
+            principal: Some("anonymous".into()),
+            tool: Some("gatehouse.echo.echo".into()),
+            outcome: Some("OK".into()),
+            record: stored.into(),
+            at_ms: 1,
+        };
+        let principals = json!([{ "kind": "agent", "id": "anonymous", "tenant_id": "default" }]);
+        let expected = json!({
+            "call": {
+                "envelope_version": "gatehouse.tool_call.v1",
+                "tool_call_id": "call_01a218410c57981663303cb8",
+                "trace_id": "c6f2082f2492d2dcc25ffd91997826ab",
+                "tenant_id": "default",
+                "principal_chain": principals,
+                "capability_id": "gatehouse.echo.echo",
+                "args": { "message": "hello" },
+            },
+            "action": {
+                "tool_call_id": "call_01a218410c57981663303cb8",
+                "adapter_id": "gatehouse.echo",
+                "capability_id": "echo",
+                "capability_class": "observe",
+                "approval_mode_max": "read_only",
+                "approval_mode_requested": "read_only",
+                "args": r#"{"message":"hello"}"#,
+                "principals": principals,
+                "tenant": "default",
+                "now_unix_ms": 1_795_703_245_911_u64,
+                "prior_actions": [],
+                "data_classification": [],
+                "risk_signals": [],
+            },
+            "result": {
+                "envelope_version": "gatehouse.tool_result.v1",
+                "tool_call_id": "call_01a218410c57981663303cb8",
+                "trace_id": "c6f2082f2492d2dcc25ffd91997826ab",
+                "adapter": {
+                    "id": "gatehouse.echo",
+                    "version": "0.1.0",
+                    "digest": "sha256:331fa7a1413ecfd46c537a35b52174906ed3f72f6d4be83e856e02ddf5ebc21f",
+                    "key_id": "gatehouse-demo",
+                },
+                "capability_id": "gatehouse.echo.echo",
+                "approval_mode_effective": "read_only",
+                "status": "ok",
+                "outcome": "OK",
+                "content": [{ "type": "text", "text": "hello" }],
+                "structured_content": { "length": 5, "message": "hello" },
+                "evidence_refs": [],
+                "policy_decision": {
+                    "decision_id": "pol_2f8b40d8ee20bb6b",
+                    "verdict": "allow",
+                    "approval_mode_effective": "read_only",
+                    "default_applied": true,
+                    "modules": [],
+                },
+                "usage": { "fuel_consumed": 16940, "duration_ms": 0 },
+            },
+        });
+        assert_eq!(full(&event), Some(expected));
     }
 
     #[test]

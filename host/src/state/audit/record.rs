@@ -15,16 +15,32 @@
 //!   - `result`: `envelope_version` is `gatehouse.tool_result.v1`; `tool_call_id`,
 //!     `capability_id` and `outcome` are the entry's; `trace_id` is the call's.
 //!
-//! The chain hashes the record as stored, whatever its format, so a log that holds both
-//! formats verifies as one chain. Readers (`audit show|export`, the admin API, `replay`) get
-//! the full form from [`full`], for either format.
+//! - **Format 3**: as format 2, `{"v":3,...}`, and these too are left out where the rule gives
+//!   back exactly the value:
+//!   - `call`: a principal's `tenant_id` is the call's `tenant_id` (so the action's
+//!     `principals`, restored from the call, get it too);
+//!   - `action`: `adapter_id` is the result's `adapter.id`; `approval_mode_requested` is
+//!     its `approval_mode_max`; `prior_actions`, `data_classification` and `risk_signals` are
+//!     empty;
+//!   - `result`: `evidence_refs` is empty; the `policy_decision`'s `approval_mode_effective`
+//!     is the result's, and its `modules` are none.
+//!
+//!   They are what a read-only call's record repeated from call to call: about a fifth of an
+//!   echo call's record.
+//!
+//! The chain hashes the record as stored, whatever its format, so a log that holds every
+//! format verifies as one chain. Readers (`audit show|export`, the admin API, `replay`) get
+//! the full form from [`full`], for any format. Format 2 never left out what format 3 adds, so
+//! one reader restores both.
 
 use serde_json::{Map, Value};
 
 use super::AuditEvent;
 
-/// The format a lean record declares in its `v` field.
-pub const LEAN: u64 = 2;
+/// The format a lean record is written in, declared in its `v` field.
+pub const LEAN: u64 = 3;
+/// The lean formats [`full`] reads: 2 and [`LEAN`].
+const LEAN_FORMATS: [u64; 2] = [2, LEAN];
 /// The call envelope's version a format-2 record leaves out.
 pub const CALL_ENVELOPE: &str = "gatehouse.tool_call.v1";
 /// The result envelope's version a format-2 record leaves out.
@@ -37,7 +53,8 @@ pub fn full(event: &AuditEvent) -> Option<Value> {
     let Some(parts) = record.as_object_mut() else {
         return Some(record);
     };
-    if event.kind != "call" || parts.get("v").and_then(Value::as_u64) != Some(LEAN) {
+    let format = parts.get("v").and_then(Value::as_u64);
+    if event.kind != "call" || !format.is_some_and(|v| LEAN_FORMATS.contains(&v)) {
         return Some(record);
     }
     parts.remove("v");
@@ -49,14 +66,40 @@ pub fn full(event: &AuditEvent) -> Option<Value> {
         restore(stored, "tool_call_id", || id.clone());
         restore(stored, "tenant_id", || column(&event.tenant));
         restore(stored, "capability_id", || tool.clone());
+        let tenant = stored.get("tenant_id").cloned().unwrap_or(Value::Null);
+        if let Some(Value::Array(chain)) = stored.get_mut("principal_chain") {
+            for principal in chain.iter_mut().filter_map(Value::as_object_mut) {
+                restore(principal, "tenant_id", || tenant.clone());
+            }
+        }
         call.clone_from(stored);
     }
     let from_call = |field: &str| call.get(field).cloned().unwrap_or(Value::Null);
+    let from_result = |pointer: &str| {
+        parts
+            .get("result")
+            .and_then(|result| result.pointer(pointer))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let (adapter_id, mode_effective) = (
+        from_result("/adapter/id"),
+        from_result("/approval_mode_effective"),
+    );
     if let Some(Value::Object(action)) = parts.get_mut("action") {
         restore(action, "tool_call_id", || from_call("tool_call_id"));
         restore(action, "tenant", || from_call("tenant_id"));
         restore(action, "args", || from_call("args").to_string().into());
         restore(action, "principals", || from_call("principal_chain"));
+        restore(action, "adapter_id", || adapter_id);
+        let max = action
+            .get("approval_mode_max")
+            .cloned()
+            .unwrap_or(Value::Null);
+        restore(action, "approval_mode_requested", || max);
+        for list in ["prior_actions", "data_classification", "risk_signals"] {
+            restore(action, list, || Value::Array(Vec::new()));
+        }
     }
     if let Some(Value::Object(result)) = parts.get_mut("result") {
         restore(result, "envelope_version", || RESULT_ENVELOPE.into());
@@ -64,6 +107,11 @@ pub fn full(event: &AuditEvent) -> Option<Value> {
         restore(result, "trace_id", || from_call("trace_id"));
         restore(result, "capability_id", || tool.clone());
         restore(result, "outcome", || column(&event.outcome));
+        restore(result, "evidence_refs", || Value::Array(Vec::new()));
+        if let Some(Value::Object(decision)) = result.get_mut("policy_decision") {
+            restore(decision, "approval_mode_effective", || mode_effective);
+            restore(decision, "modules", || Value::Array(Vec::new()));
+        }
     }
     Some(record)
 }
