@@ -6,8 +6,9 @@
 //! queued.
 //!
 //! The record is stored lean (format 3 of [`crate::state::audit::record`]): each id and the
-//! arguments once, and nothing the rest of the entry restores. Arguments and results of a capability that declares `sensitive = true` are
-//! kept as SHA-256 hashes in the audit entry, never in clear.
+//! arguments once, and nothing the rest of the entry restores. Arguments and results of a
+//! capability that declares `sensitive = true` are kept as SHA-256 hashes in the audit entry,
+//! never in clear.
 
 use std::borrow::Cow;
 

@@ -41,9 +41,9 @@ use super::AuditEvent;
 pub const LEAN: u64 = 3;
 /// The lean formats [`full`] reads: 2 and [`LEAN`].
 const LEAN_FORMATS: [u64; 2] = [2, LEAN];
-/// The call envelope's version a format-2 record leaves out.
+/// The call envelope's version a lean record leaves out.
 pub const CALL_ENVELOPE: &str = "gatehouse.tool_call.v1";
-/// The result envelope's version a format-2 record leaves out.
+/// The result envelope's version a lean record leaves out.
 pub const RESULT_ENVELOPE: &str = "gatehouse.tool_result.v1";
 
 /// The record of `event` in its full form; `None` if it is not JSON. Records of other kinds
