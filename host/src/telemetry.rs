@@ -24,8 +24,11 @@ use tracing::Span;
 /// The span of one governed call (see the module docs), in trace `trace_id`.
 pub(crate) fn call_span(tool_call_id: &str, tool: &str, trace_id: &str) -> Span {
     let span = tracing::info_span!("tool_call", tool_call_id, tool, trace_id);
+    // A disabled span (no layer wants it) has no trace to join.
     #[cfg(feature = "otlp")]
-    otlp::join_trace(&span, trace_id);
+    if !span.is_disabled() {
+        otlp::join_trace(&span, trace_id);
+    }
     span
 }
 
@@ -35,7 +38,9 @@ pub(crate) fn call_span(tool_call_id: &str, tool: &str, trace_id: &str) -> Span 
 pub(crate) fn mcp_span(tool: &str, traceparent: Option<&str>) -> Span {
     let span = tracing::info_span!("mcp_call", tool = %tool);
     #[cfg(feature = "otlp")]
-    if let Some(traceparent) = traceparent {
+    if let Some(traceparent) = traceparent
+        && !span.is_disabled()
+    {
         otlp::continue_remote(&span, traceparent);
     }
     #[cfg(not(feature = "otlp"))]

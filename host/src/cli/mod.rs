@@ -297,49 +297,78 @@ where
                 .parse()
                 .expect("a valid filter directive"),
         );
-    // Colours only for a person at a terminal, never into a file or a log collector.
-    let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let logs = match format {
-        LogFormat::Text => logs.boxed(),
-        LogFormat::Json => logs.json().boxed(),
-    }
-    .with_filter(filter);
-    let subscriber = tracing_subscriber::registry().with(logs);
-    // The call spans, exported when the environment names an OTLP endpoint; `RUST_LOG` filters
-    // only the log lines.
-    #[cfg(feature = "otlp")]
-    let mut otlp_error = None;
-    #[cfg(feature = "otlp")]
-    let (subscriber, exporter) = {
-        let (layer, exporter) = if crate::otlp::configured() {
-            match crate::otlp::layer() {
-                Ok((layer, exporter)) => (Some(layer), Some(exporter)),
-                Err(error) => {
-                    otlp_error = Some(error);
-                    (None, None)
-                }
-            }
-        } else {
-            (None, None)
-        };
-        let spans = tracing_subscriber::filter::Targets::new()
-            .with_target("gatehouse_host", tracing::Level::INFO);
-        (subscriber.with(layer.with_filter(spans)), exporter)
-    };
+    let logging = Tracing::new(format, filter);
     // Fails only if this process already set a subscriber; logging then goes there.
-    let _ = subscriber.try_init();
+    let _ = tracing_subscriber::registry()
+        .with(logging.layers)
+        .try_init();
     #[cfg(feature = "otlp")]
-    if let Some(error) = otlp_error {
+    if let Some(error) = logging.otlp_error {
         tracing::warn!("{error}; traces are not exported");
     }
     let code = run(args, &mut std::io::stdout().lock());
     #[cfg(feature = "otlp")]
-    if let Some(exporter) = exporter {
+    if let Some(exporter) = logging.exporter {
         exporter.shutdown();
     }
     code
+}
+
+/// The process's tracing layers: the log lines, and the call spans' export.
+struct Tracing {
+    layers: Vec<Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>>,
+    /// Flushes the exported spans at exit.
+    #[cfg(feature = "otlp")]
+    exporter: Option<crate::otlp::Exporter>,
+    /// Why spans are not exported although the environment names an endpoint.
+    #[cfg(feature = "otlp")]
+    otlp_error: Option<String>,
+}
+
+impl Tracing {
+    /// Log lines in `format` to stderr, as `filter` lets through; with feature `otlp` and an
+    /// OTLP endpoint in the environment, the call spans exported, whatever `filter` says.
+    ///
+    /// Without an exporter there is no layer for the spans at all. An empty layer
+    /// (`Option::None`) beside a filtered one enables every span, and each call paid for spans
+    /// nobody read.
+    fn new(format: LogFormat, filter: tracing_subscriber::EnvFilter) -> Self {
+        // Colours only for a person at a terminal, never into a file or a log collector.
+        let logs = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        let logs = match format {
+            LogFormat::Text => logs.boxed(),
+            LogFormat::Json => logs.json().boxed(),
+        }
+        .with_filter(filter);
+        #[cfg_attr(
+            not(feature = "otlp"),
+            expect(unused_mut, reason = "feature `otlp` adds a layer")
+        )]
+        let mut layers = vec![logs.boxed()];
+        #[cfg(feature = "otlp")]
+        let (exporter, otlp_error) = if crate::otlp::configured() {
+            match crate::otlp::layer() {
+                Ok((layer, exporter)) => {
+                    let spans = tracing_subscriber::filter::Targets::new()
+                        .with_target("gatehouse_host", tracing::Level::INFO);
+                    layers.push(layer.with_filter(spans).boxed());
+                    (Some(exporter), None)
+                }
+                Err(error) => (None, Some(error)),
+            }
+        } else {
+            (None, None)
+        };
+        Self {
+            layers,
+            #[cfg(feature = "otlp")]
+            exporter,
+            #[cfg(feature = "otlp")]
+            otlp_error,
+        }
+    }
 }
 
 /// Runs the CLI with these arguments (the first is the program name), writing results to
@@ -652,4 +681,29 @@ fn call_tool(
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether an INFO span of the host (as [`crate::telemetry`] makes for every call) is
+    /// enabled under the process's tracing set up with the log filter `filter`.
+    fn call_span_enabled(filter: &str) -> bool {
+        let logging = Tracing::new(LogFormat::Json, tracing_subscriber::EnvFilter::new(filter));
+        let subscriber = tracing_subscriber::registry().with(logging.layers);
+        tracing::subscriber::with_default(subscriber, || {
+            !tracing::info_span!(target: "gatehouse_host::telemetry", "tool_call").is_disabled()
+        })
+    }
+
+    #[test]
+    fn the_call_spans_are_made_only_when_a_layer_reads_them() {
+        // No OTLP endpoint in the test's environment: only the log lines read spans.
+        assert!(
+            !call_span_enabled("warn"),
+            "nobody reads them at the default level"
+        );
+        assert!(call_span_enabled("info"), "log lines at INFO carry them");
+    }
 }
