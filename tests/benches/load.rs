@@ -15,13 +15,18 @@
 //!    `/proc/<pid>/stat` over the measured window, divided by the calls; in the JSON also split
 //!    into user and kernel time; of it, the store's writer thread) and its RSS after the row.
 //!    Every answer is checked (HTTP 200, `"isError":false`).
+//! 5. The floor again at 32 clients, paced to echo's calls/s at 32 clients: the floor's CPU per
+//!    call at the rate the MCP layer is measured at. At its own rate (about 4x echo's) each
+//!    wakeup of its workers and each `epoll_wait` serves more calls, so its CPU per call is
+//!    lower than at echo's.
 //!
 //! Prints a table and, with `--json PATH`, writes the figures as JSON; then issue 29's targets,
 //! each a ratio within this run at 32 clients:
 //! - the audit append: the store's writer CPU per echo call over the bare call's;
-//! - the MCP layer: echo − floor − bare − writer, over the floor;
+//! - the MCP layer: echo − floor − bare − writer, over the floor; and the same with the floor
+//!   at echo's rate, over that floor;
 //! - echo over (floor + bare + writer), and echo with the policy over (floor + bare with the
-//!   policy + its writer);
+//!   policy + its writer); echo's again with the floor at echo's rate;
 //! - echo's p99 at 32 clients, and its p50 at 1 client against the floor's p50 + 1.5x bare.
 //!
 //! The bare call's figure is its own thread's: the store's writer thread, which the server's
@@ -41,7 +46,7 @@ use bytes::Bytes;
 use gatehouse_host::{Host, HostConfig};
 use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER};
 use gatehouse_tests::flag;
-use gatehouse_tests::load::{self, Call, Progress, Server, Until};
+use gatehouse_tests::load::{self, Call, Pace, Progress, Server, Until};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use wasmtime_wasi_http::io::TokioIo;
@@ -52,7 +57,11 @@ const FLOOR: &str = "GATEHOUSE_BENCH_LOAD_FLOOR";
 /// hashes and the WAL's writes and fsyncs) is reported on its own, part of the server's.
 const STORE_THREAD: &str = "gatehouse-store";
 /// The concurrency levels of every server.
-const CLIENTS: [usize; 3] = [1, 8, 32];
+const CLIENTS: [usize; 3] = [1, 8, CONCURRENT];
+/// The concurrency at which the targets are read.
+const CONCURRENT: usize = 32;
+/// The row of the floor paced to echo's calls/s at [`CONCURRENT`] clients.
+const PACED_FLOOR: &str = "floor at echo's rate";
 /// Warm-up before each measured window: connections open, instance slots and caches warm.
 const WARM_UP: Duration = Duration::from_millis(500);
 
@@ -97,7 +106,6 @@ fn main() {
         port,
     );
     rows.extend(measure(&floor, "floor", None, Call::Echo, window, &runtime));
-    drop(floor);
 
     for (scenario, call, policy) in [
         ("echo", Call::Echo, false),
@@ -114,28 +122,51 @@ fn main() {
     }
 
     // A figure of `server`'s row at `clients`.
-    let at = |server: &str, clients: usize, field: &str| {
+    let at = |rows: &[Value], server: &str, clients: usize, field: &str| {
         rows.iter()
             .find(|r| r["server"] == server && r["clients"] == clients)
             .and_then(|r| r[field].as_f64())
             .unwrap_or(f64::NAN)
     };
-    let cpu = |server: &str| at(server, 32, "server_cpu_us_per_call");
-    let writer = |server: &str| at(server, 32, "store_writer_cpu_us_per_call");
+    // The floor again, its clients paced to echo's calls/s: its CPU per call at the rate the
+    // MCP layer is measured at, where the floor's own rate spreads its per-wakeup costs over
+    // more calls.
+    let echo_rate = at(&rows, "echo", CONCURRENT, "calls_per_s");
+    if echo_rate.is_finite() {
+        let load = (CONCURRENT, Pace::CallsPerSecond(echo_rate));
+        rows.push(measure_at(
+            &floor,
+            PACED_FLOOR,
+            None,
+            Call::Echo,
+            load,
+            window,
+            &runtime,
+        ));
+    }
+    drop(floor);
+    let at = |server: &str, clients: usize, field: &str| at(&rows, server, clients, field);
+    let cpu = |server: &str| at(server, CONCURRENT, "server_cpu_us_per_call");
+    let writer = |server: &str| at(server, CONCURRENT, "store_writer_cpu_us_per_call");
     let mcp_layer_us = cpu("echo") - cpu("floor") - bare_us - writer("echo");
+    let mcp_layer_paced_us = cpu("echo") - cpu(PACED_FLOOR) - bare_us - writer("echo");
     let targets = json!({
         "writer_over_bare": writer("echo") / bare_us,
         "mcp_layer_us": mcp_layer_us,
         "mcp_layer_over_floor": mcp_layer_us / cpu("floor"),
+        "mcp_layer_at_echo_rate_us": mcp_layer_paced_us,
+        "mcp_layer_at_echo_rate_over_floor": mcp_layer_paced_us / cpu(PACED_FLOOR),
         "echo_over_parts": cpu("echo") / (cpu("floor") + bare_us + writer("echo")),
+        "echo_over_parts_at_echo_rate": cpu("echo")
+            / (cpu(PACED_FLOOR) + bare_us + writer("echo")),
         "echo_policy_over_parts": cpu("echo+policy")
             / (cpu("floor") + bare_policy_us + writer("echo+policy")),
-        "echo_p99_us": at("echo", 32, "p99_us"),
+        "echo_p99_us": at("echo", CONCURRENT, "p99_us"),
         "echo_p50_1_client_us": at("echo", 1, "p50_us"),
         "echo_p50_1_client_limit_us": at("floor", 1, "p50_us") + 1.5 * bare_us,
     });
     let target = |name: &str| targets[name].as_f64().unwrap_or(f64::NAN);
-    println!("targets at 32 clients (issue 29):");
+    println!("targets at {CONCURRENT} clients (issue 29):");
     println!(
         "  audit append: writer {:.1} us = {:.2}x bare [<= 0.35]",
         writer("echo"),
@@ -147,9 +178,18 @@ fn main() {
         target("mcp_layer_over_floor")
     );
     println!(
+        "    against the floor at echo's rate: {:.1} us = {:.2}x that floor",
+        target("mcp_layer_at_echo_rate_us"),
+        target("mcp_layer_at_echo_rate_over_floor")
+    );
+    println!(
         "  echo {:.2}x (floor + bare + writer) [<= 1.5]; with the policy {:.2}x [<= 1.5]",
         target("echo_over_parts"),
         target("echo_policy_over_parts")
+    );
+    println!(
+        "    with the floor at echo's rate: echo {:.2}x",
+        target("echo_over_parts_at_echo_rate")
     );
     println!(
         "  echo p99 {:.0} us [< 5000]; p50 at 1 client {:.0} us [<= {:.0}: floor p50 + 1.5x bare]",
@@ -243,8 +283,7 @@ fn serve(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Comm
     load::serve_command(dir, scenario, &config, port, "", &plugins)
 }
 
-/// One row per concurrency level: warm up, then measure `window`. Every call must succeed.
-/// `writer` names the server's store writer thread, whose CPU is reported on its own.
+/// One row per concurrency level, clients back to back (see [`measure_at`]).
 fn measure(
     server: &Server,
     name: &str,
@@ -256,65 +295,79 @@ fn measure(
     CLIENTS
         .iter()
         .map(|&clients| {
-            let progress = Arc::new(Progress::default());
-            runtime.block_on(load::drive(
-                server.port,
-                call,
-                clients,
-                Until::Elapsed(WARM_UP),
-                &progress,
-            ));
-            let cpu_before = server.cpu_seconds();
-            let writer_cpu = || writer.map_or(0.0, |name| server.thread_cpu_seconds(name));
-            let store_before = writer_cpu();
-            let (mut latencies, elapsed) = runtime.block_on(load::drive(
-                server.port,
-                call,
-                clients,
-                Until::Elapsed(window),
-                &progress,
-            ));
-            let cpu_after = server.cpu_seconds();
-            let store = writer_cpu() - store_before;
-            assert_eq!(
-                progress.failed.load(Ordering::Relaxed),
-                0,
-                "{name} at {clients} clients: {:#?}",
-                progress.failures()
-            );
-            let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
-            let cpu = user + system;
-            latencies.sort_unstable();
-            let calls = latencies.len();
-            let row = json!({
-                "server": name,
-                "clients": clients,
-                "calls": calls,
-                "calls_per_s": calls as f64 / elapsed.as_secs_f64(),
-                "p50_us": load::quantile(&latencies, 0.50).as_secs_f64() * 1e6,
-                "p99_us": load::quantile(&latencies, 0.99).as_secs_f64() * 1e6,
-                "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
-                "server_user_us_per_call": user * 1e6 / calls as f64,
-                "server_system_us_per_call": system * 1e6 / calls as f64,
-                "store_writer_cpu_us_per_call": store * 1e6 / calls as f64,
-                "rss_mib": server.rss_mib(),
-            });
-            println!(
-                "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1} {:>9.1}",
-                name,
-                clients,
-                row["calls_per_s"].as_f64().unwrap_or_default(),
-                row["p50_us"].as_f64().unwrap_or_default(),
-                row["p99_us"].as_f64().unwrap_or_default(),
-                row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
-                row["store_writer_cpu_us_per_call"]
-                    .as_f64()
-                    .unwrap_or_default(),
-                row["rss_mib"].as_f64().unwrap_or_default(),
-            );
-            row
+            let load = (clients, Pace::BackToBack);
+            measure_at(server, name, writer, call, load, window, runtime)
         })
         .collect()
+}
+
+/// One row: `clients` at `pace` warm up, then are measured for `window`. Every call must
+/// succeed. `writer` names the server's store writer thread, whose CPU is reported on its own.
+fn measure_at(
+    server: &Server,
+    name: &str,
+    writer: Option<&str>,
+    call: Call,
+    (clients, pace): (usize, Pace),
+    window: Duration,
+    runtime: &tokio::runtime::Runtime,
+) -> Value {
+    let progress = Arc::new(Progress::default());
+    let drive = |time: Duration| {
+        let until = Until::Elapsed(time);
+        runtime.block_on(load::drive_paced(
+            server.port,
+            call,
+            clients,
+            until,
+            pace,
+            &progress,
+        ))
+    };
+    drive(WARM_UP);
+    let cpu_before = server.cpu_seconds();
+    let writer_cpu = || writer.map_or(0.0, |name| server.thread_cpu_seconds(name));
+    let store_before = writer_cpu();
+    let (mut latencies, elapsed) = drive(window);
+    let cpu_after = server.cpu_seconds();
+    let store = writer_cpu() - store_before;
+    assert_eq!(
+        progress.failed.load(Ordering::Relaxed),
+        0,
+        "{name} at {clients} clients: {:#?}",
+        progress.failures()
+    );
+    let (user, system) = (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1);
+    let cpu = user + system;
+    latencies.sort_unstable();
+    let calls = latencies.len();
+    let row = json!({
+        "server": name,
+        "clients": clients,
+        "calls": calls,
+        "calls_per_s": calls as f64 / elapsed.as_secs_f64(),
+        "p50_us": load::quantile(&latencies, 0.50).as_secs_f64() * 1e6,
+        "p99_us": load::quantile(&latencies, 0.99).as_secs_f64() * 1e6,
+        "server_cpu_us_per_call": cpu * 1e6 / calls as f64,
+        "server_user_us_per_call": user * 1e6 / calls as f64,
+        "server_system_us_per_call": system * 1e6 / calls as f64,
+        "store_writer_cpu_us_per_call": store * 1e6 / calls as f64,
+        "rss_mib": server.rss_mib(),
+    });
+    println!(
+        "{:<22} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>12.1} {:>9.1} {:>9.1}",
+        name,
+        clients,
+        row["calls_per_s"].as_f64().unwrap_or_default(),
+        row["p50_us"].as_f64().unwrap_or_default(),
+        row["p99_us"].as_f64().unwrap_or_default(),
+        row["server_cpu_us_per_call"].as_f64().unwrap_or_default(),
+        row["store_writer_cpu_us_per_call"]
+            .as_f64()
+            .unwrap_or_default(),
+        row["rss_mib"].as_f64().unwrap_or_default(),
+    );
+    row
 }
 
 /// The floor: hyper HTTP/1.1 on loopback `port`, each request's body read and parsed as

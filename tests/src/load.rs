@@ -198,6 +198,17 @@ pub enum Until {
     Calls(u64),
 }
 
+/// How fast the clients send.
+#[derive(Debug, Clone, Copy)]
+pub enum Pace {
+    /// Each client sends its next call as soon as the last is answered.
+    BackToBack,
+    /// All clients together send at most this many calls a second: each client sends its
+    /// `n`th call no earlier than `n` of its intervals after the start, the clients staggered
+    /// across an interval (tokio's timers round each wait up to a millisecond).
+    CallsPerSecond(f64),
+}
+
 /// What the clients have done so far, readable while they run.
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -235,7 +246,24 @@ pub async fn drive(
     until: Until,
     progress: &Arc<Progress>,
 ) -> (Vec<Duration>, Duration) {
+    drive_paced(port, call, clients, until, Pace::BackToBack, progress).await
+}
+
+/// [`drive`] at `pace`.
+pub async fn drive_paced(
+    port: u16,
+    call: Call,
+    clients: usize,
+    until: Until,
+    pace: Pace,
+    progress: &Arc<Progress>,
+) -> (Vec<Duration>, Duration) {
     let started = Instant::now();
+    // The interval between one client's calls.
+    let interval = match pace {
+        Pace::BackToBack => None,
+        Pace::CallsPerSecond(rate) => Some(Duration::from_secs_f64(clients as f64 / rate)),
+    };
     let sent = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..clients)
         .map(|client| {
@@ -244,10 +272,22 @@ pub async fn drive(
                 Until::Elapsed(window) => started.elapsed() < window,
                 Until::Calls(total) => sent.fetch_add(1, Ordering::Relaxed) < total,
             };
+            let schedule = interval.map(|interval| {
+                let first = started + interval.mul_f64(client as f64 / clients as f64);
+                move |n: u64| first + interval.mul_f64(n as f64)
+            });
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
-                if let Err(broke) =
-                    client_loop(port, call, client, more, &progress, &mut latencies).await
+                if let Err(broke) = client_loop(
+                    port,
+                    call,
+                    client,
+                    more,
+                    schedule,
+                    &progress,
+                    &mut latencies,
+                )
+                .await
                 {
                     progress.fail(format!("client {client}: {broke}"));
                 }
@@ -262,12 +302,14 @@ pub async fn drive(
     (latencies, started.elapsed())
 }
 
-/// One client: a connection, then calls while `more()`; an error when the connection breaks.
+/// One client: a connection, then calls while `more()`, the `n`th no earlier than
+/// `schedule(n)` if there is one; an error when the connection breaks.
 async fn client_loop(
     port: u16,
     call: Call,
     client: usize,
     mut more: impl FnMut() -> bool,
+    schedule: Option<impl Fn(u64) -> Instant>,
     progress: &Progress,
     latencies: &mut Vec<Duration>,
 ) -> Result<(), String> {
@@ -281,7 +323,13 @@ async fn client_loop(
     tokio::spawn(connection);
     let host = format!("127.0.0.1:{port}");
     let mut n = 0u64;
-    while more() {
+    loop {
+        if let Some(schedule) = &schedule {
+            tokio::time::sleep_until(schedule(n).into()).await;
+        }
+        if !more() {
+            break;
+        }
         let request = hyper::Request::post("/mcp")
             .header("host", &host)
             .header("content-type", "application/json")
