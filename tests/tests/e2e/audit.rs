@@ -69,14 +69,15 @@ async fn rechain(store: &Path, from: u64, edit: &str) {
     }
 }
 
-/// A copy of a store file (and its WAL, if any) for one tampering.
+/// A copy of a store file for one tampering, made by SQLite (`VACUUM INTO`): one consistent
+/// file whatever its WAL holds. Copying the file and then its WAL raced SQLite deleting the WAL
+/// when the last connection to the store closed. `seq` is the audit table's rowid, so the copy
+/// keeps every entry's.
 fn copy_store(store: &Path, name: &str) -> PathBuf {
     let copy = store.with_file_name(format!("{name}.db"));
-    std::fs::copy(store, &copy).unwrap();
-    let wal = PathBuf::from(format!("{}-wal", store.display()));
-    if wal.exists() {
-        std::fs::copy(&wal, format!("{}-wal", copy.display())).unwrap();
-    }
+    let conn = rusqlite::Connection::open(store).unwrap();
+    conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
+        .unwrap();
     copy
 }
 
