@@ -8,9 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use gatehouse_host::import::Options;
-use gatehouse_host::import::openapi;
-use gatehouse_host::import::output::manifest_toml;
+use gatehouse_cli::import::Options;
+use gatehouse_cli::import::openapi;
+use gatehouse_cli::import::output::manifest_toml;
 use serde_json::{Map, Value, json};
 
 /// Issue 26's target for 2,000 operations.

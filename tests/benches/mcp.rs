@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gatehouse_host::Host;
-use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
+use gatehouse_server::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_tests::artifacts::ECHO;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;

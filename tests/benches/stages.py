@@ -22,7 +22,7 @@ import sys
 # on its stack is charged to it (the audit log's serialization, hashing and SQLite work, on the
 # call's task or the store's writer thread).
 OWNERS = [
-    ("record (audit log)", r"gatehouse_host::pipeline::record|gatehouse_host::state::|rusqlite|sqlite3"),
+    ("record (audit log)", r"gatehouse_host::pipeline::record|gatehouse_store::|rusqlite|sqlite3"),
 ]
 # (stage, pattern over a demangled frame), tried in order on each frame.
 STAGES = [
@@ -36,7 +36,7 @@ STAGES = [
     ("verify", r"gatehouse_host::pipeline::verify"),
     ("instance", r"instantiate|InstancePre|pooling|allocator::|memory_image|Store<.*>::new|StoreOpaque::new|prepare_adapter|CallState|WasiCtx|Linker"),
     ("invoke", r"wasmtime|cranelift|gatehouse_host::sandbox|gatehouse_host::pipeline::invoke|wasi|\[unknown\]|JIT"),
-    ("other gates", r"gatehouse_host::pipeline|gatehouse_host::state|gatehouse_host::host|gatehouse_host::metrics|rusqlite"),
+    ("other gates", r"gatehouse_host::pipeline|gatehouse_store::|gatehouse_host::host|gatehouse_host::metrics|rusqlite"),
     ("JSON-RPC", r"rmcp|serde_json|serde::de"),
     ("HTTP", r"hyper|http::|h1::|tokio::net|mio::|http_body"),
 ]

@@ -238,7 +238,7 @@ pub fn run_gatehouse_child() {
         return;
     };
     let args: Vec<String> = serde_json::from_str(&args).expect("the child's arguments");
-    let code = gatehouse_host::cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
+    let code = gatehouse_cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
     std::process::exit(i32::from(code));
 }
 

@@ -241,7 +241,7 @@ async fn gatehouse_admin(gateway: &Gateway, token_file: &Path, args: &[&str]) ->
         .collect();
     tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        let code = gatehouse_host::cli::run(args, &mut out);
+        let code = gatehouse_cli::run(args, &mut out);
         (code, String::from_utf8(out).unwrap())
     })
     .await

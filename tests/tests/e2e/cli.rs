@@ -3,13 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use gatehouse_host::cli;
 use gatehouse_tests::artifacts::{ECHO, WRONG_WORLD};
 
 /// Runs the CLI in-process; returns (exit code, stdout).
 pub(crate) fn gatehouse(args: &[&str]) -> (u8, String) {
     let mut out = Vec::new();
-    let code = cli::run(
+    let code = gatehouse_cli::run(
         std::iter::once("gatehouse").chain(args.iter().copied()),
         &mut out,
     );

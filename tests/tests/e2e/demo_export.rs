@@ -27,7 +27,7 @@ fn s(path: &Path) -> String {
 async fn gatehouse(args: Vec<String>) -> (u8, String) {
     tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        let code = gatehouse_host::cli::run(
+        let code = gatehouse_cli::run(
             std::iter::once("gatehouse".to_owned()).chain(args),
             &mut out,
         );

@@ -774,7 +774,7 @@ async fn bad_specs_exit_2_and_write_nothing() {
             "--out",
             out.to_str().unwrap(),
         ];
-        let code = gatehouse_host::cli::run(args, &mut Vec::new());
+        let code = gatehouse_cli::run(args, &mut Vec::new());
         assert_eq!(code, 2, "{name}");
         assert!(!out.exists(), "{name}: {out:?} was written");
     }

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use bytes::Bytes;
 use gatehouse_host::Host;
 use gatehouse_host::config::EgressConfig;
-use gatehouse_host::mcp::{JwtConfig, McpConfig, McpServer};
+use gatehouse_server::mcp::{JwtConfig, McpConfig, McpServer};
 use gatehouse_tests::artifacts::{ECHO, EGRESS_PROBE};
 use gatehouse_tests::grant;
 use gatehouse_tests::upstream::Upstream;
@@ -282,7 +282,7 @@ async fn jwts_from_a_jwks_url_identify_callers_and_rotate_by_kid() {
 
     // Rotation: the IdP publishes k2 (and drops k1); a k2 token makes the gateway fetch again.
     *jwks.lock().unwrap() = json!({ "keys": [second.jwk.clone()] });
-    tokio::time::sleep(gatehouse_host::mcp::jwt::MIN_REFETCH).await;
+    tokio::time::sleep(gatehouse_server::mcp::jwt::MIN_REFETCH).await;
     let fetched = *hits.lock().unwrap();
     let rotated = token(&second, &audience, "globex", 600);
     let (status, _, body) = request(port, "POST", "/mcp", Some(&rotated)).await;

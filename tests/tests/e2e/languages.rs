@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gatehouse_host::config::{EgressConfig, PolicyDefault};
-use gatehouse_host::mcp::{McpConfig, McpServer};
 use gatehouse_host::{ErrorKind, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_server::mcp::{McpConfig, McpServer};
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{Artifact, TOKEN, bind, token_file};

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use gatehouse_host::config::EgressConfig;
-use gatehouse_host::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_host::{Host, HostConfig};
+use gatehouse_server::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{Artifact, grant, mcp_post, texts};
@@ -569,7 +569,7 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
     // The README's "run the gateway" command, on any free port. It serves until the test
     // process ends.
     std::thread::spawn(move || {
-        gatehouse_host::cli::run(
+        gatehouse_cli::run(
             ["gatehouse", "serve", "--demo", "--listen", "127.0.0.1:0"],
             &mut Lines(tx),
         )
@@ -757,7 +757,7 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
     // The demo runs its own runtime: off this one.
     let (code, out) = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        let code = gatehouse_host::cli::run(["gatehouse", "demo", "--export", &export], &mut out);
+        let code = gatehouse_cli::run(["gatehouse", "demo", "--export", &export], &mut out);
         (code, String::from_utf8_lossy(&out).into_owned())
     })
     .await
@@ -783,7 +783,7 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
         "127.0.0.1:0".to_owned(),
     ];
     // Serves until the test process ends.
-    std::thread::spawn(move || gatehouse_host::cli::run(args, &mut Lines(tx)));
+    std::thread::spawn(move || gatehouse_cli::run(args, &mut Lines(tx)));
     let (url, _) = serving(&rx);
     // rmcp\'s reqwest client takes the process\'s rustls provider.
     gatehouse_host::install_default_provider();

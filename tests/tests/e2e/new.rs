@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use gatehouse_build_support::nested_cargo;
-use gatehouse_host::cli::ServeConfig;
+use gatehouse_cli::ServeConfig;
 use gatehouse_host::{Host, ToolCallEnvelope};
 use serde_json::json;
 

@@ -70,7 +70,7 @@ impl Site {
 
     /// The registries this site's config describes, for the library-level checks.
     fn registries(&self) -> Registries {
-        let config = gatehouse_host::cli::ServeConfig::from_file(&self.config).unwrap();
+        let config = gatehouse_cli::ServeConfig::from_file(&self.config).unwrap();
         Registries::new(&config.oci, &self.dir.path().join("cache"))
     }
 }

@@ -7,7 +7,7 @@ use gatehouse_host::error::TrustError;
 use gatehouse_host::plugin::inspect;
 use gatehouse_host::plugin::manifest::PluginKind;
 use gatehouse_host::plugin::sections::{self, MANIFEST_SECTION, SIGNATURE_SECTION};
-use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_host::plugin::signature::{self, SigningKey};
 use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT, WRONG_WORLD};
 use gatehouse_tests::{config, publisher, trust};
@@ -176,7 +176,7 @@ async fn an_invalid_manifest_is_refused_even_when_signed() {
     let mut bytes = ECHO.bytes();
     let json = br#"{"kind":"adapter","id":"gatehouse.echo","version":"not-semver","publisher":"x","capability":[]}"#;
     sections::append_custom(&mut bytes, MANIFEST_SECTION, json);
-    let signed = publisher().sign(&bytes).unwrap();
+    let signed = signature::sign(publisher(), &bytes).unwrap();
     let err = refused(&host(), &signed).await;
     assert!(matches!(err, LoadError::Manifest(_)), "{err}");
     assert!(
@@ -187,7 +187,7 @@ async fn an_invalid_manifest_is_refused_even_when_signed() {
 
 #[tokio::test]
 async fn a_signed_component_without_manifest_is_refused() {
-    let signed = publisher().sign(&ECHO.bytes()).unwrap();
+    let signed = signature::sign(publisher(), &ECHO.bytes()).unwrap();
     let err = refused(&host(), &signed).await;
     assert!(matches!(err, LoadError::NoManifest), "{err}");
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gatehouse_host::config::{EgressConfig, StoreConfig};
-use gatehouse_host::mcp::{McpConfig, McpServer};
 use gatehouse_host::model::Verdict;
 use gatehouse_host::state::Store;
 use gatehouse_host::state::sqlite::SqliteStore;
@@ -17,6 +16,7 @@ use gatehouse_host::{
     Host, HostConfig, OutcomeCode, Principal, PrincipalKind, Status, ToolCallEnvelope,
     ToolResultEnvelope,
 };
+use gatehouse_server::mcp::{McpConfig, McpServer};
 use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{bind, config, free_port, listening, token_file};
@@ -428,7 +428,7 @@ pub(crate) async fn gatehouse(args: &[&str]) -> (u8, String) {
         .collect();
     tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        let code = gatehouse_host::cli::run(args, &mut out);
+        let code = gatehouse_cli::run(args, &mut out);
         (code, String::from_utf8(out).unwrap())
     })
     .await

@@ -1,0 +1,287 @@
+//! `gatehouse import mcp | openapi`: write the manifest and config snippet of a generic
+//! adapter from an upstream's own description (see `crate::import`), optionally pack and sign
+//! it; `import mcp --check` compares an import with the upstream now.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use gatehouse_host::plugin::check_world;
+use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
+use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_host::plugin::{self, read_file};
+
+use crate::import::headers::{HeaderCredential, from_grants, values_now};
+use crate::import::output::{
+    CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
+};
+use crate::import::{Import, Options, mcp, openapi};
+use crate::{Failure, refused, usage};
+
+/// What to import from.
+#[derive(Debug, clap::Subcommand)]
+pub enum ImportCommand {
+    /// Import the tools of an MCP server (Streamable HTTP), or with --check, compare an import
+    /// with what the server offers now (exit 1 if anything changed).
+    Mcp(McpArgs),
+    /// Import the operations of an HTTP service from its OpenAPI document (3.0 or 3.1, JSON or
+    /// YAML).
+    Openapi(OpenApiArgs),
+}
+
+/// `gatehouse import mcp`.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The server's MCP endpoint, e.g. http://127.0.0.1:8931/mcp.
+    #[arg(required_unless_present = "check")]
+    url: Option<String>,
+    /// A credential the server wants, as 'Name: ${ENV}' or 'Name: Scheme ${ENV}' (repeatable):
+    /// the gateway sends it from its environment, the adapter never sees it. The import reads
+    /// the variable now to list the tools. With --check: default, the import's config.toml.
+    #[arg(long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// Compare the import in this directory with the server's tools now: list tools changed,
+    /// added or removed upstream; exit 1 if any.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component"])]
+    check: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// `gatehouse import openapi`.
+#[derive(Debug, clap::Args)]
+pub struct OpenApiArgs {
+    /// The OpenAPI document: a .json or .yaml file.
+    spec: PathBuf,
+    /// The service's base URL, e.g. https://api.example.com/v1. Default: the document's first
+    /// server, its variables at their defaults.
+    #[arg(long)]
+    server: Option<String>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// What every import writes, and how.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// The adapter id to write, e.g. `acme.tools`; its tools are `<ID>.<capability>`.
+    #[arg(long)]
+    id: Option<String>,
+    /// Directory to write manifest.toml and config.toml (and with --key, <ID>.wasm) to.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Import only tools (MCP tool names, OpenAPI operationIds) matching this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    include: Vec<String>,
+    /// Leave out tools matching this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// The manifest's version.
+    #[arg(long, default_value = "0.1.0")]
+    adapter_version: String,
+    /// The manifest's publisher.
+    #[arg(long, default_value = "operator")]
+    publisher: String,
+    /// Also pack and sign: embed the manifest in the generic component (--component) and sign
+    /// it with this secret key file from `gatehouse keygen`, writing <OUT>/<ID>.wasm.
+    #[arg(long, requires = "component")]
+    key: Option<PathBuf>,
+    /// The generic component, as built for wasm32-wasip2 (`cargo build -p mcp-upstream` or
+    /// `-p openapi`, `--target wasm32-wasip2 --profile plugin`); its code is the same for every
+    /// import.
+    #[arg(long, requires = "key")]
+    component: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// The import options, the output directory and the signing inputs; `--id` and `--out`
+    /// are required here.
+    fn resolve(&self) -> Result<(Options, &Path, Option<(SigningKey, Vec<u8>)>), Failure> {
+        let (Some(id), Some(dir)) = (&self.id, &self.out) else {
+            return Err(usage("--id and --out are required"));
+        };
+        let options = Options {
+            id: id.clone(),
+            version: self.adapter_version.clone(),
+            publisher: self.publisher.clone(),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        };
+        let signing = match (&self.key, &self.component) {
+            (Some(key), Some(component)) => Some((
+                SigningKey::from_file(key).map_err(usage)?,
+                read_file(component).map_err(usage)?,
+            )),
+            _ => None,
+        };
+        Ok((options, dir, signing))
+    }
+}
+
+/// Runs `gatehouse import`.
+pub fn import(command: ImportCommand, out: &mut dyn Write) -> Result<u8, Failure> {
+    match command {
+        ImportCommand::Mcp(args) => import_mcp(&args, out),
+        ImportCommand::Openapi(args) => {
+            let (options, dir, signing) = args.output.resolve()?;
+            let text = std::fs::read_to_string(&args.spec)
+                .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
+            let import = openapi::import(&text, args.server.as_deref(), &options)
+                .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
+            let source = args.spec.display().to_string();
+            write(&import, &source, "openapi.wasm", signing, dir, out)
+        }
+    }
+}
+
+fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| HeaderCredential::parse(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    if let Some(dir) = &args.check {
+        return check(&runtime, dir, headers, &args.output, out);
+    }
+    let url = args.url.as_deref().unwrap_or_default();
+    let (options, dir, signing) = args.output.resolve()?;
+    let import = runtime
+        .block_on(mcp::import(url, &headers, &options))
+        .map_err(usage)?;
+    write(&import, url, "mcp_upstream.wasm", signing, dir, out)
+}
+
+/// Writes the import's files to `dir` (and the signed component, given a key and the generic
+/// component, file name `generic` as built), then prints the table of choices and what to do
+/// next.
+fn write(
+    import: &Import,
+    source: &str,
+    generic: &str,
+    signing: Option<(SigningKey, Vec<u8>)>,
+    dir: &Path,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let manifest_text = manifest_toml(import, source).map_err(usage)?;
+    let config_text = config_toml(import);
+    let id = &import.manifest.id;
+    let wasm_name = format!("{id}.wasm");
+    let signed = match signing {
+        Some((key, component)) => {
+            // What is signed is exactly what manifest.toml says: read back from its text.
+            let manifest = Manifest::from_toml(&manifest_text)
+                .map_err(|e| refused(format!("the written manifest does not read back: {e}")))?;
+            check_world(&component, PluginKind::Adapter).map_err(refused)?;
+            let signed = plugin::pack(&component, &manifest, &key).map_err(refused)?;
+            let digest = plugin::inspect(&signed).map_err(refused)?.digest;
+            Some((signed, key.key_id, digest))
+        }
+        None => None,
+    };
+    let mut files: Vec<(&str, &[u8])> = vec![
+        (MANIFEST_FILE, manifest_text.as_bytes()),
+        (CONFIG_FILE, config_text.as_bytes()),
+    ];
+    if let Some((bytes, _, _)) = &signed {
+        files.push((&wasm_name, bytes));
+    }
+    write_all(dir, &files).map_err(usage)?;
+    say!(out, "{}", table(import));
+    say!(out, "wrote {}", dir.join(MANIFEST_FILE).display());
+    say!(out, "wrote {}", dir.join(CONFIG_FILE).display());
+    match &signed {
+        Some((_, key_id, digest)) => {
+            say!(
+                out,
+                "wrote {} signed by `{key_id}` ({digest})",
+                dir.join(&wasm_name).display()
+            );
+        }
+        None => {
+            say!(
+                out,
+                "next: review the manifest, then sign it: gatehouse import ... --key KEY \
+                 --component {generic}, or gatehouse pack {generic} --manifest {} --key KEY \
+                 -o {}",
+                dir.join(MANIFEST_FILE).display(),
+                dir.join(&wasm_name).display()
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// `--check DIR`: the drift between the import in `dir` and the server now.
+fn check(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    headers: Vec<HeaderCredential>,
+    args: &OutputArgs,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let path = dir.join(MANIFEST_FILE);
+    let manifest = match Manifest::from_file(&path).map_err(usage)? {
+        Manifest::Adapter(manifest) => manifest,
+        Manifest::Policy(_) => {
+            return Err(usage(format!(
+                "{}: a policy manifest is no import",
+                path.display()
+            )));
+        }
+    };
+    let url = mcp::upstream_url(&manifest).ok_or_else(|| {
+        usage(format!(
+            "{}: no capability has an `upstream` table; it was not written by `gatehouse import mcp`",
+            path.display()
+        ))
+    })?;
+    let headers = if headers.is_empty() {
+        granted_headers(&dir.join(CONFIG_FILE), &manifest.id)?
+    } else {
+        values_now(&headers).map_err(usage)?
+    };
+    let options = Options {
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+        ..Options::new(manifest.id.clone())
+    };
+    let listing = runtime.block_on(mcp::list(url, &headers)).map_err(usage)?;
+    let drift = mcp::drift(&manifest, &options, &listing).map_err(usage)?;
+    if drift.is_empty() {
+        say!(
+            out,
+            "no drift: the {} imported tools are as pinned",
+            manifest.capabilities.len()
+        );
+        return Ok(0);
+    }
+    for (what, names) in [
+        ("changed", &drift.changed),
+        ("added", &drift.added),
+        ("removed", &drift.removed),
+    ] {
+        for name in names {
+            say!(out, "{what}: {name}");
+        }
+    }
+    say!(
+        out,
+        "drift: {url} changed since the import; review and import again"
+    );
+    Ok(1)
+}
+
+/// The credential headers the import's `config.toml` binds for `adapter`, so `--check` reaches
+/// the server as the import and the gateway do. A missing file means none.
+fn granted_headers(path: &Path, adapter: &str) -> Result<Vec<(String, String)>, Failure> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(Vec::new());
+    };
+    let config: gatehouse_host::HostConfig =
+        toml::from_str(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    from_grants(&config.egress.grants, adapter).map_err(usage)
+}

@@ -1,0 +1,154 @@
+//! What an import writes: `manifest.toml` (reviewed, then signed), `config.toml` (the snippet an
+//! operator appends to their config), the table of choices, and the all-or-nothing write.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use gatehouse_host::config::GrantConfig;
+use gatehouse_host::plugin::manifest::Manifest;
+use ipnet::IpNet;
+use serde::Serialize;
+
+use super::{Import, ImportError};
+
+/// The manifest file an import writes.
+pub const MANIFEST_FILE: &str = "manifest.toml";
+/// The config snippet file an import writes.
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// `manifest.toml`: a header saying where it came from, then the manifest.
+pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportError> {
+    let body = toml::to_string(&Manifest::Adapter(import.manifest.clone())).map_err(|e| {
+        ImportError::Manifest(format!(
+            "it cannot be written as TOML ({e}); a schema holding a JSON null cannot be, leave \
+             that tool out with --exclude"
+        ))
+    })?;
+    Ok(format!(
+        "# Written by `gatehouse import` from {source}.\n\
+         # Review every capability (class, approval mode, schemas) and the egress request before\n\
+         # signing: what is signed is what runs. The `upstream` tables pin each tool's definition;\n\
+         # `gatehouse import mcp --check DIR` reports what changed upstream since.\n\n{body}"
+    ))
+}
+
+#[derive(Serialize)]
+struct Egress<'a> {
+    grant: [&'a GrantConfig; 1],
+}
+
+#[derive(Serialize)]
+struct Snippet<'a> {
+    egress: Egress<'a>,
+}
+
+/// `config.toml`: the egress grant with its credential bindings, and the tool entry making
+/// the tools visible (to every tenant: narrow `tenants` as needed).
+pub fn config_toml(import: &Import) -> String {
+    let grant = toml::to_string(&Snippet {
+        egress: Egress {
+            grant: [&import.grant],
+        },
+    })
+    .expect("grants serialize as TOML");
+    let id = &import.manifest.id;
+    format!(
+        "# Operator config for adapter `{id}`, written by `gatehouse import`. Append it to your\n\
+         # gatehouse.toml, set the environment variables its credentials name, and trust the key\n\
+         # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n\n{grant}\n\
+         # Who sees the imported tools: every tenant. Narrow `tenants` as needed.\n\
+         [[pipeline.tool]]\ntools = \"{id}.*\"\ntenants = [\"*\"]\n"
+    )
+}
+
+/// The table of choices an operator reads before signing, and the items left out.
+pub fn table(import: &Import) -> String {
+    let header = ["SOURCE", "CAPABILITY", "CLASS", "MODE", "WHY"];
+    let rows: Vec<[String; 5]> = import
+        .choices
+        .iter()
+        .map(|c| {
+            [
+                c.source.clone(),
+                c.capability.clone(),
+                c.class.to_string(),
+                c.mode.to_string(),
+                c.reason.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 5]| {
+        let mut out = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(header);
+    for row in &rows {
+        out.push_str(&line(row.each_ref().map(String::as_str)));
+    }
+    for skipped in &import.skipped {
+        out.push_str(&format!("skipped {}: {}\n", skipped.source, skipped.reason));
+    }
+    out
+}
+
+/// The special-purpose ranges the grant must open for the upstream's host to be reachable:
+/// its own address when the URL names a loopback, private or link-local IP, both loopback
+/// addresses for `localhost`, none for a name (the gate refuses it if it resolves to one).
+pub fn private_ranges(url: &str) -> Vec<IpNet> {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return Vec::new();
+    };
+    match parsed.host() {
+        Some(url::Host::Domain("localhost")) => vec![
+            IpNet::from(IpAddr::from([127, 0, 0, 1])),
+            IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST)),
+        ],
+        Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_private() || ip.is_link_local() => {
+            vec![IpNet::from(IpAddr::V4(ip))]
+        }
+        Some(url::Host::Ipv6(ip)) if ip.is_loopback() => vec![IpNet::from(IpAddr::V6(ip))],
+        _ => Vec::new(),
+    }
+}
+
+/// Writes `files` into `dir` (created if missing) all or nothing: each is written as a hidden
+/// `.NAME.partial` beside its final name first; only when all are written are they renamed
+/// into place. On a failure the partial files are removed and no file of `dir` has changed.
+pub fn write_all(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), ImportError> {
+    let fail = |path: &Path, source| ImportError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    let mut partials = Vec::new();
+    for (name, bytes) in files {
+        let partial = dir.join(format!(".{name}.partial"));
+        if let Err(e) = std::fs::write(&partial, bytes) {
+            let _ = std::fs::remove_file(&partial);
+            for written in &partials {
+                let _ = std::fs::remove_file(written);
+            }
+            return Err(fail(&partial, e));
+        }
+        partials.push(partial);
+    }
+    for ((name, _), partial) in files.iter().zip(&partials) {
+        let target = dir.join(name);
+        std::fs::rename(partial, &target).map_err(|e| fail(&target, e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,774 @@
+//! `gatehouse serve`: the host behind the MCP endpoint, and the config file it reads.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gatehouse_host::Host;
+use gatehouse_host::HostConfig;
+use gatehouse_host::InstallError;
+use gatehouse_host::config::{self, ConfigError, Document};
+use gatehouse_host::error::PolicyError;
+use gatehouse_host::oci::{OciConfig, OciRef, Registries, Tags};
+use gatehouse_host::watch::{PolicyWatcher, TagWatcher, WatchConfig};
+use gatehouse_server::admin::{AdminConfig, AdminServer};
+use gatehouse_server::mcp::{McpConfig, McpServer, Serving};
+use gatehouse_store::checkpoint::Checkpointer;
+use gatehouse_store::sqlite::GatewayLock;
+use serde::{Deserialize, Serialize};
+
+use super::drift::{self, ImportConfig};
+use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
+
+/// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
+/// the server's own `[mcp]` table. Every other command reads the same file (ignoring `[mcp]`),
+/// so one `gatehouse.toml` serves them all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The library's tables.
+    pub host: HostConfig,
+    /// The MCP endpoint: listen address, API keys, allowed hosts and origins. Default:
+    /// loopback, nobody admitted.
+    pub mcp: McpConfig,
+    /// The admin API (`[admin]`): runs only when the table is present.
+    pub admin: Option<AdminConfig>,
+    /// A directory of signed policy modules to install as they change (`[watch]`). Default:
+    /// none.
+    pub watch: Option<WatchConfig>,
+    /// What start-up does about imported MCP adapters whose upstream changed (`[import]`).
+    /// Default: nothing.
+    pub import: ImportConfig,
+    /// OCI registries: cache, size bound, transport, credentials, tag rule (`[oci]`). Read
+    /// by `serve` (`oci://` sources), the admin API's policy push, `push` and `pull`.
+    pub oci: OciConfig,
+    /// What `serve` serves besides its `--adapter` and `--policy` arguments (`[plugins]`):
+    /// files (relative to the config file) and `oci://` references, read again on SIGHUP.
+    pub plugins: PluginSources,
+}
+
+/// The `[plugins]` table: signed components `serve` installs, as files or `oci://` references.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSources {
+    /// Adapters to serve.
+    #[serde(default)]
+    pub adapters: Vec<String>,
+    /// Policy modules to install (bind them in `[[pipeline.policy]]`).
+    #[serde(default)]
+    pub policies: Vec<String>,
+}
+
+impl ServeConfig {
+    /// Reads a config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_toml(&config::read(path)?).map_err(|message| ConfigError::invalid(path, message))
+    }
+
+    /// Parses config text.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let mut document = Document::parse(text)?;
+        let mcp = document.take("mcp")?;
+        let admin = document.take("admin")?;
+        let watch = document.take("watch")?;
+        let import = document.take("import")?;
+        let oci = document.take("oci")?;
+        let plugins = document.take("plugins")?;
+        Ok(Self {
+            host: document.into_host_config()?,
+            mcp,
+            admin,
+            watch,
+            import,
+            oci,
+            plugins,
+        })
+    }
+}
+
+/// A plugin `serve` installs.
+struct Plugin {
+    /// Where it came from, for messages: a file, or the pinned `oci://` reference.
+    label: String,
+    /// The signed component.
+    bytes: Vec<u8>,
+    is_policy: bool,
+    /// The pinned reference it was pulled from, if from a registry: its records cite it.
+    source: Option<String>,
+    /// The tag it was pulled by, if any: `[oci] watch_seconds` follows it.
+    tag: Option<OciRef>,
+}
+
+type Plugins = Vec<Plugin>;
+
+/// Where `serve` reads its config and plugins: at start, and again on SIGHUP.
+#[derive(Debug, Clone)]
+struct Source {
+    /// The config file, if any (else the built-in defaults).
+    config: Option<PathBuf>,
+    /// Files and `oci://` references.
+    adapters: Vec<String>,
+    policies: Vec<String>,
+}
+
+impl Source {
+    /// Reads the config, then each plugin: a file, or a reference pulled with the config's
+    /// `[oci]` settings (a tag only where they allow it, resolved to a digest; from the cache
+    /// when the registry cannot be reached).
+    fn read(&self) -> Result<(ServeConfig, Plugins), Failure> {
+        let config = read_config(self.config.as_deref())?;
+        let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
+        // The config's files are relative to the config file.
+        let base = (self.config.as_deref())
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let in_config = |sources: &[String]| -> Vec<String> {
+            (sources.iter())
+                .map(|source| match OciRef::is_oci(source) {
+                    true => source.clone(),
+                    false => base.join(source).display().to_string(),
+                })
+                .collect()
+        };
+        let adapters = [self.adapters.clone(), in_config(&config.plugins.adapters)].concat();
+        let policies = [self.policies.clone(), in_config(&config.plugins.policies)].concat();
+        let mut plugins: Plugins = Vec::new();
+        for (sources, is_policy) in [(&adapters, false), (&policies, true)] {
+            for source in sources {
+                plugins.push(if OciRef::is_oci(source) {
+                    let reference: OciRef = source.parse().map_err(usage)?;
+                    let pulled = registries
+                        .pull_blocking(&reference, Tags::AsConfigured)
+                        .map_err(refused)?;
+                    tracing::info!(reference = %reference, pinned = %pulled.pinned, cached = pulled.from_cache, "pulled");
+                    Plugin {
+                        label: pulled.pinned.to_string(),
+                        bytes: pulled.bytes,
+                        is_policy,
+                        source: Some(pulled.pinned.to_string()),
+                        tag: reference.digest().is_none().then_some(reference),
+                    }
+                } else {
+                    Plugin {
+                        label: source.clone(),
+                        bytes: read_file(Path::new(source)).map_err(usage)?,
+                        is_policy,
+                        source: None,
+                        tag: None,
+                    }
+                });
+            }
+        }
+        Ok((config, plugins))
+    }
+}
+
+/// A host with its plugins installed, and the MCP endpoint over it.
+struct Started {
+    host: Arc<Host>,
+    mcp: McpConfig,
+    server: McpServer,
+    /// Each plugin installed: its id, and what serves and where it came from.
+    loaded: Vec<(String, String)>,
+    /// The admin API, if `[admin]` is configured: where it listens, and the server.
+    admin: Option<(SocketAddr, AdminServer)>,
+    /// The watched policy directory, if `[watch]` is configured.
+    watch: Option<WatchConfig>,
+}
+
+/// Builds the host from `config` (read from `file`, if any), installs `plugins` and builds the
+/// endpoint.
+fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<Started, Failure> {
+    // Errors about entries of the file name the file.
+    let in_file = |error: String| match file {
+        Some(file) => usage(format!("{}: {error}", file.display())),
+        None => usage(error),
+    };
+    let ServeConfig {
+        host: mut config,
+        mcp,
+        admin,
+        watch,
+        import: _,
+        oci,
+        plugins: _,
+    } = config;
+    let registries = Registries::new(&oci, &config.cache.resolved_dir());
+    if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
+        return Err(usage(
+            "no caller could be admitted: add `[[mcp.api_key]]` entries or `[mcp.jwt]` to the config (or \
+             `[mcp] anonymous_tenant` for local use)",
+        ));
+    }
+    if !mcp.listen.ip().is_loopback() {
+        if mcp.anonymous_tenant.is_some() {
+            tracing::warn!(listen = %mcp.listen, "anonymous callers are admitted on a non-loopback address");
+        }
+        if mcp.allowed_hosts == McpConfig::default().allowed_hosts {
+            tracing::warn!(
+                listen = %mcp.listen,
+                "`[mcp] allowed_hosts` lists only loopback names: add the host names clients use, or they get 403"
+            );
+        }
+    }
+    // Paused results name the console's page for their approval, unless the config names
+    // another place.
+    if let Some(admin) = admin.as_ref().filter(|admin| admin.console)
+        && config.store.approval_url.is_none()
+    {
+        config.store.approval_url = Some(format!("{}/#/approvals/{{id}}", admin.console_url()));
+    }
+    let host = Arc::new(Host::new(config).map_err(usage)?);
+    let mut loaded = Vec::new();
+    for Plugin {
+        label,
+        bytes,
+        is_policy,
+        source,
+        ..
+    } in plugins
+    {
+        // As `install_policy` and `install_adapter`, citing where it came from.
+        let installed = if *is_policy {
+            (host.load_policy(bytes).map_err(InstallError::from))
+                .and_then(|policy| host.serve_policy(policy.with_source(source.clone())))
+        } else {
+            (host.load_adapter(bytes).map_err(InstallError::from))
+                .and_then(|adapter| host.serve_adapter(adapter.with_source(source.clone())))
+        };
+        let plugin = installed.map_err(|e| match e {
+            // The plugin is fine; the operator's binding config is not: a config error.
+            InstallError::Policy(PolicyError::Config { .. }) => in_file(e.to_string()),
+            e => refused(format!("{label}: refused: {e}")),
+        })?;
+        loaded.push((
+            plugin.id.clone(),
+            format!(
+                "{} {} ({}) from {label}",
+                plugin.id, plugin.version, plugin.digest
+            ),
+        ));
+    }
+    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
+    let admin = admin
+        .map(|admin| {
+            let server = AdminServer::new(Arc::clone(&host), &admin)
+                .map_err(|e| in_file(e.to_string()))?
+                .with_registries(registries.clone());
+            admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
+            Ok::<_, Failure>((admin.listen, server))
+        })
+        .transpose()?;
+    Ok(Started {
+        host,
+        mcp,
+        server,
+        loaded,
+        admin,
+        watch,
+    })
+}
+
+pub(super) fn serve(
+    adapters: &[String],
+    policies: &[String],
+    listen: Option<SocketAddr>,
+    demo: bool,
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    // `serve --demo` has no file to reload.
+    let source = (!demo).then(|| Source {
+        config: config_path(config),
+        adapters: adapters.to_vec(),
+        policies: policies.to_vec(),
+    });
+    let (mut config, plugins) = match &source {
+        Some(source) => source.read()?,
+        None => demo_plugins()?,
+    };
+    if let Some(listen) = listen {
+        config.mcp.listen = listen;
+    }
+    let (drift_check, grants) = (config.import.drift_check, config.host.egress.grants.clone());
+    // One gateway per SQLite file (see `GatewayLock`), checked before anything is loaded.
+    let _lock = match &config.host.store.url {
+        Some(_) => None,
+        None => Some(GatewayLock::take(&config.host.store).map_err(refused)?),
+    };
+    let checkpoints = config.host.store.checkpoints.clone();
+    let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
+    let every = std::time::Duration::from_secs(config.oci.watch_seconds);
+    // What a reload compares the new config and plugins with.
+    let mut previous = (config.clone(), Vec::new());
+    let Started {
+        host,
+        mcp,
+        server,
+        loaded,
+        admin,
+        watch,
+    } = start(
+        config,
+        &plugins,
+        source.as_ref().and_then(|s| s.config.as_deref()),
+    )?;
+    // The tags to follow (`[oci] watch_seconds`), each with the digest it serves now.
+    let tags: Vec<(OciRef, String)> = (plugins.iter())
+        .filter_map(|plugin| Some((plugin.tag.clone()?, plugin.source.clone()?)))
+        .collect();
+    let follow = (!every.is_zero() && !tags.is_empty()).then_some((registries, tags, every));
+    // The manifests were verified as the adapters loaded.
+    let manifests: Vec<_> = plugins
+        .iter()
+        .filter(|plugin| !plugin.is_policy)
+        .filter_map(|plugin| {
+            gatehouse_host::plugin::inspect(&plugin.bytes)
+                .ok()?
+                .manifest
+        })
+        .collect();
+    drift::check(drift_check, &manifests, &grants)?;
+    // The admin API and the watchers act on this host: a reload cannot move them yet.
+    let pinned = admin.is_some() || watch.is_some() || follow.is_some();
+    drop(plugins);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let lines = restore(&host, loaded).await?;
+        for line in &lines {
+            say!(out, "loaded {line}");
+        }
+        previous.1 = lines;
+        let checkpointer = Checkpointer::start(Arc::clone(host.store()), &checkpoints).map_err(usage)?;
+        if checkpointer.is_some() {
+            tracing::info!(every_entries = checkpoints.every_entries, every_seconds = checkpoints.every_seconds, "signing audit checkpoints");
+        }
+        // Before the port opens: a signal that arrives once clients can connect is handled.
+        let (stop, mut hangups) = install_signals()
+            .map_err(|e| usage(format!("cannot listen for signals: {e}")))?;
+        server.refresh_keys().await.map_err(usage)?;
+        let listener = tokio::net::TcpListener::bind(mcp.listen)
+            .await
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", mcp.listen)))?;
+        let endpoint = format!("http://{addr}{}", mcp.path);
+        say!(out, "gatehouse: serving MCP (Streamable HTTP) at {endpoint}");
+        match &mcp.anonymous_tenant {
+            Some(tenant) => {
+                let tools = host.visible_tools(tenant);
+                say!(out, "callers without an API key run as tenant `{tenant}`, which sees {} tool(s): {}", tools.len(), tools.join(", "));
+            }
+            None => {
+                say!(out, "callers need one of the {} configured API key(s)", mcp.api_keys.len());
+            }
+        }
+        say!(out, "try: npx @modelcontextprotocol/inspector, or");
+        say!(
+            out,
+            "  curl -s {endpoint} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-11-25' \\"
+        );
+        say!(
+            out,
+            "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
+        );
+        if let Some((listen, admin)) = admin {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| usage(format!("cannot listen on {listen} (`[admin] listen`): {e}")))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| usage(format!("cannot listen on {listen}: {e}")))?;
+            if !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the admin API speaks plain HTTP beyond loopback: put a TLS-terminating proxy in front of it");
+            }
+            say!(out, "gatehouse: admin API at http://{addr} ({} token(s); `gatehouse admin --server http://{addr} ...`)", admin.tokens());
+            if let Some(console) = admin.console_url() {
+                say!(out, "gatehouse: console at {console} (sign in with an admin token)");
+            }
+            tokio::spawn(admin.serve(listener, std::future::pending()));
+        }
+        let _watcher = watch.map(|watch| {
+            say!(out, "gatehouse: installing policy modules from {} as they change", watch.policy_dir.display());
+            let mut watcher = PolicyWatcher::start(
+                Arc::clone(&host),
+                watch.policy_dir,
+                std::time::Duration::from_millis(watch.interval_ms.max(100)),
+            );
+            // The watcher logs and audits each event itself; drain them.
+            tokio::spawn(async move { while watcher.next_event().await.is_some() {} })
+        });
+        let _tags = follow.map(|(registries, tags, every)| {
+            say!(out, "gatehouse: following {} registry tag(s) every {} s", tags.len(), every.as_secs());
+            TagWatcher::start(Arc::clone(&host), registries, tags, every)
+        });
+        // The endpoint (and the admin API, the watcher) hold the host; a reload replaces it.
+        drop(host);
+        say!(out, "Ctrl-C stops the gateway.");
+        let _ = out.flush();
+        let serving = Serving::new(server);
+        let reloads = async {
+            while hangups.next().await {
+                if pinned {
+                    tracing::warn!("SIGHUP: reload is not available while `[admin]`, `[watch]` or `[oci] watch_seconds` is configured (they act on the running host); restart gatehouse to apply a new config");
+                    continue;
+                }
+                reload(&serving, source.as_ref(), mcp.listen, listen, &mut previous).await;
+            }
+        };
+        let cut = tokio::select! {
+            cut = serving.serve(listener, stop.received()) => cut,
+            () = reloads => unreachable!("the SIGHUP stream does not end"),
+        };
+        if let Some(checkpointer) = checkpointer {
+            checkpointer.stop().await;
+        }
+        if cut == 0 {
+            tracing::info!(unfinished_connections = cut, "gatehouse stopped: every call in flight finished");
+        } else {
+            tracing::warn!(unfinished_connections = cut, "gatehouse stopped: connections still open at `[mcp] drain_timeout_ms` were cut");
+        }
+        say!(out, "gatehouse: stopped");
+        Ok(0)
+    })
+}
+
+/// Applies the plugin changes the admin API made before a restart (the store's, on top of the
+/// config's plugins: [`Host::restore_plugin_changes`] says the precedence), and logs where each
+/// serving plugin comes from, one line each; returns the lines.
+async fn restore(host: &Host, loaded: Vec<(String, String)>) -> Result<Vec<String>, Failure> {
+    let mut sources = host.restore_plugin_changes().await.map_err(refused)?;
+    let mut lines: Vec<String> = loaded
+        .into_iter()
+        .map(|(id, line)| sources.remove(&id).unwrap_or(line))
+        .collect();
+    // Plugins only the store has (pushed through the admin API, in no file).
+    lines.extend(sources.into_values());
+    for line in &lines {
+        tracing::info!("serving {line}");
+    }
+    Ok(lines)
+}
+
+/// Refuses an `[[admin.token]]` that is also an `[[mcp.api_key]]`: the agent holding the key
+/// could act as an operator (approve its own calls, install plugins). Runs after both loaded
+/// their secrets, so a secret that cannot be read has been reported already. Names both
+/// entries (1-based), never the secret.
+fn admin_tokens_are_not_api_keys(admin: &AdminConfig, mcp: &McpConfig) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    let digest = |env: Option<&str>, file: Option<&Path>| {
+        gatehouse_core::secret::read(env, file)
+            .ok()
+            .map(|secret| Sha256::digest(secret.expose().as_bytes()))
+    };
+    let keys: Vec<_> = mcp
+        .api_keys
+        .iter()
+        .map(|key| digest(key.env.as_deref(), key.file.as_deref()))
+        .collect();
+    for (t, token) in admin.tokens.iter().enumerate() {
+        let Some(secret) = digest(token.env.as_deref(), token.file.as_deref()) else {
+            continue;
+        };
+        if let Some(k) = keys.iter().position(|key| *key == Some(secret)) {
+            let key = &mcp.api_keys[k];
+            return Err(format!(
+                "`[[admin.token]]` #{} (principal `{}`) has the same value as `[[mcp.api_key]]` #{} (tenant `{}`): the agent holding that API key could act as the operator; give the admin token a value of its own",
+                t + 1,
+                token.principal,
+                k + 1,
+                key.tenant
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// SIGHUP: reads the config file and the plugin files again and, if all of it loads, serves
+/// new requests from the new host; requests in flight finish on the old one. Anything that
+/// fails to load keeps the serving config, and the log says why. The listener stays where it
+/// is (`[mcp] listen` takes a restart).
+///
+/// The log line of a reload says what changed from `previous` (the serving config and
+/// plugins), which it then becomes.
+async fn reload(
+    serving: &Serving,
+    source: Option<&Source>,
+    bound: SocketAddr,
+    listen: Option<SocketAddr>,
+    previous: &mut (ServeConfig, Vec<String>),
+) {
+    let Some(source) = source.cloned() else {
+        tracing::warn!("SIGHUP: `serve --demo` has no config file to reload");
+        return;
+    };
+    let file = source.config.as_ref().map_or_else(
+        || "(built-in defaults)".to_owned(),
+        |p| p.display().to_string(),
+    );
+    let started = tokio::task::spawn_blocking(move || {
+        let (mut config, plugins) = source.read()?;
+        let wanted = listen.unwrap_or(config.mcp.listen);
+        if wanted != bound {
+            tracing::warn!(listen = %wanted, serving = %bound, "`[mcp] listen` changed: restart gatehouse to move the listener");
+        }
+        config.mcp.listen = bound;
+        start(config.clone(), &plugins, source.config.as_deref()).map(|started| (started, config))
+    })
+    .await;
+    match started {
+        Ok(Ok((started, config))) => {
+            let lines = match restore(&started.host, started.loaded.clone()).await {
+                Ok(lines) => lines,
+                Err(failure) => {
+                    tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
+                    return;
+                }
+            };
+            serving.replace(started.server);
+            let sections = changed_sections(&previous.0, &config);
+            let plugins_added: Vec<&str> = (lines.iter())
+                .filter(|p| !previous.1.contains(*p))
+                .map(String::as_str)
+                .collect();
+            let plugins_removed: Vec<&str> = (previous.1.iter())
+                .filter(|p| !lines.contains(*p))
+                .map(String::as_str)
+                .collect();
+            tracing::info!(
+                config = %file,
+                plugins = lines.len(),
+                changed = %list(&sections),
+                plugins_added = %list(&plugins_added),
+                plugins_removed = %list(&plugins_removed),
+                "config reloaded"
+            );
+            *previous = (config, lines);
+        }
+        Ok(Err(failure)) => {
+            tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");
+        }
+        Err(error) => {
+            tracing::warn!(config = %file, %error, "config reload failed; still serving the previous config");
+        }
+    }
+}
+
+/// The config sections whose values differ between `old` and `new`, by their TOML names:
+/// the tables (`sandbox`, `egress`, `mcp`...), and `[pipeline]`'s keys one by one
+/// (`pipeline.tool`, `pipeline.policy`, `pipeline.policy_default`...). Values are never
+/// shown: a section can name where a secret is.
+fn changed_sections(old: &ServeConfig, new: &ServeConfig) -> Vec<String> {
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+    fn sections(config: &ServeConfig) -> BTreeMap<String, Value> {
+        let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+        let mut sections = BTreeMap::new();
+        if let Value::Object(tables) = value(serde_json::to_value(&config.host)) {
+            for (name, table) in tables {
+                match table {
+                    Value::Object(keys) if name == "pipeline" => {
+                        for (key, v) in keys {
+                            sections.insert(format!("pipeline.{key}"), v);
+                        }
+                    }
+                    table => {
+                        sections.insert(name, table);
+                    }
+                }
+            }
+        }
+        sections.insert("mcp".into(), value(serde_json::to_value(&config.mcp)));
+        sections.insert("admin".into(), value(serde_json::to_value(&config.admin)));
+        sections.insert("watch".into(), value(serde_json::to_value(&config.watch)));
+        sections.insert("import".into(), value(serde_json::to_value(&config.import)));
+        sections.insert("oci".into(), value(serde_json::to_value(&config.oci)));
+        sections.insert(
+            "plugins".into(),
+            value(serde_json::to_value(&config.plugins)),
+        );
+        sections
+    }
+    let (old, new) = (sections(old), sections(new));
+    let mut changed: Vec<String> = old
+        .iter()
+        .filter(|(name, value)| new.get(*name) != Some(value))
+        .map(|(name, _)| name.clone())
+        .collect();
+    changed.extend(new.keys().filter(|name| !old.contains_key(*name)).cloned());
+    changed
+}
+
+/// `a, b, c`, or `none`.
+fn list<T: AsRef<str>>(items: &[T]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The signals `serve` acts on, listened for from start: SIGTERM and SIGINT (Ctrl-C) stop it,
+/// SIGHUP reloads (Unix only).
+fn install_signals() -> std::io::Result<(Stop, Hangups)> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok((
+            Stop {
+                terminate: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            },
+            Hangups(signal(SignalKind::hangup())?),
+        ))
+    }
+    #[cfg(not(unix))]
+    Ok((Stop {}, Hangups {}))
+}
+
+/// SIGTERM or SIGINT.
+struct Stop {
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    /// Completes on the first SIGTERM or SIGINT.
+    async fn received(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.terminate.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = self.interrupt.recv() => tracing::info!("SIGINT: stopping"),
+        }
+        #[cfg(not(unix))]
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C; stop the process to end");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// SIGHUP.
+struct Hangups(#[cfg(unix)] tokio::signal::unix::Signal);
+
+impl Hangups {
+    /// Completes with `true` on each SIGHUP.
+    async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        return self.0.recv().await.is_some();
+        #[cfg(not(unix))]
+        std::future::pending().await
+    }
+}
+
+#[cfg(feature = "demo")]
+fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
+    let demo = crate::demo::prepare().map_err(refused)?;
+    let config = ServeConfig {
+        host: demo.config,
+        mcp: McpConfig {
+            anonymous_tenant: Some("default".to_owned()),
+            ..McpConfig::default()
+        },
+        // The admin API, when the operator gave it a token.
+        admin: std::env::var_os(super::admin::TOKEN_ENV).map(|_| AdminConfig {
+            tokens: vec![gatehouse_server::admin::AdminTokenConfig {
+                principal: "demo-operator".to_owned(),
+                roles: vec![
+                    gatehouse_server::admin::Role::Approver,
+                    gatehouse_server::admin::Role::Operator,
+                    gatehouse_server::admin::Role::Auditor,
+                ],
+                env: Some(super::admin::TOKEN_ENV.to_owned()),
+                file: None,
+            }],
+            ..AdminConfig::default()
+        }),
+        watch: None,
+        oci: OciConfig::default(),
+        plugins: PluginSources::default(),
+        import: ImportConfig::default(),
+    };
+    let plugins = demo
+        .plugins
+        .into_iter()
+        .map(|(name, bytes)| Plugin {
+            label: format!("demo plugin {name}"),
+            bytes,
+            is_policy: false,
+            source: None,
+            tag: None,
+        })
+        .collect();
+    Ok((config, plugins))
+}
+
+#[cfg(not(feature = "demo"))]
+fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
+    Err(usage(
+        "this build has no demo plugins (build with `--features demo`)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_file_holds_the_library_tables_and_mcp() {
+        let config = ServeConfig::from_toml(
+            "[sandbox]\nfuel = 5\n\n[mcp]\nlisten = \"127.0.0.1:9999\"\nanonymous_tenant = \"t\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.host.sandbox.fuel, 5);
+        assert_eq!(config.mcp.listen.port(), 9999);
+        assert_eq!(config.mcp.anonymous_tenant.as_deref(), Some("t"));
+        assert_eq!((config.admin, config.watch), (None, None));
+        let config = ServeConfig::from_toml(
+            "[admin]\n[[admin.token]]\nprincipal = \"ana\"\nroles = [\"approver\"]\nenv = \"T\"\n\n[watch]\npolicy_dir = \"/p\"\n",
+        )
+        .unwrap();
+        let admin = config.admin.unwrap();
+        assert_eq!(admin.listen.to_string(), "127.0.0.1:8788");
+        assert_eq!(
+            admin.tokens[0].roles,
+            [gatehouse_server::admin::Role::Approver]
+        );
+        assert_eq!(config.watch.unwrap().interval_ms, 2000);
+        let err = ServeConfig::from_toml(
+            "[admin]\n[[admin.token]]\nprincipal = \"a\"\nroles = [\"root\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("line 4") && err.contains("unknown variant `root`"),
+            "{err}"
+        );
+        // The library alone does not know `[mcp]`.
+        let err = HostConfig::from_toml("[mcp]\nlisten = \"127.0.0.1:9999\"").unwrap_err();
+        assert!(err.contains("unknown field `mcp`"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_key_in_either_part() {
+        let err = ServeConfig::from_toml("[sandbox]\nfuel = 5\n\n[mcp]\nlisten = 7\n").unwrap_err();
+        assert!(err.contains("line 5"), "{err}");
+        let err = ServeConfig::from_toml("[mcp]\n\n[sandbox]\nfule = 5\n").unwrap_err();
+        assert!(
+            err.contains("line 4") && err.contains("unknown field `fule`"),
+            "{err}"
+        );
+        let err = ServeConfig::from_toml("[sandbx]\n").unwrap_err();
+        assert!(err.contains("unknown field `sandbx`"), "{err}");
+    }
+}

@@ -1,0 +1,237 @@
+//! Every conversion between gatehouse's vocabulary (`gatehouse_core::model`) and the WIT
+//! bindings' twins of it, in one place. Host types go in (call context, action), guest types come out (content, tool errors,
+//! decisions, log levels).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use gatehouse_core::model::{
+    ActionRecord, ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Obligation,
+    PiiKind, Principal, PrincipalKind, Reason, ResourceContents, Verdict,
+};
+
+use super::LogLevel;
+use super::types as wit;
+
+impl From<CapabilityClass> for wit::CapabilityClass {
+    fn from(class: CapabilityClass) -> Self {
+        match class {
+            CapabilityClass::Observe => Self::Observe,
+            CapabilityClass::Recall => Self::Recall,
+            CapabilityClass::ThinkSupport => Self::ThinkSupport,
+            CapabilityClass::Act => Self::Act,
+            CapabilityClass::Verify => Self::Verify,
+        }
+    }
+}
+
+impl From<ApprovalMode> for wit::ApprovalMode {
+    fn from(mode: ApprovalMode) -> Self {
+        match mode {
+            ApprovalMode::ReadOnly => Self::ReadOnly,
+            ApprovalMode::LocalWrite => Self::LocalWrite,
+            ApprovalMode::Network => Self::Network,
+            ApprovalMode::Delegated => Self::Delegated,
+            ApprovalMode::Destructive => Self::Destructive,
+        }
+    }
+}
+
+impl From<wit::ApprovalMode> for ApprovalMode {
+    fn from(mode: wit::ApprovalMode) -> Self {
+        match mode {
+            wit::ApprovalMode::ReadOnly => Self::ReadOnly,
+            wit::ApprovalMode::LocalWrite => Self::LocalWrite,
+            wit::ApprovalMode::Network => Self::Network,
+            wit::ApprovalMode::Delegated => Self::Delegated,
+            wit::ApprovalMode::Destructive => Self::Destructive,
+        }
+    }
+}
+
+impl From<&Principal> for wit::Principal {
+    fn from(p: &Principal) -> Self {
+        Self {
+            kind: match p.kind {
+                PrincipalKind::User => wit::PrincipalKind::User,
+                PrincipalKind::Agent => wit::PrincipalKind::Agent,
+                PrincipalKind::Service => wit::PrincipalKind::Service,
+            },
+            id: p.id.clone(),
+            tenant: p.tenant.clone(),
+        }
+    }
+}
+
+impl From<wit::ToolError> for ErrorBody {
+    /// An adapter's structured error, as the caller sees it.
+    fn from(error: wit::ToolError) -> Self {
+        Self {
+            kind: match error.kind {
+                wit::ErrorKind::Validation => ErrorKind::Validation,
+                wit::ErrorKind::NotFound => ErrorKind::NotFound,
+                wit::ErrorKind::Conflict => ErrorKind::Conflict,
+                wit::ErrorKind::Upstream => ErrorKind::Upstream,
+                wit::ErrorKind::Unavailable => ErrorKind::Unavailable,
+                wit::ErrorKind::Internal => ErrorKind::Internal,
+            },
+            code: error.code,
+            message: error.message,
+            retryable: error.retryable,
+            remediation: error.remediation,
+        }
+    }
+}
+
+impl From<wit::Content> for ContentBlock {
+    /// An adapter's content block in MCP's shape (binary data base64-encoded).
+    fn from(block: wit::Content) -> Self {
+        match block {
+            wit::Content::Text(text) => Self::Text { text },
+            wit::Content::Image(blob) => Self::Image {
+                data: BASE64.encode(&blob.data),
+                mime_type: blob.mime_type,
+            },
+            wit::Content::Audio(blob) => Self::Audio {
+                data: BASE64.encode(&blob.data),
+                mime_type: blob.mime_type,
+            },
+            wit::Content::Resource(r) => Self::Resource {
+                resource: ResourceContents {
+                    uri: r.uri,
+                    mime_type: r.mime_type,
+                    text: r.text,
+                    blob: r.data.map(|d| BASE64.encode(d)),
+                },
+            },
+        }
+    }
+}
+
+impl From<wit::Verdict> for Verdict {
+    fn from(verdict: wit::Verdict) -> Self {
+        match verdict {
+            wit::Verdict::Allow => Self::Allow,
+            wit::Verdict::Deny => Self::Deny,
+            wit::Verdict::RequireApproval => Self::RequireApproval,
+            wit::Verdict::Abstain => Self::Abstain,
+        }
+    }
+}
+
+impl From<wit::Reason> for Reason {
+    fn from(reason: wit::Reason) -> Self {
+        Self {
+            code: reason.code,
+            message: reason.message,
+        }
+    }
+}
+
+impl From<wit::Obligation> for Obligation {
+    fn from(obligation: wit::Obligation) -> Self {
+        match obligation {
+            wit::Obligation::RedactPointer(pointer) => Self::RedactPointer(pointer),
+            wit::Obligation::MaskPii(kinds) => {
+                Self::MaskPii(kinds.into_iter().map(PiiKind::from).collect())
+            }
+        }
+    }
+}
+
+impl From<wit::PiiKind> for PiiKind {
+    fn from(kind: wit::PiiKind) -> Self {
+        match kind {
+            wit::PiiKind::Email => Self::Email,
+            wit::PiiKind::Phone => Self::Phone,
+        }
+    }
+}
+
+impl From<LogLevel> for &'static str {
+    /// The level's name, as plugin log lines record it.
+    fn from(level: LogLevel) -> Self {
+        match level {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+impl From<&wit::Action> for ActionRecord {
+    fn from(action: &wit::Action) -> Self {
+        Self {
+            tool_call_id: action.tool_call_id.clone(),
+            adapter_id: action.adapter_id.clone(),
+            capability_id: action.capability_id.clone(),
+            capability_class: action.capability_class.into(),
+            approval_mode_max: action.approval_mode_max.into(),
+            approval_mode_requested: action.approval_mode_requested.into(),
+            args: action.args.clone(),
+            principals: action.principals.iter().map(Principal::from).collect(),
+            tenant: action.tenant.clone(),
+            now_unix_ms: action.context.now_unix_ms,
+            prior_actions: action.context.prior_actions.clone(),
+            data_classification: action.context.data_classification.clone(),
+            risk_signals: action
+                .risk_signals
+                .iter()
+                .map(|s| (s.name.clone(), s.score))
+                .collect(),
+        }
+    }
+}
+
+impl From<ActionRecord> for wit::Action {
+    fn from(action: ActionRecord) -> Self {
+        Self {
+            tool_call_id: action.tool_call_id,
+            adapter_id: action.adapter_id,
+            capability_id: action.capability_id,
+            capability_class: action.capability_class.into(),
+            approval_mode_max: action.approval_mode_max.into(),
+            approval_mode_requested: action.approval_mode_requested.into(),
+            args: action.args,
+            principals: action.principals.iter().map(Into::into).collect(),
+            tenant: action.tenant,
+            context: wit::ActionContext {
+                now_unix_ms: action.now_unix_ms,
+                prior_actions: action.prior_actions,
+                data_classification: action.data_classification,
+            },
+            risk_signals: action
+                .risk_signals
+                .into_iter()
+                .map(|(name, score)| wit::RiskSignal { name, score })
+                .collect(),
+        }
+    }
+}
+
+impl From<wit::CapabilityClass> for CapabilityClass {
+    fn from(class: wit::CapabilityClass) -> Self {
+        match class {
+            wit::CapabilityClass::Observe => Self::Observe,
+            wit::CapabilityClass::Recall => Self::Recall,
+            wit::CapabilityClass::ThinkSupport => Self::ThinkSupport,
+            wit::CapabilityClass::Act => Self::Act,
+            wit::CapabilityClass::Verify => Self::Verify,
+        }
+    }
+}
+
+impl From<&wit::Principal> for Principal {
+    fn from(p: &wit::Principal) -> Self {
+        Self {
+            kind: match p.kind {
+                wit::PrincipalKind::User => PrincipalKind::User,
+                wit::PrincipalKind::Agent => PrincipalKind::Agent,
+                wit::PrincipalKind::Service => PrincipalKind::Service,
+            },
+            id: p.id.clone(),
+            tenant: p.tenant.clone(),
+        }
+    }
+}

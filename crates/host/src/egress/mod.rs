@@ -1,0 +1,484 @@
+//! The egress gate: the one path out of an adapter.
+//!
+//! Adapters reach the outside world only through `wasi:http/outgoing-handler`, which the host
+//! implements with [`EgressGate`] (wasmtime-wasi-http's `WasiHttpHooks::send_request`, built
+//! without its permissive default sender, so no other path exists). Every request goes through
+//! one function, `send`, which in order:
+//! 1. parses the URL (WHATWG rules: dot segments resolved, host case-folded and punycoded) and
+//!    refuses userinfo;
+//! 2. charges the call's request-count and time budgets;
+//! 3. matches the adapter's granted rules (scheme, host, port, path prefix, then method);
+//! 4. checks the method against the call's effective approval mode: `read_only` and
+//!    `local_write` calls may only use GET, HEAD and OPTIONS, and the methods the matched
+//!    grant names as `read_methods` (an MCP endpoint's POST);
+//! 5. resolves the host once and refuses the request if *any* resolved address is in a
+//!    special-purpose block (every entry of the IANA IPv4 and IPv6 special-purpose registries,
+//!    multicast, cloud metadata; IPv4-mapped IPv6 judged as IPv4) unless the matched grant's
+//!    `allow_private` lists it, then connects to a checked address, trying them in resolver
+//!    order (no second lookup, so no DNS rebinding);
+//! 6. reads the request body against the call's request-byte budget;
+//! 7. passes only the guest headers on an allow list ([`STANDARD_HEADERS`] plus the grant's
+//!    `headers`; no grant may list a header the host owns), injects the rule's credentials, and adds
+//!    `traceparent` (the call's trace id) and, on non-safe methods, `Idempotency-Key` (the
+//!    call's key, when it has one);
+//! 8. takes a kept-alive connection to one of the checked addresses for this grant from the
+//!    host's pool (`pool`: keyed by checked address, scheme, TLS server name and grant, so
+//!    never shared across credentials), or connects to the checked address and performs the
+//!    TLS handshake for `https` (system roots plus `[egress] extra_root_certificates`; the
+//!    certificate must name the destination's host; a known server's session is resumed),
+//!    sends over HTTP/1.1 and meters the response body against the response-byte and time
+//!    budgets; the connection goes back to the pool when its response is read.
+//!
+//! Redirects are **not followed** by the host: a 3xx response is returned to the guest as is.
+//! A client that follows it sends a new request, which passes all of the above again (the SDK
+//! client does this).
+//!
+//! Every attempt is recorded on the call as an [`EgressAttempt`] (method, destination without
+//! query, address, status, bytes, allowed or the denial code and reason), never with header
+//! values. A denial reaches the guest as `HTTP-request-denied`.
+//!
+//! Phases: the host builds one [`TlsClient`] from `[egress]` (link); each adapter gets its
+//! [`Grants`] when it is loaded ([`Grants::for_adapter`], load); each call gets a fresh
+//! [`EgressGate`] over those grants with the call's facts ([`CallInfo`]: effective approval
+//! mode, trace id, idempotency key) and budgets (prepare); the guest's requests go through
+//! `send` (invoke). Tests drive `send` directly against loopback servers (`tests.rs`); the
+//! project's benchmarks reach it through the `internals` feature.
+
+mod addr;
+mod call;
+mod config;
+mod grants;
+mod pool;
+#[cfg(test)]
+mod props;
+mod rules;
+#[cfg(test)]
+mod tests;
+mod tls;
+pub use tls::install_default_provider;
+mod transport;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response};
+use http_body_util::BodyExt;
+use tracing::Instrument;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+/// Egress denials, warned about at most once per interval (an adapter probing in a loop must
+/// not flood the log).
+static DENIALS: gatehouse_core::throttle::Throttle =
+    gatehouse_core::throttle::Throttle::new(gatehouse_core::throttle::INTERVAL);
+
+pub use addr::AddressPolicy;
+pub use call::{CallInfo, Denial};
+use call::{Ledger, MAX_RECORDED_URL, Spent, millis};
+pub use config::{CredentialConfig, EgressConfig, GrantConfig};
+pub use gatehouse_core::model::EgressAttempt;
+pub use grants::{GrantError, Grants, Rule, STANDARD_HEADERS};
+pub use rules::{
+    DestHost, Destination, DestinationError, EgressRequest, MethodName, PatternError, UrlPattern,
+    is_safe,
+};
+pub use tls::{TlsClient, TlsConfigError};
+use transport::MeteredBody;
+
+use gatehouse_core::model::ApprovalMode;
+
+/// The per-call egress gate: the adapter's grants, the call's facts, and what the call spent.
+#[derive(Debug, Clone)]
+pub struct EgressGate {
+    ledger: Arc<Ledger>,
+}
+
+impl EgressGate {
+    /// Prepare phase (per call): a gate for one call of an adapter with `grants`. The time
+    /// budget starts now.
+    pub fn new(grants: Arc<Grants>, call: CallInfo) -> Self {
+        Self {
+            ledger: Arc::new(Ledger {
+                deadline: Instant::now() + grants.max_total,
+                grants,
+                call,
+                spent: Mutex::new(Spent::default()),
+            }),
+        }
+    }
+
+    /// A gate that denies everything (for instances that have no egress, such as policies).
+    pub fn deny_all() -> Self {
+        Self::new(
+            Arc::new(Grants::none()),
+            CallInfo::new(ApprovalMode::ReadOnly, "", None),
+        )
+    }
+
+    /// Takes the recorded attempts.
+    pub fn take_attempts(&self) -> Vec<EgressAttempt> {
+        std::mem::take(&mut self.ledger.spent().attempts)
+    }
+
+    /// Sends one request through every check (the function the WASI hook calls; reachable
+    /// here so tests and benchmarks can drive the checks without a guest). Denials are `HttpRequestDenied`. `options`
+    /// are the guest's request options: a `first_byte_timeout` shortens the wait for the
+    /// response head, never beyond the call's time budget.
+    #[cfg(any(test, feature = "internals"))]
+    pub async fn send(
+        &self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> Result<Response<WasiBody>, HttpError> {
+        send(Arc::clone(&self.ledger), request, options).await
+    }
+}
+
+/// The one function that performs egress. See the module docs for the order of checks.
+async fn send(
+    ledger: Arc<Ledger>,
+    request: Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Result<Response<WasiBody>, HttpError> {
+    let (parts, body) = request.into_parts();
+    let method = parts.method.clone();
+    let raw_uri = parts.uri.to_string();
+    let mut attempt = EgressAttempt {
+        method: method.to_string(),
+        destination: raw_uri[..raw_uri.floor_char_boundary(MAX_RECORDED_URL)].to_owned(),
+        address: None,
+        allowed: false,
+        code: String::new(),
+        reason: String::new(),
+        status: None,
+        request_bytes: 0,
+        response_bytes: 0,
+    };
+    let checked = match check(&ledger, &method, &raw_uri, body).await {
+        Ok(checked) => checked,
+        Err((stop, destination)) => {
+            if let Some(destination) = destination {
+                attempt.destination = destination;
+            }
+            let denial = match stop {
+                Stop::Denied(denial) => denial,
+                Stop::Failed(error) => {
+                    attempt.code = "request_body_error".to_owned();
+                    attempt.reason = error.to_string();
+                    ledger.record(attempt);
+                    return Err(error);
+                }
+            };
+            // Every denial at INFO; at most one per 10 s at WARN, with the count since the last.
+            match DENIALS.hit() {
+                Some(denied) => {
+                    tracing::warn!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, denied, "egress denied");
+                }
+                None => {
+                    tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
+                }
+            }
+            attempt.code = denial.code().to_owned();
+            attempt.reason = denial.to_string();
+            ledger.record(attempt);
+            return Err(HttpError::HttpRequestDenied);
+        }
+    };
+    attempt.destination = checked.dest.without_query();
+    attempt.address = checked.addrs.first().copied();
+    attempt.allowed = true;
+    attempt.request_bytes = checked.body.len() as u64;
+    let mut outgoing = Request::builder()
+        .method(method.clone())
+        .uri(checked.dest.path_and_query())
+        .body(http_body_util::Full::new(checked.body.clone()))
+        .map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
+    *outgoing.headers_mut() = outgoing_headers(&ledger, &parts.headers, &checked, &method);
+
+    // The guest may ask for a shorter wait for the response head; never a longer one.
+    let head_deadline = options
+        .and_then(|o| o.first_byte_timeout)
+        .map_or(ledger.deadline, |wait| {
+            ledger.deadline.min(Instant::now() + wait)
+        });
+    let exchange = transport::exchange(
+        &checked.addrs,
+        &checked.dest,
+        &ledger.grants.tls,
+        (ledger.grants.id(), checked.rule),
+        outgoing,
+    );
+    let (response, reuse) = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
+        Ok(Ok((addr, response, reuse))) => {
+            attempt.address = Some(addr);
+            (response, reuse)
+        }
+        Ok(Err(failure)) => {
+            attempt.code = failure.code.to_owned();
+            attempt.reason = failure.reason;
+            tracing::info!(method = %method, destination = %attempt.destination, code = %attempt.code, reason = %attempt.reason, "egress failed upstream");
+            ledger.record(attempt);
+            return Err(failure.error);
+        }
+        Err(_elapsed) if head_deadline < ledger.deadline => {
+            attempt.code = "upstream_timeout".to_owned();
+            attempt.reason = "no response within the timeout the adapter set".to_owned();
+            ledger.record(attempt);
+            return Err(HttpError::ConnectionReadTimeout);
+        }
+        Err(_elapsed) => {
+            let denial = Denial::TimeBudget {
+                limit_ms: millis(ledger.grants.max_total),
+            };
+            attempt.code = denial.code().to_owned();
+            attempt.reason = denial.to_string();
+            ledger.record(attempt);
+            return Err(HttpError::ConnectionReadTimeout);
+        }
+    };
+    attempt.code = "ok".to_owned();
+    attempt.status = Some(response.status().as_u16());
+    tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
+    let index = ledger.record(attempt);
+    let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline.into()));
+    Ok(response
+        .map(|incoming| MeteredBody::new(incoming, ledger, index, sleep, reuse).boxed_unsync()))
+}
+
+/// A request that passed every check.
+struct Checked {
+    dest: Destination,
+    addrs: Vec<SocketAddr>,
+    rule: usize,
+    body: Bytes,
+}
+
+/// Why a request was not sent.
+enum Stop {
+    /// A check refused it.
+    Denied(Denial),
+    /// The guest's request body failed.
+    Failed(HttpError),
+}
+
+/// Steps 1-6. On denial, also returns the normalized destination if it got that far.
+async fn check(
+    ledger: &Ledger,
+    method: &Method,
+    raw_uri: &str,
+    body: WasiBody,
+) -> Result<Checked, (Stop, Option<String>)> {
+    let dest = Destination::parse(raw_uri).map_err(|e| {
+        let denial = match e {
+            DestinationError::Invalid => Denial::InvalidUrl,
+            DestinationError::AmbiguousPath(what) => Denial::AmbiguousPath { what },
+        };
+        (Stop::Denied(denial), None)
+    })?;
+    let shown = dest.without_query();
+    let deny = |denial| (Stop::Denied(denial), Some(shown.clone()));
+    let grants = &ledger.grants;
+    {
+        let mut spent = ledger.spent();
+        if spent.requests >= grants.max_requests {
+            return Err(deny(Denial::RequestBudget {
+                limit: grants.max_requests,
+            }));
+        }
+        spent.requests += 1;
+    }
+    if Instant::now() >= ledger.deadline {
+        return Err(deny(Denial::TimeBudget {
+            limit_ms: millis(grants.max_total),
+        }));
+    }
+    let covering: Vec<(usize, &Rule)> = grants
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, rule)| rule.url.matches(&dest))
+        .collect();
+    if covering.is_empty() {
+        return Err(deny(Denial::NoMatchingGrant {
+            destination: shown.clone(),
+        }));
+    }
+    let wanted = MethodName(method.clone());
+    let Some(&(rule, _)) = covering
+        .iter()
+        .find(|(_, rule)| rule.methods.contains(&wanted))
+    else {
+        let granted: std::collections::BTreeSet<&str> = covering
+            .iter()
+            .flat_map(|(_, rule)| rule.methods.iter().map(|m| m.0.as_str()))
+            .collect();
+        return Err(deny(Denial::MethodNotGranted {
+            method: method.to_string(),
+            destination: shown.clone(),
+            granted: granted.into_iter().collect::<Vec<_>>().join(", "),
+        }));
+    };
+    if !is_safe(method)
+        && ledger.call.approval_mode < ApprovalMode::Network
+        && !grants.rules[rule].read_methods.contains(&wanted)
+    {
+        return Err(deny(Denial::ApprovalMode {
+            method: method.to_string(),
+            mode: ledger.call.approval_mode.to_string(),
+        }));
+    }
+    let addrs = resolve(&dest, &grants.rules[rule].addresses, ledger.deadline)
+        .await
+        .map_err(deny)?;
+    let body = match tokio::time::timeout_at(ledger.deadline.into(), read_body(ledger, body)).await
+    {
+        Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
+        Err(_elapsed) => {
+            return Err(deny(Denial::TimeBudget {
+                limit_ms: millis(grants.max_total),
+            }));
+        }
+    };
+    Ok(Checked {
+        dest,
+        addrs,
+        rule,
+        body,
+    })
+}
+
+/// Step 5: one lookup; every address must pass. Returns at least one address.
+async fn resolve(
+    dest: &Destination,
+    policy: &AddressPolicy,
+    deadline: Instant,
+) -> Result<Vec<SocketAddr>, Denial> {
+    let addrs: Vec<SocketAddr> = match &dest.host {
+        DestHost::Ip(ip) => vec![SocketAddr::new(*ip, dest.port)],
+        DestHost::Name(name) => {
+            let lookup = tokio::net::lookup_host((name.as_str(), dest.port));
+            match tokio::time::timeout_at(deadline.into(), lookup).await {
+                Ok(Ok(addrs)) => addrs.collect(),
+                Ok(Err(e)) => {
+                    return Err(Denial::Resolve {
+                        host: name.clone(),
+                        detail: e.to_string(),
+                    });
+                }
+                Err(_elapsed) => {
+                    return Err(Denial::Resolve {
+                        host: name.clone(),
+                        detail: "the lookup did not finish within the egress time budget"
+                            .to_owned(),
+                    });
+                }
+            }
+        }
+    };
+    for addr in &addrs {
+        policy.check(addr.ip()).map_err(Denial::Address)?;
+    }
+    if addrs.is_empty() {
+        return Err(Denial::Resolve {
+            host: dest.host.to_string(),
+            detail: "no addresses".to_owned(),
+        });
+    }
+    Ok(addrs)
+}
+
+/// Step 6: reads the whole body, charging the request-byte budget as it goes.
+async fn read_body(ledger: &Ledger, mut body: WasiBody) -> Result<Bytes, Stop> {
+    let limit = ledger.grants.max_request_bytes;
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // The guest's body stream failed (e.g. it was dropped unfinished): nothing is sent.
+        let frame = frame.map_err(Stop::Failed)?;
+        if let Ok(data) = frame.into_data() {
+            let mut spent = ledger.spent();
+            spent.request_bytes += data.len() as u64;
+            if spent.request_bytes > limit {
+                return Err(Stop::Denied(Denial::RequestBytes { limit }));
+            }
+            drop(spent);
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// Step 7: the headers sent upstream.
+fn outgoing_headers(
+    ledger: &Ledger,
+    guest: &http::HeaderMap,
+    checked: &Checked,
+    method: &Method,
+) -> http::HeaderMap {
+    let rule = &ledger.grants.rules[checked.rule];
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in guest {
+        if STANDARD_HEADERS.contains(name) || rule.headers.contains(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if let Ok(host) = HeaderValue::from_str(&checked.dest.authority()) {
+        headers.insert(header::HOST, host);
+    }
+    for credential in &rule.credentials {
+        headers.insert(credential.header.clone(), credential.value.clone());
+    }
+    if let Ok(value) = HeaderValue::from_str(&crate::telemetry::traceparent(&ledger.call.trace_id))
+    {
+        headers.insert(HeaderName::from_static("traceparent"), value);
+    }
+    if !is_safe(method)
+        && let Some(key) = &ledger.call.idempotency_key
+        && let Ok(value) = HeaderValue::from_str(key)
+    {
+        headers.insert(HeaderName::from_static("idempotency-key"), value);
+    }
+    if !checked.body.is_empty() || !is_safe(method) {
+        headers.insert(
+            header::CONTENT_LENGTH,
+            HeaderValue::from(checked.body.len()),
+        );
+    }
+    headers
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = wasmtime_wasi_http::Result<(
+                Response<WasiBody>,
+                Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for EgressGate {
+    fn send_request(
+        &mut self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> SendFuture {
+        let ledger = Arc::clone(&self.ledger);
+        // Called while the guest runs, so in the call's `adapter` span; the request may be
+        // driven from another task, hence the explicit parent.
+        let span = tracing::info_span!(
+            parent: &tracing::Span::current(),
+            "egress",
+            method = %request.method(),
+            destination = %request.uri().host().unwrap_or_default(),
+        );
+        Box::new(async move {
+            let response = send(ledger, request, options).instrument(span).await?;
+            let done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
+                Box::new(async { Ok(()) });
+            Ok((response, done))
+        })
+    }
+}

@@ -1,0 +1,629 @@
+//! [`Host`]: the library entry point for gateway embedders and the CLI.
+
+use std::sync::Arc;
+
+use gatehouse_core::canonical::canonical_json;
+use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_store::{
+    Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
+    CallRecord, PluginChange, Store, StoreError, VerifyReport, now_ms,
+};
+use serde_json::Value;
+
+use crate::config::HostConfig;
+use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
+use crate::metrics::{ApprovalCounts, Metrics};
+use crate::pipeline::{Pipeline, PipelineError};
+use crate::plugin::cache::CompileCache;
+use crate::plugin::manifest::Capability;
+use crate::plugin::manifest::PluginKind;
+use crate::plugin::trust::{TrustConfigError, TrustStore};
+use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
+use crate::policy::PolicyError;
+use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
+use crate::skills::Resolution;
+
+/// Why a host could not be built from its config.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The trust config is invalid.
+    #[error(transparent)]
+    Trust(#[from] TrustConfigError),
+    /// A `[sandbox]` budget is out of range.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxConfigError),
+    /// The engine could not be created.
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
+    /// The `[pipeline]` config is invalid.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The TLS client for `https` egress cannot be built (a bad `extra_root_certificates` file).
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
+    /// The state store cannot be opened (corrupt, unwritable, newer schema).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a plugin was not installed. The serving version, if any, is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// Verification or loading failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The adapter's schemas do not compile.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The policy's config schema rejects a binding's config.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The adapter was loaded by another host (with its own engine and trust), so this one
+    /// cannot vouch for it.
+    #[error(
+        "`{0}` was loaded by another host; load it with this host's `load_adapter` before serving it"
+    )]
+    ForeignAdapter(String),
+    /// The plugin's version is lower than the one serving under its id (a downgrade, perhaps
+    /// to a version with a known flaw). The operator can force it.
+    #[error(
+        "`{id}` {offered} is older than the serving {serving}; refusing the downgrade. If you \
+         mean it, install it with `force_install_adapter` / `force_install_policy`"
+    )]
+    Downgrade {
+        /// The plugin id.
+        id: String,
+        /// The serving version.
+        serving: String,
+        /// The version offered.
+        offered: String,
+    },
+}
+
+/// Refuses `offered` when it is lower than `serving` (both semver, as manifests require).
+fn check_downgrade(id: &str, serving: Option<String>, offered: &str) -> Result<(), InstallError> {
+    let Some(serving) = serving else {
+        return Ok(());
+    };
+    let lower = match (
+        semver::Version::parse(offered),
+        semver::Version::parse(&serving),
+    ) {
+        (Ok(offered), Ok(serving)) => offered < serving,
+        _ => false,
+    };
+    if lower {
+        return Err(InstallError::Downgrade {
+            id: id.to_owned(),
+            serving,
+            offered: offered.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The gatehouse host: verifies and loads signed plugins and runs calls in fresh sandboxes.
+///
+/// Build it with [`Host::new`] from a [`HostConfig`]; install adapters with
+/// [`Host::install_adapter`] and policy modules with [`Host::install_policy`]; run calls with
+/// [`Host::call`]. Defaults (all deny): no trusted publisher, no tool visible to any tenant, no
+/// policy bound and `policy_default = "deny"`, no skills; budgets as in
+/// [`SandboxConfig`](crate::sandbox::SandboxConfig).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use gatehouse_host::{Host, HostConfig, ToolCallEnvelope};
+///
+/// let config = HostConfig::from_file("gatehouse.toml".as_ref())?;
+/// let host = Host::new(config)?;
+/// host.install_adapter(&std::fs::read("echo.signed.wasm")?)?;
+/// let call = ToolCallEnvelope::new("acme", "gatehouse.echo.echo", serde_json::json!({ "message": "hi" }));
+/// let result = host.call(call).await;
+/// println!("{}", serde_json::to_string_pretty(&result)?);
+/// # Ok(()) }
+/// ```
+pub struct Host {
+    sandbox: Sandbox,
+    trust: TrustStore,
+    cache: Option<CompileCache>,
+    egress: EgressConfig,
+    tls: TlsClient,
+    pipeline: Pipeline,
+    metrics: Metrics,
+}
+
+/// A serving policy module, for operators: its version, the versions a rollback would put
+/// back (the next one last), and the config of each binding naming it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PolicyModule {
+    /// The serving version.
+    #[serde(flatten)]
+    pub plugin: PluginRef,
+    /// What [`Host::rollback_policy`] can put back, the next one last.
+    pub previous: Vec<PluginRef>,
+    /// The config of every `[[pipeline.policy]]` binding of the module, in binding order.
+    pub configs: Vec<Value>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("trust", &self.trust)
+            .field("limits", self.sandbox.limits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Builds a host: checks the trust config, loads the TLS roots for `https` egress, creates
+    /// the engine, opens the cache. A cache
+    /// that cannot be opened is logged and skipped (compilation still works, just slower).
+    pub fn new(config: HostConfig) -> Result<Self, HostError> {
+        let store = gatehouse_store::open(&config.store)?;
+        Self::with_store(config, store)
+    }
+
+    /// Builds a host over a store of the embedder's choosing (the store in `config` is not
+    /// opened; its approval settings still apply).
+    pub fn with_store(config: HostConfig, store: Arc<dyn Store>) -> Result<Self, HostError> {
+        config.sandbox.check()?;
+        let trust = TrustStore::new(&config.trust)?;
+        let pipeline = Pipeline::new(&config.pipeline, store, config.store.clone())?;
+        let tls = TlsClient::from_config(&config.egress)?;
+        let sandbox =
+            Sandbox::new(config.sandbox).map_err(|e| HostError::Engine(format!("{e:#}")))?;
+        let cache = if config.cache.enabled {
+            let dir = config.cache.resolved_dir();
+            CompileCache::open(&dir)
+                .inspect_err(|e| tracing::warn!(error = %e, "compile cache disabled"))
+                .ok()
+        } else {
+            None
+        };
+        Ok(Self {
+            sandbox,
+            trust,
+            cache,
+            egress: config.egress,
+            tls,
+            metrics: Metrics::new(pipeline.commits.clone()),
+            pipeline,
+        })
+    }
+
+    /// The TLS client of this host's `https` requests, built from `[egress]`'s root
+    /// certificates: egress uses it, and so does every other `https` request made for this
+    /// host (the MCP endpoint's JWKS fetches, for one).
+    pub fn tls(&self) -> &TlsClient {
+        &self.tls
+    }
+
+    /// Checks signature, trust scope and manifest without compiling or executing anything.
+    pub fn verify(&self, bytes: &[u8]) -> Result<Verified, LoadError> {
+        plugin::verify(bytes, &self.trust)
+    }
+
+    /// Verifies, compiles (or loads from the cache) and pre-instantiates an adapter.
+    pub fn load_adapter(&self, bytes: &[u8]) -> Result<LoadedAdapter, LoadError> {
+        self.load_verified_adapter(bytes, self.verify(bytes)?)
+    }
+
+    fn load_verified_adapter(
+        &self,
+        bytes: &[u8],
+        verified: Verified,
+    ) -> Result<LoadedAdapter, LoadError> {
+        plugin::load_adapter(
+            &self.sandbox,
+            self.cache.as_ref(),
+            &self.egress,
+            &self.tls,
+            bytes,
+            verified,
+        )
+    }
+
+    /// Verifies, compiles (or loads from the cache) and pre-instantiates a policy module.
+    pub fn load_policy(&self, bytes: &[u8]) -> Result<LoadedPolicy, LoadError> {
+        let verified = self.verify(bytes)?;
+        plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)
+    }
+
+    /// Verifies and loads an adapter, compiles its schemas, and serves it: a new adapter id is
+    /// added, an existing one replaced atomically (calls in flight finish on the old one).
+    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]).
+    pub fn install_adapter(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        self.serve_adapter(self.load_adapter(bytes)?)
+    }
+
+    /// [`Host::install_adapter`], a downgrade included: the operator's explicit choice.
+    pub fn force_install_adapter(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        self.serve(self.load_adapter(bytes)?, true)
+    }
+
+    /// Serves an adapter this host loaded with [`Host::load_adapter`] (see
+    /// [`Host::install_adapter`]). An adapter loaded by another host is refused.
+    pub fn serve_adapter(&self, adapter: LoadedAdapter) -> Result<PluginRef, InstallError> {
+        self.serve(adapter, false)
+    }
+
+    fn serve(&self, adapter: LoadedAdapter, force: bool) -> Result<PluginRef, InstallError> {
+        let plugin = adapter.plugin().clone();
+        if !wasmtime::Engine::same(adapter.pre().engine(), self.sandbox.engine()) {
+            return Err(InstallError::ForeignAdapter(plugin.id));
+        }
+        if !force {
+            let serving = self.pipeline.registry.serving_version(&plugin.id);
+            check_downgrade(&plugin.id, serving, &plugin.version)?;
+        }
+        self.pipeline.install_adapter(adapter)?;
+        Ok(plugin)
+    }
+
+    /// Verifies and loads a policy module and swaps it in atomically after checking every
+    /// binding's config against its config schema. Calls in flight finish on the version they
+    /// started with. On any error the serving version keeps serving.
+    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), also
+    /// when it arrives through the watched policy directory.
+    pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        self.swap_policy(self.load_policy(bytes)?, false)
+    }
+
+    /// Serves a policy module this host loaded with [`Host::load_policy`] (see
+    /// [`Host::install_policy`]).
+    pub fn serve_policy(&self, policy: LoadedPolicy) -> Result<PluginRef, InstallError> {
+        self.swap_policy(policy, false)
+    }
+
+    /// [`Host::install_policy`], a downgrade included: the operator's explicit choice.
+    pub fn force_install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
+        self.swap_policy(self.load_policy(bytes)?, true)
+    }
+
+    fn swap_policy(&self, policy: LoadedPolicy, force: bool) -> Result<PluginRef, InstallError> {
+        if !force {
+            let plugin = policy.plugin();
+            let serving = self.policy_version(&plugin.id).map(|p| p.version);
+            check_downgrade(&plugin.id, serving, &plugin.version)?;
+        }
+        Ok(self.pipeline.policies.install(policy)?)
+    }
+
+    /// Verifies and installs a signed adapter or policy module, whichever its manifest says it
+    /// is: exactly [`Host::install_adapter`] or [`Host::install_policy`] (same signature,
+    /// trust, load and config checks), for callers that take either (the admin API's upload).
+    pub fn install(&self, bytes: &[u8]) -> Result<(PluginKind, PluginRef), InstallError> {
+        self.install_from(bytes, None)
+    }
+
+    /// [`Host::install`] of a component fetched from `source` (an `oci://...@sha256:`
+    /// reference), which its install and the calls it serves then cite
+    /// ([`PluginRef::source`]).
+    pub fn install_from(
+        &self,
+        bytes: &[u8],
+        source: Option<String>,
+    ) -> Result<(PluginKind, PluginRef), InstallError> {
+        let verified = self.verify(bytes)?;
+        let kind = verified.manifest.kind();
+        let plugin = match kind {
+            PluginKind::Adapter => {
+                let adapter = self.load_verified_adapter(bytes, verified)?;
+                self.serve_adapter(adapter.with_source(source))?
+            }
+            PluginKind::Policy => {
+                let policy =
+                    plugin::load_policy(&self.sandbox, self.cache.as_ref(), bytes, verified)?;
+                self.swap_policy(policy.with_source(source), false)?
+            }
+        };
+        Ok((kind, plugin))
+    }
+
+    /// The installed adapters, sorted by id.
+    pub fn adapters(&self) -> Vec<PluginRef> {
+        self.pipeline.registry.adapters()
+    }
+
+    /// The installed policy modules, sorted by id.
+    pub fn policies(&self) -> Vec<PolicyModule> {
+        let set = self.pipeline.policies.snapshot();
+        set.modules()
+            .map(|plugin| PolicyModule {
+                plugin: plugin.clone(),
+                previous: self.pipeline.policies.previous(&plugin.id),
+                configs: set.configs(&plugin.id).into_iter().cloned().collect(),
+            })
+            .collect()
+    }
+
+    /// Appends a change to what this host serves to the audit log, durably, as an entry of
+    /// kind `plugin` by principal `by`; `record` says what changed. The admin API and the
+    /// watched policy directory record every install, rollback and config change here; the
+    /// library's install methods record nothing by themselves (start-up loads are not
+    /// changes).
+    pub async fn audit_plugin_change(&self, by: &str, record: &Value) -> Result<(), StoreError> {
+        self.pipeline
+            .store
+            .record(CallRecord {
+                audit: AuditEvent {
+                    kind: "plugin".to_owned(),
+                    tool_call_id: None,
+                    tenant: None,
+                    principal: Some(by.to_owned()),
+                    tool: None,
+                    outcome: None,
+                    record: canonical_json(record),
+                    at_ms: now_ms(),
+                },
+                completes: None,
+                releases: None,
+                executes: None,
+                durable: true,
+            })
+            .await
+    }
+
+    /// Applies again, in the order they were made, the changes operators made to the serving
+    /// plugins through the admin API (kept in the store: [`PluginChange`]), on top of what is
+    /// installed now (the config's plugins): so a restarted gateway serves what the stopped
+    /// one served. This is the precedence: **the config's plugins first, then the stored
+    /// changes**. An install is verified again, signature and trust, exactly like a file; one
+    /// refused now, or older than the config's version of the plugin (never a downgrade), is
+    /// skipped and logged, and the config's version serves. Returns, per plugin id a change
+    /// took effect for, where its serving version (or binding config) comes from.
+    pub async fn restore_plugin_changes(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        use base64::Engine as _;
+        let mut sources = std::collections::BTreeMap::new();
+        for change in self.pipeline.store.plugin_changes().await? {
+            let id = change.plugin().to_owned();
+            let applied = match &change {
+                PluginChange::Install {
+                    component,
+                    source,
+                    at_ms,
+                    ..
+                } => base64::engine::general_purpose::STANDARD
+                    .decode(component)
+                    .map_err(|e| format!("the stored component does not decode: {e}"))
+                    .and_then(|bytes| {
+                        (self.install_from(&bytes, source.clone())).map_err(|e| e.to_string())
+                    })
+                    .map(|(_, plugin)| {
+                        let pulled = source
+                            .as_ref()
+                            .map_or_else(String::new, |source| format!(" (pulled from {source})"));
+                        format!(
+                            "{} {} ({}) from the state store: installed through the admin API at {at_ms} ms{pulled}",
+                            plugin.id, plugin.version, plugin.digest
+                        )
+                    }),
+                PluginChange::Rollback { at_ms, .. } => self
+                    .rollback_policy(&id)
+                    .map_err(|e| e.to_string())
+                    .map(|plugin| {
+                        format!(
+                            "{} {} ({}) from the state store: rolled back through the admin API at {at_ms} ms",
+                            plugin.id, plugin.version, plugin.digest
+                        )
+                    }),
+                PluginChange::SetConfig { config, at_ms, .. } => self
+                    .set_policy_config(&id, config)
+                    .map_err(|e| e.to_string())
+                    .map(|()| {
+                        let serving = self.policy_version(&id).map_or_else(
+                            || format!("{id} (not installed)"),
+                            |p| {
+                                sources.get(&id).cloned().unwrap_or_else(|| {
+                                    format!("{} {} ({})", p.id, p.version, p.digest)
+                                })
+                            },
+                        );
+                        format!(
+                            "{serving}; binding config from the state store: set through the admin API at {at_ms} ms"
+                        )
+                    }),
+            };
+            match applied {
+                Ok(source) => {
+                    sources.insert(id, source);
+                }
+                Err(error) => tracing::warn!(
+                    plugin = %id,
+                    action = change.action(),
+                    %error,
+                    "a plugin change made through the admin API does not apply at start; the config's version serves"
+                ),
+            }
+        }
+        Ok(sources)
+    }
+
+    /// Counts one request refused with 401 by a listener in front of this host (`mcp` or
+    /// `admin`: the `listener` label of `gatehouse_unauthorized_requests_total`).
+    pub fn count_unauthorized(&self, listener: &'static str) {
+        self.metrics.unauthorized(listener);
+    }
+
+    /// The host's metrics in the Prometheus text format (see [`crate::metrics`]); reads the
+    /// pending approvals from the store.
+    ///
+    /// A store that does not answer is reported as `gatehouse_store_up 0`, not as an error, so
+    /// a scrape still sees it.
+    pub async fn metrics_text(&self) -> Result<String, StoreError> {
+        let now = now_ms();
+        let approvals = self
+            .pipeline
+            .store
+            .approvals(ApprovalFilter {
+                status: None,
+                tenant: None,
+                limit: usize::MAX,
+            })
+            .await
+            .inspect_err(|error| tracing::warn!(%error, "metrics: the state store did not answer"))
+            .ok()
+            .map(|approvals| {
+                let mut counts = ApprovalCounts::default();
+                for approval in &approvals {
+                    let count = match approval.status {
+                        _ if approval.expired(now) => &mut counts.expired,
+                        ApprovalStatus::Pending => &mut counts.pending,
+                        ApprovalStatus::Approved => &mut counts.approved,
+                        ApprovalStatus::Executed => &mut counts.executed,
+                        ApprovalStatus::Rejected => &mut counts.rejected,
+                    };
+                    *count += 1;
+                }
+                counts
+            });
+        Ok(self.metrics.encode(approvals, self.sandbox.slots()))
+    }
+
+    /// Whether the host can serve: its store answers a read.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.pipeline
+            .store
+            .approvals(ApprovalFilter {
+                limit: 1,
+                ..ApprovalFilter::default()
+            })
+            .await
+            .map(drop)
+    }
+
+    /// Puts back the policy version the last install of `module` replaced.
+    pub fn rollback_policy(&self, module: &str) -> Result<PluginRef, PolicyError> {
+        self.pipeline.policies.rollback(module)
+    }
+
+    /// Replaces the config of every binding of `module`, atomically, after checking it
+    /// against the module's config schema.
+    pub fn set_policy_config(&self, module: &str, config: &Value) -> Result<(), PolicyError> {
+        self.pipeline.policies.set_config(module, config)
+    }
+
+    /// The serving version of a policy module.
+    pub fn policy_version(&self, module: &str) -> Option<PluginRef> {
+        self.pipeline.policies.snapshot().module(module).cloned()
+    }
+
+    /// The tools `tenant` may see and call, sorted. Skills never change this list.
+    pub fn visible_tools(&self, tenant: &str) -> Vec<String> {
+        self.tool_catalog(tenant)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// The tools `tenant` may see and call, sorted by name, with their capabilities (what MCP
+    /// `tools/list` shows).
+    pub fn tool_catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
+        self.pipeline.registry.catalog(tenant)
+    }
+
+    /// The skills resolution trace for a call of `tool` by `tenant` and `users`: the text
+    /// the adapter would receive and which skills matched at each level.
+    pub fn resolve_skills(&self, tenant: &str, tool: &str, users: &[&str]) -> Resolution {
+        self.pipeline.skills.resolve(tenant, tool, users)
+    }
+
+    /// The state store (idempotency records, approvals, audit log).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.pipeline.store
+    }
+
+    /// Approvals, newest first.
+    pub async fn approvals(&self, filter: ApprovalFilter) -> Result<Vec<Approval>, StoreError> {
+        self.pipeline.store.approvals(filter).await
+    }
+
+    /// Where an approver decides approval `id` (`[store] approval_url`), if configured.
+    pub fn approval_url(&self, id: &str) -> Option<String> {
+        self.pipeline
+            .store_config()
+            .approval_url
+            .as_ref()
+            .map(|url| url.replace("{id}", id))
+    }
+
+    /// One approval.
+    pub async fn approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        self.pipeline
+            .store
+            .approval(ApprovalLookup::Id(id.to_owned()))
+            .await
+    }
+
+    /// Approves (or rejects) a pending approval as principal `by`. Refused if `by` is in the
+    /// requesting chain (unless `[store] allow_self_approval`), or the approval is decided or
+    /// expired. The caller's next call with the same request then runs, once.
+    pub async fn decide(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        reason: &str,
+    ) -> Result<Approval, StoreError> {
+        let decision = self
+            .pipeline
+            .store_config()
+            .decision(id, approve, by, reason);
+        self.pipeline.store.decide(decision).await
+    }
+
+    /// Audit entries, in log order.
+    pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        self.pipeline.store.audit(query).await
+    }
+
+    /// Checks the whole audit chain.
+    pub async fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
+        self.pipeline.store.verify_audit().await
+    }
+
+    /// The policy gate alone, for a recorded action (`gatehouse replay`): the serving modules
+    /// and bindings evaluate it; nothing else runs.
+    pub async fn evaluate_policy(
+        &self,
+        tool: &str,
+        action: gatehouse_core::model::ActionRecord,
+    ) -> gatehouse_core::model::DecisionRecord {
+        let set = self.pipeline.policies.snapshot();
+        crate::policy::evaluate(&set, &self.sandbox, tool, action.into()).await
+    }
+
+    /// Keeps gate 4's rate budgets in `budget` instead of this process's memory (e.g. a
+    /// budget several gateways share). Call before serving.
+    pub fn with_rate_budget(mut self, budget: Arc<dyn crate::config::RateBudget>) -> Self {
+        self.pipeline.set_rate_budget(budget);
+        self
+    }
+
+    /// The per-call budgets in force.
+    pub fn limits(&self) -> &Limits {
+        self.sandbox.limits()
+    }
+
+    /// Runs one governed call through every gate, in order (see [`crate::pipeline`]). Never
+    /// fails: every refusal or failure is a result envelope with a status and an outcome code.
+    ///
+    /// This is the operator's full record (policy decision, egress attempts, engine and store
+    /// errors): deliver [`Host::call_for_caller`] (or [`crate::caller_view`] of this) to the
+    /// caller that asked.
+    pub async fn call(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        let started = std::time::Instant::now();
+        let result = self.pipeline.run(&self.sandbox, call).await;
+        self.metrics.observe(&result, started.elapsed());
+        result
+    }
+
+    /// [`Host::call`], delivered as the caller sees it ([`crate::caller_view`]): outcome codes
+    /// and model-useful messages, none of the gateway's internals. The full record is in the
+    /// logs and the audit log.
+    pub async fn call_for_caller(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        crate::pipeline::deliver::caller_view(&self.call(call).await)
+    }
+}

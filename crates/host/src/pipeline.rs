@@ -1,0 +1,398 @@
+//! The governed call: [`Pipeline::run`] runs every gate in order. It is the only place that
+//! knows the order; each gate lives in its own module and is called from there.
+//!
+//! 1. identify — done by the caller (MCP server or embedding gateway) before the envelope
+//!    exists; the envelope carries the resulting tenant and principal chain;
+//! 2. **normalize** ([`normalize`]) — meta-tool resolution, registry lookup ([`registry`]); a
+//!    tool the tenant may not see is reported exactly like a missing one
+//!    (`UNKNOWN_CAPABILITY`);
+//! 3. **validate** ([`validate`]) — input JSON Schema 2020-12, then `arg_constraints`
+//!    (`INVALID_ARGUMENTS`, naming the field);
+//! 4. **host invariants** ([`invariants`]) — approval-mode ceiling (`POLICY_BLOCKED`),
+//!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`); the call's risk mode
+//!    is the capability's declared maximum, whatever the caller asked for; the tenant's rate
+//!    budgets ([`rate`], `RATE_LIMITED`, retryable);
+//! 5. **policy** ([`crate::policy`]) — the bound modules, composed; deny is `POLICY_BLOCKED`;
+//!    a module may lower the risk mode; then the high-risk write rule on the risk mode
+//!    (`ROLLBACK_REQUIRED`);
+//! 6. **approve** ([`approve`]) — a require-approval decision, or a risk mode of network
+//!    or above on a capability with an approval gate: the call is proposed in the store and
+//!    ends `paused` / `APPROVAL_REQUIRED` with its approval id, until an approver approves it;
+//! 7. **deduplicate** ([`dedupe`]) — a call with an idempotency key claims it, durably, before
+//!    anything runs: replay, conflict, wait for the holder, or indeterminate;
+//! 8. **invoke** ([`invoke`]) — skills resolved ([`crate::skills`]), the adapter run in a
+//!    fresh sandbox at the run mode: the risk mode narrowed to what the caller asked for;
+//! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
+//!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]) on everything delivered,
+//!    errors included; one that cannot be applied withholds the result
+//!    (`VERIFICATION_FAILED`);
+//! 10. **record** ([`record`]) — every call, refusals included, appended to the audit log
+//!     with its key's result and its approval's execution, in one transaction; durable
+//!     before delivery for write-class calls.
+//!
+//! 11. **deliver** ([`deliver`]) — the caller gets [`deliver::caller_view`] of the recorded
+//!     result: outcome codes and model-useful messages, none of the gateway's internals.
+//!
+//! Gates before 8 have no side effects: a refusal there is `rejected` (or `paused`). How each
+//! refusal or failure ends the call is one table, [`outcome`].
+
+pub mod approve;
+pub mod config;
+pub mod dedupe;
+pub mod deliver;
+pub mod invariants;
+pub mod invoke;
+pub mod normalize;
+pub mod obligations;
+pub mod outcome;
+pub mod rate;
+pub mod record;
+pub mod registry;
+pub mod validate;
+pub mod verify;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::model::ActionRecord;
+use gatehouse_core::model::{ApprovalMode, ContentBlock, Verdict};
+use gatehouse_store::{ClaimRequest, IdempotencyKey, Store, StoreConfig};
+use tracing::Instrument;
+
+use crate::pipeline::config::{MetaTool, PipelineConfig};
+use crate::pipeline::dedupe::Dedupe;
+use crate::pipeline::outcome::Stop;
+use crate::pipeline::registry::{InstalledAdapter, Registry, ToolGrantError};
+use crate::pipeline::validate::ValidateError;
+use crate::plugin::LoadedAdapter;
+use crate::policy::{self, PolicyStore};
+use crate::sandbox::{Sandbox, SandboxError};
+use crate::skills::Skills;
+
+/// How long a claimed key stays `in_progress` beyond the call's own deadline before a repeat
+/// reports it `indeterminate`: covers verification and recording after the sandbox returns.
+const LEASE_GRACE: Duration = Duration::from_secs(5);
+/// The dedupe window of a capability whose manifest does not set one: one day.
+const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(86_400);
+/// How many of the principal's recent calls a policy sees in `prior-actions`.
+const PRIOR_ACTIONS: usize = 16;
+
+/// Why the pipeline could not be built from the config, or an adapter not installed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A tool grant is invalid.
+    #[error(transparent)]
+    ToolGrant(#[from] ToolGrantError),
+    /// A skill is invalid or looks like a secret.
+    #[error(transparent)]
+    Skills(#[from] crate::skills::SkillError),
+    /// An adapter's schema does not compile.
+    #[error("adapter `{adapter}`: {source}")]
+    Schema {
+        /// The adapter id.
+        adapter: String,
+        /// What is wrong.
+        source: ValidateError,
+    },
+}
+
+/// The pipeline's state: the tools, the policies, the skills, the meta-tools and the store.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub(crate) registry: Registry,
+    pub(crate) policies: PolicyStore,
+    pub(crate) skills: Skills,
+    meta_tools: Vec<MetaTool>,
+    pub(crate) store: Arc<dyn Store>,
+    store_config: StoreConfig,
+    rate_limits: Vec<rate::RateLimit>,
+    rate_budget: Arc<dyn rate::RateBudget>,
+    /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
+    pub(crate) commits: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Pipeline {
+    /// Builds the pipeline from the operator's `[pipeline]` config over `store`; no adapter is
+    /// installed.
+    pub fn new(
+        config: &PipelineConfig,
+        store: Arc<dyn Store>,
+        store_config: StoreConfig,
+    ) -> Result<Self, PipelineError> {
+        Ok(Self {
+            registry: Registry::new(&config.tools)?,
+            policies: PolicyStore::new(&config.policies, config.policy_default),
+            skills: Skills::new(&config.skills, config.skill_limits.clone())?,
+            meta_tools: config.meta_tools.clone(),
+            rate_budget: Arc::clone(&store) as Arc<dyn rate::RateBudget>,
+            store,
+            store_config,
+            rate_limits: config.rate_limits.clone(),
+            commits: crate::metrics::commit_histogram(),
+        })
+    }
+
+    /// Keeps the rate budgets in `budget` instead of the store.
+    pub fn set_rate_budget(&mut self, budget: Arc<dyn rate::RateBudget>) {
+        self.rate_budget = budget;
+    }
+
+    /// The approval settings of `[store]`.
+    pub fn store_config(&self) -> &StoreConfig {
+        &self.store_config
+    }
+
+    /// Compiles an adapter's schemas and serves it (replacing the same id atomically).
+    pub fn install_adapter(&self, adapter: LoadedAdapter) -> Result<(), PipelineError> {
+        let id = adapter.manifest().id.clone();
+        let installed = InstalledAdapter::new(adapter).map_err(|source| PipelineError::Schema {
+            adapter: id,
+            source,
+        })?;
+        self.registry.install(installed);
+        Ok(())
+    }
+
+    /// Runs one governed call through every gate, in order. Never fails: every refusal or
+    /// failure is a result envelope with a status and an outcome code.
+    pub async fn run(&self, sandbox: &Sandbox, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        let span =
+            crate::telemetry::call_span(&call.tool_call_id, &call.capability_id, &call.trace_id);
+        let now_unix_ms = gatehouse_store::now_ms();
+        let entered = tokio::time::Instant::now();
+        let mut result = ToolResultEnvelope::begin(&call);
+        // What gate 10 records besides the result.
+        let mut action = None;
+        let mut sensitive = false;
+        let mut claimed = None;
+        let mut executes = None;
+        // The policy decision's obligations, for whatever the call delivers.
+        let mut pending = Vec::new();
+        let gates = async {
+            // 2. Normalize.
+            let target = normalize::resolve(
+                &self.registry,
+                &self.meta_tools,
+                &call.tenant_id,
+                &call.capability_id,
+                &call.args,
+            )?;
+            let (tool, capability) = (&target.tool, target.tool.capability());
+            // The adapter's own deadline (`[sandbox]`, or its `[[sandbox.plugin]]` entry)
+            // bounds a wait for an in-flight holder of the same key, and the key's lease.
+            let timeout = tool.adapter().limits().timeout;
+            let deadline = entered + timeout;
+            result.capability_id.clone_from(&tool.name);
+            result.resolved_from.clone_from(&target.via_meta_tool);
+            result.adapter = Some(tool.adapter().plugin().clone());
+            sensitive = capability.sensitive;
+            // The store is down: nothing that must be recorded may start. Read-only calls go
+            // on (unaudited) only if the operator allows it.
+            let may_start = self.store.available()
+                || (self.store_config.read_only_without_store
+                    && invariants::read_only(capability, call.approval_mode_requested));
+            if !may_start {
+                return Err(Stop::StoreDown);
+            }
+
+            // 3. Validate.
+            validate::check(tool.schemas(), &tool.constraints, &target.args)?;
+
+            // 4. Host invariants. `mode` is the call's risk mode: the declared maximum, which
+            // only a policy lowers; the caller's request narrows the run mode only.
+            let requested = call.approval_mode_requested;
+            let mode = invariants::check(
+                &tool.name,
+                capability,
+                requested,
+                call.idempotency_key.as_deref(),
+            )?;
+            result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
+            rate::take(
+                &self.rate_limits,
+                &*self.rate_budget,
+                &call.tenant_id,
+                &tool.name,
+                now_unix_ms,
+            )
+            .await?;
+
+            // 5. Policy.
+            let set = self.policies.snapshot();
+            let mut wit_action = target.action(&call, mode, now_unix_ms);
+            if set.applies(&call.tenant_id, &tool.name)
+                && let Some(principal) = call.principal_chain.last()
+            {
+                wit_action.context.prior_actions = self
+                    .store
+                    .prior_actions(call.tenant_id.clone(), principal.id.clone(), PRIOR_ACTIONS)
+                    .await?;
+            }
+            action = Some(ActionRecord::from(&wit_action));
+            let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action).await;
+            drop(set);
+            let mut mode = decision.approval_mode_effective;
+            result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
+            let reasons = decision.reasons();
+            let verdict = decision.verdict;
+            pending.clone_from(&decision.obligations);
+            result.policy_decision = Some(decision);
+            let why = match verdict {
+                Verdict::Allow => Vec::new(),
+                // The composition never yields abstain; treat it like deny (fail closed).
+                Verdict::Deny | Verdict::Abstain => return Err(Stop::PolicyDenied(reasons)),
+                Verdict::RequireApproval => reasons,
+            };
+            invariants::high_risk(&tool.name, capability, mode)?;
+
+            // 6. Approve: asked by policy, or the capability's approval gate at network or above.
+            let gate = capability
+                .approval_gate
+                .as_ref()
+                .filter(|_| mode >= ApprovalMode::Network)
+                .map(|gate| format!("approval gate {gate}"));
+            // What an approval and an idempotency key are bound to; a call with neither (a
+            // read-only call, say) never hashes its request.
+            let request_hash = || {
+                gatehouse_core::canonical::request_hash(
+                    &tool.name,
+                    &target.args,
+                    call.approval_mode_requested
+                        .map(|m| m.to_string())
+                        .as_deref(),
+                )
+            };
+            let mut key = call.idempotency_key.clone();
+            if verdict == Verdict::RequireApproval || gate.is_some() {
+                let proposal = approve::Proposal {
+                    call: &call,
+                    tool: &tool.name,
+                    mode,
+                    why: if why.is_empty() {
+                        gate.into_iter().collect()
+                    } else {
+                        why
+                    },
+                    request_hash: &request_hash(),
+                    now_ms: now_unix_ms,
+                };
+                let approval =
+                    approve::approve(&*self.store, &self.store_config, &proposal, &mut result)
+                        .await?;
+                mode = approve::approved_mode(&approval, mode);
+                result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
+                // A call without a key runs once under its approval.
+                key.get_or_insert_with(|| format!("approval:{}", approval.id));
+                executes = Some(approval.id);
+            }
+
+            // 7. Deduplicate.
+            if let Some(key) = key {
+                let key = IdempotencyKey {
+                    tenant: call.tenant_id.clone(),
+                    tool: tool.name.clone(),
+                    key,
+                };
+                let window = capability
+                    .idempotency
+                    .as_ref()
+                    .map_or(DEFAULT_DEDUP_WINDOW, |i| {
+                        Duration::from_secs(i.dedup_window_seconds)
+                    });
+                let request = ClaimRequest {
+                    key: key.clone(),
+                    request_hash: request_hash(),
+                    tool_call_id: call.tool_call_id.clone(),
+                    lease_until_ms: now_unix_ms + millis(timeout + LEASE_GRACE),
+                    expires_at_ms: now_unix_ms + millis(window),
+                };
+                match dedupe::dedupe(&*self.store, &call, request, deadline).await? {
+                    Dedupe::Run => claimed = Some(key),
+                    Dedupe::Replay(stored) => {
+                        result = *stored;
+                        executes = None;
+                        return Ok(());
+                    }
+                }
+            }
+
+            // 8. Invoke.
+            let run = invariants::run_mode(mode, requested);
+            let output =
+                invoke::invoke(sandbox, &self.skills, &call, &target, run, &mut result).await?;
+
+            // 9. Verify, then apply obligations to everything delivered.
+            let structured = verify::parse(output.structured.as_deref())?;
+            verify::check(capability, tool.schemas(), structured.as_ref())?;
+            result.content = output.content.into_iter().map(ContentBlock::from).collect();
+            result.structured_content = structured;
+            result.evidence_refs = output.evidence_refs;
+            if let Err(error) = obligations::apply(&pending, &mut result) {
+                result.content.clear();
+                result.structured_content = None;
+                result.evidence_refs.clear();
+                return Err(Stop::Obligation(error));
+            }
+            Ok::<(), Stop>(())
+        };
+        let stopped = gates.instrument(span.clone()).await.err();
+        if let Some(stop) = &stopped {
+            span.in_scope(|| outcome::end(&mut result, stop));
+            if let (Stop::ApprovalRequired { approval_id, .. }, Some(url)) =
+                (stop, &self.store_config.approval_url)
+            {
+                outcome::name_approval_url(&mut result, &url.replace("{id}", approval_id));
+            }
+            // An error from the tool or the verifier may quote its output.
+            if matches!(stop, Stop::Tool(_) | Stop::Verify(_)) {
+                obligations::apply_to_error(&pending, &mut result);
+            }
+        }
+        // 10. Record.
+        let nothing_ran = matches!(
+            stopped,
+            Some(Stop::Sandbox(
+                SandboxError::Busy { .. } | SandboxError::TenantBusy { .. }
+            ))
+        );
+        let may_have_run = claimed.is_some() && !nothing_ran;
+        let entry = record::record(record::Facts {
+            call: &call,
+            result: &result,
+            action,
+            sensitive,
+            claimed,
+            nothing_ran,
+            executes,
+            at_ms: gatehouse_store::now_ms(),
+        });
+        let (durable, key) = (
+            entry.durable,
+            entry.completes.as_ref().map(|(k, _)| k.clone()),
+        );
+        let committing = std::time::Instant::now();
+        let recorded = self.store.record(entry).instrument(span.clone()).await;
+        if recorded.is_ok() {
+            self.commits.observe(committing.elapsed().as_secs_f64());
+        }
+        if let Err(error) = recorded {
+            if durable && may_have_run {
+                // Nothing is delivered that is not recorded: the effect (if any) happened, but
+                // its result is withheld, and a repeat under the key finds it indeterminate
+                // after the lease, for an operator to resolve.
+                span.in_scope(|| outcome::unrecorded(&mut result, &error, key.as_ref()));
+            } else {
+                // A refusal, a replay or a read-only call: no effect waits on this record.
+                span.in_scope(
+                    || tracing::warn!(%error, "the call's audit entry could not be recorded"),
+                );
+            }
+        }
+        result
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,125 @@
+//! Gate 2, normalize: meta-tool resolution, then registry lookup with tenant visibility, and
+//! the normalized action (AARM's action shape) that policy modules evaluate.
+//!
+//! A wrapper tool configured as a `[[pipeline.meta_tool]]` resolves to the real target named
+//! in its arguments *before* any policy runs; the target is what every later gate, policy and
+//! record sees. A tool the tenant may not see is reported exactly like a missing one.
+
+use gatehouse_core::envelope::ToolCallEnvelope;
+use gatehouse_core::model::ApprovalMode;
+use serde_json::Value;
+
+use crate::bindings::types as wit;
+use crate::pipeline::config::MetaTool;
+use crate::pipeline::registry::{Registry, Tool};
+
+/// Why a call was not resolved to a tool.
+#[derive(Debug, thiserror::Error)]
+pub enum NormalizeError {
+    /// The tool does not exist or the tenant may not see it (indistinguishable on purpose).
+    #[error("`{tool}` is not a tool available to you")]
+    Unknown {
+        /// The tool name as called.
+        tool: String,
+    },
+    /// A meta-tool call without a usable target.
+    #[error("meta-tool `{meta}` needs a string argument `{arg}` naming the tool to call")]
+    MetaTarget {
+        /// The wrapper.
+        meta: String,
+        /// The argument that should name the target.
+        arg: String,
+    },
+    /// A meta-tool call whose arguments are not an object.
+    #[error("meta-tool `{meta}`: argument `{arg}` must be an object of the target's arguments")]
+    MetaArgs {
+        /// The wrapper.
+        meta: String,
+        /// The argument that should hold the target's arguments.
+        arg: String,
+    },
+}
+
+/// A call resolved to one capability of one installed adapter.
+#[derive(Debug)]
+pub struct Target {
+    /// The tool.
+    pub tool: Tool,
+    /// The meta-tool it was reached through, if any.
+    pub via_meta_tool: Option<String>,
+    /// The real arguments.
+    pub args: Value,
+}
+
+/// Gate 2: resolves a meta-tool, then finds the capability the tenant may see.
+pub fn resolve(
+    registry: &Registry,
+    meta_tools: &[MetaTool],
+    tenant: &str,
+    tool: &str,
+    args: &Value,
+) -> Result<Target, NormalizeError> {
+    let (tool, args, via_meta_tool) = match meta_tools.iter().find(|m| m.name == tool) {
+        Some(meta) => {
+            let target = args
+                .get(&meta.target_arg)
+                .and_then(Value::as_str)
+                .ok_or_else(|| NormalizeError::MetaTarget {
+                    meta: meta.name.clone(),
+                    arg: meta.target_arg.clone(),
+                })?;
+            let inner = match args.get(&meta.args_arg) {
+                None => gatehouse_core::model::empty_object(),
+                Some(v @ Value::Object(_)) => v.clone(),
+                Some(_) => {
+                    return Err(NormalizeError::MetaArgs {
+                        meta: meta.name.clone(),
+                        arg: meta.args_arg.clone(),
+                    });
+                }
+            };
+            (target, inner, Some(meta.name.clone()))
+        }
+        None => (tool, args.clone(), None),
+    };
+    let tool = registry
+        .lookup(tenant, tool)
+        .ok_or_else(|| NormalizeError::Unknown {
+            tool: tool.to_owned(),
+        })?;
+    Ok(Target {
+        tool,
+        via_meta_tool,
+        args,
+    })
+}
+
+impl Target {
+    /// The normalized action the policy gate evaluates, at approval mode `mode` and the host's
+    /// time `now_unix_ms` (so a recorded decision replays exactly).
+    pub fn action(
+        &self,
+        call: &ToolCallEnvelope,
+        mode: ApprovalMode,
+        now_unix_ms: u64,
+    ) -> wit::Action {
+        let capability = self.tool.capability();
+        wit::Action {
+            tool_call_id: call.tool_call_id.clone(),
+            adapter_id: self.tool.adapter().manifest().id.clone(),
+            capability_id: capability.id.clone(),
+            capability_class: capability.capability_class.into(),
+            approval_mode_max: capability.approval_mode.into(),
+            approval_mode_requested: mode.into(),
+            args: self.args.to_string(),
+            principals: call.principal_chain.iter().map(Into::into).collect(),
+            tenant: call.tenant_id.clone(),
+            context: wit::ActionContext {
+                now_unix_ms,
+                prior_actions: Vec::new(),
+                data_classification: Vec::new(),
+            },
+            risk_signals: Vec::new(),
+        }
+    }
+}

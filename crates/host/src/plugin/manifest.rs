@@ -1,0 +1,526 @@
+//! Plugin manifests: what an adapter or policy module declares about itself.
+//!
+//! Authors write the manifest as a TOML (or JSON) file next to their crate; `gatehouse pack`
+//! checks it, embeds it in the component as the `gatehouse:manifest` custom section (as JSON)
+//! and signs the result. The manifest is a *request*: the operator's config is the grant
+//! (docs/architecture.md, section 4). Every field is documented here because operators review manifests.
+//!
+//! ```toml
+//! kind = "adapter"
+//! id = "acme.orders"
+//! version = "1.2.0"
+//! publisher = "acme"
+//! description = "Look up and refund orders."
+//!
+//! [[capability]]
+//! id = "lookup"
+//! description = "Find an order by id."
+//! capability_class = "observe"
+//! approval_mode = "read_only"
+//! input_schema = { type = "object", properties = { order_id = { type = "string" } } }
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use gatehouse_core::model::{ApprovalMode, CapabilityClass};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::egress::EgressRequest;
+
+/// A plugin manifest: either an adapter's or a policy module's, told apart by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Manifest {
+    /// An integration with an external system (WIT world `adapter`).
+    Adapter(AdapterManifest),
+    /// A decision module (WIT world `policy`).
+    Policy(PolicyManifest),
+}
+
+/// What an adapter declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterManifest {
+    /// Stable identifier, lowercase `[a-z0-9._-]`, e.g. `acme.orders`. Trust scopes match on it.
+    pub id: String,
+    /// Semantic version of this build, e.g. `1.2.0`.
+    pub version: String,
+    /// Who publishes it (informational; the signing key is what is trusted).
+    pub publisher: String,
+    /// One-line description for operators.
+    #[serde(default)]
+    pub description: String,
+    /// Outbound access the adapter asks for. Nothing here is granted until the operator's
+    /// config grants it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<EgressRequest>,
+    /// The capabilities (tools) it offers. At least one.
+    #[serde(rename = "capability", alias = "capabilities")]
+    pub capabilities: Vec<Capability>,
+}
+
+/// One capability (an MCP tool) of an adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capability {
+    /// Identifier within the adapter, `[a-z0-9_-]`, e.g. `issue_refund`.
+    pub id: String,
+    /// Human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it does, for the model and for operators.
+    #[serde(default)]
+    pub description: String,
+    /// The kind of operation (spec 000).
+    pub capability_class: CapabilityClass,
+    /// The highest approval mode this capability can produce. Policy may lower it for a call,
+    /// never raise it.
+    pub approval_mode: ApprovalMode,
+    /// JSON Schema (2020-12) of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema (2020-12) of the structured output, if it returns one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Keys the structured output must carry as evidence (e.g. `refund_id`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_keys: Vec<String>,
+    /// Idempotency requirements. Write-class capabilities always need a key, whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency: Option<Idempotency>,
+    /// Name of the approval gate a call must pass before it runs, e.g. `GATE_FINANCE_APPROVAL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_gate: Option<String>,
+    /// Id of the capability (in this adapter) that undoes this one, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<String>,
+    /// MCP tool annotations (hints for clients; never trusted for enforcement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Whether its arguments and results are sensitive: the audit log keeps only their
+    /// SHA-256 hashes. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
+    /// Where a generic adapter forwards this capability: a table in the adapter's own format
+    /// (for `gatehouse.mcp-upstream`, the upstream URL, tool name, protocol version and the
+    /// pinned digest of the tool's definition), handed to the adapter with every call as
+    /// `call-context.upstream` (JSON). It is part of the signed manifest, so the mapping the
+    /// operator reviewed is the one that runs, while the component's code stays the same for
+    /// every import (`gatehouse import` writes it). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Value>,
+}
+
+/// Idempotency requirements of a capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Idempotency {
+    /// Whether calls must carry an idempotency key.
+    pub required: bool,
+    /// How long a key is remembered, in seconds. Default: 86400 (one day).
+    #[serde(default = "default_dedup_window")]
+    pub dedup_window_seconds: u64,
+}
+
+fn default_dedup_window() -> u64 {
+    86_400
+}
+
+/// MCP tool annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Annotations {
+    /// The tool does not modify its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Repeating a call with the same arguments has no additional effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool interacts with an open world of external entities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// What a policy module declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyManifest {
+    /// Stable identifier, lowercase `[a-z0-9._-]`, e.g. `acme.refund-limits`.
+    pub id: String,
+    /// Semantic version of this build.
+    pub version: String,
+    /// Who publishes it (informational).
+    pub publisher: String,
+    /// One-line description for operators.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema (2020-12) the operator's config for this module must satisfy.
+    /// Default: any JSON object.
+    #[serde(default = "any_object")]
+    pub config_schema: Value,
+}
+
+fn any_object() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+/// Why a manifest is not acceptable.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("cannot read manifest {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not a manifest of the documented shape.
+    #[error("manifest is not valid {format}: {message}")]
+    Syntax {
+        /// `TOML` or `JSON`.
+        format: &'static str,
+        /// The parser's message (names the field and line).
+        message: String,
+    },
+    /// The manifest parsed but breaks a rule.
+    #[error("manifest field `{field}`: {message}")]
+    Invalid {
+        /// Which field, e.g. `capability[2].id`.
+        field: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+}
+
+impl Manifest {
+    /// Reads and checks a manifest file; `.json` files are JSON, anything else TOML.
+    pub fn from_file(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            Self::from_json(text.as_bytes())
+        } else {
+            Self::from_toml(&text)
+        }
+    }
+
+    /// Parses and checks a TOML manifest.
+    pub fn from_toml(text: &str) -> Result<Self, ManifestError> {
+        let manifest: Self = toml::from_str(text).map_err(|e| ManifestError::Syntax {
+            format: "TOML",
+            message: e.to_string(),
+        })?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// Parses and checks a JSON manifest (the form embedded in components).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ManifestError> {
+        let manifest: Self = serde_json::from_slice(bytes).map_err(|e| ManifestError::Syntax {
+            format: "JSON",
+            message: e.to_string(),
+        })?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// The canonical JSON form embedded in components.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("manifest types always serialize")
+    }
+
+    /// The plugin id.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Adapter(m) => &m.id,
+            Self::Policy(m) => &m.id,
+        }
+    }
+
+    /// The plugin version.
+    pub fn version(&self) -> &str {
+        match self {
+            Self::Adapter(m) => &m.version,
+            Self::Policy(m) => &m.version,
+        }
+    }
+
+    /// `adapter` or `policy`.
+    pub fn kind(&self) -> PluginKind {
+        match self {
+            Self::Adapter(_) => PluginKind::Adapter,
+            Self::Policy(_) => PluginKind::Policy,
+        }
+    }
+
+    /// Checks the rules serde cannot express.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        match self {
+            Self::Adapter(m) => m.validate(),
+            Self::Policy(m) => {
+                check_common(&m.id, &m.version)?;
+                check_schema("config_schema", &m.config_schema)
+            }
+        }
+    }
+}
+
+/// The two kinds of plugin, one per WIT world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PluginKind {
+    /// WIT world `adapter`.
+    Adapter,
+    /// WIT world `policy`.
+    Policy,
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Adapter => "adapter",
+            Self::Policy => "policy",
+        })
+    }
+}
+
+impl AdapterManifest {
+    /// Looks a capability up by id.
+    pub fn capability(&self, id: &str) -> Option<&Capability> {
+        self.capabilities.iter().find(|c| c.id == id)
+    }
+
+    fn validate(&self) -> Result<(), ManifestError> {
+        check_common(&self.id, &self.version)?;
+        if self.capabilities.is_empty() {
+            return Err(invalid("capability", "declare at least one [[capability]]"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, cap) in self.capabilities.iter().enumerate() {
+            let at = |field: &str| format!("capability[{i}].{field}");
+            if !is_name(&cap.id, false) {
+                return Err(invalid(
+                    &at("id"),
+                    &format!(
+                        "`{}` must be 1-64 of [a-z0-9_-], starting with a letter or digit",
+                        cap.id
+                    ),
+                ));
+            }
+            if !seen.insert(cap.id.as_str()) {
+                return Err(invalid(
+                    &at("id"),
+                    &format!("`{}` is declared twice", cap.id),
+                ));
+            }
+            check_schema(&at("input_schema"), &cap.input_schema)?;
+            if cap.upstream.as_ref().is_some_and(|u| !u.is_object()) {
+                return Err(invalid(&at("upstream"), "must be a table"));
+            }
+            if let Some(schema) = &cap.output_schema {
+                check_schema(&at("output_schema"), schema)?;
+            }
+            if cap.capability_class == CapabilityClass::Act
+                && cap.approval_mode == ApprovalMode::ReadOnly
+            {
+                return Err(invalid(
+                    &at("approval_mode"),
+                    "an `act` capability has side effects, so its maximum cannot be `read_only`; \
+                     declare local_write, network, delegated or destructive",
+                ));
+            }
+            if let Some(target) = &cap.rollback
+                && self.capability(target).is_none()
+            {
+                return Err(invalid(
+                    &at("rollback"),
+                    &format!("names `{target}`, which is not a capability of this adapter"),
+                ));
+            }
+        }
+        for (i, egress) in self.egress.iter().enumerate() {
+            if egress.methods.is_empty() {
+                return Err(invalid(
+                    &format!("egress[{i}].methods"),
+                    "list at least one HTTP method",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_common(id: &str, version: &str) -> Result<(), ManifestError> {
+    if !is_name(id, true) {
+        return Err(invalid(
+            "id",
+            &format!(
+                "`{id}` must be 1-64 of [a-z0-9._-], starting with a letter or digit, e.g. `acme.orders`"
+            ),
+        ));
+    }
+    if semver::Version::parse(version).is_err() {
+        return Err(invalid(
+            "version",
+            &format!("`{version}` is not a semantic version like `1.2.0`"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
+    match schema {
+        Value::Object(_) | Value::Bool(_) => Ok(()),
+        _ => Err(invalid(
+            field,
+            "must be a JSON Schema: an object (or true/false)",
+        )),
+    }
+}
+
+fn is_name(s: &str, allow_dot: bool) -> bool {
+    let ok = |c: char| {
+        c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || c == '_'
+            || c == '-'
+            || (allow_dot && c == '.')
+    };
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars().all(ok)
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
+fn invalid(field: &str, message: &str) -> ManifestError {
+    ManifestError::Invalid {
+        field: field.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ECHO: &str = r#"
+        kind = "adapter"
+        id = "gatehouse.echo"
+        version = "0.1.0"
+        publisher = "gatehouse"
+        [[capability]]
+        id = "echo"
+        capability_class = "observe"
+        approval_mode = "read_only"
+        input_schema = { type = "object" }
+    "#;
+
+    fn error_of(text: &str) -> String {
+        Manifest::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn accepts_a_minimal_adapter_and_round_trips_through_json() {
+        let manifest = Manifest::from_toml(ECHO).unwrap();
+        assert_eq!(manifest.id(), "gatehouse.echo");
+        assert_eq!(manifest.kind(), PluginKind::Adapter);
+        assert_eq!(Manifest::from_json(&manifest.to_json()).unwrap(), manifest);
+    }
+
+    #[test]
+    fn accepts_a_policy_with_default_config_schema() {
+        let m = Manifest::from_toml(
+            "kind = \"policy\"\nid = \"p\"\nversion = \"1.0.0\"\npublisher = \"x\"",
+        )
+        .unwrap();
+        let Manifest::Policy(p) = m else {
+            panic!("expected a policy")
+        };
+        assert_eq!(p.config_schema, serde_json::json!({"type": "object"}));
+    }
+
+    #[test]
+    fn rejects_unknown_fields_naming_them() {
+        let err = error_of(&format!("{ECHO}\nrisk = \"low\""));
+        assert!(err.contains("unknown field `risk`"), "{err}");
+    }
+
+    #[test]
+    fn rejects_unknown_kind() {
+        let err = error_of(&ECHO.replace("kind = \"adapter\"", "kind = \"gadget\""));
+        assert!(err.contains("gadget"), "{err}");
+    }
+
+    #[test]
+    fn rejects_bad_ids_and_versions() {
+        assert!(error_of(&ECHO.replace("gatehouse.echo", "Echo!")).contains("manifest field `id`"));
+        assert!(error_of(&ECHO.replace("0.1.0", "one")).contains("manifest field `version`"));
+        assert!(
+            error_of(&ECHO.replace("id = \"echo\"", "id = \"a.b\"")).contains("capability[0].id")
+        );
+    }
+
+    #[test]
+    fn rejects_duplicate_capabilities() {
+        let twice = format!(
+            "{ECHO}\n[[capability]]\nid = \"echo\"\ncapability_class = \"observe\"\napproval_mode = \"read_only\"\ninput_schema = {{}}"
+        );
+        assert!(error_of(&twice).contains("declared twice"));
+    }
+
+    #[test]
+    fn rejects_read_only_act() {
+        let err = error_of(&ECHO.replace("\"observe\"", "\"act\""));
+        assert!(err.contains("capability[0].approval_mode"), "{err}");
+    }
+
+    #[test]
+    fn rejects_non_object_schema_and_dangling_rollback() {
+        assert!(
+            error_of(&ECHO.replace("{ type = \"object\" }", "\"object\"")).contains("input_schema")
+        );
+        let err = error_of(&format!("{ECHO}rollback = \"undo\""));
+        assert!(err.contains("capability[0].rollback"), "{err}");
+    }
+
+    #[test]
+    fn an_upstream_table_round_trips_and_nothing_else_is_one() {
+        let manifest = Manifest::from_toml(&format!(
+            "{ECHO}\n[capability.upstream]\ntool = \"Echo It\"\nparameters = [{{ name = \"a\", in = \"query\" }}]"
+        ))
+        .unwrap();
+        let Manifest::Adapter(adapter) = &manifest else {
+            panic!("an adapter")
+        };
+        assert_eq!(
+            adapter.capabilities[0].upstream,
+            Some(
+                serde_json::json!({ "tool": "Echo It", "parameters": [{ "name": "a", "in": "query" }] })
+            )
+        );
+        assert_eq!(Manifest::from_json(&manifest.to_json()).unwrap(), manifest);
+        let err = error_of(&format!("{ECHO}upstream = \"http://x\""));
+        assert_eq!(
+            err,
+            "manifest field `capability[0].upstream`: must be a table"
+        );
+    }
+
+    #[test]
+    fn rejects_an_adapter_without_capabilities() {
+        let err = error_of(
+            "kind = \"adapter\"\nid = \"a\"\nversion = \"1.0.0\"\npublisher = \"x\"\ncapability = []",
+        );
+        assert!(err.contains("at least one"), "{err}");
+    }
+}

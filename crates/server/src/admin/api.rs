@@ -1,0 +1,558 @@
+//! The admin API's handlers. Each calls the same host and store code as the `gatehouse`
+//! commands (approvals through [`Host::decide`] and so `Store::decide`, with its rules;
+//! uploads through [`Host::install`], verified exactly like a file at start-up), and records
+//! every change to the serving plugins in the audit log.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use gatehouse_core::model::Obligation;
+use gatehouse_host::error::PolicyError;
+use gatehouse_host::plugin::manifest::PluginKind;
+use gatehouse_host::{Host, InstallError};
+use gatehouse_store::audit::check_anchor;
+use gatehouse_store::{
+    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError, now_ms,
+};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::auth::Operator;
+use super::reply::{ApiError, Query, Reply, json_reply};
+
+/// Largest page of approvals or audit entries.
+const MAX_PAGE: usize = 1000;
+/// Default page size.
+const DEFAULT_PAGE: usize = 100;
+
+fn store_error(error: StoreError) -> ApiError {
+    match error {
+        StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+        StoreError::Refused(why) => ApiError::conflict(why),
+        StoreError::Open { .. } | StoreError::Unavailable(_) => {
+            ApiError::unavailable(error.to_string())
+        }
+    }
+}
+
+fn page(query: &mut Query) -> Result<usize, ApiError> {
+    match query.take_number::<usize>("limit")? {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "query parameter `limit` = {n}: expected 1 to {MAX_PAGE}"
+        ))),
+    }
+}
+
+fn parse_json(body: &[u8], what: &str) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON ({what}): {e}")))
+}
+
+pub async fn ready(host: &Host) -> Result<Reply, ApiError> {
+    host.ready()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("not ready: {e}")))?;
+    Ok(json_reply(StatusCode::OK, &json!({ "status": "ready" })))
+}
+
+pub async fn metrics(host: &Host) -> Result<Reply, ApiError> {
+    let text = host.metrics_text().await.map_err(store_error)?;
+    let mut reply = http::Response::new(http_body_util::Full::new(Bytes::from(text)));
+    reply.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    Ok(reply)
+}
+
+/// ADR-047's resolution trace: the skills text a call of `tool` by `tenant` (and `user`) would
+/// receive, and which skills matched at each level.
+pub fn resolve_skills(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let mut required = |name: &str| {
+        query.take(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "query parameter `{name}` is required, e.g. ?tenant=acme&tool=gatehouse.echo.echo"
+            ))
+        })
+    };
+    let tenant = required("tenant")?;
+    let tool = required("tool")?;
+    let user = query.take("user");
+    query.none()?;
+    let users: Vec<&str> = user.as_deref().into_iter().collect();
+    let resolution = host.resolve_skills(&tenant, &tool, &users);
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({
+            "tenant": tenant,
+            "tool": tool,
+            "user": user,
+            "resolved_context": resolution.text,
+            "trace": resolution.trace,
+        }),
+    ))
+}
+
+pub async fn list_approvals(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let status = ApprovalStatus::parse_filter(query.take("status").as_deref().unwrap_or("pending"))
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
+    let filter = ApprovalFilter {
+        status,
+        tenant: query.take("tenant"),
+        limit: page(&mut query)?,
+    };
+    query.none()?;
+    let approvals = host.approvals(filter).await.map_err(store_error)?;
+    let mut views = Vec::with_capacity(approvals.len());
+    for approval in approvals {
+        views.push(approval_view(host, approval).await?);
+    }
+    Ok(json_reply(StatusCode::OK, &json!({ "approvals": views })))
+}
+
+pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
+    let approval = host
+        .approval(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found(format!("there is no approval `{id}`")))?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &approval_view(host, approval).await?,
+    ))
+}
+
+/// An approval as people see it: its record, plus
+/// - `state`: its status, or `expired` once past its expiry undecided or unused;
+/// - `declared_mode`: the approval mode its tool's capability declares (absent if the tool is
+///   no longer served);
+/// - `policy_decision`: each policy module's verdict, reasons and digest, from the audit entry
+///   of the call that proposed it;
+/// - `url`: where an approver decides (`[store] approval_url`);
+/// - `call.args` with that decision's obligations applied (redacted pointers and masked
+///   personal data), so an approver never sees a value the policy withholds.
+async fn approval_view(host: &Host, approval: Approval) -> Result<Value, ApiError> {
+    let state = if approval.expired(now_ms()) {
+        "expired"
+    } else {
+        approval.status.as_str()
+    };
+    let declared_mode = host
+        .tool_catalog(&approval.tenant)
+        .into_iter()
+        .find(|(name, _)| *name == approval.tool)
+        .map(|(_, capability)| capability.approval_mode);
+    let proposing_call = approval
+        .call
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let decision = match proposing_call {
+        Some(id) => host
+            .audit(AuditQuery {
+                tool_call_id: Some(id),
+                kind: Some("call".to_owned()),
+                limit: 1,
+                ..AuditQuery::default()
+            })
+            .await
+            .map_err(store_error)?
+            .first()
+            .map(|entry| entry.expanded()["record"]["result"]["policy_decision"].clone())
+            .filter(|decision| !decision.is_null()),
+        None => None,
+    };
+    let obligations: Vec<Obligation> = decision
+        .as_ref()
+        .and_then(|d| d.get("obligations"))
+        .and_then(|o| serde_json::from_value(o.clone()).ok())
+        .unwrap_or_default();
+    let url = host.approval_url(&approval.id);
+    let mut view = json!(approval);
+    if let Some(args) = view.pointer_mut("/call/args") {
+        gatehouse_host::apply_obligations(&obligations, args);
+    }
+    view["state"] = json!(state);
+    view["declared_mode"] = json!(declared_mode);
+    view["policy_decision"] = decision.unwrap_or(Value::Null);
+    view["url"] = json!(url);
+    Ok(view)
+}
+
+/// Approves or rejects as the token's principal: `{"reason": "..."}` (required to reject).
+pub async fn decide(
+    host: &Host,
+    operator: &Operator,
+    id: &str,
+    approve: bool,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        String::new()
+    } else {
+        let body = parse_json(body, r#"expected {"reason": "..."}"#)?;
+        let Value::Object(mut fields) = body else {
+            return Err(ApiError::bad_request(
+                r#"the body must be an object: {"reason": "..."}"#,
+            ));
+        };
+        let reason = match fields.remove("reason") {
+            None => String::new(),
+            Some(Value::String(reason)) => reason,
+            Some(_) => return Err(ApiError::bad_request("`reason` must be a string")),
+        };
+        if let Some(key) = fields.keys().next() {
+            return Err(ApiError::bad_request(format!(
+                "unknown field `{key}`: the body takes only `reason`"
+            )));
+        }
+        reason
+    };
+    if !approve && reason.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            r#"a rejection needs a reason (the caller sees it): {"reason": "..."}"#,
+        ));
+    }
+    let approval = host
+        .decide(id, approve, &operator.principal, &reason)
+        .await
+        .map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &approval_view(host, approval).await?,
+    ))
+}
+
+/// The audit filters of a query: every parameter of `GET /v1/audit` but `limit`.
+fn audit_filters(query: &mut Query, limit: usize) -> Result<AuditQuery, ApiError> {
+    let audit = AuditQuery {
+        tool_call_id: query.take("tool_call_id"),
+        tenant: query.take("tenant"),
+        outcome: query.take("outcome"),
+        tool: query.take("tool"),
+        principal: query.take("principal"),
+        kind: query.take("kind"),
+        replay_of: query.take("replay_of"),
+        since_ms: query.take_number("since_ms")?,
+        until_ms: query.take_number("until_ms")?,
+        after_seq: query.take_number("after_seq")?,
+        chain: query.take_number("chain")?,
+        limit,
+    };
+    query.none()?;
+    Ok(audit)
+}
+
+pub async fn query_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let limit = page(&mut query)?;
+    let audit = audit_filters(&mut query, limit)?;
+    let entries = host.audit(audit).await.map_err(store_error)?;
+    // A full page may have a next one: page on with `after_seq`.
+    let next = (entries.len() == limit)
+        .then(|| entries.last().map(|e| e.seq))
+        .flatten();
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(gatehouse_store::AuditEntry::expanded)
+        .collect();
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "entries": entries, "next_after_seq": next }),
+    ))
+}
+
+/// Every entry the filters select, as JSON lines (`gatehouse audit export`'s format), for
+/// download.
+pub async fn export_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let mut audit = audit_filters(&mut query, MAX_PAGE)?;
+    let mut lines = String::new();
+    loop {
+        let entries = host.audit(audit.clone()).await.map_err(store_error)?;
+        let Some(last) = entries.last() else { break };
+        audit.after_seq = Some(last.seq);
+        for entry in &entries {
+            lines.push_str(&entry.expanded().to_string());
+            lines.push('\n');
+        }
+    }
+    let mut reply = http::Response::new(http_body_util::Full::new(Bytes::from(lines)));
+    let headers = reply.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    headers.insert(
+        http::header::CONTENT_DISPOSITION,
+        http::HeaderValue::from_static("attachment; filename=\"gatehouse-audit.jsonl\""),
+    );
+    Ok(reply)
+}
+
+/// Every chain; `?head=SEQ:HASH[,SEQ:HASH...]` (what an earlier verify returned as `keep`; a
+/// bare hash is looked up) also checks that the log still holds each head at its entry:
+/// entries appended since are fine. `heads` are each chain's.
+pub async fn verify_audit(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let heads = query
+        .take("head")
+        .map(|head| Anchor::parse_list(&head))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?
+        .unwrap_or_default();
+    query.none()?;
+    let report = host.verify_audit().await.map_err(store_error)?;
+    let mut head_problem = None;
+    if report.first_break.is_none() {
+        for head in &heads {
+            if let Err(problem) = check_anchor(&**host.store(), &report, head)
+                .await
+                .map_err(store_error)?
+            {
+                head_problem = Some((head, problem));
+                break;
+            }
+        }
+    }
+    let keep = Anchor::of(&report);
+    let (ok, message) = match (&report.first_break, head_problem) {
+        (Some(problem), _) => (
+            false,
+            format!("BROKEN after {} good entries: {problem}", report.entries),
+        ),
+        (None, Some((head, problem))) => (
+            false,
+            format!(
+                "{} entries chain correctly, but not through the head you recorded ({}): {problem}",
+                report.entries, head.hash
+            ),
+        ),
+        (None, None) => (true, report.intact("?head=")),
+    };
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({
+            "ok": ok,
+            "entries": report.entries,
+            "head": report.head(),
+            "heads": report.heads,
+            "keep": keep,
+            "first_break": report.first_break,
+            "message": message,
+        }),
+    ))
+}
+
+/// The signed checkpoints the store holds, oldest first (`[store.checkpoints]`).
+pub async fn list_checkpoints(host: &Host, query: Query) -> Result<Reply, ApiError> {
+    query.none()?;
+    let checkpoints = host.store().checkpoints().await.map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "checkpoints": checkpoints }),
+    ))
+}
+
+pub fn list_plugins(host: &Host) -> Reply {
+    json_reply(
+        StatusCode::OK,
+        &json!({ "adapters": host.adapters(), "policies": host.policies() }),
+    )
+}
+
+/// Records a change the host already made, and keeps it for a restart (`kept`, applied again
+/// at start by [`Host::restore_plugin_changes`]); if the store cannot, says so (the change
+/// stands).
+async fn record(
+    host: &Host,
+    operator: &Operator,
+    change: &Value,
+    kept: PluginChange,
+) -> Result<(), ApiError> {
+    host.store().add_plugin_change(kept).await.map_err(|e| {
+        ApiError::internal(format!(
+            "the change is in effect but could not be stored, so a restart would not serve it: {e}"
+        ))
+    })?;
+    host.audit_plugin_change(&operator.principal, change)
+        .await
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "the change is in effect but could not be recorded in the audit log: {e}"
+            ))
+        })
+}
+
+/// A signed adapter or policy module, as the raw `.wasm` body; `source` is the registry
+/// reference it was pulled from, if it was ([`pull`]).
+pub async fn upload(
+    host: &Arc<Host>,
+    operator: &Operator,
+    body: Bytes,
+    source: Option<String>,
+) -> Result<Reply, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the body is empty: send the signed component's bytes (content-type application/wasm)",
+        ));
+    }
+    // Verifying and compiling take a while: off the async workers.
+    let installing = Arc::clone(host);
+    let component = base64::engine::general_purpose::STANDARD.encode(&body);
+    let from = source.clone();
+    let (kind, plugin) = tokio::task::spawn_blocking(move || installing.install_from(&body, from))
+        .await
+        .map_err(|e| ApiError::internal(format!("the install task failed: {e}")))?
+        .map_err(|e| install_error(&e))?;
+    let replaced = match kind {
+        PluginKind::Policy => host
+            .policies()
+            .into_iter()
+            .find(|p| p.plugin.id == plugin.id)
+            .and_then(|p| p.previous.last().cloned()),
+        PluginKind::Adapter => None,
+    };
+    let change = json!({
+        "action": "install", "kind": kind.to_string(), "plugin": plugin, "replaced": replaced,
+    });
+    let kept = PluginChange::Install {
+        plugin: plugin.id.clone(),
+        component,
+        source,
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
+    tracing::info!(by = %operator.principal, kind = %kind, id = %plugin.id, version = %plugin.version, digest = %plugin.digest, "admin: installed");
+    Ok(json_reply(StatusCode::CREATED, &change))
+}
+
+/// A signed adapter or policy module pulled from a registry: the JSON body
+/// `{"source": "oci://..."}`. The gateway pulls it with its own `[oci]` settings (credentials,
+/// cache, tag rule), then installs it exactly as an upload, citing the digest it pulled.
+#[cfg(feature = "oci")]
+pub async fn pull(
+    host: &Arc<Host>,
+    registries: Option<&gatehouse_host::oci::Registries>,
+    operator: &Operator,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    use gatehouse_host::oci::{OciError, OciRef, Tags};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Pull {
+        source: String,
+    }
+    let Pull { source } = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"source\": \"oci://REGISTRY/REPO@sha256:...\"}}: {e}"
+        ))
+    })?;
+    let reference: OciRef = source
+        .parse()
+        .map_err(|e: OciError| ApiError::bad_request(e.to_string()))?;
+    let Some(registries) = registries else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "refused",
+            "this admin server pulls from no registry (it was built without `AdminServer::with_registries`): upload the component's bytes",
+        ));
+    };
+    let pulled = registries
+        .pull(&reference, Tags::AsConfigured)
+        .await
+        .map_err(|e| {
+            let status = match e {
+                OciError::Reference { .. } | OciError::TagNotAllowed { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                // The gateway's own `[oci]` settings or cache: not the registry's fault.
+                OciError::Config(_) | OciError::Cache { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            ApiError::new(
+                status,
+                "refused",
+                format!("refused; the serving version is unchanged: {e}"),
+            )
+        })?;
+    tracing::info!(by = %operator.principal, reference = %reference, pinned = %pulled.pinned, cached = pulled.from_cache, "admin: pulled");
+    upload(
+        host,
+        operator,
+        Bytes::from(pulled.bytes),
+        Some(pulled.pinned.to_string()),
+    )
+    .await
+}
+
+fn install_error(error: &InstallError) -> ApiError {
+    let message = match error {
+        // The error's own advice names the library's forced installs, which this API has not.
+        InstallError::Downgrade {
+            id,
+            serving,
+            offered,
+        } => format!(
+            "refused; the serving version is unchanged: `{id}` {offered} is older than the serving \
+             {serving}. Uploads never downgrade; to return a policy module to the version it \
+             replaced, roll it back (`gatehouse admin policy rollback {id}`)"
+        ),
+        error => format!("refused; the serving version is unchanged: {error}"),
+    };
+    ApiError::new(StatusCode::BAD_REQUEST, "refused", message)
+}
+
+fn policy_error(error: &PolicyError) -> ApiError {
+    match error {
+        PolicyError::NoPrevious { .. } => ApiError::conflict(error.to_string()),
+        PolicyError::Unbound { .. } => ApiError::not_found(error.to_string()),
+        PolicyError::Config { .. } | PolicyError::Schema { .. } => {
+            ApiError::new(StatusCode::BAD_REQUEST, "refused", error.to_string())
+        }
+    }
+}
+
+pub async fn rollback(host: &Host, operator: &Operator, module: &str) -> Result<Reply, ApiError> {
+    let replaced = host.policy_version(module);
+    if replaced.is_none() {
+        return Err(ApiError::not_found(format!(
+            "no policy module `{module}` is installed"
+        )));
+    }
+    let plugin = host.rollback_policy(module).map_err(|e| policy_error(&e))?;
+    let change = json!({
+        "action": "rollback", "kind": "policy", "plugin": plugin, "replaced": replaced,
+    });
+    let kept = PluginChange::Rollback {
+        plugin: module.to_owned(),
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
+    tracing::info!(by = %operator.principal, module, version = %plugin.version, "admin: rolled back");
+    Ok(json_reply(StatusCode::OK, &change))
+}
+
+/// Replaces the config of every binding of `module` with the JSON body.
+pub async fn set_config(
+    host: &Host,
+    operator: &Operator,
+    module: &str,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let config = parse_json(body, "expected the binding's config")?;
+    host.set_policy_config(module, &config)
+        .map_err(|e| policy_error(&e))?;
+    let change =
+        json!({ "action": "set_config", "kind": "policy", "module": module, "config": config });
+    let kept = PluginChange::SetConfig {
+        plugin: module.to_owned(),
+        config,
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept).await?;
+    tracing::info!(by = %operator.principal, module, "admin: binding config set");
+    Ok(json_reply(StatusCode::OK, &change))
+}

@@ -1,0 +1,407 @@
+//! What every backend's writer does, independent of its SQL: the write jobs it queues, and the
+//! rules that decide a claim, an approval decision and an operator's resolution. A backend
+//! reads the rows, asks these functions, and writes what they say, so SQLite and PostgreSQL
+//! cannot drift apart in meaning.
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::rows::{KeyRow, key_state};
+use super::{
+    Approval, ApprovalStatus, AuditEvent, CallRecord, Checkpoint, Claim, ClaimRequest, Decision,
+    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError,
+};
+
+/// A write job and where its answer goes (`None`: nobody waits for it).
+pub(super) struct Job {
+    pub op: Op,
+    pub reply: Option<oneshot::Sender<Result<Done, StoreError>>>,
+}
+
+/// How long a writer holds a batch nobody waits on (the records of read-only calls), gathering
+/// more jobs before it commits; a job someone waits on ends the wait at once.
+///
+/// A commit costs the writer about the same whatever it holds: its fsync, a write for each
+/// page it changed (the log's last page and each index's), the wake-ups. Committing as soon as
+/// the previous commit ended, a loaded gateway committed every two or three read-only records,
+/// and that overhead was most of its store's CPU per call (`docs/benchmarks.md`, fifth round).
+/// Held this long, a commit takes every record of the interval. The price: a read-only call's
+/// entry reaches the disk (and `prior-actions`) up to this much later. Its caller never waited
+/// for it.
+pub(super) const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A write.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one job per call, moved once into the writer's queue"
+)]
+pub(super) enum Op {
+    Claim(ClaimRequest),
+    Record(CallRecord),
+    Propose(Approval),
+    Decide(Decision),
+    Resolve {
+        key: IdempotencyKey,
+        resolution: Resolution,
+        by: String,
+        now_ms: u64,
+    },
+    Prune(u64),
+    /// Nothing: answered once every job queued before it committed.
+    Flush,
+    AddCheckpoint(Checkpoint),
+    AddPluginChange(PluginChange),
+}
+
+impl Op {
+    /// The key whose waiters a committed job wakes: a call that recorded under its claim, or
+    /// an operator's resolution.
+    pub fn wakes(&self) -> Option<&IdempotencyKey> {
+        match self {
+            Self::Record(record) => record
+                .completes
+                .as_ref()
+                .map(|(key, _)| key)
+                .or(record.releases.as_ref()),
+            Self::Resolve { key, .. } => Some(key),
+            Self::Claim(_)
+            | Self::Propose(_)
+            | Self::Decide(_)
+            | Self::Prune(_)
+            | Self::Flush
+            | Self::AddCheckpoint(_)
+            | Self::AddPluginChange(_) => None,
+        }
+    }
+}
+
+/// Stops a writer: closes its queue (`jobs`), so it ends after the jobs already queued, and
+/// waits for its thread. A store's `Drop` calls it, so a clean shutdown loses nothing queued.
+pub(super) fn stop_writer<S>(
+    jobs: &std::sync::Mutex<Option<S>>,
+    thread: &std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+) {
+    use std::sync::PoisonError;
+    jobs.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let thread = thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(thread) = thread
+        && thread.join().is_err()
+    {
+        tracing::error!("the state store's writer thread panicked");
+    }
+}
+
+/// Hands `op` to a writer through `send` (false: the writer is gone); the answer once the job
+/// committed when `wait`, else at once.
+pub(super) fn submit<'a>(
+    op: Op,
+    wait: bool,
+    send: impl FnOnce(Job) -> bool,
+) -> super::StoreFuture<'a, Done> {
+    let (reply, answer) = oneshot::channel();
+    let sent = send(Job {
+        op,
+        reply: wait.then_some(reply),
+    });
+    Box::pin(async move {
+        if !sent {
+            return Err(StoreError::Unavailable(
+                "the store is shutting down (its writer has stopped); see the log".to_owned(),
+            ));
+        }
+        if !wait {
+            return Ok(Done::Unit);
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the store's writer stopped before answering; see the log".to_owned(),
+            ))
+        })
+    })
+}
+
+/// The [`Store`](super::Store) methods that are writes, for a backend with an inherent
+/// `fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done>` that queues a job for its
+/// writer (waiting for the commit when `wait`). Expands inside `impl Store for ...`.
+macro_rules! queued_writes {
+    () => {
+        fn claim(&self, request: $crate::ClaimRequest) -> $crate::StoreFuture<'_, $crate::Claim> {
+            let write = self.write($crate::jobs::Op::Claim(request), true);
+            Box::pin(async move { write.await?.claim() })
+        }
+
+        fn record(&self, record: $crate::CallRecord) -> $crate::StoreFuture<'_, ()> {
+            let durable = record.durable;
+            let write = self.write($crate::jobs::Op::Record(record), durable);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn propose(&self, proposal: $crate::Approval) -> $crate::StoreFuture<'_, $crate::Approval> {
+            let write = self.write($crate::jobs::Op::Propose(proposal), true);
+            Box::pin(async move { write.await?.approval() })
+        }
+
+        fn decide(&self, decision: $crate::Decision) -> $crate::StoreFuture<'_, $crate::Approval> {
+            let write = self.write($crate::jobs::Op::Decide(decision), true);
+            Box::pin(async move { write.await?.approval() })
+        }
+
+        fn resolve(
+            &self,
+            key: $crate::IdempotencyKey,
+            resolution: $crate::Resolution,
+            by: String,
+            now_ms: u64,
+        ) -> $crate::StoreFuture<'_, ()> {
+            let op = $crate::jobs::Op::Resolve {
+                key,
+                resolution,
+                by,
+                now_ms,
+            };
+            let write = self.write(op, true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn prune(&self, now_ms: u64) -> $crate::StoreFuture<'_, u64> {
+            let write = self.write($crate::jobs::Op::Prune(now_ms), true);
+            Box::pin(async move { write.await?.count() })
+        }
+
+        fn flush(&self) -> $crate::StoreFuture<'_, ()> {
+            let write = self.write($crate::jobs::Op::Flush, true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn add_checkpoint(&self, checkpoint: $crate::Checkpoint) -> $crate::StoreFuture<'_, ()> {
+            let write = self.write($crate::jobs::Op::AddCheckpoint(checkpoint), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn add_plugin_change(&self, change: $crate::PluginChange) -> $crate::StoreFuture<'_, ()> {
+            let write = self.write($crate::jobs::Op::AddPluginChange(change), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+    };
+}
+pub(super) use queued_writes;
+
+/// A write's answer.
+pub(super) enum Done {
+    Claim(Claim),
+    Approval(Box<Approval>),
+    Count(u64),
+    Unit,
+}
+
+impl Done {
+    pub fn claim(self) -> Result<Claim, StoreError> {
+        match self {
+            Self::Claim(claim) => Ok(claim),
+            Self::Approval(_) | Self::Count(_) | Self::Unit => wrong_answer(),
+        }
+    }
+
+    pub fn approval(self) -> Result<Approval, StoreError> {
+        match self {
+            Self::Approval(approval) => Ok(*approval),
+            Self::Claim(_) | Self::Count(_) | Self::Unit => wrong_answer(),
+        }
+    }
+
+    pub fn count(self) -> Result<u64, StoreError> {
+        match self {
+            Self::Count(n) => Ok(n),
+            Self::Claim(_) | Self::Approval(_) | Self::Unit => wrong_answer(),
+        }
+    }
+}
+
+/// Logs a write the writer could not do. A refusal by the records' rules (an approval already
+/// decided, a self-approval, a record that does not exist) is the caller's answer, not a store
+/// failure: it goes to the caller, and only to the debug log here.
+pub(super) fn log_failed_write(error: &StoreError) {
+    match error {
+        StoreError::Refused(_) | StoreError::NotFound(_) => {
+            tracing::debug!(%error, "a state store write was refused");
+        }
+        StoreError::Open { .. } | StoreError::Unavailable(_) => {
+            tracing::warn!(%error, "a state store write failed");
+        }
+    }
+}
+
+fn wrong_answer<T>() -> Result<T, StoreError> {
+    Err(StoreError::Unavailable(
+        "the store's writer answered a different question (a bug in gatehouse)".to_owned(),
+    ))
+}
+
+/// The stored plugin changes, from their JSON texts as a backend reads them.
+pub(super) fn plugin_changes(
+    texts: super::StoreFuture<'_, Vec<String>>,
+) -> super::StoreFuture<'_, Vec<PluginChange>> {
+    Box::pin(async move {
+        texts
+            .await?
+            .iter()
+            .map(|text| {
+                serde_json::from_str(text).map_err(|e| {
+                    StoreError::Unavailable(format!("a stored plugin change does not read: {e}"))
+                })
+            })
+            .collect()
+    })
+}
+
+/// What a claim does with the row it found.
+pub(super) enum Judgement {
+    /// Answer this; write nothing.
+    Answer(Claim),
+    /// Mark the row `indeterminate`, then answer this.
+    Indeterminate(Claim),
+    /// Write the claim (insert, or take over a forgotten row): the call runs.
+    Take,
+}
+
+/// Gate 7's rule: what a claim of `request` does, given the key's row.
+pub(super) fn judge(existing: Option<KeyRow>, request: &ClaimRequest, now_ms: u64) -> Judgement {
+    let Some(row) = existing else {
+        return Judgement::Take;
+    };
+    let same = row.request_hash == request.request_hash;
+    let tool_call_id = row.tool_call_id;
+    match row.state.as_str() {
+        // A completed record past its window is forgotten: the key is free again.
+        "complete" if row.expires_at_ms <= now_ms => Judgement::Take,
+        "complete" if same => Judgement::Answer(Claim::Replay {
+            tool_call_id,
+            result: row.result,
+        }),
+        "in_progress" if row.lease_until_ms > now_ms => Judgement::Answer(if same {
+            Claim::InFlight { tool_call_id }
+        } else {
+            Claim::Conflict { tool_call_id }
+        }),
+        "in_progress" | "indeterminate" if same => {
+            Judgement::Indeterminate(Claim::Indeterminate { tool_call_id })
+        }
+        _ => Judgement::Answer(Claim::Conflict { tool_call_id }),
+    }
+}
+
+/// Whether `decision` may be applied to `approval`; the status it sets.
+pub(super) fn check_decision(
+    approval: &Approval,
+    decision: &Decision,
+) -> Result<ApprovalStatus, StoreError> {
+    if approval.status != ApprovalStatus::Pending {
+        return Err(StoreError::Refused(format!(
+            "approval `{}` is already {}{}",
+            approval.id,
+            approval.status.as_str(),
+            approval
+                .decided_by
+                .as_deref()
+                .map(|by| format!(" (by `{by}`)"))
+                .unwrap_or_default()
+        )));
+    }
+    if approval.expired(decision.now_ms) {
+        return Err(StoreError::Refused(format!(
+            "approval `{}` expired; the caller must propose the call again",
+            approval.id
+        )));
+    }
+    if !decision.allow_self_approval && approval.principals.contains(&decision.by) {
+        return Err(StoreError::Refused(format!(
+            "`{}` is in the requesting principal chain of approval `{}`; another principal must decide (or the operator sets `[store] allow_self_approval = true`)",
+            decision.by, approval.id
+        )));
+    }
+    Ok(if decision.approve {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Rejected
+    })
+}
+
+/// The audit entry of a decision.
+pub(super) fn decision_event(
+    approval: &Approval,
+    decision: &Decision,
+    status: ApprovalStatus,
+) -> AuditEvent {
+    let record = serde_json::json!({
+        "approval_id": approval.id, "decision": status.as_str(),
+        "by": decision.by, "reason": decision.reason,
+        "request_hash": approval.request_hash,
+    });
+    AuditEvent {
+        kind: "approval".to_owned(),
+        tool_call_id: approval
+            .call
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        tenant: Some(approval.tenant.clone()),
+        principal: Some(decision.by.clone()),
+        tool: Some(approval.tool.clone()),
+        outcome: None,
+        record: gatehouse_core::canonical::canonical_json(&record),
+        at_ms: decision.now_ms,
+    }
+}
+
+/// The error for a key that has no row.
+pub(super) fn unknown_key(key: &IdempotencyKey) -> StoreError {
+    StoreError::NotFound(format!(
+        "idempotency key `{}` of `{}` for tenant `{}`",
+        key.key, key.tool, key.tenant
+    ))
+}
+
+/// Whether a key in `state` may be resolved by an operator: only a stuck one.
+pub(super) fn check_resolvable(
+    key: &IdempotencyKey,
+    state: &str,
+    lease_until_ms: u64,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    if key_state(state, lease_until_ms, now_ms) == KeyState::Indeterminate {
+        Ok(())
+    } else {
+        Err(StoreError::Refused(format!(
+            "key `{}` is {state}, not indeterminate: nothing to resolve",
+            key.key
+        )))
+    }
+}
+
+/// The audit entry of an operator's resolution.
+pub(super) fn resolution_event(
+    key: &IdempotencyKey,
+    resolution: Resolution,
+    by: &str,
+    now_ms: u64,
+    claimed_by_call: String,
+) -> AuditEvent {
+    let done = match resolution {
+        Resolution::Release => "released",
+        Resolution::Done => "done",
+    };
+    let record = serde_json::json!({
+        "resolution": done, "by": by, "tenant": key.tenant, "tool": key.tool, "key": key.key,
+        "claimed_by_call": claimed_by_call,
+    });
+    AuditEvent {
+        kind: "operator".to_owned(),
+        tool_call_id: Some(claimed_by_call),
+        tenant: Some(key.tenant.clone()),
+        principal: Some(by.to_owned()),
+        tool: Some(key.tool.clone()),
+        outcome: None,
+        record: gatehouse_core::canonical::canonical_json(&record),
+        at_ms: now_ms,
+    }
+}

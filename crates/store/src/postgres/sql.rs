@@ -1,0 +1,782 @@
+//! The PostgreSQL store's SQL, one place per operation: the statements every writer prepares
+//! ([`Statements`]), what each write job does in a careful transaction ([`apply`]), what a
+//! transaction writes last under the chains' locks ([`Last`], [`Entries`]), and each read.
+//! Rows are mapped by the layer both backends share (`crate::rows`), through [`Columns`] for
+//! tokio-postgres's rows.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, GenericClient, Row, Statement, Transaction};
+
+use super::{CHANNEL, WRITE_LOCK, describe};
+use crate::audit::{self, AuditEntry, AuditQuery, VerifyReport};
+use crate::jobs::{self, Done, Judgement, Op};
+use crate::rows::{
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
+};
+use crate::{
+    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Checkpoint, Claim,
+    ClaimRequest, KeyRecord, PluginChange, Resolution, StoreError, Waiters,
+};
+
+/// What a statement or a row read can fail with: the database's error, or a row holding what
+/// gatehouse never writes there.
+#[derive(Debug)]
+pub(crate) enum PgError {
+    /// The database's error.
+    Db(tokio_postgres::Error),
+    /// A damaged row.
+    Corrupt(Corrupt),
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Db(error)
+    }
+}
+
+impl From<Corrupt> for PgError {
+    fn from(corrupt: Corrupt) -> Self {
+        Self::Corrupt(corrupt)
+    }
+}
+
+impl PgError {
+    /// As the store reports it, naming the database.
+    pub(super) fn into_store_error(self, location: &str) -> StoreError {
+        match self {
+            Self::Db(error) => super::unavailable(location, &error),
+            Self::Corrupt(corrupt) => StoreError::Unavailable(format!("{location}: {corrupt}")),
+        }
+    }
+}
+
+/// A read inside a write job: the database's error is the transaction's (it is lost: the outer
+/// error), a damaged row only the job's (the inner one).
+fn inside<T>(read: Result<T, PgError>) -> Result<Result<T, StoreError>, tokio_postgres::Error> {
+    match read {
+        Ok(value) => Ok(Ok(value)),
+        Err(PgError::Db(error)) => Err(error),
+        Err(PgError::Corrupt(corrupt)) => Ok(Err(StoreError::Unavailable(corrupt.to_string()))),
+    }
+}
+
+/// Rows read per query when verifying the whole audit chain.
+pub(super) const VERIFY_PAGE: i64 = 10_000;
+
+/// The statements every call runs, prepared once per connection.
+pub(super) struct Statements {
+    /// `[store] chains`: how many chains the entries go to ([`audit::chain_of`]).
+    pub(super) chains: u32,
+    pub(super) lock: Statement,
+    pub(super) append: Statement,
+    pub(super) new_key: Statement,
+    pub(super) find_key: Statement,
+    pub(super) take_key: Statement,
+    pub(super) stuck_key: Statement,
+    pub(super) complete_key: Statement,
+    pub(super) release_key: Statement,
+    pub(super) execute_approval: Statement,
+    pub(super) notify: Statement,
+}
+
+impl Statements {
+    /// Prepares every statement on `client`.
+    pub(super) async fn prepare(client: &Client, chains: u32) -> Result<Self, String> {
+        let prepare = async |sql: &str| {
+            client
+                .prepare(sql)
+                .await
+                .map_err(|e| format!("cannot prepare `{sql}`: {}", describe(&e)))
+        };
+        Ok(Self {
+            chains,
+            lock: prepare("SELECT pg_advisory_xact_lock($1)").await?,
+            // Every entry of a batch in one statement: a column of values per array, numbered
+            // and hashed by the database under each chain's lock.
+            append: prepare(
+                "SELECT gatehouse_append($1, $2::int[], $3::bigint[], $4::text[], $5::text[], \
+                   $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[])",
+            )
+            .await?,
+            // A claim of a key nobody holds, in one statement: the row's own lock (a concurrent
+            // insert of the same key waits for the other's commit) makes it atomic.
+            new_key: prepare(
+                "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, NULL, $7, $8) \
+                 ON CONFLICT (tenant, tool, key) DO NOTHING",
+            )
+            .await?,
+            find_key: prepare(&format!(
+                "SELECT {KEY_ROW_COLUMNS} FROM idempotency \
+                 WHERE tenant = $1 AND tool = $2 AND key = $3 FOR UPDATE"
+            ))
+            .await?,
+            take_key: prepare(
+                "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, NULL, $7, $8) \
+                 ON CONFLICT (tenant, tool, key) DO UPDATE SET request_hash = excluded.request_hash, \
+                   state = 'in_progress', tool_call_id = excluded.tool_call_id, lease_until = excluded.lease_until, \
+                   result = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
+            )
+            .await?,
+            stuck_key: prepare(
+                "UPDATE idempotency SET state = 'indeterminate' WHERE tenant = $1 AND tool = $2 AND key = $3",
+            )
+            .await?,
+            complete_key: prepare(
+                "UPDATE idempotency SET state = 'complete', result = $1 \
+                 WHERE tenant = $2 AND tool = $3 AND key = $4 AND tool_call_id = $5",
+            )
+            .await?,
+            release_key: prepare(
+                "DELETE FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3 AND tool_call_id = $4",
+            )
+            .await?,
+            execute_approval: prepare(
+                "UPDATE approvals SET status = 'executed', executed_by_call = $1, decided_at = COALESCE(decided_at, $3) \
+                 WHERE id = $2 AND status = 'approved'",
+            )
+            .await?,
+            notify: prepare("SELECT pg_notify($1, $2)").await?,
+        })
+    }
+}
+
+/// A claim as the row `new_key` and `take_key` write.
+pub(super) struct NewClaim<'r> {
+    request: &'r ClaimRequest,
+    times: [i64; 3],
+}
+
+impl<'r> NewClaim<'r> {
+    pub(super) fn of(request: &'r ClaimRequest, now_ms: u64) -> Self {
+        Self {
+            request,
+            times: [request.lease_until_ms, now_ms, request.expires_at_ms].map(to_db),
+        }
+    }
+
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 8] {
+        let (key, [lease_until, now, expires_at]) = (&self.request.key, &self.times);
+        [
+            &key.tenant,
+            &key.tool,
+            &key.key,
+            &self.request.request_hash,
+            &self.request.tool_call_id,
+            lease_until,
+            now,
+            expires_at,
+        ]
+    }
+}
+
+/// What a careful transaction writes last, under the chains' locks: its audit entries (numbered
+/// and hashed by the database after their chains' heads, `gatehouse_append`), and its plugin
+/// changes (numbered after the last, under chain 0's lock, which is taken first so the locks
+/// go in ascending order). Taken last, the locks are held by a transaction that waits for no
+/// row.
+#[derive(Default)]
+pub(super) struct Last<'a> {
+    events: Vec<Cow<'a, AuditEvent>>,
+    changes: Vec<&'a PluginChange>,
+}
+
+impl Last<'_> {
+    pub(super) async fn write(
+        &self,
+        txn: &Transaction<'_>,
+        sql: &Statements,
+    ) -> Result<(), tokio_postgres::Error> {
+        if !self.changes.is_empty() {
+            txn.execute(&sql.lock, &[&WRITE_LOCK]).await?;
+        }
+        let entries = Entries::of(self.events.iter().map(|event| &**event), sql.chains);
+        if !entries.is_empty() {
+            txn.query_one(&sql.append, &entries.params()).await?;
+        }
+        for change in &self.changes {
+            txn.execute(
+                "INSERT INTO plugin_changes (seq, at, plugin, change) \
+                 VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
+                &[
+                    &to_db(crate::now_ms()),
+                    &change.plugin(),
+                    &serde_json::to_string(change).expect("a plugin change serializes"),
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Audit events as the columns `gatehouse_append` takes, one array each: each event's chain,
+/// its columns, and its columns framed for the hash ([`audit::framed_columns`]).
+pub(super) struct Entries<'e> {
+    chain: Vec<i32>,
+    at: Vec<i64>,
+    kind: Vec<&'e str>,
+    ids: [Vec<Option<&'e str>>; 5],
+    record: Vec<&'e str>,
+    framed: Vec<Vec<u8>>,
+}
+
+impl<'e> Entries<'e> {
+    pub(super) fn of(events: impl Iterator<Item = &'e AuditEvent>, chains: u32) -> Self {
+        let mut entries = Self {
+            chain: Vec::new(),
+            at: Vec::new(),
+            kind: Vec::new(),
+            ids: Default::default(),
+            record: Vec::new(),
+            framed: Vec::new(),
+        };
+        for event in events {
+            let chain = audit::chain_of(event.tenant.as_deref(), chains);
+            entries
+                .chain
+                .push(i32::try_from(chain).expect("at most MAX_CHAINS chains"));
+            entries.at.push(to_db(event.at_ms));
+            entries.kind.push(&event.kind);
+            for (column, id) in entries.ids.iter_mut().zip(event.ids()) {
+                column.push(id);
+            }
+            entries.record.push(&event.record);
+            entries.framed.push(audit::framed_columns(event));
+        }
+        entries
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.record.is_empty()
+    }
+
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+        let [tool_call_id, tenant, principal, tool, outcome] = &self.ids;
+        [
+            &WRITE_LOCK,
+            &self.chain,
+            &self.at,
+            &self.kind,
+            tool_call_id,
+            tenant,
+            principal,
+            tool,
+            outcome,
+            &self.record,
+            &self.framed,
+        ]
+    }
+}
+
+/// One job inside the batch's transaction. The outer error is SQL's (the transaction is lost);
+/// the inner one is the job's own refusal (nothing was written).
+pub(super) async fn apply<'a>(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    last: &mut Last<'a>,
+    op: &'a Op,
+) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+    let done = match op {
+        Op::Claim(request) => match inside(claim(txn, sql, request).await)? {
+            Ok(claim) => Done::Claim(claim),
+            Err(damaged) => return Ok(Err(damaged)),
+        },
+        Op::Record(record) => {
+            last.events.push(Cow::Borrowed(&record.audit));
+            in_order(record_writes(txn, sql, record, op)).await?;
+            Done::Unit
+        }
+        Op::Propose(proposal) => match inside(propose(txn, proposal).await)? {
+            Ok(approval) => Done::Approval(Box::new(approval)),
+            Err(damaged) => return Ok(Err(damaged)),
+        },
+        Op::Decide(decision) => {
+            let found = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+                Ok(found) => found,
+                Err(damaged) => return Ok(Err(damaged)),
+            };
+            let Some(approval) = found else {
+                return Ok(Err(StoreError::NotFound(format!(
+                    "approval `{}`",
+                    decision.id
+                ))));
+            };
+            let status = match jobs::check_decision(&approval, decision) {
+                Ok(status) => status,
+                Err(refused) => return Ok(Err(refused)),
+            };
+            txn.execute(
+                "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4 WHERE id = $5",
+                &[
+                    &status.as_str(),
+                    &decision.by,
+                    &decision.reason,
+                    &to_db(decision.now_ms),
+                    &decision.id,
+                ],
+            )
+            .await?;
+            last.events.push(Cow::Owned(jobs::decision_event(
+                &approval, decision, status,
+            )));
+            match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+                Ok(Some(approval)) => Done::Approval(Box::new(approval)),
+                Err(damaged) => return Ok(Err(damaged)),
+                Ok(None) => {
+                    return Ok(Err(StoreError::NotFound(format!(
+                        "approval `{}`",
+                        decision.id
+                    ))));
+                }
+            }
+        }
+        Op::Resolve {
+            key,
+            resolution,
+            by,
+            now_ms,
+        } => {
+            let row = txn
+                .query_opt(
+                    "SELECT state, lease_until, tool_call_id FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3",
+                    &[&key.tenant, &key.tool, &key.key],
+                )
+                .await?;
+            let Some(row) = row else {
+                return Ok(Err(jobs::unknown_key(key)));
+            };
+            let (state, lease_until, holder): (String, i64, String) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            if let Err(refused) = jobs::check_resolvable(key, &state, from_db(lease_until), *now_ms)
+            {
+                return Ok(Err(refused));
+            }
+            let change = match resolution {
+                Resolution::Release => {
+                    "DELETE FROM idempotency WHERE tenant = $1 AND tool = $2 AND key = $3"
+                }
+                Resolution::Done => {
+                    "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = $1 AND tool = $2 AND key = $3"
+                }
+            };
+            txn.execute(change, &[&key.tenant, &key.tool, &key.key])
+                .await?;
+            last.events.push(Cow::Owned(jobs::resolution_event(
+                key,
+                *resolution,
+                by,
+                *now_ms,
+                holder,
+            )));
+            txn.query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
+                .await?;
+            Done::Unit
+        }
+        Op::Prune(now_ms) => Done::Count(
+            txn.execute(
+                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
+                &[&to_db(*now_ms)],
+            )
+            .await?,
+        ),
+        Op::Flush => Done::Unit,
+        Op::AddCheckpoint(checkpoint) => {
+            txn.execute(
+                &format!(
+                    "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+                ),
+                &[
+                    &to_db(checkpoint.seq),
+                    &checkpoint.hash,
+                    &to_db(checkpoint.at_ms),
+                    &checkpoint.key_id,
+                    &checkpoint.signature,
+                ],
+            )
+            .await?;
+            Done::Unit
+        }
+        Op::AddPluginChange(change) => {
+            last.changes.push(change);
+            Done::Unit
+        }
+    };
+    Ok(Ok(done))
+}
+
+/// A claim of a key that already has a row (the careful transaction's): the row locked and
+/// judged, then written as [`jobs::judge`] says.
+async fn claim(
+    txn: &Transaction<'_>,
+    sql: &Statements,
+    request: &ClaimRequest,
+) -> Result<Claim, PgError> {
+    let key = &request.key;
+    let now = crate::now_ms();
+    let existing = txn
+        .query_opt(&sql.find_key, &[&key.tenant, &key.tool, &key.key])
+        .await?
+        .map(|row| rows::key_row(&row))
+        .transpose()?;
+    match jobs::judge(existing, request, now) {
+        Judgement::Answer(claim) => Ok(claim),
+        Judgement::Indeterminate(claim) => {
+            txn.execute(&sql.stuck_key, &[&key.tenant, &key.tool, &key.key])
+                .await?;
+            Ok(claim)
+        }
+        Judgement::Take => {
+            txn.execute(&sql.take_key, &NewClaim::of(request, now).params())
+                .await?;
+            Ok(Claim::Run)
+        }
+    }
+}
+
+/// Proposes an approval, or finds the one its key already has.
+async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval, PgError> {
+    if let Some(key) = &proposal.idempotency_key
+        && let Some(existing) = approval_where(
+            txn,
+            "tenant = $1 AND tool = $2 AND idempotency_key = $3",
+            &[&proposal.tenant, &proposal.tool, key],
+        )
+        .await?
+    {
+        return Ok(existing);
+    }
+    txn.execute(
+        &format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL)"
+        ),
+        &[
+            &proposal.id,
+            &proposal.tenant,
+            &proposal.tool,
+            &proposal.idempotency_key,
+            &proposal.request_hash,
+            &proposal.call.to_string(),
+            &rows::strings_json(&proposal.principals),
+            &proposal.mode,
+            &rows::strings_json(&proposal.reasons),
+            &to_db(proposal.created_at_ms),
+            &to_db(proposal.expires_at_ms),
+        ],
+    )
+    .await?;
+    let mut stored = proposal.clone();
+    stored.status = ApprovalStatus::Pending;
+    stored.decided_by = None;
+    stored.decided_reason = None;
+    stored.decided_at_ms = None;
+    stored.executed_by_call = None;
+    Ok(stored)
+}
+
+/// The one approval matching `condition`, read with whatever client or transaction.
+pub(super) async fn approval_where(
+    client: &impl GenericClient,
+    condition: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Approval>, PgError> {
+    client
+        .query_opt(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE {condition}"),
+            params,
+        )
+        .await?
+        .map(|row| rows::approval(&row))
+        .transpose()
+}
+
+/// The columns an entry is read with: [`AUDIT_COLUMNS`], then its chain and link.
+fn audit_columns() -> String {
+    format!("{AUDIT_COLUMNS}, chain, link")
+}
+
+/// The approvals `filter` selects, newest first.
+pub(super) async fn approvals(
+    client: &impl GenericClient,
+    filter: &ApprovalFilter,
+) -> Result<Vec<Approval>, PgError> {
+    let limit = if filter.limit == 0 { 100 } else { filter.limit };
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR tenant = $2) \
+                 ORDER BY created_at DESC, id LIMIT $3"
+            ),
+            &[
+                &filter.status.map(ApprovalStatus::as_str),
+                &filter.tenant,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    rows.iter().map(rows::approval).collect()
+}
+
+/// The tools a principal called, newest first, at most `limit`.
+pub(super) async fn recent_tools(
+    client: &deadpool_postgres::Object,
+    tenant: &str,
+    principal: &str,
+    limit: usize,
+) -> Result<Vec<String>, PgError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT tool FROM audit WHERE tenant = $1 AND principal = $2 AND kind = 'call' AND tool IS NOT NULL \
+             ORDER BY seq DESC LIMIT $3",
+        )
+        .await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &tenant,
+                &principal,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    rows.iter().map(|row| row.text(0)).collect()
+}
+
+/// Every idempotency record, oldest first, as operators see it at `now_ms`.
+pub(super) async fn keys(
+    client: &impl GenericClient,
+    now_ms: u64,
+) -> Result<Vec<KeyRecord>, PgError> {
+    let rows = client
+        .query(
+            &format!("SELECT {KEY_RECORD_COLUMNS} FROM idempotency ORDER BY created_at"),
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| rows::key_record(row, now_ms))
+        .collect()
+}
+
+/// The entries `query` selects, in order.
+pub(super) async fn audit(
+    client: &impl GenericClient,
+    query: &AuditQuery,
+) -> Result<Vec<AuditEntry>, PgError> {
+    let limit = (query.limit > 0).then(|| i64::try_from(query.limit).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {} FROM audit \
+                 WHERE ($1::text IS NULL OR tool_call_id = $1) AND ($2::text IS NULL OR tenant = $2) \
+                   AND ($3::text IS NULL OR outcome = $3) AND ($4::bigint IS NULL OR at >= $4) \
+                   AND ($5::bigint IS NULL OR at < $5) AND ($6::bigint IS NULL OR seq > $6) \
+                   AND ($7::text IS NULL OR tool = $7) AND ($8::text IS NULL OR principal = $8) \
+                   AND ($9::text IS NULL OR kind = $9) \
+                   AND ($10::text IS NULL OR strpos(record, '\"replay_of\":' || to_json($10::text)::text) > 0) \
+                   AND ($12::int IS NULL OR chain = $12) \
+                 ORDER BY seq LIMIT $11",
+                audit_columns()
+            ),
+            &[
+                &query.tool_call_id,
+                &query.tenant,
+                &query.outcome,
+                &query.since_ms.map(to_db),
+                &query.until_ms.map(to_db),
+                &query.after_seq.map(to_db),
+                &query.tool,
+                &query.principal,
+                &query.kind,
+                &query.replay_of,
+                &limit,
+                &query.chain.map(|chain| i32::try_from(chain).unwrap_or(i32::MAX)),
+            ],
+        )
+        .await?;
+    rows.iter().map(audit_entry).collect()
+}
+
+/// The stored checkpoints, oldest first.
+pub(super) async fn checkpoints(client: &impl GenericClient) -> Result<Vec<Checkpoint>, PgError> {
+    let rows = client.query(CHECKPOINTS_QUERY, &[]).await?;
+    rows.iter().map(rows::checkpoint).collect()
+}
+
+/// The stored plugin changes' JSON, in order.
+pub(super) async fn plugin_changes(client: &impl GenericClient) -> Result<Vec<String>, PgError> {
+    let rows = client.query(PLUGIN_CHANGES_QUERY, &[]).await?;
+    rows.iter().map(|row| row.text(0)).collect()
+}
+
+/// Pages through the log in one snapshot (a repeatable-read transaction): entries of
+/// different chains are numbered before they commit, so a page read after another commit
+/// could find a number the previous page skipped.
+pub(super) async fn verify_audit(
+    mut client: deadpool_postgres::Object,
+) -> Result<VerifyReport, PgError> {
+    let txn = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let statement = txn
+        .prepare(&format!(
+            "SELECT {} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+            audit_columns()
+        ))
+        .await?;
+    let mut chains = audit::Chains::default();
+    let mut after = 0_i64;
+    loop {
+        let rows = txn.query(&statement, &[&after, &VERIFY_PAGE]).await?;
+        for row in &rows {
+            let entry = audit_entry(row)?;
+            after = to_db(entry.seq);
+            if !chains.check(entry) {
+                return Ok(chains.report());
+            }
+        }
+        if (rows.len() as i64) < VERIFY_PAGE {
+            return Ok(chains.report());
+        }
+    }
+}
+
+/// An audit entry of a partitioned log: [`rows::audit_entry`], then its chain and link
+/// (the columns [`audit_columns`] adds).
+fn audit_entry(row: &Row) -> Result<AuditEntry, PgError> {
+    let mut entry = rows::audit_entry(row)?;
+    let chain: i32 = row.try_get(11)?;
+    entry.chain = u32::try_from(chain).map_err(|_| Corrupt {
+        column: 11,
+        problem: format!("holds the negative chain {chain}"),
+    })?;
+    entry.link = from_db(row.int(12)?);
+    Ok(entry)
+}
+
+impl Columns for Row {
+    type Error = PgError;
+
+    fn text(&self, column: usize) -> Result<String, PgError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn text_or_null(&self, column: usize) -> Result<Option<String>, PgError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn int(&self, column: usize) -> Result<i64, PgError> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn int_or_null(&self, column: usize) -> Result<Option<i64>, PgError> {
+        Ok(self.try_get(column)?)
+    }
+}
+
+/// A statement sent in a pipeline, and what it answered.
+pub(super) type Pending<'a> =
+    Pin<Box<dyn Future<Output = Result<Sent, tokio_postgres::Error>> + Send + 'a>>;
+
+pub(super) enum Sent {
+    Done,
+    Count(u64),
+}
+
+/// Awaits `pending` together, having sent each (its first poll) in order: the statements go
+/// to the server one behind the other without waiting for an answer, and run there in that
+/// order, so a pipeline costs one round trip however long it is.
+pub(super) async fn in_order(
+    mut pending: Vec<Pending<'_>>,
+) -> Result<Vec<Sent>, tokio_postgres::Error> {
+    let mut answers: Vec<Option<Result<Sent, tokio_postgres::Error>>> =
+        pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (statement, answer) in pending.iter_mut().zip(answers.iter_mut()) {
+            if answer.is_none() {
+                match statement.as_mut().poll(cx) {
+                    Poll::Ready(done) => *answer = Some(done),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    answers
+        .into_iter()
+        .map(|answer| answer.expect("every statement answered"))
+        .collect()
+}
+
+/// A record's writes besides its audit entry: its key completed or released, its approval
+/// executed, and the notification of the key (delivered at commit).
+pub(super) fn record_writes<'a, C: GenericClient + Sync>(
+    client: &'a C,
+    sql: &'a Statements,
+    record: &'a CallRecord,
+    op: &'a Op,
+) -> Vec<Pending<'a>> {
+    let call = record.audit.tool_call_id.as_deref();
+    let mut pending: Vec<Pending<'a>> = Vec::new();
+    if let Some((key, result)) = &record.completes {
+        pending.push(Box::pin(async move {
+            let updated = client
+                .execute(
+                    &sql.complete_key,
+                    &[result, &key.tenant, &key.tool, &key.key, &call],
+                )
+                .await?;
+            if updated == 0 {
+                tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
+            }
+            Ok(Sent::Done)
+        }));
+    }
+    if let Some(key) = &record.releases {
+        pending.push(Box::pin(async move {
+            client
+                .execute(&sql.release_key, &[&key.tenant, &key.tool, &key.key, &call])
+                .await
+                .map(Sent::Count)
+        }));
+    }
+    if let Some(id) = &record.executes {
+        pending.push(Box::pin(async move {
+            client
+                .execute(
+                    &sql.execute_approval,
+                    &[&call, id, &to_db(record.audit.at_ms)],
+                )
+                .await
+                .map(Sent::Count)
+        }));
+    }
+    if let Some(key) = op.wakes() {
+        pending.push(Box::pin(async move {
+            client
+                .query_one(&sql.notify, &[&CHANNEL, &Waiters::digest(key)])
+                .await
+                .map(|_| Sent::Done)
+        }));
+    }
+    pending
+}

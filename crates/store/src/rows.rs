@@ -1,0 +1,295 @@
+//! The row mapping both backends share. SQLite and PostgreSQL keep the same tables with the
+//! same columns (the portable migrations), so an approval, an audit entry, a checkpoint or an
+//! idempotency record is read from a row in one place, here, through the little each backend
+//! provides: its rows' columns by position ([`Columns`]). The column lists the queries name
+//! are here too, so a query and its mapping cannot disagree on an order.
+//!
+//! A column holding what gatehouse never writes (a damaged or hand-edited row) is an error
+//! naming the column ([`Corrupt`]), never a default value.
+
+use serde_json::Value;
+
+use super::audit::AuditEntry;
+use super::{
+    Approval, ApprovalStatus, AuditEvent, Checkpoint, IdempotencyKey, KeyRecord, KeyState,
+};
+
+/// The columns of an `approvals` row, in the order [`approval`] reads them.
+pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
+     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+
+/// The columns of an `audit` row, in the order [`audit_entry`] reads them.
+pub(super) const AUDIT_COLUMNS: &str =
+    "seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash";
+
+/// The columns of an `audit_checkpoints` row, in the order [`checkpoint`] reads them (and both
+/// backends write them).
+pub(super) const CHECKPOINT_COLUMNS: &str = "seq, hash, at, key_id, signature";
+
+/// The SQL that reads the stored checkpoints, oldest first.
+pub(super) const CHECKPOINTS_QUERY: &str =
+    "SELECT seq, hash, at, key_id, signature FROM audit_checkpoints ORDER BY seq, at";
+
+/// The SQL that reads the stored plugin changes, in order (one column: the change's JSON).
+pub(super) const PLUGIN_CHANGES_QUERY: &str = "SELECT change FROM plugin_changes ORDER BY seq";
+
+/// The columns of an `idempotency` row, in the order [`key_record`] reads them.
+pub(super) const KEY_RECORD_COLUMNS: &str =
+    "tenant, tool, key, state, tool_call_id, lease_until, created_at, expires_at";
+
+/// The columns of an `idempotency` row a claim reads, in the order [`key_row`] reads them.
+pub(super) const KEY_ROW_COLUMNS: &str =
+    "request_hash, state, tool_call_id, lease_until, result, expires_at";
+
+/// A column that holds what gatehouse never writes there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the store holds a damaged row: column {column} {problem}")]
+pub(super) struct Corrupt {
+    /// The column's position in the query.
+    pub column: usize,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// One row of a query, as a backend returns it: its columns by position, read as the schema's
+/// types (TEXT and BIGINT). A backend's error says why a column could not be read as asked.
+pub(super) trait Columns {
+    /// The backend's error; a [`Corrupt`] column becomes one.
+    type Error: From<Corrupt>;
+
+    /// A TEXT column that is never NULL.
+    fn text(&self, column: usize) -> Result<String, Self::Error>;
+    /// A TEXT column that may be NULL.
+    fn text_or_null(&self, column: usize) -> Result<Option<String>, Self::Error>;
+    /// A BIGINT column that is never NULL.
+    fn int(&self, column: usize) -> Result<i64, Self::Error>;
+    /// A BIGINT column that may be NULL.
+    fn int_or_null(&self, column: usize) -> Result<Option<i64>, Self::Error>;
+}
+
+/// A time (unix ms) as the schema's BIGINT.
+pub(super) fn to_db(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A BIGINT time back as unix ms (a negative one reads as 0).
+pub(super) fn from_db(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+/// The JSON text of a list of strings, as the `approvals` table keeps principals and reasons.
+pub(super) fn strings_json(items: &[String]) -> String {
+    Value::from(items.to_vec()).to_string()
+}
+
+/// An approval, from a row of [`APPROVAL_COLUMNS`].
+pub(super) fn approval<R: Columns>(row: &R) -> Result<Approval, R::Error> {
+    let json = |column: usize| -> Result<Value, R::Error> {
+        let text = row.text(column)?;
+        serde_json::from_str(&text).map_err(|e| {
+            R::Error::from(Corrupt {
+                column,
+                problem: format!("is not JSON: {e}"),
+            })
+        })
+    };
+    let strings = |column: usize| -> Result<Vec<String>, R::Error> {
+        let text = row.text(column)?;
+        serde_json::from_str(&text).map_err(|e| {
+            R::Error::from(Corrupt {
+                column,
+                problem: format!("is not a JSON list of strings: {e}"),
+            })
+        })
+    };
+    let status = row.text(9)?;
+    Ok(Approval {
+        id: row.text(0)?,
+        tenant: row.text(1)?,
+        tool: row.text(2)?,
+        idempotency_key: row.text_or_null(3)?,
+        request_hash: row.text(4)?,
+        call: json(5)?,
+        principals: strings(6)?,
+        mode: row.text(7)?,
+        reasons: strings(8)?,
+        status: ApprovalStatus::parse(&status).ok_or_else(|| Corrupt {
+            column: 9,
+            problem: format!("holds the unknown approval status `{status}`"),
+        })?,
+        created_at_ms: from_db(row.int(10)?),
+        expires_at_ms: from_db(row.int(11)?),
+        decided_by: row.text_or_null(12)?,
+        decided_reason: row.text_or_null(13)?,
+        decided_at_ms: row.int_or_null(14)?.map(from_db),
+        executed_by_call: row.text_or_null(15)?,
+    })
+}
+
+/// An audit entry, from a row of [`AUDIT_COLUMNS`], in chain 0 with its `link` its `seq` (as
+/// SQLite keeps the log); a backend that partitions the log sets both from its own columns.
+pub(super) fn audit_entry<R: Columns>(row: &R) -> Result<AuditEntry, R::Error> {
+    let seq = from_db(row.int(0)?);
+    Ok(AuditEntry {
+        seq,
+        chain: 0,
+        link: seq,
+        event: AuditEvent {
+            at_ms: from_db(row.int(1)?),
+            kind: row.text(2)?,
+            tool_call_id: row.text_or_null(3)?,
+            tenant: row.text_or_null(4)?,
+            principal: row.text_or_null(5)?,
+            tool: row.text_or_null(6)?,
+            outcome: row.text_or_null(7)?,
+            record: row.text(8)?,
+        },
+        prev_hash: row.text(9)?,
+        hash: row.text(10)?,
+    })
+}
+
+/// A signed checkpoint, from a row of [`CHECKPOINT_COLUMNS`].
+pub(super) fn checkpoint<R: Columns>(row: &R) -> Result<Checkpoint, R::Error> {
+    Ok(Checkpoint {
+        seq: from_db(row.int(0)?),
+        hash: row.text(1)?,
+        at_ms: from_db(row.int(2)?),
+        key_id: row.text(3)?,
+        signature: row.text(4)?,
+    })
+}
+
+/// An idempotency record as operators see it, from a row of [`KEY_RECORD_COLUMNS`], at
+/// `now_ms` (an `in_progress` row past its lease is `indeterminate`).
+pub(super) fn key_record<R: Columns>(row: &R, now_ms: u64) -> Result<KeyRecord, R::Error> {
+    let state = row.text(3)?;
+    Ok(KeyRecord {
+        key: IdempotencyKey {
+            tenant: row.text(0)?,
+            tool: row.text(1)?,
+            key: row.text(2)?,
+        },
+        state: key_state(&state, from_db(row.int(5)?), now_ms),
+        tool_call_id: row.text(4)?,
+        created_at_ms: from_db(row.int(6)?),
+        expires_at_ms: from_db(row.int(7)?),
+    })
+}
+
+/// How operators see a row's state: `in_progress` past its lease is `indeterminate`.
+pub(super) fn key_state(state: &str, lease_until_ms: u64, now_ms: u64) -> KeyState {
+    match state {
+        "complete" => KeyState::Complete,
+        "in_progress" if lease_until_ms > now_ms => KeyState::InProgress,
+        _ => KeyState::Indeterminate,
+    }
+}
+
+/// A key's row as a claim finds it.
+pub(super) struct KeyRow {
+    pub request_hash: String,
+    pub state: String,
+    pub tool_call_id: String,
+    pub lease_until_ms: u64,
+    pub result: Option<String>,
+    pub expires_at_ms: u64,
+}
+
+/// A key's row, from a row of [`KEY_ROW_COLUMNS`].
+pub(super) fn key_row<R: Columns>(row: &R) -> Result<KeyRow, R::Error> {
+    Ok(KeyRow {
+        request_hash: row.text(0)?,
+        state: row.text(1)?,
+        tool_call_id: row.text(2)?,
+        lease_until_ms: from_db(row.int(3)?),
+        result: row.text_or_null(4)?,
+        expires_at_ms: from_db(row.int(5)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of plain values, as a backend would hand them over.
+    struct Plain(Vec<Option<&'static str>>);
+
+    impl Columns for Plain {
+        type Error = Corrupt;
+
+        fn text(&self, column: usize) -> Result<String, Corrupt> {
+            self.text_or_null(column)?.ok_or(Corrupt {
+                column,
+                problem: "is NULL".to_owned(),
+            })
+        }
+
+        fn text_or_null(&self, column: usize) -> Result<Option<String>, Corrupt> {
+            Ok(self.0[column].map(str::to_owned))
+        }
+
+        fn int(&self, column: usize) -> Result<i64, Corrupt> {
+            self.text(column)?.parse().map_err(|_| Corrupt {
+                column,
+                problem: "is not an integer".to_owned(),
+            })
+        }
+
+        fn int_or_null(&self, column: usize) -> Result<Option<i64>, Corrupt> {
+            match self.0[column] {
+                None => Ok(None),
+                Some(_) => self.int(column).map(Some),
+            }
+        }
+    }
+
+    fn approval_row(status: &'static str, call: &'static str) -> Plain {
+        Plain(vec![
+            Some("apr_1"),
+            Some("acme"),
+            Some("gatehouse.notes.send"),
+            Some("k-1"),
+            Some("sha256:00"),
+            Some(call),
+            Some(r#"["usr_1"]"#),
+            Some("network"),
+            Some(r#"["needs review"]"#),
+            Some(status),
+            Some("1000"),
+            Some("2000"),
+            None,
+            None,
+            None,
+            None,
+        ])
+    }
+
+    #[test]
+    fn an_approval_row_reads_whole() {
+        let approval = approval(&approval_row("pending", r#"{"args":{}}"#)).unwrap();
+        assert_eq!(approval.id, "apr_1");
+        assert_eq!(approval.status, ApprovalStatus::Pending);
+        assert_eq!(approval.principals, ["usr_1"]);
+        assert_eq!(approval.reasons, ["needs review"]);
+        assert_eq!(
+            (approval.created_at_ms, approval.expires_at_ms),
+            (1000, 2000)
+        );
+        assert_eq!(approval.decided_at_ms, None);
+    }
+
+    #[test]
+    fn a_damaged_approval_row_is_an_error_naming_its_column() {
+        let status = approval(&approval_row("maybe", "{}")).unwrap_err();
+        assert_eq!(status.column, 9);
+        assert!(status.problem.contains("`maybe`"), "{status}");
+        let call = approval(&approval_row("pending", "{not json")).unwrap_err();
+        assert_eq!(call.column, 5);
+        assert!(
+            call.to_string()
+                .starts_with("the store holds a damaged row: column 5 is not JSON"),
+            "{call}"
+        );
+    }
+}

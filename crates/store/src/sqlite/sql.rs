@@ -1,0 +1,493 @@
+//! The SQLite store's SQL, one function per operation: what each write job does inside its
+//! batch's transaction ([`apply`]), and each read. Rows are mapped by the layer both backends
+//! share ([`crate::rows`]), through [`Columns`] for rusqlite's rows.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::unavailable;
+use crate::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use crate::jobs::{self, Done, Judgement, Op};
+use crate::rows::{
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
+};
+use crate::{
+    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Checkpoint, Claim, ClaimRequest,
+    Decision, IdempotencyKey, KeyRecord, Resolution, StoreError,
+};
+
+/// Runs a statement through the connection's statement cache (hot statements are parsed once).
+pub(super) fn exec(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// One row through the statement cache.
+pub(super) fn query_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, map)
+}
+
+/// One job inside the batch's transaction.
+pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Done, StoreError> {
+    match op {
+        Op::Claim(request) => claim(txn, request).map(Done::Claim),
+        Op::Record(record) => {
+            let at = record.audit.at_ms;
+            append(txn, head, &record.audit)?;
+            if let Some((key, result)) = &record.completes {
+                let tool_call_id = call_id_of(&record.audit);
+                let updated = exec(
+                    txn,
+                    "UPDATE idempotency SET state = 'complete', result = ?1 \
+                     WHERE tenant = ?2 AND tool = ?3 AND key = ?4 AND tool_call_id = ?5",
+                    params![result, key.tenant, key.tool, key.key, tool_call_id],
+                )
+                .map_err(unavailable)?;
+                if updated == 0 {
+                    tracing::warn!(key = %key.key, tool = %key.tool, "the key's record was resolved by an operator while the call ran; its result is not stored");
+                }
+            }
+            if let Some(key) = &record.releases {
+                exec(txn, "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3 AND tool_call_id = ?4", params![key.tenant, key.tool, key.key, call_id_of(&record.audit)])
+                .map_err(unavailable)?;
+            }
+            if let Some(id) = &record.executes {
+                exec(txn, "UPDATE approvals SET status = 'executed', executed_by_call = ?1, decided_at = COALESCE(decided_at, ?3) \
+                     WHERE id = ?2 AND status = 'approved'", params![call_id_of(&record.audit), id, to_db(at)])
+                .map_err(unavailable)?;
+            }
+            Ok(Done::Unit)
+        }
+        Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
+        Op::Decide(decision) => decide(txn, head, decision).map(|a| Done::Approval(Box::new(a))),
+        Op::Resolve {
+            key,
+            resolution,
+            by,
+            now_ms,
+        } => resolve(txn, head, key, *resolution, by, *now_ms).map(|()| Done::Unit),
+        Op::Prune(now_ms) => txn
+            .execute(
+                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= ?1",
+                params![to_db(*now_ms)],
+            )
+            .map(|n| Done::Count(n as u64))
+            .map_err(unavailable),
+        Op::Flush => Ok(Done::Unit),
+        Op::AddCheckpoint(checkpoint) => exec(
+            txn,
+            &format!(
+                "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            ),
+            params![
+                to_db(checkpoint.seq),
+                checkpoint.hash,
+                to_db(checkpoint.at_ms),
+                checkpoint.key_id,
+                checkpoint.signature
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
+        Op::AddPluginChange(change) => exec(
+            txn,
+            "INSERT INTO plugin_changes (seq, at, plugin, change) \
+             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), ?1, ?2, ?3)",
+            params![
+                to_db(crate::now_ms()),
+                change.plugin(),
+                serde_json::to_string(change).expect("a plugin change serializes")
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
+    }
+}
+
+fn call_id_of(entry: &AuditEvent) -> Option<&str> {
+    entry.tool_call_id.as_deref()
+}
+
+fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> {
+    let key = &request.key;
+    let now = crate::now_ms();
+    let existing = query_row(
+        txn,
+        &format!(
+            "SELECT {KEY_ROW_COLUMNS} FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3"
+        ),
+        params![key.tenant, key.tool, key.key],
+        |row| rows::key_row(row),
+    )
+    .optional()
+    .map_err(unavailable)?;
+    match jobs::judge(existing, request, now) {
+        Judgement::Answer(claim) => return Ok(claim),
+        Judgement::Indeterminate(claim) => {
+            exec(
+                txn,
+                "UPDATE idempotency SET state = 'indeterminate' \
+                 WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+                params![key.tenant, key.tool, key.key],
+            )
+            .map_err(unavailable)?;
+            return Ok(claim);
+        }
+        Judgement::Take => {}
+    }
+    exec(txn, "INSERT INTO idempotency (tenant, tool, key, request_hash, state, tool_call_id, lease_until, result, created_at, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, NULL, ?7, ?8) \
+         ON CONFLICT (tenant, tool, key) DO UPDATE SET request_hash = excluded.request_hash, \
+           state = 'in_progress', tool_call_id = excluded.tool_call_id, lease_until = excluded.lease_until, \
+           result = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at", params![
+            key.tenant,
+            key.tool,
+            key.key,
+            request.request_hash,
+            request.tool_call_id,
+            to_db(request.lease_until_ms),
+            to_db(now),
+            to_db(request.expires_at_ms)
+        ])
+    .map_err(unavailable)?;
+    Ok(Claim::Run)
+}
+
+/// The audit chain's head within one batch's transaction: the next entry's number and its
+/// `prev_hash`, read at the batch's first append and moved by each (the transaction holds the
+/// write lock, so no other writer moves it meanwhile). Empty after a job is rolled back.
+#[derive(Default)]
+pub(super) struct Head(Option<(u64, String)>);
+
+/// Appends an audit entry after the head, read inside this transaction, and moves the head.
+pub(super) fn append(
+    txn: &Connection,
+    head: &mut Head,
+    entry: &AuditEvent,
+) -> Result<(), StoreError> {
+    let (seq, prev_hash) = match head.0.take() {
+        Some(next) => next,
+        None => query_row(
+            txn,
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .map_or((1, GENESIS.to_owned()), |(seq, hash)| {
+            (from_db(seq) + 1, hash)
+        }),
+    };
+    let hash = audit::entry_hash(&prev_hash, seq, entry);
+    exec(txn, "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", params![
+            to_db(seq),
+            to_db(entry.at_ms),
+            entry.kind,
+            entry.tool_call_id,
+            entry.tenant,
+            entry.principal,
+            entry.tool,
+            entry.outcome,
+            entry.record,
+            prev_hash,
+            hash
+        ])
+    .map_err(unavailable)?;
+    head.0 = Some((seq + 1, hash));
+    Ok(())
+}
+
+/// The audit query's SQL; its parameters are [`AuditQuery`]'s fields in order, then the limit.
+///
+/// SQLite cannot search an index for `?1 IS NULL OR tool_call_id = ?1`: the whole log would be
+/// scanned in `seq` order. A call has a handful of entries, so when one is asked for, the call
+/// index is searched and the few rows found are sorted. The other filters keep the scan in `seq`
+/// order, which stops at the limit (a tenant or a time range may hold most of the log).
+pub(super) fn audit_query(by_call: bool) -> String {
+    let call = if by_call {
+        "tool_call_id = ?1"
+    } else {
+        "?1 IS NULL"
+    };
+    format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit \
+         WHERE {call} AND (?2 IS NULL OR tenant = ?2) \
+           AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR at >= ?4) \
+           AND (?5 IS NULL OR at < ?5) AND (?6 IS NULL OR seq > ?6) \
+           AND (?7 IS NULL OR tool = ?7) AND (?8 IS NULL OR principal = ?8) \
+           AND (?9 IS NULL OR kind = ?9) \
+           AND (?10 IS NULL OR instr(record, '\"replay_of\":' || json_quote(?10)) > 0) \
+         ORDER BY seq LIMIT ?11"
+    )
+}
+
+pub(super) fn approval_by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
+    query_row(
+        conn,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
+        params![id],
+        |row| rows::approval(row),
+    )
+    .optional()
+}
+
+pub(super) fn approval_by_key(
+    conn: &Connection,
+    key: &IdempotencyKey,
+) -> rusqlite::Result<Option<Approval>> {
+    query_row(
+        conn,
+        &format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE tenant = ?1 AND tool = ?2 AND idempotency_key = ?3"
+        ),
+        params![key.tenant, key.tool, key.key],
+        |row| rows::approval(row),
+    )
+    .optional()
+}
+
+fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError> {
+    if let Some(key) = &proposal.idempotency_key {
+        let key = IdempotencyKey {
+            tenant: proposal.tenant.clone(),
+            tool: proposal.tool.clone(),
+            key: key.clone(),
+        };
+        if let Some(existing) = approval_by_key(txn, &key).map_err(unavailable)? {
+            return Ok(existing);
+        }
+    }
+    exec(
+        txn,
+        &format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL)"
+        ),
+        params![
+            proposal.id,
+            proposal.tenant,
+            proposal.tool,
+            proposal.idempotency_key,
+            proposal.request_hash,
+            proposal.call.to_string(),
+            rows::strings_json(&proposal.principals),
+            proposal.mode,
+            rows::strings_json(&proposal.reasons),
+            to_db(proposal.created_at_ms),
+            to_db(proposal.expires_at_ms)
+        ],
+    )
+    .map_err(unavailable)?;
+    approval_by_id(txn, &proposal.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::Unavailable("the new approval vanished".to_owned()))
+}
+
+fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Approval, StoreError> {
+    let approval = approval_by_id(txn, &decision.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
+    let status = jobs::check_decision(&approval, decision)?;
+    exec(txn, "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4 WHERE id = ?5", params![
+            status.as_str(),
+            decision.by,
+            decision.reason,
+            to_db(decision.now_ms),
+            decision.id
+        ])
+    .map_err(unavailable)?;
+    append(
+        txn,
+        head,
+        &jobs::decision_event(&approval, decision, status),
+    )?;
+    approval_by_id(txn, &decision.id)
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
+}
+
+fn resolve(
+    txn: &Connection,
+    head: &mut Head,
+    key: &IdempotencyKey,
+    resolution: Resolution,
+    by: &str,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let row = query_row(
+            txn,
+            "SELECT state, lease_until, tool_call_id FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+            |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or_else(|| jobs::unknown_key(key))?;
+    let (state, lease_until, tool_call_id) = row;
+    jobs::check_resolvable(key, &state, from_db(lease_until), now_ms)?;
+    match resolution {
+        Resolution::Release => exec(
+            txn,
+            "DELETE FROM idempotency WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+        ),
+        Resolution::Done => exec(
+            txn,
+            "UPDATE idempotency SET state = 'complete', result = NULL WHERE tenant = ?1 AND tool = ?2 AND key = ?3",
+            params![key.tenant, key.tool, key.key],
+        ),
+    }
+    .map_err(unavailable)?;
+    append(
+        txn,
+        head,
+        &jobs::resolution_event(key, resolution, by, now_ms, tool_call_id),
+    )
+}
+
+/// The approvals `filter` selects, newest first.
+pub(super) fn approvals(
+    conn: &Connection,
+    filter: &ApprovalFilter,
+) -> rusqlite::Result<Vec<Approval>> {
+    let limit = if filter.limit == 0 { 100 } else { filter.limit };
+    let mut statement = conn.prepare(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals \
+         WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR tenant = ?2) \
+         ORDER BY created_at DESC, id LIMIT ?3"
+    ))?;
+    let rows = statement.query_map(
+        params![
+            filter.status.map(ApprovalStatus::as_str),
+            filter.tenant,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        |row| rows::approval(row),
+    )?;
+    rows.collect()
+}
+
+/// The tools a principal called, newest first, at most `limit`.
+pub(super) fn recent_tools(
+    conn: &Connection,
+    tenant: &str,
+    principal: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT tool FROM audit WHERE tenant = ?1 AND principal = ?2 AND kind = 'call' AND tool IS NOT NULL \
+         ORDER BY seq DESC LIMIT ?3",
+    )?;
+    statement
+        .query_map(
+            params![tenant, principal, i64::try_from(limit).unwrap_or(i64::MAX)],
+            |row| row.text(0),
+        )?
+        .collect()
+}
+
+/// Every idempotency record, oldest first, as operators see it at `now_ms`.
+pub(super) fn keys(conn: &Connection, now_ms: u64) -> rusqlite::Result<Vec<KeyRecord>> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT {KEY_RECORD_COLUMNS} FROM idempotency ORDER BY created_at"
+    ))?;
+    let rows = statement.query_map([], |row| rows::key_record(row, now_ms))?;
+    rows.collect()
+}
+
+/// The entries `query` selects, in order.
+pub(super) fn audit(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<AuditEntry>> {
+    // One writer has nothing to partition: the log is chain 0.
+    if query.chain.is_some_and(|chain| chain != 0) {
+        return Ok(Vec::new());
+    }
+    let mut statement = conn.prepare(&audit_query(query.tool_call_id.is_some()))?;
+    let limit = if query.limit == 0 {
+        -1
+    } else {
+        i64::try_from(query.limit).unwrap_or(i64::MAX)
+    };
+    let rows = statement.query_map(
+        params![
+            query.tool_call_id,
+            query.tenant,
+            query.outcome,
+            query.since_ms.map(to_db),
+            query.until_ms.map(to_db),
+            query.after_seq.map(to_db),
+            query.tool,
+            query.principal,
+            query.kind,
+            query.replay_of,
+            limit
+        ],
+        |row| rows::audit_entry(row),
+    )?;
+    rows.collect()
+}
+
+/// The stored checkpoints, oldest first.
+pub(super) fn checkpoints(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>> {
+    let mut statement = conn.prepare(CHECKPOINTS_QUERY)?;
+    let rows = statement.query_map([], |row| rows::checkpoint(row))?;
+    rows.collect()
+}
+
+/// The stored plugin changes' JSON, in order.
+pub(super) fn plugin_changes(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut statement = conn.prepare(PLUGIN_CHANGES_QUERY)?;
+    let rows = statement.query_map([], |row| row.text(0))?;
+    rows.collect()
+}
+
+/// Walks the whole log in order, checking its chain.
+pub(super) fn verify_audit(conn: &Connection) -> rusqlite::Result<VerifyReport> {
+    let mut statement = conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"))?;
+    let mut chains = audit::Chains::default();
+    for entry in statement.query_map([], |row| rows::audit_entry(row))? {
+        if !chains.check(entry?) {
+            break;
+        }
+    }
+    Ok(chains.report())
+}
+
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn text(&self, column: usize) -> rusqlite::Result<String> {
+        self.get(column)
+    }
+
+    fn text_or_null(&self, column: usize) -> rusqlite::Result<Option<String>> {
+        self.get(column)
+    }
+
+    fn int(&self, column: usize) -> rusqlite::Result<i64> {
+        self.get(column)
+    }
+
+    fn int_or_null(&self, column: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(column)
+    }
+}
+
+impl From<Corrupt> for rusqlite::Error {
+    fn from(corrupt: Corrupt) -> Self {
+        rusqlite::Error::FromSqlConversionFailure(
+            corrupt.column,
+            rusqlite::types::Type::Text,
+            Box::new(corrupt),
+        )
+    }
+}
