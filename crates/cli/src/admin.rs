@@ -12,8 +12,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use super::{Failure, read_file, refused, usage};
+use gatehouse_host::plugin::read_file;
+
 use crate::approvals::{self, ApprovalsCommand, Desk};
+use crate::exit::{Failure, refused, usage};
 
 /// Environment variable holding the operator's admin token.
 pub const TOKEN_ENV: &str = "GATEHOUSE_ADMIN_TOKEN";

@@ -16,7 +16,7 @@ use clap::Subcommand;
 use gatehouse_store::{Approval, now_ms};
 use serde_json::Value;
 
-use crate::{Failure, refused, usage};
+use crate::exit::{Failure, refused, usage};
 
 /// `gatehouse [admin] approvals ...`
 #[derive(Debug, Subcommand)]

@@ -327,7 +327,7 @@ fn export_governed(
     let _ = std::fs::remove_file(&token_file);
     gatehouse_core::secret::write_private(&token_file, hex::encode(token).as_bytes())?;
     let absolute = std::path::absolute(dir)?;
-    let dir_text = crate::toml_path(&absolute);
+    let dir_text = crate::config::toml_path(&absolute);
     let config = GOVERNED_TOML
         .replace("{{dir}}", &dir_text)
         .replace("{{key_id}}", &key.key_id)

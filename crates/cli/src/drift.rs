@@ -13,34 +13,11 @@
 
 use gatehouse_host::config::GrantConfig;
 use gatehouse_host::plugin::manifest::Manifest;
-use serde::{Deserialize, Serialize};
 
-use super::{Failure, refused};
+use crate::config::DriftCheck;
+use crate::exit::{Failure, refused};
 use crate::import::headers::from_grants;
 use crate::import::{Options, mcp};
-
-/// The `[import]` table of the config.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImportConfig {
-    /// What `serve` does at start-up about an imported MCP adapter whose upstream changed or
-    /// dropped a tool it pins. Default: `off` (no request to any upstream at start-up).
-    #[serde(default)]
-    pub drift_check: DriftCheck,
-}
-
-/// What to do about drift at start-up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriftCheck {
-    /// Do not check.
-    #[default]
-    Off,
-    /// Log each drifted adapter and serve.
-    Warn,
-    /// Do not start (exit 1), naming the tools; an upstream that cannot be asked refuses too.
-    Refuse,
-}
 
 /// Runs the check over the adapters' `manifests`, with the credentials `grants` bind.
 pub fn check(

@@ -29,7 +29,10 @@ use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, check_world, read_file};
-pub use serve::ServeConfig;
+
+use crate::config::{ConfigArg, load_config};
+use crate::exit::{Failure, refused, usage};
+pub use config::ServeConfig;
 
 /// Writes a line of command output; a closed stdout is not worth failing over.
 macro_rules! say {
@@ -40,17 +43,16 @@ macro_rules! say {
 
 mod admin;
 mod approvals;
+mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod drift;
+mod exit;
 pub mod import;
 mod new;
 mod registry;
 mod serve;
 mod state;
-
-const CONFIG_ENV: &str = "GATEHOUSE_CONFIG";
-const DEFAULT_CONFIG: &str = "gatehouse.toml";
 
 /// gatehouse: a policy-enforcement host for AI-agent tool calls.
 ///
@@ -253,34 +255,6 @@ enum Command {
         #[arg(long)]
         export: Option<PathBuf>,
     },
-}
-
-#[derive(Debug, clap::Args)]
-struct ConfigArg {
-    /// Operator config file. Default: $GATEHOUSE_CONFIG, else ./gatehouse.toml if present,
-    /// else built-in defaults (which trust no publisher).
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-}
-
-/// A failure with the exit code it maps to.
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-fn usage(message: impl std::fmt::Display) -> Failure {
-    Failure {
-        code: 2,
-        message: message.to_string(),
-    }
-}
-
-fn refused(message: impl std::fmt::Display) -> Failure {
-    Failure {
-        code: 1,
-        message: message.to_string(),
-    }
 }
 
 /// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`); with
@@ -586,35 +560,6 @@ fn pack(
     Ok(0)
 }
 
-/// The operator config named by `--config`, `$GATEHOUSE_CONFIG` or `./gatehouse.toml`, else the
-/// built-in defaults.
-fn load_config(arg: &ConfigArg) -> Result<ServeConfig, Failure> {
-    read_config(config_path(arg).as_deref())
-}
-
-/// The config file `--config`, `$GATEHOUSE_CONFIG` or `./gatehouse.toml` names, if any.
-fn config_path(arg: &ConfigArg) -> Option<PathBuf> {
-    arg.config
-        .clone()
-        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
-        .or_else(|| {
-            Path::new(DEFAULT_CONFIG)
-                .exists()
-                .then(|| PathBuf::from(DEFAULT_CONFIG))
-        })
-}
-
-/// Reads the config file at `path`, or the built-in defaults without one.
-fn read_config(path: Option<&Path>) -> Result<ServeConfig, Failure> {
-    match path {
-        Some(path) => ServeConfig::from_file(path).map_err(usage),
-        None => {
-            tracing::warn!("no config file: using built-in defaults, which trust no publisher");
-            Ok(ServeConfig::default())
-        }
-    }
-}
-
 fn verify(component: &Path, config: &ConfigArg, out: &mut dyn Write) -> Result<u8, Failure> {
     let host = Host::new(load_config(config)?.host).map_err(usage)?;
     let bytes = read_file(component).map_err(usage)?;
@@ -678,15 +623,6 @@ fn call_tool(
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
-}
-
-/// A path as the inside of a TOML basic string, for configs written from templates
-/// (`gatehouse new`, `gatehouse demo --export`).
-pub(crate) fn toml_path(path: &Path) -> String {
-    path.display()
-        .to_string()
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use gatehouse_core::secret::write_private;
 use gatehouse_host::plugin::signature::SigningKey;
 
-use super::{Failure, usage};
-use crate::toml_path;
+use crate::config::toml_path;
+use crate::exit::{Failure, usage};
 
 // The command's `about` is the `New` variant's doc comment.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use gatehouse_host::oci::{OciRef, Registries, Tags};
 use gatehouse_host::plugin;
 
-use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use gatehouse_host::plugin::read_file;
+
+use crate::config::{ConfigArg, load_config};
+use crate::exit::{Failure, refused, usage};
 
 /// Publishes a signed component at `reference` (a tag) and prints the digest to pin.
 pub(super) fn push(

@@ -6,85 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gatehouse_host::Host;
-use gatehouse_host::HostConfig;
 use gatehouse_host::InstallError;
-use gatehouse_host::config::{self, ConfigError, Document};
 use gatehouse_host::error::PolicyError;
-use gatehouse_host::oci::{OciConfig, OciRef, Registries, Tags};
+use gatehouse_host::oci::{OciRef, Registries, Tags};
 use gatehouse_host::watch::{PolicyWatcher, TagWatcher, WatchConfig};
 use gatehouse_server::admin::{AdminConfig, AdminServer};
 use gatehouse_server::mcp::{McpConfig, McpServer, Serving};
-use gatehouse_store::checkpoint::Checkpointer;
+use gatehouse_store::Checkpointer;
 use gatehouse_store::sqlite::GatewayLock;
-use serde::{Deserialize, Serialize};
 
-use super::drift::{self, ImportConfig};
-use super::{ConfigArg, Failure, config_path, read_config, read_file, refused, usage};
+use gatehouse_host::plugin::read_file;
 
-/// The config file as `gatehouse serve` reads it: the library's tables ([`HostConfig`]) and
-/// the server's own `[mcp]` table. Every other command reads the same file (ignoring `[mcp]`),
-/// so one `gatehouse.toml` serves them all.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServeConfig {
-    /// The library's tables.
-    pub host: HostConfig,
-    /// The MCP endpoint: listen address, API keys, allowed hosts and origins. Default:
-    /// loopback, nobody admitted.
-    pub mcp: McpConfig,
-    /// The admin API (`[admin]`): runs only when the table is present.
-    pub admin: Option<AdminConfig>,
-    /// A directory of signed policy modules to install as they change (`[watch]`). Default:
-    /// none.
-    pub watch: Option<WatchConfig>,
-    /// What start-up does about imported MCP adapters whose upstream changed (`[import]`).
-    /// Default: nothing.
-    pub import: ImportConfig,
-    /// OCI registries: cache, size bound, transport, credentials, tag rule (`[oci]`). Read
-    /// by `serve` (`oci://` sources), the admin API's policy push, `push` and `pull`.
-    pub oci: OciConfig,
-    /// What `serve` serves besides its `--adapter` and `--policy` arguments (`[plugins]`):
-    /// files (relative to the config file) and `oci://` references, read again on SIGHUP.
-    pub plugins: PluginSources,
-}
-
-/// The `[plugins]` table: signed components `serve` installs, as files or `oci://` references.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginSources {
-    /// Adapters to serve.
-    #[serde(default)]
-    pub adapters: Vec<String>,
-    /// Policy modules to install (bind them in `[[pipeline.policy]]`).
-    #[serde(default)]
-    pub policies: Vec<String>,
-}
-
-impl ServeConfig {
-    /// Reads a config file.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        Self::from_toml(&config::read(path)?).map_err(|message| ConfigError::invalid(path, message))
-    }
-
-    /// Parses config text.
-    pub fn from_toml(text: &str) -> Result<Self, String> {
-        let mut document = Document::parse(text)?;
-        let mcp = document.take("mcp")?;
-        let admin = document.take("admin")?;
-        let watch = document.take("watch")?;
-        let import = document.take("import")?;
-        let oci = document.take("oci")?;
-        let plugins = document.take("plugins")?;
-        Ok(Self {
-            host: document.into_host_config()?,
-            mcp,
-            admin,
-            watch,
-            import,
-            oci,
-            plugins,
-        })
-    }
-}
+use crate::config::{ConfigArg, ServeConfig, config_path, read_config};
+use crate::drift;
+use crate::exit::{Failure, refused, usage};
 
 /// A plugin `serve` installs.
 struct Plugin {
@@ -682,7 +617,7 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
             ..McpConfig::default()
         },
         // The admin API, when the operator gave it a token.
-        admin: std::env::var_os(super::admin::TOKEN_ENV).map(|_| AdminConfig {
+        admin: std::env::var_os(crate::admin::TOKEN_ENV).map(|_| AdminConfig {
             tokens: vec![gatehouse_server::admin::AdminTokenConfig {
                 principal: "demo-operator".to_owned(),
                 roles: vec![
@@ -690,15 +625,15 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
                     gatehouse_server::admin::Role::Operator,
                     gatehouse_server::admin::Role::Auditor,
                 ],
-                env: Some(super::admin::TOKEN_ENV.to_owned()),
+                env: Some(crate::admin::TOKEN_ENV.to_owned()),
                 file: None,
             }],
             ..AdminConfig::default()
         }),
         watch: None,
-        oci: OciConfig::default(),
-        plugins: PluginSources::default(),
-        import: ImportConfig::default(),
+        oci: Default::default(),
+        plugins: Default::default(),
+        import: Default::default(),
     };
     let plugins = demo
         .plugins
@@ -719,56 +654,4 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
     Err(usage(
         "this build has no demo plugins (build with `--features demo`)",
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_file_holds_the_library_tables_and_mcp() {
-        let config = ServeConfig::from_toml(
-            "[sandbox]\nfuel = 5\n\n[mcp]\nlisten = \"127.0.0.1:9999\"\nanonymous_tenant = \"t\"\n",
-        )
-        .unwrap();
-        assert_eq!(config.host.sandbox.fuel, 5);
-        assert_eq!(config.mcp.listen.port(), 9999);
-        assert_eq!(config.mcp.anonymous_tenant.as_deref(), Some("t"));
-        assert_eq!((config.admin, config.watch), (None, None));
-        let config = ServeConfig::from_toml(
-            "[admin]\n[[admin.token]]\nprincipal = \"ana\"\nroles = [\"approver\"]\nenv = \"T\"\n\n[watch]\npolicy_dir = \"/p\"\n",
-        )
-        .unwrap();
-        let admin = config.admin.unwrap();
-        assert_eq!(admin.listen.to_string(), "127.0.0.1:8788");
-        assert_eq!(
-            admin.tokens[0].roles,
-            [gatehouse_server::admin::Role::Approver]
-        );
-        assert_eq!(config.watch.unwrap().interval_ms, 2000);
-        let err = ServeConfig::from_toml(
-            "[admin]\n[[admin.token]]\nprincipal = \"a\"\nroles = [\"root\"]\n",
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("line 4") && err.contains("unknown variant `root`"),
-            "{err}"
-        );
-        // The library alone does not know `[mcp]`.
-        let err = HostConfig::from_toml("[mcp]\nlisten = \"127.0.0.1:9999\"").unwrap_err();
-        assert!(err.contains("unknown field `mcp`"), "{err}");
-    }
-
-    #[test]
-    fn errors_name_the_line_and_key_in_either_part() {
-        let err = ServeConfig::from_toml("[sandbox]\nfuel = 5\n\n[mcp]\nlisten = 7\n").unwrap_err();
-        assert!(err.contains("line 5"), "{err}");
-        let err = ServeConfig::from_toml("[mcp]\n\n[sandbox]\nfule = 5\n").unwrap_err();
-        assert!(
-            err.contains("line 4") && err.contains("unknown field `fule`"),
-            "{err}"
-        );
-        let err = ServeConfig::from_toml("[sandbx]\n").unwrap_err();
-        assert!(err.contains("unknown field `sandbx`"), "{err}");
-    }
 }

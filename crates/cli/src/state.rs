@@ -11,16 +11,20 @@ use gatehouse_core::envelope::{DecisionRecord, OutcomeCode};
 use gatehouse_core::model::ActionRecord;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::signature::PublicKey;
-use gatehouse_store::audit::{check_anchor, record};
-use gatehouse_store::checkpoint::verify_checkpoints;
+use gatehouse_store::audit::record;
+use gatehouse_store::check_anchor;
+use gatehouse_store::verify_checkpoints;
 use gatehouse_store::{
     Anchor, Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, Checkpoint,
     IdempotencyKey, Resolution, Store, now_ms,
 };
 use serde_json::Value;
 
-use super::{ConfigArg, Failure, load_config, read_file, refused, usage};
+use gatehouse_host::plugin::read_file;
+
 use crate::approvals::{self, Desk};
+use crate::config::{ConfigArg, load_config};
+use crate::exit::{Failure, refused, usage};
 
 /// `gatehouse audit ...`
 #[derive(Debug, Subcommand)]

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::AuditEvent;
+use crate::records::AuditEvent;
 
 /// `prev_hash` of the first entry.
 pub const GENESIS: &str = "genesis";
@@ -499,82 +499,6 @@ impl std::fmt::Display for AnchorBreak {
                 f,
                 "no entry has the hash {hash}: the log was rewritten (or the head is from another log)"
             ),
-        }
-    }
-}
-
-/// Whether a log whose chains verified intact (`report`, no break) passes through `anchor`;
-/// the anchored entry when it does. Entries appended after the anchor are fine: the log
-/// extends it. Reads one entry (a bare hash: scans the log for it).
-pub async fn check_anchor(
-    store: &dyn super::Store,
-    report: &VerifyReport,
-    anchor: &Anchor,
-) -> Result<Result<u64, AnchorBreak>, super::StoreError> {
-    let seq = match anchor.seq {
-        Some(seq) => seq,
-        None => match report.heads.iter().find(|head| head.hash == anchor.hash) {
-            Some(head) => return Ok(Ok(head.seq)),
-            None => match find(store, &anchor.hash).await? {
-                Some(seq) => seq,
-                None => {
-                    return Ok(Err(AnchorBreak::NotFound {
-                        hash: anchor.hash.clone(),
-                    }));
-                }
-            },
-        },
-    };
-    let truncated = AnchorBreak::Truncated {
-        seq,
-        last: report.last_seq(),
-    };
-    let found = if seq == 0 {
-        GENESIS.to_owned()
-    } else if let Some(head) = report.heads.iter().find(|head| head.seq == seq) {
-        head.hash.clone()
-    } else if seq > report.last_seq() {
-        return Ok(Err(truncated));
-    } else {
-        let entry = store
-            .audit(AuditQuery {
-                after_seq: Some(seq - 1),
-                limit: 1,
-                ..AuditQuery::default()
-            })
-            .await?;
-        match entry.into_iter().next() {
-            Some(entry) if entry.seq == seq => entry.hash,
-            _ => return Ok(Err(truncated)),
-        }
-    };
-    if found != anchor.hash {
-        return Ok(Err(AnchorBreak::Rewritten {
-            seq,
-            found,
-            expected: anchor.hash.clone(),
-        }));
-    }
-    Ok(Ok(seq))
-}
-
-/// The position of the entry whose hash is `hash`, read page by page.
-async fn find(store: &dyn super::Store, hash: &str) -> Result<Option<u64>, super::StoreError> {
-    let mut after_seq = None;
-    loop {
-        let page = store
-            .audit(AuditQuery {
-                after_seq,
-                limit: 1000,
-                ..AuditQuery::default()
-            })
-            .await?;
-        let Some(last) = page.last() else {
-            return Ok(None);
-        };
-        after_seq = Some(last.seq);
-        if let Some(entry) = page.iter().find(|e| e.hash == hash) {
-            return Ok(Some(entry.seq));
         }
     }
 }

@@ -7,8 +7,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::rows::{KeyRow, key_state};
-use super::{
-    Approval, ApprovalStatus, AuditEvent, CallRecord, Checkpoint, Claim, ClaimRequest, Decision,
+use crate::checkpoint::Checkpoint;
+use crate::records::{
+    Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, Decision,
     IdempotencyKey, KeyState, PluginChange, Resolution, StoreError,
 };
 
@@ -97,7 +98,7 @@ pub(super) fn submit<'a>(
     op: Op,
     wait: bool,
     send: impl FnOnce(Job) -> bool,
-) -> super::StoreFuture<'a, Done> {
+) -> crate::store::StoreFuture<'a, Done> {
     let (reply, answer) = oneshot::channel();
     let sent = send(Job {
         op,
@@ -120,39 +121,51 @@ pub(super) fn submit<'a>(
     })
 }
 
-/// The [`Store`](super::Store) methods that are writes, for a backend with an inherent
+/// The [`Store`](crate::store::Store) methods that are writes, for a backend with an inherent
 /// `fn write(&self, op: Op, wait: bool) -> StoreFuture<'_, Done>` that queues a job for its
 /// writer (waiting for the commit when `wait`). Expands inside `impl Store for ...`.
 macro_rules! queued_writes {
     () => {
-        fn claim(&self, request: $crate::ClaimRequest) -> $crate::StoreFuture<'_, $crate::Claim> {
+        fn claim(
+            &self,
+            request: $crate::records::ClaimRequest,
+        ) -> $crate::store::StoreFuture<'_, $crate::records::Claim> {
             let write = self.write($crate::jobs::Op::Claim(request), true);
             Box::pin(async move { write.await?.claim() })
         }
 
-        fn record(&self, record: $crate::CallRecord) -> $crate::StoreFuture<'_, ()> {
+        fn record(
+            &self,
+            record: $crate::records::CallRecord,
+        ) -> $crate::store::StoreFuture<'_, ()> {
             let durable = record.durable;
             let write = self.write($crate::jobs::Op::Record(record), durable);
             Box::pin(async move { write.await.map(drop) })
         }
 
-        fn propose(&self, proposal: $crate::Approval) -> $crate::StoreFuture<'_, $crate::Approval> {
+        fn propose(
+            &self,
+            proposal: $crate::records::Approval,
+        ) -> $crate::store::StoreFuture<'_, $crate::records::Approval> {
             let write = self.write($crate::jobs::Op::Propose(proposal), true);
             Box::pin(async move { write.await?.approval() })
         }
 
-        fn decide(&self, decision: $crate::Decision) -> $crate::StoreFuture<'_, $crate::Approval> {
+        fn decide(
+            &self,
+            decision: $crate::records::Decision,
+        ) -> $crate::store::StoreFuture<'_, $crate::records::Approval> {
             let write = self.write($crate::jobs::Op::Decide(decision), true);
             Box::pin(async move { write.await?.approval() })
         }
 
         fn resolve(
             &self,
-            key: $crate::IdempotencyKey,
-            resolution: $crate::Resolution,
+            key: $crate::records::IdempotencyKey,
+            resolution: $crate::records::Resolution,
             by: String,
             now_ms: u64,
-        ) -> $crate::StoreFuture<'_, ()> {
+        ) -> $crate::store::StoreFuture<'_, ()> {
             let op = $crate::jobs::Op::Resolve {
                 key,
                 resolution,
@@ -163,22 +176,28 @@ macro_rules! queued_writes {
             Box::pin(async move { write.await.map(drop) })
         }
 
-        fn prune(&self, now_ms: u64) -> $crate::StoreFuture<'_, u64> {
+        fn prune(&self, now_ms: u64) -> $crate::store::StoreFuture<'_, u64> {
             let write = self.write($crate::jobs::Op::Prune(now_ms), true);
             Box::pin(async move { write.await?.count() })
         }
 
-        fn flush(&self) -> $crate::StoreFuture<'_, ()> {
+        fn flush(&self) -> $crate::store::StoreFuture<'_, ()> {
             let write = self.write($crate::jobs::Op::Flush, true);
             Box::pin(async move { write.await.map(drop) })
         }
 
-        fn add_checkpoint(&self, checkpoint: $crate::Checkpoint) -> $crate::StoreFuture<'_, ()> {
+        fn add_checkpoint(
+            &self,
+            checkpoint: $crate::checkpoint::Checkpoint,
+        ) -> $crate::store::StoreFuture<'_, ()> {
             let write = self.write($crate::jobs::Op::AddCheckpoint(checkpoint), true);
             Box::pin(async move { write.await.map(drop) })
         }
 
-        fn add_plugin_change(&self, change: $crate::PluginChange) -> $crate::StoreFuture<'_, ()> {
+        fn add_plugin_change(
+            &self,
+            change: $crate::records::PluginChange,
+        ) -> $crate::store::StoreFuture<'_, ()> {
             let write = self.write($crate::jobs::Op::AddPluginChange(change), true);
             Box::pin(async move { write.await.map(drop) })
         }
@@ -239,8 +258,8 @@ fn wrong_answer<T>() -> Result<T, StoreError> {
 
 /// The stored plugin changes, from their JSON texts as a backend reads them.
 pub(super) fn plugin_changes(
-    texts: super::StoreFuture<'_, Vec<String>>,
-) -> super::StoreFuture<'_, Vec<PluginChange>> {
+    texts: crate::store::StoreFuture<'_, Vec<String>>,
+) -> crate::store::StoreFuture<'_, Vec<PluginChange>> {
     Box::pin(async move {
         texts
             .await?

@@ -1,4 +1,4 @@
-//! Rate budgets (gate 4) where they are kept: every [`Store`](super::Store) is a
+//! Rate budgets (gate 4) where they are kept: every [`Store`](crate::store::Store) is a
 //! [`RateBudget`]. One budget allows `calls` per fixed window; a call takes one unit. The
 //! SQLite store keeps its budgets in this process's memory ([`MemoryRateBudget`]: one
 //! gateway per file); the PostgreSQL store keeps them in the shared database, so every gateway

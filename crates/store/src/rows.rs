@@ -10,9 +10,8 @@
 use serde_json::Value;
 
 use super::audit::AuditEntry;
-use super::{
-    Approval, ApprovalStatus, AuditEvent, Checkpoint, IdempotencyKey, KeyRecord, KeyState,
-};
+use crate::checkpoint::Checkpoint;
+use crate::records::{Approval, ApprovalStatus, AuditEvent, IdempotencyKey, KeyRecord, KeyState};
 
 /// The columns of an `approvals` row, in the order [`approval`] reads them.
 pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \

@@ -10,12 +10,12 @@ use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
 
+use crate::exit::{Failure, refused, usage};
 use crate::import::headers::{HeaderCredential, from_grants, values_now};
 use crate::import::output::{
     CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
 };
 use crate::import::{Import, Options, mcp, openapi};
-use crate::{Failure, refused, usage};
 
 /// What to import from.
 #[derive(Debug, clap::Subcommand)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use gatehouse_host::config::{CredentialConfig, GrantConfig};
 
-use super::ImportError;
+use super::error::ImportError;
 
 /// One parsed `--header`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-use super::ImportError;
+use super::error::ImportError;
 
 /// The longest capability id a manifest accepts.
 const MAX_ID: usize = 64;

@@ -1,12 +1,10 @@
 //! What an import writes: `manifest.toml` (reviewed, then signed), `config.toml` (the snippet an
 //! operator appends to their config), the table of choices, and the all-or-nothing write.
 
-use std::net::IpAddr;
 use std::path::Path;
 
 use gatehouse_host::config::GrantConfig;
 use gatehouse_host::plugin::manifest::Manifest;
-use ipnet::IpNet;
 use serde::Serialize;
 
 use super::{Import, ImportError};
@@ -103,26 +101,6 @@ pub fn table(import: &Import) -> String {
         out.push_str(&format!("skipped {}: {}\n", skipped.source, skipped.reason));
     }
     out
-}
-
-/// The special-purpose ranges the grant must open for the upstream's host to be reachable:
-/// its own address when the URL names a loopback, private or link-local IP, both loopback
-/// addresses for `localhost`, none for a name (the gate refuses it if it resolves to one).
-pub fn private_ranges(url: &str) -> Vec<IpNet> {
-    let Ok(parsed) = url::Url::parse(url) else {
-        return Vec::new();
-    };
-    match parsed.host() {
-        Some(url::Host::Domain("localhost")) => vec![
-            IpNet::from(IpAddr::from([127, 0, 0, 1])),
-            IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST)),
-        ],
-        Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_private() || ip.is_link_local() => {
-            vec![IpNet::from(IpAddr::V4(ip))]
-        }
-        Some(url::Host::Ipv6(ip)) if ip.is_loopback() => vec![IpNet::from(IpAddr::V6(ip))],
-        _ => Vec::new(),
-    }
 }
 
 /// Writes `files` into `dir` (created if missing) all or nothing: each is written as a hidden

@@ -11,7 +11,7 @@ use gatehouse_core::model::Obligation;
 use gatehouse_host::error::PolicyError;
 use gatehouse_host::plugin::manifest::PluginKind;
 use gatehouse_host::{Host, InstallError};
-use gatehouse_store::audit::check_anchor;
+use gatehouse_store::check_anchor;
 use gatehouse_store::{
     Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError, now_ms,
 };

@@ -20,8 +20,8 @@ use tracing::Instrument;
 
 use super::aliases::ToolAliases;
 use super::caller::Caller;
+use super::meta::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
 use super::result::to_mcp;
-use super::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
 use crate::access_log::Note;
 
 /// The MCP server handler: one per request (stateless), all sharing the host.

@@ -11,7 +11,7 @@ use rmcp::model::{self as mcp, CallToolResult, JsonRpcVersion2_0, MetaObject, Re
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::{REPLAY_OF_META, RESULT_META};
+use super::meta::{REPLAY_OF_META, RESULT_META};
 
 /// Maps a result envelope to MCP (see the module docs).
 pub fn to_mcp(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData> {

@@ -35,7 +35,7 @@
 
 use serde_json::{Map, Value};
 
-use super::AuditEvent;
+use crate::records::AuditEvent;
 
 /// The format a lean record is written in, declared in its `v` field.
 pub const LEAN: u64 = 3;

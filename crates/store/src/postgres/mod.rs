@@ -73,13 +73,16 @@ use tokio_rustls::rustls;
 use self::sql::PgError;
 use self::writer::{Crew, Writer, write_loop};
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
+use crate::checkpoint::Checkpoint;
+use crate::config::StoreConfig;
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{RateBudget, RateFuture};
-use crate::rows::{from_db, to_db};
-use crate::{
-    Approval, ApprovalFilter, ApprovalLookup, Checkpoint, IdempotencyKey, KeyRecord, KeyState,
-    PluginChange, Store, StoreConfig, StoreError, StoreFuture, Waiters,
+use crate::records::{
+    Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
+    StoreError,
 };
+use crate::rows::{from_db, to_db};
+use crate::store::{Store, StoreFuture, Waiters};
 
 /// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
 /// in `migrations/sqlite/`, are not PostgreSQL's), then PostgreSQL's own, in

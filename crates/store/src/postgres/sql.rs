@@ -14,15 +14,17 @@ use tokio_postgres::{Client, GenericClient, Row, Statement, Transaction};
 
 use super::{CHANNEL, WRITE_LOCK, describe};
 use crate::audit::{self, AuditEntry, AuditQuery, VerifyReport};
+use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
+use crate::records::{
+    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
+    KeyRecord, PluginChange, Resolution, StoreError,
+};
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
 };
-use crate::{
-    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Checkpoint, Claim,
-    ClaimRequest, KeyRecord, PluginChange, Resolution, StoreError, Waiters,
-};
+use crate::store::Waiters;
 
 /// What a statement or a row read can fail with: the database's error, or a row holding what
 /// gatehouse never writes there.
@@ -206,7 +208,7 @@ impl Last<'_> {
                 "INSERT INTO plugin_changes (seq, at, plugin, change) \
                  VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), $1, $2, $3)",
                 &[
-                    &to_db(crate::now_ms()),
+                    &to_db(crate::records::now_ms()),
                     &change.plugin(),
                     &serde_json::to_string(change).expect("a plugin change serializes"),
                 ],
@@ -420,7 +422,7 @@ async fn claim(
     request: &ClaimRequest,
 ) -> Result<Claim, PgError> {
     let key = &request.key;
-    let now = crate::now_ms();
+    let now = crate::records::now_ms();
     let existing = txn
         .query_opt(&sql.find_key, &[&key.tenant, &key.tool, &key.key])
         .await?

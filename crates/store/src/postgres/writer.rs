@@ -14,7 +14,7 @@ use super::sql::{
 };
 use super::{RECONNECT_EVERY, Role, Shared, connect, describe, migrate, unavailable};
 use crate::jobs::{self, Done, Job, Op};
-use crate::{Claim, StoreError};
+use crate::records::{Claim, StoreError};
 
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 512;
@@ -166,7 +166,7 @@ pub(super) async fn write_loop(
         {
             pruned = Some(std::time::Instant::now());
             batch.push(Job {
-                op: Op::Prune(crate::now_ms()),
+                op: Op::Prune(crate::records::now_ms()),
                 reply: None,
             });
         }
@@ -303,7 +303,7 @@ fn in_lock_order(batch: &[Job], jobs: impl Iterator<Item = usize>) -> Vec<usize>
 /// rolls it back.
 async fn fast(writer: &Writer, batch: &[Job]) -> Result<Vec<Option<Done>>, tokio_postgres::Error> {
     let Writer { client, sql } = writer;
-    let now = crate::now_ms();
+    let now = crate::records::now_ms();
     let entries = Entries::of(
         batch.iter().filter_map(|job| match &job.op {
             Op::Record(record) => Some(&record.audit),

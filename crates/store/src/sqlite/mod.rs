@@ -44,13 +44,16 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
+use crate::checkpoint::Checkpoint;
+use crate::config::StoreConfig;
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use crate::recent::{self, RecentActions};
-use crate::{
-    Approval, ApprovalFilter, ApprovalLookup, Checkpoint, IdempotencyKey, KeyRecord, KeyState,
-    PluginChange, Store, StoreConfig, StoreError, StoreFuture, Waiters,
+use crate::records::{
+    Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
+    StoreError,
 };
+use crate::store::{Store, StoreFuture, Waiters};
 
 /// The schema migrations, in order; the schema version is their count. The portable ones are
 /// PostgreSQL's too; the third, SQLite's alone, rebuilds the audit table around its rowid.

@@ -6,14 +6,15 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::unavailable;
 use crate::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
+use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
+use crate::records::{
+    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Claim, ClaimRequest, Decision,
+    IdempotencyKey, KeyRecord, Resolution, StoreError,
+};
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
-};
-use crate::{
-    Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Checkpoint, Claim, ClaimRequest,
-    Decision, IdempotencyKey, KeyRecord, Resolution, StoreError,
 };
 
 /// Runs a statement through the connection's statement cache (hot statements are parsed once).
@@ -102,7 +103,7 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             "INSERT INTO plugin_changes (seq, at, plugin, change) \
              VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM plugin_changes), ?1, ?2, ?3)",
             params![
-                to_db(crate::now_ms()),
+                to_db(crate::records::now_ms()),
                 change.plugin(),
                 serde_json::to_string(change).expect("a plugin change serializes")
             ],
@@ -118,7 +119,7 @@ fn call_id_of(entry: &AuditEvent) -> Option<&str> {
 
 fn claim(txn: &Connection, request: &ClaimRequest) -> Result<Claim, StoreError> {
     let key = &request.key;
-    let now = crate::now_ms();
+    let now = crate::records::now_ms();
     let existing = query_row(
         txn,
         &format!(

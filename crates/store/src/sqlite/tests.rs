@@ -6,7 +6,7 @@ use super::sql::{Head, append, audit_query};
 use super::writer::run_batch;
 use super::*;
 use crate::jobs::Job;
-use crate::{
+use crate::records::{
     ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, Decision,
     KeyState, Resolution,
 };
@@ -29,7 +29,7 @@ fn key(k: &str) -> IdempotencyKey {
 }
 
 fn claim_request(k: &str, hash: &str, call: &str, lease_ms: u64) -> ClaimRequest {
-    let now = crate::now_ms();
+    let now = crate::records::now_ms();
     ClaimRequest {
         key: key(k),
         request_hash: hash.to_owned(),
@@ -49,7 +49,7 @@ fn finished(call: &str, k: &str, result: &str) -> CallRecord {
             tool: Some("t.pay".to_owned()),
             outcome: Some("OK".to_owned()),
             record: "{}".to_owned(),
-            at_ms: crate::now_ms(),
+            at_ms: crate::records::now_ms(),
         },
         completes: Some((key(k), result.to_owned())),
         releases: None,
@@ -118,7 +118,7 @@ async fn a_job_failing_inside_a_batch_leaves_one_chain_through_the_others() {
         approve: true,
         by: "ops".to_owned(),
         reason: "r".to_owned(),
-        now_ms: crate::now_ms(),
+        now_ms: crate::records::now_ms(),
         allow_self_approval: false,
     };
     let mut first = finished("call_0", "call_0", "{}");
@@ -249,7 +249,7 @@ async fn a_claim_past_its_lease_is_indeterminate_until_an_operator_resolves_it()
     };
     assert_eq!(store.claim(again.clone()).await.unwrap(), indeterminate);
     assert_eq!(store.claim(again.clone()).await.unwrap(), indeterminate);
-    let now = crate::now_ms();
+    let now = crate::records::now_ms();
     let listed = store.keys(true, now).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].state, KeyState::Indeterminate);
@@ -279,8 +279,8 @@ async fn proposals_are_found_by_key_and_decided_by_someone_else() {
         mode: "delegated".to_owned(),
         reasons: vec!["R: why".to_owned()],
         status: ApprovalStatus::Pending,
-        created_at_ms: crate::now_ms(),
-        expires_at_ms: crate::now_ms() + 60_000,
+        created_at_ms: crate::records::now_ms(),
+        expires_at_ms: crate::records::now_ms() + 60_000,
         decided_by: None,
         decided_reason: None,
         decided_at_ms: None,
@@ -294,7 +294,7 @@ async fn proposals_are_found_by_key_and_decided_by_someone_else() {
         approve: true,
         by: by.to_owned(),
         reason: "fine".to_owned(),
-        now_ms: crate::now_ms(),
+        now_ms: crate::records::now_ms(),
         allow_self_approval: false,
     };
     let refused = store.decide(decision("usr_alice")).await.unwrap_err();

@@ -10,7 +10,8 @@ use super::sql::{Head, apply, exec};
 use super::unavailable;
 use crate::jobs::{self, Done, Job, Op};
 use crate::recent::RecentActions;
-use crate::{StoreError, Waiters};
+use crate::records::StoreError;
+use crate::store::Waiters;
 
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
 const MAX_BATCH: usize = 512;
@@ -51,7 +52,7 @@ pub(super) fn write_loop(
         if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
             pruned = Some(Instant::now());
             let mut prune = [Job {
-                op: Op::Prune(crate::now_ms()),
+                op: Op::Prune(crate::records::now_ms()),
                 reply: None,
             }];
             match run_batch(&mut conn, &mut prune).pop() {

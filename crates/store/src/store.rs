@@ -1,0 +1,157 @@
+//! The [`Store`] trait every backend implements, and what the writers share with the calls
+//! that wait on them ([`Waiters`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sha2::{Digest, Sha256};
+
+use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
+use crate::checkpoint::Checkpoint;
+use crate::rate::RateBudget;
+use crate::records::{
+    Approval, ApprovalFilter, ApprovalLookup, CallRecord, Claim, ClaimRequest, Decision,
+    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError,
+};
+
+/// A store operation in flight.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The state interface every backend implements with the same semantics. All writes are
+/// transactions; a write that returns `Ok` is committed. Every store also keeps the rate
+/// budgets of gate 4 ([`RateBudget`]).
+pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
+    /// Registers interest in `key`: the returned `Notify` is woken when a call holding the key
+    /// records (in this process or, for a shared backend, any other) or an operator resolves
+    /// it. Call before [`Store::claim`] reads the key, so no wake-up is lost.
+    fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify>;
+
+    /// Whether the store answers now (a shared database can be down for a while). A call made
+    /// while it is not may still fail: this only lets the pipeline refuse early.
+    fn available(&self) -> bool;
+
+    /// The chains this store appends audit entries to: `[store] chains` (see
+    /// [`audit::chain_of`]); a log may also hold chains of an earlier setting.
+    fn chains(&self) -> u32 {
+        1
+    }
+
+    /// Gate 7: claims `request.key` for a call, atomically, durably.
+    fn claim(&self, request: ClaimRequest) -> StoreFuture<'_, Claim>;
+
+    /// Gate 10: appends the audit entry and applies the rest of `record`, in one transaction.
+    fn record(&self, record: CallRecord) -> StoreFuture<'_, ()>;
+
+    /// Gate 6: the approval for `proposal`'s key if there is one, else `proposal` (pending,
+    /// undecided), stored.
+    fn propose(&self, proposal: Approval) -> StoreFuture<'_, Approval>;
+
+    /// Gate 6: an existing approval.
+    fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>>;
+
+    /// Approves or rejects a pending approval, appending the decision to the audit log.
+    fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval>;
+
+    /// Approvals, newest first.
+    fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>>;
+
+    /// The capability ids of a principal's most recent calls in a tenant, oldest first.
+    fn prior_actions(
+        &self,
+        tenant: String,
+        principal: String,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<String>>;
+
+    /// Idempotency records; `indeterminate_only` lists only those needing an operator.
+    fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>>;
+
+    /// An operator's resolution of an indeterminate key, appended to the audit log.
+    fn resolve(
+        &self,
+        key: IdempotencyKey,
+        resolution: Resolution,
+        by: String,
+        now_ms: u64,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Forgets idempotency records past their window; returns how many.
+    fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64>;
+
+    /// Audit entries matching `query`, in log order.
+    fn audit(&self, query: AuditQuery) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Walks every audit chain, in one view of the log, and reports each head and the first
+    /// bad entry, if any.
+    fn verify_audit(&self) -> StoreFuture<'_, VerifyReport>;
+
+    /// Returns once every write queued before it is committed (the records of read-only
+    /// calls nobody waited for): a barrier, before a last checkpoint.
+    fn flush(&self) -> StoreFuture<'_, ()>;
+
+    /// Stores a signed checkpoint of the audit chain.
+    fn add_checkpoint(&self, checkpoint: Checkpoint) -> StoreFuture<'_, ()>;
+
+    /// The stored checkpoints, oldest first.
+    fn checkpoints(&self) -> StoreFuture<'_, Vec<Checkpoint>>;
+
+    /// Stores a change the admin API made to the serving plugins, after the ones before it:
+    /// start-up applies them again ([`PluginChange`]).
+    fn add_plugin_change(&self, change: PluginChange) -> StoreFuture<'_, ()>;
+
+    /// The stored plugin changes, in the order they were made.
+    fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>>;
+}
+
+/// Wake-ups for calls waiting on a key another call holds (gate 7), by the key's digest
+/// ([`Waiters::digest`]; a shared backend sends it to other processes).
+#[derive(Debug, Default)]
+pub struct Waiters {
+    keys: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+}
+
+impl Waiters {
+    /// The key's short, fixed-size name: hex SHA-256 of its three parts.
+    pub fn digest(key: &IdempotencyKey) -> String {
+        let mut hasher = Sha256::new();
+        for part in [&key.tenant, &key.tool, &key.key] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hex::encode(hasher.finalize())
+    }
+
+    /// Registers interest in `key`: await the returned `Notify`'s `notified()` (created before
+    /// checking the key's state, so no wake-up is lost).
+    pub fn watch(&self, key: &IdempotencyKey) -> Arc<tokio::sync::Notify> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(keys.entry(Self::digest(key)).or_default())
+    }
+
+    /// Wakes every call waiting on `key`.
+    pub fn wake(&self, key: &IdempotencyKey) {
+        self.wake_digest(&Self::digest(key));
+    }
+
+    /// Wakes every call waiting on the key with this digest.
+    pub fn wake_digest(&self, digest: &str) {
+        let notify = self
+            .keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(digest);
+        if let Some(notify) = notify {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every waiter (they check their keys again): after a lost notification channel.
+    pub fn wake_all(&self) {
+        let all = std::mem::take(&mut *self.keys.lock().unwrap_or_else(PoisonError::into_inner));
+        for notify in all.into_values() {
+            notify.notify_waiters();
+        }
+    }
+}
