@@ -1,6 +1,7 @@
-//! The operator's commands on the state store: `approvals` (the store's [`Desk`]; the
-//! commands are [`crate::approvals`]), `audit`, `idempotency` and `replay`. They open the store file the config names (`[store] path`) directly, so they work
-//! whether or not a gateway is serving from it (SQLite serializes the writers).
+//! The operator's commands on the state store: `approvals` (the store's [`Desk`]; the commands are
+//! [`crate::approvals`]), `audit`, `idempotency` and `replay`. They open the store file the config
+//! names (`[store] path`) directly, so they work whether or not a gateway is serving from it
+//! (SQLite serializes the writers).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,16 +1,16 @@
-//! How both endpoints (the MCP server and the admin API) listen: one accept loop ([`serve`]),
-//! one HTTP/1.1 connection per client, and the same limits on hostile clients beyond hyper's
-//! own, set by each endpoint's [`ListenerConfig`]:
-//! - at most `max_connections` open at once ([`ConnectionCap`]): one beyond it is closed at
-//!   accept, before any byte is read, and the refusals are logged as one counted warning per
-//!   10 s;
+//! How both endpoints (the MCP server and the admin API) listen: one accept loop ([`serve`]), one
+//! HTTP/1.1 connection per client, and the same limits on hostile clients beyond hyper's own, set
+//! by each endpoint's [`ListenerConfig`]:
+//! - at most `max_connections` open at once ([`ConnectionCap`]): one beyond it is closed at accept,
+//!   before any byte is read, and the refusals are logged as one counted warning per 10 s;
 //! - a request's headers within `header_timeout_ms` (hyper closes the connection otherwise);
-//! - a request's body within `body_timeout_ms` and `max_body_bytes` ([`ListenerConfig::read_body`]);
-//! - on shutdown, the listener closes, idle connections close, and requests in flight finish
-//!   for at most `drain_timeout`; connections still open then are cut.
+//! - a request's body within `body_timeout_ms` and `max_body_bytes`
+//!   ([`ListenerConfig::read_body`]);
+//! - on shutdown, the listener closes, idle connections close, and requests in flight finish for at
+//!   most `drain_timeout`; connections still open then are cut.
 //!
-//! Without them a client that opens sockets and never sends, or sends a body one byte a
-//! minute, holds a task and a file descriptor each for as long as it likes.
+//! Without them a client that opens sockets and never sends, or sends a body one byte a minute,
+//! holds a task and a file descriptor each for as long as it likes.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,25 +1,23 @@
-//! Signed checkpoints of the audit chain: what makes the log hold against someone who can write
-//! the database but does not hold the operator's key (docs/architecture.md, section 8).
+//! Signed checkpoints of the audit chain: what makes the log hold against someone who can write the
+//! database but does not hold the operator's key (docs/architecture.md, section 8).
 //!
-//! A checkpoint is a chain's head (`seq`, `hash`) and the time, signed with an ed25519 key in
-//! the `gatehouse keygen` file format (`[store.checkpoints] key`). A log of several chains
-//! (`[store] chains`) gets a checkpoint per chain head: each names its entry by its position in
-//! the log, whose hash fixes the chain up to it. Per gateway:
-//! 1. **watch** (every second at most): the `Checkpointer` (`crate::checkpointer`) checks the whole log at its first
-//!    look, then reads each chain's entries appended since the head it checked and checks their
-//!    links and hashes ([`crate::audit::Chains`], from that head on), so it only ever signs a
-//!    head that extends the previous one;
+//! A checkpoint is a chain's head (`seq`, `hash`) and the time, signed with an ed25519 key in the
+//! `gatehouse keygen` file format (`[store.checkpoints] key`). A log of several chains (`[store]
+//! chains`) gets a checkpoint per chain head: each names its entry by its position in the log,
+//! whose hash fixes the chain up to it. Per gateway:
+//! 1. **watch** (every second at most): the `Checkpointer` (`crate::checkpointer`) checks the whole
+//!    log at its first look, then reads each chain's entries appended since the head it checked and
+//!    checks their links and hashes ([`crate::audit::Chains`], from that head on), so it only ever
+//!    signs a head that extends the previous one;
 //! 2. **sign** a chain's head when `every_entries` entries were appended to it since its last
 //!    checkpoint, or `every_seconds` passed with at least one, and once more at shutdown: the
-//!    checkpoint is
-//!    stored (table `audit_checkpoints`, `gatehouse audit checkpoints`,
-//!    `GET /v1/audit/checkpoints`) and pushed to the sinks: a JSON-lines `file` and an HTTP
-//!    `url` (POST, one checkpoint as JSON), both meant to be out of the database writers'
-//!    reach;
+//!    checkpoint is stored (table `audit_checkpoints`, `gatehouse audit checkpoints`, `GET
+//!    /v1/audit/checkpoints`) and pushed to the sinks: a JSON-lines `file` and an HTTP `url` (POST,
+//!    one checkpoint as JSON), both meant to be out of the database writers' reach;
 //! 3. **verify** (`gatehouse audit verify --checkpoints FILE`): each checkpoint's signature is
 //!    checked with the public key, then the log must still hold its hash at its position
-//!    (`crate::verify`). An edited entry breaks the chain; a rewritten and
-//!    re-chained prefix changes a checkpointed hash; a truncated log ends before a checkpoint.
+//!    (`crate::verify`). An edited entry breaks the chain; a rewritten and re-chained prefix
+//!    changes a checkpointed hash; a truncated log ends before a checkpoint.
 //!
 //! Entries after the last checkpoint are protected by the chain alone; shutdown signs one last
 //! checkpoint so a stopped gateway leaves none unsigned. Without `key`, nothing is signed.

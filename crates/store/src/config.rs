@@ -128,10 +128,10 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
-    /// An approver's decision on approval `id`, now, under this config's self-approval rule.
-    /// Every way of deciding (the `gatehouse approvals` commands, `Host::decide` (gatehouse-host), the
-    /// admin API) builds its decision here and hands it to [`Store::decide`], which applies
-    /// the rules (pending, not expired, approver outside the requesting chain).
+    /// An approver's decision on approval `id`, now, under this config's self-approval rule. Every
+    /// way of deciding (the `gatehouse approvals` commands, `Host::decide` (gatehouse-host), the
+    /// admin API) builds its decision here and hands it to [`Store::decide`], which applies the
+    /// rules (pending, not expired, approver outside the requesting chain).
     pub fn decision(&self, id: &str, approve: bool, by: &str, reason: &str) -> Decision {
         Decision {
             id: id.to_owned(),

@@ -1,7 +1,8 @@
-//! What the records of a call cite: the plugin that ran ([`PluginRef`]), each outbound request
-//! of its adapter ([`EgressAttempt`]), the action its policies evaluated ([`ActionRecord`]) and
-//! the policy gate's decision ([`DecisionRecord`], one [`ModuleDecision`] per module). Plain data: the layers that produce them (plugin loading,
-//! the egress gate, policy evaluation) live in `gatehouse-host`.
+//! What the records of a call cite: the plugin that ran ([`PluginRef`]), each outbound request of
+//! its adapter ([`EgressAttempt`]), the action its policies evaluated ([`ActionRecord`]) and the
+//! policy gate's decision ([`DecisionRecord`], one [`ModuleDecision`] per module). Plain data: the
+//! layers that produce them (plugin loading, the egress gate, policy evaluation) live in
+//! `gatehouse-host`.
 
 use std::net::SocketAddr;
 

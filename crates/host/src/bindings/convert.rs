@@ -1,6 +1,6 @@
-//! Every conversion between gatehouse's vocabulary (`gatehouse_core::model`) and the WIT
-//! bindings' twins of it, in one place. Host types go in (call context, action), guest types come out (content, tool errors,
-//! decisions, log levels).
+//! Every conversion between gatehouse's vocabulary (`gatehouse_core::model`) and the WIT bindings'
+//! twins of it, in one place. Host types go in (call context, action), guest types come out
+//! (content, tool errors, decisions, log levels).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -1,9 +1,10 @@
 //! Plugin manifests: what an adapter or policy module declares about itself.
 //!
-//! Authors write the manifest as a TOML (or JSON) file next to their crate; `gatehouse pack`
-//! checks it, embeds it in the component as the `gatehouse:manifest` custom section (as JSON)
-//! and signs the result. The manifest is a *request*: the operator's config is the grant
-//! (docs/architecture.md, section 4). Every field is documented here because operators review manifests.
+//! Authors write the manifest as a TOML (or JSON) file next to their crate; `gatehouse pack` checks
+//! it, embeds it in the component as the `gatehouse:manifest` custom section (as JSON) and signs
+//! the result. The manifest is a *request*: the operator's config is the grant
+//! (docs/architecture.md, section 4). Every field is documented here because operators review
+//! manifests.
 //!
 //! ```toml
 //! kind = "adapter"

@@ -1,7 +1,7 @@
 //! The `_meta` keys gatehouse reads from a `tools/call` request and writes on its result.
 
-/// `_meta` key of the full [`ToolResultEnvelope`](gatehouse_core::envelope::ToolResultEnvelope) on every
-/// `tools/call` result.
+/// `_meta` key of the full [`ToolResultEnvelope`](gatehouse_core::envelope::ToolResultEnvelope) on
+/// every `tools/call` result.
 pub const RESULT_META: &str = "gatehouse/result";
 /// `_meta` key a caller sets to pass the call's idempotency key.
 pub const IDEMPOTENCY_KEY_META: &str = "gatehouse/idempotency_key";

@@ -1,7 +1,7 @@
 //! A result envelope as an MCP tool result: the content blocks and `structuredContent` as the
-//! adapter returned them (after verification and obligations); `isError` unless the call
-//! ended `ok`, with the error's code, message and remediation appended as a text block; and
-//! the [`ToolResultEnvelope`] it is given (the caller's view, [`gatehouse_host::caller_view`]) under
+//! adapter returned them (after verification and obligations); `isError` unless the call ended
+//! `ok`, with the error's code, message and remediation appended as a text block; and the
+//! [`ToolResultEnvelope`] it is given (the caller's view, [`gatehouse_host::caller_view`]) under
 //! `_meta["gatehouse/result"]`.
 
 use gatehouse_core::envelope::{Status, ToolResultEnvelope};
