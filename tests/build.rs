@@ -1,9 +1,13 @@
 //! Builds the first-party plugins and every test program under `tests/plugins/` from source,
 //! the JavaScript and Python SDKs' examples and hostile twins with those SDKs' build scripts,
 //! and writes `artifacts.rs` naming the components for the tests.
+//!
+//! A test program no test uses fails the build, before anything is built (STYLE.md item 13,
+//! as wasmtime's `crates/test-programs/artifacts/build.rs` does): see [`check_every_program_is_used`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::SystemTime;
 
 use gatehouse_build_support::{Package, build_components};
 
@@ -39,6 +43,7 @@ fn main() {
         .parent()
         .expect("tests/ lives in the workspace root");
     let programs = test_programs(&manifest_dir.join("plugins"));
+    check_every_program_is_used(&manifest_dir, &programs);
     let dirs: Vec<(String, String)> = PLUGINS
         .iter()
         .map(|(name, dir)| ((*name).to_owned(), (*dir).to_owned()))
@@ -76,10 +81,54 @@ fn main() {
 fn artifact_const(name: &str, wasm: &Path, manifest: &Path, missing: Option<&str>) -> String {
     format!(
         "/// The `{name}` component, built from source.\npub const {konst}: Artifact = Artifact {{ name: {name:?}, wasm: {wasm:?}, manifest: {manifest:?}, missing: {missing:?} }};\n",
-        konst = name.to_uppercase().replace('-', "_"),
+        konst = constant(name),
         wasm = wasm.display().to_string(),
         manifest = manifest.display().to_string(),
     )
+}
+
+/// One JavaScript or Python component's build.
+enum Job {
+    /// Built before, and newer than everything it is built from.
+    Fresh,
+    /// Its toolchain is not installed.
+    NoToolchain,
+    /// The build process, or why it did not start.
+    Started(std::io::Result<std::process::Child>),
+}
+
+/// When `path` was last modified, if it exists.
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The latest modification time among `paths` (those that exist).
+fn newest(paths: &[PathBuf]) -> SystemTime {
+    paths
+        .iter()
+        .filter_map(|path| modified(path))
+        .max()
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Every file under `dir`, recursively (none if it does not exist).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 /// Builds the JavaScript and Python components, all at once (each build is one process,
@@ -90,7 +139,9 @@ fn interpreted(
     root: &Path,
     out_dir: &Path,
 ) -> Vec<(&'static str, PathBuf, PathBuf, Option<String>)> {
-    for watched in [
+    // What every component is built from: the toolchains, the SDKs, the contract, and this
+    // script (its own changes may change how they are built).
+    let mut inputs: Vec<PathBuf> = [
         "sdk-js/index.js",
         "sdk-js/build.mjs",
         "sdk-js/package-lock.json",
@@ -98,8 +149,12 @@ fn interpreted(
         "sdk-py/build.py",
         "sdk-py/requirements.txt",
         "sdk-py/.venv/.gatehouse-requirements",
-    ] {
-        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    ]
+    .iter()
+    .map(|watched| root.join(watched))
+    .collect();
+    for watched in &inputs {
+        println!("cargo:rerun-if-changed={}", watched.display());
     }
     // The SDK's modules one by one: componentize-py writes `__pycache__` beside them, which
     // would make a watched directory look changed after every build.
@@ -108,8 +163,12 @@ fn interpreted(
         let path = entry.expect("a readable directory").path();
         if path.extension().is_some_and(|e| e == "py") {
             println!("cargo:rerun-if-changed={}", path.display());
+            inputs.push(path);
         }
     }
+    inputs.extend(files_under(&root.join("wit")));
+    inputs.push(std::env::current_exe().expect("the build script's path"));
+    let built_from = newest(&inputs);
     let install = "run `build-support/toolchains` in the repository to install the pinned \
                    JavaScript and Python toolchains (it needs Node.js 20+ and Python 3.10+)";
     let node_ready = root
@@ -130,6 +189,13 @@ fn interpreted(
                 dir.join("manifest.toml").display()
             );
             let wasm = components.join(format!("{name}.wasm"));
+            // This script also reruns when a test changes (see `check_every_program_is_used`);
+            // a component newer than everything it is built from is kept, not built again.
+            let from = newest(&[source.clone(), dir.join("manifest.toml")]).max(built_from);
+            if modified(&wasm).is_some_and(|built| built > from) {
+                jobs.push((name, wasm, dir.join("manifest.toml"), Job::Fresh));
+                continue;
+            }
             let _ = std::fs::remove_file(&wasm);
             let command = match language {
                 "js" if node_ready => {
@@ -153,25 +219,31 @@ fn interpreted(
                 }
                 _ => None,
             };
-            let job = command.map(|mut command| {
-                command
-                    .args(["--world", world, "--out"])
-                    .arg(&wasm)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped());
-                command.spawn()
-            });
+            let job = match command {
+                Some(mut command) => Job::Started(
+                    command
+                        .args(["--world", world, "--out"])
+                        .arg(&wasm)
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn(),
+                ),
+                None => Job::NoToolchain,
+            };
             jobs.push((name, wasm, dir.join("manifest.toml"), job));
         }
     }
     jobs.into_iter()
         .map(|(name, wasm, manifest, job)| {
             let missing = match job {
-                None => Some(format!("the `{name}` component was not built: {install}")),
-                Some(Err(e)) => Some(format!(
+                Job::Fresh => None,
+                Job::NoToolchain => {
+                    Some(format!("the `{name}` component was not built: {install}"))
+                }
+                Job::Started(Err(e)) => Some(format!(
                     "the `{name}` component was not built ({e}): {install}"
                 )),
-                Some(Ok(child)) => match child.wait_with_output() {
+                Job::Started(Ok(child)) => match child.wait_with_output() {
                     Ok(done) if done.status.success() && wasm.exists() => None,
                     Ok(done) => Some(format!(
                         "building the `{name}` component failed ({}):\n{}{}",
@@ -188,6 +260,189 @@ fn interpreted(
             (name, wasm, manifest, missing)
         })
         .collect()
+}
+
+/// The constant `artifacts.rs` names a component by: `infinite-loop` is `INFINITE_LOOP`.
+fn constant(name: &str) -> String {
+    name.to_uppercase().replace('-', "_")
+}
+
+/// Fails the build, naming each program and where tests live, when a test program built here
+/// is used by no test: every crate under `tests/plugins/` and every JavaScript and Python
+/// component (the SDKs' examples and the hostile twins under `tests/plugins-js/` and
+/// `tests/plugins-py/`). A program is used when a file under `tests/tests/` or
+/// `tests/benches/` names its constant (`gatehouse_tests::artifacts::INFINITE_LOOP`) in code:
+/// not in a comment, a string, or a `use` declaration (importing a program tests nothing).
+fn check_every_program_is_used(manifest_dir: &Path, programs: &[String]) {
+    let dirs = [manifest_dir.join("tests"), manifest_dir.join("benches")];
+    let mut code = String::new();
+    for dir in &dirs {
+        // A directory: cargo reruns this script when any file under it changes.
+        println!("cargo:rerun-if-changed={}", dir.display());
+        for file in rust_files(dir) {
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            code.push_str(&without_uses(&code_only(&text)));
+            code.push('\n');
+        }
+    }
+    let built = programs
+        .iter()
+        .map(|name| (name.as_str(), format!("tests/plugins/{name}")))
+        .chain(
+            JS.iter()
+                .chain(PY)
+                .map(|&(name, source, _)| (name, source.to_owned())),
+        );
+    let unused: Vec<String> = built
+        .filter(|(name, _)| !names(&code, &constant(name)))
+        .map(|(name, source)| {
+            format!(
+                "  {source} (`gatehouse_tests::artifacts::{}`)",
+                constant(name)
+            )
+        })
+        .collect();
+    if !unused.is_empty() {
+        panic!(
+            "a test program without a test: tests/build.rs builds these, and no test uses \
+             them:\n{}\nEvery program built for the tests must be driven by one: write a \
+             test in tests/tests/e2e/ (hostile programs in hostile.rs, egress probes in \
+             egress.rs, JavaScript and Python components in languages.rs) or a bench in \
+             tests/benches/ that uses the constant, or delete the program. (STYLE.md item 13: \
+             a program without a test fails the build.)",
+            unused.join("\n")
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`, recursively, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = files_under(dir)
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Rust source with its comments, string literals and character literals blanked out, so
+/// what remains is code.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = &chars[i..];
+        if rest.starts_with(&['/', '/']) {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if rest.starts_with(&['/', '*']) {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i..].starts_with(&['/', '*']) {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i..].starts_with(&['*', '/']) {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if let Some(hashes) = raw_string_start(rest) {
+            // r"..." or r#"..."#, possibly with a `b` before it.
+            i += rest
+                .iter()
+                .position(|&c| c == '"')
+                .expect("a raw string opens")
+                + 1;
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            while i < chars.len() && !chars[i..].starts_with(&close) {
+                i += 1;
+            }
+            i += close.len();
+            out.push_str("\"\"");
+        } else if chars[i] == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if chars[i] == '\'' && rest.get(1) == Some(&'\\') {
+            // '\n', '\'', '\u{1b}'
+            i += 2;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else if chars[i] == '\'' && rest.get(2) == Some(&'\'') {
+            // 'x' (a lifetime, `'a`, has no closing quote two characters on)
+            i += 3;
+            out.push_str("' '");
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// How many `#` a raw string literal starting here has, if one does (`r"`, `r#"`, `br"`).
+fn raw_string_start(rest: &[char]) -> Option<usize> {
+    let after_b = if rest.first() == Some(&'b') {
+        &rest[1..]
+    } else {
+        rest
+    };
+    if after_b.first() != Some(&'r') {
+        return None;
+    }
+    let hashes = after_b[1..].iter().take_while(|&&c| c == '#').count();
+    (after_b.get(1 + hashes) == Some(&'"')).then_some(hashes)
+}
+
+/// `code` without its `use` declarations (`use ...;`, wherever they are).
+fn without_uses(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = find_word(rest, "use") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let end = rest.find(';').map_or(rest.len(), |end| end + 1);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `code` names the identifier `name` (not as part of a longer one).
+fn names(code: &str, name: &str) -> bool {
+    find_word(code, name).is_some()
+}
+
+/// Where the identifier `word` first stands alone in `code`.
+fn find_word(code: &str, word: &str) -> Option<usize> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(at) = code[from..].find(word).map(|at| from + at) {
+        let before = code[..at].chars().next_back();
+        let after = code[at + word.len()..].chars().next();
+        if !before.is_some_and(ident) && !after.is_some_and(ident) {
+            return Some(at);
+        }
+        from = at + word.len();
+    }
+    None
 }
 
 /// Every crate directory under tests/plugins/ (the package name is the directory name).

@@ -66,7 +66,7 @@ const PACED_FLOOR: &str = "floor at echo's rate";
 const WARM_UP: Duration = Duration::from_millis(500);
 
 fn main() {
-    gatehouse_tests::run_gatehouse_child();
+    gatehouse_tests::cli::run_gatehouse_child();
     if let Ok(port) = std::env::var(FLOOR) {
         floor_server(port.parse().expect("the floor's port"));
         return;

@@ -1,5 +1,5 @@
 //! Scale and memory, each against `gatehouse serve` as a separate process (this workspace's
-//! code in the bench profile, run through this binary as `gatehouse_tests::gatehouse_child`):
+//! code in the bench profile, run through this binary as `gatehouse_tests::cli::gatehouse_child`):
 //!
 //! 1. **Start-up with many adapters**: `--adapters N` (default 100) signed adapters, each the
 //!    echo component made distinct by a custom section (so each has its own digest and its own
@@ -40,7 +40,7 @@ const ADMIN_TOKEN_ENV: &str = "GATEHOUSE_BENCH_ADMIN_TOKEN";
 const ADMIN_TOKEN: &str = "bench-operator-token-4b1d9e0c7a2f";
 
 fn main() {
-    gatehouse_tests::run_gatehouse_child();
+    gatehouse_tests::cli::run_gatehouse_child();
     let only = flag("--only");
     let selected = |part: &str| {
         only.as_deref()
@@ -157,7 +157,7 @@ fn startup(dir: &Path, adapters: usize, runtime: &tokio::runtime::Runtime) -> Va
 /// The tool names `tools/list` answers on loopback `port`.
 async fn list_tools(port: u16) -> Vec<String> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }).to_string();
-    let (status, _, body) = gatehouse_tests::mcp_post(port, "/mcp", &[], body).await;
+    let (status, _, body) = gatehouse_tests::mcp::mcp_post(port, "/mcp", &[], body).await;
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     answer["result"]["tools"]
@@ -211,7 +211,7 @@ fn swap(dir: &Path, runtime: &tokio::runtime::Runtime) -> Value {
         let pushed_at = gatehouse_host::state::now_ms();
         let started = Instant::now();
         let auth = format!("Bearer {ADMIN_TOKEN}");
-        let (status, _, body) = gatehouse_tests::mcp_post(
+        let (status, _, body) = gatehouse_tests::mcp::mcp_post(
             admin_port,
             "/v1/plugins",
             &[

@@ -1,6 +1,17 @@
-//! Shared fixtures for the end-to-end tests: the components built from source by `build.rs`,
-//! a test publisher key, operator configs that trust it, a loopback [`upstream`] server, and
-//! the load benches' server processes and MCP clients ([`load`]).
+//! Shared fixtures for the end-to-end tests and the benches, one module per concern:
+//!
+//! - here: the components built from source by `build.rs` ([`artifacts`]), a test publisher
+//!   key, operator configs that trust it, store files, and loopback HTTP ([`http`],
+//!   [`free_port`], [`listening`]);
+//! - [`host`]: building a `Host` (trust, egress grants, settings, plugins);
+//! - [`state`]: calls with effects, approvals, and store files for the audit tests;
+//! - [`cli`]: running the `gatehouse` command line, in this process or as a child;
+//! - [`gateway`]: `gatehouse serve` child processes, killed when dropped;
+//! - [`admin`]: a governed gateway with its admin API and a token per role;
+//! - [`mcp`]: MCP clients (raw JSON-RPC and rmcp) and an in-process MCP server;
+//! - [`upstream`], [`mcp_upstream`]: loopback HTTP and MCP servers the plugins call;
+//! - [`postgres`], [`registry`], [`browser`]: a real PostgreSQL, OCI registry and Chromium;
+//! - [`load`]: the load benches' server processes and MCP clients.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -12,11 +23,17 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
+pub mod admin;
 pub mod browser;
+pub mod cli;
+pub mod gateway;
+pub mod host;
 pub mod load;
+pub mod mcp;
 pub mod mcp_upstream;
 pub mod postgres;
 pub mod registry;
+pub mod state;
 pub mod upstream;
 
 /// The `gatehouse` binary's allocator (see `host/src/main.rs`), so the gateways the tests and
@@ -226,86 +243,6 @@ pub fn trust(key: &SigningKey, adapters: &[&str], policies: &[&str]) -> Publishe
     }
 }
 
-/// The environment variable that carries a child `gatehouse` process's arguments (JSON).
-const CHILD_ARGS: &str = "GATEHOUSE_E2E_CHILD";
-
-/// The child half of [`gatehouse_child`]: when this test process was started as a child, runs
-/// the `gatehouse` binary's entry point (logging included) with the arguments it was given and
-/// exits with its code; otherwise returns at once. The test binary calls it from one ignored
-/// test named `gatehouse_child`.
-pub fn run_gatehouse_child() {
-    let Ok(args) = std::env::var(CHILD_ARGS) else {
-        return;
-    };
-    let args: Vec<String> = serde_json::from_str(&args).expect("the child's arguments");
-    let code = gatehouse_cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
-    std::process::exit(i32::from(code));
-}
-
-/// A command that runs `gatehouse` with `args` in a child process: this test binary again,
-/// running only its `gatehouse_child` test (see [`run_gatehouse_child`]). A real process, so
-/// tests can kill it (SIGKILL, SIGTERM) and start another on the same state.
-pub fn gatehouse_child(args: &serde_json::Value) -> std::process::Command {
-    let mut command =
-        std::process::Command::new(std::env::current_exe().expect("the test binary's path"));
-    command
-        .args([
-            "gatehouse_child",
-            "--exact",
-            "--include-ignored",
-            "--test-threads",
-            "1",
-            // The binary's own `eprintln!`s (its error messages) go to the real stderr, not to
-            // the test harness's capture.
-            "--nocapture",
-        ])
-        .env(CHILD_ARGS, args.to_string());
-    command
-}
-
-/// `tools/call` of `tool` through an rmcp client, with `args` and the request's `_meta`: the
-/// result, and the gateway's record of the call (`_meta["gatehouse/result"]`).
-pub async fn rmcp_call(
-    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
-    tool: &str,
-    args: serde_json::Value,
-    meta: serde_json::Value,
-) -> (rmcp::model::CallToolResult, serde_json::Value) {
-    let params: rmcp::model::CallToolRequestParams = serde_json::from_value(
-        serde_json::json!({ "name": tool, "arguments": args, "_meta": meta }),
-    )
-    .expect("call parameters");
-    let result = client.call_tool(params).await.expect("a tool result");
-    let record = result.meta.as_ref().expect("_meta is set")["gatehouse/result"].clone();
-    (result, record)
-}
-
-/// The names `tools/list` gives an rmcp client, sorted.
-pub async fn tool_names(
-    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
-) -> Vec<String> {
-    let mut names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .expect("tools/list answers")
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    names.sort();
-    names
-}
-
-/// The text blocks of a tool result, in order.
-pub fn texts(result: &rmcp::model::CallToolResult) -> Vec<String> {
-    serde_json::to_value(&result.content)
-        .expect("content serializes")
-        .as_array()
-        .expect("content is a list")
-        .iter()
-        .filter_map(|b| b["text"].as_str().map(str::to_owned))
-        .collect()
-}
-
 /// The value after `name` on the command line (a bench's `-- --seconds 3`).
 pub fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
@@ -371,24 +308,16 @@ pub async fn http(
     (status, headers, body)
 }
 
-/// One POST to a gatehouse MCP endpoint on loopback port `port`, as an MCP client sends it
-/// (`Host`, JSON content type, `Accept` and protocol version 2025-11-25, unless `headers` set
-/// `host` or `content-type` themselves), plus `headers`: the status, headers and body.
-pub async fn mcp_post(
-    port: u16,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<bytes::Bytes>,
-) -> (u16, hyper::HeaderMap, String) {
-    let mut all: Vec<(&str, &str)> = Vec::new();
-    if !headers.iter().any(|(name, _)| *name == "content-type") {
-        all.push(("content-type", "application/json"));
+/// Awaits every task, in order: their results.
+///
+/// # Panics
+/// If a task panicked.
+pub async fn join_all<T: Send + 'static>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for task in tasks.collect::<Vec<_>>() {
+        out.push(task.await.expect("the task does not panic"));
     }
-    all.extend([
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-    ]);
-    all.extend_from_slice(headers);
-    let (status, headers, body) = http(port, "POST", path, &all, body).await;
-    (status, headers, String::from_utf8_lossy(&body).into_owned())
+    out
 }

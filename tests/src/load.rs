@@ -155,7 +155,7 @@ fn clock_ticks() -> f64 {
     })
 }
 
-/// `gatehouse serve` (a child process, see [`crate::gatehouse_child`]) with `config` plus the
+/// `gatehouse serve` (a child process, see [`crate::cli::gatehouse_child`]) with `config` plus the
 /// TOML tables in `extra` and an `[mcp]` table on loopback `port` admitting anonymous callers,
 /// written to `dir/<name>.toml`, and `plugins` (flag, signed bytes) written beside it; stdout
 /// discarded, stderr to `dir/<name>.log`.
@@ -184,7 +184,7 @@ pub fn serve_command(
         args.extend([(*flag).to_owned(), path.display().to_string()]);
     }
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
-    let mut command = crate::gatehouse_child(&json!(args));
+    let mut command = crate::cli::gatehouse_child(&json!(args));
     command.stdout(std::process::Stdio::null()).stderr(log);
     command
 }

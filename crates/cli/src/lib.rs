@@ -337,8 +337,11 @@ impl Tracing {
         let (exporter, otlp_error) = if gatehouse_host::telemetry::otlp::configured() {
             match gatehouse_host::telemetry::otlp::layer() {
                 Ok((layer, exporter)) => {
+                    // The call's spans (`gatehouse_host::telemetry`) and the MCP request's
+                    // (`mcp_call`, gatehouse-server's).
                     let spans = tracing_subscriber::filter::Targets::new()
-                        .with_target("gatehouse_host", tracing::Level::INFO);
+                        .with_target("gatehouse_host", tracing::Level::INFO)
+                        .with_target("gatehouse_server", tracing::Level::INFO);
                     layers.push(layer.with_filter(spans).boxed());
                     (Some(exporter), None)
                 }

@@ -5,11 +5,13 @@ use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
 use gatehouse_host::{ContentBlock, ErrorKind};
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT};
-use gatehouse_tests::config;
+use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
+/// A host trusting the test publisher's `gatehouse.*` adapters; each test installs the one it
+/// calls.
 fn host() -> Host {
-    Host::new(config(&["gatehouse.*"], &[])).unwrap()
+    HostBuilder::trusting(&["gatehouse.*"], &[]).build()
 }
 
 #[tokio::test]

@@ -6,212 +6,19 @@
 //! each call; health, readiness and metrics answer; an rmcp client, in both protocol versions,
 //! meets every outcome path of a call.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use gatehouse_host::HostConfig;
-use gatehouse_host::config::PolicyDefault;
-use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REDACT};
-use gatehouse_tests::{bind, config, free_port, listening, rmcp_call};
+use gatehouse_tests::admin::{AGENT_KEY, APPROVER, AUDITOR, OPERATOR, SELF_APPROVER};
+use gatehouse_tests::admin::{AdminGateway, request};
+use gatehouse_tests::artifacts::POLICY_PROBE;
+use gatehouse_tests::cli::gatehouse_async;
+use gatehouse_tests::mcp::{client_speaking, record, rmcp_call, tool_names};
+use gatehouse_tests::{bind, free_port};
 use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-
-const AGENT_KEY: &str = "agent-key-0b7e41";
-pub(crate) const APPROVER: &str = "approver-token-9c2d";
-pub(crate) const AUDITOR: &str = "auditor-token-51fa";
-pub(crate) const OPERATOR: &str = "operator-token-77e3";
-/// An approver token whose principal is the calling agent itself.
-pub(crate) const SELF_APPROVER: &str = "self-approver-token-3a90";
-
-/// A running `gatehouse serve` process (killed when dropped), its MCP and admin ports, and
-/// the directory holding its config, token files and plugins.
-pub(crate) struct Gateway {
-    child: Child,
-    mcp: u16,
-    pub(crate) admin: u16,
-    dir: tempfile::TempDir,
-    /// The SQLite store file.
-    pub(crate) store: PathBuf,
-    /// The `gatehouse` arguments it was started with.
-    args: Value,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
-    /// Serves echo and the ledger, with the policy probe (as `probe_version`) bound to `tools`
-    /// with `probe_config` (and `gatehouse.redact` installed, bound only if `tweak` binds it);
-    /// an MCP key for tenant `default` (principal `agent:bot`) and four admin tokens; `extra`
-    /// is appended to the config.
-    pub(crate) async fn start(
-        tools: &str,
-        probe_config: Value,
-        probe_version: &str,
-        extra: &str,
-    ) -> Self {
-        Self::start_with(tools, probe_config, probe_version, extra, |_| {}).await
-    }
-
-    /// [`Gateway::start`], with `tweak` applied to the host config first.
-    pub(crate) async fn start_with(
-        tools: &str,
-        probe_config: Value,
-        probe_version: &str,
-        extra: &str,
-        tweak: impl FnOnce(&mut HostConfig),
-    ) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let file = |name: &str, bytes: &[u8]| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, bytes).unwrap();
-            path.display().to_string()
-        };
-        let mut host: HostConfig = config(&["gatehouse.*", "test.*"], &["test.*", "gatehouse.*"]);
-        host.pipeline.policy_default = PolicyDefault::Allow;
-        host.pipeline
-            .policies
-            .push(bind("test.policy-probe", tools, 0, probe_config));
-        tweak(&mut host);
-        let (mcp, admin) = (free_port(), free_port());
-        let token = |principal: &str, roles: &str, value: &str| {
-            format!(
-                "[[admin.token]]\nprincipal = \"{principal}\"\nroles = {roles}\nfile = {:?}\n\n",
-                file(&format!("{principal}.token"), value.as_bytes())
-            )
-        };
-        let text = format!(
-            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"agent:bot\"\nfile = {:?}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n{}{}{}{}{extra}",
-            toml::to_string(&host).unwrap(),
-            file("agent.key", AGENT_KEY.as_bytes()),
-            token("usr_ops_ana", r#"["approver"]"#, APPROVER),
-            token("usr_audit", r#"["auditor"]"#, AUDITOR),
-            token("usr_ops_olaf", r#"["operator"]"#, OPERATOR),
-            token("agent:bot", r#"["approver"]"#, SELF_APPROVER),
-        );
-        let config = file("gatehouse.toml", text.as_bytes());
-        let args = json!([
-            "serve",
-            "--config",
-            config,
-            "--adapter",
-            file("echo.wasm", &ECHO.signed()),
-            "--adapter",
-            file("ledger.wasm", &LEDGER.signed()),
-            "--policy",
-            file("probe.wasm", &POLICY_PROBE.signed_as_version(probe_version)),
-            "--policy",
-            file("redact.wasm", &REDACT.signed()),
-        ]);
-        let child = gatehouse_tests::gatehouse_child(&args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let gateway = Self {
-            child,
-            mcp,
-            admin,
-            dir,
-            store: host
-                .store
-                .path
-                .clone()
-                .expect("the test config names a store file"),
-            args,
-        };
-        assert!(
-            listening(admin).await,
-            "the gateway's admin API did not start listening on {admin}"
-        );
-        gateway
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Kills the process and starts it again with the same config, files and store; its
-    /// standard output goes to `stdout_file`.
-    async fn restart(&mut self, stdout_file: &str) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = gatehouse_tests::gatehouse_child(&self.args)
-            .stdout(std::fs::File::create(self.path(stdout_file)).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            listening(self.admin).await,
-            "the restarted gateway's admin API did not start listening on {}",
-            self.admin
-        );
-    }
-
-    fn server(&self) -> String {
-        format!("http://127.0.0.1:{}", self.admin)
-    }
-
-    /// One admin API request: the status and the JSON (or text) body.
-    async fn admin(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<Bytes>,
-    ) -> (u16, Value) {
-        let (status, bytes) = request(self.admin, method, path, token, body).await;
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (status, value)
-    }
-
-    /// `tools/call` over MCP with `meta`: the JSON-RPC result.
-    pub(crate) async fn call(&self, tool: &str, args: Value, meta: Value) -> Value {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": tool, "arguments": args, "_meta": meta },
-        });
-        let bearer = format!("Bearer {AGENT_KEY}");
-        let (_, _, bytes) = gatehouse_tests::mcp_post(
-            self.mcp,
-            "/mcp",
-            &[("authorization", bearer.as_str())],
-            body.to_string(),
-        )
-        .await;
-        let reply: Value = serde_json::from_str(&bytes).unwrap();
-        reply["result"].clone()
-    }
-}
-
-pub(crate) async fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Bytes>,
-) -> (u16, Bytes) {
-    let bearer = token.map(|token| format!("Bearer {token}"));
-    let headers: Vec<(&str, &str)> = bearer
-        .iter()
-        .map(|bearer| ("authorization", bearer.as_str()))
-        .collect();
-    let (status, _, body) =
-        gatehouse_tests::http(port, method, path, &headers, body.unwrap_or_default()).await;
-    (status, body)
-}
 
 /// The policy probe among the modules `GET /v1/plugins` lists.
 fn probe(plugins: &Value) -> &Value {
@@ -221,40 +28,13 @@ fn probe(plugins: &Value) -> &Value {
         .unwrap_or_else(|| panic!("the probe is served: {plugins}"))
 }
 
-/// The gateway's record of an MCP call.
-pub(crate) fn record(result: &Value) -> &Value {
-    &result["_meta"]["gatehouse/result"]
-}
-
-/// Runs `gatehouse admin ...` against `gateway` with the token in `token_file`.
-async fn gatehouse_admin(gateway: &Gateway, token_file: &Path, args: &[&str]) -> (u8, String) {
-    let args: Vec<String> = ["gatehouse", "admin"]
-        .into_iter()
-        .chain(args.iter().copied())
-        .map(str::to_owned)
-        .chain([
-            "--server".to_owned(),
-            gateway.server(),
-            "--token-file".to_owned(),
-            token_file.display().to_string(),
-        ])
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let code = gatehouse_cli::run(args, &mut out);
-        (code, String::from_utf8(out).unwrap())
-    })
-    .await
-    .unwrap()
-}
-
 fn transfer_args() -> Value {
     json!({ "amount": 1200, "currency": "EUR", "note": "refund" })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_completes() {
-    let gateway = Gateway::start(
+    let gateway = AdminGateway::start(
         "test.ledger.*",
         json!({ "verdict": "require_approval" }),
         "1.0.0",
@@ -363,14 +143,14 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
     assert_eq!(status, 404);
 
     // The approver sees it pending, from the command line.
-    let approver = gateway.path("usr_ops_ana.token");
-    let (code, out) = gatehouse_admin(&gateway, &approver, &["approvals", "list"]).await;
+    let approver = "usr_ops_ana.token";
+    let (code, out) = gateway.cli(approver, &["approvals", "list"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(&id) && out.contains("pending") && out.contains("asked by agent:bot"),
         "{out}"
     );
-    let (code, out) = gatehouse_admin(&gateway, &approver, &["approvals", "show", &id]).await;
+    let (code, out) = gateway.cli(approver, &["approvals", "show", &id]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("\"tool\": \"test.ledger.transfer\""), "{out}");
 
@@ -380,21 +160,18 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
         .await;
     assert_eq!(record(&again)["outcome"], "APPROVAL_REQUIRED");
 
-    let (code, out) = gatehouse_admin(
-        &gateway,
-        &approver,
-        &["approvals", "approve", &id, "--reason", "ticket 4411"],
-    )
-    .await;
+    let (code, out) = gateway
+        .cli(
+            approver,
+            &["approvals", "approve", &id, "--reason", "ticket 4411"],
+        )
+        .await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("approved by usr_ops_ana"), "{out}");
     // A second decision is refused by the store (exit code 1, the server's reason).
-    let (code, _) = gatehouse_admin(
-        &gateway,
-        &approver,
-        &["approvals", "reject", &id, "--reason", "late"],
-    )
-    .await;
+    let (code, _) = gateway
+        .cli(approver, &["approvals", "reject", &id, "--reason", "late"])
+        .await;
     assert_eq!(code, 1);
 
     let done = gateway
@@ -475,8 +252,7 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
         body["entries"], 4,
         "two paused attempts, the decision, the call: {body}"
     );
-    let (code, out) =
-        gatehouse_admin(&gateway, &gateway.path("usr_audit.token"), &["verify"]).await;
+    let (code, out) = gateway.cli("usr_audit.token", &["verify"]).await;
     assert_eq!(
         (code, out.starts_with("audit log: ok, 4 entries")),
         (0, true),
@@ -502,7 +278,7 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
 }
 
 /// The whole audit log, page by page, as the auditor reads it.
-async fn audit_log(gateway: &Gateway) -> Vec<Value> {
+async fn audit_log(gateway: &AdminGateway) -> Vec<Value> {
     let mut entries = Vec::new();
     let mut path = "/v1/audit?limit=1000".to_owned();
     loop {
@@ -519,7 +295,7 @@ async fn audit_log(gateway: &Gateway) -> Vec<Value> {
 /// The audit log once `ready` holds for it: a read-only call's entry is queued, not committed
 /// before its result (and a watched file's install is recorded just after it serves), so
 /// the test waits for it, at most five seconds.
-async fn audit_log_when(gateway: &Gateway, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+async fn audit_log_when(gateway: &AdminGateway, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let mut entries = Vec::new();
     for _ in 0..50 {
         entries = audit_log(gateway).await;
@@ -534,7 +310,7 @@ async fn audit_log_when(gateway: &Gateway, ready: impl Fn(&[Value]) -> bool) -> 
 /// The version and digest of the policy module that decided an MCP call, from its audit entry
 /// (callers see outcomes, not the decision record): waits for the queued entry, at most five
 /// seconds.
-async fn decided_by(gateway: &Gateway, result: &Value) -> (String, String) {
+async fn decided_by(gateway: &AdminGateway, result: &Value) -> (String, String) {
     let id = record(result)["tool_call_id"].as_str().unwrap().to_owned();
     for _ in 0..50 {
         let (status, body) = gateway
@@ -561,7 +337,7 @@ async fn decided_by(gateway: &Gateway, result: &Value) -> (String, String) {
 /// Four callers of echo, each at most 2000 calls, until `pushed` is set and they made ten more;
 /// every call must succeed. Each returns its results.
 fn echo_callers(
-    gateway: &Arc<Gateway>,
+    gateway: &Arc<AdminGateway>,
     pushed: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<Vec<Value>>> {
     (0..4)
@@ -598,7 +374,7 @@ fn echo_callers(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_decider() {
     let gateway = Arc::new(
-        Gateway::start(
+        AdminGateway::start(
             "gatehouse.echo.*",
             json!({ "verdict": "allow" }),
             "1.0.0",
@@ -627,12 +403,12 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
     let pushed = Arc::new(AtomicBool::new(false));
     let workers = echo_callers(&gateway, &pushed);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, out) = gatehouse_admin(
-        &gateway,
-        &gateway.path("usr_ops_olaf.token"),
-        &["policy", "push", v2.to_str().unwrap()],
-    )
-    .await;
+    let (code, out) = gateway
+        .cli(
+            "usr_ops_olaf.token",
+            &["policy", "push", v2.to_str().unwrap()],
+        )
+        .await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("installed policy test.policy-probe 2.0.0") && out.contains("replaced 1.0.0"),
@@ -741,12 +517,12 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
     );
 
     // Roll back from the command line: 1.0.0 decides again, and the rollback is audited.
-    let (code, out) = gatehouse_admin(
-        &gateway,
-        &gateway.path("usr_ops_olaf.token"),
-        &["policy", "rollback", "test.policy-probe"],
-    )
-    .await;
+    let (code, out) = gateway
+        .cli(
+            "usr_ops_olaf.token",
+            &["policy", "rollback", "test.policy-probe"],
+        )
+        .await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("serving policy test.policy-probe 1.0.0"),
@@ -763,12 +539,12 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
         decided_by(&gateway, &result).await,
         ("1.0.0".to_owned(), v1_digest.clone())
     );
-    let (code, out) = gatehouse_admin(
-        &gateway,
-        &gateway.path("usr_ops_olaf.token"),
-        &["policy", "rollback", "test.policy-probe"],
-    )
-    .await;
+    let (code, out) = gateway
+        .cli(
+            "usr_ops_olaf.token",
+            &["policy", "rollback", "test.policy-probe"],
+        )
+        .await;
     assert_eq!(code, 1, "nothing left to roll back: {out}");
 
     // A binding's config, checked against the module's schema, then audited.
@@ -845,7 +621,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
 async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited() {
     let registry = gatehouse_tests::registry::Registry::anonymous();
     let gateway = Arc::new(
-        Gateway::start(
+        AdminGateway::start(
             "gatehouse.echo.*",
             json!({ "verdict": "allow" }),
             "1.0.0",
@@ -857,7 +633,7 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
     std::fs::write(&v2, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
     let tag = registry.reference("acme/probe", ":2.0.0");
     let config = gateway.path("gatehouse.toml");
-    let (code, out) = crate::state::gatehouse(&[
+    let (code, out) = gatehouse_async(&[
         "push",
         v2.to_str().unwrap(),
         &tag,
@@ -871,10 +647,10 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
         .find_map(|l| l.strip_prefix("pinned "))
         .unwrap()
         .to_owned();
-    let operator = gateway.path("usr_ops_olaf.token");
+    let operator = "usr_ops_olaf.token";
 
     // A tag where the gateway's config allows only digests: refused, v1 serves on.
-    let (code, _) = gatehouse_admin(&gateway, &operator, &["policy", "push", &tag]).await;
+    let (code, _) = gateway.cli(operator, &["policy", "push", &tag]).await;
     assert_eq!(code, 1);
     // A registry that cannot be reached: 502.
     let down = format!(
@@ -906,7 +682,7 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
     let pushed = Arc::new(AtomicBool::new(false));
     let workers = echo_callers(&gateway, &pushed);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, out) = gatehouse_admin(&gateway, &operator, &["policy", "push", &pinned]).await;
+    let (code, out) = gateway.cli(operator, &["policy", "push", &pinned]).await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("installed policy test.policy-probe 2.0.0")
@@ -949,7 +725,7 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
     );
 
     // A restart serves it again from the store, still citing where it came from.
-    let mut gateway = Arc::try_unwrap(gateway).ok().expect("the workers are done");
+    let mut gateway = Arc::try_unwrap(gateway).expect("the workers are done");
     gateway.restart("restarted.out").await;
     let (_, plugins) = gateway
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
@@ -961,7 +737,7 @@ async fn a_policy_pushed_from_a_registry_while_calls_run_fails_none_and_is_cited
     );
 }
 
-async fn serving_policy(gateway: &Gateway) -> (Value, Value, Vec<Value>, Value) {
+async fn serving_policy(gateway: &AdminGateway) -> (Value, Value, Vec<Value>, Value) {
     let (status, plugins) = gateway
         .admin("GET", "/v1/plugins", Some(AUDITOR), None)
         .await;
@@ -982,7 +758,7 @@ async fn serving_policy(gateway: &Gateway) -> (Value, Value, Vec<Value>, Value) 
 }
 
 /// `GET /v1/audit/verify?head=HEAD`: (ok, message).
-async fn verify_head(gateway: &Gateway, head: &str) -> (Value, String) {
+async fn verify_head(gateway: &AdminGateway, head: &str) -> (Value, String) {
     let (status, body) = gateway
         .admin(
             "GET",
@@ -1000,7 +776,7 @@ async fn verify_head(gateway: &Gateway, head: &str) -> (Value, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_changes_made_through_the_admin_api_survive_a_restart_and_a_kept_head_holds() {
-    let mut gateway = Gateway::start(
+    let mut gateway = AdminGateway::start(
         "gatehouse.echo.*",
         json!({ "verdict": "allow" }),
         "1.0.0",
@@ -1117,7 +893,7 @@ async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_the
         "\n[watch]\npolicy_dir = {:?}\ninterval_ms = 100\n",
         policies.path().display().to_string()
     );
-    let gateway = Gateway::start(
+    let gateway = AdminGateway::start(
         "gatehouse.echo.*",
         json!({ "verdict": "allow" }),
         "1.0.0",
@@ -1161,7 +937,7 @@ async fn serve_installs_policy_modules_from_the_watched_directory_and_audits_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_skills_resolution_trace_shows_what_a_call_would_receive() {
     let skill = |name: &str, scope: &str, matches: &str, priority: i32, text: &str| json!({ "name": name, "scope": scope, "match": matches, "priority": priority, "text": text });
-    let gateway = Gateway::start_with(
+    let gateway = AdminGateway::start_with(
         "gatehouse.echo.*",
         json!({ "verdict": "allow" }),
         "1.0.0",
@@ -1238,42 +1014,10 @@ async fn the_skills_resolution_trace_shows_what_a_call_would_receive() {
     assert_eq!(status, 401);
 }
 
-/// An rmcp client of `gateway`'s MCP endpoint with the agent's key, in `version`.
-async fn rmcp_client(
-    gateway: &Gateway,
-    version: &ProtocolVersion,
-) -> RunningService<RoleClient, ()> {
-    let lifecycle = if *version == ProtocolVersion::V_2026_07_28 {
-        ClientLifecycleMode::Discover {
-            preferred_versions: vec![version.clone()],
-        }
-    } else {
-        ClientLifecycleMode::Initialize
-    };
-    // rmcp\'s reqwest client takes the process\'s rustls provider.
-    gatehouse_host::install_default_provider();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!(
-            "http://127.0.0.1:{}/mcp",
-            gateway.mcp
-        ))
-        .auth_header(AGENT_KEY),
-    );
-    let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("the client connects");
-    assert_eq!(
-        client
-            .peer_info()
-            .map(|p| p.protocol_version.clone())
-            .as_ref(),
-        Some(version)
-    );
-    client
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
     // The probe pauses transfers for approval; a second binding of it denies statements.
-    let gateway = Gateway::start_with(
+    let gateway = AdminGateway::start_with(
         "test.ledger.transfer",
         json!({ "verdict": "require_approval" }),
         "1.0.0",
@@ -1289,8 +1033,8 @@ async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
     )
     .await;
     for version in [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25] {
-        let client = rmcp_client(&gateway, &version).await;
-        let tools = gatehouse_tests::tool_names(&client).await;
+        let client = client_speaking(&gateway.mcp_url(), Some(AGENT_KEY), &version).await;
+        let tools = tool_names(&client).await;
         for tool in [
             "gatehouse.echo.echo",
             "test.ledger.transfer",

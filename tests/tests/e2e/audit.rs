@@ -8,21 +8,19 @@
 //! restart is in admin.rs, beside the admin API's other tests.)
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use gatehouse_host::state::AuditQuery;
 use gatehouse_host::state::audit::{AuditEntry, GENESIS};
 use gatehouse_tests::artifacts::ECHO;
-use gatehouse_tests::config;
+use gatehouse_tests::cli::gatehouse_async;
+use gatehouse_tests::gateway::{Serve, rest_and_echo, write_rest_config};
+use gatehouse_tests::host::rest_config;
+use gatehouse_tests::mcp::{outcome_of, try_call};
+use gatehouse_tests::state::{config_file, five_records, host, post, store_at, tamper, transfer};
 use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{config, free_port};
 use serde_json::{Value, json};
-
-use crate::ops::{Gateway, write_config};
-use crate::state::{
-    config_file, five_records, gatehouse, host, mcp_call, outcome_of, post, rest_config,
-    spawn_gateway, store_at, tamper, transfer,
-};
 
 /// The head `gatehouse audit verify` printed (`SEQ:HASH`).
 fn printed_head(out: &str) -> String {
@@ -37,7 +35,7 @@ fn printed_head(out: &str) -> String {
 async fn verify(config: &Path, more: &[&str]) -> (u8, String) {
     let mut args = vec!["audit", "verify", "--config", config.to_str().unwrap()];
     args.extend_from_slice(more);
-    gatehouse(&args).await
+    gatehouse_async(&args).await
 }
 
 /// Every audit entry of a store file, in order.
@@ -158,7 +156,7 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    let (code, out) = gatehouse(&[
+    let (code, out) = gatehouse_async(&[
         "keygen",
         "--key-id",
         "audit-test",
@@ -175,7 +173,7 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
 
     // A gateway signing only at shutdown (the thresholds are out of reach).
     let config = dir.path().join("gatehouse.toml");
-    write_config(&config, &upstream, "gatehouse.*", "");
+    write_rest_config(&config, &upstream, "gatehouse.*", "");
     let mut doc: toml::Table = std::fs::read_to_string(&config).unwrap().parse().unwrap();
     let store = PathBuf::from(doc["store"]["path"].as_str().unwrap());
     let mut checkpoints = toml::Table::new();
@@ -189,10 +187,10 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
         .unwrap()
         .insert("checkpoints".to_owned(), checkpoints.into());
     std::fs::write(&config, doc.to_string()).unwrap();
-    let mut gateway = Gateway::start(dir.path(), &config).await;
+    let mut gateway = rest_and_echo(dir.path(), &config).start().await;
     for n in 0..5 {
-        let result = mcp_call(
-            gateway.port,
+        let result = try_call(
+            gateway.port(),
             "gatehouse.echo.echo",
             json!({ "message": format!("m{n}") }),
             &format!("echo-{n}"),
@@ -233,7 +231,7 @@ async fn signed_checkpoints_catch_an_edit_a_truncation_a_re_chained_log_and_a_fo
     );
     let file = config_file(dir.path(), &store, "");
     let (code, exported) =
-        gatehouse(&["audit", "checkpoints", "--config", file.to_str().unwrap()]).await;
+        gatehouse_async(&["audit", "checkpoints", "--config", file.to_str().unwrap()]).await;
     assert_eq!((code, exported.as_str()), (0, lines.as_str()));
 
     let with = [
@@ -385,38 +383,20 @@ async fn a_second_gateway_on_one_sqlite_file_is_refused_naming_postgresql() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
-    write_config(&config, &upstream, "gatehouse.*", "");
+    write_rest_config(&config, &upstream, "gatehouse.*", "");
     let doc: toml::Table = std::fs::read_to_string(&config).unwrap().parse().unwrap();
     let store = doc["store"]["path"].as_str().unwrap().to_owned();
     let echo = dir.path().join("echo.wasm");
     std::fs::write(&echo, ECHO.signed()).unwrap();
-    let _first = spawn_gateway(&config, &echo, gatehouse_tests::free_port()).await;
+    let serve = Serve::config(&config).adapter(&echo);
+    let _first = serve.clone().listen(free_port()).start().await;
 
-    let mut second = gatehouse_tests::gatehouse_child(&json!([
-        "serve",
-        "--config",
-        config,
-        "--adapter",
-        echo,
-        "--listen",
-        format!("127.0.0.1:{}", gatehouse_tests::free_port()),
-    ]))
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
     // It must exit by itself; one that serves is killed so the test fails instead of hanging.
-    let started = std::time::Instant::now();
-    while second.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = second.kill();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let second = second.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    let second = serve.listen(free_port());
+    let (code, stderr) = tokio::task::spawn_blocking(move || second.exit(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "error: cannot open the state store {store}: another gateway is serving from it (it holds {store}.lock). One SQLite file serves one gateway process"

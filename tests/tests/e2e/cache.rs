@@ -6,13 +6,15 @@ use std::path::{Path, PathBuf};
 use gatehouse_host::plugin::CacheOutcome;
 use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::ECHO;
-use gatehouse_tests::config;
+use gatehouse_tests::host::HostBuilder;
 
 fn host_with_cache(dir: &Path) -> Host {
-    let mut config = config(&["gatehouse.*"], &[]);
-    config.cache.enabled = true;
-    config.cache.dir = Some(dir.to_owned());
-    Host::new(config).unwrap()
+    HostBuilder::trusting(&["gatehouse.*"], &[])
+        .with(|config| {
+            config.cache.enabled = true;
+            config.cache.dir = Some(dir.to_owned());
+        })
+        .build()
 }
 
 async fn load_and_call(dir: &Path) -> CacheOutcome {

@@ -6,32 +6,31 @@
 use std::time::Duration;
 
 use gatehouse_host::ErrorKind;
-use gatehouse_host::config::EgressConfig;
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{ECHO, EGRESS_PROBE};
+use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::upstream::Upstream;
 use serde_json::json;
 
 /// One slot, `timeout_ms` per call, the probe granted GET on the upstream (10 s of egress
 /// time, so only the sandbox deadline ends a slow request).
 fn host(upstream: &Upstream, timeout_ms: u64) -> Host {
-    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
-    config.sandbox.max_concurrent_calls = 1;
-    config.sandbox.timeout_ms = timeout_ms;
-    config.egress = serde_json::from_value::<EgressConfig>(json!({
-        "max_total_ms": 10_000,
-        "grant": [{
-            "allow_private": ["127.0.0.0/8"],
-            "adapter": "test.egress-probe",
-            "url": format!("http://127.0.0.1:{}/", upstream.port),
-            "methods": ["GET"],
-        }],
-    }))
-    .unwrap();
-    let host = Host::new(config).unwrap();
-    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
-    host.install_adapter(&ECHO.signed()).unwrap();
-    host
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .with(|config| {
+            config.sandbox.max_concurrent_calls = 1;
+            config.sandbox.timeout_ms = timeout_ms;
+        })
+        .egress(json!({
+            "max_total_ms": 10_000,
+            "grant": [{
+                "allow_private": ["127.0.0.0/8"],
+                "adapter": "test.egress-probe",
+                "url": format!("http://127.0.0.1:{}/", upstream.port),
+                "methods": ["GET"],
+            }],
+        }))
+        .adapters(&[EGRESS_PROBE, ECHO])
+        .build()
 }
 
 /// The probe GETs `/delay/<ms>/x`, holding its slot meanwhile.
@@ -114,27 +113,27 @@ async fn slow_call_as(host: &Host, upstream: &Upstream, tenant: &str) -> ToolRes
 #[tokio::test]
 async fn a_tenant_holding_its_share_of_slots_does_not_starve_another_tenant() {
     let upstream = Upstream::start().await;
-    // Two slots, one per tenant (the default share is half, rounded up).
-    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
-    config.sandbox.max_concurrent_calls = 2;
-    // The slow probe gets a short deadline; tenant `good`'s echo keeps the default one.
-    config.sandbox.plugins = serde_json::from_value(json!([
-        { "id": EGRESS_PROBE.manifest().id(), "timeout_ms": 300 }
-    ]))
-    .unwrap();
-    config.egress = serde_json::from_value::<EgressConfig>(json!({
-        "max_total_ms": 10_000,
-        "grant": [{
-            "adapter": "test.egress-probe",
-            "url": format!("http://127.0.0.1:{}/", upstream.port),
-            "methods": ["GET"],
-            "allow_private": ["127.0.0.0/8"],
-        }],
-    }))
-    .unwrap();
-    let host = Host::new(config).unwrap();
-    host.install_adapter(&EGRESS_PROBE.signed()).unwrap();
-    host.install_adapter(&ECHO.signed()).unwrap();
+    let host = HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .with(|config| {
+            // Two slots, one per tenant (the default share is half, rounded up).
+            config.sandbox.max_concurrent_calls = 2;
+            // The slow probe gets a short deadline; tenant `good`'s echo keeps the default one.
+            config.sandbox.plugins = serde_json::from_value(json!([
+                { "id": EGRESS_PROBE.manifest().id(), "timeout_ms": 300 }
+            ]))
+            .unwrap();
+        })
+        .egress(json!({
+            "max_total_ms": 10_000,
+            "grant": [{
+                "adapter": "test.egress-probe",
+                "url": format!("http://127.0.0.1:{}/", upstream.port),
+                "methods": ["GET"],
+                "allow_private": ["127.0.0.0/8"],
+            }],
+        }))
+        .adapters(&[EGRESS_PROBE, ECHO])
+        .build();
     // Tenant `evil` sends two slow calls at once; tenant `good` calls meanwhile.
     let good = async {
         tokio::time::sleep(Duration::from_millis(50)).await;

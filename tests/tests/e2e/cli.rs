@@ -2,22 +2,11 @@
 //! call and demo, with their exit codes (0 ok, 1 refused or failed, 2 bad input).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use gatehouse_tests::artifacts::{ECHO, WRONG_WORLD};
-
-/// Runs the CLI in-process; returns (exit code, stdout).
-pub(crate) fn gatehouse(args: &[&str]) -> (u8, String) {
-    let mut out = Vec::new();
-    let code = gatehouse_cli::run(
-        std::iter::once("gatehouse").chain(args.iter().copied()),
-        &mut out,
-    );
-    (code, String::from_utf8(out).expect("utf-8 output"))
-}
-
-pub(crate) fn s(path: &Path) -> &str {
-    path.to_str().expect("utf-8 temp path")
-}
+use gatehouse_tests::cli::{gatehouse, s};
+use gatehouse_tests::gateway::Serve;
 
 struct Publisher {
     dir: tempfile::TempDir,
@@ -297,38 +286,15 @@ fn serve_refuses(
         format!("{}\n{more}", toml::to_string(host).unwrap()),
     )
     .unwrap();
-    let mut args = vec![
-        "serve".to_owned(),
-        "--config".to_owned(),
-        s(&config).to_owned(),
-    ];
+    let mut serve = Serve::config(&config);
     for (n, policy) in policies.iter().enumerate() {
         let file = dir.join(format!("policy-{n}.wasm"));
         std::fs::write(&file, policy.signed()).unwrap();
-        args.extend(["--policy".to_owned(), s(&file).to_owned()]);
+        serve = serve.policy(&file);
     }
-    let stderr = dir.join("stderr.log");
-    let mut child = gatehouse_tests::gatehouse_child(&serde_json::json!(args))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "serve accepted the config: {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    (status.code(), std::fs::read_to_string(&stderr).unwrap())
+    serve
+        .log(dir.join("stderr.log"))
+        .exit(Duration::from_secs(60))
 }
 
 /// The tables `[mcp]` needs to get past "no caller could be admitted", on a free port.

@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use fantoccini::Locator;
 use gatehouse_host::config::PolicyDefault;
+use gatehouse_tests::admin::{APPROVER, AUDITOR, AdminGateway, OPERATOR, SELF_APPROVER, request};
 use gatehouse_tests::bind;
 use gatehouse_tests::browser::Browser;
+use gatehouse_tests::mcp::record;
 use serde_json::{Value, json};
-
-use crate::admin::{APPROVER, AUDITOR, Gateway, OPERATOR, SELF_APPROVER, record};
 
 const SOON: Duration = Duration::from_secs(10);
 /// How long a new paused call may take to show in an open queue (it polls every second).
@@ -33,8 +33,8 @@ const HOSTILE: &str = "<img src=x onerror=alert(1)>";
 
 /// A gateway whose ledger transfers need approval (the probe asks for it) and whose results
 /// have personal data masked (`gatehouse.redact`), approvals valid `ttl_seconds`.
-async fn gateway(ttl_seconds: u64) -> Gateway {
-    Gateway::start_with(
+async fn gateway(ttl_seconds: u64) -> AdminGateway {
+    AdminGateway::start_with(
         "test.ledger.*",
         json!({ "verdict": "require_approval" }),
         "1.0.0",
@@ -50,12 +50,12 @@ async fn gateway(ttl_seconds: u64) -> Gateway {
     .await
 }
 
-fn console(gateway: &Gateway) -> String {
+fn console(gateway: &AdminGateway) -> String {
     format!("http://127.0.0.1:{}/console/", gateway.admin)
 }
 
 /// A browser window of `size` signed in to the console with `token`.
-async fn signed_in(gateway: &Gateway, token: &str, size: (u32, u32)) -> Browser {
+async fn signed_in(gateway: &AdminGateway, token: &str, size: (u32, u32)) -> Browser {
     let browser = Browser::start(size.0, size.1).await;
     browser.client.goto(&console(gateway)).await.unwrap();
     browser.type_into("#token", token).await;
@@ -65,13 +65,13 @@ async fn signed_in(gateway: &Gateway, token: &str, size: (u32, u32)) -> Browser 
 }
 
 /// Opens the console page `fragment` (`#/audit`).
-async fn visit(browser: &Browser, gateway: &Gateway, fragment: &str) {
+async fn visit(browser: &Browser, gateway: &AdminGateway, fragment: &str) {
     let url = format!("{}{fragment}", console(gateway));
     browser.client.goto(&url).await.unwrap();
 }
 
 /// A transfer over MCP under idempotency key `key`: the JSON-RPC result.
-async fn transfer(gateway: &Gateway, key: &str, note: &str) -> Value {
+async fn transfer(gateway: &AdminGateway, key: &str, note: &str) -> Value {
     gateway
         .call(
             "test.ledger.transfer",
@@ -229,7 +229,7 @@ async fn an_approver_sees_a_paused_call_live_approves_it_and_the_retry_runs_once
             SOON,
         )
         .await;
-    let (status, body) = crate::admin::request(
+    let (status, body) = request(
         gateway.admin,
         "GET",
         "/v1/audit?tool=test.ledger.transfer&outcome=OK",
@@ -338,7 +338,7 @@ async fn roles_separation_of_duties_and_cross_site_requests_are_enforced_by_the_
             && !csp.contains("unsafe-inline"),
         "{csp}"
     );
-    let (status, headers, _) = gatehouse_tests::mcp_post(
+    let (status, headers, _) = gatehouse_tests::mcp::mcp_post(
         gateway.admin,
         "/console/session",
         &[],
@@ -362,7 +362,7 @@ async fn roles_separation_of_duties_and_cross_site_requests_are_enforced_by_the_
         ],
     ] {
         let (status, _, body) =
-            gatehouse_tests::mcp_post(gateway.admin, &approve, &headers, "{}").await;
+            gatehouse_tests::mcp::mcp_post(gateway.admin, &approve, &headers, "{}").await;
         assert_eq!(status, 403, "{body}");
         assert!(body.contains("\"csrf\""), "{body}");
     }
@@ -412,7 +412,7 @@ async fn roles_separation_of_duties_and_cross_site_requests_are_enforced_by_the_
 
     // An operator rolls a policy back, after confirming.
     let bearer = format!("Bearer {OPERATOR}");
-    let (status, _, body) = gatehouse_tests::mcp_post(
+    let (status, _, body) = gatehouse_tests::mcp::mcp_post(
         gateway.admin,
         "/v1/plugins",
         &[
@@ -457,7 +457,7 @@ async fn verify_chain_names_the_entry_edited_in_the_store_file() {
     browser.wait("#verify-message[data-ok='true']", SOON).await;
 
     // The export link downloads what the filters select, as JSON lines.
-    let (status, body) = crate::admin::request(
+    let (status, body) = request(
         gateway.admin,
         "GET",
         "/v1/audit/export?tool=test.ledger.transfer&kind=call",

@@ -3,61 +3,17 @@
 //! `gatehouse admin approvals approve` and the exported token, and its retry runs once; the
 //! policies deny and mask; `gatehouse admin policy push` swaps baseline for its 0.2.0.
 
-use std::path::Path;
-use std::process::{Child, Stdio};
-
-use gatehouse_tests::{free_port, listening};
-use serde_json::{Value, json};
-
-/// Kills the gateway when the test ends, passed or not.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn s(path: &Path) -> String {
-    path.display().to_string()
-}
-
-/// Runs the CLI in-process off the async runtime; returns (exit code, stdout).
-async fn gatehouse(args: Vec<String>) -> (u8, String) {
-    tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let code = gatehouse_cli::run(
-            std::iter::once("gatehouse".to_owned()).chain(args),
-            &mut out,
-        );
-        (code, String::from_utf8(out).unwrap())
-    })
-    .await
-    .unwrap()
-}
-
-/// `tools/call` over MCP without a key (the demo's anonymous tenant): the gateway's record.
-async fn call(port: u16, tool: &str, args: Value, meta: Value) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": { "name": tool, "arguments": args, "_meta": meta },
-    });
-    let (status, _, text) = gatehouse_tests::mcp_post(port, "/mcp", &[], body.to_string()).await;
-    assert_eq!(status, 200, "{text}");
-    let reply: Value = serde_json::from_str(&text).unwrap();
-    reply["result"].clone()
-}
-
-fn record(result: &Value) -> &Value {
-    &result["_meta"]["gatehouse/result"]
-}
+use gatehouse_tests::cli::{gatehouse_async, s};
+use gatehouse_tests::free_port;
+use gatehouse_tests::gateway::Serve;
+use gatehouse_tests::mcp::{call, record};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approval() {
     let dir = tempfile::tempdir().unwrap();
-    let d = |name: &str| s(&dir.path().join(name));
-    let (code, out) = gatehouse(vec!["demo".into(), "--export".into(), s(dir.path())]).await;
+    let d = |name: &str| s(&dir.path().join(name)).to_owned();
+    let (code, out) = gatehouse_async(&["demo", "--export", s(dir.path())]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("governed.toml"), "{out}");
     let readme = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
@@ -70,34 +26,22 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
         .replace("127.0.0.1:8787", &format!("127.0.0.1:{mcp}"))
         .replace("127.0.0.1:8788", &format!("127.0.0.1:{admin}"));
     std::fs::write(dir.path().join("governed.toml"), config).unwrap();
-    let args = json!([
-        "serve",
-        "--config",
-        d("governed.toml"),
-        "--adapter",
-        d("echo.signed.wasm"),
-        "--adapter",
-        d("textkit.signed.wasm"),
-        "--adapter",
-        d("notes.signed.wasm"),
-        "--policy",
-        d("baseline.signed.wasm"),
-        "--policy",
-        d("redact.signed.wasm"),
-    ]);
-    let _gateway = Killed(
-        gatehouse_tests::gatehouse_child(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(listening(admin).await, "the exported governed.toml serves");
-    assert!(listening(mcp).await);
+    // Killed when the test ends, passed or not.
+    let _gateway = Serve::config(d("governed.toml"))
+        .adapter(d("echo.signed.wasm"))
+        .adapter(d("textkit.signed.wasm"))
+        .adapter(d("notes.signed.wasm"))
+        .policy(d("baseline.signed.wasm"))
+        .policy(d("redact.signed.wasm"))
+        .wait_for(admin)
+        .wait_for(mcp)
+        .start()
+        .await;
 
     let send = || {
         call(
             mcp,
+            &[],
             "gatehouse.notes.send",
             json!({ "to": "ops", "text": "deploy at 5" }),
             json!({ "gatehouse/idempotency_key": "note-1" }),
@@ -119,7 +63,7 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
             "--token-file".to_owned(),
             d("admin.token"),
         ]);
-        gatehouse(args)
+        async move { gatehouse_async(&args).await }
     };
     let (code, out) = admin_cli(&[
         "approvals",
@@ -148,6 +92,7 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
 
     let denied = call(
         mcp,
+        &[],
         "gatehouse.textkit.render_badge",
         json!({ "label": "a", "value": "b" }),
         json!({}),
@@ -156,6 +101,7 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
     assert_eq!(record(&denied)["outcome"], "POLICY_BLOCKED", "{denied}");
     let masked = call(
         mcp,
+        &[],
         "gatehouse.echo.echo",
         json!({ "message": "mail ada@example.com" }),
         json!({}),

@@ -3,20 +3,20 @@
 //! (host/src/egress/tests.rs); these prove the outcomes reach a guest as the typed error and
 //! land on the result envelope.
 
-use gatehouse_host::config::EgressConfig;
 use gatehouse_host::envelope::EgressAttempt;
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
+use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{TOKEN, token_file};
 use serde_json::{Value, json};
 
 /// A host trusting the test publisher, with `egress` as its `[egress]` table.
 fn host(egress: Value) -> Host {
-    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
-    config.egress = serde_json::from_value::<EgressConfig>(egress).unwrap();
-    Host::new(config).unwrap()
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .egress(egress)
+        .build()
 }
 
 /// `[egress]` granting `adapter` GET and POST on the upstream's `/api/` (with the token bound,
@@ -47,9 +47,10 @@ fn egress(adapter: &str, upstream: &Upstream, allow_loopback: bool) -> Value {
 
 /// A host with `adapter` installed and granted [`egress`] to `upstream`.
 fn granted(adapter: &Artifact, upstream: &Upstream, allow_loopback: bool) -> Host {
-    let host = host(egress(adapter.manifest().id(), upstream, allow_loopback));
-    host.install_adapter(&adapter.signed()).unwrap();
-    host
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .egress(egress(adapter.manifest().id(), upstream, allow_loopback))
+        .adapters(&[*adapter])
+        .build()
 }
 
 fn probe(requests: &Value) -> Value {

@@ -5,14 +5,17 @@ use gatehouse_host::ErrorKind;
 use gatehouse_host::PluginRef;
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
-    AMBIENT_PROBE, ECHO, EGRESS_PROBE, INFINITE_LOOP, LEDGER, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC,
-    POLICY_PROBE, RECURSION, TEST_PROGRAMS, WRONG_WORLD,
+    AMBIENT_PROBE, ECHO, INFINITE_LOOP, MEMORY_BOMB, OVERSIZED_OUTPUT, PANIC, POLICY_PROBE,
+    RECURSION, TEST_PROGRAMS, WRONG_WORLD,
 };
+use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::{Artifact, bind, config};
 use serde_json::json;
 
+/// A host trusting the test publisher's `gatehouse.*` and `test.*` adapters; each test
+/// installs the plugin it drives.
 fn host() -> Host {
-    Host::new(config(&["gatehouse.*", "test.*"], &[])).expect("host builds")
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[]).build()
 }
 
 fn load(host: &Host, artifact: Artifact) -> PluginRef {
@@ -72,13 +75,15 @@ async fn an_infinite_loop_runs_out_of_fuel() {
 async fn an_infinite_loop_with_ample_fuel_hits_the_deadline() {
     // Only the looping plugin gets the short deadline: the echo that proves the host still
     // works keeps the default one, which a loaded machine cannot overrun.
-    let mut config = config(&["gatehouse.*", "test.*"], &[]);
-    config.sandbox.max_fuel = u64::MAX / 2;
-    config.sandbox.plugins = serde_json::from_value(json!([
-        { "id": INFINITE_LOOP.manifest().id(), "fuel": u64::MAX / 2, "timeout_ms": 300 }
-    ]))
-    .unwrap();
-    let host = Host::new(config).unwrap();
+    let host = HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .with(|config| {
+            config.sandbox.max_fuel = u64::MAX / 2;
+            config.sandbox.plugins = serde_json::from_value(json!([
+                { "id": INFINITE_LOOP.manifest().id(), "fuel": u64::MAX / 2, "timeout_ms": 300 }
+            ]))
+            .unwrap();
+        })
+        .build();
     let adapter = load(&host, INFINITE_LOOP);
     let result = run(&host, &adapter, json!({})).await;
     let message = assert_failed(&result, OutcomeCode::ToolTimeout, ErrorKind::Timeout);
@@ -175,19 +180,21 @@ async fn many_failures_in_a_row_do_not_exhaust_the_pool() {
 /// exhaustion are in tests/pipeline.rs.
 #[tokio::test]
 async fn a_policy_that_hits_its_deadline_denies() {
-    let mut config = config(&["gatehouse.*"], &["test.*"]);
-    config.sandbox.fuel = u64::MAX / 2;
-    config.sandbox.max_fuel = u64::MAX / 2;
-    config.sandbox.timeout_ms = 300;
-    config.pipeline.policies = vec![bind(
-        "test.policy-probe",
-        "*",
-        0,
-        json!({ "behavior": "loop" }),
-    )];
-    let host = Host::new(config).unwrap();
-    load(&host, ECHO);
-    host.install_policy(&POLICY_PROBE.signed()).unwrap();
+    let host = HostBuilder::trusting(&["gatehouse.*"], &["test.*"])
+        .with(|config| {
+            config.sandbox.fuel = u64::MAX / 2;
+            config.sandbox.max_fuel = u64::MAX / 2;
+            config.sandbox.timeout_ms = 300;
+            config.pipeline.policies = vec![bind(
+                "test.policy-probe",
+                "*",
+                0,
+                json!({ "behavior": "loop" }),
+            )];
+        })
+        .adapters(&[ECHO])
+        .policies(&[POLICY_PROBE])
+        .build();
     let result = gatehouse_tests::echo(&host, "m").await;
     assert_eq!(
         (result.status, result.outcome),
@@ -201,19 +208,21 @@ async fn a_policy_that_hits_its_deadline_denies() {
 
 #[test]
 fn every_test_program_has_a_test_here() {
+    // By name, not by their constants: `build.rs` fails the build when a program's constant
+    // is used by no test, and this list is not a use.
     let covered = [
-        AMBIENT_PROBE.name,
+        "ambient-probe",
         // Not hostile: the pipeline's test adapter, driven by tests/pipeline.rs.
-        LEDGER.name,
-        POLICY_PROBE.name,
-        INFINITE_LOOP.name,
-        MEMORY_BOMB.name,
-        RECURSION.name,
-        PANIC.name,
-        OVERSIZED_OUTPUT.name,
-        WRONG_WORLD.name,
+        "ledger",
+        "policy-probe",
+        "infinite-loop",
+        "memory-bomb",
+        "recursion",
+        "panic",
+        "oversized-output",
+        "wrong-world",
         // Driven by tests/egress.rs.
-        EGRESS_PROBE.name,
+        "egress-probe",
     ];
     for program in TEST_PROGRAMS {
         assert!(

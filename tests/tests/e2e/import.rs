@@ -5,21 +5,16 @@
 //! once and replayed; then drift (`--check`), and bad input (exit 2, nothing written).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 
-use bytes::Bytes;
 use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::{MCP_UPSTREAM, OPENAPI};
+use gatehouse_tests::cli::gatehouse_output;
+use gatehouse_tests::gateway::{Gateway, Serve};
+use gatehouse_tests::mcp::{Client, client, rmcp_call, texts, tool_names};
 use gatehouse_tests::mcp_upstream::McpUpstream;
-use gatehouse_tests::{config, free_port, listening, rmcp_call, texts};
-use http_body_util::{BodyExt, Full};
-use rmcp::ServiceExt as _;
-
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use gatehouse_tests::{config, free_port};
 use serde_json::json;
-use wasmtime_wasi_http::io::TokioIo;
 
 const AGENT_KEY: &str = "agent-key-import-4c1d";
 const APPROVER: &str = "approver-token-import-8e2a";
@@ -28,20 +23,9 @@ const UPSTREAM_TOKEN: &str = "upstream-secret-b7f9";
 const TOKEN_ENV: &str = "IMPORT_E2E_UPSTREAM_TOKEN";
 
 /// Runs `gatehouse` with `args` in a child process with the upstream token in its
-/// environment: the exit code, and what it wrote to stdout then stderr (without the test
-/// harness's own lines before it).
+/// environment: the exit code, and what it wrote to stdout then stderr.
 fn gatehouse(args: &[&str]) -> (i32, String) {
-    let output = gatehouse_tests::gatehouse_child(&json!(args))
-        .env(TOKEN_ENV, UPSTREAM_TOKEN)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stdout = stdout
-        .split_once("test gatehouse_child ... ")
-        .map_or(&*stdout, |(_, own)| own);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    (output.status.code().unwrap(), format!("{stdout}{stderr}"))
+    gatehouse_output(args, &[(TOKEN_ENV, UPSTREAM_TOKEN)])
 }
 
 /// A publisher key in `dir`: its secret key file.
@@ -113,26 +97,19 @@ fn serve_config(
 
 /// A `gatehouse serve` process serving the imported adapter with the imported config snippet
 /// appended to its config; killed when dropped.
-struct Gateway {
-    child: Child,
+struct Imported {
+    _gateway: Gateway,
     mcp: u16,
     admin: u16,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
+impl Imported {
     async fn start(import_dir: &Path, id: &str, key: &SigningKey) -> Self {
         Self::start_with_env(import_dir, id, key, (TOKEN_ENV, UPSTREAM_TOKEN)).await
     }
 
-    /// [`Gateway::start`] with the credential's environment variable `env` set.
+    /// [`Imported::start`] with the credential's environment variable `env` set.
     async fn start_with_env(
         import_dir: &Path,
         id: &str,
@@ -142,60 +119,39 @@ impl Gateway {
         let dir = tempfile::tempdir().unwrap();
         let (mcp, admin) = (free_port(), free_port());
         let config = serve_config(dir.path(), import_dir, key, mcp, admin, "");
-        let wasm = import_dir.join(format!("{id}.wasm")).display().to_string();
-        let child = gatehouse_tests::gatehouse_child(&json!([
-            "serve",
-            "--config",
-            config,
-            "--adapter",
-            wasm
-        ]))
-        .env(env.0, env.1)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-        let gateway = Self {
-            child,
+        let gateway = Serve::config(config)
+            .adapter(import_dir.join(format!("{id}.wasm")))
+            .env(env.0, env.1)
+            .wait_for(admin)
+            .start()
+            .await;
+        Self {
+            _gateway: gateway,
             mcp,
             admin,
             _dir: dir,
-        };
-        assert!(listening(admin).await, "the gateway did not start");
-        gateway
+        }
     }
 
-    async fn client(&self) -> RunningService<RoleClient, ()> {
-        // rmcp\'s reqwest client takes the process\'s rustls provider.
-        gatehouse_host::install_default_provider();
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(format!(
-                "http://127.0.0.1:{}/mcp",
-                self.mcp
-            ))
-            .auth_header(AGENT_KEY),
-        );
-        ().serve(transport).await.expect("the client initializes")
+    async fn client(&self) -> Client {
+        client(
+            &format!("http://127.0.0.1:{}/mcp", self.mcp),
+            Some(AGENT_KEY),
+        )
+        .await
     }
 
     /// Approves `id` through the admin API: the status.
     async fn approve(&self, id: &str) -> u16 {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.admin))
-            .await
-            .unwrap();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let request = hyper::Request::post(format!("/v1/approvals/{id}/approve"))
-            .header("host", format!("127.0.0.1:{}", self.admin))
-            .header("authorization", format!("Bearer {APPROVER}"))
-            .body(Full::new(Bytes::from(
-                json!({ "reason": "reviewed" }).to_string(),
-            )))
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        let status = response.status().as_u16();
-        let _ = response.into_body().collect().await;
+        let body = json!({ "reason": "reviewed" }).to_string();
+        let (status, _) = request(
+            self.admin,
+            "POST",
+            &format!("/v1/approvals/{id}/approve"),
+            Some(APPROVER),
+            Some(body.into()),
+        )
+        .await;
         status
     }
 }
@@ -231,9 +187,9 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
             "manifest.toml, config.toml, {id}.wasm and nothing else"
         );
 
-        let gateway = Gateway::start(&out, id, &key).await;
+        let gateway = Imported::start(&out, id, &key).await;
         let client = gateway.client().await;
-        let tools = gatehouse_tests::tool_names(&client).await;
+        let tools = tool_names(&client).await;
         assert_eq!(
             tools,
             [
@@ -481,7 +437,7 @@ async fn an_upstream_json_rpc_error_is_a_failed_call_naming_the_upstream() {
         wasm.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{text}");
-    let gateway = Gateway::start(&out, id, &key).await;
+    let gateway = Imported::start(&out, id, &key).await;
     let client = gateway.client().await;
     let (result, record) = rmcp_call(
         &client,
@@ -668,7 +624,7 @@ async fn an_imported_openapi_service_is_served_governed_from_json_30_and_yaml_31
             assert!(printed.contains(row), "{name}: {row}\n{printed}");
         }
         let gateway =
-            Gateway::start_with_env(&out, id, &key, ("TEST_PETSTORE_BEARERAUTH", UPSTREAM_TOKEN))
+            Imported::start_with_env(&out, id, &key, ("TEST_PETSTORE_BEARERAUTH", UPSTREAM_TOKEN))
                 .await;
         let client = gateway.client().await;
         let before = service.seen().len();
@@ -765,7 +721,6 @@ async fn bad_specs_exit_2_and_write_nothing() {
         let spec = dir.path().join(name);
         std::fs::write(&spec, text).unwrap();
         let args = [
-            "gatehouse",
             "import",
             "openapi",
             spec.to_str().unwrap(),
@@ -774,7 +729,7 @@ async fn bad_specs_exit_2_and_write_nothing() {
             "--out",
             out.to_str().unwrap(),
         ];
-        let code = gatehouse_cli::run(args, &mut Vec::new());
+        let (code, _) = gatehouse_tests::cli::gatehouse(&args);
         assert_eq!(code, 2, "{name}");
         assert!(!out.exists(), "{name}: {out:?} was written");
     }

@@ -117,17 +117,15 @@ async fn request(
 
 /// A `tools/call` of `name` with `arguments` as `token`'s caller: the JSON-RPC result.
 async fn call(port: u16, token: &str, name: &str, arguments: Value) -> Value {
-    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": name, "arguments": arguments } });
     let bearer = format!("Bearer {token}");
-    let (status, _, body) = gatehouse_tests::mcp_post(
+    gatehouse_tests::mcp::call(
         port,
-        "/mcp",
         &[("authorization", bearer.as_str())],
-        body.to_string(),
+        name,
+        arguments,
+        Value::Null,
     )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str::<Value>(&body).unwrap()["result"].clone()
+    .await
 }
 
 fn tool_names(body: &str) -> Vec<String> {

@@ -10,14 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use gatehouse_host::config::{EgressConfig, PolicyDefault};
 use gatehouse_host::{ErrorKind, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_server::mcp::{McpConfig, McpServer};
+use gatehouse_server::mcp::McpConfig;
 use gatehouse_tests::artifacts::ECHO;
+use gatehouse_tests::host::HostBuilder;
+use gatehouse_tests::mcp::{client, tool_names};
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{Artifact, TOKEN, bind, token_file};
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 /// One language's components.
@@ -41,8 +40,11 @@ fn cached(mut config: HostConfig) -> HostConfig {
 /// upstream's `/api/` with the test token bound, loopback allowed.
 fn orders_host(lang: &Language, upstream: &Upstream) -> Host {
     let id = lang.orders.manifest().id().to_owned();
-    let mut config = cached(gatehouse_tests::config(&["example.*", "gatehouse.*"], &[]));
-    config.egress = serde_json::from_value::<EgressConfig>(json!({
+    HostBuilder::on(cached(gatehouse_tests::config(
+        &["example.*", "gatehouse.*"],
+        &[],
+    )))
+    .egress(json!({
         "grant": [{
             "adapter": id,
             "url": format!("http://127.0.0.1:{}/api/", upstream.port),
@@ -51,11 +53,8 @@ fn orders_host(lang: &Language, upstream: &Upstream) -> Host {
             "allow_private": ["127.0.0.0/8"],
         }],
     }))
-    .unwrap();
-    let host = Host::new(config).unwrap();
-    host.install_adapter(&lang.orders.signed())
-        .unwrap_or_else(|e| panic!("{} installs: {e}", lang.orders.name));
-    host
+    .adapters(&[lang.orders])
+    .build()
 }
 
 fn call(tool: &str, args: Value) -> ToolCallEnvelope {
@@ -257,12 +256,16 @@ async fn a_plugin_gets_its_own_budgets(lang: &Language) {
 /// A host serving echo with `lang`'s guard policy bound in front of it, policy default deny.
 fn guarded_host(lang: &Language) -> Host {
     let id = lang.guard.manifest().id().to_owned();
-    let mut config = cached(gatehouse_tests::config(&["gatehouse.*"], &["example.*"]));
-    config.pipeline.policy_default = PolicyDefault::Deny;
-    config.pipeline.policies = vec![bind(&id, "*", 0, json!({}))];
-    let host = Host::new(config).unwrap();
-    host.install_adapter(&ECHO.signed()).unwrap();
-    host
+    HostBuilder::on(cached(gatehouse_tests::config(
+        &["gatehouse.*"],
+        &["example.*"],
+    )))
+    .with(|config| {
+        config.pipeline.policy_default = PolicyDefault::Deny;
+        config.pipeline.policies = vec![bind(&id, "*", 0, json!({}))];
+    })
+    .adapters(&[ECHO])
+    .build()
 }
 
 async fn the_policy_allows_denies_pauses_and_redacts(lang: &Language) {
@@ -377,20 +380,10 @@ async fn an_mcp_client_calls_it(lang: &Language) {
         anonymous_tenant: Some("default".to_owned()),
         ..McpConfig::default()
     };
-    let server = McpServer::new(Arc::clone(&host), &mcp).unwrap();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(server.serve(listener, std::future::pending()));
-    // rmcp\'s reqwest client takes the process\'s rustls provider.
-    gatehouse_host::install_default_provider();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp")),
-    );
-    let client = ().serve(transport).await.expect("the client initializes");
+    let port = gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await;
+    let client = client(&format!("http://127.0.0.1:{port}/mcp"), None).await;
     let id = lang.orders.manifest().id().to_owned();
-    let tools = gatehouse_tests::tool_names(&client).await;
+    let tools = tool_names(&client).await;
     assert!(tools.contains(&format!("{id}.get_order")), "{tools:?}");
     let result = client
         .call_tool(

@@ -8,7 +8,9 @@ mod audit;
 mod cache;
 mod capacity;
 mod cli;
+mod conformance;
 mod console;
+mod crates;
 mod demo_export;
 mod egress;
 mod hostile;
@@ -26,9 +28,9 @@ mod state;
 mod swap;
 mod tls;
 
-/// A child `gatehouse` process started by a test (`gatehouse_tests::gatehouse_child`).
+/// A child `gatehouse` process started by a test (`gatehouse_tests::cli::gatehouse_child`).
 #[test]
 #[ignore = "started as a child process by the tests that need a real gatehouse process"]
 fn gatehouse_child() {
-    gatehouse_tests::run_gatehouse_child();
+    gatehouse_tests::cli::run_gatehouse_child();
 }

@@ -5,30 +5,30 @@
 
 use std::sync::Arc;
 
+use gatehouse_host::HostConfig;
 use gatehouse_host::config::EgressConfig;
-use gatehouse_host::{Host, HostConfig};
-use gatehouse_server::mcp::{ApiKeyConfig, McpConfig, McpServer};
+use gatehouse_server::mcp::{ApiKeyConfig, McpConfig};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
+use gatehouse_tests::cli::{gatehouse_async, s, serve_in_process};
+use gatehouse_tests::host::HostBuilder;
+use gatehouse_tests::mcp::{Client, client, client_speaking, mcp_post, texts, tool_names};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, grant, mcp_post, texts};
-use rmcp::ServiceExt;
+use gatehouse_tests::{Artifact, grant};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 const ACME_KEY: &str = "acme-key-5d1e";
 const GLOBEX_KEY: &str = "globex-key-93ab";
 
-/// A running gateway: its endpoint URL and the directory holding its key files.
-struct Gateway {
+/// A gateway's MCP server running in this process: its endpoint URL and port, and the
+/// directory holding its key files.
+struct Endpoint {
     url: String,
     port: u16,
     _keys: tempfile::TempDir,
 }
 
-async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Gateway {
+async fn gateway(tweak: impl FnOnce(&mut McpConfig)) -> Endpoint {
     gateway_with(|_| {}, &[], tweak).await
 }
 
@@ -37,7 +37,7 @@ async fn gateway_with(
     host_tweak: impl FnOnce(&mut HostConfig),
     more: &[Artifact],
     tweak: impl FnOnce(&mut McpConfig),
-) -> Gateway {
+) -> Endpoint {
     let keys = tempfile::tempdir().unwrap();
     let key = |tenant: &str, key: &str| {
         let path = keys.path().join(tenant);
@@ -49,42 +49,33 @@ async fn gateway_with(
             file: Some(path),
         }
     };
-    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
-    config.pipeline.tools = vec![
-        grant("*", &["acme"]),
-        grant("gatehouse.echo.*", &["globex"]),
-    ];
     let mut mcp = McpConfig {
         api_keys: vec![key("acme", ACME_KEY), key("globex", GLOBEX_KEY)],
         ..McpConfig::default()
     };
     tweak(&mut mcp);
-    host_tweak(&mut config);
-    let host = Arc::new(Host::new(config).unwrap());
-    for plugin in [ECHO, TEXTKIT, LEDGER, CONFORMANCE].iter().chain(more) {
-        host.install_adapter(&plugin.signed()).unwrap();
-    }
-    let server = McpServer::new(host, &mcp).unwrap();
-    // On `[mcp] listen`'s address (any port): what the server allows depends on it.
-    let listener = tokio::net::TcpListener::bind((mcp.listen.ip(), 0))
-        .await
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(server.serve(listener, std::future::pending()));
-    Gateway {
+    let host = HostBuilder::trusting(&["gatehouse.*", "test.*"], &[])
+        .with(|config| {
+            config.pipeline.tools = vec![
+                grant("*", &["acme"]),
+                grant("gatehouse.echo.*", &["globex"]),
+            ];
+        })
+        .with(host_tweak)
+        .adapters(&[ECHO, TEXTKIT, LEDGER, CONFORMANCE])
+        .adapters(more)
+        .build();
+    let port = gatehouse_tests::mcp::serve(Arc::new(host), &mcp).await;
+    Endpoint {
         url: format!("http://127.0.0.1:{port}/mcp"),
         port,
         _keys: keys,
     }
 }
 
-async fn client(gateway: &Gateway, key: &str) -> RunningService<RoleClient, ()> {
-    // rmcp\'s reqwest client takes the process\'s rustls provider.
-    gatehouse_host::install_default_provider();
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str()).auth_header(key),
-    );
-    ().serve(transport).await.expect("the client initializes")
+/// An rmcp client of `gateway` with API key `key`.
+async fn connect(gateway: &Endpoint, key: &str) -> Client {
+    client(&gateway.url, Some(key)).await
 }
 
 fn params(call: Value) -> CallToolRequestParams {
@@ -97,8 +88,8 @@ fn record(result: &CallToolResult) -> &Value {
 }
 
 /// `tools/list` for `client` includes every tool in `expected`.
-async fn assert_lists(client: &RunningService<RoleClient, ()>, expected: &[&str]) {
-    let names = gatehouse_tests::tool_names(client).await;
+async fn assert_lists(client: &Client, expected: &[&str]) {
+    let names = tool_names(client).await;
     for tool in expected {
         assert!(
             names.iter().any(|n| n == tool),
@@ -110,7 +101,7 @@ async fn assert_lists(client: &RunningService<RoleClient, ()>, expected: &[&str]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_shows_each_tenant_its_tools_with_schemas() {
     let gateway = gateway(|_| {}).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     assert_lists(
         &acme,
         &[
@@ -121,7 +112,7 @@ async fn tools_list_shows_each_tenant_its_tools_with_schemas() {
     )
     .await;
 
-    let globex = client(&gateway, GLOBEX_KEY).await;
+    let globex = connect(&gateway, GLOBEX_KEY).await;
     let tools = globex.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 1, "{tools:#?}");
     let echo = &tools[0];
@@ -137,7 +128,7 @@ async fn tools_list_shows_each_tenant_its_tools_with_schemas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_call_runs_the_governed_pipeline() {
     let gateway = gateway(|_| {}).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let result = acme
         .call_tool(params(json!({
@@ -162,7 +153,7 @@ async fn tools_call_runs_the_governed_pipeline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_call_is_a_tool_error_result_with_its_outcome() {
     let gateway = gateway(|_| {}).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let result = acme
         .call_tool(params(
             json!({ "name": "gatehouse.echo.echo", "arguments": { "message": 42 } }),
@@ -180,7 +171,7 @@ async fn a_failed_call_is_a_tool_error_result_with_its_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_idempotency_key_and_approval_mode_travel_in_meta() {
     let gateway = gateway(|_| {}).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let transfer = |meta: Value| {
         params(json!({
             "name": "test.ledger.transfer",
@@ -212,7 +203,7 @@ async fn the_idempotency_key_and_approval_mode_travel_in_meta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hidden_and_missing_tools_are_the_same_protocol_error() {
     let gateway = gateway(|_| {}).await;
-    let globex = client(&gateway, GLOBEX_KEY).await;
+    let globex = connect(&gateway, GLOBEX_KEY).await;
     let hidden = globex
         .call_tool(params(
             json!({ "name": "gatehouse.textkit.word_stats", "arguments": { "text": "a" } }),
@@ -495,35 +486,12 @@ async fn a_non_loopback_listener_admits_only_listed_origins() {
 async fn tool_results_follow_the_negotiated_protocol_version() {
     let gateway = gateway(|_| {}).await;
     let call = || params(json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "v" } }));
-    for (lifecycle, version, result_type) in [
+    for (version, result_type) in [
         // 2026-07-28: no initialize; `server/discover`, then self-contained requests.
-        (
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-            ProtocolVersion::V_2026_07_28,
-            Some(ResultType::COMPLETE),
-        ),
-        (
-            ClientLifecycleMode::Initialize,
-            ProtocolVersion::V_2025_11_25,
-            None,
-        ),
+        (ProtocolVersion::V_2026_07_28, Some(ResultType::COMPLETE)),
+        (ProtocolVersion::V_2025_11_25, None),
     ] {
-        // rmcp\'s reqwest client takes the process\'s rustls provider.
-        gatehouse_host::install_default_provider();
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str())
-                .auth_header(ACME_KEY),
-        );
-        let client =
-            ().serve_with_lifecycle(transport, lifecycle)
-                .await
-                .expect("the client connects");
-        assert_eq!(
-            client.peer_info().map(|p| p.protocol_version.clone()),
-            Some(version.clone())
-        );
+        let client = client_speaking(&gateway.url, Some(ACME_KEY), &version).await;
         let result = client.call_tool(call()).await.unwrap();
         assert_eq!(result.is_error, Some(false), "{result:#?}");
         assert_eq!(record(&result)["outcome"], "OK");
@@ -532,57 +500,13 @@ async fn tool_results_follow_the_negotiated_protocol_version() {
     }
 }
 
-/// Collects what the CLI writes, for a test reading it from another thread.
-struct Lines(std::sync::mpsc::Sender<String>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let _ = self.0.send(String::from_utf8_lossy(buf).into_owned());
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Reads what `gatehouse serve` prints until it serves; returns (endpoint URL, output).
-fn serving(rx: &std::sync::mpsc::Receiver<String>) -> (String, String) {
-    let mut output = String::new();
-    while !output.contains("Ctrl-C stops the gateway.") {
-        let chunk = rx
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("serve did not start ({e}); output so far:\n{output}"));
-        output.push_str(&chunk);
-    }
-    let url = output
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/mcp"))
-        .unwrap_or_else(|| panic!("no endpoint in:\n{output}"))
-        .to_owned();
-    (url, output)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
-    let (tx, rx) = std::sync::mpsc::channel();
     // The README's "run the gateway" command, on any free port. It serves until the test
     // process ends.
-    std::thread::spawn(move || {
-        gatehouse_cli::run(
-            ["gatehouse", "serve", "--demo", "--listen", "127.0.0.1:0"],
-            &mut Lines(tx),
-        )
-    });
-    let (url, output) = serving(&rx);
+    let (url, output) = serve_in_process(&["--demo", "--listen", "127.0.0.1:0"]);
     assert!(output.contains("tenant `default`"), "{output}");
-
-    // rmcp\'s reqwest client takes the process\'s rustls provider.
-
-    gatehouse_host::install_default_provider();
-
-    let transport = StreamableHttpClientTransport::from_uri(url.as_str());
-    let client = ().serve(transport).await.expect("the client initializes");
+    let client = client(&url, None).await;
     assert_lists(
         &client,
         &["gatehouse.echo.echo", "gatehouse.textkit.word_stats"],
@@ -657,7 +581,7 @@ async fn aliased_conformance_tools_answer_what_the_suite_expects() {
         .collect::<serde_json::Map<_, _>>()
         .into();
     let gateway = gateway(|mcp| mcp.aliases = serde_json::from_value(aliases).unwrap()).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let tools = acme.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     for name in SUITE_TOOLS {
@@ -753,15 +677,7 @@ async fn aliased_conformance_tools_answer_what_the_suite_expects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exported_conformance_config_serves_the_suites_tool_names() {
     let dir = tempfile::tempdir().unwrap();
-    let export = dir.path().to_str().unwrap().to_owned();
-    // The demo runs its own runtime: off this one.
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let code = gatehouse_cli::run(["gatehouse", "demo", "--export", &export], &mut out);
-        (code, String::from_utf8_lossy(&out).into_owned())
-    })
-    .await
-    .unwrap();
+    let (code, out) = gatehouse_async(&["demo", "--export", s(dir.path())]).await;
     assert_eq!(code, 0, "{out}");
     let config = dir.path().join("conformance.toml");
     let adapter = dir.path().join("conformance.signed.wasm");
@@ -771,25 +687,17 @@ async fn the_exported_conformance_config_serves_the_suites_tool_names() {
         "{text}"
     );
 
-    let (tx, rx) = std::sync::mpsc::channel();
-    let args = [
-        "gatehouse".to_owned(),
-        "serve".to_owned(),
-        "--config".to_owned(),
-        config.display().to_string(),
-        "--adapter".to_owned(),
-        adapter.display().to_string(),
-        "--listen".to_owned(),
-        "127.0.0.1:0".to_owned(),
-    ];
     // Serves until the test process ends.
-    std::thread::spawn(move || gatehouse_cli::run(args, &mut Lines(tx)));
-    let (url, _) = serving(&rx);
-    // rmcp\'s reqwest client takes the process\'s rustls provider.
-    gatehouse_host::install_default_provider();
-    let transport = StreamableHttpClientTransport::from_uri(url.as_str());
-    let client = ().serve(transport).await.expect("the client initializes");
-    let names = gatehouse_tests::tool_names(&client).await;
+    let (url, _) = serve_in_process(&[
+        "--config",
+        s(&config),
+        "--adapter",
+        s(&adapter),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let client = client(&url, None).await;
+    let names = tool_names(&client).await;
     assert_eq!(names, SUITE_TOOLS);
     let result = client
         .call_tool(params(json!({ "name": "test_simple_text" })))
@@ -822,7 +730,7 @@ async fn a_caller_sees_outcomes_not_the_gateways_internals() {
         |_| {},
     )
     .await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let probe = acme
         .call_tool(params(json!({
             "name": "test.egress-probe.read",
@@ -866,7 +774,7 @@ async fn a_caller_sees_outcomes_not_the_gateways_internals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_result_is_the_callers_view_too() {
     let gateway = gateway(|_| {}).await;
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let transfer = || {
         params(json!({
             "name": "test.ledger.transfer",
@@ -973,7 +881,7 @@ async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
     };
     // While the attacker holds its body back, a normal client is answered.
     let (answer, tools) = tokio::join!(trickle, async {
-        let acme = client(&gateway, ACME_KEY).await;
+        let acme = connect(&gateway, ACME_KEY).await;
         acme.list_all_tools().await.unwrap()
     });
     let elapsed = started.elapsed();
@@ -987,7 +895,7 @@ async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
         "answered after {elapsed:?}, body_timeout_ms is 500"
     );
     // The held call never ran: the same idempotency key now runs fresh, not as a replay.
-    let acme = client(&gateway, ACME_KEY).await;
+    let acme = connect(&gateway, ACME_KEY).await;
     let transfer = acme
         .call_tool(params(json!({
             "name": "test.ledger.transfer",

@@ -15,7 +15,7 @@ use gatehouse_cli::ServeConfig;
 use gatehouse_host::{Host, ToolCallEnvelope};
 use serde_json::json;
 
-use crate::cli::{gatehouse, s};
+use gatehouse_tests::cli::{gatehouse, s};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,164 +6,19 @@
 //! the MCP request, policy, adapter and egress spans, exported over OTLP to a loopback
 //! collector. Each test drives a child process running the `gatehouse` CLI.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use gatehouse_host::HostConfig;
-use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, REST};
+use gatehouse_tests::admin::request;
+use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
+use gatehouse_tests::gateway::{Gateway, rest_and_echo, write_config, write_rest_config};
+use gatehouse_tests::host::rest_config;
+use gatehouse_tests::mcp::{outcome_of, tool_list, try_call};
 use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{bind, free_port, grant};
 use serde_json::{Value, json};
-
-use gatehouse_tests::{bind, free_port, grant, listening};
-
-use crate::state::{mcp_call, outcome_of, rest_config};
-
-/// A `gatehouse serve --log-format json` process; killed when dropped.
-pub(crate) struct Gateway {
-    child: std::process::Child,
-    pub(crate) port: u16,
-    stderr: PathBuf,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
-    pub(crate) async fn start(dir: &Path, config: &Path) -> Self {
-        Self::start_with(dir, config, &[], &[]).await
-    }
-
-    /// [`Gateway::start`] with `more` arguments and `env` variables.
-    pub(crate) async fn start_with(
-        dir: &Path,
-        config: &Path,
-        more: &[Value],
-        env: &[(&str, String)],
-    ) -> Self {
-        let port = free_port();
-        let rest = dir.join("rest.wasm");
-        let echo = dir.join("echo.wasm");
-        std::fs::write(&rest, REST.signed()).unwrap();
-        std::fs::write(&echo, ECHO.signed()).unwrap();
-        let mut args = json!([
-            "serve",
-            "--config",
-            config,
-            "--adapter",
-            rest,
-            "--adapter",
-            echo,
-            "--listen",
-            format!("127.0.0.1:{port}"),
-            "--log-format",
-            "json",
-        ]);
-        args.as_array_mut().unwrap().extend(more.iter().cloned());
-        let stderr = dir.join(format!("stderr-{port}.log"));
-        let child = gatehouse_tests::gatehouse_child(&args)
-            .env("RUST_LOG", "info")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let gateway = Self {
-            child,
-            port,
-            stderr,
-        };
-        assert!(
-            listening(port).await,
-            "the gateway did not start listening on {port}: {:?}",
-            gateway.logs()
-        );
-        gateway
-    }
-
-    /// Sends `signal` (`TERM`, `INT`, `HUP`) to the process.
-    pub(crate) fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([format!("-{signal}"), self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -{signal}");
-    }
-
-    /// Every JSON log line so far (other lines, e.g. the test harness's, are skipped).
-    pub(crate) fn logs(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.stderr)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
-    }
-
-    /// Waits (at most `within`) for a log line whose message contains `text`.
-    async fn logged(&self, text: &str, within: Duration) -> Value {
-        let start = Instant::now();
-        loop {
-            if let Some(line) = self.logs().into_iter().find(|l| {
-                l["fields"]["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(text))
-            }) {
-                return line;
-            }
-            assert!(
-                start.elapsed() < within,
-                "no log line with {text:?} in {:#?}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    pub(crate) async fn exit_status(&mut self, within: Duration) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(start.elapsed() < within, "still running after {within:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// The tool names `tools/list` answers.
-    async fn tools(&self) -> Vec<String> {
-        let (_, _, body) = gatehouse_tests::mcp_post(
-            self.port,
-            "/mcp",
-            &[],
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
-        )
-        .await;
-        let reply: Value = serde_json::from_str(&body).unwrap();
-        reply["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{reply}"))
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-}
-
-/// Writes `gatehouse serve`'s config: the rest adapter granted the upstream, tools matching
-/// `tools` visible to callers without a key, and `mcp` appended to `[mcp]`.
-pub(crate) fn write_config(path: &Path, upstream: &Upstream, tools: &str, mcp: &str) {
-    let mut host: HostConfig = rest_config(upstream);
-    host.pipeline.tools = vec![grant(tools, &["default"])];
-    let text = format!(
-        "{}\n[mcp]\nanonymous_tenant = \"default\"\n{mcp}",
-        toml::to_string(&host).unwrap()
-    );
-    std::fs::write(path, text).unwrap();
-}
 
 /// A `gatehouse.rest.send` call the upstream answers after `delay_ms`.
 fn slow_call(
@@ -178,7 +33,7 @@ fn slow_call(
         "body": {},
     });
     let key = key.to_owned();
-    tokio::spawn(async move { mcp_call(port, "gatehouse.rest.send", args, &key).await })
+    tokio::spawn(async move { try_call(port, "gatehouse.rest.send", args, &key).await })
 }
 
 async fn until_seen(upstream: &Upstream, count: usize) {
@@ -197,19 +52,21 @@ async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_inva
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
-    write_config(&config, &upstream, "gatehouse.rest.*", "");
-    let mut gateway = Gateway::start(dir.path(), &config).await;
+    write_rest_config(&config, &upstream, "gatehouse.rest.*", "");
+    let mut gateway = rest_and_echo(dir.path(), &config).start().await;
     assert_eq!(
-        gateway.tools().await,
+        tool_list(gateway.port()).await,
         ["gatehouse.rest.get", "gatehouse.rest.send"]
     );
 
     // A call is in flight while the config changes: it finishes, on the config it started with.
-    let in_flight = slow_call(gateway.port, &upstream, 1500, "reload-1");
+    let in_flight = slow_call(gateway.port(), &upstream, 1500, "reload-1");
     until_seen(&upstream, 1).await;
-    write_config(&config, &upstream, "gatehouse.*", "");
+    write_rest_config(&config, &upstream, "gatehouse.*", "");
     gateway.signal("HUP");
-    let reloaded = gateway.logged("reloaded", Duration::from_secs(30)).await;
+    let reloaded = gateway
+        .logged_message("reloaded", Duration::from_secs(30))
+        .await;
     assert_eq!(reloaded["level"], "INFO", "{reloaded}");
     // It says what changed: the tools granted and the store (each config the test writes has a
     // fresh store path), and no plugin.
@@ -226,7 +83,7 @@ async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_inva
         ),
         "{reloaded}"
     );
-    let tools = gateway.tools().await;
+    let tools = tool_list(gateway.port()).await;
     assert!(
         tools.contains(&"gatehouse.echo.echo".to_owned()),
         "{tools:?}"
@@ -241,7 +98,7 @@ async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_inva
     std::fs::write(&config, "[sandbox]\nfule = 1\n").unwrap();
     gateway.signal("HUP");
     let refused = gateway
-        .logged("reload failed", Duration::from_secs(30))
+        .logged_message("reload failed", Duration::from_secs(30))
         .await;
     assert_eq!(refused["level"], "WARN", "{refused}");
     let error = refused["fields"]["error"].as_str().unwrap_or_default();
@@ -249,9 +106,9 @@ async fn sighup_reloads_the_config_without_dropping_calls_and_keeps_it_when_inva
         error.contains("gatehouse.toml") && error.contains("unknown field `fule`"),
         "{refused}"
     );
-    assert_eq!(gateway.tools().await, tools);
-    let echo = mcp_call(
-        gateway.port,
+    assert_eq!(tool_list(gateway.port()).await, tools);
+    let echo = try_call(
+        gateway.port(),
         "gatehouse.echo.echo",
         json!({ "message": "still" }),
         "e-1",
@@ -273,14 +130,14 @@ async fn sigterm_and_ctrl_c_stop_accepting_finish_calls_in_flight_and_exit_0() {
     for (n, signal) in ["TERM", "INT"].into_iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("gatehouse.toml");
-        write_config(&config, &upstream, "gatehouse.*", "");
-        let mut gateway = Gateway::start(dir.path(), &config).await;
-        let in_flight = slow_call(gateway.port, &upstream, 1500, &format!("stop-{signal}"));
+        write_rest_config(&config, &upstream, "gatehouse.*", "");
+        let mut gateway = rest_and_echo(dir.path(), &config).start().await;
+        let in_flight = slow_call(gateway.port(), &upstream, 1500, &format!("stop-{signal}"));
         until_seen(&upstream, n + 1).await;
         gateway.signal(signal);
         // The listener closes at once; the call in flight goes on.
         let start = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
+        while tokio::net::TcpStream::connect(("127.0.0.1", gateway.port()))
             .await
             .is_ok()
         {
@@ -300,7 +157,9 @@ async fn sigterm_and_ctrl_c_stop_accepting_finish_calls_in_flight_and_exit_0() {
             Some(0),
             "SIG{signal}"
         );
-        let stopped = gateway.logged("stopped", Duration::from_secs(1)).await;
+        let stopped = gateway
+            .logged_message("stopped", Duration::from_secs(1))
+            .await;
         assert_eq!(stopped["fields"]["unfinished_connections"], 0, "{stopped}");
     }
 }
@@ -310,14 +169,14 @@ async fn a_call_longer_than_the_drain_timeout_does_not_hold_the_exit() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
-    write_config(
+    write_rest_config(
         &config,
         &upstream,
         "gatehouse.*",
         "drain_timeout_ms = 200\n",
     );
-    let mut gateway = Gateway::start(dir.path(), &config).await;
-    let in_flight = slow_call(gateway.port, &upstream, 5000, "drain-1");
+    let mut gateway = rest_and_echo(dir.path(), &config).start().await;
+    let in_flight = slow_call(gateway.port(), &upstream, 5000, "drain-1");
     until_seen(&upstream, 1).await;
     let signalled = Instant::now();
     gateway.signal("TERM");
@@ -327,7 +186,9 @@ async fn a_call_longer_than_the_drain_timeout_does_not_hold_the_exit() {
     );
     assert!(signalled.elapsed() < Duration::from_secs(4));
     assert_eq!(in_flight.await.unwrap(), None, "the cut call got no answer");
-    let stopped = gateway.logged("stopped", Duration::from_secs(1)).await;
+    let stopped = gateway
+        .logged_message("stopped", Duration::from_secs(1))
+        .await;
     assert_eq!(stopped["level"], "WARN", "{stopped}");
     assert_eq!(stopped["fields"]["unfinished_connections"], 1, "{stopped}");
 }
@@ -379,26 +240,18 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
         0,
         json!({ "verdict": "allow" }),
     ));
-    let text = format!(
-        "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
-        toml::to_string(&host).unwrap()
-    );
-    std::fs::write(&config, text).unwrap();
+    write_config(&config, &host, "");
     let probe = dir.path().join("probe.wasm");
     std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
-    let mut gateway = Gateway::start_with(
-        dir.path(),
-        &config,
-        &[json!("--policy"), json!(probe)],
-        &[
-            (
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                format!("http://127.0.0.1:{}", collector.port),
-            ),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
-        ],
-    )
-    .await;
+    let mut gateway = rest_and_echo(dir.path(), &config)
+        .policy(&probe)
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", collector.port),
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .start()
+        .await;
 
     // A tools/call carrying W3C trace context in its HTTP headers, as an instrumented agent
     // framework sends it.
@@ -411,8 +264,8 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
         },
     });
     let traceparent = format!("00-{TRACE}-{PARENT}-01");
-    let (_, _, reply) = gatehouse_tests::mcp_post(
-        gateway.port,
+    let (_, _, reply) = gatehouse_tests::mcp::mcp_post(
+        gateway.port(),
         "/mcp",
         &[("traceparent", traceparent.as_str())],
         body.to_string(),
@@ -465,7 +318,9 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
     );
 
     // The log line of the egress gate carries the spans it was written in.
-    let sent = gateway.logged("egress sent", Duration::from_secs(5)).await;
+    let sent = gateway
+        .logged_message("egress sent", Duration::from_secs(5))
+        .await;
     let in_spans: Vec<&str> = sent["spans"]
         .as_array()
         .unwrap_or_else(|| panic!("{sent}"))
@@ -492,33 +347,22 @@ async fn the_callers_traceparent_continues_through_policy_adapter_and_egress_spa
     );
 }
 
-/// The lines of the gateway's stderr that are not JSON (none should be).
-fn non_json_lines(gateway: &Gateway) -> Vec<String> {
-    std::fs::read_to_string(&gateway.stderr)
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .filter(|line| serde_json::from_str::<Value>(line).is_err())
-        .map(str::to_owned)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_log_format_json_every_line_is_json_the_banner_included_and_text_has_no_colours() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gatehouse.toml");
-    write_config(&config, &upstream, "gatehouse.*", "");
-    let mut gateway = Gateway::start(dir.path(), &config).await;
+    write_rest_config(&config, &upstream, "gatehouse.*", "");
+    let mut gateway = rest_and_echo(dir.path(), &config).start().await;
     let banner = gateway
-        .logged(
+        .logged_message(
             "gatehouse: serving MCP (Streamable HTTP) at",
             Duration::from_secs(10),
         )
         .await;
     assert_eq!(banner["level"], "INFO", "{banner}");
     gateway
-        .logged("Ctrl-C stops the gateway", Duration::from_secs(10))
+        .logged_message("Ctrl-C stops the gateway", Duration::from_secs(10))
         .await;
     gateway.signal("TERM");
     assert_eq!(
@@ -526,15 +370,15 @@ async fn with_log_format_json_every_line_is_json_the_banner_included_and_text_ha
         Some(0)
     );
     gateway
-        .logged("gatehouse: stopped", Duration::from_secs(1))
+        .logged_message("gatehouse: stopped", Duration::from_secs(1))
         .await;
-    assert_eq!(non_json_lines(&gateway), Vec::<String>::new());
+    assert_eq!(gateway.non_json_lines(), Vec::<String>::new());
 
     // Text logs into a file (not a terminal): no ANSI colour codes.
     // In a directory without a gatehouse.toml, so the built-in defaults are used, with a warning.
     let dir = tempfile::tempdir().unwrap();
     let stderr = dir.path().join("text.log");
-    let status = gatehouse_tests::gatehouse_child(&json!(["verify", ECHO.wasm]))
+    let status = gatehouse_tests::cli::gatehouse_child(&json!(["verify", ECHO.wasm]))
         .current_dir(dir.path())
         .env_remove("GATEHOUSE_CONFIG")
         // The built-in defaults' store and cache, in the test's directory.
@@ -558,7 +402,7 @@ async fn with_log_format_json_every_line_is_json_the_banner_included_and_text_ha
     assert!(!text.contains('\u{1b}'), "ANSI escapes in {text:?}");
 }
 
-/// The admin listener of a [`write_config`] config on `port`: no tokens, so `/v1` answers 401
+/// The admin listener of a [`write_rest_config`] config on `port`: no tokens, so `/v1` answers 401
 /// and `/metrics` answers anyone.
 fn admin_table(port: u16) -> String {
     format!("\n[admin]\nlisten = \"127.0.0.1:{port}\"\n")
@@ -566,37 +410,18 @@ fn admin_table(port: u16) -> String {
 
 /// `GET path` on the admin listener, without a token: the status and the body.
 async fn admin_get(port: u16, path: &str) -> (u16, String) {
-    let (status, body) = crate::admin::request(port, "GET", path, None, None).await;
+    let (status, body) = request(port, "GET", path, None, None).await;
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// A gateway on a [`write_config`] config (every `gatehouse.*` tool) with an admin listener,
+/// A gateway on a [`write_rest_config`] config (every `gatehouse.*` tool) with an admin listener,
 /// in `dir`: the gateway and the admin port.
 async fn with_admin(dir: &Path, upstream: &Upstream) -> (Gateway, u16) {
     let config = dir.join("gatehouse.toml");
     let admin = free_port();
-    write_config(&config, upstream, "gatehouse.*", &admin_table(admin));
-    let gateway = Gateway::start(dir, &config).await;
-    assert!(listening(admin).await, "the admin API did not start");
+    write_rest_config(&config, upstream, "gatehouse.*", &admin_table(admin));
+    let gateway = rest_and_echo(dir, &config).wait_for(admin).start().await;
     (gateway, admin)
-}
-
-impl Gateway {
-    /// Waits (at most `within`) for a log line `matches` accepts.
-    async fn logged_where(&self, matches: impl Fn(&Value) -> bool, within: Duration) -> Value {
-        let start = Instant::now();
-        loop {
-            if let Some(line) = self.logs().into_iter().find(|l| matches(l)) {
-                return line;
-            }
-            assert!(
-                start.elapsed() < within,
-                "no such log line in {:#?}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,8 +431,8 @@ async fn each_request_has_an_access_line_and_401s_are_warned_about_and_counted()
     let (gateway, admin) = with_admin(dir.path(), &upstream).await;
 
     // A governed call: its access line names who, what, how it ended and its trace.
-    let echo = mcp_call(
-        gateway.port,
+    let echo = try_call(
+        gateway.port(),
         "gatehouse.echo.echo",
         json!({ "message": "hi" }),
         "access-1",
@@ -653,8 +478,8 @@ async fn each_request_has_an_access_line_and_401s_are_warned_about_and_counted()
 
     // A refused key on the MCP endpoint and a missing token on the admin API: 401s, warned
     // about (the first at once) and counted per listener.
-    let (status, _, _) = gatehouse_tests::mcp_post(
-        gateway.port,
+    let (status, _, _) = gatehouse_tests::mcp::mcp_post(
+        gateway.port(),
         "/mcp",
         &[("authorization", "Bearer not-a-key")],
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
@@ -728,8 +553,8 @@ async fn egress_denials_are_warned_about_with_their_reason_and_counted_by_destin
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let (gateway, admin) = with_admin(dir.path(), &upstream).await;
-    let ok = mcp_call(
-        gateway.port,
+    let ok = try_call(
+        gateway.port(),
         "gatehouse.rest.get",
         json!({ "url": upstream.url("/api/items/1") }),
         "egress-1",
@@ -738,8 +563,8 @@ async fn egress_denials_are_warned_about_with_their_reason_and_counted_by_destin
     .unwrap();
     assert_eq!(outcome_of(&ok), "OK", "{ok}");
     // A port the grant does not cover.
-    let denied = mcp_call(
-        gateway.port,
+    let denied = try_call(
+        gateway.port(),
         "gatehouse.rest.get",
         json!({ "url": "http://127.0.0.1:9/elsewhere" }),
         "egress-2",
@@ -806,17 +631,10 @@ async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about()
         host.store.path = Some(store.clone());
         host.pipeline.tools = vec![grant("gatehouse.*", &["default"])];
         let config = dir.path().join("gatehouse.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
-                toml::to_string(&host).unwrap()
-            ),
-        )
-        .unwrap();
-        let gateway = Gateway::start(dir.path(), &config).await;
-        let echo = mcp_call(
-            gateway.port,
+        write_config(&config, &host, "");
+        let gateway = rest_and_echo(dir.path(), &config).start().await;
+        let echo = try_call(
+            gateway.port(),
             "gatehouse.echo.echo",
             json!({ "message": "m" }),
             "mode-1",
@@ -827,7 +645,7 @@ async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about()
         if existing {
             assert_eq!(mode(&store), 0o644, "an existing file is left as it is");
             let warned = gateway
-                .logged(
+                .logged_message(
                     "the state store file is readable by others",
                     Duration::from_secs(5),
                 )
@@ -843,11 +661,11 @@ async fn the_store_file_is_created_owner_only_and_a_looser_one_is_warned_about()
             }
             assert!(
                 !gateway
-                    .logs()
+                    .json_logs()
                     .iter()
                     .any(|l| l.to_string().contains("readable by others")),
                 "{:#?}",
-                gateway.logs()
+                gateway.json_logs()
             );
         }
     }
@@ -866,21 +684,16 @@ async fn policy_denials_are_warned_about_with_their_reasons() {
         0,
         json!({ "verdict": "deny" }),
     ));
-    std::fs::write(
-        &config,
-        format!(
-            "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
-            toml::to_string(&host).unwrap()
-        ),
-    )
-    .unwrap();
+    write_config(&config, &host, "");
     let probe = dir.path().join("probe.wasm");
     std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
-    let gateway =
-        Gateway::start_with(dir.path(), &config, &[json!("--policy"), json!(probe)], &[]).await;
+    let gateway = rest_and_echo(dir.path(), &config)
+        .policy(&probe)
+        .start()
+        .await;
     for n in 0..2 {
-        let denied = mcp_call(
-            gateway.port,
+        let denied = try_call(
+            gateway.port(),
             "gatehouse.echo.echo",
             json!({ "message": "no" }),
             &format!("deny-{n}"),
@@ -891,7 +704,7 @@ async fn policy_denials_are_warned_about_with_their_reasons() {
     }
     let denials = |level: &str| {
         gateway
-            .logs()
+            .json_logs()
             .into_iter()
             .filter(|l| {
                 l["level"] == level

@@ -10,23 +10,23 @@ use std::time::Duration;
 
 use gatehouse_host::config::StoreConfig;
 use gatehouse_host::plugin::signature::SigningKey;
-use gatehouse_host::state::checkpoint::verify_checkpoints;
 use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
+use gatehouse_host::state::verify_checkpoints;
 use gatehouse_host::state::{
     Anchor, AuditEvent, AuditQuery, CallRecord, ChainBreak, Checkpoint, KeyState, PluginChange,
     Store,
 };
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
-use gatehouse_tests::free_port;
+use gatehouse_tests::cli::gatehouse_async;
+use gatehouse_tests::gateway::{Serve, write_config};
+use gatehouse_tests::host::rest_config;
+use gatehouse_tests::mcp::{outcome_of, try_call};
 use gatehouse_tests::postgres::Postgres;
+use gatehouse_tests::state::{host, post, probed, transfer};
 use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{free_port, join_all};
 use serde_json::json;
-
-use crate::state::{
-    futures_join, gatehouse, host, mcp_call, outcome_of, post, probed, rest_config, serve_config,
-    spawn_gateway, transfer,
-};
 
 fn on(pg: &Postgres) -> StoreConfig {
     StoreConfig {
@@ -58,12 +58,14 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let host_config = shared_config(&upstream, &pg);
-    let config = serve_config(dir.path(), &host_config);
+    let config = dir.path().join("serve.toml");
+    write_config(&config, &host_config, "");
     let adapter = dir.path().join("rest.wasm");
     std::fs::write(&adapter, REST.signed()).unwrap();
     let ports = [free_port(), free_port()];
-    let _a = spawn_gateway(&config, &adapter, ports[0]).await;
-    let _b = spawn_gateway(&config, &adapter, ports[1]).await;
+    let serve = Serve::config(&config).adapter(&adapter);
+    let _a = serve.clone().listen(ports[0]).start().await;
+    let _b = serve.listen(ports[1]).start().await;
 
     let calls = (0..200).map(|i| {
         let k = i % 10;
@@ -72,11 +74,11 @@ async fn two_gateway_processes_run_two_hundred_calls_on_ten_keys_ten_times() {
         tokio::spawn(async move {
             (
                 k,
-                mcp_call(port, "gatehouse.rest.send", args, &format!("pg-{k}")).await,
+                try_call(port, "gatehouse.rest.send", args, &format!("pg-{k}")).await,
             )
         })
     });
-    let results = futures_join(calls).await;
+    let results = join_all(calls).await;
     assert_eq!(
         upstream.seen().len(),
         10,
@@ -255,7 +257,7 @@ async fn entries_the_database_chains_verify_with_the_gateways_hash() {
                 .await
         })
     });
-    for done in futures_join(many).await {
+    for done in join_all(many).await {
         done.unwrap();
     }
     let report = store.verify_audit().await.unwrap();
@@ -349,7 +351,7 @@ async fn a_writer_whose_connection_is_cut_leaves_its_jobs_to_the_others() {
         let host = Arc::clone(&host);
         tokio::spawn(async move { host.call(transfer(&format!("after-{n}"), 1)).await })
     });
-    for result in futures_join(calls).await {
+    for result in join_all(calls).await {
         assert_eq!(result.outcome, OutcomeCode::Ok, "{result:#?}");
     }
     all_connected().await;
@@ -428,7 +430,7 @@ async fn an_approval_made_on_one_gateway_executes_through_another() {
     let config = dir.path().join("ops.toml");
     std::fs::write(&config, format!("[store]\nurl = {:?}\n", pg.url())).unwrap();
     let config = config.to_str().unwrap();
-    let (code, out) = gatehouse(&[
+    let (code, out) = gatehouse_async(&[
         "approvals",
         "approve",
         &id,
@@ -465,16 +467,18 @@ async fn a_gateway_killed_mid_call_is_never_rerun_by_another() {
     let mut host_config = shared_config(&upstream, &pg);
     host_config.sandbox.timeout_ms = 3_000;
     host_config.egress.max_total_ms = 2_800;
-    let config = serve_config(dir.path(), &host_config);
+    let config = dir.path().join("serve.toml");
+    write_config(&config, &host_config, "");
     let adapter = dir.path().join("rest.wasm");
     std::fs::write(&adapter, REST.signed()).unwrap();
     let (port_a, port_b) = (free_port(), free_port());
     let args =
         json!({ "url": upstream.url("/delay/2000/api/crash"), "method": "POST", "body": {} });
 
-    let a = spawn_gateway(&config, &adapter, port_a).await;
-    let b = spawn_gateway(&config, &adapter, port_b).await;
-    let in_flight = tokio::spawn(mcp_call(
+    let serve = Serve::config(&config).adapter(&adapter);
+    let a = serve.clone().listen(port_a).start().await;
+    let b = serve.listen(port_b).start().await;
+    let in_flight = tokio::spawn(try_call(
         port_a,
         "gatehouse.rest.send",
         args.clone(),
@@ -488,7 +492,7 @@ async fn a_gateway_killed_mid_call_is_never_rerun_by_another() {
 
     let mut outcome = String::new();
     for _ in 0..60 {
-        let result = mcp_call(port_b, "gatehouse.rest.send", args.clone(), "crash-pg")
+        let result = try_call(port_b, "gatehouse.rest.send", args.clone(), "crash-pg")
             .await
             .expect("the other gateway answers");
         outcome = outcome_of(&result).to_owned();
@@ -540,7 +544,7 @@ async fn a_database_restart_under_load_loses_nothing_acknowledged() {
     eventually("the store is back", || host.store().available()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let results: Vec<_> = futures_join(workers.into_iter())
+    let results: Vec<_> = join_all(workers.into_iter())
         .await
         .into_iter()
         .flatten()
@@ -770,7 +774,7 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_holds_up_only_it() {
     use gatehouse_host::state::audit::{chain_of, framed_columns};
-    use gatehouse_host::state::checkpoint::{CheckpointConfig, Checkpointer};
+    use gatehouse_host::state::{CheckpointConfig, Checkpointer};
 
     let pg = Postgres::start();
     let event = tenant_event;
@@ -799,7 +803,7 @@ async fn a_log_partitioned_by_tenant_verifies_every_chain_and_one_chains_lock_ho
         let tenant = (n % 9 != 0).then(|| tenants[n as usize % 8].clone());
         tokio::spawn(async move { store.record(record(event(n, tenant.as_deref()))).await })
     });
-    for done in futures_join(writes).await {
+    for done in join_all(writes).await {
         done.unwrap();
     }
 
@@ -971,7 +975,7 @@ async fn audit_verify_prints_each_chains_head_and_the_kept_heads_catch_a_cut_cha
     let verify = async |more: &[&str]| {
         let mut args = vec!["audit", "verify", "--config", file.to_str().unwrap()];
         args.extend_from_slice(more);
-        gatehouse(&args).await
+        gatehouse_async(&args).await
     };
 
     let report = store.verify_audit().await.unwrap();

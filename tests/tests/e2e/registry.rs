@@ -9,16 +9,16 @@
 //! under calls is in `admin`.)
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
 use gatehouse_host::oci::{OciConfig, OciError, OciRef, Registries, RegistryConfig, Tags};
 use gatehouse_tests::artifacts::ECHO;
+use gatehouse_tests::cli::gatehouse_async;
+use gatehouse_tests::gateway::{Gateway, Serve};
+use gatehouse_tests::mcp::{call, record};
 use gatehouse_tests::registry::{PASSWORD, Registry, USER};
 use gatehouse_tests::{free_port, listening};
-
-use crate::state::gatehouse;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use serde_json::{Value, json};
@@ -59,7 +59,7 @@ impl Site {
     async fn push(&self, bytes: &[u8], reference: &str) -> String {
         let file = self.file("push.wasm", bytes);
         let config = self.config.display().to_string();
-        let (code, out) = gatehouse(&["push", &file, reference, "--config", &config]).await;
+        let (code, out) = gatehouse_async(&["push", &file, reference, "--config", &config]).await;
         assert_eq!(code, 0, "{out}");
         let pinned = out
             .lines()
@@ -75,118 +75,32 @@ impl Site {
     }
 }
 
-/// A `gatehouse serve` process of `site` serving `adapter` (a file or `oci://` reference).
-struct Serving {
-    child: Child,
-    port: u16,
-    stderr: PathBuf,
+/// `gatehouse serve` of `site` with `args` (`--adapter REF`, or none: the config's
+/// `[plugins]`) on a free port, logging at `info`: `Err` with its log if it exits instead of
+/// listening.
+async fn serve(site: &Site, args: &[&str]) -> Result<Gateway, String> {
+    let port = free_port();
+    args.iter()
+        .fold(Serve::config(&site.config).listen(port), |serve, arg| {
+            serve.arg(arg)
+        })
+        .env("RUST_LOG", "info")
+        .log(site.dir.path().join(format!("serve-{port}.log")))
+        .try_start()
+        .await
 }
 
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serving {
-    /// Starts it; `None` (with its log) if it exits instead of listening.
-    async fn start(site: &Site, adapter: &str) -> Result<Self, String> {
-        Self::start_with(site, &["--adapter", adapter]).await
-    }
-
-    /// [`Serving::start`] with `args` instead of `--adapter`.
-    async fn start_with(site: &Site, args: &[&str]) -> Result<Self, String> {
-        let port = free_port();
-        let stderr = site.dir.path().join(format!("serve-{port}.log"));
-        let mut all = json!([
-            "serve",
-            "--config",
-            site.config,
-            "--listen",
-            format!("127.0.0.1:{port}")
-        ]);
-        all.as_array_mut()
-            .unwrap()
-            .extend(args.iter().map(|a| json!(a)));
-        let child = gatehouse_tests::gatehouse_child(&all)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut serving = Self {
-            child,
-            port,
-            stderr,
-        };
-        for _ in 0..600 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Ok(serving);
-            }
-            if serving.child.try_wait().unwrap().is_some() {
-                return Err(serving.log());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err(format!("not listening after 30 s: {}", serving.log()))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// `gatehouse.echo.echo` over MCP: the gateway's record of the call.
-    async fn echo(&self, message: &str) -> Value {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": "gatehouse.echo.echo", "arguments": { "message": message } },
-        });
-        let (status, _, text) =
-            gatehouse_tests::mcp_post(self.port, "/mcp", &[], body.to_string()).await;
-        assert_eq!(status, 200, "{text}");
-        let reply: Value = serde_json::from_str(&text).unwrap();
-        reply["result"]["_meta"]["gatehouse/result"].clone()
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = std::process::Command::new("kill")
-            .args([format!("-{signal}"), self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn hang_up(&self) {
-        self.signal("HUP");
-    }
-
-    /// SIGTERM, and waits for the exit: queued audit records are written first.
-    async fn stop(mut self) {
-        self.signal("TERM");
-        for _ in 0..600 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "{status}: {}", self.log());
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("still running 30 s after SIGTERM");
-    }
-
-    /// Waits (at most 30 s) for `text` in the log.
-    async fn logged(&self, text: &str) {
-        for _ in 0..600 {
-            if self.log().contains(text) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("no {text:?} in the log: {}", self.log());
-    }
+/// `gatehouse.echo.echo` over MCP: the gateway's record of the call.
+async fn echo(gateway: &Gateway, message: &str) -> Value {
+    let result = call(
+        gateway.port(),
+        &[],
+        "gatehouse.echo.echo",
+        json!({ "message": message }),
+        Value::Null,
+    )
+    .await;
+    record(&result).clone()
 }
 
 /// The component with one byte of its code flipped after signing: the signature no longer
@@ -215,13 +129,14 @@ async fn push_serve_and_call(registry: &Registry) {
         out_file.display().to_string(),
     );
     let config = site.config.display().to_string();
-    let (code, out) = gatehouse(&["pull", &tag, "--out", &out_path, "--config", &config]).await;
+    let (code, out) =
+        gatehouse_async(&["pull", &tag, "--out", &out_path, "--config", &config]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(&format!("pinned {pinned}")), "{out}");
     assert_eq!(std::fs::read(&out_file).unwrap(), ECHO.signed());
 
-    let gateway = Serving::start(&site, &pinned).await.unwrap();
-    let record = gateway.echo("from a registry").await;
+    let gateway = serve(&site, &["--adapter", &pinned]).await.unwrap();
+    let record = echo(&gateway, "from a registry").await;
     assert_eq!(record["outcome"], "OK", "{record}");
     assert_eq!(record["adapter"]["source"], json!(pinned), "{record}");
     assert!(
@@ -233,7 +148,7 @@ async fn push_serve_and_call(registry: &Registry) {
     // The call's audit entry cites the digest too.
     let call = record["tool_call_id"].as_str().unwrap().to_owned();
     gateway.stop().await;
-    let (code, out) = gatehouse(&["audit", "show", &call, "--config", &config]).await;
+    let (code, out) = gatehouse_async(&["audit", "show", &call, "--config", &config]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(&pinned), "{out}");
 }
@@ -301,8 +216,11 @@ async fn a_retag_to_a_tampered_component_is_refused_and_the_old_one_keeps_servin
     let site = Site::new(&registry.config_entry(true));
     let tag = registry.reference("acme/echo", ":stable");
     let pinned = site.push(&ECHO.signed(), &tag).await;
-    let gateway = Serving::start(&site, &tag).await.unwrap();
-    assert_eq!(gateway.echo("v1").await["adapter"]["source"], json!(pinned));
+    let gateway = serve(&site, &["--adapter", &tag]).await.unwrap();
+    assert_eq!(
+        echo(&gateway, "v1").await["adapter"]["source"],
+        json!(pinned)
+    );
 
     // The tag now names a tampered build (pushed around `gatehouse push`, which refuses
     // unsigned files but cannot see tampering).
@@ -316,16 +234,20 @@ async fn a_retag_to_a_tampered_component_is_refused_and_the_old_one_keeps_servin
         .await
         .unwrap();
     assert!(!pinned.ends_with(&tampered_digest));
-    gateway.hang_up();
-    gateway.logged("config reload failed").await;
+    gateway.signal("HUP");
+    gateway
+        .logged("config reload failed", Duration::from_secs(30))
+        .await;
     assert!(gateway.log().contains("signature"), "{}", gateway.log());
-    let record = gateway.echo("still v1").await;
+    let record = echo(&gateway, "still v1").await;
     assert_eq!(record["outcome"], "OK", "{record}");
     assert_eq!(record["adapter"]["source"], json!(pinned), "{record}");
 
     // A fresh start from the tag refuses it outright.
     drop(gateway);
-    let error = Serving::start(&site, &tag).await.err().expect("refused");
+    let error = serve(&site, &["--adapter", &tag])
+        .await
+        .expect_err("refused");
     assert!(
         error.contains("refused") && error.contains("signature"),
         "{error}"
@@ -342,8 +264,8 @@ async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build()
         &format!("watch_seconds = 1\n\n[plugins]\nadapters = [{tag:?}]\n"),
     );
     let v1 = site.push(&ECHO.signed(), &tag).await;
-    let gateway = Serving::start_with(&site, &[]).await.unwrap();
-    let record = gateway.echo("v1").await;
+    let gateway = serve(&site, &[]).await.unwrap();
+    let record = echo(&gateway, "v1").await;
     assert_eq!(
         (&record["adapter"]["version"], &record["adapter"]["source"]),
         (&json!("0.1.0"), &json!(v1))
@@ -351,8 +273,10 @@ async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build()
 
     // The tag moves to 0.2.0: served within a few seconds, and audited.
     let v2 = site.push(&ECHO.signed_as_version("0.2.0"), &tag).await;
-    gateway.logged("installed what the tag moved to").await;
-    let record = gateway.echo("v2").await;
+    gateway
+        .logged("installed what the tag moved to", Duration::from_secs(30))
+        .await;
+    let record = echo(&gateway, "v2").await;
     assert_eq!(
         (&record["adapter"]["version"], &record["adapter"]["source"]),
         (&json!("0.2.0"), &json!(v2))
@@ -367,8 +291,10 @@ async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build()
         )
         .await
         .unwrap();
-    gateway.logged("what the tag moved to was refused").await;
-    let record = gateway.echo("still v2").await;
+    gateway
+        .logged("what the tag moved to was refused", Duration::from_secs(30))
+        .await;
+    let record = echo(&gateway, "still v2").await;
     assert_eq!(
         (&record["outcome"], &record["adapter"]["source"]),
         (&json!("OK"), &json!(v2))
@@ -376,7 +302,7 @@ async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build()
 
     gateway.stop().await;
     let config = site.config.display().to_string();
-    let (code, out) = gatehouse(&["audit", "export", "--config", &config]).await;
+    let (code, out) = gatehouse_async(&["audit", "export", "--config", &config]).await;
     assert_eq!(code, 0, "{out}");
     let installs: Vec<Value> = (out.lines())
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -398,23 +324,23 @@ async fn a_restart_with_the_registry_down_serves_from_the_cache() {
     let tag = registry.reference("acme/echo", ":stable");
     let pinned = site.push(&ECHO.signed(), &tag).await;
     for reference in [&pinned, &tag] {
-        let gateway = Serving::start(&site, reference).await.unwrap();
-        assert_eq!(gateway.echo("up").await["outcome"], "OK");
+        let gateway = serve(&site, &["--adapter", reference]).await.unwrap();
+        assert_eq!(echo(&gateway, "up").await["outcome"], "OK");
     }
 
     registry.stop();
     // The pinned digest is in the cache: the registry is not asked.
-    let gateway = Serving::start(&site, &pinned).await.unwrap();
-    let record = gateway.echo("registry down").await;
+    let gateway = serve(&site, &["--adapter", &pinned]).await.unwrap();
+    let record = echo(&gateway, "registry down").await;
     assert_eq!(
         (&record["outcome"], &record["adapter"]["source"]),
         (&json!("OK"), &json!(pinned))
     );
     drop(gateway);
     // The tag serves the digest it last resolved to, and says so.
-    let gateway = Serving::start(&site, &tag).await.unwrap();
+    let gateway = serve(&site, &["--adapter", &tag]).await.unwrap();
     assert_eq!(
-        gateway.echo("registry down").await["adapter"]["source"],
+        echo(&gateway, "registry down").await["adapter"]["source"],
         json!(pinned)
     );
     assert!(
@@ -426,7 +352,9 @@ async fn a_restart_with_the_registry_down_serves_from_the_cache() {
 
     // A reference the cache never saw cannot be served with the registry down.
     let other = registry.reference("acme/other", ":1");
-    let error = Serving::start(&site, &other).await.err().expect("refused");
+    let error = serve(&site, &["--adapter", &other])
+        .await
+        .expect_err("refused");
     assert!(error.contains("cannot reach the registry"), "{error}");
     let error = site
         .registries()
@@ -505,15 +433,17 @@ async fn each_bad_answer_or_reference_gets_its_own_error_and_loads_nothing() {
         site.file("unsigned.wasm", &ECHO.bytes()),
         site.config.display().to_string(),
     );
-    let (code, _) = gatehouse(&["push", &file, &unsigned, "--config", &config]).await;
+    let (code, _) = gatehouse_async(&["push", &file, &unsigned, "--config", &config]).await;
     assert_eq!(code, 1, "push refuses an unsigned component");
-    let error = Serving::start(
+    let error = serve(
         &site,
-        &registry.reference("acme/unsigned", &format!("@{digest}")),
+        &[
+            "--adapter",
+            &registry.reference("acme/unsigned", &format!("@{digest}")),
+        ],
     )
     .await
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert!(error.contains("refused"), "{error}");
 
     // A registry that answers with HTML, a manifest that is not a wasm artifact, one whose

@@ -10,10 +10,13 @@ use gatehouse_host::plugin::sections::{self, MANIFEST_SECTION, SIGNATURE_SECTION
 use gatehouse_host::plugin::signature::{self, SigningKey};
 use gatehouse_host::{Host, Status};
 use gatehouse_tests::artifacts::{ECHO, TEXTKIT, WRONG_WORLD};
+use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::{config, publisher, trust};
 
+/// A host trusting the test publisher's `gatehouse.*` and `test.*` adapters, nothing
+/// installed.
 fn host() -> Host {
-    Host::new(config(&["gatehouse.*", "test.*"], &[])).expect("host builds")
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[]).build()
 }
 
 /// The refusal, and proof the host still loads and runs a good adapter afterwards.

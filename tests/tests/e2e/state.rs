@@ -2,68 +2,26 @@
 //! MCP), replays and conflicts, a gateway killed mid-call, approvals from proposal to replay,
 //! the audit chain against direct tampering, and a store that fails.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use gatehouse_host::config::{EgressConfig, StoreConfig};
+use gatehouse_host::config::StoreConfig;
 use gatehouse_host::model::Verdict;
 use gatehouse_host::state::Store;
 use gatehouse_host::state::sqlite::SqliteStore;
-use gatehouse_host::{
-    Host, HostConfig, OutcomeCode, Principal, PrincipalKind, Status, ToolCallEnvelope,
-    ToolResultEnvelope,
+use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_server::mcp::McpConfig;
+use gatehouse_tests::artifacts::{POLICY_PROBE, REST};
+use gatehouse_tests::cli::{gatehouse_async, gatehouse_output, s};
+use gatehouse_tests::gateway::{Serve, write_config};
+use gatehouse_tests::host::rest_config;
+use gatehouse_tests::mcp::{outcome_of, try_call};
+use gatehouse_tests::state::{
+    config_file, five_records, host, post, probed, store_at, tamper, transfer, upstream_path, user,
 };
-use gatehouse_server::mcp::{McpConfig, McpServer};
-use gatehouse_tests::artifacts::{ECHO, LEDGER, POLICY_PROBE, REST};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{bind, config, free_port, listening, token_file};
-use http_body_util::{BodyExt, Full};
+use gatehouse_tests::{config, free_port, join_all};
 use serde_json::{Value, json};
-use wasmtime_wasi_http::io::TokioIo;
-
-/// A config for `gatehouse.rest` writing to `upstream` (GET and POST anywhere on it), the
-/// ledger, echo and the policy probe installed by [`host`].
-pub(crate) fn rest_config(upstream: &Upstream) -> HostConfig {
-    let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
-    config.egress = serde_json::from_value::<EgressConfig>(json!({
-        "grant": [{
-            "allow_private": ["127.0.0.0/8"],
-            "adapter": "gatehouse.rest",
-            "url": format!("http://127.0.0.1:{}/", upstream.port),
-            "methods": ["GET", "POST"],
-            "credentials": { "api_token": { "file": token_file(), "scheme": "Bearer" } },
-        }],
-    }))
-    .unwrap();
-    config
-}
-
-pub(crate) fn host(config: HostConfig) -> Host {
-    let host = Host::new(config).unwrap();
-    for plugin in [REST, LEDGER, ECHO] {
-        host.install_adapter(&plugin.signed()).unwrap();
-    }
-    host
-}
-
-/// A POST of `body` to `path` on the upstream, under `key`.
-pub(crate) fn post(upstream: &Upstream, path: &str, body: &Value, key: &str) -> ToolCallEnvelope {
-    ToolCallEnvelope::new(
-        "default",
-        "gatehouse.rest.send",
-        json!({ "url": upstream.url(path), "method": "POST", "body": body }),
-    )
-    .with_idempotency_key(key)
-}
-
-pub(crate) fn upstream_path(result: &ToolResultEnvelope) -> &str {
-    result.structured_content.as_ref().unwrap()["body"]["path"]
-        .as_str()
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_calls_on_ten_keys_reach_the_upstream_ten_times() {
@@ -81,7 +39,7 @@ async fn two_hundred_calls_on_ten_keys_reach_the_upstream_ten_times() {
         );
         tokio::spawn(async move { (i % 10, host.call(call).await) })
     });
-    let results = futures_join(calls).await;
+    let results = join_all(calls).await;
     assert_eq!(upstream.seen().len(), 10, "one upstream request per key");
     let mut ran = 0;
     for (k, result) in &results {
@@ -94,16 +52,6 @@ async fn two_hundred_calls_on_ten_keys_reach_the_upstream_ten_times() {
     assert_eq!(ran, 10, "the other 190 calls are replays");
     let report = host.verify_audit().await.unwrap();
     assert_eq!((report.entries, report.first_break), (200, None));
-}
-
-pub(crate) async fn futures_join<T: Send + 'static>(
-    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
-) -> Vec<T> {
-    let mut out = Vec::new();
-    for task in tasks.collect::<Vec<_>>() {
-        out.push(task.await.unwrap());
-    }
-    out
 }
 
 #[tokio::test]
@@ -172,44 +120,6 @@ async fn a_repeat_while_the_first_runs_waits_for_its_result() {
 
 // ---------------------------------------------------------------------------------------------
 // Approvals.
-
-pub(crate) fn user(id: &str) -> Principal {
-    Principal {
-        kind: PrincipalKind::User,
-        id: id.to_owned(),
-        tenant: "default".to_owned(),
-    }
-}
-
-/// A host where `policy` (the policy probe, with `probe_config`) is bound to `tools`.
-pub(crate) fn probed(tools: &str, probe_config: Value, store: StoreConfig) -> Host {
-    let mut config = config(&["gatehouse.*", "test.*"], &["test.*"]);
-    config.store = store;
-    config
-        .pipeline
-        .policies
-        .push(bind("test.policy-probe", tools, 0, probe_config));
-    let host = host(config);
-    host.install_policy(&POLICY_PROBE.signed()).unwrap();
-    host
-}
-
-pub(crate) fn store_at(path: &Path) -> StoreConfig {
-    StoreConfig {
-        path: Some(path.to_owned()),
-        ..StoreConfig::default()
-    }
-}
-
-pub(crate) fn transfer(key: &str, amount: u32) -> ToolCallEnvelope {
-    ToolCallEnvelope::new(
-        "default",
-        "test.ledger.transfer",
-        json!({ "amount": amount, "currency": "EUR", "note": "rent" }),
-    )
-    .with_principal(user("usr_alice"))
-    .with_idempotency_key(key)
-}
 
 #[tokio::test]
 async fn a_paused_call_runs_once_after_another_principal_approves_it() {
@@ -408,61 +318,13 @@ async fn prior_actions_are_read_from_the_file_then_follow_each_commit() {
 // ---------------------------------------------------------------------------------------------
 // The audit log.
 
-/// A config file naming `store` (for the `gatehouse` commands), one per store.
-pub(crate) fn config_file(dir: &Path, store: &Path, extra: &str) -> PathBuf {
-    let name = store.file_stem().unwrap().to_string_lossy();
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!("[store]\npath = {:?}\n{extra}", store.display().to_string()),
-    )
-    .unwrap();
-    path
-}
-
-/// Runs the `gatehouse` command line (on a blocking thread: it starts its own runtime).
-pub(crate) async fn gatehouse(args: &[&str]) -> (u8, String) {
-    let args: Vec<String> = std::iter::once("gatehouse")
-        .chain(args.iter().copied())
-        .map(str::to_owned)
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let code = gatehouse_cli::run(args, &mut out);
-        (code, String::from_utf8(out).unwrap())
-    })
-    .await
-    .unwrap()
-}
-
-/// A store holding five call records, one of them a refusal.
-pub(crate) async fn five_records() -> PathBuf {
-    let path = gatehouse_tests::store_path();
-    let mut config = config(&["gatehouse.*", "test.*"], &[]);
-    config.store = store_at(&path);
-    let host = host(config);
-    for n in 0..4 {
-        let result = host.call(transfer(&format!("a-{n}"), n)).await;
-        assert!(result.is_ok(), "{result:#?}");
-    }
-    let refused = host
-        .call(ToolCallEnvelope::new("default", "no.such.tool", json!({})))
-        .await;
-    assert_eq!(refused.outcome, OutcomeCode::UnknownCapability);
-    path
-}
-
-pub(crate) fn tamper(store: &Path, sql: &str) {
-    let conn = rusqlite::Connection::open(store).unwrap();
-    conn.execute_batch(sql).unwrap();
-}
-
 #[tokio::test]
 async fn audit_verify_names_the_first_edited_deleted_or_reordered_entry() {
     let dir = tempfile::tempdir().unwrap();
     let intact = five_records().await;
     let file = config_file(dir.path(), &intact, "");
-    let (code, out) = gatehouse(&["audit", "verify", "--config", file.to_str().unwrap()]).await;
+    let (code, out) =
+        gatehouse_async(&["audit", "verify", "--config", file.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("ok, 5 entries"), "{out}");
     let head = out
@@ -493,14 +355,15 @@ async fn audit_verify_names_the_first_edited_deleted_or_reordered_entry() {
         let store = five_records().await;
         tamper(&store, sql);
         let file = config_file(dir.path(), &store, "");
-        let (code, out) = gatehouse(&["audit", "verify", "--config", file.to_str().unwrap()]).await;
+        let (code, out) =
+            gatehouse_async(&["audit", "verify", "--config", file.to_str().unwrap()]).await;
         assert_eq!(code, 1, "{sql}: {out}");
         assert!(out.contains(expected), "{sql}: {out}");
     }
 
     // Removing the last entry keeps the chain whole; the recorded head catches it.
     tamper(&intact, "DELETE FROM audit WHERE seq = 5");
-    let (code, out) = gatehouse(&[
+    let (code, out) = gatehouse_async(&[
         "audit",
         "verify",
         "--config",
@@ -518,7 +381,8 @@ async fn the_audit_log_records_every_call_and_hides_sensitive_values() {
     let path = five_records().await;
     let dir = tempfile::tempdir().unwrap();
     let file = config_file(dir.path(), &path, "");
-    let (code, out) = gatehouse(&["audit", "export", "--config", file.to_str().unwrap()]).await;
+    let (code, out) =
+        gatehouse_async(&["audit", "export", "--config", file.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{out}");
     let lines: Vec<Value> = out
         .lines()
@@ -552,7 +416,7 @@ async fn the_audit_log_records_every_call_and_hides_sensitive_values() {
 
     let call_id = lines[1]["tool_call_id"].as_str().unwrap();
     let (code, out) =
-        gatehouse(&["audit", "show", call_id, "--config", file.to_str().unwrap()]).await;
+        gatehouse_async(&["audit", "show", call_id, "--config", file.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(call_id));
 }
@@ -599,7 +463,7 @@ async fn replay_says_whether_a_policy_change_would_change_a_decision() {
             "{trust}\n[[pipeline.policy]]\nmodule = \"test.policy-probe\"\ntools = [\"gatehouse.echo.*\"]\nconfig = {binding}\n"
         );
         let file = config_file(dir.path(), &path, &extra);
-        let (code, out) = gatehouse(&[
+        let (code, out) = gatehouse_async(&[
             "replay",
             &call.tool_call_id,
             "--policy",
@@ -628,17 +492,11 @@ async fn replay_says_whether_a_policy_change_would_change_a_decision() {
             "`test.ledger.transfer` is declared sensitive: its arguments are kept only as a hash",
         ),
     ] {
-        let replayed = gatehouse_tests::gatehouse_child(&json!([
-            "replay", id, "--policy", probe, "--config", file
-        ]))
-        .output()
-        .unwrap();
-        let out = format!(
-            "{}{}",
-            String::from_utf8_lossy(&replayed.stdout),
-            String::from_utf8_lossy(&replayed.stderr)
+        let (exit, out) = gatehouse_output(
+            &["replay", id, "--policy", s(&probe), "--config", s(&file)],
+            &[],
         );
-        assert_eq!(replayed.status.code(), Some(code), "{out}");
+        assert_eq!(exit, code, "{out}");
         assert!(out.contains(expected), "{out}");
     }
 }
@@ -710,85 +568,6 @@ async fn a_full_store_fails_write_calls_and_delivers_nothing_unrecorded() {
 // ---------------------------------------------------------------------------------------------
 // A gateway killed mid-call, and MCP under concurrency.
 
-/// A `gatehouse serve` process, killed (SIGKILL) when dropped.
-pub(crate) struct Gateway(Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub(crate) async fn spawn_gateway(config: &Path, adapter: &Path, port: u16) -> Gateway {
-    let args = json!([
-        "serve",
-        "--config",
-        config,
-        "--adapter",
-        adapter,
-        "--listen",
-        format!("127.0.0.1:{port}")
-    ]);
-    let gateway = Gateway(
-        gatehouse_tests::gatehouse_child(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // Dropping `gateway` on a panic kills the child.
-    assert!(
-        listening(port).await,
-        "the gateway did not start listening on {port}"
-    );
-    gateway
-}
-
-/// `tools/call` over MCP (plain HTTP, JSON response); the JSON-RPC `result`, or `None` when
-/// the connection failed.
-pub(crate) async fn mcp_call(port: u16, tool: &str, args: Value, key: &str) -> Option<Value> {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": { "name": tool, "arguments": args, "_meta": { "gatehouse/idempotency_key": key } },
-    });
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .ok()?;
-    tokio::spawn(conn);
-    let request = hyper::Request::post("/mcp")
-        .header("host", format!("127.0.0.1:{port}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let response = sender.send_request(request).await.ok()?;
-    let bytes = response.into_body().collect().await.ok()?.to_bytes();
-    let reply: Value = serde_json::from_slice(&bytes).ok()?;
-    Some(reply["result"].clone())
-}
-
-pub(crate) fn outcome_of(result: &Value) -> &str {
-    result["_meta"]["gatehouse/result"]["outcome"]
-        .as_str()
-        .unwrap_or("?")
-}
-
-/// A serve config for the crash test: `host`'s tables plus an anonymous `[mcp]` caller.
-pub(crate) fn serve_config(dir: &Path, host: &HostConfig) -> PathBuf {
-    let path = dir.join("serve.toml");
-    let text = format!(
-        "{}\n[mcp]\nanonymous_tenant = \"default\"\n",
-        toml::to_string(host).unwrap()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_killed_mid_call_leaves_the_key_indeterminate() {
     let upstream = Upstream::start().await;
@@ -796,15 +575,17 @@ async fn a_gateway_killed_mid_call_leaves_the_key_indeterminate() {
     let mut host_config = rest_config(&upstream);
     host_config.sandbox.timeout_ms = 3_000;
     host_config.egress.max_total_ms = 2_800;
-    let config = serve_config(dir.path(), &host_config);
+    let config = dir.path().join("serve.toml");
+    write_config(&config, &host_config, "");
     let adapter = dir.path().join("rest.wasm");
     std::fs::write(&adapter, REST.signed()).unwrap();
     let port = free_port();
+    let serve = Serve::config(&config).adapter(&adapter).listen(port);
     let args =
         json!({ "url": upstream.url("/delay/2000/api/crash"), "method": "POST", "body": {} });
 
-    let first = spawn_gateway(&config, &adapter, port).await;
-    let in_flight = tokio::spawn(mcp_call(
+    let first = serve.clone().start().await;
+    let in_flight = tokio::spawn(try_call(
         port,
         "gatehouse.rest.send",
         args.clone(),
@@ -820,10 +601,10 @@ async fn a_gateway_killed_mid_call_leaves_the_key_indeterminate() {
         "the killed gateway never answered"
     );
 
-    let _second = spawn_gateway(&config, &adapter, port).await;
+    let _second = serve.start().await;
     let mut outcome = String::new();
     for _ in 0..60 {
-        let result = mcp_call(port, "gatehouse.rest.send", args.clone(), "crash-1")
+        let result = try_call(port, "gatehouse.rest.send", args.clone(), "crash-1")
             .await
             .expect("the restarted gateway answers");
         outcome = outcome_of(&result).to_owned();
@@ -844,7 +625,7 @@ async fn a_gateway_killed_mid_call_leaves_the_key_indeterminate() {
     assert_eq!(stuck.len(), 1);
 
     // The operator checked the upstream: the effect did not happen; release the key.
-    let (code, out) = gatehouse(&[
+    let (code, out) = gatehouse_async(&[
         "idempotency",
         "resolve",
         "default",
@@ -858,7 +639,7 @@ async fn a_gateway_killed_mid_call_leaves_the_key_indeterminate() {
     ])
     .await;
     assert_eq!(code, 0, "{out}");
-    let result = mcp_call(port, "gatehouse.rest.send", args, "crash-1")
+    let result = try_call(port, "gatehouse.rest.send", args, "crash-1")
         .await
         .unwrap();
     assert_eq!(outcome_of(&result), "OK", "{result}");
@@ -873,15 +654,12 @@ async fn two_hundred_mcp_calls_on_ten_keys_reach_the_upstream_ten_times() {
         anonymous_tenant: Some("default".to_owned()),
         ..McpConfig::default()
     };
-    let server = McpServer::new(Arc::clone(&host), &mcp).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(server.serve(listener, std::future::pending()));
+    let port = gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await;
     let calls = (0..200).map(|i| {
         let args = json!({ "url": upstream.url(&format!("/api/mcp/{}", i % 10)), "method": "POST", "body": {} });
-        tokio::spawn(async move { (i % 10, mcp_call(port, "gatehouse.rest.send", args, &format!("m-{}", i % 10)).await) })
+        tokio::spawn(async move { (i % 10, try_call(port, "gatehouse.rest.send", args, &format!("m-{}", i % 10)).await) })
     });
-    let results = futures_join(calls).await;
+    let results = join_all(calls).await;
     assert_eq!(upstream.seen().len(), 10);
     let mut replays = 0;
     for (k, result) in results {

@@ -9,21 +9,23 @@ use gatehouse_host::config::PolicyDefault;
 use gatehouse_host::watch::PolicyWatcher;
 use gatehouse_host::{Host, OutcomeCode, Status};
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE};
-use gatehouse_tests::{bind, config};
+use gatehouse_tests::bind;
+use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
 fn host() -> Host {
-    let mut config = config(&["gatehouse.*"], &["test.*"]);
-    config.pipeline.policy_default = PolicyDefault::Deny;
-    config.pipeline.policies = vec![bind(
-        "test.policy-probe",
-        "*",
-        0,
-        json!({ "verdict": "allow" }),
-    )];
-    let host = Host::new(config).expect("host builds");
-    host.install_adapter(&ECHO.signed()).expect("echo installs");
-    host
+    HostBuilder::trusting(&["gatehouse.*"], &["test.*"])
+        .with(|config| {
+            config.pipeline.policy_default = PolicyDefault::Deny;
+            config.pipeline.policies = vec![bind(
+                "test.policy-probe",
+                "*",
+                0,
+                json!({ "verdict": "allow" }),
+            )];
+        })
+        .adapters(&[ECHO])
+        .build()
 }
 
 async fn decided_by(host: &Host) -> String {

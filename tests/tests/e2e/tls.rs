@@ -4,21 +4,20 @@
 //! does not speak TLS stops it in the handshake, before any header (so any credential) is
 //! sent, and the guest sees the typed TLS error.
 
-use gatehouse_host::config::EgressConfig;
 use gatehouse_host::envelope::EgressAttempt;
 use gatehouse_host::{
     Host, HostConfig, HostError, OutcomeCode, ToolCallEnvelope, ToolResultEnvelope,
 };
 use gatehouse_tests::Artifact;
 use gatehouse_tests::artifacts::{EGRESS_PROBE, REST};
+use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::upstream::{TestCa, Upstream, write_file};
 use gatehouse_tests::{TOKEN, token_file};
 use serde_json::{Value, json};
 
-fn config(egress: Value) -> HostConfig {
-    let mut config = gatehouse_tests::config(&["gatehouse.*", "test.*"], &[]);
-    config.egress = serde_json::from_value::<EgressConfig>(egress).unwrap();
-    config
+/// The test publisher trusted for `gatehouse.*` and `test.*` adapters, with `egress`.
+fn trusting(egress: Value) -> HostBuilder {
+    HostBuilder::trusting(&["gatehouse.*", "test.*"], &[]).egress(egress)
 }
 
 /// A host with `adapter` installed and granted, loopback allowed, GET and POST on the
@@ -32,16 +31,15 @@ fn host(adapter: &Artifact, upstream: &Upstream, ca: Option<&TestCa>) -> Host {
         .into_iter()
         .collect();
     let token = json!({ "api_token": { "file": token_file(), "scheme": "Bearer" } });
-    let host = Host::new(config(json!({
+    trusting(json!({
         "extra_root_certificates": roots,
         "grant": [
             { "adapter": id, "url": format!("https://localhost:{port}/"), "methods": ["GET", "POST"], "credentials": token, "allow_private": ["127.0.0.0/8", "::1/128"] },
             { "adapter": id, "url": format!("https://127.0.0.1:{port}/"), "methods": ["GET"], "allow_private": ["127.0.0.0/8"] },
         ],
-    })))
-    .unwrap();
-    host.install_adapter(&adapter.signed()).unwrap();
-    host
+    }))
+    .adapters(&[*adapter])
+    .build()
 }
 
 /// Sends one GET from the probe in a read-only call and returns the envelope.
@@ -216,8 +214,9 @@ fn bad_root_certificate_files_fail_the_host_with_the_file_named() {
         (&garbage, "certificate #0"),
     ];
     for (path, expected) in cases {
-        let error = Host::new(config(json!({ "extra_root_certificates": [path] })))
-            .expect_err("a bad root file must fail the host");
+        let config: HostConfig =
+            trusting(json!({ "extra_root_certificates": [path] })).into_config();
+        let error = Host::new(config).expect_err("a bad root file must fail the host");
         assert!(matches!(error, HostError::Tls(_)), "{error:?}");
         let message = error.to_string();
         assert!(
