@@ -1,7 +1,7 @@
 //! MCP over Streamable HTTP: a real rmcp client against `McpServer` on loopback, and raw HTTP
 //! for what a client library would never send. Two API keys: tenant `acme` sees every tool,
 //! tenant `globex` only `gatehouse.echo.*`. The conformance adapter's tools are served as the
-//! MCP conformance suite calls them (`.ci/conformance` runs the suite itself).
+//! MCP conformance suite calls them (`conformance.rs` runs the suite itself).
 
 use std::sync::Arc;
 
