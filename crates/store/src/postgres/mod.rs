@@ -1,61 +1,61 @@
-//! The shared store: one PostgreSQL database behind any number of gateway processes
-//! (`[store] url`), with the semantics of the SQLite store.
+//! The shared store: one PostgreSQL database behind any number of gateway processes (`[store]
+//! url`), with the semantics of the SQLite store.
 //!
-//! 1. **open** (once per host): a thread of the store's own runs a small async runtime that
-//!    owns every connection, so the store works the same whatever runtime (or none) its callers
-//!    use. The versioned migrations (the portable files SQLite also applies) are applied under a
-//!    session-level advisory lock, so gateways starting together apply each one exactly once;
-//!    the schema version is kept in `gatehouse_schema`.
-//! 2. **write** (group commit): every write is a job for a crew of writers, each writer with
-//!    its own connection and prepared statements (`[store] writers` per crew, 1 by default).
-//!    One crew takes the claims, the other everything else (records, approvals, resolutions,
-//!    plugin changes, pruning, and [`Store::flush`]'s barrier, which thus orders the records
-//!    only; claims are always waited on). A call's claim therefore never queues behind a batch
-//!    of records, nor a record behind claims. A crew's writers take turns at its queue: one
-//!    takes the jobs waiting (and while nobody waits on the batch, those that come within
-//!    [`jobs::LINGER`]) while the others commit theirs, so a job waits for a batch in flight
-//!    only when every writer of its crew has one (what bounds a gateway when the database is
-//!    far: a round trip per batch). Each batch is committed in two steps:
-//!    - the **fast transaction** holds the batch's claims and records, its statements sent in
-//!      one pipeline (`writer::fast`): one round trip to the database per batch, however many jobs
-//!      it holds. A claim of a key nobody holds is one insert that the key's row makes atomic,
-//!      so gateways claiming different keys never wait on each other.
+//! 1. **open** (once per host): a thread of the store's own runs a small async runtime that owns
+//!    every connection, so the store works the same whatever runtime (or none) its callers use. The
+//!    versioned migrations (the portable files SQLite also applies) are applied under a
+//!    session-level advisory lock, so gateways starting together apply each one exactly once; the
+//!    schema version is kept in `gatehouse_schema`.
+//! 2. **write** (group commit): every write is a job for a crew of writers, each writer with its
+//!    own connection and prepared statements (`[store] writers` per crew, 1 by default). One crew
+//!    takes the claims, the other everything else (records, approvals, resolutions, plugin changes,
+//!    pruning, and [`Store::flush`]'s barrier, which thus orders the records only; claims are
+//!    always waited on). A call's claim therefore never queues behind a batch of records, nor a
+//!    record behind claims. A crew's writers take turns at its queue: one takes the jobs waiting
+//!    (and while nobody waits on the batch, those that come within [`jobs::LINGER`]) while the
+//!    others commit theirs, so a job waits for a batch in flight only when every writer of its crew
+//!    has one (what bounds a gateway when the database is far: a round trip per batch). Each batch
+//!    is committed in two steps:
+//!    - the **fast transaction** holds the batch's claims and records, its statements sent in one
+//!      pipeline (`writer::fast`): one round trip to the database per batch, however many jobs it
+//!      holds. A claim of a key nobody holds is one insert that the key's row makes atomic, so
+//!      gateways claiming different keys never wait on each other.
 //!    - the **careful transaction** (`writer::careful`) runs, one job after another, what needs a
 //!      read first: a claim of a key that already has a row (its row locked), approvals, an
 //!      operator's resolution, plugin changes, pruning.
 //!
 //!    The audit chains are the one thing ordered across processes. A transaction appends its
-//!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): for each
-//!    chain its entries go to (`[store] chains`, keyed by tenant: [`audit::chain_of`]), in
-//!    ascending order, under that chain's transaction-level advisory lock ([`WRITE_LOCK`] plus
-//!    the chain), the database reads the chain's head, numbers and hashes the entries after it;
-//!    then it inserts them all; the commit, next in the pipeline, releases the locks. The hash
-//!    is `audit::entry_hash`'s, which `audit verify` checks: the gateway sends each
-//!    entry's columns framed for it, and the database hashes the head's hash and the entry's
-//!    position in its chain in front of them. So each chain keeps one verifiable order, gateways
-//!    appending to different chains never wait on each other, a lock is never held across a
-//!    round trip to a gateway, and a transaction holding one waits for no row, so the row
-//!    locks and the chains' locks cannot deadlock.
-//!    A job that fails in SQL aborts its transaction; the careful transaction is then rolled
-//!    back and every job run again alone, so one bad job fails only itself. A job is answered
-//!    only after its commit: what was acknowledged is in the database.
+//!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): for each chain
+//!    its entries go to (`[store] chains`, keyed by tenant: [`audit::chain_of`]), in ascending
+//!    order, under that chain's transaction-level advisory lock ([`WRITE_LOCK`] plus the chain),
+//!    the database reads the chain's head, numbers and hashes the entries after it; then it inserts
+//!    them all; the commit, next in the pipeline, releases the locks. The hash is
+//!    `audit::entry_hash`'s, which `audit verify` checks: the gateway sends each entry's columns
+//!    framed for it, and the database hashes the head's hash and the entry's position in its chain
+//!    in front of them. So each chain keeps one verifiable order, gateways appending to different
+//!    chains never wait on each other, a lock is never held across a round trip to a gateway, and a
+//!    transaction holding one waits for no row, so the row locks and the chains' locks cannot
+//!    deadlock. A job that fails in SQL aborts its transaction; the careful transaction is then
+//!    rolled back and every job run again alone, so one bad job fails only itself. A job is
+//!    answered only after its commit: what was acknowledged is in the database.
 //! 3. **wake**: a record that completes or releases a key, and an operator's resolution, send
-//!    `NOTIFY gatehouse_keys` with the key's digest; every gateway `LISTEN`s on its own
-//!    connection and wakes the calls waiting on that key, wherever its holder ran. When the
-//!    listening connection drops, every waiter is woken to look again.
+//!    `NOTIFY gatehouse_keys` with the key's digest; every gateway `LISTEN`s on its own connection
+//!    and wakes the calls waiting on that key, wherever its holder ran. When the listening
+//!    connection drops, every waiter is woken to look again.
 //! 4. **read**: a pool of connections (`[store] pool_size`).
-//! 5. **down**: a writer that loses its connection while others of its crew hold theirs
-//!    connects again, at once when it finds the loss with a batch in hand, and meanwhile leaves
-//!    the crew's jobs to them. When the database cannot be reached (every writer of a crew has
-//!    lost its connection), [`Store::available`] turns false, every write fails at once with
-//!    `StoreError::Unavailable`, and each writer tries to reconnect every half second; the
-//!    store turns available by itself once a writer of each crew is back.
+//! 5. **down**: a writer that loses its connection while others of its crew hold theirs connects
+//!    again, at once when it finds the loss with a batch in hand, and meanwhile leaves the crew's
+//!    jobs to them. When the database cannot be reached (every writer of a crew has lost its
+//!    connection), [`Store::available`] turns false, every write fails at once with
+//!    `StoreError::Unavailable`, and each writer tries to reconnect every half second; the store
+//!    turns available by itself once a writer of each crew is back.
 //!
 //! Files by job: this one opens (connects, migrates, listens) and answers the [`Store`] trait;
-//! `writer` runs the crews and their two transactions; `sql` holds the SQL of each operation.
-//! Rows are mapped by the layer SQLite shares (`crate::rows`). A damaged row is an error that
-//! names its column, never a default.
+//! `writer` runs the crews and their two transactions; `sql` holds the SQL of each operation;
+//! `rows` reads tokio-postgres's rows for the row mapping SQLite shares (`crate::rows`). A damaged
+//! row is an error that names its column, never a default.
 
+mod rows;
 mod sql;
 mod writer;
 
@@ -70,7 +70,7 @@ use tokio_postgres::{AsyncMessage, Client};
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls;
 
-use self::sql::PgError;
+use self::rows::PgError;
 use self::writer::{Crew, Writer, write_loop};
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;

@@ -1,8 +1,7 @@
 //! The PostgreSQL store's SQL, one place per operation: the statements every writer prepares
 //! ([`Statements`]), what each write job does in a careful transaction ([`apply`]), what a
 //! transaction writes last under the chains' locks ([`Last`], [`Entries`]), and each read.
-//! Rows are mapped by the layer both backends share (`crate::rows`), through [`Columns`] for
-//! tokio-postgres's rows.
+//! Rows are mapped by the layer both backends share (`crate::rows`), as `rows` reads them.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -12,6 +11,7 @@ use std::task::Poll;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, Row, Statement, Transaction};
 
+use super::rows::{PgError, audit_entry};
 use super::{CHANNEL, WRITE_LOCK, describe};
 use crate::audit::{self, AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;
@@ -25,38 +25,6 @@ use crate::rows::{
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
 };
 use crate::store::Waiters;
-
-/// What a statement or a row read can fail with: the database's error, or a row holding what
-/// gatehouse never writes there.
-#[derive(Debug)]
-pub(crate) enum PgError {
-    /// The database's error.
-    Db(tokio_postgres::Error),
-    /// A damaged row.
-    Corrupt(Corrupt),
-}
-
-impl From<tokio_postgres::Error> for PgError {
-    fn from(error: tokio_postgres::Error) -> Self {
-        Self::Db(error)
-    }
-}
-
-impl From<Corrupt> for PgError {
-    fn from(corrupt: Corrupt) -> Self {
-        Self::Corrupt(corrupt)
-    }
-}
-
-impl PgError {
-    /// As the store reports it, naming the database.
-    pub(super) fn into_store_error(self, location: &str) -> StoreError {
-        match self {
-            Self::Db(error) => super::unavailable(location, &error),
-            Self::Corrupt(corrupt) => StoreError::Unavailable(format!("{location}: {corrupt}")),
-        }
-    }
-}
 
 /// A read inside a write job: the database's error is the transaction's (it is lost: the outer
 /// error), a damaged row only the job's (the inner one).
@@ -653,39 +621,6 @@ pub(super) async fn verify_audit(
         if (rows.len() as i64) < VERIFY_PAGE {
             return Ok(chains.report());
         }
-    }
-}
-
-/// An audit entry of a partitioned log: [`rows::audit_entry`], then its chain and link
-/// (the columns [`audit_columns`] adds).
-fn audit_entry(row: &Row) -> Result<AuditEntry, PgError> {
-    let mut entry = rows::audit_entry(row)?;
-    let chain: i32 = row.try_get(11)?;
-    entry.chain = u32::try_from(chain).map_err(|_| Corrupt {
-        column: 11,
-        problem: format!("holds the negative chain {chain}"),
-    })?;
-    entry.link = from_db(row.int(12)?);
-    Ok(entry)
-}
-
-impl Columns for Row {
-    type Error = PgError;
-
-    fn text(&self, column: usize) -> Result<String, PgError> {
-        Ok(self.try_get(column)?)
-    }
-
-    fn text_or_null(&self, column: usize) -> Result<Option<String>, PgError> {
-        Ok(self.try_get(column)?)
-    }
-
-    fn int(&self, column: usize) -> Result<i64, PgError> {
-        Ok(self.try_get(column)?)
-    }
-
-    fn int_or_null(&self, column: usize) -> Result<Option<i64>, PgError> {
-        Ok(self.try_get(column)?)
     }
 }
 

@@ -28,8 +28,9 @@
 //!
 //! Files by job: this one opens and migrates the file and answers the [`Store`] trait;
 //! `writer` commits the batches (and runs the checkpoint thread); `sql` holds the SQL of each
-//! operation. Rows are mapped by the layer PostgreSQL shares (`crate::rows`).
+//! operation; `rows` reads rusqlite's rows for the row mapping PostgreSQL shares (`crate::rows`).
 
+mod rows;
 mod sql;
 #[cfg(test)]
 mod tests;

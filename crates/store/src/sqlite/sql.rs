@@ -1,6 +1,6 @@
 //! The SQLite store's SQL, one function per operation: what each write job does inside its
 //! batch's transaction ([`apply`]), and each read. Rows are mapped by the layer both backends
-//! share ([`crate::rows`]), through [`Columns`] for rusqlite's rows.
+//! share ([`crate::rows`]), as `rows` reads them.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -461,34 +461,4 @@ pub(super) fn verify_audit(conn: &Connection) -> rusqlite::Result<VerifyReport> 
         }
     }
     Ok(chains.report())
-}
-
-impl Columns for Row<'_> {
-    type Error = rusqlite::Error;
-
-    fn text(&self, column: usize) -> rusqlite::Result<String> {
-        self.get(column)
-    }
-
-    fn text_or_null(&self, column: usize) -> rusqlite::Result<Option<String>> {
-        self.get(column)
-    }
-
-    fn int(&self, column: usize) -> rusqlite::Result<i64> {
-        self.get(column)
-    }
-
-    fn int_or_null(&self, column: usize) -> rusqlite::Result<Option<i64>> {
-        self.get(column)
-    }
-}
-
-impl From<Corrupt> for rusqlite::Error {
-    fn from(corrupt: Corrupt) -> Self {
-        rusqlite::Error::FromSqlConversionFailure(
-            corrupt.column,
-            rusqlite::types::Type::Text,
-            Box::new(corrupt),
-        )
-    }
 }
