@@ -525,6 +525,35 @@ async fn gatehouse_serve_demo_answers_an_mcp_client_without_a_key() {
         .unwrap();
     assert_eq!(result.is_error, Some(false), "{result:#?}");
     assert_eq!(record(&result)["outcome"], "OK");
+
+    // The README's own `tools/call` (its curl command: these headers, this body) answers OK.
+    let port: u16 = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap_or_else(|_| panic!("a loopback endpoint: {url}"));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gatehouse.echo.echo","arguments":{"message":"hi"}}}"#;
+    assert!(
+        readme.contains(&format!("-d '{body}'")),
+        "the README's curl command sends this body"
+    );
+    let (status, _, answer) = gatehouse_tests::http(
+        port,
+        "POST",
+        "/mcp",
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        body,
+    )
+    .await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains(r#""outcome":"OK""#), "{answer}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
