@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, GenericClient, Row, Statement, Transaction};
+use tokio_postgres::{Client, GenericClient, Statement, Transaction};
 
 use super::rows::{PgError, audit_entry};
 use super::{CHANNEL, WRITE_LOCK, describe};
@@ -21,7 +21,7 @@ use crate::records::{
     KeyRecord, PluginChange, Resolution, StoreError,
 };
 use crate::rows::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
 };
 use crate::store::Waiters;
