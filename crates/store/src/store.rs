@@ -13,7 +13,7 @@ use crate::checkpoint::Checkpoint;
 use crate::rate::RateBudget;
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, CallRecord, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError,
+    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError, Waiting,
 };
 
 /// A store operation in flight.
@@ -51,11 +51,23 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// Gate 6: an existing approval.
     fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>>;
 
-    /// Approves or rejects a pending approval, appending the decision to the audit log.
+    /// Approves or rejects a pending approval, appending the decision (an `approval` entry)
+    /// to the audit log; returns the approval as decided.
+    ///
+    /// A decision is a transition from `pending`, atomic in the database: of decisions made
+    /// at once on one approval (by two gateways, or two writers of one), exactly one wins.
+    /// Every other, and every decision the rules refuse (the approval decided already,
+    /// expired, a decider who may not decide it: [`DecidedAs`](crate::DecidedAs)), is
+    /// [`StoreError::Refused`] and audited as an `approval_refused` entry, never as a
+    /// decision. An approval that does not exist is [`StoreError::NotFound`] (not audited).
     fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval>;
 
     /// Approvals, newest first.
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>>;
+
+    /// Sets how the caller of approval `approval_id` waits for its decision.
+    /// [`StoreError::NotFound`] if there is no such approval.
+    fn set_waiting(&self, approval_id: String, waiting: Waiting) -> StoreFuture<'_, ()>;
 
     /// The capability ids of a principal's most recent calls in a tenant, oldest first.
     fn prior_actions(

@@ -21,7 +21,9 @@
 //!      holds. A claim of a key nobody holds is one insert that the key's row makes atomic, so
 //!      gateways claiming different keys never wait on each other.
 //!    - the **careful transaction** (`writer::careful`) runs, one job after another, what needs a
-//!      read first: a claim of a key that already has a row (its row locked), approvals, an
+//!      read first: a claim of a key that already has a row (its row locked), approvals (a
+//!      decision is a conditional update from `pending`: of two gateways deciding at once, the
+//!      second's update finds the first's committed decision and changes nothing), an
 //!      operator's resolution, plugin changes, pruning.
 //!
 //!    The audit chains are the one thing ordered across processes. A transaction appends its
@@ -84,9 +86,9 @@ use crate::records::{
 use crate::rows::{from_db, to_db};
 use crate::store::{Store, StoreFuture, Waiters};
 
-/// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
-/// in `migrations/sqlite/`, are not PostgreSQL's), then PostgreSQL's own, in
-/// `migrations/postgres/`.
+/// The schema migrations, in order of their file numbers: the portable files SQLite applies too
+/// (SQLite's own, in `migrations/sqlite/`, are not PostgreSQL's) and PostgreSQL's own, in
+/// `migrations/postgres/`. The schema version is their count.
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_rate_windows.sql"),
@@ -94,6 +96,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_plugin_changes.sql"),
     include_str!("../../migrations/postgres/0007_audit_append.sql"),
     include_str!("../../migrations/postgres/0008_audit_chains.sql"),
+    include_str!("../../migrations/0009_tasks.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin

@@ -18,7 +18,7 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
-    KeyRecord, PluginChange, Resolution, StoreError,
+    Decision, KeyRecord, PluginChange, Resolution, StoreError, Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
@@ -268,45 +268,18 @@ pub(super) async fn apply<'a>(
             Ok(approval) => Done::Approval(Box::new(approval)),
             Err(damaged) => return Ok(Err(damaged)),
         },
-        Op::Decide(decision) => {
-            let found = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
-                Ok(found) => found,
-                Err(damaged) => return Ok(Err(damaged)),
-            };
-            let Some(approval) = found else {
-                return Ok(Err(StoreError::NotFound(format!(
-                    "approval `{}`",
-                    decision.id
-                ))));
-            };
-            let status = match jobs::check_decision(&approval, decision) {
-                Ok(status) => status,
-                Err(refused) => return Ok(Err(refused)),
-            };
-            txn.execute(
-                "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4 WHERE id = $5",
-                &[
-                    &status.as_str(),
-                    &decision.by,
-                    &decision.reason,
-                    &to_db(decision.now_ms),
-                    &decision.id,
-                ],
-            )
-            .await?;
-            last.events.push(Cow::Owned(jobs::decision_event(
-                &approval, decision, status,
-            )));
-            match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
-                Ok(Some(approval)) => Done::Approval(Box::new(approval)),
-                Err(damaged) => return Ok(Err(damaged)),
-                Ok(None) => {
-                    return Ok(Err(StoreError::NotFound(format!(
-                        "approval `{}`",
-                        decision.id
-                    ))));
-                }
+        Op::Decide(decision) => match decide(txn, last, decision).await? {
+            Ok(done) => done,
+            Err(refused) => return Ok(Err(refused)),
+        },
+        Op::SetWaiting {
+            approval_id,
+            waiting,
+        } => {
+            if set_waiting(txn, approval_id, waiting).await? == 0 {
+                return Ok(Err(jobs::unknown_approval(approval_id)));
             }
+            Done::Unit
         }
         Op::Resolve {
             key,
@@ -411,6 +384,79 @@ async fn claim(
     }
 }
 
+/// A decision: a conditional update from `pending`, so it applies only if no other decision
+/// did first. Under PostgreSQL's read committed isolation, an update racing another
+/// transaction's decision waits for its commit, then finds the approval no longer `pending`
+/// and changes nothing. A refused decision (by the rules, or because another came first)
+/// appends its `approval_refused` entry and is answered [`Done::Refused`]. The inner error:
+/// nothing was written.
+async fn decide(
+    txn: &Transaction<'_>,
+    last: &mut Last<'_>,
+    decision: &Decision,
+) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+    let approval = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+        Ok(Some(approval)) => approval,
+        Ok(None) => return Ok(Err(jobs::unknown_approval(&decision.id))),
+        Err(damaged) => return Ok(Err(damaged)),
+    };
+    let mut refuse = |why: String| -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+        let event = jobs::refusal_event(&approval, decision, &why);
+        last.events.push(Cow::Owned(event));
+        Ok(Ok(Done::Refused(why)))
+    };
+    let status = match jobs::check_decision(&approval, decision) {
+        Ok(status) => status,
+        Err(why) => return refuse(why),
+    };
+    let updated = txn
+        .execute(
+            "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4, \
+             decided_as = $5 WHERE id = $6 AND status = 'pending'",
+            &[
+                &status.as_str(),
+                &decision.by,
+                &decision.reason,
+                &to_db(decision.now_ms),
+                &decision.decided_as.as_str(),
+                &decision.id,
+            ],
+        )
+        .await?;
+    if updated == 0 {
+        // Read again: a statement sees what committed before it, so the decision that won.
+        let now = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+            Ok(now) => now,
+            Err(damaged) => return Ok(Err(damaged)),
+        };
+        return refuse(jobs::lost_race(now.as_ref(), decision));
+    }
+    last.events.push(Cow::Owned(jobs::decision_event(
+        &approval, decision, status,
+    )));
+    Ok(
+        match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+            Ok(Some(approval)) => Ok(Done::Approval(Box::new(approval))),
+            Ok(None) => Err(jobs::unknown_approval(&decision.id)),
+            Err(damaged) => Err(damaged),
+        },
+    )
+}
+
+/// Sets how an approval's caller waits; how many approvals it changed (0: no such approval).
+async fn set_waiting(
+    txn: &Transaction<'_>,
+    approval_id: &str,
+    waiting: &Waiting,
+) -> Result<u64, tokio_postgres::Error> {
+    let (on, until, task) = rows::waiting_columns(waiting);
+    txn.execute(
+        "UPDATE approvals SET waiting_on = $1, waiting_until = $2, waiting_task = $3 WHERE id = $4",
+        &[&on, &until, &task, &approval_id],
+    )
+    .await
+}
+
 /// Proposes an approval, or finds the one its key already has.
 async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval, PgError> {
     if let Some(key) = &proposal.idempotency_key
@@ -423,10 +469,12 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
     {
         return Ok(existing);
     }
+    let (waiting_on, waiting_until, waiting_task) = rows::waiting_columns(&proposal.waiting);
     txn.execute(
         &format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL, \
+                     NULL, $12, $13, $14)"
         ),
         &[
             &proposal.id,
@@ -440,6 +488,9 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
             &rows::strings_json(&proposal.reasons),
             &to_db(proposal.created_at_ms),
             &to_db(proposal.expires_at_ms),
+            &waiting_on,
+            &waiting_until,
+            &waiting_task,
         ],
     )
     .await?;
@@ -449,6 +500,7 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
     stored.decided_reason = None;
     stored.decided_at_ms = None;
     stored.executed_by_call = None;
+    stored.decided_as = None;
     Ok(stored)
 }
 

@@ -10,7 +10,7 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, Resolution, StoreError,
+    IdempotencyKey, KeyRecord, Resolution, StoreError, Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
@@ -68,7 +68,11 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             Ok(Done::Unit)
         }
         Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
-        Op::Decide(decision) => decide(txn, head, decision).map(|a| Done::Approval(Box::new(a))),
+        Op::Decide(decision) => decide(txn, head, decision),
+        Op::SetWaiting {
+            approval_id,
+            waiting,
+        } => set_waiting(txn, approval_id, waiting).map(|()| Done::Unit),
         Op::Resolve {
             key,
             resolution,
@@ -268,11 +272,13 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
             return Ok(existing);
         }
     }
+    let (waiting_on, waiting_until, waiting_task) = rows::waiting_columns(&proposal.waiting);
     exec(
         txn,
         &format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL, \
+                     NULL, ?12, ?13, ?14)"
         ),
         params![
             proposal.id,
@@ -285,7 +291,10 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
             proposal.mode,
             rows::strings_json(&proposal.reasons),
             to_db(proposal.created_at_ms),
-            to_db(proposal.expires_at_ms)
+            to_db(proposal.expires_at_ms),
+            waiting_on,
+            waiting_until,
+            waiting_task
         ],
     )
     .map_err(unavailable)?;
@@ -294,27 +303,58 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
         .ok_or_else(|| StoreError::Unavailable("the new approval vanished".to_owned()))
 }
 
-fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Approval, StoreError> {
-    let approval = approval_by_id(txn, &decision.id)
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
-    let status = jobs::check_decision(&approval, decision)?;
-    exec(txn, "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4 WHERE id = ?5", params![
+/// A decision: a conditional update from `pending`, so it applies only if no other decision
+/// did first. A refused one (by the rules, or because another came first) writes its
+/// `approval_refused` entry and is answered [`Done::Refused`].
+fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Done, StoreError> {
+    let read = |txn: &Connection| approval_by_id(txn, &decision.id).map_err(unavailable);
+    let approval = read(txn)?.ok_or_else(|| jobs::unknown_approval(&decision.id))?;
+    let refuse = |head: &mut Head, why: String| -> Result<Done, StoreError> {
+        append(txn, head, &jobs::refusal_event(&approval, decision, &why))?;
+        Ok(Done::Refused(why))
+    };
+    let status = match jobs::check_decision(&approval, decision) {
+        Ok(status) => status,
+        Err(why) => return refuse(head, why),
+    };
+    let updated = exec(
+        txn,
+        "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4, \
+         decided_as = ?5 WHERE id = ?6 AND status = 'pending'",
+        params![
             status.as_str(),
             decision.by,
             decision.reason,
             to_db(decision.now_ms),
+            decision.decided_as.as_str(),
             decision.id
-        ])
+        ],
+    )
     .map_err(unavailable)?;
+    if updated == 0 {
+        return refuse(head, jobs::lost_race(read(txn)?.as_ref(), decision));
+    }
     append(
         txn,
         head,
         &jobs::decision_event(&approval, decision, status),
     )?;
-    approval_by_id(txn, &decision.id)
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
+    let decided = read(txn)?.ok_or_else(|| jobs::unknown_approval(&decision.id))?;
+    Ok(Done::Approval(Box::new(decided)))
+}
+
+fn set_waiting(txn: &Connection, approval_id: &str, waiting: &Waiting) -> Result<(), StoreError> {
+    let (on, until, task) = rows::waiting_columns(waiting);
+    let updated = exec(
+        txn,
+        "UPDATE approvals SET waiting_on = ?1, waiting_until = ?2, waiting_task = ?3 WHERE id = ?4",
+        params![on, until, task, approval_id],
+    )
+    .map_err(unavailable)?;
+    if updated == 0 {
+        return Err(jobs::unknown_approval(approval_id));
+    }
+    Ok(())
 }
 
 fn resolve(
