@@ -1,7 +1,7 @@
 //! What every backend's writer does, independent of its SQL: the write jobs it queues, and the
-//! rules that decide a claim, an approval decision and an operator's resolution. A backend
-//! reads the rows, asks these functions, and writes what they say, so SQLite and PostgreSQL
-//! cannot drift apart in meaning.
+//! rules that decide a claim, an approval decision, a task's update and an operator's
+//! resolution. A backend reads the rows, asks these functions, and writes what they say, so
+//! SQLite and PostgreSQL cannot drift apart in meaning.
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -10,7 +10,7 @@ use super::rows::{KeyRow, key_state};
 use crate::checkpoint::Checkpoint;
 use crate::records::{
     Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs, Decision,
-    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError, Waiting,
+    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError, Task, TaskUpdate, Waiting,
 };
 
 /// A write job and where its answer goes (`None`: nobody waits for it).
@@ -45,6 +45,8 @@ pub(super) enum Op {
         approval_id: String,
         waiting: Waiting,
     },
+    CreateTask(Task),
+    UpdateTask(TaskUpdate),
     Resolve {
         key: IdempotencyKey,
         resolution: Resolution,
@@ -73,6 +75,8 @@ impl Op {
             | Self::Propose(_)
             | Self::Decide(_)
             | Self::SetWaiting { .. }
+            | Self::CreateTask(_)
+            | Self::UpdateTask(_)
             | Self::Prune(_)
             | Self::Flush
             | Self::AddCheckpoint(_)
@@ -177,6 +181,22 @@ macro_rules! queued_writes {
             Box::pin(async move { write.await.map(drop) })
         }
 
+        fn create_task(
+            &self,
+            task: $crate::records::Task,
+        ) -> $crate::store::StoreFuture<'_, $crate::records::Task> {
+            let write = self.write($crate::jobs::Op::CreateTask(task), true);
+            Box::pin(async move { write.await?.created_task() })
+        }
+
+        fn update_task(
+            &self,
+            update: $crate::records::TaskUpdate,
+        ) -> $crate::store::StoreFuture<'_, Option<$crate::records::Task>> {
+            let write = self.write($crate::jobs::Op::UpdateTask(update), true);
+            Box::pin(async move { write.await?.task() })
+        }
+
         fn resolve(
             &self,
             key: $crate::records::IdempotencyKey,
@@ -227,6 +247,8 @@ pub(super) use queued_writes;
 pub(super) enum Done {
     Claim(Claim),
     Approval(Box<Approval>),
+    /// A task as written, or none (an update that did not apply).
+    Task(Option<Box<Task>>),
     Count(u64),
     Unit,
     /// A refusal that is itself written, and committed: a refused decision's audit entry
@@ -249,6 +271,18 @@ impl Done {
         }
     }
 
+    pub fn task(self) -> Result<Option<Task>, StoreError> {
+        match self {
+            Self::Task(task) => Ok(task.map(|task| *task)),
+            other => other.unexpected(),
+        }
+    }
+
+    /// A task the write created (a create always writes one).
+    pub fn created_task(self) -> Result<Task, StoreError> {
+        self.task()?.map_or_else(wrong_answer, Ok)
+    }
+
     pub fn count(self) -> Result<u64, StoreError> {
         match self {
             Self::Count(n) => Ok(n),
@@ -261,7 +295,9 @@ impl Done {
     fn unexpected<T>(self) -> Result<T, StoreError> {
         match self {
             Self::Refused(why) => Err(StoreError::Refused(why)),
-            Self::Claim(_) | Self::Approval(_) | Self::Count(_) | Self::Unit => wrong_answer(),
+            Self::Claim(_) | Self::Approval(_) | Self::Task(_) | Self::Count(_) | Self::Unit => {
+                wrong_answer()
+            }
         }
     }
 }
@@ -463,6 +499,26 @@ fn approval_event(
         record: gatehouse_core::canonical::canonical_json(record),
         at_ms: decision.now_ms,
     }
+}
+
+/// The task `update` makes of `task`, or `None` when it does not apply (the task's status is
+/// not one of `update.from`). A backend writes it only if the task is still in the status it
+/// read (a conditional update), so two updates racing from one status never both apply.
+pub(super) fn updated_task(task: &Task, update: &TaskUpdate) -> Option<Task> {
+    update.from.contains(&task.status).then(|| Task {
+        status: update.status,
+        status_message: update.status_message.clone(),
+        result: update.result.clone(),
+        updated_at_ms: update.now_ms,
+        ..task.clone()
+    })
+}
+
+/// The error for a task created with the id of one that exists.
+pub(super) fn task_exists(id: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "task `{id}` exists already; a new task needs a new id"
+    ))
 }
 
 /// The error for an approval that does not exist.

@@ -1,6 +1,6 @@
 //! The records the store keeps and the errors it answers with: idempotency keys and their
-//! claims, approvals and their decisions (who decided, how the caller waits), a call's record
-//! and its audit event, plugin changes. Plain data, shared by the
+//! claims, approvals and their decisions (who decided, how the caller waits), tasks, a call's
+//! record and its audit event, plugin changes. Plain data, shared by the
 //! [`Store`](crate::store::Store) trait and both backends.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -272,7 +272,7 @@ pub enum Waiting {
     },
     /// The caller polls an MCP task that runs the call once the approval is decided.
     Task {
-        /// The task.
+        /// The task, `task_<hex>`.
         id: String,
     },
 }
@@ -353,6 +353,123 @@ pub struct ApprovalFilter {
     pub tenant: Option<String>,
     /// At most this many, newest first. Default (0): 100.
     pub limit: usize,
+}
+
+/// Where an MCP task stands (the MCP `tasks` utility's statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Running, or waiting on something the client need not act on (an approver).
+    Working,
+    /// Waiting for the client (its user's consent, say).
+    InputRequired,
+    /// Done: its result is the call's.
+    Completed,
+    /// Ended without running to completion (a rejection, an expired approval, an error).
+    Failed,
+    /// Cancelled by the client.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// The wire name: `working`, `input_required`, `completed`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::InputRequired => "input_required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a wire name names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "working" => Some(Self::Working),
+            "input_required" => Some(Self::InputRequired),
+            "completed" => Some(Self::Completed),
+            "failed" => Some(Self::Failed),
+            "cancelled" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Whether the task has ended (`completed`, `failed`, `cancelled`): its status does not
+    /// change again.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            Self::Completed | Self::Failed | Self::Cancelled => true,
+            Self::Working | Self::InputRequired => false,
+        }
+    }
+}
+
+/// An MCP task: a tool call that waits (on an approval, say) while its client polls it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// `task_<32 hex>` ([`task_id`]), made by the caller.
+    pub id: String,
+    /// Tenant of the call.
+    pub tenant: String,
+    /// The id of the principal that made it: only it may see the task.
+    pub principal: String,
+    /// The tool, as the client called it.
+    pub tool: String,
+    /// The approval it waits on, if any.
+    pub approval_id: Option<String>,
+    /// The call it runs (its `ToolCallEnvelope`, JSON).
+    pub call: Value,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// A line for people about its status.
+    pub status_message: Option<String>,
+    /// What it delivered (JSON), once terminal.
+    pub result: Option<Value>,
+    /// When it was made, unix ms.
+    pub created_at_ms: u64,
+    /// When its status last changed, unix ms.
+    pub updated_at_ms: u64,
+    /// When it is forgotten ([`Store::prune`](crate::Store::prune)), unix ms.
+    pub expires_at_ms: u64,
+}
+
+/// A conditional change of a task's status ([`Store::update_task`](crate::Store::update_task)):
+/// applied only if the task's current status is one of `from`. The status, message and
+/// result are set as given (`None` clears).
+#[derive(Debug, Clone)]
+pub struct TaskUpdate {
+    /// The task.
+    pub id: String,
+    /// The statuses it may be in for the change to apply (empty: none, nothing applies).
+    pub from: Vec<TaskStatus>,
+    /// Its new status.
+    pub status: TaskStatus,
+    /// Its new status message.
+    pub status_message: Option<String>,
+    /// Its result (JSON), for a terminal status.
+    pub result: Option<Value>,
+    /// Now, unix ms: the task's `updated_at_ms`.
+    pub now_ms: u64,
+}
+
+/// Which tasks to list ([`Store::tasks`](crate::Store::tasks)), newest first.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only this tenant's.
+    pub tenant: Option<String>,
+    /// Only those this principal made.
+    pub principal: Option<String>,
+    /// Only tasks in one of these statuses (empty: any).
+    pub statuses: Vec<TaskStatus>,
+    /// Only those waiting on this approval.
+    pub approval_id: Option<String>,
+    /// At most this many. Default (0): 100.
+    pub limit: usize,
+    /// A cursor: only tasks whose `(created_at_ms, id)` is strictly before this one, in the
+    /// list's order (newest first, ties by id descending). The last task of a page, as the
+    /// next page's cursor, pages through them all.
+    pub before: Option<(u64, String)>,
 }
 
 /// Everything one call leaves behind, written in one transaction (gate 10).
@@ -477,6 +594,12 @@ pub fn now_ms() -> u64 {
 /// A fresh approval id, `apr_<hex>`.
 pub fn approval_id() -> String {
     format!("apr_{}", gatehouse_core::ids::random_hex(8))
+}
+
+/// A fresh task id, `task_<32 hex>` (128 random bits: a task id is all a client needs to poll
+/// the task, so it must not be guessed).
+pub fn task_id() -> String {
+    format!("task_{}", gatehouse_core::ids::random_hex(16))
 }
 
 /// A pending proposal of `t.pay` for tenant `acme`, asked by `usr_alice` through `agent_a`,

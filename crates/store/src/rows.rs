@@ -1,6 +1,6 @@
 //! The row mapping both backends share. SQLite and PostgreSQL keep the same tables with the
-//! same columns (the portable migrations), so an approval, an audit entry, a checkpoint or an
-//! idempotency record is read from a row in one place, here, through the little each backend
+//! same columns (the portable migrations), so an approval, a task, an audit entry, a
+//! checkpoint or an idempotency record is read from a row in one place, here, through the little each backend
 //! provides: its rows' columns by position ([`Columns`]). The column lists the queries name
 //! are here too, so a query and its mapping cannot disagree on an order.
 //!
@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::audit::AuditEntry;
 use crate::checkpoint::Checkpoint;
 use crate::records::{
-    Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState, Waiting,
+    Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState, Task,
+    TaskStatus, Waiting,
 };
 
 /// The columns of an `approvals` row, in the order [`approval`] reads them (and both backends
@@ -20,6 +21,11 @@ use crate::records::{
 pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
      reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call, \
      decided_as, waiting_on, waiting_until, waiting_task";
+
+/// The columns of a `tasks` row, in the order [`task`] reads them (and both backends insert
+/// them).
+pub(super) const TASK_COLUMNS: &str = "id, tenant, principal, tool, approval_id, call, status, \
+     status_message, result, created_at, updated_at, expires_at";
 
 /// The columns of an `audit` row, in the order [`audit_entry`] reads them.
 pub(super) const AUDIT_COLUMNS: &str =
@@ -95,7 +101,7 @@ pub(super) fn waiting_columns(waiting: &Waiting) -> (&'static str, Option<i64>, 
     }
 }
 
-/// The value of JSON column `column`, as the tables keep calls.
+/// The value of JSON column `column`, as the tables keep calls and results.
 fn json(column: usize, text: &str) -> Result<Value, Corrupt> {
     serde_json::from_str(text).map_err(|e| Corrupt {
         column,
@@ -175,6 +181,39 @@ pub(super) fn approval<R: Columns>(row: &R) -> Result<Approval, R::Error> {
         decided_as,
         waiting: waiting(row, 17)?,
     })
+}
+
+/// A task, from a row of [`TASK_COLUMNS`].
+pub(super) fn task<R: Columns>(row: &R) -> Result<Task, R::Error> {
+    let status = row.text(6)?;
+    Ok(Task {
+        id: row.text(0)?,
+        tenant: row.text(1)?,
+        principal: row.text(2)?,
+        tool: row.text(3)?,
+        approval_id: row.text_or_null(4)?,
+        call: json(5, &row.text(5)?)?,
+        status: TaskStatus::parse(&status).ok_or_else(|| Corrupt {
+            column: 6,
+            problem: format!("holds the unknown task status `{status}`"),
+        })?,
+        status_message: row.text_or_null(7)?,
+        result: match row.text_or_null(8)? {
+            Some(text) => Some(json(8, &text)?),
+            None => None,
+        },
+        created_at_ms: from_db(row.int(9)?),
+        updated_at_ms: from_db(row.int(10)?),
+        expires_at_ms: from_db(row.int(11)?),
+    })
+}
+
+/// A task's JSON columns as the `tasks` table keeps them: its call, and its result if any.
+pub(super) fn task_json(task: &Task) -> (String, Option<String>) {
+    (
+        task.call.to_string(),
+        task.result.as_ref().map(Value::to_string),
+    )
 }
 
 /// An audit entry, from a row of [`AUDIT_COLUMNS`], in chain 0 with its `link` its `seq` (as
@@ -331,6 +370,23 @@ mod tests {
         ]
     }
 
+    fn task_row(status: &'static str, result: Option<&'static str>) -> Plain {
+        Plain(vec![
+            Some("task_1"),
+            Some("acme"),
+            Some("usr_1"),
+            Some("notes.send"),
+            Some("apr_1"),
+            Some(r#"{"args":{}}"#),
+            Some(status),
+            None,
+            result,
+            Some("1000"),
+            Some("1500"),
+            Some("2000"),
+        ])
+    }
+
     #[test]
     fn an_approval_row_reads_whole() {
         let approval = approval(&approval_row("pending", r#"{"args":{}}"#)).unwrap();
@@ -390,5 +446,47 @@ mod tests {
         assert!(until.problem.contains("NULL"), "{until}");
         let task = read([None, Some("task"), None, None]);
         assert_eq!(task.column, 19);
+    }
+
+    #[test]
+    fn a_task_row_reads_whole_and_a_damaged_one_names_its_column() {
+        let working = task(&task_row("working", None)).unwrap();
+        assert_eq!(working.id, "task_1");
+        assert_eq!(working.status, TaskStatus::Working);
+        assert_eq!(working.approval_id.as_deref(), Some("apr_1"));
+        assert_eq!(working.call, serde_json::json!({ "args": {} }));
+        assert_eq!(working.result, None);
+        assert_eq!(
+            (
+                working.created_at_ms,
+                working.updated_at_ms,
+                working.expires_at_ms
+            ),
+            (1000, 1500, 2000)
+        );
+        let done = task(&task_row("completed", Some(r#"{"ok":true}"#))).unwrap();
+        assert_eq!(done.result, Some(serde_json::json!({ "ok": true })));
+        assert_eq!(task_json(&done).1.as_deref(), Some(r#"{"ok":true}"#));
+
+        let status = task(&task_row("paused", None)).unwrap_err();
+        assert_eq!(status.column, 6);
+        assert!(status.problem.contains("`paused`"), "{status}");
+        let result = task(&task_row("completed", Some("{cut"))).unwrap_err();
+        assert_eq!(result.column, 8);
+        assert!(result.problem.starts_with("is not JSON"), "{result}");
+    }
+
+    #[test]
+    fn a_damaged_approval_row_is_an_error_naming_its_column() {
+        let status = approval(&approval_row("maybe", "{}")).unwrap_err();
+        assert_eq!(status.column, 9);
+        assert!(status.problem.contains("`maybe`"), "{status}");
+        let call = approval(&approval_row("pending", "{not json")).unwrap_err();
+        assert_eq!(call.column, 5);
+        assert!(
+            call.to_string()
+                .starts_with("the store holds a damaged row: column 5 is not JSON"),
+            "{call}"
+        );
     }
 }

@@ -8,9 +8,9 @@
 //!    schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for a crew of writers, each writer with its
 //!    own connection and prepared statements (`[store] writers` per crew, 1 by default). One crew
-//!    takes the claims, the other everything else (records, approvals, resolutions, plugin changes,
-//!    pruning, and [`Store::flush`]'s barrier, which thus orders the records only; claims are
-//!    always waited on). A call's claim therefore never queues behind a batch of records, nor a
+//!    takes the claims, the other everything else (records, approvals, tasks, resolutions, plugin
+//!    changes, pruning, and [`Store::flush`]'s barrier, which thus orders the records only; claims
+//!    are always waited on). A call's claim therefore never queues behind a batch of records, nor a
 //!    record behind claims. A crew's writers take turns at its queue: one takes the jobs waiting
 //!    (and while nobody waits on the batch, those that come within [`jobs::LINGER`]) while the
 //!    others commit theirs, so a job waits for a batch in flight only when every writer of its crew
@@ -23,7 +23,7 @@
 //!    - the **careful transaction** (`writer::careful`) runs, one job after another, what needs a
 //!      read first: a claim of a key that already has a row (its row locked), approvals (a
 //!      decision is a conditional update from `pending`: of two gateways deciding at once, the
-//!      second's update finds the first's committed decision and changes nothing), an
+//!      second's update finds the first's committed decision and changes nothing), tasks, an
 //!      operator's resolution, plugin changes, pruning.
 //!
 //!    The audit chains are the one thing ordered across processes. A transaction appends its
@@ -81,7 +81,7 @@ use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{RateBudget, RateFuture};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError,
+    StoreError, Task, TaskFilter,
 };
 use crate::rows::{from_db, to_db};
 use crate::store::{Store, StoreFuture, Waiters};
@@ -144,7 +144,7 @@ struct Queues {
 enum Role {
     /// Claims only: never appends, never takes the write lock.
     Claims,
-    /// Every other write; prunes expired keys.
+    /// Every other write; prunes expired keys and tasks.
     Records,
 }
 
@@ -555,6 +555,14 @@ impl Store for PostgresStore {
 
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
         self.read(move |client| async move { sql::approvals(&**client, &filter).await })
+    }
+
+    fn task(&self, id: String) -> StoreFuture<'_, Option<Task>> {
+        self.read(move |client| async move { sql::task_by_id(&**client, &id).await })
+    }
+
+    fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        self.read(move |client| async move { sql::tasks(&**client, &filter).await })
     }
 
     fn prior_actions(

@@ -18,11 +18,12 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
-    Decision, KeyRecord, PluginChange, Resolution, StoreError, Waiting,
+    Decision, KeyRecord, PluginChange, Resolution, StoreError, Task, TaskFilter, TaskUpdate,
+    Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, TASK_COLUMNS, from_db, to_db,
 };
 use crate::store::Waiters;
 
@@ -281,6 +282,14 @@ pub(super) async fn apply<'a>(
             }
             Done::Unit
         }
+        Op::CreateTask(task) => match create_task(txn, task).await? {
+            Ok(()) => Done::Task(Some(Box::new(task.clone()))),
+            Err(refused) => return Ok(Err(refused)),
+        },
+        Op::UpdateTask(update) => match update_task(txn, update).await? {
+            Ok(task) => Done::Task(task.map(Box::new)),
+            Err(damaged) => return Ok(Err(damaged)),
+        },
         Op::Resolve {
             key,
             resolution,
@@ -323,13 +332,19 @@ pub(super) async fn apply<'a>(
                 .await?;
             Done::Unit
         }
-        Op::Prune(now_ms) => Done::Count(
-            txn.execute(
-                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
-                &[&to_db(*now_ms)],
-            )
-            .await?,
-        ),
+        Op::Prune(now_ms) => {
+            let now = to_db(*now_ms);
+            let keys = txn
+                .execute(
+                    "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
+                    &[&now],
+                )
+                .await?;
+            let tasks = txn
+                .execute("DELETE FROM tasks WHERE expires_at < $1", &[&now])
+                .await?;
+            Done::Count(keys + tasks)
+        }
         Op::Flush => Done::Unit,
         Op::AddCheckpoint(checkpoint) => {
             txn.execute(
@@ -457,6 +472,85 @@ async fn set_waiting(
     .await
 }
 
+/// A new task and, when it waits on an approval, the approval marked as waited on by it. The
+/// inner error: nothing was written.
+async fn create_task(
+    txn: &Transaction<'_>,
+    task: &Task,
+) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
+    if txn
+        .query_opt("SELECT 1 FROM tasks WHERE id = $1", &[&task.id])
+        .await?
+        .is_some()
+    {
+        return Ok(Err(jobs::task_exists(&task.id)));
+    }
+    if let Some(approval_id) = &task.approval_id {
+        let waiting = Waiting::Task {
+            id: task.id.clone(),
+        };
+        if set_waiting(txn, approval_id, &waiting).await? == 0 {
+            return Ok(Err(jobs::unknown_approval(approval_id)));
+        }
+    }
+    let (call, result) = rows::task_json(task);
+    txn.execute(
+        &format!(
+            "INSERT INTO tasks ({TASK_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ),
+        &[
+            &task.id,
+            &task.tenant,
+            &task.principal,
+            &task.tool,
+            &task.approval_id,
+            &call,
+            &task.status.as_str(),
+            &task.status_message,
+            &result,
+            &to_db(task.created_at_ms),
+            &to_db(task.updated_at_ms),
+            &to_db(task.expires_at_ms),
+        ],
+    )
+    .await?;
+    Ok(Ok(()))
+}
+
+/// A task's update, if it applies ([`jobs::updated_task`]): written only while the task is
+/// still in the status it was read in (an update racing another's from the same status waits
+/// for its commit, then finds the task in another status and changes nothing).
+async fn update_task(
+    txn: &Transaction<'_>,
+    update: &TaskUpdate,
+) -> Result<Result<Option<Task>, StoreError>, tokio_postgres::Error> {
+    let task = match inside(task_by_id(txn, &update.id).await)? {
+        Ok(Some(task)) => task,
+        Ok(None) => return Ok(Ok(None)),
+        Err(damaged) => return Ok(Err(damaged)),
+    };
+    let Some(updated) = jobs::updated_task(&task, update) else {
+        return Ok(Ok(None));
+    };
+    let (_, result) = rows::task_json(&updated);
+    let written = txn
+        .execute(
+            "UPDATE tasks SET status = $1, status_message = $2, result = $3, updated_at = $4 \
+             WHERE id = $5 AND status = $6",
+            &[
+                &updated.status.as_str(),
+                &updated.status_message,
+                &result,
+                &to_db(updated.updated_at_ms),
+                &updated.id,
+                &task.status.as_str(),
+            ],
+        )
+        .await?;
+    Ok(Ok((written == 1).then_some(updated)))
+}
+
 /// Proposes an approval, or finds the one its key already has.
 async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval, PgError> {
     if let Some(key) = &proposal.idempotency_key
@@ -518,6 +612,63 @@ pub(super) async fn approval_where(
         .await?
         .map(|row| rows::approval(&row))
         .transpose()
+}
+
+/// A task by id, read with whatever client or transaction.
+pub(super) async fn task_by_id(
+    client: &impl GenericClient,
+    id: &str,
+) -> Result<Option<Task>, PgError> {
+    client
+        .query_opt(
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .map(|row| rows::task(&row))
+        .transpose()
+}
+
+/// The tasks `filter` selects, newest first (then by id, descending), before its cursor.
+pub(super) async fn tasks(
+    client: &impl GenericClient,
+    filter: &TaskFilter,
+) -> Result<Vec<Task>, PgError> {
+    let limit = if filter.limit == 0 { 100 } else { filter.limit };
+    let statuses: Option<Vec<&str>> = (!filter.statuses.is_empty()).then(|| {
+        filter
+            .statuses
+            .iter()
+            .map(|status| status.as_str())
+            .collect()
+    });
+    let (before_at, before_id): (Option<i64>, Option<&str>) = filter
+        .before
+        .as_ref()
+        .map(|(at, id)| (to_db(*at), id.as_str()))
+        .unzip();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM tasks \
+                 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR principal = $2) \
+                   AND ($3::text[] IS NULL OR status = ANY($3)) \
+                   AND ($4::text IS NULL OR approval_id = $4) \
+                   AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text)) \
+                 ORDER BY created_at DESC, id DESC LIMIT $7"
+            ),
+            &[
+                &filter.tenant,
+                &filter.principal,
+                &statuses,
+                &filter.approval_id,
+                &before_at,
+                &before_id,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    rows.iter().map(rows::task).collect()
 }
 
 /// The columns an entry is read with: [`AUDIT_COLUMNS`], then its chain and link.

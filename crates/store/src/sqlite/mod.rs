@@ -52,7 +52,7 @@ use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use crate::recent::{self, RecentActions};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError,
+    StoreError, Task, TaskFilter,
 };
 use crate::store::{Store, StoreFuture, Waiters};
 
@@ -409,6 +409,14 @@ impl Store for SqliteStore {
 
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
         self.read(move |conn| sql::approvals(conn, &filter))
+    }
+
+    fn task(&self, id: String) -> StoreFuture<'_, Option<Task>> {
+        self.read(move |conn| sql::task_by_id(conn, &id))
+    }
+
+    fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        self.read(move |conn| sql::tasks(conn, &filter))
     }
 
     fn prior_actions(

@@ -1,7 +1,8 @@
 //! The SQLite store's own tests: batches, the audit chain, approvals and claims on a real file;
-//! decisions (`decisions`) in their own file.
+//! decisions (`decisions`) and tasks (`tasks`) in their own files.
 
 mod decisions;
+mod tasks;
 
 use rusqlite::params;
 
