@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::CheckpointConfig;
-use crate::records::{Decision, now_ms};
+use crate::records::{DecidedAs, Decision, now_ms};
 
 /// The `[store]` table: where state lives.
 ///
@@ -130,9 +130,34 @@ impl Default for StoreConfig {
 impl StoreConfig {
     /// An approver's decision on approval `id`, now, under this config's self-approval rule. Every
     /// way of deciding (the `gatehouse approvals` commands, `Host::decide` (gatehouse-host), the
-    /// admin API) builds its decision here and hands it to [`Store::decide`], which applies the
+    /// admin API) builds its decision here (or in [`consent`](Self::consent) or
+    /// [`withdrawal`](Self::withdrawal)) and hands it to [`Store::decide`], which applies the
     /// rules (pending, not expired, approver outside the requesting chain).
     pub fn decision(&self, id: &str, approve: bool, by: &str, reason: &str) -> Decision {
+        self.decided_as(DecidedAs::Approver, id, approve, by, reason)
+    }
+
+    /// The calling user's consent to approval `id` (or its refusal, `approve` false), now, as
+    /// MCP form elicitation asks it: `by` must be in the requesting chain, and the
+    /// self-approval rule does not apply ([`DecidedAs::Consent`]).
+    pub fn consent(&self, id: &str, approve: bool, by: &str, reason: &str) -> Decision {
+        self.decided_as(DecidedAs::Consent, id, approve, by, reason)
+    }
+
+    /// The caller's withdrawal of its own proposal `id` (its task was cancelled), now: a
+    /// rejection by `by`, who must be in the requesting chain ([`DecidedAs::Caller`]).
+    pub fn withdrawal(&self, id: &str, by: &str, reason: &str) -> Decision {
+        self.decided_as(DecidedAs::Caller, id, false, by, reason)
+    }
+
+    fn decided_as(
+        &self,
+        decided_as: DecidedAs,
+        id: &str,
+        approve: bool,
+        by: &str,
+        reason: &str,
+    ) -> Decision {
         Decision {
             id: id.to_owned(),
             approve,
@@ -140,6 +165,7 @@ impl StoreConfig {
             reason: reason.to_owned(),
             now_ms: now_ms(),
             allow_self_approval: self.allow_self_approval,
+            decided_as,
         }
     }
 

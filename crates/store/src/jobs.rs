@@ -1,7 +1,7 @@
 //! What every backend's writer does, independent of its SQL: the write jobs it queues, and the
-//! rules that decide a claim, an approval decision and an operator's resolution. A backend
-//! reads the rows, asks these functions, and writes what they say, so SQLite and PostgreSQL
-//! cannot drift apart in meaning.
+//! rules that decide a claim, an approval decision, a task's update and an operator's
+//! resolution. A backend reads the rows, asks these functions, and writes what they say, so
+//! SQLite and PostgreSQL cannot drift apart in meaning.
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 use super::rows::{KeyRow, key_state};
 use crate::checkpoint::Checkpoint;
 use crate::records::{
-    Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError,
+    Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs, Decision,
+    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError, Task, TaskUpdate, Waiting,
 };
 
 /// A write job and where its answer goes (`None`: nobody waits for it).
@@ -41,6 +41,12 @@ pub(super) enum Op {
     Record(CallRecord),
     Propose(Approval),
     Decide(Decision),
+    SetWaiting {
+        approval_id: String,
+        waiting: Waiting,
+    },
+    CreateTask(Task),
+    UpdateTask(TaskUpdate),
     Resolve {
         key: IdempotencyKey,
         resolution: Resolution,
@@ -68,6 +74,9 @@ impl Op {
             Self::Claim(_)
             | Self::Propose(_)
             | Self::Decide(_)
+            | Self::SetWaiting { .. }
+            | Self::CreateTask(_)
+            | Self::UpdateTask(_)
             | Self::Prune(_)
             | Self::Flush
             | Self::AddCheckpoint(_)
@@ -159,6 +168,35 @@ macro_rules! queued_writes {
             Box::pin(async move { write.await?.approval() })
         }
 
+        fn set_waiting(
+            &self,
+            approval_id: String,
+            waiting: $crate::records::Waiting,
+        ) -> $crate::store::StoreFuture<'_, ()> {
+            let op = $crate::jobs::Op::SetWaiting {
+                approval_id,
+                waiting,
+            };
+            let write = self.write(op, true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn create_task(
+            &self,
+            task: $crate::records::Task,
+        ) -> $crate::store::StoreFuture<'_, $crate::records::Task> {
+            let write = self.write($crate::jobs::Op::CreateTask(task), true);
+            Box::pin(async move { write.await?.created_task() })
+        }
+
+        fn update_task(
+            &self,
+            update: $crate::records::TaskUpdate,
+        ) -> $crate::store::StoreFuture<'_, Option<$crate::records::Task>> {
+            let write = self.write($crate::jobs::Op::UpdateTask(update), true);
+            Box::pin(async move { write.await?.task() })
+        }
+
         fn resolve(
             &self,
             key: $crate::records::IdempotencyKey,
@@ -209,29 +247,57 @@ pub(super) use queued_writes;
 pub(super) enum Done {
     Claim(Claim),
     Approval(Box<Approval>),
+    /// A task as written, or none (an update that did not apply).
+    Task(Option<Box<Task>>),
     Count(u64),
     Unit,
+    /// A refusal that is itself written, and committed: a refused decision's audit entry
+    /// (`approval_refused`). The caller's answer is [`StoreError::Refused`] with this reason.
+    Refused(String),
 }
 
 impl Done {
     pub fn claim(self) -> Result<Claim, StoreError> {
         match self {
             Self::Claim(claim) => Ok(claim),
-            Self::Approval(_) | Self::Count(_) | Self::Unit => wrong_answer(),
+            other => other.unexpected(),
         }
     }
 
     pub fn approval(self) -> Result<Approval, StoreError> {
         match self {
             Self::Approval(approval) => Ok(*approval),
-            Self::Claim(_) | Self::Count(_) | Self::Unit => wrong_answer(),
+            other => other.unexpected(),
         }
+    }
+
+    pub fn task(self) -> Result<Option<Task>, StoreError> {
+        match self {
+            Self::Task(task) => Ok(task.map(|task| *task)),
+            other => other.unexpected(),
+        }
+    }
+
+    /// A task the write created (a create always writes one).
+    pub fn created_task(self) -> Result<Task, StoreError> {
+        self.task()?.map_or_else(wrong_answer, Ok)
     }
 
     pub fn count(self) -> Result<u64, StoreError> {
         match self {
             Self::Count(n) => Ok(n),
-            Self::Claim(_) | Self::Approval(_) | Self::Unit => wrong_answer(),
+            other => other.unexpected(),
+        }
+    }
+
+    /// The answer of a write that answered something else than asked: a committed refusal
+    /// is the caller's refusal; anything else is a bug.
+    fn unexpected<T>(self) -> Result<T, StoreError> {
+        match self {
+            Self::Refused(why) => Err(StoreError::Refused(why)),
+            Self::Claim(_) | Self::Approval(_) | Self::Task(_) | Self::Count(_) | Self::Unit => {
+                wrong_answer()
+            }
         }
     }
 }
@@ -309,13 +375,21 @@ pub(super) fn judge(existing: Option<KeyRow>, request: &ClaimRequest, now_ms: u6
     }
 }
 
-/// Whether `decision` may be applied to `approval`; the status it sets.
+/// Whether `decision` may be applied to `approval`: the status it sets, or why it is refused
+/// (the refusal is audited: [`refusal_event`]).
+///
+/// - every decision needs the approval `pending` and not expired;
+/// - [`DecidedAs::Approver`]: `by` outside the requesting chain, unless `allow_self_approval`;
+/// - [`DecidedAs::Consent`]: `by` in the requesting chain (the calling user consents or
+///   declines); the self-approval rule is not asked;
+/// - [`DecidedAs::Caller`]: a rejection, by someone in the requesting chain (the caller
+///   withdraws its own proposal).
 pub(super) fn check_decision(
     approval: &Approval,
     decision: &Decision,
-) -> Result<ApprovalStatus, StoreError> {
+) -> Result<ApprovalStatus, String> {
     if approval.status != ApprovalStatus::Pending {
-        return Err(StoreError::Refused(format!(
+        return Err(format!(
             "approval `{}` is already {}{}",
             approval.id,
             approval.status.as_str(),
@@ -324,25 +398,60 @@ pub(super) fn check_decision(
                 .as_deref()
                 .map(|by| format!(" (by `{by}`)"))
                 .unwrap_or_default()
-        )));
+        ));
     }
     if approval.expired(decision.now_ms) {
-        return Err(StoreError::Refused(format!(
+        return Err(format!(
             "approval `{}` expired; the caller must propose the call again",
             approval.id
-        )));
+        ));
     }
-    if !decision.allow_self_approval && approval.principals.contains(&decision.by) {
-        return Err(StoreError::Refused(format!(
-            "`{}` is in the requesting principal chain of approval `{}`; another principal must decide (or the operator sets `[store] allow_self_approval = true`)",
-            decision.by, approval.id
-        )));
+    let in_chain = approval.principals.contains(&decision.by);
+    match decision.decided_as {
+        DecidedAs::Approver if in_chain && !decision.allow_self_approval => {
+            return Err(format!(
+                "`{}` is in the requesting principal chain of approval `{}`; another principal must decide (or the operator sets `[store] allow_self_approval = true`)",
+                decision.by, approval.id
+            ));
+        }
+        DecidedAs::Consent if !in_chain => {
+            return Err(format!(
+                "`{}` is not in the requesting principal chain of approval `{}`: only the calling user consents to its call (an approver decides through the admin API, the console or `gatehouse approvals`)",
+                decision.by, approval.id
+            ));
+        }
+        DecidedAs::Caller if !in_chain => {
+            return Err(format!(
+                "`{}` is not in the requesting principal chain of approval `{}`: only the caller withdraws its own proposal",
+                decision.by, approval.id
+            ));
+        }
+        DecidedAs::Caller if decision.approve => {
+            return Err(format!(
+                "a caller withdrawing approval `{}` rejects it; a caller cannot approve its own call",
+                approval.id
+            ));
+        }
+        DecidedAs::Approver | DecidedAs::Consent | DecidedAs::Caller => {}
     }
     Ok(if decision.approve {
         ApprovalStatus::Approved
     } else {
         ApprovalStatus::Rejected
     })
+}
+
+/// Why a decision that passed [`check_decision`] on the approval as first read was then not
+/// applied (the approval was no longer `pending` when its conditional update ran: another
+/// decision, made at once, won): the refusal the approval as read again gives.
+pub(super) fn lost_race(now: Option<&Approval>, decision: &Decision) -> String {
+    now.and_then(|approval| check_decision(approval, decision).err())
+        .unwrap_or_else(|| {
+            format!(
+                "approval `{}` was decided by another decision made at the same time",
+                decision.id
+            )
+        })
 }
 
 /// The audit entry of a decision.
@@ -354,10 +463,30 @@ pub(super) fn decision_event(
     let record = serde_json::json!({
         "approval_id": approval.id, "decision": status.as_str(),
         "by": decision.by, "reason": decision.reason,
+        "decided_as": decision.decided_as.as_str(),
         "request_hash": approval.request_hash,
     });
+    approval_event("approval", approval, decision, &record)
+}
+
+/// The audit entry of a refused decision (`approval_refused`): who tried, in what capacity,
+/// and why it was refused. Never a decision.
+pub(super) fn refusal_event(approval: &Approval, decision: &Decision, why: &str) -> AuditEvent {
+    let record = serde_json::json!({
+        "approval_id": approval.id, "by": decision.by,
+        "decided_as": decision.decided_as.as_str(), "reason": why,
+    });
+    approval_event("approval_refused", approval, decision, &record)
+}
+
+fn approval_event(
+    kind: &str,
+    approval: &Approval,
+    decision: &Decision,
+    record: &Value,
+) -> AuditEvent {
     AuditEvent {
-        kind: "approval".to_owned(),
+        kind: kind.to_owned(),
         tool_call_id: approval
             .call
             .get("tool_call_id")
@@ -367,9 +496,34 @@ pub(super) fn decision_event(
         principal: Some(decision.by.clone()),
         tool: Some(approval.tool.clone()),
         outcome: None,
-        record: gatehouse_core::canonical::canonical_json(&record),
+        record: gatehouse_core::canonical::canonical_json(record),
         at_ms: decision.now_ms,
     }
+}
+
+/// The task `update` makes of `task`, or `None` when it does not apply (the task's status is
+/// not one of `update.from`). A backend writes it only if the task is still in the status it
+/// read (a conditional update), so two updates racing from one status never both apply.
+pub(super) fn updated_task(task: &Task, update: &TaskUpdate) -> Option<Task> {
+    update.from.contains(&task.status).then(|| Task {
+        status: update.status,
+        status_message: update.status_message.clone(),
+        result: update.result.clone(),
+        updated_at_ms: update.now_ms,
+        ..task.clone()
+    })
+}
+
+/// The error for a task created with the id of one that exists.
+pub(super) fn task_exists(id: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "task `{id}` exists already; a new task needs a new id"
+    ))
+}
+
+/// The error for an approval that does not exist.
+pub(super) fn unknown_approval(id: &str) -> StoreError {
+    StoreError::NotFound(format!("approval `{id}`"))
 }
 
 /// The error for a key that has no row.
@@ -422,5 +576,165 @@ pub(super) fn resolution_event(
         outcome: None,
         record: gatehouse_core::canonical::canonical_json(&record),
         at_ms: now_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::proposal;
+
+    /// Approval `apr_1`, pending, asked by `usr_alice` through `agent_a`.
+    fn pending() -> Approval {
+        proposal("apr_1", None)
+    }
+
+    fn decision(decided_as: DecidedAs, approve: bool, by: &str, allow_self: bool) -> Decision {
+        Decision {
+            id: "apr_1".to_owned(),
+            approve,
+            by: by.to_owned(),
+            reason: String::new(),
+            now_ms: pending().created_at_ms,
+            allow_self_approval: allow_self,
+            decided_as,
+        }
+    }
+
+    #[test]
+    fn each_capacity_decides_by_its_own_rule() {
+        use ApprovalStatus::{Approved, Rejected};
+        use DecidedAs::{Approver, Caller, Consent};
+        /// A capacity, approve, by, allow_self_approval: the status set, or part of the refusal.
+        type Case = (
+            DecidedAs,
+            bool,
+            &'static str,
+            bool,
+            Result<ApprovalStatus, &'static str>,
+        );
+        let cases: [Case; 12] = [
+            (Approver, true, "usr_bob", false, Ok(Approved)),
+            (Approver, false, "usr_bob", false, Ok(Rejected)),
+            (
+                Approver,
+                true,
+                "usr_alice",
+                false,
+                Err("`usr_alice` is in the requesting"),
+            ),
+            (
+                Approver,
+                false,
+                "agent_a",
+                false,
+                Err("`agent_a` is in the requesting"),
+            ),
+            (Approver, true, "usr_alice", true, Ok(Approved)),
+            (Consent, true, "usr_alice", false, Ok(Approved)),
+            (Consent, false, "agent_a", false, Ok(Rejected)),
+            (
+                Consent,
+                true,
+                "usr_bob",
+                true,
+                Err("`usr_bob` is not in the requesting"),
+            ),
+            (Caller, false, "usr_alice", false, Ok(Rejected)),
+            (Caller, false, "agent_a", true, Ok(Rejected)),
+            (
+                Caller,
+                true,
+                "usr_alice",
+                true,
+                Err("cannot approve its own call"),
+            ),
+            (
+                Caller,
+                false,
+                "usr_bob",
+                false,
+                Err("only the caller withdraws"),
+            ),
+        ];
+        for (decided_as, approve, by, allow_self, expected) in cases {
+            let decision = decision(decided_as, approve, by, allow_self);
+            let case = format!("{decided_as:?} approve={approve} by={by} self={allow_self}");
+            match (check_decision(&pending(), &decision), expected) {
+                (Ok(status), Ok(expected)) => assert_eq!(status, expected, "{case}"),
+                (Err(why), Err(part)) => assert!(why.contains(part), "{case}: {why}"),
+                (got, expected) => panic!("{case}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn no_capacity_decides_an_approval_decided_or_expired() {
+        let mut decided = pending();
+        decided.status = ApprovalStatus::Approved;
+        decided.decided_by = Some("usr_bob".to_owned());
+        for decided_as in [DecidedAs::Approver, DecidedAs::Consent, DecidedAs::Caller] {
+            let decision = decision(decided_as, false, "usr_alice", true);
+            assert_eq!(
+                check_decision(&decided, &decision),
+                Err("approval `apr_1` is already approved (by `usr_bob`)".to_owned())
+            );
+            let open = pending();
+            let late = Decision {
+                now_ms: open.expires_at_ms,
+                ..decision
+            };
+            assert_eq!(
+                check_decision(&open, &late),
+                Err("approval `apr_1` expired; the caller must propose the call again".to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn a_decision_that_lost_the_race_says_who_won() {
+        let mut won = pending();
+        won.status = ApprovalStatus::Rejected;
+        won.decided_by = Some("usr_carol".to_owned());
+        let lost = decision(DecidedAs::Approver, true, "usr_bob", false);
+        assert_eq!(
+            lost_race(Some(&won), &lost),
+            "approval `apr_1` is already rejected (by `usr_carol`)"
+        );
+        // Read again still pending (or gone): it says what it knows.
+        let unknown = "approval `apr_1` was decided by another decision made at the same time";
+        assert_eq!(lost_race(Some(&pending()), &lost), unknown);
+        assert_eq!(lost_race(None, &lost), unknown);
+    }
+
+    #[test]
+    fn a_refused_decision_is_audited_as_refused_with_who_and_why() {
+        let approval = pending();
+        let refused = decision(DecidedAs::Consent, true, "usr_bob", false);
+        let event = refusal_event(&approval, &refused, "not in the chain");
+        assert_eq!(
+            (event.kind.as_str(), event.ids()),
+            (
+                "approval_refused",
+                [
+                    Some("call_1"),
+                    Some("acme"),
+                    Some("usr_bob"),
+                    Some("t.pay"),
+                    None
+                ]
+            )
+        );
+        assert_eq!(
+            event.record,
+            r#"{"approval_id":"apr_1","by":"usr_bob","decided_as":"consent","reason":"not in the chain"}"#
+        );
+        let decided = decision_event(&approval, &refused, ApprovalStatus::Approved);
+        assert_eq!(decided.kind, "approval");
+        assert!(
+            decided.record.contains(r#""decided_as":"consent""#),
+            "{}",
+            decided.record
+        );
     }
 }

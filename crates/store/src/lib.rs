@@ -17,6 +17,13 @@
 //!    appended to the hash-chained audit log, the key's result, the approval's execution, all
 //!    in one transaction. For a write-class call it is durable before the result is delivered.
 //!
+//! A call that waits on an approval as an MCP task is a [`Task`] ([`Store::create_task`], which
+//! also marks the approval as waited on by it: [`Waiting`]); its client polls it
+//! ([`Store::task`]) until the call's runner moves it to a terminal status
+//! ([`Store::update_task`], a conditional change). A decision ([`Store::decide`]) is a
+//! transition from `pending` that exactly one decision wins, whichever gateway makes it; every
+//! refused decision is audited as `approval_refused`.
+//!
 //! Writes from concurrent calls share commits (group commit). Nothing here knows the pipeline's
 //! types: records arrive as JSON text, so the store has no opinion on envelopes. The crate
 //! depends on `gatehouse-core` only (ids, canonical JSON, keys, secrets), never on wasmtime;
@@ -51,8 +58,9 @@ pub use checkpointer::Checkpointer;
 pub use config::StoreConfig;
 pub use records::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
-    ClaimRequest, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange, Resolution,
-    StoreError, approval_id, now_ms,
+    ClaimRequest, DecidedAs, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange,
+    Resolution, StoreError, Task, TaskFilter, TaskStatus, TaskUpdate, Waiting, approval_id, now_ms,
+    task_id,
 };
 pub use store::{Store, StoreFuture, Waiters};
 pub use verify::{check_anchor, verify_checkpoints};

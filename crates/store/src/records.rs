@@ -1,6 +1,7 @@
 //! The records the store keeps and the errors it answers with: idempotency keys and their
-//! claims, approvals and their decisions, a call's record and its audit event, plugin changes.
-//! Plain data, shared by the [`Store`](crate::store::Store) trait and both backends.
+//! claims, approvals and their decisions (who decided, how the caller waits), tasks, a call's
+//! record and its audit event, plugin changes. Plain data, shared by the
+//! [`Store`](crate::store::Store) trait and both backends.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -205,6 +206,12 @@ pub struct Approval {
     pub decided_at_ms: Option<u64>,
     /// The call that ran it.
     pub executed_by_call: Option<String>,
+    /// In what capacity it was decided (`None` while undecided).
+    #[serde(default)]
+    pub decided_as: Option<DecidedAs>,
+    /// How its caller waits for the decision. Default: [`Waiting::Retry`].
+    #[serde(default)]
+    pub waiting: Waiting,
 }
 
 impl Approval {
@@ -250,7 +257,75 @@ pub enum ApprovalLookup {
     Key(IdempotencyKey),
 }
 
-/// An approver's decision.
+/// How the caller of an approval waits for its decision.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "on", rename_all = "snake_case")]
+pub enum Waiting {
+    /// The caller was answered `approval_required` and must call again (the default: an
+    /// approval proposed by a call that does not wait).
+    #[default]
+    Retry,
+    /// The caller's request is held open until this time, unix ms, waiting for the decision.
+    Held {
+        /// Until when it is held, unix ms.
+        until_ms: u64,
+    },
+    /// The caller polls an MCP task that runs the call once the approval is decided.
+    Task {
+        /// The task, `task_<hex>`.
+        id: String,
+    },
+}
+
+impl Waiting {
+    /// The name the `approvals.waiting_on` column keeps: `retry`, `held` or `task`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Held { .. } => "held",
+            Self::Task { .. } => "task",
+        }
+    }
+}
+
+/// In what capacity an approval was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedAs {
+    /// By an approver (the admin API, the console, the `gatehouse approvals` commands): not a
+    /// principal of the requesting chain, unless `[store] allow_self_approval`.
+    Approver,
+    /// By the calling user, who consented (MCP form elicitation): a principal of the
+    /// requesting chain.
+    Consent,
+    /// By the caller, withdrawing its own proposal (a cancelled task): always a rejection.
+    Caller,
+}
+
+impl DecidedAs {
+    /// The wire name: `approver`, `consent` or `caller`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approver => "approver",
+            Self::Consent => "consent",
+            Self::Caller => "caller",
+        }
+    }
+
+    /// The capacity a wire name names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "approver" => Some(Self::Approver),
+            "consent" => Some(Self::Consent),
+            "caller" => Some(Self::Caller),
+            _ => None,
+        }
+    }
+}
+
+/// A decision on an approval: an approver's, the calling user's consent, or the caller's
+/// withdrawal ([`DecidedAs`]). Built by [`StoreConfig::decision`](crate::StoreConfig::decision),
+/// [`consent`](crate::StoreConfig::consent) or [`withdrawal`](crate::StoreConfig::withdrawal).
 #[derive(Debug, Clone)]
 pub struct Decision {
     /// The approval.
@@ -263,8 +338,10 @@ pub struct Decision {
     pub reason: String,
     /// Now, unix ms.
     pub now_ms: u64,
-    /// Whether someone in the requesting chain may decide.
+    /// Whether someone in the requesting chain may decide as an approver.
     pub allow_self_approval: bool,
+    /// In what capacity `by` decides: the rules differ ([`DecidedAs`]).
+    pub decided_as: DecidedAs,
 }
 
 /// Which approvals to list.
@@ -276,6 +353,123 @@ pub struct ApprovalFilter {
     pub tenant: Option<String>,
     /// At most this many, newest first. Default (0): 100.
     pub limit: usize,
+}
+
+/// Where an MCP task stands (the MCP `tasks` utility's statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Running, or waiting on something the client need not act on (an approver).
+    Working,
+    /// Waiting for the client (its user's consent, say).
+    InputRequired,
+    /// Done: its result is the call's.
+    Completed,
+    /// Ended without running to completion (a rejection, an expired approval, an error).
+    Failed,
+    /// Cancelled by the client.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// The wire name: `working`, `input_required`, `completed`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::InputRequired => "input_required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a wire name names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "working" => Some(Self::Working),
+            "input_required" => Some(Self::InputRequired),
+            "completed" => Some(Self::Completed),
+            "failed" => Some(Self::Failed),
+            "cancelled" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Whether the task has ended (`completed`, `failed`, `cancelled`): its status does not
+    /// change again.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            Self::Completed | Self::Failed | Self::Cancelled => true,
+            Self::Working | Self::InputRequired => false,
+        }
+    }
+}
+
+/// An MCP task: a tool call that waits (on an approval, say) while its client polls it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// `task_<32 hex>` ([`task_id`]), made by the caller.
+    pub id: String,
+    /// Tenant of the call.
+    pub tenant: String,
+    /// The id of the principal that made it: only it may see the task.
+    pub principal: String,
+    /// The tool, as the client called it.
+    pub tool: String,
+    /// The approval it waits on, if any.
+    pub approval_id: Option<String>,
+    /// The call it runs (its `ToolCallEnvelope`, JSON).
+    pub call: Value,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// A line for people about its status.
+    pub status_message: Option<String>,
+    /// What it delivered (JSON), once terminal.
+    pub result: Option<Value>,
+    /// When it was made, unix ms.
+    pub created_at_ms: u64,
+    /// When its status last changed, unix ms.
+    pub updated_at_ms: u64,
+    /// When it is forgotten ([`Store::prune`](crate::Store::prune)), unix ms.
+    pub expires_at_ms: u64,
+}
+
+/// A conditional change of a task's status ([`Store::update_task`](crate::Store::update_task)):
+/// applied only if the task's current status is one of `from`. The status, message and
+/// result are set as given (`None` clears).
+#[derive(Debug, Clone)]
+pub struct TaskUpdate {
+    /// The task.
+    pub id: String,
+    /// The statuses it may be in for the change to apply (empty: none, nothing applies).
+    pub from: Vec<TaskStatus>,
+    /// Its new status.
+    pub status: TaskStatus,
+    /// Its new status message.
+    pub status_message: Option<String>,
+    /// Its result (JSON), for a terminal status.
+    pub result: Option<Value>,
+    /// Now, unix ms: the task's `updated_at_ms`.
+    pub now_ms: u64,
+}
+
+/// Which tasks to list ([`Store::tasks`](crate::Store::tasks)), newest first.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only this tenant's.
+    pub tenant: Option<String>,
+    /// Only those this principal made.
+    pub principal: Option<String>,
+    /// Only tasks in one of these statuses (empty: any).
+    pub statuses: Vec<TaskStatus>,
+    /// Only those waiting on this approval.
+    pub approval_id: Option<String>,
+    /// At most this many. Default (0): 100.
+    pub limit: usize,
+    /// A cursor: only tasks whose `(created_at_ms, id)` is strictly before this one, in the
+    /// list's order (newest first, ties by id descending). The last task of a page, as the
+    /// next page's cursor, pages through them all.
+    pub before: Option<(u64, String)>,
 }
 
 /// Everything one call leaves behind, written in one transaction (gate 10).
@@ -298,8 +492,10 @@ pub struct CallRecord {
 /// What an audit entry says: everything but its place in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditEvent {
-    /// `call`, `approval` (a decision), `operator` (an operator's resolution of a key) or
-    /// `plugin` (a plugin installed, rolled back or reconfigured on a running host).
+    /// `call`, `approval` (a decision), `approval_refused` (a decision the store refused: the
+    /// approval was decided already, expired, or the decider may not decide it), `operator`
+    /// (an operator's resolution of a key) or `plugin` (a plugin installed, rolled back or
+    /// reconfigured on a running host).
     pub kind: String,
     /// The call it is about.
     pub tool_call_id: Option<String>,
@@ -398,4 +594,36 @@ pub fn now_ms() -> u64 {
 /// A fresh approval id, `apr_<hex>`.
 pub fn approval_id() -> String {
     format!("apr_{}", gatehouse_core::ids::random_hex(8))
+}
+
+/// A fresh task id, `task_<32 hex>` (128 random bits: a task id is all a client needs to poll
+/// the task, so it must not be guessed).
+pub fn task_id() -> String {
+    format!("task_{}", gatehouse_core::ids::random_hex(16))
+}
+
+/// A pending proposal of `t.pay` for tenant `acme`, asked by `usr_alice` through `agent_a`,
+/// valid for a minute from now, under idempotency key `key` (for the store's tests).
+#[cfg(test)]
+pub(crate) fn proposal(id: &str, key: Option<&str>) -> Approval {
+    Approval {
+        id: id.to_owned(),
+        tenant: "acme".to_owned(),
+        tool: "t.pay".to_owned(),
+        idempotency_key: key.map(str::to_owned),
+        request_hash: "h".to_owned(),
+        call: serde_json::json!({ "tool_call_id": "call_1" }),
+        principals: vec!["usr_alice".to_owned(), "agent_a".to_owned()],
+        mode: "delegated".to_owned(),
+        reasons: vec!["R: why".to_owned()],
+        status: ApprovalStatus::Pending,
+        created_at_ms: now_ms(),
+        expires_at_ms: now_ms() + 60_000,
+        decided_by: None,
+        decided_reason: None,
+        decided_at_ms: None,
+        executed_by_call: None,
+        decided_as: None,
+        waiting: Waiting::Retry,
+    }
 }

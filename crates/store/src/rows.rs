@@ -1,6 +1,6 @@
 //! The row mapping both backends share. SQLite and PostgreSQL keep the same tables with the
-//! same columns (the portable migrations), so an approval, an audit entry, a checkpoint or an
-//! idempotency record is read from a row in one place, here, through the little each backend
+//! same columns (the portable migrations), so an approval, a task, an audit entry, a
+//! checkpoint or an idempotency record is read from a row in one place, here, through the little each backend
 //! provides: its rows' columns by position ([`Columns`]). The column lists the queries name
 //! are here too, so a query and its mapping cannot disagree on an order.
 //!
@@ -11,11 +11,21 @@ use serde_json::Value;
 
 use super::audit::AuditEntry;
 use crate::checkpoint::Checkpoint;
-use crate::records::{Approval, ApprovalStatus, AuditEvent, IdempotencyKey, KeyRecord, KeyState};
+use crate::records::{
+    Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState, Task,
+    TaskStatus, Waiting,
+};
 
-/// The columns of an `approvals` row, in the order [`approval`] reads them.
+/// The columns of an `approvals` row, in the order [`approval`] reads them (and both backends
+/// insert them).
 pub(super) const APPROVAL_COLUMNS: &str = "id, tenant, tool, idempotency_key, request_hash, call, principals, mode, \
-     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call";
+     reasons, status, created_at, expires_at, decided_by, decided_reason, decided_at, executed_by_call, \
+     decided_as, waiting_on, waiting_until, waiting_task";
+
+/// The columns of a `tasks` row, in the order [`task`] reads them (and both backends insert
+/// them).
+pub(super) const TASK_COLUMNS: &str = "id, tenant, principal, tool, approval_id, call, status, \
+     status_message, result, created_at, updated_at, expires_at";
 
 /// The columns of an `audit` row, in the order [`audit_entry`] reads them.
 pub(super) const AUDIT_COLUMNS: &str =
@@ -81,17 +91,56 @@ pub(super) fn strings_json(items: &[String]) -> String {
     Value::from(items.to_vec()).to_string()
 }
 
+/// How the `approvals` table keeps a [`Waiting`]: `waiting_on`, `waiting_until` (held until,
+/// unix ms) and `waiting_task`, in that order.
+pub(super) fn waiting_columns(waiting: &Waiting) -> (&'static str, Option<i64>, Option<&str>) {
+    match waiting {
+        Waiting::Retry => (waiting.as_str(), None, None),
+        Waiting::Held { until_ms } => (waiting.as_str(), Some(to_db(*until_ms)), None),
+        Waiting::Task { id } => (waiting.as_str(), None, Some(id)),
+    }
+}
+
+/// The value of JSON column `column`, as the tables keep calls and results.
+fn json(column: usize, text: &str) -> Result<Value, Corrupt> {
+    serde_json::from_str(text).map_err(|e| Corrupt {
+        column,
+        problem: format!("is not JSON: {e}"),
+    })
+}
+
+/// A [`Waiting`] from its three columns, starting at `column` ([`waiting_columns`]); a NULL
+/// `waiting_on` (a row from before it was kept) is [`Waiting::Retry`].
+fn waiting<R: Columns>(row: &R, column: usize) -> Result<Waiting, R::Error> {
+    let missing = |at: usize, on: &str| Corrupt {
+        column: at,
+        problem: format!("is NULL for an approval waiting on `{on}`"),
+    };
+    Ok(match row.text_or_null(column)?.as_deref() {
+        None | Some("retry") => Waiting::Retry,
+        Some("held") => Waiting::Held {
+            until_ms: from_db(
+                row.int_or_null(column + 1)?
+                    .ok_or_else(|| missing(column + 1, "held"))?,
+            ),
+        },
+        Some("task") => Waiting::Task {
+            id: row
+                .text_or_null(column + 2)?
+                .ok_or_else(|| missing(column + 2, "task"))?,
+        },
+        Some(other) => {
+            return Err(Corrupt {
+                column,
+                problem: format!("holds the unknown way of waiting `{other}`"),
+            }
+            .into());
+        }
+    })
+}
+
 /// An approval, from a row of [`APPROVAL_COLUMNS`].
 pub(super) fn approval<R: Columns>(row: &R) -> Result<Approval, R::Error> {
-    let json = |column: usize| -> Result<Value, R::Error> {
-        let text = row.text(column)?;
-        serde_json::from_str(&text).map_err(|e| {
-            R::Error::from(Corrupt {
-                column,
-                problem: format!("is not JSON: {e}"),
-            })
-        })
-    };
     let strings = |column: usize| -> Result<Vec<String>, R::Error> {
         let text = row.text(column)?;
         serde_json::from_str(&text).map_err(|e| {
@@ -102,13 +151,20 @@ pub(super) fn approval<R: Columns>(row: &R) -> Result<Approval, R::Error> {
         })
     };
     let status = row.text(9)?;
+    let decided_as = match row.text_or_null(16)? {
+        None => None,
+        Some(text) => Some(DecidedAs::parse(&text).ok_or_else(|| Corrupt {
+            column: 16,
+            problem: format!("holds the unknown capacity of a decider `{text}`"),
+        })?),
+    };
     Ok(Approval {
         id: row.text(0)?,
         tenant: row.text(1)?,
         tool: row.text(2)?,
         idempotency_key: row.text_or_null(3)?,
         request_hash: row.text(4)?,
-        call: json(5)?,
+        call: json(5, &row.text(5)?)?,
         principals: strings(6)?,
         mode: row.text(7)?,
         reasons: strings(8)?,
@@ -122,7 +178,42 @@ pub(super) fn approval<R: Columns>(row: &R) -> Result<Approval, R::Error> {
         decided_reason: row.text_or_null(13)?,
         decided_at_ms: row.int_or_null(14)?.map(from_db),
         executed_by_call: row.text_or_null(15)?,
+        decided_as,
+        waiting: waiting(row, 17)?,
     })
+}
+
+/// A task, from a row of [`TASK_COLUMNS`].
+pub(super) fn task<R: Columns>(row: &R) -> Result<Task, R::Error> {
+    let status = row.text(6)?;
+    Ok(Task {
+        id: row.text(0)?,
+        tenant: row.text(1)?,
+        principal: row.text(2)?,
+        tool: row.text(3)?,
+        approval_id: row.text_or_null(4)?,
+        call: json(5, &row.text(5)?)?,
+        status: TaskStatus::parse(&status).ok_or_else(|| Corrupt {
+            column: 6,
+            problem: format!("holds the unknown task status `{status}`"),
+        })?,
+        status_message: row.text_or_null(7)?,
+        result: match row.text_or_null(8)? {
+            Some(text) => Some(json(8, &text)?),
+            None => None,
+        },
+        created_at_ms: from_db(row.int(9)?),
+        updated_at_ms: from_db(row.int(10)?),
+        expires_at_ms: from_db(row.int(11)?),
+    })
+}
+
+/// A task's JSON columns as the `tasks` table keeps them: its call, and its result if any.
+pub(super) fn task_json(task: &Task) -> (String, Option<String>) {
+    (
+        task.call.to_string(),
+        task.result.as_ref().map(Value::to_string),
+    )
 }
 
 /// An audit entry, from a row of [`AUDIT_COLUMNS`], in chain 0 with its `link` its `seq` (as
@@ -244,7 +335,22 @@ mod tests {
     }
 
     fn approval_row(status: &'static str, call: &'static str) -> Plain {
-        Plain(vec![
+        approval_row_waiting(status, call, [None; 4])
+    }
+
+    /// An approval row with its last four columns: `decided_as` and the three of `waiting`.
+    fn approval_row_waiting(
+        status: &'static str,
+        call: &'static str,
+        last: [Option<&'static str>; 4],
+    ) -> Plain {
+        let mut row = approval_columns(status, call);
+        row.extend(last);
+        Plain(row)
+    }
+
+    fn approval_columns(status: &'static str, call: &'static str) -> Vec<Option<&'static str>> {
+        vec![
             Some("apr_1"),
             Some("acme"),
             Some("gatehouse.notes.send"),
@@ -261,6 +367,23 @@ mod tests {
             None,
             None,
             None,
+        ]
+    }
+
+    fn task_row(status: &'static str, result: Option<&'static str>) -> Plain {
+        Plain(vec![
+            Some("task_1"),
+            Some("acme"),
+            Some("usr_1"),
+            Some("notes.send"),
+            Some("apr_1"),
+            Some(r#"{"args":{}}"#),
+            Some(status),
+            None,
+            result,
+            Some("1000"),
+            Some("1500"),
+            Some("2000"),
         ])
     }
 
@@ -276,6 +399,81 @@ mod tests {
             (1000, 2000)
         );
         assert_eq!(approval.decided_at_ms, None);
+        assert_eq!(approval.decided_as, None);
+        // A row from before approvals kept how their callers wait: they retry.
+        assert_eq!(approval.waiting, Waiting::Retry);
+    }
+
+    #[test]
+    fn an_approval_row_reads_who_decided_and_how_its_caller_waits() {
+        let read = |last| approval(&approval_row_waiting("approved", "{}", last));
+        let held = read([Some("consent"), Some("held"), Some("5000"), None]).unwrap();
+        assert_eq!(held.decided_as, Some(DecidedAs::Consent));
+        assert_eq!(held.waiting, Waiting::Held { until_ms: 5000 });
+        let task = read([Some("caller"), Some("task"), None, Some("task_1")]).unwrap();
+        assert_eq!(task.decided_as, Some(DecidedAs::Caller));
+        assert_eq!(
+            task.waiting,
+            Waiting::Task {
+                id: "task_1".to_owned()
+            }
+        );
+        let retry = read([Some("approver"), Some("retry"), None, None]).unwrap();
+        assert_eq!(
+            (retry.decided_as, &retry.waiting),
+            (Some(DecidedAs::Approver), &Waiting::Retry)
+        );
+        // Each way of waiting is written to the columns it is read from.
+        assert_eq!(waiting_columns(&retry.waiting), ("retry", None, None));
+        assert_eq!(waiting_columns(&held.waiting), ("held", Some(5000), None));
+        assert_eq!(
+            waiting_columns(&task.waiting),
+            ("task", None, Some("task_1"))
+        );
+    }
+
+    #[test]
+    fn a_damaged_decider_or_waiting_column_is_an_error_naming_it() {
+        let read = |last| approval(&approval_row_waiting("approved", "{}", last)).unwrap_err();
+        let decided_as = read([Some("boss"), None, None, None]);
+        assert_eq!(decided_as.column, 16);
+        assert!(decided_as.problem.contains("`boss`"), "{decided_as}");
+        let on = read([None, Some("forever"), None, None]);
+        assert_eq!(on.column, 17);
+        assert!(on.problem.contains("`forever`"), "{on}");
+        let until = read([None, Some("held"), None, None]);
+        assert_eq!(until.column, 18);
+        assert!(until.problem.contains("NULL"), "{until}");
+        let task = read([None, Some("task"), None, None]);
+        assert_eq!(task.column, 19);
+    }
+
+    #[test]
+    fn a_task_row_reads_whole_and_a_damaged_one_names_its_column() {
+        let working = task(&task_row("working", None)).unwrap();
+        assert_eq!(working.id, "task_1");
+        assert_eq!(working.status, TaskStatus::Working);
+        assert_eq!(working.approval_id.as_deref(), Some("apr_1"));
+        assert_eq!(working.call, serde_json::json!({ "args": {} }));
+        assert_eq!(working.result, None);
+        assert_eq!(
+            (
+                working.created_at_ms,
+                working.updated_at_ms,
+                working.expires_at_ms
+            ),
+            (1000, 1500, 2000)
+        );
+        let done = task(&task_row("completed", Some(r#"{"ok":true}"#))).unwrap();
+        assert_eq!(done.result, Some(serde_json::json!({ "ok": true })));
+        assert_eq!(task_json(&done).1.as_deref(), Some(r#"{"ok":true}"#));
+
+        let status = task(&task_row("paused", None)).unwrap_err();
+        assert_eq!(status.column, 6);
+        assert!(status.problem.contains("`paused`"), "{status}");
+        let result = task(&task_row("completed", Some("{cut"))).unwrap_err();
+        assert_eq!(result.column, 8);
+        assert!(result.problem.starts_with("is not JSON"), "{result}");
     }
 
     #[test]

@@ -13,7 +13,8 @@ use crate::checkpoint::Checkpoint;
 use crate::rate::RateBudget;
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, CallRecord, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError,
+    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError, Task, TaskFilter, TaskUpdate,
+    Waiting,
 };
 
 /// A store operation in flight.
@@ -51,11 +52,41 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// Gate 6: an existing approval.
     fn approval(&self, lookup: ApprovalLookup) -> StoreFuture<'_, Option<Approval>>;
 
-    /// Approves or rejects a pending approval, appending the decision to the audit log.
+    /// Approves or rejects a pending approval, appending the decision (an `approval` entry)
+    /// to the audit log; returns the approval as decided.
+    ///
+    /// A decision is a transition from `pending`, atomic in the database: of decisions made
+    /// at once on one approval (by two gateways, or two writers of one), exactly one wins.
+    /// Every other, and every decision the rules refuse (the approval decided already,
+    /// expired, a decider who may not decide it: [`DecidedAs`](crate::DecidedAs)), is
+    /// [`StoreError::Refused`] and audited as an `approval_refused` entry, never as a
+    /// decision. An approval that does not exist is [`StoreError::NotFound`] (not audited).
     fn decide(&self, decision: Decision) -> StoreFuture<'_, Approval>;
 
     /// Approvals, newest first.
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>>;
+
+    /// Sets how the caller of approval `approval_id` waits for its decision.
+    /// [`StoreError::NotFound`] if there is no such approval.
+    fn set_waiting(&self, approval_id: String, waiting: Waiting) -> StoreFuture<'_, ()>;
+
+    /// Stores a new task, as given, and returns it. When it waits on an approval
+    /// (`approval_id`), that approval's [`Waiting`] becomes [`Waiting::Task`] with its id, in
+    /// the same transaction ([`StoreError::NotFound`] if there is no such approval, and
+    /// nothing is stored). [`StoreError::Refused`] if a task with its id exists.
+    fn create_task(&self, task: Task) -> StoreFuture<'_, Task>;
+
+    /// Changes a task's status if it exists and its current status is one of `update.from`,
+    /// atomically (of updates racing from one status, one applies); returns the task as
+    /// updated, or `None` (nothing changed) if it does not exist or is in another status.
+    fn update_task(&self, update: TaskUpdate) -> StoreFuture<'_, Option<Task>>;
+
+    /// A task, by id.
+    fn task(&self, id: String) -> StoreFuture<'_, Option<Task>>;
+
+    /// Tasks, newest first (by creation time, then id, descending), a page at a time
+    /// ([`TaskFilter::before`]).
+    fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>>;
 
     /// The capability ids of a principal's most recent calls in a tenant, oldest first.
     fn prior_actions(
@@ -77,7 +108,8 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
         now_ms: u64,
     ) -> StoreFuture<'_, ()>;
 
-    /// Forgets idempotency records past their window; returns how many.
+    /// Forgets idempotency records past their window and tasks past their expiry (`expires_at_ms
+    /// < now_ms`); returns how many records and tasks together.
     fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64>;
 
     /// Audit entries matching `query`, in log order.

@@ -249,15 +249,40 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
     assert_eq!(status, 200);
     assert_eq!(body["ok"], true, "{body}");
     assert_eq!(
-        body["entries"], 4,
-        "two paused attempts, the decision, the call: {body}"
+        body["entries"], 6,
+        "two paused attempts, the refused self-approval, the decision, the refused second decision, the call: {body}"
     );
     let (code, out) = gateway.cli("usr_audit.token", &["verify"]).await;
     assert_eq!(
-        (code, out.starts_with("audit log: ok, 4 entries")),
+        (code, out.starts_with("audit log: ok, 6 entries")),
         (0, true),
         "{out}"
     );
+    // The refused decisions are audited as refusals, never as decisions.
+    let (status, body) = gateway
+        .admin(
+            "GET",
+            "/v1/audit?kind=approval_refused",
+            Some(AUDITOR),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let refused: Vec<_> = body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["principal"].clone())
+        .collect();
+    assert_eq!(
+        refused,
+        [json!("agent:bot"), json!("usr_ops_ana")],
+        "{body}"
+    );
+    let (_, body) = gateway
+        .admin("GET", "/v1/audit?kind=approval", Some(AUDITOR), None)
+        .await;
+    assert_eq!(body["entries"].as_array().unwrap().len(), 1, "{body}");
 
     // The refused self-approval and second decision (409s) were answers, not store failures.
     let logs = std::fs::read_to_string(gateway.path("stderr.log")).unwrap();

@@ -11,7 +11,8 @@
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_store::{
-    Approval, ApprovalLookup, ApprovalStatus, IdempotencyKey, Store, StoreConfig, approval_id,
+    Approval, ApprovalLookup, ApprovalStatus, IdempotencyKey, Store, StoreConfig, Waiting,
+    approval_id,
 };
 
 use crate::pipeline::outcome::Stop;
@@ -77,6 +78,8 @@ pub async fn approve(
                     decided_reason: None,
                     decided_at_ms: None,
                     executed_by_call: None,
+                    decided_as: None,
+                    waiting: Waiting::Retry,
                 })
                 .await?
         }

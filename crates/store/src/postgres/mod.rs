@@ -8,9 +8,9 @@
 //!    schema version is kept in `gatehouse_schema`.
 //! 2. **write** (group commit): every write is a job for a crew of writers, each writer with its
 //!    own connection and prepared statements (`[store] writers` per crew, 1 by default). One crew
-//!    takes the claims, the other everything else (records, approvals, resolutions, plugin changes,
-//!    pruning, and [`Store::flush`]'s barrier, which thus orders the records only; claims are
-//!    always waited on). A call's claim therefore never queues behind a batch of records, nor a
+//!    takes the claims, the other everything else (records, approvals, tasks, resolutions, plugin
+//!    changes, pruning, and [`Store::flush`]'s barrier, which thus orders the records only; claims
+//!    are always waited on). A call's claim therefore never queues behind a batch of records, nor a
 //!    record behind claims. A crew's writers take turns at its queue: one takes the jobs waiting
 //!    (and while nobody waits on the batch, those that come within [`jobs::LINGER`]) while the
 //!    others commit theirs, so a job waits for a batch in flight only when every writer of its crew
@@ -21,7 +21,9 @@
 //!      holds. A claim of a key nobody holds is one insert that the key's row makes atomic, so
 //!      gateways claiming different keys never wait on each other.
 //!    - the **careful transaction** (`writer::careful`) runs, one job after another, what needs a
-//!      read first: a claim of a key that already has a row (its row locked), approvals, an
+//!      read first: a claim of a key that already has a row (its row locked), approvals (a
+//!      decision is a conditional update from `pending`: of two gateways deciding at once, the
+//!      second's update finds the first's committed decision and changes nothing), tasks, an
 //!      operator's resolution, plugin changes, pruning.
 //!
 //!    The audit chains are the one thing ordered across processes. A transaction appends its
@@ -79,14 +81,14 @@ use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{RateBudget, RateFuture};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError,
+    StoreError, Task, TaskFilter,
 };
 use crate::rows::{from_db, to_db};
 use crate::store::{Store, StoreFuture, Waiters};
 
-/// The schema migrations, in order: the portable files SQLite applies too (SQLite's own,
-/// in `migrations/sqlite/`, are not PostgreSQL's), then PostgreSQL's own, in
-/// `migrations/postgres/`.
+/// The schema migrations, in order of their file numbers: the portable files SQLite applies too
+/// (SQLite's own, in `migrations/sqlite/`, are not PostgreSQL's) and PostgreSQL's own, in
+/// `migrations/postgres/`. The schema version is their count.
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_rate_windows.sql"),
@@ -94,6 +96,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_plugin_changes.sql"),
     include_str!("../../migrations/postgres/0007_audit_append.sql"),
     include_str!("../../migrations/postgres/0008_audit_chains.sql"),
+    include_str!("../../migrations/0009_tasks.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin
@@ -141,7 +144,7 @@ struct Queues {
 enum Role {
     /// Claims only: never appends, never takes the write lock.
     Claims,
-    /// Every other write; prunes expired keys.
+    /// Every other write; prunes expired keys and tasks.
     Records,
 }
 
@@ -552,6 +555,14 @@ impl Store for PostgresStore {
 
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
         self.read(move |client| async move { sql::approvals(&**client, &filter).await })
+    }
+
+    fn task(&self, id: String) -> StoreFuture<'_, Option<Task>> {
+        self.read(move |client| async move { sql::task_by_id(&**client, &id).await })
+    }
+
+    fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        self.read(move |client| async move { sql::tasks(&**client, &filter).await })
     }
 
     fn prior_actions(

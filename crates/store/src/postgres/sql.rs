@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, GenericClient, Row, Statement, Transaction};
+use tokio_postgres::{Client, GenericClient, Statement, Transaction};
 
 use super::rows::{PgError, audit_entry};
 use super::{CHANNEL, WRITE_LOCK, describe};
@@ -18,11 +18,12 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
-    KeyRecord, PluginChange, Resolution, StoreError,
+    Decision, KeyRecord, PluginChange, Resolution, StoreError, Task, TaskFilter, TaskUpdate,
+    Waiting,
 };
 use crate::rows::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns, Corrupt,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, TASK_COLUMNS, from_db, to_db,
 };
 use crate::store::Waiters;
 
@@ -268,46 +269,27 @@ pub(super) async fn apply<'a>(
             Ok(approval) => Done::Approval(Box::new(approval)),
             Err(damaged) => return Ok(Err(damaged)),
         },
-        Op::Decide(decision) => {
-            let found = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
-                Ok(found) => found,
-                Err(damaged) => return Ok(Err(damaged)),
-            };
-            let Some(approval) = found else {
-                return Ok(Err(StoreError::NotFound(format!(
-                    "approval `{}`",
-                    decision.id
-                ))));
-            };
-            let status = match jobs::check_decision(&approval, decision) {
-                Ok(status) => status,
-                Err(refused) => return Ok(Err(refused)),
-            };
-            txn.execute(
-                "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4 WHERE id = $5",
-                &[
-                    &status.as_str(),
-                    &decision.by,
-                    &decision.reason,
-                    &to_db(decision.now_ms),
-                    &decision.id,
-                ],
-            )
-            .await?;
-            last.events.push(Cow::Owned(jobs::decision_event(
-                &approval, decision, status,
-            )));
-            match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
-                Ok(Some(approval)) => Done::Approval(Box::new(approval)),
-                Err(damaged) => return Ok(Err(damaged)),
-                Ok(None) => {
-                    return Ok(Err(StoreError::NotFound(format!(
-                        "approval `{}`",
-                        decision.id
-                    ))));
-                }
+        Op::Decide(decision) => match decide(txn, last, decision).await? {
+            Ok(done) => done,
+            Err(refused) => return Ok(Err(refused)),
+        },
+        Op::SetWaiting {
+            approval_id,
+            waiting,
+        } => {
+            if set_waiting(txn, approval_id, waiting).await? == 0 {
+                return Ok(Err(jobs::unknown_approval(approval_id)));
             }
+            Done::Unit
         }
+        Op::CreateTask(task) => match create_task(txn, task).await? {
+            Ok(()) => Done::Task(Some(Box::new(task.clone()))),
+            Err(refused) => return Ok(Err(refused)),
+        },
+        Op::UpdateTask(update) => match update_task(txn, update).await? {
+            Ok(task) => Done::Task(task.map(Box::new)),
+            Err(damaged) => return Ok(Err(damaged)),
+        },
         Op::Resolve {
             key,
             resolution,
@@ -350,13 +332,19 @@ pub(super) async fn apply<'a>(
                 .await?;
             Done::Unit
         }
-        Op::Prune(now_ms) => Done::Count(
-            txn.execute(
-                "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
-                &[&to_db(*now_ms)],
-            )
-            .await?,
-        ),
+        Op::Prune(now_ms) => {
+            let now = to_db(*now_ms);
+            let keys = txn
+                .execute(
+                    "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= $1",
+                    &[&now],
+                )
+                .await?;
+            let tasks = txn
+                .execute("DELETE FROM tasks WHERE expires_at < $1", &[&now])
+                .await?;
+            Done::Count(keys + tasks)
+        }
         Op::Flush => Done::Unit,
         Op::AddCheckpoint(checkpoint) => {
             txn.execute(
@@ -411,6 +399,158 @@ async fn claim(
     }
 }
 
+/// A decision: a conditional update from `pending`, so it applies only if no other decision
+/// did first. Under PostgreSQL's read committed isolation, an update racing another
+/// transaction's decision waits for its commit, then finds the approval no longer `pending`
+/// and changes nothing. A refused decision (by the rules, or because another came first)
+/// appends its `approval_refused` entry and is answered [`Done::Refused`]. The inner error:
+/// nothing was written.
+async fn decide(
+    txn: &Transaction<'_>,
+    last: &mut Last<'_>,
+    decision: &Decision,
+) -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+    let approval = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+        Ok(Some(approval)) => approval,
+        Ok(None) => return Ok(Err(jobs::unknown_approval(&decision.id))),
+        Err(damaged) => return Ok(Err(damaged)),
+    };
+    let mut refuse = |why: String| -> Result<Result<Done, StoreError>, tokio_postgres::Error> {
+        let event = jobs::refusal_event(&approval, decision, &why);
+        last.events.push(Cow::Owned(event));
+        Ok(Ok(Done::Refused(why)))
+    };
+    let status = match jobs::check_decision(&approval, decision) {
+        Ok(status) => status,
+        Err(why) => return refuse(why),
+    };
+    let updated = txn
+        .execute(
+            "UPDATE approvals SET status = $1, decided_by = $2, decided_reason = $3, decided_at = $4, \
+             decided_as = $5 WHERE id = $6 AND status = 'pending'",
+            &[
+                &status.as_str(),
+                &decision.by,
+                &decision.reason,
+                &to_db(decision.now_ms),
+                &decision.decided_as.as_str(),
+                &decision.id,
+            ],
+        )
+        .await?;
+    if updated == 0 {
+        // Read again: a statement sees what committed before it, so the decision that won.
+        let now = match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+            Ok(now) => now,
+            Err(damaged) => return Ok(Err(damaged)),
+        };
+        return refuse(jobs::lost_race(now.as_ref(), decision));
+    }
+    last.events.push(Cow::Owned(jobs::decision_event(
+        &approval, decision, status,
+    )));
+    Ok(
+        match inside(approval_where(txn, "id = $1", &[&decision.id]).await)? {
+            Ok(Some(approval)) => Ok(Done::Approval(Box::new(approval))),
+            Ok(None) => Err(jobs::unknown_approval(&decision.id)),
+            Err(damaged) => Err(damaged),
+        },
+    )
+}
+
+/// Sets how an approval's caller waits; how many approvals it changed (0: no such approval).
+async fn set_waiting(
+    txn: &Transaction<'_>,
+    approval_id: &str,
+    waiting: &Waiting,
+) -> Result<u64, tokio_postgres::Error> {
+    let (on, until, task) = rows::waiting_columns(waiting);
+    txn.execute(
+        "UPDATE approvals SET waiting_on = $1, waiting_until = $2, waiting_task = $3 WHERE id = $4",
+        &[&on, &until, &task, &approval_id],
+    )
+    .await
+}
+
+/// A new task and, when it waits on an approval, the approval marked as waited on by it. The
+/// inner error: nothing was written.
+async fn create_task(
+    txn: &Transaction<'_>,
+    task: &Task,
+) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
+    if txn
+        .query_opt("SELECT 1 FROM tasks WHERE id = $1", &[&task.id])
+        .await?
+        .is_some()
+    {
+        return Ok(Err(jobs::task_exists(&task.id)));
+    }
+    if let Some(approval_id) = &task.approval_id {
+        let waiting = Waiting::Task {
+            id: task.id.clone(),
+        };
+        if set_waiting(txn, approval_id, &waiting).await? == 0 {
+            return Ok(Err(jobs::unknown_approval(approval_id)));
+        }
+    }
+    let (call, result) = rows::task_json(task);
+    txn.execute(
+        &format!(
+            "INSERT INTO tasks ({TASK_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ),
+        &[
+            &task.id,
+            &task.tenant,
+            &task.principal,
+            &task.tool,
+            &task.approval_id,
+            &call,
+            &task.status.as_str(),
+            &task.status_message,
+            &result,
+            &to_db(task.created_at_ms),
+            &to_db(task.updated_at_ms),
+            &to_db(task.expires_at_ms),
+        ],
+    )
+    .await?;
+    Ok(Ok(()))
+}
+
+/// A task's update, if it applies ([`jobs::updated_task`]): written only while the task is
+/// still in the status it was read in (an update racing another's from the same status waits
+/// for its commit, then finds the task in another status and changes nothing).
+async fn update_task(
+    txn: &Transaction<'_>,
+    update: &TaskUpdate,
+) -> Result<Result<Option<Task>, StoreError>, tokio_postgres::Error> {
+    let task = match inside(task_by_id(txn, &update.id).await)? {
+        Ok(Some(task)) => task,
+        Ok(None) => return Ok(Ok(None)),
+        Err(damaged) => return Ok(Err(damaged)),
+    };
+    let Some(updated) = jobs::updated_task(&task, update) else {
+        return Ok(Ok(None));
+    };
+    let (_, result) = rows::task_json(&updated);
+    let written = txn
+        .execute(
+            "UPDATE tasks SET status = $1, status_message = $2, result = $3, updated_at = $4 \
+             WHERE id = $5 AND status = $6",
+            &[
+                &updated.status.as_str(),
+                &updated.status_message,
+                &result,
+                &to_db(updated.updated_at_ms),
+                &updated.id,
+                &task.status.as_str(),
+            ],
+        )
+        .await?;
+    Ok(Ok((written == 1).then_some(updated)))
+}
+
 /// Proposes an approval, or finds the one its key already has.
 async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval, PgError> {
     if let Some(key) = &proposal.idempotency_key
@@ -423,10 +563,12 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
     {
         return Ok(existing);
     }
+    let (waiting_on, waiting_until, waiting_task) = rows::waiting_columns(&proposal.waiting);
     txn.execute(
         &format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, NULL, NULL, NULL, NULL, \
+                     NULL, $12, $13, $14)"
         ),
         &[
             &proposal.id,
@@ -440,6 +582,9 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
             &rows::strings_json(&proposal.reasons),
             &to_db(proposal.created_at_ms),
             &to_db(proposal.expires_at_ms),
+            &waiting_on,
+            &waiting_until,
+            &waiting_task,
         ],
     )
     .await?;
@@ -449,6 +594,7 @@ async fn propose(txn: &Transaction<'_>, proposal: &Approval) -> Result<Approval,
     stored.decided_reason = None;
     stored.decided_at_ms = None;
     stored.executed_by_call = None;
+    stored.decided_as = None;
     Ok(stored)
 }
 
@@ -466,6 +612,63 @@ pub(super) async fn approval_where(
         .await?
         .map(|row| rows::approval(&row))
         .transpose()
+}
+
+/// A task by id, read with whatever client or transaction.
+pub(super) async fn task_by_id(
+    client: &impl GenericClient,
+    id: &str,
+) -> Result<Option<Task>, PgError> {
+    client
+        .query_opt(
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .map(|row| rows::task(&row))
+        .transpose()
+}
+
+/// The tasks `filter` selects, newest first (then by id, descending), before its cursor.
+pub(super) async fn tasks(
+    client: &impl GenericClient,
+    filter: &TaskFilter,
+) -> Result<Vec<Task>, PgError> {
+    let limit = if filter.limit == 0 { 100 } else { filter.limit };
+    let statuses: Option<Vec<&str>> = (!filter.statuses.is_empty()).then(|| {
+        filter
+            .statuses
+            .iter()
+            .map(|status| status.as_str())
+            .collect()
+    });
+    let (before_at, before_id): (Option<i64>, Option<&str>) = filter
+        .before
+        .as_ref()
+        .map(|(at, id)| (to_db(*at), id.as_str()))
+        .unzip();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM tasks \
+                 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR principal = $2) \
+                   AND ($3::text[] IS NULL OR status = ANY($3)) \
+                   AND ($4::text IS NULL OR approval_id = $4) \
+                   AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text)) \
+                 ORDER BY created_at DESC, id DESC LIMIT $7"
+            ),
+            &[
+                &filter.tenant,
+                &filter.principal,
+                &statuses,
+                &filter.approval_id,
+                &before_at,
+                &before_id,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    rows.iter().map(rows::task).collect()
 }
 
 /// The columns an entry is read with: [`AUDIT_COLUMNS`], then its chain and link.

@@ -19,7 +19,8 @@ use crate::records::{Claim, StoreError};
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 512;
 
-/// How often idempotency records past their dedupe window are deleted.
+/// How often idempotency records past their dedupe window, and tasks past their expiry, are
+/// deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// The writer's connection and its prepared statements.
@@ -216,7 +217,10 @@ fn answer(
     for (job, result) in batch.into_iter().zip(results) {
         match &result {
             Ok(Done::Count(n)) if matches!(job.op, Op::Prune(_)) && *n > 0 => {
-                tracing::info!(pruned = n, "forgot idempotency records past their window");
+                tracing::info!(
+                    pruned = n,
+                    "forgot idempotency records and tasks past their expiry"
+                );
             }
             Ok(_) => {
                 if let Some(key) = job.op.wakes() {

@@ -52,18 +52,20 @@ use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use crate::recent::{self, RecentActions};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError,
+    StoreError, Task, TaskFilter,
 };
 use crate::store::{Store, StoreFuture, Waiters};
 
-/// The schema migrations, in order; the schema version is their count. The portable ones are
-/// PostgreSQL's too; the third, SQLite's alone, rebuilds the audit table around its rowid.
+/// The schema migrations, in order; the schema version is their count (so a file's version
+/// is not its last migration's file number). The portable ones are PostgreSQL's too; the
+/// third, SQLite's alone, rebuilds the audit table around its rowid.
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_rate_windows.sql"),
     include_str!("../../migrations/sqlite/0003_audit_rowid.sql"),
     include_str!("../../migrations/0005_audit_checkpoints.sql"),
     include_str!("../../migrations/0006_plugin_changes.sql"),
+    include_str!("../../migrations/0009_tasks.sql"),
 ];
 
 /// How long a connection waits for another process's lock before failing.
@@ -407,6 +409,14 @@ impl Store for SqliteStore {
 
     fn approvals(&self, filter: ApprovalFilter) -> StoreFuture<'_, Vec<Approval>> {
         self.read(move |conn| sql::approvals(conn, &filter))
+    }
+
+    fn task(&self, id: String) -> StoreFuture<'_, Option<Task>> {
+        self.read(move |conn| sql::task_by_id(conn, &id))
+    }
+
+    fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        self.read(move |conn| sql::tasks(conn, &filter))
     }
 
     fn prior_actions(

@@ -10,11 +10,11 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, Resolution, StoreError,
+    IdempotencyKey, KeyRecord, Resolution, StoreError, Task, TaskFilter, TaskUpdate, Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, from_db, to_db,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, TASK_COLUMNS, from_db, to_db,
 };
 
 /// Runs a statement through the connection's statement cache (hot statements are parsed once).
@@ -68,20 +68,35 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             Ok(Done::Unit)
         }
         Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
-        Op::Decide(decision) => decide(txn, head, decision).map(|a| Done::Approval(Box::new(a))),
+        Op::Decide(decision) => decide(txn, head, decision),
+        Op::SetWaiting {
+            approval_id,
+            waiting,
+        } => set_waiting(txn, approval_id, waiting).map(|()| Done::Unit),
+        Op::CreateTask(task) => {
+            create_task(txn, task).map(|()| Done::Task(Some(Box::new(task.clone()))))
+        }
+        Op::UpdateTask(update) => {
+            update_task(txn, update).map(|task| Done::Task(task.map(Box::new)))
+        }
         Op::Resolve {
             key,
             resolution,
             by,
             now_ms,
         } => resolve(txn, head, key, *resolution, by, *now_ms).map(|()| Done::Unit),
-        Op::Prune(now_ms) => txn
-            .execute(
+        Op::Prune(now_ms) => {
+            let now = to_db(*now_ms);
+            let keys = exec(
+                txn,
                 "DELETE FROM idempotency WHERE state = 'complete' AND expires_at <= ?1",
-                params![to_db(*now_ms)],
-            )
-            .map(|n| Done::Count(n as u64))
-            .map_err(unavailable),
+                params![now],
+            );
+            let tasks = exec(txn, "DELETE FROM tasks WHERE expires_at < ?1", params![now]);
+            keys.and_then(|keys| Ok(keys + tasks?))
+                .map(|n| Done::Count(n as u64))
+                .map_err(unavailable)
+        }
         Op::Flush => Ok(Done::Unit),
         Op::AddCheckpoint(checkpoint) => exec(
             txn,
@@ -268,11 +283,13 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
             return Ok(existing);
         }
     }
+    let (waiting_on, waiting_until, waiting_task) = rows::waiting_columns(&proposal.waiting);
     exec(
         txn,
         &format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, NULL, NULL, NULL, NULL, \
+                     NULL, ?12, ?13, ?14)"
         ),
         params![
             proposal.id,
@@ -285,7 +302,10 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
             proposal.mode,
             rows::strings_json(&proposal.reasons),
             to_db(proposal.created_at_ms),
-            to_db(proposal.expires_at_ms)
+            to_db(proposal.expires_at_ms),
+            waiting_on,
+            waiting_until,
+            waiting_task
         ],
     )
     .map_err(unavailable)?;
@@ -294,27 +314,122 @@ fn propose(txn: &Connection, proposal: &Approval) -> Result<Approval, StoreError
         .ok_or_else(|| StoreError::Unavailable("the new approval vanished".to_owned()))
 }
 
-fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Approval, StoreError> {
-    let approval = approval_by_id(txn, &decision.id)
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))?;
-    let status = jobs::check_decision(&approval, decision)?;
-    exec(txn, "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4 WHERE id = ?5", params![
+/// A decision: a conditional update from `pending`, so it applies only if no other decision
+/// did first. A refused one (by the rules, or because another came first) writes its
+/// `approval_refused` entry and is answered [`Done::Refused`].
+fn decide(txn: &Connection, head: &mut Head, decision: &Decision) -> Result<Done, StoreError> {
+    let read = |txn: &Connection| approval_by_id(txn, &decision.id).map_err(unavailable);
+    let approval = read(txn)?.ok_or_else(|| jobs::unknown_approval(&decision.id))?;
+    let refuse = |head: &mut Head, why: String| -> Result<Done, StoreError> {
+        append(txn, head, &jobs::refusal_event(&approval, decision, &why))?;
+        Ok(Done::Refused(why))
+    };
+    let status = match jobs::check_decision(&approval, decision) {
+        Ok(status) => status,
+        Err(why) => return refuse(head, why),
+    };
+    let updated = exec(
+        txn,
+        "UPDATE approvals SET status = ?1, decided_by = ?2, decided_reason = ?3, decided_at = ?4, \
+         decided_as = ?5 WHERE id = ?6 AND status = 'pending'",
+        params![
             status.as_str(),
             decision.by,
             decision.reason,
             to_db(decision.now_ms),
+            decision.decided_as.as_str(),
             decision.id
-        ])
+        ],
+    )
     .map_err(unavailable)?;
+    if updated == 0 {
+        return refuse(head, jobs::lost_race(read(txn)?.as_ref(), decision));
+    }
     append(
         txn,
         head,
         &jobs::decision_event(&approval, decision, status),
     )?;
-    approval_by_id(txn, &decision.id)
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::NotFound(format!("approval `{}`", decision.id)))
+    let decided = read(txn)?.ok_or_else(|| jobs::unknown_approval(&decision.id))?;
+    Ok(Done::Approval(Box::new(decided)))
+}
+
+fn set_waiting(txn: &Connection, approval_id: &str, waiting: &Waiting) -> Result<(), StoreError> {
+    let (on, until, task) = rows::waiting_columns(waiting);
+    let updated = exec(
+        txn,
+        "UPDATE approvals SET waiting_on = ?1, waiting_until = ?2, waiting_task = ?3 WHERE id = ?4",
+        params![on, until, task, approval_id],
+    )
+    .map_err(unavailable)?;
+    if updated == 0 {
+        return Err(jobs::unknown_approval(approval_id));
+    }
+    Ok(())
+}
+
+/// A new task and, when it waits on an approval, the approval marked as waited on by it.
+fn create_task(txn: &Connection, task: &Task) -> Result<(), StoreError> {
+    if task_by_id(txn, &task.id).map_err(unavailable)?.is_some() {
+        return Err(jobs::task_exists(&task.id));
+    }
+    if let Some(approval_id) = &task.approval_id {
+        let waiting = Waiting::Task {
+            id: task.id.clone(),
+        };
+        set_waiting(txn, approval_id, &waiting)?;
+    }
+    let (call, result) = rows::task_json(task);
+    exec(
+        txn,
+        &format!(
+            "INSERT INTO tasks ({TASK_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        ),
+        params![
+            task.id,
+            task.tenant,
+            task.principal,
+            task.tool,
+            task.approval_id,
+            call,
+            task.status.as_str(),
+            task.status_message,
+            result,
+            to_db(task.created_at_ms),
+            to_db(task.updated_at_ms),
+            to_db(task.expires_at_ms)
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// A task's update, if it applies ([`jobs::updated_task`]): written only while the task is
+/// still in the status it was read in.
+fn update_task(txn: &Connection, update: &TaskUpdate) -> Result<Option<Task>, StoreError> {
+    let Some(task) = task_by_id(txn, &update.id).map_err(unavailable)? else {
+        return Ok(None);
+    };
+    let Some(updated) = jobs::updated_task(&task, update) else {
+        return Ok(None);
+    };
+    let (_, result) = rows::task_json(&updated);
+    let written = exec(
+        txn,
+        "UPDATE tasks SET status = ?1, status_message = ?2, result = ?3, updated_at = ?4 \
+         WHERE id = ?5 AND status = ?6",
+        params![
+            updated.status.as_str(),
+            updated.status_message,
+            result,
+            to_db(updated.updated_at_ms),
+            updated.id,
+            task.status.as_str()
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok((written == 1).then_some(updated))
 }
 
 fn resolve(
@@ -374,6 +489,72 @@ pub(super) fn approvals(
             i64::try_from(limit).unwrap_or(i64::MAX)
         ],
         |row| rows::approval(row),
+    )?;
+    rows.collect()
+}
+
+pub(super) fn task_by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Task>> {
+    query_row(
+        conn,
+        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
+        params![id],
+        |row| rows::task(row),
+    )
+    .optional()
+}
+
+/// The task query's SQL; its parameters are [`TaskFilter`]'s fields in order (the statuses as
+/// a JSON list, the cursor as its time and id), then the limit.
+///
+/// As in [`audit_query`], SQLite cannot search an index for `?1 IS NULL OR tenant = ?1`: a
+/// listing of one owner's tasks (a tenant and a principal, the common one: a client listing
+/// its tasks) names them plainly, so it searches `tasks_by_owner`, newest first, and stops at
+/// the limit.
+pub(super) fn task_query(by_owner: bool) -> String {
+    let owner = if by_owner {
+        "tenant = ?1 AND principal = ?2"
+    } else {
+        "(?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR principal = ?2)"
+    };
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks \
+         WHERE {owner} \
+           AND (?3 IS NULL OR status IN (SELECT value FROM json_each(?3))) \
+           AND (?4 IS NULL OR approval_id = ?4) \
+           AND (?5 IS NULL OR (created_at, id) < (?5, ?6)) \
+         ORDER BY created_at DESC, id DESC LIMIT ?7"
+    )
+}
+
+/// The tasks `filter` selects, newest first (then by id, descending), before its cursor.
+pub(super) fn tasks(conn: &Connection, filter: &TaskFilter) -> rusqlite::Result<Vec<Task>> {
+    let limit = if filter.limit == 0 { 100 } else { filter.limit };
+    let statuses = (!filter.statuses.is_empty()).then(|| {
+        let names: Vec<String> = filter
+            .statuses
+            .iter()
+            .map(|status| status.as_str().to_owned())
+            .collect();
+        rows::strings_json(&names)
+    });
+    let (before_at, before_id) = filter
+        .before
+        .as_ref()
+        .map(|(at, id)| (to_db(*at), id.as_str()))
+        .unzip();
+    let by_owner = filter.tenant.is_some() && filter.principal.is_some();
+    let mut statement = conn.prepare_cached(&task_query(by_owner))?;
+    let rows = statement.query_map(
+        params![
+            filter.tenant,
+            filter.principal,
+            statuses,
+            filter.approval_id,
+            before_at,
+            before_id,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        |row| rows::task(row),
     )?;
     rows.collect()
 }

@@ -1,4 +1,8 @@
-//! The SQLite store's own tests: batches, the audit chain, approvals and claims on a real file.
+//! The SQLite store's own tests: batches, the audit chain, approvals and claims on a real file;
+//! decisions (`decisions`) and tasks (`tasks`) in their own files.
+
+mod decisions;
+mod tasks;
 
 use rusqlite::params;
 
@@ -7,8 +11,8 @@ use super::writer::run_batch;
 use super::*;
 use crate::jobs::Job;
 use crate::records::{
-    ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, Decision,
-    KeyState, Resolution,
+    ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs,
+    Decision, KeyState, Resolution, proposal,
 };
 
 fn store() -> (SqliteStore, tempfile::TempDir) {
@@ -99,6 +103,19 @@ async fn a_key_runs_once_then_replays_and_refuses_other_requests() {
     assert_eq!((report.entries, report.first_break), (1, None));
 }
 
+/// The steps of SQLite's plan for `sql` with `params`, on the store's reader.
+fn query_plan(store: &SqliteStore, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+    let reader = store.reader.lock().unwrap();
+    let mut statement = reader
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap();
+    statement
+        .query_map(params, |row| row.get(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 /// The job recording a read-only call: one write.
 fn read_only(call: &str) -> Job {
     let mut record = finished(call, call, "{}");
@@ -120,6 +137,7 @@ async fn a_job_failing_inside_a_batch_leaves_one_chain_through_the_others() {
         reason: "r".to_owned(),
         now_ms: crate::records::now_ms(),
         allow_self_approval: false,
+        decided_as: DecidedAs::Approver,
     };
     let mut first = finished("call_0", "call_0", "{}");
     first.completes = None;
@@ -203,29 +221,23 @@ async fn a_call_s_entries_are_found_through_the_call_index() {
         .collect();
     assert_eq!(found, [(2, Some("call_2"))]);
     // Searched, not scanned: a log of a million calls answers as fast as this one.
-    let reader = store.reader.lock().unwrap();
-    let plan: Vec<String> = reader
-        .prepare(&format!("EXPLAIN QUERY PLAN {}", audit_query(true)))
-        .unwrap()
-        .query_map(
-            params![
-                "call_2",
-                None::<String>,
-                None::<String>,
-                None::<i64>,
-                None::<i64>,
-                None::<i64>,
-                None::<String>,
-                None::<String>,
-                None::<String>,
-                None::<String>,
-                -1
-            ],
-            |row| row.get(3),
-        )
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let plan = query_plan(
+        &store,
+        &audit_query(true),
+        params![
+            "call_2",
+            None::<String>,
+            None::<String>,
+            None::<i64>,
+            None::<i64>,
+            None::<i64>,
+            None::<String>,
+            None::<String>,
+            None::<String>,
+            None::<String>,
+            -1
+        ],
+    );
     assert!(
         plan.iter()
             .any(|step| step.contains("USING INDEX audit_by_call")),
@@ -268,26 +280,8 @@ async fn a_claim_past_its_lease_is_indeterminate_until_an_operator_resolves_it()
 #[tokio::test]
 async fn proposals_are_found_by_key_and_decided_by_someone_else() {
     let (store, _dir) = store();
-    let proposal = |id: &str| Approval {
-        id: id.to_owned(),
-        tenant: "acme".to_owned(),
-        tool: "t.pay".to_owned(),
-        idempotency_key: Some("k".to_owned()),
-        request_hash: "h".to_owned(),
-        call: serde_json::json!({ "tool_call_id": "call_1" }),
-        principals: vec!["usr_alice".to_owned()],
-        mode: "delegated".to_owned(),
-        reasons: vec!["R: why".to_owned()],
-        status: ApprovalStatus::Pending,
-        created_at_ms: crate::records::now_ms(),
-        expires_at_ms: crate::records::now_ms() + 60_000,
-        decided_by: None,
-        decided_reason: None,
-        decided_at_ms: None,
-        executed_by_call: None,
-    };
-    let first = store.propose(proposal("apr_1")).await.unwrap();
-    let second = store.propose(proposal("apr_2")).await.unwrap();
+    let first = store.propose(proposal("apr_1", Some("k"))).await.unwrap();
+    let second = store.propose(proposal("apr_2", Some("k"))).await.unwrap();
     assert_eq!((first.id.as_str(), second.id.as_str()), ("apr_1", "apr_1"));
     let decision = |by: &str| Decision {
         id: "apr_1".to_owned(),
@@ -296,6 +290,7 @@ async fn proposals_are_found_by_key_and_decided_by_someone_else() {
         reason: "fine".to_owned(),
         now_ms: crate::records::now_ms(),
         allow_self_approval: false,
+        decided_as: DecidedAs::Approver,
     };
     let refused = store.decide(decision("usr_alice")).await.unwrap_err();
     assert!(
@@ -305,6 +300,7 @@ async fn proposals_are_found_by_key_and_decided_by_someone_else() {
     let approved = store.decide(decision("usr_bob")).await.unwrap();
     assert_eq!(approved.status, ApprovalStatus::Approved);
     assert_eq!(approved.decided_by.as_deref(), Some("usr_bob"));
+    assert_eq!(approved.decided_as, Some(DecidedAs::Approver));
     let again = store.decide(decision("usr_carol")).await.unwrap_err();
     assert!(
         matches!(again, StoreError::Refused(ref m) if m.contains("already approved")),

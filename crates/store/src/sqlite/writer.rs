@@ -34,13 +34,14 @@ pub(super) fn checkpoint_loop(conn: &Connection, writer_gone: &mpsc::Receiver<()
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-/// How often idempotency records past their dedupe window are deleted.
+/// How often idempotency records past their dedupe window, and tasks past their expiry, are
+/// deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// The writer thread: group commit (see the module docs). Also prunes expired idempotency
-/// records, at most every [`PRUNE_EVERY`], in a batch of their own. After each commit, wakes
-/// the calls waiting on the keys it completed or released. Ends when every sender is gone,
-/// after the jobs already queued.
+/// records and tasks, at most every [`PRUNE_EVERY`], in a batch of their own. After each
+/// commit, wakes the calls waiting on the keys it completed or released. Ends when every sender
+/// is gone, after the jobs already queued.
 pub(super) fn write_loop(
     mut conn: Connection,
     queue: &mpsc::Receiver<Job>,
@@ -57,9 +58,14 @@ pub(super) fn write_loop(
             }];
             match run_batch(&mut conn, &mut prune).pop() {
                 Some(Ok(Done::Count(n))) if n > 0 => {
-                    tracing::info!(pruned = n, "forgot idempotency records past their window");
+                    tracing::info!(
+                        pruned = n,
+                        "forgot idempotency records and tasks past their expiry"
+                    );
                 }
-                Some(Err(error)) => tracing::warn!(%error, "pruning idempotency records failed"),
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "pruning idempotency records and tasks failed");
+                }
                 _ => {}
             }
         }
