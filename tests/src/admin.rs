@@ -2,8 +2,8 @@
 //! that runs on it:
 //!
 //! 1. [`AdminGateway::start`] writes a config (echo and the ledger served, the policy probe
-//!    bound, `gatehouse.redact` installed), an MCP key for the agent and one admin token per
-//!    role ([`APPROVER`], [`AUDITOR`], [`OPERATOR`], and [`SELF_APPROVER`], the agent's own),
+//!    bound, `gatehouse.redact` installed, approvers allowed to reveal sensitive arguments), an
+//!    MCP key for the agent and one admin token per role ([`APPROVER`], [`AUDITOR`], [`OPERATOR`], and [`SELF_APPROVER`], the agent's own),
 //!    and starts `gatehouse serve` on it ([`crate::gateway`]);
 //! 2. the agent calls over MCP ([`AdminGateway::call`]), people use the admin API
 //!    ([`AdminGateway::admin`], [`request`]) and `gatehouse admin` ([`AdminGateway::cli`]).
@@ -82,7 +82,7 @@ impl AdminGateway {
             )
         };
         let text = format!(
-            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"agent:bot\"\nfile = {:?}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n{}{}{}{}{extra}",
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"agent:bot\"\nfile = {:?}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\nreveal_sensitive = [\"approver\"]\n\n{}{}{}{}{extra}",
             toml::to_string(&host).expect("the host config serializes"),
             file("agent.key", AGENT_KEY.as_bytes()),
             token("usr_ops_ana", r#"["approver"]"#, APPROVER),
@@ -100,6 +100,7 @@ impl AdminGateway {
             .policy(file("redact.wasm", &REDACT.signed()))
             .log(dir.path().join("stderr.log"))
             .wait_for(admin)
+            .wait_for(mcp)
             .start()
             .await;
         Self {

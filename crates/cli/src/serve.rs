@@ -106,8 +106,8 @@ struct Started {
     server: McpServer,
     /// Each plugin installed: its id, and what serves and where it came from.
     loaded: Vec<(String, String)>,
-    /// The admin API, if `[admin]` is configured: where it listens, and the server.
-    admin: Option<(SocketAddr, AdminServer)>,
+    /// The admin API, if `[admin]` is configured: its bound listener, and the server.
+    admin: Option<(std::net::TcpListener, AdminServer)>,
     /// The watched policy directory, if `[watch]` is configured.
     watch: Option<WatchConfig>,
 }
@@ -122,7 +122,7 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     };
     let ServeConfig {
         host: mut config,
-        mcp,
+        mut mcp,
         admin,
         watch,
         import: _,
@@ -147,12 +147,37 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
             );
         }
     }
+    // The admin listener is bound first, so what names its address (the console's URL, the
+    // approval links in paused results) names the bound port, `listen = "...:0"` included.
+    let admin = admin
+        .map(|mut admin| {
+            let listener = std::net::TcpListener::bind(admin.listen).map_err(|e| {
+                usage(format!(
+                    "cannot listen on {} (`[admin] listen`): {e}",
+                    admin.listen
+                ))
+            })?;
+            admin.listen = listener
+                .local_addr()
+                .map_err(|e| usage(format!("cannot listen on {}: {e}", admin.listen)))?;
+            Ok::<_, Failure>((admin, listener))
+        })
+        .transpose()?;
     // Paused results name the console's page for their approval, unless the config names
     // another place.
-    if let Some(admin) = admin.as_ref().filter(|admin| admin.console)
+    if let Some((admin, _)) = admin.as_ref().filter(|(admin, _)| admin.console)
         && config.store.approval_url.is_none()
     {
         config.store.approval_url = Some(format!("{}/#/approvals/{{id}}", admin.console_url()));
+    }
+    // Request states outlive a restart: their key is kept beside the store's file.
+    if mcp.request_state_key_file.is_none() {
+        mcp.request_state_key_file = Some(
+            config
+                .store
+                .resolved_path()
+                .with_file_name("request-state.key"),
+        );
     }
     let host = Arc::new(Host::new(config).map_err(usage)?);
     let mut loaded = Vec::new();
@@ -187,12 +212,12 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     }
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
     let admin = admin
-        .map(|admin| {
+        .map(|(admin, listener)| {
             let server = AdminServer::new(Arc::clone(&host), &admin)
                 .map_err(|e| in_file(e.to_string()))?
                 .with_registries(registries.clone());
             admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
-            Ok::<_, Failure>((admin.listen, server))
+            Ok::<_, Failure>((listener, server))
         })
         .transpose()?;
     Ok(Started {
@@ -312,13 +337,14 @@ pub(super) fn serve(
             out,
             "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
         );
-        if let Some((listen, admin)) = admin {
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .map_err(|e| usage(format!("cannot listen on {listen} (`[admin] listen`): {e}")))?;
+        if let Some((listener, admin)) = admin {
             let addr = listener
                 .local_addr()
-                .map_err(|e| usage(format!("cannot listen on {listen}: {e}")))?;
+                .map_err(|e| usage(format!("the admin listener: {e}")))?;
+            let listener = listener
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(listener))
+                .map_err(|e| usage(format!("cannot listen on {addr} (`[admin] listen`): {e}")))?;
             if !addr.ip().is_loopback() {
                 tracing::warn!(%addr, "the admin API speaks plain HTTP beyond loopback: put a TLS-terminating proxy in front of it");
             }

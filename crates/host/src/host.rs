@@ -6,11 +6,12 @@ use gatehouse_core::canonical::canonical_json;
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_store::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
-    CallRecord, PluginChange, Store, StoreError, VerifyReport, now_ms,
+    CallRecord, Decision, PluginChange, Store, StoreError, VerifyReport, now_ms,
 };
 use serde_json::Value;
 
 use crate::config::HostConfig;
+use crate::decisions::{self, Decisions};
 use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
 use crate::metrics::{ApprovalCounts, Metrics};
 use crate::pipeline::{Pipeline, PipelineError};
@@ -130,6 +131,7 @@ pub struct Host {
     tls: TlsClient,
     pipeline: Pipeline,
     metrics: Metrics,
+    decisions: Decisions,
 }
 
 /// A serving policy module, for operators: its version, the versions a rollback would put
@@ -188,6 +190,7 @@ impl Host {
             tls,
             metrics: Metrics::new(pipeline.commits.clone()),
             pipeline,
+            decisions: Decisions::default(),
         })
     }
 
@@ -343,11 +346,22 @@ impl Host {
     /// library's install methods record nothing by themselves (start-up loads are not
     /// changes).
     pub async fn audit_plugin_change(&self, by: &str, record: &Value) -> Result<(), StoreError> {
+        self.audit_event("plugin", by, record).await
+    }
+
+    /// Appends an operator's act of kind `kind` (`plugin`, `reveal`...) by `by` to the audit
+    /// log, durably, with `record` as its record.
+    pub async fn audit_event(
+        &self,
+        kind: &str,
+        by: &str,
+        record: &Value,
+    ) -> Result<(), StoreError> {
         self.pipeline
             .store
             .record(CallRecord {
                 audit: AuditEvent {
-                    kind: "plugin".to_owned(),
+                    kind: kind.to_owned(),
                     tool_call_id: None,
                     tenant: None,
                     principal: Some(by.to_owned()),
@@ -524,6 +538,37 @@ impl Host {
         self.pipeline.registry.catalog(tenant)
     }
 
+    /// Whether `tool`, as `tenant` sees it, declares the top-level argument `argument` in its
+    /// input schema: false for a tool it may not see, and for a meta-tool.
+    pub fn declares_argument(&self, tenant: &str, tool: &str, argument: &str) -> bool {
+        self.pipeline
+            .registry
+            .declares_argument(tenant, tool, argument)
+    }
+
+    /// Whether `tool` is a capability marked `sensitive`: its arguments and results are kept
+    /// as hashes in the audit log and shown masked to people.
+    pub fn is_sensitive(&self, tool: &str) -> bool {
+        self.pipeline.registry.is_sensitive(tool)
+    }
+
+    /// A call's arguments as approvers see them (the admin API, the console, a consent form):
+    /// each top-level value of a capability marked `sensitive` replaced by its hash, as the
+    /// audit log keeps them; any other tool's as they are.
+    pub fn approver_view(&self, tool: &str, args: &Value) -> Value {
+        if !self.is_sensitive(tool) {
+            return args.clone();
+        }
+        match args {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(key, value)| (key.clone(), gatehouse_core::canonical::redacted(value)))
+                    .collect(),
+            ),
+            other => gatehouse_core::canonical::redacted(other),
+        }
+    }
+
     /// The skills resolution trace for a call of `tool` by `tenant` and `users`: the text
     /// the adapter would receive and which skills matched at each level.
     pub fn resolve_skills(&self, tenant: &str, tool: &str, users: &[&str]) -> Resolution {
@@ -567,11 +612,86 @@ impl Host {
         by: &str,
         reason: &str,
     ) -> Result<Approval, StoreError> {
-        let decision = self
-            .pipeline
-            .store_config()
-            .decision(id, approve, by, reason);
-        self.pipeline.store.decide(decision).await
+        self.decided(
+            self.pipeline
+                .store_config()
+                .decision(id, approve, by, reason),
+        )
+        .await
+    }
+
+    /// The calling user's own decision on approval `id` (MCP consent through a form
+    /// elicitation, `[mcp] consent_modes`): `by` must be in the requesting chain, and the
+    /// self-approval rule does not apply; recorded as consent in the approval and the audit log.
+    pub async fn consent(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        reason: &str,
+    ) -> Result<Approval, StoreError> {
+        self.decided(
+            self.pipeline
+                .store_config()
+                .consent(id, approve, by, reason),
+        )
+        .await
+    }
+
+    /// The caller withdraws its own pending proposal (an MCP task cancelled before its
+    /// approval was decided): `by` must be in the requesting chain; the approval ends rejected,
+    /// recorded as withdrawn by the caller.
+    pub async fn withdraw(&self, id: &str, by: &str, reason: &str) -> Result<Approval, StoreError> {
+        let decision = self.pipeline.store_config().withdrawal(id, by, reason);
+        self.decided(decision).await
+    }
+
+    async fn decided(&self, decision: Decision) -> Result<Approval, StoreError> {
+        let id = decision.id.clone();
+        let decided = self.pipeline.store.decide(decision).await;
+        self.decisions.wake(&id);
+        decided
+    }
+
+    /// Waits until approval `id` is decided, expires, or `until` passes, whichever is first,
+    /// and returns it as it then stands (`None`: there is no such approval). See
+    /// [`crate::decisions`]: a decision through this host wakes the wait at once, one made by
+    /// another process within [`decisions::POLL`].
+    pub async fn await_decision(
+        &self,
+        id: &str,
+        until: tokio::time::Instant,
+    ) -> Result<Option<Approval>, StoreError> {
+        loop {
+            let notify = self.decisions.watch(id);
+            let decided = notify.notified();
+            tokio::pin!(decided);
+            decided.as_mut().enable();
+            let approval = self.approval(id).await;
+            let now = tokio::time::Instant::now();
+            let done = match &approval {
+                Err(_) | Ok(None) => true,
+                Ok(Some(approval)) => {
+                    approval.status != ApprovalStatus::Pending
+                        || approval.expired(now_ms())
+                        || now >= until
+                }
+            };
+            if done {
+                self.decisions.forget(id, &notify);
+                return approval;
+            }
+            tokio::select! {
+                () = &mut decided => {}
+                () = tokio::time::sleep(decisions::POLL.min(until - now)) => {}
+            }
+        }
+    }
+
+    /// Woken by every decision made through this host: what a loop that runs approved work
+    /// (the MCP task runner) sleeps on between its reads of the store.
+    pub fn decided_here(&self) -> Arc<tokio::sync::Notify> {
+        self.decisions.any()
     }
 
     /// Audit entries, in log order.

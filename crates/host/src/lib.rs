@@ -46,6 +46,7 @@
 mod atomic_file;
 mod bindings;
 pub mod config;
+pub mod decisions;
 mod egress;
 pub mod error;
 #[cfg(test)]
@@ -78,6 +79,7 @@ pub use model::{
     ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Principal, PrincipalKind,
 };
 pub use pipeline::deliver::caller_view;
+pub use pipeline::invariants::MAX_IDEMPOTENCY_KEY;
 pub use pipeline::obligations::apply_to_value as apply_obligations;
 pub use plugin::{LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 pub use skills::{Level as SkillLevel, Resolution, Traced as SkillTrace};

@@ -175,17 +175,33 @@ function renderChrome() {
 
 // ---- approvals -----------------------------------------------------------------------------
 
+// One line of an approval's arguments, as the admin API shows them (policy redactions and a
+// sensitive tool's masking applied), for triage without opening each.
+function summary(a) {
+  const args = a.call && a.call.args;
+  if (!args || typeof args !== "object") return "";
+  const line = Object.entries(args)
+    .map(([key, value]) => `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`)
+    .join(", ");
+  return line.length > 90 ? `${line.slice(0, 89)}…` : line;
+}
+
+function expiresText(a) {
+  return a.state === "pending" ? left(a.expires_at_ms) : time(a.expires_at_ms);
+}
+
 function approvalRow(a) {
   return h(
     "tr",
     { "data-approval": a.id },
     h("td", { "data-label": "Tool" }, h("a", { href: `#/approvals/${encodeURIComponent(a.id)}` }, a.tool)),
+    h("td", { "data-label": "Arguments", class: "mono summary", "data-field": "summary" }, summary(a)),
     h("td", { "data-label": "Tenant" }, a.tenant),
     h("td", { "data-label": "Asked by", class: "mono" }, a.principals.join(" → ")),
     h("td", { "data-label": "Mode" }, a.mode),
-    h("td", { "data-label": "State" }, badge(a.state)),
+    h("td", { "data-label": "State", "data-field": "state" }, badge(a.state)),
     h("td", { "data-label": "Proposed" }, time(a.created_at_ms)),
-    h("td", { "data-label": "Expires" }, a.state === "pending" ? left(a.expires_at_ms) : time(a.expires_at_ms))
+    h("td", { "data-label": "Expires", "data-field": "expires" }, expiresText(a))
   );
 }
 
@@ -197,10 +213,43 @@ function approvalTable(approvals, id) {
     h(
       "thead",
       {},
-      h("tr", {}, ["Tool", "Tenant", "Asked by", "Mode", "State", "Proposed", "Expires"].map((t) => h("th", {}, t)))
+      h(
+        "tr",
+        {},
+        ["Tool", "Arguments", "Tenant", "Asked by", "Mode", "State", "Proposed", "Expires"].map((t) => h("th", {}, t))
+      )
     ),
     h("tbody", {}, approvals.map(approvalRow))
   );
+}
+
+// Brings the live queue to `approvals` in place: a row that stays keeps its elements (a click on
+// it lands where it was aimed), only its changing cells are rewritten; new rows are added in
+// order, gone rows removed.
+function updateQueue(holder, approvals) {
+  const table = holder.querySelector("table#queue");
+  if (!approvals.length || !table) {
+    if (approvals.length || !holder.querySelector("p#queue")) holder.replaceChildren(approvalTable(approvals, "queue"));
+    return;
+  }
+  const body = table.tBodies[0];
+  const rows = new Map([...body.rows].map((row) => [row.dataset.approval, row]));
+  const wanted = new Set(approvals.map((a) => a.id));
+  for (const [id, row] of rows) if (!wanted.has(id)) row.remove();
+  let previous = null;
+  for (const a of approvals) {
+    let row = rows.get(a.id);
+    if (row) {
+      row.querySelector('[data-field="expires"]').textContent = expiresText(a);
+      const state = row.querySelector('[data-field="state"]');
+      if (state.textContent !== a.state) state.replaceChildren(badge(a.state));
+    } else {
+      row = approvalRow(a);
+    }
+    const next = previous ? previous.nextSibling : body.firstChild;
+    if (row !== next) body.insertBefore(row, next);
+    previous = row;
+  }
 }
 
 async function approvals() {
@@ -248,7 +297,7 @@ async function approvals() {
       const pending = (await api("GET", "approvals?status=pending&limit=200")).approvals.filter(
         (a) => a.state === "pending"
       );
-      queue.replaceChildren(approvalTable(pending, "queue"));
+      updateQueue(queue, pending);
       status(`Queue updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
       queue.replaceChildren(errorBox(error));
@@ -279,6 +328,18 @@ function decisionList(decision) {
       )
     )
   );
+}
+
+// How the caller of a pending approval waits for it (`waiting_on` in the admin API's view).
+function waiting(a) {
+  switch (a.waiting_on) {
+    case "held":
+      return `on a held request: the call runs as soon as it is approved (held until ${time(a.waiting_until_ms)})`;
+    case "task":
+      return "as a task: the gateway runs the call as soon as it is approved";
+    default:
+      return "for a retry: the call runs when the caller calls again after approval";
+  }
 }
 
 async function approval(id) {
@@ -359,14 +420,53 @@ async function approval(id) {
         h("dd", {}, time(a.created_at_ms)),
         h("dt", {}, a.state === "pending" ? "Time left" : "Expires"),
         expires,
-        a.decided_by ? [h("dt", {}, "Decided by"), h("dd", { id: "decided-by" }, `${a.decided_by} at ${time(a.decided_at_ms)}`)] : null,
+        a.state === "pending" ? [h("dt", {}, "The caller waits"), h("dd", { id: "waiting" }, waiting(a))] : null,
+        a.decided_by
+          ? [
+              h("dt", {}, "Decided by"),
+              h(
+                "dd",
+                { id: "decided-by" },
+                `${a.decided_by}${a.decided_as === "consent" ? " (the caller's own consent)" : a.decided_as === "caller" ? " (withdrawn by the caller)" : ""} at ${time(a.decided_at_ms)}`
+              ),
+            ]
+          : null,
         a.decided_reason ? [h("dt", {}, "Decision reason"), h("dd", { id: "decided-reason" }, a.decided_reason)] : null,
         a.executed_by_call ? [h("dt", {}, "Executed by"), h("dd", { class: "mono" }, a.executed_by_call)] : null
       )
     ),
     h("h2", {}, "Arguments"),
-    h("p", { class: "muted" }, "As the policies let people see them: redacted values and personal data are masked."),
+    h(
+      "p",
+      { class: "muted" },
+      a.sensitive && !a.revealed
+        ? "This tool's arguments are sensitive: shown as their hashes. Policy redactions and masked personal data apply too."
+        : "As the policies let people see them: redacted values and personal data are masked."
+    ),
     h("pre", { id: "args" }, JSON.stringify(a.call.args, null, 2)),
+    a.sensitive && !a.revealed && has("approver")
+      ? h(
+          "p",
+          {},
+          h(
+            "button",
+            {
+              type: "button",
+              id: "reveal",
+              onclick: async () => {
+                try {
+                  const shown = await api("GET", `approvals/${encodeURIComponent(a.id)}?reveal=true`);
+                  document.getElementById("args").textContent = JSON.stringify(shown.call.args, null, 2);
+                  status("Revealed; the audit log records that you saw them.");
+                } catch (error) {
+                  status(error.message || String(error));
+                }
+              },
+            },
+            "Reveal (audited)"
+          )
+        )
+      : null,
     h("h2", {}, "Policy decisions"),
     decisionList(a.policy_decision),
     controls

@@ -73,6 +73,64 @@ pub enum BodyError {
     Unreadable(String),
 }
 
+/// The `Host` header values a listener answers (`[mcp] allowed_hosts`, `[admin]
+/// allowed_hosts`): what keeps a page on another site from reaching a loopback listener through
+/// DNS rebinding. A listed name without a port allows any port; an empty list allows any host.
+#[derive(Debug, Clone)]
+pub struct AllowedHosts {
+    /// Host names (lowercase, IPv6 without brackets), each with the port it requires, if any.
+    hosts: Vec<(String, Option<u16>)>,
+    /// The list was empty: any host.
+    any: bool,
+}
+
+impl AllowedHosts {
+    /// The list as configured; an entry that is neither a host nor `host:port` matches
+    /// nothing.
+    pub fn new(allowed: &[String]) -> Self {
+        let hosts = allowed
+            .iter()
+            .map(|allowed| allowed.trim())
+            .filter(|allowed| !allowed.is_empty())
+            .map(|allowed| match http::uri::Authority::try_from(allowed) {
+                Ok(authority) => (normalize(authority.host()), authority.port_u16()),
+                Err(_) => (normalize(allowed), None),
+            })
+            .collect();
+        Self {
+            hosts,
+            any: allowed.is_empty(),
+        }
+    }
+
+    /// Whether the request has one `Host`, a valid authority, that the list allows.
+    pub fn allows(&self, headers: &http::HeaderMap) -> bool {
+        let mut values = headers.get_all(http::header::HOST).iter();
+        let (Some(host), None) = (values.next(), values.next()) else {
+            return false;
+        };
+        let Some(authority) = host
+            .to_str()
+            .ok()
+            .and_then(|host| http::uri::Authority::try_from(host).ok())
+        else {
+            return false;
+        };
+        if self.any {
+            return true;
+        }
+        let (name, port) = (normalize(authority.host()), authority.port_u16());
+        self.hosts
+            .iter()
+            .any(|(allowed, required)| *allowed == name && required.is_none_or(|p| port == Some(p)))
+    }
+}
+
+/// A host name as compared: lowercase, an IPv6 address without its brackets.
+fn normalize(host: &str) -> String {
+    host.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
 /// An endpoint [`serve`] answers requests with. Cheap to clone: each connection holds one.
 pub trait Endpoint: Clone + Send + Sync + 'static {
     /// The body of its responses.
@@ -83,10 +141,11 @@ pub trait Endpoint: Clone + Send + Sync + 'static {
     /// endpoint replaced while it serves, such as the MCP server on SIGHUP, may change them).
     fn listener(&self) -> ListenerConfig;
 
-    /// Answers one request.
+    /// Answers one request from `peer`.
     fn handle(
         &self,
         request: Request<Incoming>,
+        peer: std::net::SocketAddr,
     ) -> impl Future<Output = Response<Self::Body>> + Send;
 }
 
@@ -136,7 +195,9 @@ pub async fn serve<E: Endpoint>(
         connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let endpoint = endpoint.clone();
-                async move { Ok::<_, std::convert::Infallible>(endpoint.handle(request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(endpoint.handle(request, peer).await)
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

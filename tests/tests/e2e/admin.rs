@@ -1167,3 +1167,299 @@ async fn an_rmcp_client_meets_every_outcome_path_in_both_protocol_versions() {
         client.cancel().await.unwrap();
     }
 }
+
+/// One request to the admin listener with these exact headers (`Host` among them): the status
+/// and the JSON body.
+async fn raw(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    let (status, _, bytes) =
+        gatehouse_tests::http(port, method, path, headers, Bytes::from(body.to_owned())).await;
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sensitive_arguments_are_masked_auditors_never_see_them_and_a_reveal_is_audited() {
+    let gateway = AdminGateway::start(
+        "test.ledger.*",
+        json!({ "verdict": "require_approval" }),
+        "1.0.0",
+        "",
+    )
+    .await;
+    let paused = gateway
+        .call(
+            "test.ledger.transfer",
+            transfer_args(),
+            json!({ "gatehouse/idempotency_key": "sensitive-1" }),
+        )
+        .await;
+    let id = record(&paused)["approval_id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/approvals/{id}");
+    // Listed and shown, to an approver and to an auditor: the values are their hashes.
+    for token in [APPROVER, AUDITOR] {
+        let (status, list) = gateway
+            .admin("GET", "/v1/approvals", Some(token), None)
+            .await;
+        assert_eq!(status, 200, "{list}");
+        let (status, one) = gateway.admin("GET", &path, Some(token), None).await;
+        assert_eq!(status, 200, "{one}");
+        for args in [&list["approvals"][0]["call"]["args"], &one["call"]["args"]] {
+            let text = args.to_string();
+            assert!(
+                !text.contains("1200") && !text.contains("refund") && !text.contains("EUR"),
+                "{text}"
+            );
+            assert!(
+                args["amount"].as_str().unwrap().starts_with("sha256:"),
+                "{args}"
+            );
+        }
+        assert_eq!(one["sensitive"], true);
+    }
+    // An auditor can never reveal them.
+    let (status, body) = gateway
+        .admin("GET", &format!("{path}?reveal=true"), Some(AUDITOR), None)
+        .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (403, &json!("forbidden")),
+        "{body}"
+    );
+    // An approver can (`[admin] reveal_sensitive = ["approver"]`), and the log says who.
+    let (status, body) = gateway
+        .admin("GET", &format!("{path}?reveal=true"), Some(APPROVER), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["call"]["args"]["amount"], 1200, "{body}");
+    let (_, audit) = gateway
+        .admin("GET", "/v1/audit?kind=reveal", Some(AUDITOR), None)
+        .await;
+    let entries = audit["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "{audit}");
+    assert_eq!(entries[0]["principal"], "usr_ops_ana", "{audit}");
+    assert!(entries[0]["record"].to_string().contains(&id), "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_listener_refuses_other_hosts_and_origins_slows_guessing_and_caps_sessions_per_principal()
+ {
+    let gateway = AdminGateway::start(
+        "gatehouse.echo.*",
+        json!({ "verdict": "allow" }),
+        "1.0.0",
+        "",
+    )
+    .await;
+    let port = gateway.admin;
+    let own = format!("127.0.0.1:{port}");
+    let bearer = format!("Bearer {APPROVER}");
+    // A DNS-rebinding page sends its own name as Host: refused, metrics and sign-in alike,
+    // whatever the token.
+    for (method, path, body) in [
+        ("GET", "/metrics", String::new()),
+        ("GET", "/v1/approvals", String::new()),
+        (
+            "POST",
+            "/console/session",
+            json!({ "token": APPROVER }).to_string(),
+        ),
+    ] {
+        let (status, answer) = raw(
+            port,
+            method,
+            path,
+            &[
+                ("host", "evil.example"),
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            &body,
+        )
+        .await;
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert_eq!(answer["error"], "forbidden_host", "{answer}");
+    }
+    // Another site's page, with this listener's Host: refused by its Origin.
+    let (status, answer) = raw(
+        port,
+        "GET",
+        "/v1/approvals",
+        &[
+            ("host", &own),
+            ("origin", "https://evil.example"),
+            ("authorization", &bearer),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["error"]),
+        (403, &json!("forbidden_origin")),
+        "{answer}"
+    );
+    let (status, _) = raw(
+        port,
+        "GET",
+        "/v1/approvals",
+        &[
+            ("host", &own),
+            ("origin", &format!("http://{own}")),
+            ("authorization", &bearer),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "the console's own origin passes");
+
+    // Sign-in: five wrong tokens, then even the right one waits.
+    let sign_in = |token: &str| {
+        let body = json!({ "token": token }).to_string();
+        let own = own.clone();
+        async move {
+            let (status, headers, bytes) = gatehouse_tests::http(
+                port,
+                "POST",
+                "/console/session",
+                &[("host", &own), ("content-type", "application/json")],
+                Bytes::from(body),
+            )
+            .await;
+            (status, headers, bytes)
+        }
+    };
+    for n in 0..5 {
+        let (status, _, _) = sign_in(&format!("wrong-{n}")).await;
+        assert_eq!(status, 401);
+    }
+    let (status, headers, body) = sign_in(APPROVER).await;
+    assert_eq!(status, 429, "{}", String::from_utf8_lossy(&body));
+    let wait: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=61).contains(&wait), "{wait}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_signing_in_again_and_again_ends_only_its_own_oldest_sessions() {
+    let gateway = AdminGateway::start(
+        "gatehouse.echo.*",
+        json!({ "verdict": "allow" }),
+        "1.0.0",
+        "",
+    )
+    .await;
+    let own = format!("127.0.0.1:{}", gateway.admin);
+    let sign_in = |token: &'static str| {
+        let own = own.clone();
+        let port = gateway.admin;
+        async move {
+            let (status, headers, _) = gatehouse_tests::http(
+                port,
+                "POST",
+                "/console/session",
+                &[("host", &own), ("content-type", "application/json")],
+                Bytes::from(json!({ "token": token }).to_string()),
+            )
+            .await;
+            assert_eq!(status, 200);
+            let cookie = headers["set-cookie"].to_str().unwrap();
+            cookie.split(';').next().unwrap().to_owned()
+        }
+    };
+    let session_ok = |cookie: String| {
+        let own = own.clone();
+        let port = gateway.admin;
+        async move {
+            let (status, _, _) = gatehouse_tests::http(
+                port,
+                "GET",
+                "/console/session",
+                &[("host", &own), ("cookie", &cookie)],
+                Bytes::new(),
+            )
+            .await;
+            status == 200
+        }
+    };
+    let auditor = sign_in(AUDITOR).await;
+    let first = sign_in(APPROVER).await;
+    for _ in 0..40 {
+        sign_in(APPROVER).await;
+    }
+    assert!(
+        session_ok(auditor).await,
+        "another principal's session survives"
+    );
+    assert!(
+        !session_ok(first).await,
+        "the flooding principal's oldest session ended"
+    );
+    let last = sign_in(APPROVER).await;
+    assert!(session_ok(last).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_admin_listener_on_port_0_approval_links_name_the_bound_port() {
+    use gatehouse_tests::gateway::Serve;
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = gatehouse_tests::config(&["gatehouse.*", "test.*"], &["test.*"]);
+    host.pipeline.policy_default = gatehouse_host::config::PolicyDefault::Allow;
+    host.pipeline.policies.push(bind(
+        "test.policy-probe",
+        "test.ledger.*",
+        0,
+        json!({ "verdict": "require_approval" }),
+    ));
+    let mcp = free_port();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let config = format!(
+        "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\nanonymous_tenant = \"default\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+        toml::to_string(&host).unwrap()
+    );
+    let stdout = dir.path().join("stdout.txt");
+    let _gateway = Serve::config(file("gatehouse.toml", config.as_bytes()))
+        .adapter(file(
+            "ledger.wasm",
+            &gatehouse_tests::artifacts::LEDGER.signed(),
+        ))
+        .policy(file("probe.wasm", &POLICY_PROBE.signed()))
+        .stdout(&stdout)
+        .wait_for(mcp)
+        .start()
+        .await;
+    let printed = std::fs::read_to_string(&stdout).unwrap();
+    let admin = printed
+        .split("admin API at http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or_else(|| panic!("the admin API's address: {printed}"));
+    assert_ne!(admin, "0", "{printed}");
+    let paused = gatehouse_tests::mcp::call(
+        mcp,
+        &[],
+        "test.ledger.transfer",
+        transfer_args(),
+        json!({ "gatehouse/idempotency_key": "port-0" }),
+    )
+    .await;
+    let remediation = record(&paused)["error"]["remediation"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        remediation.contains(&format!(
+            "http://127.0.0.1:{admin}/console/#/approvals/apr_"
+        )),
+        "{remediation}"
+    );
+    assert!(!remediation.contains(":0/"), "{remediation}");
+}

@@ -175,10 +175,19 @@ async fn an_approver_sees_a_paused_call_live_approves_it_and_the_retry_runs_once
         "{decisions}"
     );
     assert!(decisions.contains("gatehouse.redact"), "{decisions}");
-    // The redact policy's obligation applies to what the approver sees.
+    // The ledger's transfer is sensitive: its arguments show as their hashes at first.
     let args = browser.text("#args").await;
     assert!(
-        !args.contains("ana@example.com") && args.contains("[REDACTED]"),
+        args.contains("sha256:") && !args.contains("ana@example.com") && !args.contains("1200"),
+        "{args}"
+    );
+    // An approver may reveal them (the config allows it; the audit log records it), and the
+    // redact policy's obligation still applies to what the approver sees.
+    browser.click("#reveal").await;
+    browser.wait_text("#args", "[REDACTED]", SOON).await;
+    let args = browser.text("#args").await;
+    assert!(
+        !args.contains("ana@example.com") && args.contains("[REDACTED]") && args.contains("1200"),
         "{args}"
     );
     // A hostile argument is text, not markup.
@@ -354,17 +363,22 @@ async fn roles_separation_of_duties_and_cross_site_requests_are_enforced_by_the_
 
     // A cross-site POST riding the cookie, without the CSRF token or from another origin.
     let approve = format!("/v1/approvals/{id}/approve");
-    for headers in [
-        vec![("cookie", session.as_str())],
-        vec![
-            ("cookie", session.as_str()),
-            ("origin", "http://evil.example"),
-        ],
+    // Without the token: the CSRF check refuses it. From another site's page: the listener's
+    // origin check refuses it first, whatever it carries.
+    for (headers, refusal) in [
+        (vec![("cookie", session.as_str())], "\"csrf\""),
+        (
+            vec![
+                ("cookie", session.as_str()),
+                ("origin", "http://evil.example"),
+            ],
+            "\"forbidden_origin\"",
+        ),
     ] {
         let (status, _, body) =
             gatehouse_tests::mcp::mcp_post(gateway.admin, &approve, &headers, "{}").await;
         assert_eq!(status, 403, "{body}");
-        assert!(body.contains("\"csrf\""), "{body}");
+        assert!(body.contains(refusal), "{body}");
     }
 
     // An auditor sees the approval but no control to decide it, and the server refuses one.
@@ -489,4 +503,43 @@ async fn verify_chain_names_the_entry_edited_in_the_store_file() {
         .await;
     assert!(message.contains("BROKEN after 1 good entries"), "{message}");
     assert!(message.contains("edited"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_queue_keeps_its_rows_and_shows_each_calls_arguments_in_one_line() {
+    let gateway = gateway(3600).await;
+    let browser = signed_in(&gateway, APPROVER, (1280, 900)).await;
+    visit(&browser, &gateway, "#/approvals").await;
+    let first = approval_id(&transfer(&gateway, "queue-1", "first").await);
+    let row = format!("#queue tr[data-approval='{first}']");
+    browser.wait(&row, LIVE).await;
+    let element = browser.client.find(Locator::Css(&row)).await.unwrap();
+    // New work arrives and the queue polls on: the row stays the same element, so a click
+    // aimed at it lands (replaced rows went stale within a second).
+    let second = approval_id(&transfer(&gateway, "queue-2", "second").await);
+    browser
+        .wait(&format!("#queue tr[data-approval='{second}']"), LIVE)
+        .await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let text = element
+        .text()
+        .await
+        .expect("the row is the element it was, not a replacement");
+    assert!(text.contains("test.ledger.transfer"), "{text}");
+    // One line of its arguments, for triage: a sensitive tool's masked.
+    let summary = browser.text(&format!("{row} [data-field='summary']")).await;
+    assert!(
+        summary.contains("amount=sha256:") && !summary.contains("first"),
+        "{summary}"
+    );
+    element
+        .find(Locator::Css("a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text("#tool", "test.ledger.transfer", SOON)
+        .await;
 }

@@ -1,5 +1,5 @@
 //! `gatehouse demo --export DIR`, as its README has a newcomer use it: `governed.toml` serves
-//! the exported plugins; a write call over MCP pauses for approval, is approved with
+//! the exported plugins; a write call over MCP, its key an argument, pauses for approval, is approved with
 //! `gatehouse admin approvals approve` and the exported token, and its retry runs once; the
 //! policies deny and mask; `gatehouse admin policy push` swaps baseline for its 0.2.0.
 
@@ -18,6 +18,10 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
     assert!(out.contains("governed.toml"), "{out}");
     let readme = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
     assert!(readme.contains("gatehouse admin policy push baseline-0.2.0.signed.wasm"));
+    assert!(
+        readme.contains(r#""idempotency_key":"note-1""#) && !readme.contains("_meta"),
+        "the README's walk needs no `_meta`"
+    );
 
     // The exported config as is, but on free ports: the tests run side by side.
     let (mcp, admin) = (free_port(), free_port());
@@ -43,8 +47,9 @@ async fn the_exported_governed_config_pauses_a_write_that_runs_once_after_approv
             mcp,
             &[],
             "gatehouse.notes.send",
-            json!({ "to": "ops", "text": "deploy at 5" }),
-            json!({ "gatehouse/idempotency_key": "note-1" }),
+            // As the README has it: the key is an argument, no `_meta` needed.
+            json!({ "to": "ops", "text": "deploy at 5", "idempotency_key": "note-1" }),
+            json!({}),
         )
     };
     let paused = send().await;

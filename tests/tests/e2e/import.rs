@@ -123,6 +123,7 @@ impl Imported {
             .adapter(import_dir.join(format!("{id}.wasm")))
             .env(env.0, env.1)
             .wait_for(admin)
+            .wait_for(mcp)
             .start()
             .await;
         Self {

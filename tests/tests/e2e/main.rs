@@ -4,6 +4,7 @@
 
 mod adapters;
 mod admin;
+mod agents;
 mod audit;
 mod cache;
 mod capacity;

@@ -88,10 +88,7 @@ pub fn check(
             maximum,
         });
     }
-    let write_class =
-        capability.capability_class == CapabilityClass::Act || maximum >= ApprovalMode::LocalWrite;
-    let required = write_class || capability.idempotency.as_ref().is_some_and(|i| i.required);
-    if required && idempotency_key.is_none() {
+    if capability.requires_idempotency_key() && idempotency_key.is_none() {
         return Err(InvariantError::IdempotencyKeyRequired {
             tool: tool.to_owned(),
         });

@@ -119,7 +119,7 @@ pub fn apply_to_value(obligations: &[Obligation], value: &mut Value) {
                 for_each_value_string(value, &mut |s| replace_secrets(s, &secrets));
             }
             Obligation::MaskPii(kinds) => {
-                for_each_value_string(value, &mut |s| *s = mask(s, kinds))
+                for_each_value_string(value, &mut |s| *s = mask(s, kinds));
             }
         }
     }

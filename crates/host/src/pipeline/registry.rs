@@ -189,6 +189,35 @@ impl Registry {
         })
     }
 
+    /// Whether the tool `name`, if `tenant` may see it, declares the top-level argument
+    /// `argument` in its input schema. Cheaper than [`lookup`](Self::lookup): nothing is
+    /// cloned.
+    pub fn declares_argument(&self, tenant: &str, name: &str, argument: &str) -> bool {
+        self.grants_for(tenant, name).next().is_some()
+            && self.capability_is(name, |c| c.declares_argument(argument))
+    }
+
+    /// Whether the tool `name` is a capability marked `sensitive` (whoever may see it).
+    pub fn is_sensitive(&self, name: &str) -> bool {
+        self.capability_is(name, |c| c.sensitive)
+    }
+
+    /// Whether the capability the tool `name` is, if it is installed, is `what`.
+    fn capability_is(&self, name: &str, what: impl Fn(&Capability) -> bool) -> bool {
+        let Some((adapter_id, capability_id)) = name.rsplit_once('.') else {
+            return false;
+        };
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        adapters.get(adapter_id).is_some_and(|adapter| {
+            adapter
+                .loaded
+                .manifest()
+                .capabilities
+                .iter()
+                .any(|c| c.id == capability_id && what(c))
+        })
+    }
+
     fn grants_for<'a>(&'a self, tenant: &'a str, tool: &'a str) -> impl Iterator<Item = &'a Grant> {
         self.grants
             .iter()

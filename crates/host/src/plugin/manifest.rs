@@ -113,6 +113,34 @@ pub struct Capability {
     pub upstream: Option<Value>,
 }
 
+impl Capability {
+    /// Whether every call must carry an idempotency key (gate 4): a write-class capability
+    /// (`act`, or a declared maximum of `local_write` or above), or one whose `idempotency`
+    /// table says `required`.
+    pub fn requires_idempotency_key(&self) -> bool {
+        self.capability_class == CapabilityClass::Act
+            || self.approval_mode >= ApprovalMode::LocalWrite
+            || self.idempotency.as_ref().is_some_and(|i| i.required)
+    }
+
+    /// Whether a key means something to its calls: it is required, the capability declares
+    /// an `idempotency` table, or a call may pause at its approval gate (the key is what a
+    /// retry resumes the approval with).
+    pub fn takes_idempotency_key(&self) -> bool {
+        self.requires_idempotency_key()
+            || self.idempotency.is_some()
+            || self.approval_gate.is_some()
+    }
+
+    /// Whether its input schema declares the top-level argument `name` itself.
+    pub fn declares_argument(&self, name: &str) -> bool {
+        self.input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|properties| properties.contains_key(name))
+    }
+}
+
 /// Idempotency requirements of a capability.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

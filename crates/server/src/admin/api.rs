@@ -13,7 +13,8 @@ use gatehouse_host::plugin::manifest::PluginKind;
 use gatehouse_host::{Host, InstallError};
 use gatehouse_store::check_anchor;
 use gatehouse_store::{
-    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError, now_ms,
+    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError,
+    Waiting, now_ms,
 };
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -110,20 +111,35 @@ pub async fn list_approvals(host: &Host, mut query: Query) -> Result<Reply, ApiE
     let approvals = host.approvals(filter).await.map_err(store_error)?;
     let mut views = Vec::with_capacity(approvals.len());
     for approval in approvals {
-        views.push(approval_view(host, approval).await?);
+        views.push(approval_view(host, approval, false).await?);
     }
     Ok(json_reply(StatusCode::OK, &json!({ "approvals": views })))
 }
 
-pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
+/// One approval as [`approval_view`] shows it; `reveal` (a role in `[admin]
+/// reveal_sensitive`, checked by the caller) shows a sensitive capability's arguments in clear,
+/// and appends who saw them to the audit log first.
+pub async fn show_approval(
+    host: &Host,
+    operator: &Operator,
+    id: &str,
+    reveal: bool,
+) -> Result<Reply, ApiError> {
     let approval = host
         .approval(id)
         .await
         .map_err(store_error)?
         .ok_or_else(|| ApiError::not_found(format!("there is no approval `{id}`")))?;
+    if reveal {
+        let record =
+            json!({ "approval_id": approval.id, "tool": approval.tool, "revealed": "arguments" });
+        host.audit_event("reveal", &operator.principal, &record)
+            .await
+            .map_err(store_error)?;
+    }
     Ok(json_reply(
         StatusCode::OK,
-        &approval_view(host, approval).await?,
+        &approval_view(host, approval, reveal).await?,
     ))
 }
 
@@ -135,8 +151,11 @@ pub async fn show_approval(host: &Host, id: &str) -> Result<Reply, ApiError> {
 ///   of the call that proposed it;
 /// - `url`: where an approver decides (`[store] approval_url`);
 /// - `call.args` with that decision's obligations applied (redacted pointers and masked
-///   personal data), so an approver never sees a value the policy withholds.
-async fn approval_view(host: &Host, approval: Approval) -> Result<Value, ApiError> {
+///   personal data), so an approver never sees a value the policy withholds, and a sensitive
+///   capability's arguments masked (their hashes) unless `reveal`;
+/// - `waiting_on` (`held`, `task` or `retry`: how the caller waits for the decision) and
+///   `waiting_until_ms` (a held request's end), and `time_left_ms` until it expires.
+async fn approval_view(host: &Host, approval: Approval, reveal: bool) -> Result<Value, ApiError> {
     let state = if approval.expired(now_ms()) {
         "expired"
     } else {
@@ -173,10 +192,27 @@ async fn approval_view(host: &Host, approval: Approval) -> Result<Value, ApiErro
         .and_then(|o| serde_json::from_value(o.clone()).ok())
         .unwrap_or_default();
     let url = host.approval_url(&approval.id);
+    let now = now_ms();
+    let (waiting_on, waiting_until) = match &approval.waiting {
+        Waiting::Task { .. } => ("task", None),
+        Waiting::Held { until_ms } if *until_ms > now => ("held", Some(*until_ms)),
+        Waiting::Held { .. } | Waiting::Retry => ("retry", None),
+    };
+    let time_left = (state == "pending" || state == "approved")
+        .then(|| approval.expires_at_ms.saturating_sub(now));
+    let tool = approval.tool.clone();
     let mut view = json!(approval);
     if let Some(args) = view.pointer_mut("/call/args") {
+        if !reveal {
+            *args = host.approver_view(&tool, args);
+        }
         gatehouse_host::apply_obligations(&obligations, args);
     }
+    view["sensitive"] = json!(host.is_sensitive(&tool));
+    view["revealed"] = json!(reveal);
+    view["waiting_on"] = json!(waiting_on);
+    view["waiting_until_ms"] = json!(waiting_until);
+    view["time_left_ms"] = json!(time_left);
     view["state"] = json!(state);
     view["declared_mode"] = json!(declared_mode);
     view["policy_decision"] = decision.unwrap_or(Value::Null);
@@ -224,7 +260,7 @@ pub async fn decide(
         .map_err(store_error)?;
     Ok(json_reply(
         StatusCode::OK,
-        &approval_view(host, approval).await?,
+        &approval_view(host, approval, false).await?,
     ))
 }
 

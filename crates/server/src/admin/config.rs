@@ -102,6 +102,22 @@ pub struct AdminConfig {
     /// How long a console sign-in lasts, in seconds. Default: 28800 (8 hours).
     #[serde(default = "defaults::session_ttl_seconds")]
     pub session_ttl_seconds: u64,
+    /// `Host` header values the listener answers, as host names or `host:port` (a page on
+    /// another site reaching a loopback listener through DNS rebinding sends its own name);
+    /// anything else gets 403. Default: `localhost`, `127.0.0.1`, `::1`. List the names people
+    /// and scrapers use when serving beyond loopback.
+    #[serde(default = "defaults::allowed_hosts")]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins, with scheme, allowed besides the listener's own (the console's page):
+    /// a request carrying any other `Origin` gets 403. Default: none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Roles that may see a `sensitive` capability's arguments in clear
+    /// (`GET /v1/approvals/{id}?reveal=true`, the console's "Reveal"), each reveal appended to
+    /// the audit log. Everyone else sees them masked (their hashes). `auditor` is refused here:
+    /// auditors never see a sensitive value. Default: none.
+    #[serde(default)]
+    pub reveal_sensitive: Vec<Role>,
     /// Bearer tokens and what each may do. Default: none.
     #[serde(default, rename = "token")]
     pub tokens: Vec<AdminTokenConfig>,
@@ -156,6 +172,13 @@ mod defaults {
     pub fn session_ttl_seconds() -> u64 {
         8 * 3600
     }
+    pub fn allowed_hosts() -> Vec<String> {
+        vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ]
+    }
 }
 
 impl Default for AdminConfig {
@@ -169,6 +192,9 @@ impl Default for AdminConfig {
             console: defaults::console(),
             console_url: None,
             session_ttl_seconds: defaults::session_ttl_seconds(),
+            allowed_hosts: defaults::allowed_hosts(),
+            allowed_origins: Vec::new(),
+            reveal_sensitive: Vec::new(),
             tokens: Vec::new(),
         }
     }

@@ -46,8 +46,17 @@ const INDEX: &str = include_str!("../../console/index.html");
 const APP_JS: &str = include_str!("../../console/app.js");
 const APP_CSS: &str = include_str!("../../console/app.css");
 
-/// Sessions stay few (people, not agents); past this many, the oldest is dropped.
-const MAX_SESSIONS: usize = 10_000;
+/// Sessions one principal may hold at once (browsers and devices); a sign-in past it ends that
+/// principal's oldest, never anyone else's.
+const MAX_SESSIONS_PER_PRINCIPAL: usize = 16;
+/// Refused sign-ins a source address may make within [`SIGN_IN_WINDOW`] before it is answered
+/// 429 until the window ends: a person mistypes a few times; a script guessing tokens is slowed
+/// to five guesses a minute.
+const SIGN_IN_FAILURES: u32 = 5;
+/// The window [`SIGN_IN_FAILURES`] counts in.
+const SIGN_IN_WINDOW: Duration = Duration::from_secs(60);
+/// Source addresses whose failures are remembered at once; past it the oldest windows go.
+const REMEMBERED_SOURCES: usize = 10_000;
 
 struct Session {
     operator: Operator,
@@ -63,6 +72,8 @@ pub struct Console {
     ttl: Duration,
     /// Keyed by the SHA-256 of the session id.
     sessions: Mutex<HashMap<[u8; 32], Session>>,
+    /// Refused sign-ins per source address: how many, since when.
+    failures: Mutex<HashMap<std::net::IpAddr, (u32, Instant)>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -108,6 +119,7 @@ impl Console {
                 url,
                 ttl: Duration::from_secs(config.session_ttl_seconds.max(1)),
                 sessions: Mutex::new(HashMap::new()),
+                failures: Mutex::new(HashMap::new()),
             }
         })
     }
@@ -172,7 +184,11 @@ impl Console {
         Ok(operator)
     }
 
-    /// `/console...`: the pages and the session endpoints.
+    /// `/console...`: the pages and the session endpoints, for a request from `peer`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one request's parts, as the listener split them"
+    )]
     pub fn route(
         &self,
         method: &Method,
@@ -181,6 +197,7 @@ impl Console {
         headers: &HeaderMap,
         tokens: &Tokens,
         body: &[u8],
+        peer: std::net::IpAddr,
     ) -> Result<Reply, ApiError> {
         match rest {
             [] if !trailing_slash => {
@@ -213,7 +230,7 @@ impl Console {
                     StatusCode::OK,
                     &self.with_session(headers, session_json)?,
                 )),
-                Method::POST => self.sign_in(headers, tokens, body),
+                Method::POST => self.sign_in(headers, tokens, body, peer),
                 Method::DELETE => {
                     self.identify(method, headers)?;
                     if let Some(id) = cookie(headers, COOKIE_NAME) {
@@ -238,7 +255,9 @@ impl Console {
         headers: &HeaderMap,
         tokens: &Tokens,
         body: &[u8],
+        peer: std::net::IpAddr,
     ) -> Result<Reply, ApiError> {
+        self.throttled(peer)?;
         // A cross-site page cannot send JSON without the browser asking first (CORS), which
         // this listener never allows: with the origin check, no other site signs anyone in.
         let json_body = headers
@@ -264,7 +283,8 @@ impl Console {
             .map_err(|_| ApiError::bad_request("the token has characters a token never has"))?;
         bearer.insert(http::header::AUTHORIZATION, value);
         let operator = tokens.identify(&bearer).map_err(|e| {
-            tracing::info!("console: a sign-in was refused: {e}");
+            tracing::info!(%peer, "console: a sign-in was refused: {e}");
+            self.failed(peer);
             ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
         })?;
         let id = gatehouse_core::ids::random_hex(32);
@@ -282,9 +302,15 @@ impl Console {
         let mut sessions = self.sessions();
         let now = Instant::now();
         sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS {
+        let principal = &session.operator.principal;
+        let mine = sessions
+            .values()
+            .filter(|s| s.operator.principal == *principal)
+            .count();
+        if mine >= MAX_SESSIONS_PER_PRINCIPAL {
             let oldest = sessions
                 .iter()
+                .filter(|(_, s)| s.operator.principal == *principal)
                 .min_by_key(|(_, s)| s.expires)
                 .map(|(k, _)| *k);
             if let Some(oldest) = oldest {
@@ -293,6 +319,45 @@ impl Console {
         }
         sessions.insert(digest(&id), session);
         Ok(reply)
+    }
+
+    /// 429 while `peer` is past its refused sign-ins in the current window.
+    fn throttled(&self, peer: std::net::IpAddr) -> Result<(), ApiError> {
+        let failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match failures.get(&peer) {
+            Some((count, since))
+                if *count >= SIGN_IN_FAILURES && since.elapsed() < SIGN_IN_WINDOW =>
+            {
+                let wait = SIGN_IN_WINDOW.saturating_sub(since.elapsed()).as_secs() + 1;
+                let mut error = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_sign_ins",
+                    format!("too many refused sign-ins from your address; try again in {wait} s"),
+                );
+                error.retry_after = Some(wait);
+                Err(error)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a refused sign-in from `peer`.
+    fn failed(&self, peer: std::net::IpAddr) {
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if failures.len() >= REMEMBERED_SOURCES {
+            failures.retain(|_, (_, since)| since.elapsed() < SIGN_IN_WINDOW);
+        }
+        let entry = failures.entry(peer).or_insert((0, Instant::now()));
+        if entry.1.elapsed() >= SIGN_IN_WINDOW {
+            *entry = (0, Instant::now());
+        }
+        entry.0 += 1;
     }
 
     fn set_cookie(&self, reply: &mut Reply, id: &str, max_age: u64) {
@@ -383,6 +448,8 @@ fn secure_headers(headers: &mut HeaderMap) {
 mod tests {
     use super::*;
 
+    const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     #[test]
     fn cookies_are_found_by_name_among_others() {
         let mut headers = HeaderMap::new();
@@ -413,10 +480,10 @@ mod tests {
         .unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let refused = console.sign_in(&headers, &tokens, br#"{"token": "tok-bob"}"#);
+        let refused = console.sign_in(&headers, &tokens, br#"{"token": "tok-bob"}"#, LOOPBACK);
         assert_eq!(refused.unwrap_err().status, StatusCode::UNAUTHORIZED);
         let reply = console
-            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#)
+            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#, LOOPBACK)
             .unwrap();
         let set = reply.headers()[SET_COOKIE].to_str().unwrap().to_owned();
         assert!(
@@ -440,7 +507,7 @@ mod tests {
         .unwrap();
         assert_eq!(behind_tls.url(), "https://gatehouse.example.com/console");
         let reply = behind_tls
-            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#)
+            .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#, LOOPBACK)
             .unwrap();
         let set = reply.headers()[SET_COOKIE].to_str().unwrap();
         assert!(set.ends_with("; Secure"), "{set}");

@@ -36,4 +36,4 @@ pub mod server;
 pub use auth::{Operator, TokenError, Tokens};
 pub use config::{AdminConfig, AdminTokenConfig, Role};
 pub use reply::{ApiError, Reply};
-pub use server::AdminServer;
+pub use server::{AdminConfigError, AdminServer};

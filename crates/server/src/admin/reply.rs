@@ -17,10 +17,13 @@ pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
     /// A stable code: `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`,
-    /// `bad_request`, `refused`, `conflict`, `payload_too_large`, `unavailable`, `internal`.
+    /// `bad_request`, `refused`, `conflict`, `payload_too_large`, `unavailable`, `internal`,
+    /// `forbidden_host`, `forbidden_origin`, `too_many_sign_ins`.
     pub code: &'static str,
     /// What went wrong and the fix.
     pub message: String,
+    /// Seconds to wait before trying again (`Retry-After`), for a 429.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -55,6 +58,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -64,6 +68,11 @@ impl ApiError {
             self.status,
             &json!({ "error": self.code, "message": self.message }),
         );
+        if let Some(seconds) = self.retry_after {
+            reply
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             reply.headers_mut().insert(
                 http::header::WWW_AUTHENTICATE,

@@ -2,6 +2,7 @@
 //! and per request the route, the token and its role, then the handler in [`super::api`].
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,7 +19,20 @@ use super::config::{AdminConfig, Role};
 use super::console::Console;
 use super::reply::{ApiError, Query, Reply, json_reply};
 use crate::access_log::{self, Exchange, Note};
-use crate::listener::{self, BodyError, Endpoint, ListenerConfig};
+use crate::listener::{self, AllowedHosts, BodyError, Endpoint, ListenerConfig};
+
+/// Why the `[admin]` table cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminConfigError {
+    /// An `[[admin.token]]`.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// `[admin] reveal_sensitive` lists `auditor`.
+    #[error(
+        "`[admin] reveal_sensitive` lists `auditor`: auditors never see a sensitive value in clear; list approver or operator"
+    )]
+    RevealToAuditor,
+}
 
 /// The admin API for a host. Cheap to clone.
 #[derive(Clone)]
@@ -27,6 +41,12 @@ pub struct AdminServer {
     tokens: Arc<Tokens>,
     console: Option<Arc<Console>>,
     listener: ListenerConfig,
+    /// `[admin] allowed_hosts`.
+    hosts: Arc<AllowedHosts>,
+    /// `[admin] allowed_origins`.
+    origins: Arc<[String]>,
+    /// `[admin] reveal_sensitive`.
+    reveal: Arc<[Role]>,
     /// Where `POST /v1/plugins` with an `oci://` source pulls from (`[oci]`).
     #[cfg(feature = "oci")]
     registries: Option<Arc<gatehouse_host::oci::Registries>>,
@@ -41,13 +61,19 @@ impl std::fmt::Debug for AdminServer {
 }
 
 impl AdminServer {
-    /// Load phase: reads the tokens.
-    pub fn new(host: Arc<Host>, config: &AdminConfig) -> Result<Self, TokenError> {
+    /// Load phase: reads the tokens and checks the table.
+    pub fn new(host: Arc<Host>, config: &AdminConfig) -> Result<Self, AdminConfigError> {
+        if config.reveal_sensitive.contains(&Role::Auditor) {
+            return Err(AdminConfigError::RevealToAuditor);
+        }
         Ok(Self {
             host,
             tokens: Arc::new(Tokens::load(&config.tokens)?),
             console: Console::new(config).map(Arc::new),
             listener: config.listener(),
+            hosts: Arc::new(AllowedHosts::new(&config.allowed_hosts)),
+            origins: config.allowed_origins.clone().into(),
+            reveal: config.reveal_sensitive.clone().into(),
             #[cfg(feature = "oci")]
             registries: None,
         })
@@ -70,13 +96,20 @@ impl AdminServer {
         self.console.as_deref().map(Console::url)
     }
 
-    /// Answers one HTTP request, and writes its access line ([`crate::access_log`]).
-    pub async fn handle(&self, request: Request<Incoming>) -> Reply {
+    /// Answers one HTTP request from `peer`, and writes its access line
+    /// ([`crate::access_log`]). A `Host` not in `[admin] allowed_hosts`, or an `Origin` other
+    /// than the listener's own or one of `[admin] allowed_origins`, is 403 before anything else.
+    pub async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Reply {
         let started = std::time::Instant::now();
         let (parts, body) = request.into_parts();
         let note = Note::default();
         note.traceparent(&parts.headers);
-        let reply = match self.route(&parts, body, &note).await {
+        let checked = self.check_host_and_origin(&parts.headers);
+        let reply = match checked.map(|()| self.route(&parts, body, &note, peer)) {
+            Err(error) => Err(error),
+            Ok(routed) => routed.await,
+        };
+        let reply = match reply {
             Ok(reply) => reply,
             Err(error) => {
                 if error.status.is_server_error() {
@@ -98,12 +131,47 @@ impl AdminServer {
         reply
     }
 
+    /// DNS rebinding and cross-site requests: the `Host` must be an allowed name, and an
+    /// `Origin`, when sent, this listener's own (`http(s)://` the `Host`) or an allowed one.
+    fn check_host_and_origin(&self, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        if !self.hosts.allows(headers) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                "this listener does not answer that Host; an operator lists the names it answers in `[admin] allowed_hosts`",
+            ));
+        }
+        let Some(origin) = headers.get(http::header::ORIGIN) else {
+            return Ok(());
+        };
+        let host = headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let origin = origin.to_str().unwrap_or_default();
+        let own = [format!("http://{host}"), format!("https://{host}")];
+        if own.iter().any(|own| own.eq_ignore_ascii_case(origin))
+            || self
+                .origins
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(origin))
+        {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            "requests from another site's page are refused; an operator lists the browser origins allowed in `[admin] allowed_origins`",
+        ))
+    }
+
     /// Routes one request; notes the identified operator for the access line.
     async fn route(
         &self,
         parts: &http::request::Parts,
         body: Incoming,
         note: &Note,
+        peer: SocketAddr,
     ) -> Result<Reply, ApiError> {
         let path: Vec<&str> = parts
             .uri
@@ -111,7 +179,7 @@ impl AdminServer {
             .split('/')
             .filter(|s| !s.is_empty())
             .collect();
-        let query = Query::parse(parts.uri.query())?;
+        let mut query = Query::parse(parts.uri.query())?;
         let host = &*self.host;
         let method = &parts.method;
         match path.as_slice() {
@@ -143,6 +211,7 @@ impl AdminServer {
                         &parts.headers,
                         &self.tokens,
                         &body,
+                        peer.ip(),
                     );
                 }
                 return Err(ApiError::not_found(
@@ -176,8 +245,16 @@ impl AdminServer {
             ["v1", "approvals", id] => {
                 allow(method, &Method::GET)?;
                 require(&operator, &[Role::Approver, Role::Auditor])?;
+                let reveal = query.take("reveal").is_some_and(|value| value == "true");
                 query.none()?;
-                api::show_approval(host, id).await
+                if reveal && !self.reveal.iter().any(|role| operator.roles.contains(role)) {
+                    return Err(ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        "your roles may not see sensitive arguments in clear; an operator allows roles in `[admin] reveal_sensitive`",
+                    ));
+                }
+                api::show_approval(host, &operator, id, reveal).await
             }
             ["v1", "approvals", id, verb @ ("approve" | "reject")] => {
                 allow(method, &Method::POST)?;
@@ -288,8 +365,8 @@ impl Endpoint for AdminServer {
         self.listener.clone()
     }
 
-    async fn handle(&self, request: Request<Incoming>) -> Reply {
-        AdminServer::handle(self, request).await
+    async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Reply {
+        AdminServer::handle(self, request, peer).await
     }
 }
 

@@ -20,7 +20,10 @@
 //! ```
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use gatehouse_core::model::ApprovalMode;
 
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +110,87 @@ pub struct McpConfig {
     /// `<adapter id>.<capability id>`.
     #[serde(default, skip_serializing_if = "ToolAliases::is_empty")]
     pub aliases: ToolAliases,
+    /// The tool argument a model sends an idempotency key in ([`super::keys`]): listed in
+    /// `tools/list` on every tool whose calls take a key (required where the key is), and
+    /// taken out of the arguments before the adapter sees them. `false` turns it off; keys then
+    /// come only in `_meta["gatehouse/idempotency_key"]`, which works either way. Default:
+    /// `"idempotency_key"`.
+    #[serde(default)]
+    pub idempotency_key_argument: KeyArgumentName,
+    /// How long a request that resumes a pending approval waits for the decision, in
+    /// milliseconds: a 2026-07-28 retry with its `requestState`, or a 2025-11-25 call held on an
+    /// event stream ([`super::approvals`]). Past it the request answers that the approval is
+    /// still pending, and the client asks again. Keep it under your clients' request timeout
+    /// (60 s in the TypeScript SDK). Default: 25000.
+    #[serde(default = "defaults::approval_hold_ms")]
+    pub approval_hold_ms: u64,
+    /// The file of the key that signs `requestState`s: at least 32 bytes, as 64 or more hex
+    /// digits or raw. Created (random, mode 0600) if it does not exist. Gateways sharing a store
+    /// must share it, or a retry that reaches another gateway is refused. Default: none, and
+    /// then a key made at start, which a restart forgets (`gatehouse serve` sets
+    /// `request-state.key` beside the SQLite store instead).
+    #[serde(default)]
+    pub request_state_key_file: Option<PathBuf>,
+    /// Approval modes at which a paused call may be approved by the calling user itself,
+    /// accepting a consent form (a form-mode elicitation showing the tool, its arguments as
+    /// approvers see them, and the mode), for clients that can show one; recorded as that
+    /// user's consent in the approval and the audit log. `destructive` is refused here.
+    /// Default: none (only approvers decide).
+    #[serde(default)]
+    pub consent_modes: Vec<ApprovalMode>,
+}
+
+/// `[mcp] idempotency_key_argument`: an argument name of 1 to 64 characters of `A-Z a-z 0-9 _
+/// -`, or `false` for none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyArgumentName(pub Option<String>);
+
+impl Default for KeyArgumentName {
+    fn default() -> Self {
+        Self(Some(super::keys::DEFAULT_KEY_ARGUMENT.to_owned()))
+    }
+}
+
+impl Serialize for KeyArgumentName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(name) => serializer.serialize_str(name),
+            None => serializer.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyArgumentName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Name(String),
+            Switch(bool),
+        }
+        let expected = "an argument name of 1 to 64 characters of A-Z a-z 0-9 _ -, or false to \
+                        turn the key argument off";
+        match Raw::deserialize(deserializer)
+            .map_err(|_| serde::de::Error::custom(format!("expected {expected}")))?
+        {
+            Raw::Switch(false) => Ok(Self(None)),
+            Raw::Switch(true) => Err(serde::de::Error::custom(format!(
+                "`true` names no argument: expected {expected}"
+            ))),
+            Raw::Name(name)
+                if !name.is_empty()
+                    && name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+            {
+                Ok(Self(Some(name)))
+            }
+            Raw::Name(name) => Err(serde::de::Error::custom(format!(
+                "`{name}` is not a usable argument name: expected {expected}"
+            ))),
+        }
+    }
 }
 
 impl McpConfig {
@@ -160,6 +244,11 @@ mod defaults {
     pub fn drain_timeout_ms() -> u64 {
         10_000
     }
+    /// Under the TypeScript SDK's 60 s request timeout with room for the call itself; ten
+    /// rounds of it (the SDKs' limit) wait about four minutes in all.
+    pub fn approval_hold_ms() -> u64 {
+        25_000
+    }
 }
 
 impl Default for McpConfig {
@@ -181,6 +270,10 @@ impl Default for McpConfig {
             authorization_servers: Vec::new(),
             scopes_supported: Vec::new(),
             aliases: ToolAliases::default(),
+            idempotency_key_argument: KeyArgumentName::default(),
+            approval_hold_ms: defaults::approval_hold_ms(),
+            request_state_key_file: None,
+            consent_modes: Vec::new(),
         }
     }
 }

@@ -19,30 +19,35 @@
 //!   no protocol version: rmcp's stateless path then checks nothing else;
 //! - the body is one JSON-RPC request for `tools/call`, read as rmcp reads it into a
 //!   `ClientJsonRpcMessage`: `jsonrpc` is `"2.0"`, `id` a number or string, no `result` or
-//!   `error` key, and `params` rmcp's `CallToolRequestParams` with its `_meta` kept apart.
+//!   `error` key, and `params` the fields of rmcp's `CallToolRequestParams` (with its `_meta`
+//!   kept apart), plus the 2025-11-25 task augmentation `task`, which rmcp does not read.
 //!   The body is parsed straight into those types: rmcp's own parse buffers the message
 //!   twice over for its untagged enums and flattened fields, which a profile under load
 //!   charged about 8 us per call. A test holds the two parses to the same answers.
+//!
+//! [`Direct::checks`] are the same checks for the other 2025-11-25 requests gatehouse answers
+//! itself ([`super::legacy`]: the `tasks/*` methods, the answers to its elicitations).
 //!
 //! The answer is the one rmcp's stateless JSON path sends: HTTP 200, `application/json`, the
 //! handler's error as one [`ServerJsonRpcMessage`](rmcp::model::ServerJsonRpcMessage), or its
 //! result in the shape before 2026-07-28 (no `resultType`), as rmcp sends it to those peers,
 //! written in one pass by [`super::result::response`].
 
+use std::borrow::Cow;
+
 use http::{HeaderMap, Method};
 use rmcp::model::{
-    CallToolRequestMethod, CallToolRequestParams, JsonRpcVersion2_0, ProtocolVersion, RequestId,
-    RequestMetaObject,
+    CallToolRequestMethod, CallToolRequestParams, InputResponses, JsonObject, JsonRpcVersion2_0,
+    ProtocolVersion, RequestId, RequestMetaObject,
 };
 use serde::Deserialize;
+
+use crate::listener::AllowedHosts;
 
 /// The `[mcp] allowed_hosts`, as the direct path checks them.
 #[derive(Debug, Clone)]
 pub struct Direct {
-    /// Host names (lowercase, IPv6 without brackets), each with the port it requires, if any.
-    hosts: Vec<(String, Option<u16>)>,
-    /// The list was empty: any host.
-    any_host: bool,
+    hosts: AllowedHosts,
 }
 
 /// A `tools/call` the direct path answers.
@@ -52,75 +57,76 @@ pub struct DirectCall {
     pub params: CallToolRequestParams,
     /// The request's `_meta` (rmcp keeps it apart from the params).
     pub meta: RequestMetaObject,
+    /// The 2025-11-25 task augmentation (`params.task`), if the client asked for a task.
+    pub task: Option<TaskMetadata>,
+}
+
+/// `params.task` of a task-augmented request (2025-11-25).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct TaskMetadata {
+    /// How long the client would like the task kept, in milliseconds.
+    #[serde(default)]
+    pub ttl: Option<u64>,
 }
 
 impl Direct {
     /// `allowed_hosts` as configured; an entry that is neither a host nor `host:port` matches
     /// nothing.
     pub fn new(allowed_hosts: &[String]) -> Self {
-        let hosts = allowed_hosts
-            .iter()
-            .map(|allowed| allowed.trim())
-            .filter(|allowed| !allowed.is_empty())
-            .map(|allowed| match http::uri::Authority::try_from(allowed) {
-                Ok(authority) => (normalize(authority.host()), authority.port_u16()),
-                Err(_) => (normalize(allowed), None),
-            })
-            .collect();
         Self {
-            hosts,
-            any_host: allowed_hosts.is_empty(),
+            hosts: AllowedHosts::new(allowed_hosts),
         }
     }
 
     /// The `tools/call` in this request, if the direct path answers it (see the module docs);
     /// `None`: rmcp answers it.
     pub fn call(&self, method: &Method, headers: &HeaderMap, body: &[u8]) -> Option<DirectCall> {
-        if method != Method::POST
-            || headers.contains_key(http::header::ORIGIN)
-            || !self.host_allowed(headers)
-            || !accepts_json_and_sse(headers)
-            || !legacy_protocol(headers)
-        {
+        if !self.checks(method, headers) {
             return None;
         }
         let Request {
             jsonrpc: _,
             id,
             method: _,
-            mut params,
+            params,
             result: Key(false),
             error: Key(false),
         } = serde_json::from_slice(body).ok()?
         else {
             return None;
         };
-        let meta = params.meta.take().unwrap_or_default();
+        let Params {
+            meta,
+            name,
+            arguments,
+            input_responses,
+            request_state,
+            task,
+        } = params;
+        let meta = meta.unwrap_or_default();
         if meta.protocol_version().is_some() {
             return None;
         }
-        Some(DirectCall { id, params, meta })
+        let mut params = CallToolRequestParams::new(name);
+        params.arguments = arguments;
+        params.input_responses = input_responses;
+        params.request_state = request_state;
+        Some(DirectCall {
+            id,
+            params,
+            meta,
+            task,
+        })
     }
 
-    fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let mut values = headers.get_all(http::header::HOST).iter();
-        let (Some(host), None) = (values.next(), values.next()) else {
-            return false;
-        };
-        let Some(authority) = host
-            .to_str()
-            .ok()
-            .and_then(|host| http::uri::Authority::try_from(host).ok())
-        else {
-            return false;
-        };
-        if self.any_host {
-            return true;
-        }
-        let (name, port) = (normalize(authority.host()), authority.port_u16());
-        self.hosts
-            .iter()
-            .any(|(allowed, required)| *allowed == name && required.is_none_or(|p| port == Some(p)))
+    /// Whether a request passes every check rmcp's stateless path makes before it reads the
+    /// body (see the module docs), for a client below 2026-07-28.
+    pub fn checks(&self, method: &Method, headers: &HeaderMap) -> bool {
+        method == Method::POST
+            && !headers.contains_key(http::header::ORIGIN)
+            && self.hosts.allows(headers)
+            && accepts_json_and_sse(headers)
+            && legacy_protocol(headers)
     }
 }
 
@@ -135,12 +141,30 @@ struct Request {
     id: RequestId,
     #[expect(dead_code, reason = "parsed to be checked: only `tools/call` is taken")]
     method: CallToolRequestMethod,
-    params: CallToolRequestParams,
+    params: Params,
     /// rmcp refuses a request that also has a `result` or an `error`, whatever its value.
     #[serde(default)]
     result: Key,
     #[serde(default)]
     error: Key,
+}
+
+/// `tools/call` params: the fields of rmcp's `CallToolRequestParams`, as it reads them, and the
+/// 2025-11-25 task augmentation.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Params {
+    #[serde(rename = "_meta", default)]
+    meta: Option<RequestMetaObject>,
+    name: Cow<'static, str>,
+    #[serde(default)]
+    arguments: Option<JsonObject>,
+    #[serde(default)]
+    input_responses: Option<InputResponses>,
+    #[serde(default)]
+    request_state: Option<String>,
+    #[serde(default)]
+    task: Option<TaskMetadata>,
 }
 
 /// Whether a key is present, whatever its value (`null` included).
@@ -186,11 +210,6 @@ fn legacy_protocol(headers: &HeaderMap) -> bool {
         }),
         (Some(_), Some(_)) => false,
     }
-}
-
-/// A host name as compared: lowercase, an IPv6 literal without its brackets.
-fn normalize(host: &str) -> String {
-    host.trim_matches(['[', ']']).to_ascii_lowercase()
 }
 
 #[cfg(test)]

@@ -32,9 +32,10 @@
 //! `_meta["gatehouse/result"]`; a replayed result (same idempotency key, same request) also carries
 //! `_meta["gatehouse/replay_of"]`, the id of the call that ran. An unknown or hidden tool is the
 //! JSON-RPC invalid-params error, as the MCP specification asks. A caller passes an idempotency key
-//! (required on write-class tools) and an approval mode in the request's `_meta` as
-//! `gatehouse/idempotency_key` and `gatehouse/approval_mode`; a call paused for approval without a
-//! key resumes with `gatehouse/approval_id`.
+//! (required on write-class tools) as the tool argument `[mcp] idempotency_key_argument`
+//! (default `idempotency_key`, listed in `tools/list`: [`keys`]) or in the request's `_meta` as
+//! `gatehouse/idempotency_key`, and an approval mode as `_meta["gatehouse/approval_mode"]`; a call
+//! paused for approval without a key resumes with `gatehouse/approval_id`.
 //!
 //! Sessions: stateless. Every request stands alone (the 2026-07-28 protocol has no sessions; older
 //! clients get plain JSON responses without a session id).
@@ -43,23 +44,27 @@
 //!
 //! Files by job: [`config`] (the `[mcp]` table), [`aliases`] (MCP names for tools), [`server`]
 //! (accept loop and HTTP), [`identity`] (gate 1), [`jwt`] (JWT verification), `caller` (who gate 1
-//! found), `handler` (the rmcp handler), `direct` (the common `tools/call` without rmcp's
+//! found), [`keys`] (the key argument), `handler` (the rmcp handler), `direct` (the common `tools/call` without rmcp's
 //! per-request service), `result` (envelope to MCP result).
 
 pub mod aliases;
+pub mod approvals;
 mod caller;
 pub mod config;
 mod direct;
 mod handler;
 pub mod identity;
 pub mod jwt;
+pub mod keys;
+mod legacy;
 mod meta;
 mod result;
 pub mod server;
+pub mod tasks;
 
 pub use aliases::ToolAliases;
 pub use caller::Caller;
-pub use config::McpConfig;
+pub use config::{KeyArgumentName, McpConfig};
 pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Identity, IdentityError};
 pub use jwt::{JwtConfig, JwtConfigError, JwtError, JwtVerifier};
 pub use meta::{

@@ -3,9 +3,12 @@
 //! (gate 1), then rmcp.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
+use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
@@ -17,12 +20,15 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use super::approvals::{self, Approvals};
 use super::caller::Caller;
 use super::config::McpConfig;
 use super::direct::{Direct, DirectCall};
 use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
+use super::keys::KeyArgument;
+use super::legacy::{Legacy, Route};
 use super::result::response;
 use crate::access_log::{self, Exchange, Note};
 use crate::listener::{self, BodyError, Endpoint, ListenerConfig};
@@ -51,6 +57,14 @@ pub enum ServerConfigError {
     /// `[mcp.jwt]`.
     #[error(transparent)]
     Jwt(#[from] JwtConfigError),
+    /// `[mcp] request_state_key_file`.
+    #[error("{0}")]
+    StateKey(String),
+    /// `[mcp] consent_modes` lists `destructive`.
+    #[error(
+        "`[mcp] consent_modes` lists `destructive`: a caller can never consent to a destructive call; an approver decides those"
+    )]
+    DestructiveConsent,
     /// `[mcp] public_url`.
     #[error(
         "`[mcp] public_url` `{0}` must be an absolute `http(s)://host[:port][/prefix]` URL without query or fragment"
@@ -71,6 +85,8 @@ pub struct McpServer {
     identity: Arc<Identity>,
     /// The common `tools/call`, answered without rmcp's per-request service ([`super::direct`]).
     direct: Arc<Direct>,
+    /// What 2025-11-25 clients need beyond rmcp ([`super::legacy`]).
+    legacy: Arc<Legacy>,
     gateway: Gateway,
     service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
@@ -123,7 +139,19 @@ impl McpServer {
             .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(config.max_request_bytes);
-        let gateway = Gateway::new(host, config.aliases.clone());
+        let key_argument = KeyArgument::new(config.idempotency_key_argument.0.as_deref());
+        if config.consent_modes.contains(&ApprovalMode::Destructive) {
+            return Err(ServerConfigError::DestructiveConsent);
+        }
+        let state_key = approvals::state_key(config.request_state_key_file.as_deref())
+            .map_err(ServerConfigError::StateKey)?;
+        let approvals = Approvals::new(
+            &state_key,
+            Duration::from_millis(config.approval_hold_ms),
+            config.consent_modes.clone(),
+        )
+        .map_err(|e| ServerConfigError::StateKey(format!("the request state key: {e}")))?;
+        let gateway = Gateway::new(host, config.aliases.clone(), key_argument, approvals);
         let factory = gateway.clone();
         let service = StreamableHttpService::new(
             move || Ok(factory.clone()),
@@ -138,6 +166,7 @@ impl McpServer {
             challenges,
             identity: Arc::new(Identity::new(keys, jwt)),
             direct: Arc::new(direct),
+            legacy: Arc::new(Legacy::default()),
             gateway,
             service,
         })
@@ -245,6 +274,14 @@ impl McpServer {
                 .call_directly(caller, call, parts.headers, note.clone())
                 .await;
         }
+        let mut patch = None;
+        if declares_json && self.direct.checks(&parts.method, &parts.headers) {
+            match self.legacy.route(&self.gateway, &caller, &body).await {
+                Route::Answered(response) => return response,
+                Route::Patch(which) => patch = Some(which),
+                Route::Pass => {}
+            }
+        }
         parts.extensions.insert(caller);
         parts.extensions.insert(note.clone());
         let request = Request::from_parts(parts, Full::new(body.clone()));
@@ -256,7 +293,12 @@ impl McpServer {
         if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && declares_json {
             return unreadable_message(&body);
         }
-        response
+        match patch {
+            Some(which) if response.status() == StatusCode::OK => {
+                Legacy::patch(which, response).await
+            }
+            _ => response,
+        }
     }
 
     /// Answers a `tools/call` the direct path took, as rmcp's stateless JSON path would. The
@@ -270,20 +312,48 @@ impl McpServer {
         note: Note,
     ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
         let gateway = self.gateway.clone();
+        let legacy = Arc::clone(&self.legacy);
         let answered = tokio::spawn(async move {
-            let DirectCall { id, params, meta } = call;
+            let DirectCall {
+                id,
+                params,
+                meta,
+                task,
+            } = call;
+            let tool = params.name.to_string();
             let called = gateway
-                .call(caller, params, &meta, Some(&headers), Some(&note))
+                .call(
+                    caller.clone(),
+                    params,
+                    &meta,
+                    Some(&headers),
+                    Some(&note),
+                    None,
+                )
                 .await;
+            if let Ok(result) = &called {
+                // A task asked for, or a paused call held for its approval (2025-11-25).
+                if let Some(task) = task {
+                    let response =
+                        Legacy::task_call(&gateway, &caller, &id, &tool, result, task.ttl).await;
+                    return Ok(Answer::Streamed(response));
+                }
+                if let Some(url) = legacy.holds(&gateway, &caller, result) {
+                    let response = legacy.hold(gateway, id, &tool, result.clone(), url, note);
+                    return Ok(Answer::Streamed(response));
+                }
+            }
             // Only requests below 2026-07-28 come here: the answer is the one rmcp sends those.
             match called.and_then(|result| response(&id, &result)) {
-                Ok(body) => Ok(body),
-                Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id))),
+                Ok(body) => Ok(Answer::Json(body)),
+                Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id)))
+                    .map(Answer::Json),
             }
         })
         .await;
         match answered {
-            Ok(Ok(body)) => {
+            Ok(Ok(Answer::Streamed(response))) => response,
+            Ok(Ok(Answer::Json(body))) => {
                 let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
                 response.headers_mut().insert(
                     http::header::CONTENT_TYPE,
@@ -310,6 +380,13 @@ impl McpServer {
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         Serving::new(self).serve(listener, shutdown).await
     }
+}
+
+/// How the direct path answers a call: JSON in one piece, or a response of its own (a task, or a
+/// held approval's event stream).
+enum Answer {
+    Json(Vec<u8>),
+    Streamed(Response<BoxBody<Bytes, std::convert::Infallible>>),
 }
 
 /// An endpoint that can be replaced while it serves (`gatehouse serve` on SIGHUP): each
@@ -339,9 +416,16 @@ impl Serving {
     /// Serves on `listener` until `shutdown` completes, then drains ([`listener::serve`]):
     /// requests in flight finish for at most `[mcp] drain_timeout_ms`. Returns how many
     /// connections were cut then. At most `[mcp] max_connections` (as configured when this
-    /// starts) are served at once; more are closed at accept.
+    /// starts) are served at once; more are closed at accept. The MCP task runner
+    /// ([`super::tasks::run`]) runs beside it, on the host serving now, and stops with it.
     pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
-        listener::serve(listener, self.clone(), shutdown).await
+        let serving = self.clone();
+        let runner = tokio::spawn(super::tasks::run(move || {
+            serving.current().gateway.shared_host()
+        }));
+        let cut = listener::serve(listener, self.clone(), shutdown).await;
+        runner.abort();
+        cut
     }
 }
 
@@ -352,7 +436,7 @@ impl Endpoint for Serving {
         self.current().listener
     }
 
-    async fn handle(&self, request: Request<Incoming>) -> Response<Self::Body> {
+    async fn handle(&self, request: Request<Incoming>, _peer: SocketAddr) -> Response<Self::Body> {
         self.current().handle(request).await
     }
 }

@@ -1,0 +1,528 @@
+//! Approvals through the protocol: how a call paused for approval (`APPROVAL_REQUIRED`) reaches
+//! the person behind the agent, and how it resumes, in every protocol version gatehouse serves.
+//!
+//! The pipeline proposes the call as it always has (gate 6). What the client gets back depends
+//! on what it declared it can do, checked in this order:
+//!
+//! | client | what it gets | how the call resumes |
+//! |---|---|---|
+//! | asked for a task (2025-11-25 `params.task`, or the 2026-07-28 tasks extension) | a task, `working` while it waits ([`super::tasks`]) | the gateway runs it when the approval is decided |
+//! | 2026-07-28, form elicitation, the effective mode in `[mcp] consent_modes` | `InputRequiredResult` asking the user's consent in a form | the retry carries the answer: consent runs the call, a decline rejects it |
+//! | 2026-07-28, URL elicitation | `InputRequiredResult`: a URL-mode elicitation of the approval's console page and a signed `requestState` | the retry waits up to `[mcp] approval_hold_ms` for the decision, then runs the call once, or answers the same way again |
+//! | 2025-11-25, URL elicitation declared at `initialize` | the console page as an `elicitation/create` on the response's event stream, the request held up to `approval_hold_ms` ([`super::legacy`]) | the held request runs the call once approved (after `notifications/elicitation/complete`), or ends with the URL elicitation error (-32042) |
+//! | anything else | the paused result; its text names the console page and how to resume | call again with the same arguments and idempotency key |
+//!
+//! A `requestState` is sealed by the gateway (HMAC-SHA256, rmcp's [`RequestStateCodec`]) over
+//! the approval id, and bound (as associated data, so it verifies only for the same binding) to
+//! the tenant, the principal, the tool as called and a digest of the arguments as sent, with the
+//! approval's expiry as its own. A forged, altered or expired state, or one sent by another
+//! principal or tenant or for other arguments, is refused as invalid params and nothing runs.
+//!
+//! Exactly-once holds across every path because every path runs the call through the pipeline
+//! under the same approval and idempotency key (gate 7 runs it once; later paths replay it).
+//! This departs from docs/architecture.md section 8 ("approval is permission, the caller's
+//! retry is the execution"): a held request or a task runs the approved call itself, without
+//! waiting for a retry that may never come; a retry after that replays the stored result.
+
+use std::time::Duration;
+
+use gatehouse_core::canonical::request_hash;
+use gatehouse_core::envelope::ToolResultEnvelope;
+use gatehouse_core::model::ApprovalMode;
+use gatehouse_store::Approval;
+use rmcp::model::{
+    InputRequest, InputRequests, InputRequiredResult, JsonObject, RequestStateCodec,
+    RequestStateError, SealOptions,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::caller::Caller;
+
+/// The key of the approval's URL elicitation in an `InputRequiredResult`'s `inputRequests`.
+pub const APPROVAL_INPUT: &str = "gatehouse_approval";
+/// The key of the consent form in an `InputRequiredResult`'s `inputRequests`.
+pub const CONSENT_INPUT: &str = "gatehouse_consent";
+
+/// What ties a sealed state to its caller and request (associated data, never in the token).
+const BINDING: &[u8] = b"gatehouse.approval-state.v1";
+
+/// How approvals reach clients: the `requestState` seal, how long a retry is held, and which
+/// modes the caller's user may consent to.
+pub struct Approvals {
+    codec: RequestStateCodec,
+    hold: Duration,
+    consent_modes: Vec<ApprovalMode>,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("hold", &self.hold)
+            .field("consent_modes", &self.consent_modes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a client declared it can do, as far as approvals go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCan {
+    /// URL-mode elicitation.
+    pub url: bool,
+    /// Form-mode elicitation.
+    pub form: bool,
+    /// The tasks extension (2026-07-28).
+    pub tasks: bool,
+}
+
+impl ClientCan {
+    /// From client capabilities as JSON (`initialize`'s, or a 2026-07-28 request's
+    /// `_meta["io.modelcontextprotocol/clientCapabilities"]`). An `elicitation` object without
+    /// modes means form mode (2025-11-25).
+    pub fn from_capabilities(capabilities: Option<&Value>) -> Self {
+        let Some(capabilities) = capabilities else {
+            return Self::default();
+        };
+        let elicitation = capabilities.get("elicitation").and_then(Value::as_object);
+        Self {
+            url: elicitation.is_some_and(|e| e.contains_key("url")),
+            form: elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form")),
+            tasks: capabilities
+                .pointer("/extensions/io.modelcontextprotocol~1tasks")
+                .is_some(),
+        }
+    }
+}
+
+/// What a sealed `requestState` holds.
+#[derive(Serialize, Deserialize)]
+struct State {
+    approval: String,
+}
+
+/// Why a `requestState` is refused; nothing runs.
+#[derive(Debug, thiserror::Error)]
+pub enum StateRefusal {
+    /// Past its expiry (the approval's).
+    #[error(
+        "the requestState has expired with its approval; call the tool again without it to propose the call again"
+    )]
+    Expired,
+    /// Forged, altered, or issued to another caller or for another request.
+    #[error(
+        "the requestState does not verify: it was altered, or issued to another caller or for another tool or other arguments; nothing ran"
+    )]
+    Invalid,
+}
+
+impl Approvals {
+    /// With `key` (at least 32 bytes) sealing states, retries held up to `hold`, and consent
+    /// allowed for `consent_modes` (never `destructive`: the config refuses it).
+    pub fn new(
+        key: &[u8],
+        hold: Duration,
+        consent_modes: Vec<ApprovalMode>,
+    ) -> Result<Self, RequestStateError> {
+        Ok(Self {
+            codec: RequestStateCodec::try_new(key.to_vec())?,
+            hold,
+            consent_modes,
+        })
+    }
+
+    /// How long a retry waits for a pending approval's decision.
+    pub fn hold(&self) -> Duration {
+        self.hold
+    }
+
+    /// Whether the caller's user may consent to a paused call of this result: its effective
+    /// mode is one the operator listed, and it is not `destructive`.
+    pub fn consent_applies(&self, result: &ToolResultEnvelope) -> bool {
+        result
+            .approval_mode_effective
+            .is_some_and(|mode| self.may_consent(mode))
+    }
+
+    /// Whether the calling user may consent to a call at `mode`: one the operator listed, never
+    /// `destructive`.
+    pub fn may_consent(&self, mode: ApprovalMode) -> bool {
+        mode != ApprovalMode::Destructive && self.consent_modes.contains(&mode)
+    }
+
+    /// A state for `caller`'s call of `tool` with `args` (as sent), resuming `approval`.
+    pub fn seal(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: &JsonObject,
+        approval: &Approval,
+        now_ms: u64,
+    ) -> String {
+        let binding = binding(caller, tool, args);
+        let ttl = Duration::from_millis(approval.expires_at_ms.saturating_sub(now_ms).max(1_000));
+        let state = State {
+            approval: approval.id.clone(),
+        };
+        let options = SealOptions::new().associated_data(&binding).ttl(ttl);
+        match self.codec.seal_json_with(&state, &options) {
+            Ok(sealed) => sealed,
+            // A struct of one string always serializes.
+            Err(error) => unreachable!("a request state does not serialize: {error}"),
+        }
+    }
+
+    /// The approval a state resumes, if it verifies for this caller, tool and arguments.
+    pub fn open(
+        &self,
+        sealed: &str,
+        caller: &Caller,
+        tool: &str,
+        args: &JsonObject,
+    ) -> Result<String, StateRefusal> {
+        let binding = binding(caller, tool, args);
+        match self.codec.open_json_with::<State>(sealed, &binding) {
+            Ok(state) => Ok(state.approval),
+            Err(RequestStateError::Expired) => Err(StateRefusal::Expired),
+            Err(_) => Err(StateRefusal::Invalid),
+        }
+    }
+
+    /// The `InputRequiredResult` of a paused call: `inputs` (none when the client already
+    /// answered them) and the sealed state.
+    pub fn input_required(inputs: Option<InputRequests>, state: String) -> InputRequiredResult {
+        InputRequiredResult::new(inputs, Some(state))
+    }
+}
+
+/// The key that signs `requestState`s: read from `path` (64 or more hex digits, or 32 or more raw
+/// bytes), or made there (random, mode 0600) if the file does not exist; without a path, made
+/// for this process alone.
+pub fn state_key(path: Option<&std::path::Path>) -> Result<Vec<u8>, String> {
+    let fresh = || {
+        let mut key = vec![0_u8; 32];
+        getrandom::fill(&mut key).map_err(|e| format!("the system gives no random bytes: {e}"))?;
+        Ok::<_, String>(key)
+    };
+    let Some(path) = path else {
+        return fresh();
+    };
+    let shown = path.display();
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let trimmed = text.trim();
+            let key = match hex::decode(trimmed) {
+                Ok(key) if trimmed.len() >= 64 => key,
+                _ => bytes,
+            };
+            if key.len() < 32 {
+                return Err(format!(
+                    "`[mcp] request_state_key_file` `{shown}` holds {} bytes; a key needs at least 32 (64 hex digits): delete the file and the gateway makes one",
+                    key.len()
+                ));
+            }
+            Ok(key)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let key = fresh()?;
+            write_new(path, hex::encode(&key).as_bytes()).map_err(|e| {
+                format!("cannot create `[mcp] request_state_key_file` `{shown}`: {e}")
+            })?;
+            tracing::info!(path = %shown, "made a new key for request states");
+            Ok(key)
+        }
+        Err(error) => Err(format!(
+            "cannot read `[mcp] request_state_key_file` `{shown}`: {error}"
+        )),
+    }
+}
+
+/// Writes a new file only its owner reads.
+fn write_new(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(contents)
+}
+
+/// The URL-mode elicitation of an approval's console page, as one input request.
+pub fn url_request(url: &str, tool: &str, approval_id: &str) -> InputRequests {
+    let request = json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "url",
+            "message": url_message(tool, approval_id),
+            "url": url,
+        },
+    });
+    one(APPROVAL_INPUT, request)
+}
+
+/// What a URL elicitation of an approval tells the user.
+pub fn url_message(tool: &str, approval_id: &str) -> String {
+    format!(
+        "`{tool}` needs a person's approval before it runs (approval {approval_id}). Open the \
+         link to see it; an approver decides there, and the call then runs once."
+    )
+}
+
+/// The form asking the calling user's consent: the tool, its arguments (as approvers see
+/// them), and the mode it would run at.
+pub fn consent_request(tool: &str, args: &Value, mode: ApprovalMode) -> InputRequests {
+    let request = json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": consent_message(tool, args, mode),
+            "requestedSchema": consent_schema(),
+        },
+    });
+    one(CONSENT_INPUT, request)
+}
+
+/// What the consent form says.
+pub fn consent_message(tool: &str, args: &Value, mode: ApprovalMode) -> String {
+    format!(
+        "Allow `{tool}` to run at approval mode `{mode}` with these arguments?\n{}",
+        serde_json::to_string_pretty(args).unwrap_or_default()
+    )
+}
+
+/// The consent form's schema: one boolean.
+pub fn consent_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approve": {
+                "type": "boolean",
+                "title": "Allow this call",
+                "description": "Allow the call to run once, as shown.",
+            },
+        },
+        "required": ["approve"],
+    })
+}
+
+/// The user's answer to the consent form: `Some(true)` to allow, `Some(false)` to decline,
+/// `None` for no decision (dismissed, or not an answer).
+pub fn consent_answer(response: &Value) -> Option<bool> {
+    match response.get("action").and_then(Value::as_str) {
+        Some("accept") => Some(
+            response
+                .pointer("/content/approve")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ),
+        Some("decline") => Some(false),
+        _ => None,
+    }
+}
+
+fn one(key: &str, request: Value) -> InputRequests {
+    let mut inputs = InputRequests::new();
+    match serde_json::from_value::<InputRequest>(request) {
+        Ok(request) => {
+            inputs.insert(key.to_owned(), request);
+        }
+        // The JSON above is a valid `elicitation/create`; rmcp reads every such request.
+        Err(error) => unreachable!("an elicitation request does not parse: {error}"),
+    }
+    inputs
+}
+
+/// The associated data of a state: who called, what, with which arguments.
+fn binding(caller: &Caller, tool: &str, args: &JsonObject) -> Vec<u8> {
+    let digest = request_hash(tool, &Value::Object(args.clone()), None);
+    let mut binding = BINDING.to_vec();
+    for part in [
+        caller.tenant.as_str(),
+        caller.principal.id.as_str(),
+        tool,
+        &digest,
+    ] {
+        binding.push(0);
+        binding.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        binding.extend_from_slice(part.as_bytes());
+    }
+    binding
+}
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_store::ApprovalStatus;
+
+    use super::*;
+
+    fn approvals() -> Approvals {
+        Approvals::new(&[7; 32], Duration::from_secs(1), Vec::new()).unwrap()
+    }
+
+    fn caller(tenant: &str, principal: &str) -> Caller {
+        super::super::caller::caller(tenant, principal.to_owned())
+    }
+
+    fn approval(expires_at_ms: u64) -> Approval {
+        Approval {
+            id: "apr_1".into(),
+            tenant: "acme".into(),
+            tool: "t".into(),
+            idempotency_key: None,
+            request_hash: String::new(),
+            call: Value::Null,
+            principals: vec!["agent".into()],
+            mode: "network".into(),
+            reasons: Vec::new(),
+            status: ApprovalStatus::Pending,
+            created_at_ms: 0,
+            expires_at_ms,
+            decided_by: None,
+            decided_reason: None,
+            decided_at_ms: None,
+            executed_by_call: None,
+            waiting: gatehouse_store::Waiting::Retry,
+            decided_as: None,
+        }
+    }
+
+    fn args(n: i64) -> JsonObject {
+        let Value::Object(args) = json!({ "amount": n }) else {
+            unreachable!()
+        };
+        args
+    }
+
+    #[test]
+    fn a_state_opens_only_for_its_caller_tool_and_arguments() {
+        let approvals = approvals();
+        let now = gatehouse_store::now_ms();
+        let sealed = approvals.seal(
+            &caller("acme", "agent"),
+            "t",
+            &args(1),
+            &approval(now + 60_000),
+            now,
+        );
+        assert_eq!(
+            approvals
+                .open(&sealed, &caller("acme", "agent"), "t", &args(1))
+                .unwrap(),
+            "apr_1"
+        );
+        for (who, tool, args) in [
+            (caller("acme", "mallory"), "t", args(1)),
+            (caller("other", "agent"), "t", args(1)),
+            (caller("acme", "agent"), "u", args(1)),
+            (caller("acme", "agent"), "t", args(2)),
+        ] {
+            assert!(matches!(
+                approvals.open(&sealed, &who, tool, &args),
+                Err(StateRefusal::Invalid)
+            ));
+        }
+    }
+
+    #[test]
+    fn an_altered_byte_or_another_key_fails_verification() {
+        let approvals = approvals();
+        let now = gatehouse_store::now_ms();
+        let who = caller("acme", "agent");
+        let sealed = approvals.seal(&who, "t", &args(1), &approval(now + 60_000), now);
+        for index in 0..sealed.len() {
+            let mut bytes = sealed.clone().into_bytes();
+            bytes[index] = if bytes[index] == b'A' { b'B' } else { b'A' };
+            let altered = String::from_utf8(bytes).unwrap();
+            if altered == sealed {
+                continue;
+            }
+            assert!(
+                approvals.open(&altered, &who, "t", &args(1)).is_err(),
+                "byte {index} altered still verifies"
+            );
+        }
+        let other = Approvals::new(&[8; 32], Duration::from_secs(1), Vec::new()).unwrap();
+        assert!(matches!(
+            other.open(&sealed, &who, "t", &args(1)),
+            Err(StateRefusal::Invalid)
+        ));
+    }
+
+    #[test]
+    fn a_state_expires_with_its_approval() {
+        let approvals = approvals();
+        let who = caller("acme", "agent");
+        // A state of an approval already past its expiry gets the shortest life, one second.
+        let now = gatehouse_store::now_ms();
+        let sealed = approvals.seal(&who, "t", &args(1), &approval(now - 60_000), now);
+        assert!(approvals.open(&sealed, &who, "t", &args(1)).is_ok());
+        std::thread::sleep(Duration::from_millis(1_100));
+        assert!(matches!(
+            approvals.open(&sealed, &who, "t", &args(1)),
+            Err(StateRefusal::Expired)
+        ));
+    }
+
+    #[test]
+    fn capabilities_read_as_declared() {
+        assert_eq!(
+            ClientCan::from_capabilities(Some(&json!({"elicitation": {"form": {}, "url": {}}}))),
+            ClientCan {
+                url: true,
+                form: true,
+                tasks: false
+            }
+        );
+        assert_eq!(
+            ClientCan::from_capabilities(Some(&json!({"elicitation": {}}))),
+            ClientCan {
+                url: false,
+                form: true,
+                tasks: false
+            }
+        );
+        assert_eq!(
+            ClientCan::from_capabilities(Some(
+                &json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+            )),
+            ClientCan {
+                url: false,
+                form: false,
+                tasks: true
+            }
+        );
+        assert_eq!(ClientCan::from_capabilities(None), ClientCan::default());
+    }
+
+    #[test]
+    fn consent_answers() {
+        assert_eq!(
+            consent_answer(&json!({"action": "accept", "content": {"approve": true}})),
+            Some(true)
+        );
+        assert_eq!(
+            consent_answer(&json!({"action": "accept", "content": {"approve": false}})),
+            Some(false)
+        );
+        assert_eq!(consent_answer(&json!({"action": "decline"})), Some(false));
+        assert_eq!(consent_answer(&json!({"action": "cancel"})), None);
+        assert_eq!(consent_answer(&json!("nonsense")), None);
+    }
+
+    #[test]
+    fn the_input_requests_parse_as_rmcp_reads_them() {
+        let url = url_request("https://console.example/#/approvals/apr_1", "t", "apr_1");
+        let wire = serde_json::to_value(&url).unwrap();
+        assert_eq!(wire[APPROVAL_INPUT]["params"]["mode"], "url");
+        let form = consent_request("t", &json!({"a": 1}), ApprovalMode::Delegated);
+        let wire = serde_json::to_value(&form).unwrap();
+        assert_eq!(wire[CONSENT_INPUT]["params"]["mode"], "form");
+        assert_eq!(
+            wire[CONSENT_INPUT]["params"]["requestedSchema"]["required"][0],
+            "approve"
+        );
+    }
+}

@@ -1,0 +1,395 @@
+//! MCP tasks: a `tools/call` that a client asked to run as a task (2025-11-25: a task-augmented
+//! call, `params.task`; 2026-07-28: the `io.modelcontextprotocol/tasks` extension), kept in the
+//! store so it survives a restart and is seen by every gateway on a shared store.
+//!
+//! 1. **create**: the call runs through the pipeline first. One that ends (ran, or was refused)
+//!    makes a task already terminal, holding its result. One paused for approval makes a task
+//!    `working`, whose status message names the approval and where it is decided; it lives as
+//!    long as its approval.
+//! 2. **run** ([`run`], one loop per gateway): every [`POLL`] (and at once on a decision made
+//!    through this gateway), each `working` task whose approval was decided or expired runs its
+//!    call through the pipeline, under its approval and idempotency key, and stores the result:
+//!    `completed` once it ran, `failed` when its approval was rejected or expired. Gateways
+//!    sharing a store may both pick a task up; gate 7 runs the call once, and the task takes the
+//!    first result stored (the update is conditional on `working`).
+//! 3. **read** (`tasks/get`, `tasks/result`, `tasks/list`): only the principal and tenant that
+//!    made a task see it; to anyone else it does not exist.
+//! 4. **cancel** (`tasks/cancel`): withdraws the task's pending proposal (the approval ends
+//!    rejected, recorded as withdrawn by the caller) and cancels the task; nothing runs.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_host::Host;
+use gatehouse_store::{ApprovalStatus, Task, TaskFilter, TaskStatus, TaskUpdate, now_ms, task_id};
+use serde_json::{Value, json};
+
+use super::caller::Caller;
+
+/// How often the runner looks for tasks whose approval was decided elsewhere, and the poll
+/// interval tasks suggest to clients.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// How long a task that ended at once is kept when the client asks for no TTL: an hour.
+const DEFAULT_TTL_MS: u64 = 3_600_000;
+/// The longest a task that ended at once is kept, whatever the client asks: a day.
+const MAX_TTL_MS: u64 = 86_400_000;
+/// The most working tasks the runner reads per round.
+const BATCH: usize = 200;
+
+/// Why a task request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// No such task, or another's (the two look the same).
+    #[error("there is no task `{0}`")]
+    Unknown(String),
+    /// `tasks/cancel` of a task that already ended.
+    #[error("task `{id}` already ended ({status}); there is nothing to cancel")]
+    Ended {
+        /// The task.
+        id: String,
+        /// How it ended.
+        status: &'static str,
+    },
+    /// The store failed.
+    #[error("the task store is unavailable: {0}")]
+    Store(String),
+}
+
+impl From<gatehouse_store::StoreError> for TaskError {
+    fn from(error: gatehouse_store::StoreError) -> Self {
+        Self::Store(error.to_string())
+    }
+}
+
+/// Makes the task of a call of `tool` (as it was called) whose first run gave `result`: one
+/// paused for approval runs, once decided, the call its approval holds. `ttl_ms` is what the
+/// client asked for, for a task that ended at once.
+pub async fn create(
+    host: &Host,
+    caller: &Caller,
+    tool: &str,
+    result: &ToolResultEnvelope,
+    ttl_ms: Option<u64>,
+) -> Result<Task, TaskError> {
+    let now = now_ms();
+    let mut task = Task {
+        id: task_id(),
+        tenant: caller.tenant.clone(),
+        principal: caller.principal.id.clone(),
+        tool: tool.to_owned(),
+        approval_id: None,
+        call: Value::Null,
+        status: TaskStatus::Working,
+        status_message: None,
+        result: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+        expires_at_ms: now + ttl_ms.unwrap_or(DEFAULT_TTL_MS).min(MAX_TTL_MS),
+    };
+    match (&result.approval_id, result.outcome) {
+        (Some(approval_id), OutcomeCode::ApprovalRequired) => {
+            let approval = host
+                .approval(approval_id)
+                .await?
+                .ok_or_else(|| TaskError::Unknown(approval_id.clone()))?;
+            let mut resume = approval.call.clone();
+            resume["approval_id"] = Value::String(approval_id.clone());
+            task.call = resume;
+            task.approval_id = Some(approval_id.clone());
+            task.status_message = Some(waiting_message(host, &approval.id));
+            task.expires_at_ms = approval.expires_at_ms;
+        }
+        _ => {
+            let (status, message) = ended(result);
+            task.status = status;
+            task.status_message = message;
+            task.result = Some(serde_json::to_value(result).unwrap_or_default());
+        }
+    }
+    Ok(host.store().create_task(task).await?)
+}
+
+/// What a working task says while its approval is pending.
+fn waiting_message(host: &Host, approval_id: &str) -> String {
+    match host.approval_url(approval_id) {
+        Some(url) => format!(
+            "waiting for approval {approval_id}: an approver decides at {url}; the call runs once approved"
+        ),
+        None => format!(
+            "waiting for approval {approval_id}: an approver decides it; the call runs once approved"
+        ),
+    }
+}
+
+/// How a task whose call ended with `result` ends: `failed` when its approval was rejected or
+/// expired, or it was never allowed to run; `completed` otherwise (a tool error included).
+fn ended(result: &ToolResultEnvelope) -> (TaskStatus, Option<String>) {
+    let message = result.error.as_ref().map(|error| error.message.clone());
+    let status = match (result.status, result.outcome) {
+        (Status::Ok | Status::Failed, _) => TaskStatus::Completed,
+        (_, OutcomeCode::ApprovalRequired) => TaskStatus::Working,
+        (Status::Rejected | Status::Paused, _) => TaskStatus::Failed,
+    };
+    (status, message)
+}
+
+/// `caller`'s task `id`; another's is [`TaskError::Unknown`].
+pub async fn owned(host: &Host, caller: &Caller, id: &str) -> Result<Task, TaskError> {
+    match host.store().task(id.to_owned()).await? {
+        Some(task) if task.tenant == caller.tenant && task.principal == caller.principal.id => {
+            Ok(task)
+        }
+        _ => Err(TaskError::Unknown(id.to_owned())),
+    }
+}
+
+/// `caller`'s tasks, newest first, after `cursor` (a previous page's last task id).
+pub async fn list(
+    host: &Host,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<(Vec<Task>, Option<String>), TaskError> {
+    let before = match cursor {
+        Some(id) => {
+            let task = owned(host, caller, id).await?;
+            Some((task.created_at_ms, task.id))
+        }
+        None => None,
+    };
+    let page = 50;
+    let tasks = host
+        .store()
+        .tasks(TaskFilter {
+            tenant: Some(caller.tenant.clone()),
+            principal: Some(caller.principal.id.clone()),
+            limit: page,
+            before,
+            ..TaskFilter::default()
+        })
+        .await?;
+    let next = (tasks.len() == page)
+        .then(|| tasks.last().map(|task| task.id.clone()))
+        .flatten();
+    Ok((tasks, next))
+}
+
+/// Cancels `caller`'s task `id`: withdraws its pending proposal, then the task.
+pub async fn cancel(host: &Host, caller: &Caller, id: &str) -> Result<Task, TaskError> {
+    let task = owned(host, caller, id).await?;
+    if task.status.is_terminal() {
+        return Err(TaskError::Ended {
+            id: task.id,
+            status: task.status.as_str(),
+        });
+    }
+    if let Some(approval_id) = &task.approval_id {
+        // An approval decided meanwhile stays decided; the task is cancelled either way and its
+        // call never runs from here.
+        if let Err(error) = host
+            .withdraw(
+                approval_id,
+                &caller.principal.id,
+                &format!("withdrawn by the caller: task {} cancelled", task.id),
+            )
+            .await
+        {
+            tracing::info!(task = %task.id, %error, "a cancelled task's approval was not withdrawn");
+        }
+    }
+    let update = TaskUpdate {
+        id: task.id.clone(),
+        from: vec![TaskStatus::Working, TaskStatus::InputRequired],
+        status: TaskStatus::Cancelled,
+        status_message: Some("cancelled by the caller; nothing ran".to_owned()),
+        result: None,
+        now_ms: now_ms(),
+    };
+    match host.store().update_task(update).await? {
+        Some(task) => Ok(task),
+        // It ended meanwhile (the runner ran it): report what it is.
+        None => owned(host, caller, id).await,
+    }
+}
+
+/// Runs each working task whose approval was decided, until `stop` resolves (see the module
+/// docs). `host` gives the host serving now, so a reload's host runs what is approved after it.
+pub async fn run(host: impl Fn() -> Arc<Host> + Send + 'static) {
+    let running = Arc::new(Mutex::new(HashSet::<String>::new()));
+    loop {
+        let current = host();
+        let decided = current.decided_here();
+        let woken = decided.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Err(error) = round(&current, &running).await {
+            tracing::warn!(%error, "the task runner could not read the store; trying again");
+        }
+        tokio::select! {
+            () = &mut woken => {}
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// One look at the working tasks: starts each whose approval was decided or expired.
+async fn round(host: &Arc<Host>, running: &Arc<Mutex<HashSet<String>>>) -> Result<(), TaskError> {
+    let tasks = host
+        .store()
+        .tasks(TaskFilter {
+            statuses: vec![TaskStatus::Working],
+            limit: BATCH,
+            ..TaskFilter::default()
+        })
+        .await?;
+    let now = now_ms();
+    for task in tasks {
+        let due = match &task.approval_id {
+            Some(id) => match host.approval(id).await? {
+                Some(approval) => {
+                    approval.status != ApprovalStatus::Pending || approval.expired(now)
+                }
+                None => true,
+            },
+            None => true,
+        };
+        if !due
+            || !running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(task.id.clone())
+        {
+            continue;
+        }
+        let (host, running) = (Arc::clone(host), Arc::clone(running));
+        // A task of its own: a call in flight is never cut short by the loop.
+        tokio::spawn(async move {
+            let id = task.id.clone();
+            if let Err(error) = execute(&host, task).await {
+                tracing::warn!(task = %id, %error, "a task's approved call could not be stored");
+            }
+            running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        });
+    }
+    Ok(())
+}
+
+/// Runs a task's call and stores how it ended.
+async fn execute(host: &Host, task: Task) -> Result<(), TaskError> {
+    let result = match serde_json::from_value::<ToolCallEnvelope>(task.call.clone()) {
+        Ok(mut call) => {
+            call.tool_call_id = gatehouse_core::ids::tool_call_id();
+            host.call_for_caller(call).await
+        }
+        Err(error) => {
+            let update = TaskUpdate {
+                id: task.id,
+                from: vec![TaskStatus::Working],
+                status: TaskStatus::Failed,
+                status_message: Some(format!("the task's stored call does not read: {error}")),
+                result: None,
+                now_ms: now_ms(),
+            };
+            host.store().update_task(update).await?;
+            return Ok(());
+        }
+    };
+    let (status, message) = ended(&result);
+    if status == TaskStatus::Working {
+        // Still pending (decided as the call read it? no: a fresh proposal): look again later.
+        return Ok(());
+    }
+    let update = TaskUpdate {
+        id: task.id,
+        from: vec![TaskStatus::Working],
+        status,
+        status_message: message,
+        result: Some(serde_json::to_value(&result).unwrap_or_default()),
+        now_ms: now_ms(),
+    };
+    host.store().update_task(update).await?;
+    Ok(())
+}
+
+/// The result a task delivered (the caller's view of its envelope), if it has one.
+pub fn result_of(task: &Task) -> Option<ToolResultEnvelope> {
+    task.result
+        .as_ref()
+        .and_then(|result| serde_json::from_value(result.clone()).ok())
+}
+
+/// A task on the wire, in the shape of `version` (2025-11-25 `Task`, or the 2026-07-28
+/// extension's), without a status payload.
+pub fn wire(task: &Task, modern: bool) -> Value {
+    let ttl = task.expires_at_ms.saturating_sub(task.created_at_ms);
+    let status = wire_status(task, modern);
+    let mut wire = json!({
+        "taskId": task.id,
+        "status": status,
+        "createdAt": rfc3339(task.created_at_ms),
+        "lastUpdatedAt": rfc3339(task.updated_at_ms),
+    });
+    if modern {
+        wire["ttlMs"] = json!(ttl);
+        wire["pollIntervalMs"] = json!(POLL.as_millis() as u64);
+    } else {
+        wire["ttl"] = json!(ttl);
+        wire["pollInterval"] = json!(POLL.as_millis() as u64);
+    }
+    if let Some(message) = &task.status_message {
+        wire["statusMessage"] = json!(message);
+    }
+    wire
+}
+
+/// A task's status on the wire. 2025-11-25 has a completed call with a tool error `failed`;
+/// the 2026-07-28 extension keeps it `completed`, its result saying `isError`.
+fn wire_status(task: &Task, modern: bool) -> &'static str {
+    if !modern
+        && task.status == TaskStatus::Completed
+        && result_of(task).is_some_and(|result| result.status != Status::Ok)
+    {
+        return TaskStatus::Failed.as_str();
+    }
+    task.status.as_str()
+}
+
+/// Unix ms as an RFC 3339 UTC timestamp (`2026-11-27T03:04:05.678Z`).
+pub fn rfc3339(ms: u64) -> String {
+    let (days, ms_of_day) = (ms / 86_400_000, ms % 86_400_000);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1_000 % 60,
+        ms_of_day % 1_000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_748_645_678), "2026-11-27T03:04:05.678Z");
+        assert_eq!(rfc3339(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    }
+}
