@@ -3,7 +3,8 @@
 //! approval made on one gateway executed through another, a gateway killed mid-call, the
 //! database restarted under load, read-only calls while it is down, signed audit checkpoints
 //! and plugin changes kept in the shared database, a claim made while another session holds
-//! the audit chain's lock, and the chain the database appends verified with the gateway's hash.
+//! the audit chain's lock, the chain the database appends verified with the gateway's hash,
+//! one approval decided at once through two stores (exactly one decision wins), and tasks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +14,9 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
 use gatehouse_host::state::verify_checkpoints;
 use gatehouse_host::state::{
-    Anchor, AuditEvent, AuditQuery, CallRecord, ChainBreak, Checkpoint, KeyState, PluginChange,
-    Store,
+    Anchor, Approval, ApprovalLookup, ApprovalStatus, AuditEvent, AuditQuery, CallRecord,
+    ChainBreak, Checkpoint, KeyState, PluginChange, Store, StoreError, Task, TaskFilter,
+    TaskStatus, TaskUpdate, Waiting, now_ms,
 };
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
@@ -199,11 +201,7 @@ async fn a_claim_does_not_wait_for_the_audit_chains_lock() {
         }
     });
     let state = async || {
-        let keys = host
-            .store()
-            .keys(false, gatehouse_host::state::now_ms())
-            .await
-            .unwrap();
+        let keys = host.store().keys(false, now_ms()).await.unwrap();
         keys.iter().find(|k| k.key.key == "held").map(|k| k.state)
     };
     for _ in 0..200 {
@@ -504,10 +502,7 @@ async fn a_gateway_killed_mid_call_is_never_rerun_by_another() {
     assert_eq!(upstream.seen().len(), 1, "no second upstream effect");
     drop(b);
     let store = PostgresStore::open(&host_config.store).unwrap();
-    let stuck = store
-        .keys(true, gatehouse_host::state::now_ms())
-        .await
-        .unwrap();
+    let stuck = store.keys(true, now_ms()).await.unwrap();
     assert_eq!(stuck.len(), 1);
     assert_eq!(stuck[0].key.key, "crash-pg");
 }
@@ -1022,4 +1017,234 @@ async fn audit_verify_prints_each_chains_head_and_the_kept_heads_catch_a_cut_cha
         )),
         "{out}"
     );
+}
+
+/// A pending proposal asked by `usr_alice`, valid for a minute.
+fn proposal(id: &str) -> Approval {
+    Approval {
+        id: id.to_owned(),
+        tenant: "acme".to_owned(),
+        tool: "test.ledger.transfer".to_owned(),
+        idempotency_key: None,
+        request_hash: "h".to_owned(),
+        call: json!({ "tool_call_id": format!("call_{id}") }),
+        principals: vec!["usr_alice".to_owned()],
+        mode: "delegated".to_owned(),
+        reasons: vec!["needs review".to_owned()],
+        status: ApprovalStatus::Pending,
+        created_at_ms: now_ms(),
+        expires_at_ms: now_ms() + 60_000,
+        decided_by: None,
+        decided_reason: None,
+        decided_at_ms: None,
+        executed_by_call: None,
+        decided_as: None,
+        waiting: Waiting::Retry,
+    }
+}
+
+/// Issue 43, item 2: two stores on one database (two gateways; one of them with two writers)
+/// approve and reject one approval at once, fifty times. Each time exactly one decision wins,
+/// what is stored is the winner's, and the loser is audited as refused, never as a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_approval_decided_at_once_through_two_stores_is_decided_once() {
+    const ROUNDS: usize = 50;
+    let pg = Postgres::start();
+    let a = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    let b = Arc::new(
+        PostgresStore::open(&StoreConfig {
+            writers: 2,
+            ..on(&pg)
+        })
+        .unwrap(),
+    );
+    let config = on(&pg);
+    for round in 0..ROUNDS {
+        let id = format!("apr_{round}");
+        a.propose(proposal(&id)).await.unwrap();
+        let approve = tokio::spawn({
+            let (a, decision) = (Arc::clone(&a), config.decision(&id, true, "usr_bob", "yes"));
+            async move { a.decide(decision).await }
+        });
+        let reject = tokio::spawn({
+            let (b, decision) = (
+                Arc::clone(&b),
+                config.decision(&id, false, "usr_carol", "no"),
+            );
+            async move { b.decide(decision).await }
+        });
+        let (approve, reject) = (approve.await.unwrap(), reject.await.unwrap());
+        let won = match (approve, reject) {
+            (Ok(won), Err(StoreError::Refused(why))) | (Err(StoreError::Refused(why)), Ok(won)) => {
+                assert!(why.contains("is already"), "round {round}: {why}");
+                won
+            }
+            other => panic!("round {round}: not exactly one decision won: {other:?}"),
+        };
+        let stored = b.approval(ApprovalLookup::Id(id.clone())).await.unwrap();
+        assert_eq!(stored.as_ref(), Some(&won), "round {round}");
+    }
+    let entries = |kind: &str| {
+        let query = AuditQuery {
+            kind: Some(kind.to_owned()),
+            ..AuditQuery::default()
+        };
+        let a = Arc::clone(&a);
+        async move {
+            let mut ids: Vec<String> = a
+                .audit(query)
+                .await
+                .unwrap()
+                .iter()
+                .map(|entry| {
+                    let record: serde_json::Value =
+                        serde_json::from_str(&entry.event.record).unwrap();
+                    record["approval_id"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let mut every: Vec<String> = (0..ROUNDS).map(|round| format!("apr_{round}")).collect();
+    every.sort();
+    assert_eq!(entries("approval").await, every, "one decision entry each");
+    assert_eq!(entries("approval_refused").await, every, "one refusal each");
+    let report = a.verify_audit().await.unwrap();
+    assert_eq!(
+        (report.entries, report.first_break),
+        (2 * ROUNDS as u64, None)
+    );
+}
+
+/// Tasks in the shared database: made on one gateway and seen on another, the approval they
+/// wait on marked in the same transaction, listed a page at a time, changed only from the
+/// statuses an update names (of two updates racing from one status, one applies), and pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_kept_in_the_shared_database() {
+    let pg = Postgres::start();
+    let a = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    let b = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    a.propose(proposal("apr_1")).await.unwrap();
+    // Times from now: each store's writer prunes what expired before now, by itself.
+    let base = now_ms();
+    let task = |id: &str, at: u64| Task {
+        id: id.to_owned(),
+        tenant: "acme".to_owned(),
+        principal: "usr_alice".to_owned(),
+        tool: "test.ledger.transfer".to_owned(),
+        approval_id: None,
+        call: json!({ "tool_call_id": format!("call_{id}") }),
+        status: TaskStatus::Working,
+        status_message: None,
+        result: None,
+        created_at_ms: base + at,
+        updated_at_ms: base + at,
+        expires_at_ms: base + at + 60_000,
+    };
+    let waiting = Task {
+        approval_id: Some("apr_1".to_owned()),
+        ..task("task_c", 3_000)
+    };
+    assert_eq!(a.create_task(waiting.clone()).await.unwrap(), waiting);
+    for (id, at) in [("task_a", 1_000), ("task_b", 3_000)] {
+        a.create_task(task(id, at)).await.unwrap();
+    }
+    assert_eq!(b.task("task_c".to_owned()).await.unwrap(), Some(waiting));
+    let approval = b
+        .approval(ApprovalLookup::Id("apr_1".to_owned()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        approval.waiting,
+        Waiting::Task {
+            id: "task_c".to_owned()
+        }
+    );
+    let orphan = Task {
+        approval_id: Some("apr_none".to_owned()),
+        ..task("task_d", 4_000)
+    };
+    assert!(matches!(
+        a.create_task(orphan).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(b.task("task_d".to_owned()).await.unwrap(), None);
+    assert!(matches!(
+        b.set_waiting("apr_none".to_owned(), Waiting::Retry).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let held = Waiting::Held { until_ms: 9_000 };
+    b.set_waiting("apr_1".to_owned(), held.clone())
+        .await
+        .unwrap();
+    let approval = a
+        .approval(ApprovalLookup::Id("apr_1".to_owned()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(approval.waiting, held);
+
+    let page = |limit: usize, before: Option<(u64, &str)>| {
+        let filter = TaskFilter {
+            tenant: Some("acme".to_owned()),
+            principal: Some("usr_alice".to_owned()),
+            limit,
+            before: before.map(|(at, id)| (at, id.to_owned())),
+            ..TaskFilter::default()
+        };
+        let b = Arc::clone(&b);
+        async move {
+            let tasks = b.tasks(filter).await.unwrap();
+            tasks.into_iter().map(|task| task.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(2, None).await, ["task_c", "task_b"]);
+    assert_eq!(page(2, Some((base + 3_000, "task_b"))).await, ["task_a"]);
+    let by_status = TaskFilter {
+        statuses: vec![TaskStatus::Working, TaskStatus::InputRequired],
+        approval_id: Some("apr_1".to_owned()),
+        ..TaskFilter::default()
+    };
+    let found: Vec<String> = a
+        .tasks(by_status)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|task| task.id)
+        .collect();
+    assert_eq!(found, ["task_c"]);
+
+    // Two updates from `working` at once, through both stores: one applies.
+    let update = |status: TaskStatus| TaskUpdate {
+        id: "task_c".to_owned(),
+        from: vec![TaskStatus::Working],
+        status,
+        status_message: None,
+        result: Some(json!({ "status": status.as_str() })),
+        now_ms: base + 5_000,
+    };
+    let completed = tokio::spawn({
+        let (a, update) = (Arc::clone(&a), update(TaskStatus::Completed));
+        async move { a.update_task(update).await }
+    });
+    let cancelled = tokio::spawn({
+        let (b, update) = (Arc::clone(&b), update(TaskStatus::Cancelled));
+        async move { b.update_task(update).await }
+    });
+    let (completed, cancelled) = (
+        completed.await.unwrap().unwrap(),
+        cancelled.await.unwrap().unwrap(),
+    );
+    let applied = match (completed, cancelled) {
+        (Some(applied), None) | (None, Some(applied)) => applied,
+        other => panic!("not exactly one update applied: {other:?}"),
+    };
+    assert_eq!(a.task("task_c".to_owned()).await.unwrap(), Some(applied));
+
+    // Pruned once expired: task_a a minute after its creation, the others two seconds later.
+    assert_eq!(a.prune(base + 62_000).await.unwrap(), 1);
+    assert_eq!(b.task("task_a".to_owned()).await.unwrap(), None);
+    assert_eq!(page(10, None).await, ["task_c", "task_b"]);
 }
