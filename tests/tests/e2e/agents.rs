@@ -291,6 +291,26 @@ impl Agents {
         );
     }
 
+    /// Waits until approval `id` shows a held request waiting for it, as approvers see it.
+    async fn held(&self, id: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let approval = self.approval(id).await;
+            if approval["waiting_on"] == "held" {
+                assert!(
+                    approval["waiting_until_ms"].as_u64().is_some(),
+                    "{approval}"
+                );
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no held request shows for {id}: {approval}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Approval `id` as the admin API shows it.
     async fn approval(&self, id: &str) -> Value {
         let (status, body) = gatehouse_tests::admin::request(
@@ -588,7 +608,10 @@ async fn an_approval_reaches_every_client_and_the_same_call_returns_the_result_o
                 agents.posts().len() == expected.len(),
                 "nothing ran before approval"
             );
-            agents.decide(&Agents::approval_of(url), None).await;
+            // What an approver sees meanwhile: the caller's request is held for the decision.
+            let id = Agents::approval_of(url);
+            agents.held(&id).await;
+            agents.decide(&id, None).await;
             let result = run.next("result").await;
             assert_eq!(
                 record(&result)["outcome"],

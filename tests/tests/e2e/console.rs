@@ -543,3 +543,23 @@ async fn the_live_queue_keeps_its_rows_and_shows_each_calls_arguments_in_one_lin
         .wait_text("#tool", "test.ledger.transfer", SOON)
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_to_one_approval_lands_there_after_sign_in_and_says_how_the_caller_waits() {
+    let gateway = gateway(3600).await;
+    let id = approval_id(&transfer(&gateway, "deep-1", "linked").await);
+    // The link a paused result names, opened by an approver who is not signed in yet.
+    let browser = Browser::start(1280, 900).await;
+    let link = format!("{}#/approvals/{id}", console(&gateway));
+    browser.client.goto(&link).await.unwrap();
+    browser.type_into("#token", APPROVER).await;
+    browser.click("#signin-submit").await;
+    browser
+        .wait_text("#tool", "test.ledger.transfer", SOON)
+        .await;
+    assert!(browser.text("h1").await.contains(&id));
+    // This caller did not wait: its next call runs it once approved.
+    let waiting = browser.text("#waiting").await;
+    assert!(waiting.contains("for a retry"), "{waiting}");
+    assert!(browser.text("#time-left").await.contains("left"));
+}
