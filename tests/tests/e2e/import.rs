@@ -596,26 +596,9 @@ async fn an_imported_openapi_service_is_served_governed_from_json_30_and_yaml_31
         ("petstore.json", petstore_30_json(port)),
         ("petstore.yaml", petstore_31_yaml(port)),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let (key, key_path) = key_file(dir.path());
-        let spec_path = dir.path().join(name);
-        std::fs::write(&spec_path, spec).unwrap();
-        let out = dir.path().join("out");
         let id = "test.petstore";
-        let (code, printed) = gatehouse(&[
-            "import",
-            "openapi",
-            spec_path.to_str().unwrap(),
-            "--id",
-            id,
-            "--out",
-            out.to_str().unwrap(),
-            "--key",
-            key_path.to_str().unwrap(),
-            "--component",
-            OPENAPI.wasm,
-        ]);
-        assert_eq!(code, 0, "{name}: {printed}");
+        let (dir, key, printed) = import_openapi(name, &spec, id);
+        let out = dir.path().join("out");
         for row in [
             "GET /pets             listpets    observe  read_only    GET",
             "DELETE /pets/{petId}  deletepet   act      destructive  DELETE",
@@ -733,4 +716,153 @@ async fn bad_specs_exit_2_and_write_nothing() {
         assert_eq!(code, 2, "{name}");
         assert!(!out.exists(), "{name}: {out:?} was written");
     }
+}
+
+/// A document with one operation whose path parameter sits between two segments.
+fn photos_json(port: u16) -> String {
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "Photos", "version": "1" },
+        "servers": [{ "url": format!("http://127.0.0.1:{port}/v1") }],
+        "paths": {
+            "/pets/{petId}/photos": {
+                "get": {
+                    "operationId": "listPhotos",
+                    "parameters": [{ "name": "petId", "in": "path", "required": true, "schema": { "type": "string" } }],
+                },
+            },
+        },
+    })
+    .to_string()
+}
+
+/// Imports `spec` (written as file `name`) as adapter `id` into `<dir>/out`, signed with the
+/// generic `openapi` component built from source: the directory, the key, and what the
+/// command printed.
+fn import_openapi(name: &str, spec: &str, id: &str) -> (tempfile::TempDir, SigningKey, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let spec_path = dir.path().join(name);
+    std::fs::write(&spec_path, spec).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = gatehouse(&[
+        "import",
+        "openapi",
+        spec_path.to_str().unwrap(),
+        "--id",
+        id,
+        "--out",
+        out.to_str().unwrap(),
+        "--key",
+        key_path.to_str().unwrap(),
+        "--component",
+        OPENAPI.wasm,
+    ]);
+    assert_eq!(code, 0, "{name}: {printed}");
+    (dir, key, printed)
+}
+
+/// A path parameter fills its one segment of the template: `..` and `.` cannot make the
+/// request another operation, and a value no encoding keeps in one segment (`/`, `%`, ...)
+/// is refused as INVALID_ARGUMENTS naming it, with nothing sent; the upstream sees only the
+/// requests that stayed `GET /v1/pets/{petId}/photos`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openapi_path_parameter_stays_one_segment_of_its_template() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let id = "test.photos";
+    let (dir, key, _) = import_openapi("photos.json", &photos_json(service.port), id);
+    let gateway = Imported::start(&dir.path().join("out"), id, &key).await;
+    let client = gateway.client().await;
+    let tool = "test.photos.listphotos";
+
+    for (value, sent) in [
+        ("rex", "/v1/pets/rex/photos"),
+        ("a b?c#d", "/v1/pets/a%20b%3Fc%23d/photos"),
+        ("...", "/v1/pets/.../photos"),
+        ("r.x", "/v1/pets/r.x/photos"),
+    ] {
+        let before = service.seen().len();
+        let (result, record) = rmcp_call(&client, tool, json!({ "petId": value }), json!({})).await;
+        assert_eq!(record["outcome"], "OK", "{value:?}: {record}");
+        let seen: Vec<String> = service.seen()[before..]
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect();
+        assert_eq!(seen, [format!("GET {sent}")], "{value:?}");
+        assert_eq!(
+            result.structured_content.unwrap()["body"]["path"],
+            sent.split('?').next().unwrap(),
+            "{value:?}"
+        );
+    }
+
+    let before = service.seen().len();
+    for (value, why) in [
+        (
+            "..",
+            "it makes its path segment `..`, which would name another path",
+        ),
+        (
+            ".",
+            "it makes its path segment `.`, which would name another path",
+        ),
+        ("", "it leaves its path segment empty"),
+        (
+            "../admin",
+            "it holds `/`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a/b",
+            "it holds `/`, which the path cannot carry inside one segment",
+        ),
+        (
+            "%2e%2e",
+            "it holds `%`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a%b",
+            "it holds `%`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a;b",
+            "it holds `;`, which the path cannot carry inside one segment",
+        ),
+    ] {
+        let (result, record) = rmcp_call(&client, tool, json!({ "petId": value }), json!({})).await;
+        assert_eq!(
+            (
+                &record["outcome"],
+                &record["error"]["code"],
+                &record["error"]["kind"]
+            ),
+            (
+                &json!("TOOL_ERROR"),
+                &json!("INVALID_ARGUMENTS"),
+                &json!("validation")
+            ),
+            "{value:?}: {record}"
+        );
+        assert_eq!(
+            texts(&result)[0],
+            format!(
+                "INVALID_ARGUMENTS: path parameter `petId` must stay one segment of the URL \
+                 path: {why} (pass `petId` as the identifier itself, not a path: no `/`, `\\`, \
+                 `%`, `;` or control characters, and not `.`, `..` or empty)"
+            ),
+            "{value:?}"
+        );
+        assert_eq!(
+            record.get("egress"),
+            None,
+            "{value:?}: no request was attempted"
+        );
+    }
+    assert_eq!(
+        service.seen()[before..]
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect::<Vec<_>>(),
+        Vec::<String>::new(),
+        "the upstream received none of the refused calls"
+    );
 }
