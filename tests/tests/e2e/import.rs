@@ -866,3 +866,54 @@ async fn an_openapi_path_parameter_stays_one_segment_of_its_template() {
         "the upstream received none of the refused calls"
     );
 }
+
+/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: the
+/// import exits 2 naming the schema, within its memory bound, and writes nothing. (It used to
+/// inline every copy, 2^levels of them: 20 levels are a few hundred MB, so the old behaviour
+/// fails this test without taking the machine down; 40 took an import past 2.9 GB.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
+    let levels = 20;
+    let mut schemas = serde_json::Map::new();
+    schemas.insert("S0".into(), json!({ "type": "string" }));
+    for i in 1..levels {
+        let before = format!("#/components/schemas/S{}", i - 1);
+        schemas.insert(
+            format!("S{i}"),
+            json!({ "type": "object", "properties": { "a": { "$ref": before }, "b": { "$ref": before } } }),
+        );
+    }
+    let top = format!("#/components/schemas/S{}", levels - 1);
+    let doc = json!({
+        "openapi": "3.1.0",
+        "servers": [{ "url": "http://127.0.0.1:9/v1" }],
+        "components": { "schemas": schemas },
+        "paths": { "/things": { "post": { "operationId": "makeThing", "requestBody": {
+            "content": { "application/json": { "schema": { "$ref": top } } } } } } },
+    })
+    .to_string();
+    assert!(doc.len() < 4096, "{} bytes", doc.len());
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("fan-out.json");
+    std::fs::write(&spec, doc).unwrap();
+    let out = dir.path().join("out");
+    let (code, text) = gatehouse(&[
+        "import",
+        "openapi",
+        spec.to_str().unwrap(),
+        "--id",
+        "test.fanout",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(&format!(
+            "the schema `{top}` (at /paths/~1things/post) expands to more than 100000 JSON values \
+             once its `$ref`s are inlined"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("--exclude 'makeThing'"), "{text}");
+    assert!(!out.exists(), "{out:?} was written");
+}
