@@ -917,3 +917,114 @@ async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
     assert!(text.contains("--exclude 'makeThing'"), "{text}");
     assert!(!out.exists(), "{out:?} was written");
 }
+
+/// GitHub's published description (13 MB, 1,223 operations, 25 operationIds longer than a
+/// capability id) imports whole and signs with the `openapi` component the binary carries (no
+/// `--component`): every long name cut to a stable, unique id the table shows, and the
+/// manifest signed is the one written. (Its time is the `import` bench's: a test asserts no
+/// figure.)
+#[test]
+fn githubs_published_description_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, key_path) = key_file(dir.path());
+    let out = dir.path().join("out");
+    let spec = gatehouse_tests::github_openapi();
+    let (code, printed) = gatehouse_tests::cli::gatehouse(&[
+        "import",
+        "openapi",
+        spec.to_str().unwrap(),
+        "--id",
+        "test.github",
+        "--out",
+        out.to_str().unwrap(),
+        "--key",
+        key_path.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        code,
+        0,
+        "{}",
+        &printed[printed.len().saturating_sub(2000)..]
+    );
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let written = gatehouse_host::plugin::manifest::Manifest::from_toml(&text).unwrap();
+    let signed = std::fs::read(out.join("test.github.wasm")).unwrap();
+    let embedded = gatehouse_host::plugin::inspect(&signed)
+        .unwrap()
+        .manifest
+        .unwrap();
+    assert_eq!(embedded, written, "what is signed is what was written");
+    let gatehouse_host::plugin::manifest::Manifest::Adapter(adapter) = embedded else {
+        panic!("an adapter manifest");
+    };
+    let count = adapter.capabilities.len();
+    assert!(count >= 800, "{count} capabilities");
+    let ids: std::collections::BTreeSet<&str> =
+        adapter.capabilities.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), count, "every capability id is unique");
+    let shortened: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.starts_with("shortened "))
+        .collect();
+    assert_eq!(shortened.len(), 25, "{shortened:#?}");
+    assert!(
+        printed.contains(
+            "shortened PATCH /orgs/{org}/properties/values: its name is longer than a capability \
+             id may be; `orgs_custom-properties-for-repos-create-or-update-organ_"
+        ),
+        "{shortened:#?}"
+    );
+}
+
+/// A schema holding JSON nulls (`"default": null`, `null` in an `enum`) is written into
+/// `manifest.toml` as JSON text, and what is signed holds the nulls: a call with `null` where
+/// the enum allows it reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_holding_json_null_is_signed_intact() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let tag = json!({ "type": ["string", "null"], "enum": ["cat", "dog", null], "default": null });
+    let spec = json!({
+        "openapi": "3.1.0",
+        "servers": [{ "url": format!("http://127.0.0.1:{}/v1", service.port) }],
+        "paths": { "/pets": { "post": { "operationId": "addPet", "requestBody": { "required": true,
+            "content": { "application/json": { "schema": { "type": "object", "properties": { "tag": tag } } } } } } } },
+    })
+    .to_string();
+    let id = "test.nulls";
+    let (dir, key, _) = import_openapi("nulls.json", &spec, id);
+    let out = dir.path().join("out");
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(text.contains(r#""default":null"#), "{text}");
+    let signed = std::fs::read(out.join(format!("{id}.wasm"))).unwrap();
+    let Some(gatehouse_host::plugin::manifest::Manifest::Adapter(adapter)) =
+        gatehouse_host::plugin::inspect(&signed).unwrap().manifest
+    else {
+        panic!("an adapter manifest");
+    };
+    assert_eq!(
+        adapter.capabilities[0].input_schema["properties"]["body"]["properties"]["tag"],
+        tag
+    );
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let before = service.seen().len();
+    let (_, record) = rmcp_call(
+        &client,
+        "test.nulls.addpet",
+        json!({ "body": { "tag": null } }),
+        json!({ "gatehouse/idempotency_key": "nulls-1" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    let (_, record) = rmcp_call(
+        &client,
+        "test.nulls.addpet",
+        json!({ "body": { "tag": "fish" } }),
+        json!({ "gatehouse/idempotency_key": "nulls-2" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "INVALID_ARGUMENTS", "{record}");
+    let seen = service.seen();
+    assert_eq!(seen.len() - before, 1, "only the valid call was sent");
+    assert_eq!(seen[before].body.as_ref(), br#"{"tag":null}"#);
+}

@@ -171,12 +171,14 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                     "body": op.body,
                 })),
             });
+            let shortened = super::names::shortened(name);
             choices.push(Choice {
                 source,
                 capability: id,
                 class,
                 mode,
                 reason: method.to_uppercase(),
+                shortened,
             });
         }
     }
