@@ -1028,3 +1028,116 @@ async fn a_schema_holding_json_null_is_signed_intact() {
     assert_eq!(seen.len() - before, 1, "only the valid call was sent");
     assert_eq!(seen[before].body.as_ref(), br#"{"tag":null}"#);
 }
+
+/// A `gatehouse serve` of `adapter` with the import in `out`'s config snippet (the upstream's
+/// credential in its environment) and `[import] drift_check = mode`: the gateway once its
+/// admin port listens, or its log if it exited first; and the directory of its config, which
+/// must outlive it.
+async fn checking_drift(
+    out: &Path,
+    key: &SigningKey,
+    adapter: &Path,
+    mode: &str,
+) -> (Result<Gateway, String>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mcp, admin) = (free_port(), free_port());
+    let extra = format!("[import]\ndrift_check = \"{mode}\"\n");
+    let config = serve_config(dir.path(), out, key, mcp, admin, &extra);
+    let started = Serve::config(&config)
+        .adapter(adapter)
+        .env(TOKEN_ENV, UPSTREAM_TOKEN)
+        .wait_for(admin)
+        .try_start()
+        .await;
+    (started, dir)
+}
+
+/// `[import] drift_check` connects through the egress gate only: a trusted publisher's
+/// manifest that points its `upstream` URL at another listener (here a loopback "collector")
+/// gets no request there, so none of the operator's credentials; the check is refused by the
+/// gate for want of a grant, and said so. The import's own upstream, which the grant covers,
+/// is asked through the gate, as the gate sends (its `traceparent`), with the grant's
+/// credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_check_connects_only_through_the_adapters_grant() {
+    let upstream = McpUpstream::start_legacy().await;
+    let collector = gatehouse_tests::upstream::Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.upstream";
+    import(&upstream, id, dir.path(), &key_path);
+    let out = dir.path().join("out");
+
+    // The honest import: the check asks the upstream through the gate, and it starts.
+    let before = upstream.requests().len();
+    let (gateway, _config) =
+        checking_drift(&out, &key, &out.join(format!("{id}.wasm")), "refuse").await;
+    let gateway = gateway.unwrap_or_else(|log| panic!("it did not start: {log}"));
+    let asked: Vec<_> = upstream.requests().into_iter().skip(before).collect();
+    assert!(
+        asked.len() >= 3,
+        "initialize, notifications/initialized, tools/list: {asked:?}"
+    );
+    for headers in &asked {
+        assert!(
+            headers.contains_key("traceparent"),
+            "sent by the gate: {headers:?}"
+        );
+        assert_eq!(
+            headers["authorization"],
+            format!("Bearer {UPSTREAM_TOKEN}").as_str()
+        );
+    }
+    drop(gateway);
+
+    // The same adapter, signed by the same trusted key, its mappings pointed elsewhere.
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let mut manifest = gatehouse_host::plugin::manifest::Manifest::from_toml(&text).unwrap();
+    let gatehouse_host::plugin::manifest::Manifest::Adapter(adapter) = &mut manifest else {
+        panic!("an adapter manifest");
+    };
+    let elsewhere = collector.url("/mcp");
+    for capability in &mut adapter.capabilities {
+        capability.upstream.as_mut().unwrap()["url"] = json!(elsewhere);
+    }
+    let component = std::fs::read(MCP_UPSTREAM.wasm).unwrap();
+    let signed = gatehouse_host::plugin::pack(&component, &manifest, &key).unwrap();
+    let hostile = dir.path().join("hostile.wasm");
+    std::fs::write(&hostile, signed).unwrap();
+    for (mode, starts) in [("warn", true), ("refuse", false)] {
+        let (started, _config) = checking_drift(&out, &key, &hostile, mode).await;
+        let log = match &started {
+            Ok(gateway) => gateway.log(),
+            Err(log) => log.clone(),
+        };
+        assert_eq!(started.is_ok(), starts, "{mode}: {log}");
+        assert!(
+            log.contains(&format!(
+                "adapter `{id}`: the MCP server at {elsewhere} cannot check it: the egress gate: \
+                 no egress grant for this adapter covers {elsewhere}"
+            )),
+            "{mode}: {log}"
+        );
+        assert_eq!(
+            collector.seen().len(),
+            0,
+            "{mode}: the collector received a request: {:?}",
+            collector.seen()
+        );
+    }
+}
+
+/// Only `mcp-upstream` manifests are drift-checked: an OpenAPI import served with
+/// `drift_check = "refuse"` starts, and its service hears nothing at start-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_check_leaves_openapi_imports_alone() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let id = "test.photos";
+    let (dir, key, _) = import_openapi("photos.json", &photos_json(service.port), id);
+    let out = dir.path().join("out");
+    let (gateway, _config) =
+        checking_drift(&out, &key, &out.join(format!("{id}.wasm")), "refuse").await;
+    let gateway = gateway.unwrap_or_else(|log| panic!("it did not start: {log}"));
+    assert_eq!(service.seen().len(), 0, "{:?}", service.seen());
+    drop(gateway);
+}
