@@ -312,7 +312,7 @@ mod tests {
             mcp_upstream(&adapter(&[mcp.clone(), mcp.clone()])),
             Some(("http://h/mcp".to_owned(), "2025-11-25".to_owned()))
         );
-        assert_eq!(mcp_upstream(&adapter(&[openapi.clone()])), None);
+        assert_eq!(mcp_upstream(&adapter(std::slice::from_ref(&openapi))), None);
         assert_eq!(mcp_upstream(&adapter(&[mcp.clone(), openapi])), None);
         let mut extra = mcp;
         extra["headers"] = json!({ "x": "y" });

@@ -51,7 +51,7 @@ pub fn build(mapping: &Mapping, args: &Value) -> Result<Request, ToolError> {
                 other => query.push((parameter.name.clone(), scalar(&parameter.argument, other)?)),
             },
             Location::Header => {
-                headers.push((parameter.name.clone(), scalar(&parameter.argument, value)?))
+                headers.push((parameter.name.clone(), scalar(&parameter.argument, value)?));
             }
         }
     }
@@ -253,7 +253,7 @@ mod tests {
         );
     }
 
-    fn photos(args: Value) -> Result<Request, ToolError> {
+    fn photos(args: &Value) -> Result<Request, ToolError> {
         let mapping = Mapping {
             method: "GET".into(),
             url: "http://h:8080/v1/pets/{petId}/photos/{file}.{ext}".into(),
@@ -264,7 +264,7 @@ mod tests {
             ],
             body: false,
         };
-        build(&mapping, &args)
+        build(&mapping, args)
     }
 
     #[test]
@@ -281,7 +281,7 @@ mod tests {
                 "/v1/pets/a%3Fb%23c%26d%3De/photos/f.g",
             ),
         ] {
-            let request = photos(json!({ "petId": pet, "file": file, "ext": ext })).unwrap();
+            let request = photos(&json!({ "petId": pet, "file": file, "ext": ext })).unwrap();
             let expected =
                 Request::get(format!("http://h:8080{path}")).header("accept", "application/json");
             assert_eq!(request, expected, "{pet:?} {file:?} {ext:?}");
@@ -339,7 +339,7 @@ mod tests {
                 "it holds the control character U+000A, which the path cannot carry inside one segment",
             ),
         ] {
-            let err = photos(json!({ "petId": pet, "file": "a", "ext": "png" })).unwrap_err();
+            let err = photos(&json!({ "petId": pet, "file": "a", "ext": "png" })).unwrap_err();
             assert_eq!(
                 (err.code.as_str(), err.message.as_str()),
                 (
