@@ -13,7 +13,7 @@
 //! - [`postgres`], [`registry`], [`browser`]: a real PostgreSQL, OCI registry and Chromium;
 //! - [`load`]: the load benches' server processes and MCP clients.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -131,8 +131,8 @@ pub fn store_path() -> PathBuf {
 
 /// Removes the directories under `root` named for processes that no longer run (where
 /// `/proc` says which do; elsewhere, none).
-fn remove_ended(root: &std::path::Path) {
-    let proc = std::path::Path::new("/proc");
+fn remove_ended(root: &Path) {
+    let proc = Path::new("/proc");
     if !proc.join("self").exists() {
         return;
     }
@@ -320,4 +320,21 @@ pub async fn join_all<T: Send + 'static>(
         out.push(task.await.expect("the task does not panic"));
     }
     out
+}
+
+/// GitHub's published OpenAPI description of api.github.com (`@octokit/openapi`, pinned in
+/// `tests/openapi/package.json`), as installed by `build-support/toolchains`.
+///
+/// # Panics
+/// If it is not installed, saying how to install it.
+pub fn github_openapi() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("openapi/node_modules/@octokit/openapi/generated/api.github.com.json");
+    assert!(
+        path.exists(),
+        "{} is missing: run build-support/toolchains (it installs the pinned @octokit/openapi \
+         into tests/openapi/node_modules; needs Node.js 20+ with npm)",
+        path.display()
+    );
+    path
 }

@@ -1,5 +1,5 @@
-//! `[import] drift_check`: at start-up, `serve` compares the tools each adapter written by
-//! `gatehouse import mcp` pins (their definitions' digests) with what its MCP server offers
+//! `[import] drift_check`: at start-up, `serve` compares the tools each served adapter written
+//! by `gatehouse import mcp` pins (their definitions' digests) with what its MCP server offers
 //! now, and warns or refuses to start.
 //!
 //! ```toml
@@ -7,39 +7,74 @@
 //! drift_check = "refuse"   # default "off"; or "warn"
 //! ```
 //!
+//! 1. Only `mcp-upstream` manifests are checked: every capability's `upstream` table is that
+//!    adapter's mapping (`url`, `tool`, `protocol`, `digest`, nothing else). Any other
+//!    manifest, an OpenAPI import's included, is left alone.
+//! 2. The server is asked through the egress gate, as the adapter's own `read_only` calls go
+//!    ([`Host::fetch_for_adapter`]): only where that adapter's grants reach, with the address
+//!    checks, and with the credentials of the grant that matches, never another's. The URL
+//!    comes from the signed manifest, so a publisher could point it anywhere; the gate is
+//!    what decides where the gateway connects.
+//! 3. It speaks the protocol version the import recorded: 2026-07-28 asks `tools/list` in
+//!    one request per page; 2025-11-25 first `initialize`s (and sends
+//!    `notifications/initialized`). Each tool is read through rmcp's `Tool`, as the import
+//!    read it, so the digests compare like with like.
+//!
 //! Drift here is a pinned tool whose definition changed or that the server no longer lists;
-//! a tool the server added is not served, so it is no reason to refuse. The server is asked
-//! with the credentials the adapter's `[[egress.grant]]` binds.
+//! a tool the server added is not served, so it is no reason to refuse.
 
-use gatehouse_host::config::GrantConfig;
-use gatehouse_host::plugin::manifest::Manifest;
+use bytes::Bytes;
+use gatehouse_host::Host;
+use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::config::DriftCheck;
 use crate::exit::{Failure, refused};
-use crate::import::headers::from_grants;
-use crate::import::{Options, mcp};
+use crate::import::Options;
+use crate::import::mcp::{self, Listing};
 
-/// Runs the check over the adapters' `manifests`, with the credentials `grants` bind.
-pub fn check(
-    mode: DriftCheck,
-    manifests: &[Manifest],
-    grants: &[GrantConfig],
-) -> Result<(), Failure> {
+/// The protocol version that needs no session.
+const STATELESS: &str = "2026-07-28";
+/// `tools/list` pages read at most: a server that keeps handing out cursors is not listed
+/// forever (4096 capabilities at most per adapter, so far more pages than any import needs).
+const MAX_PAGES: usize = 64;
+
+/// One capability's `upstream` table as `gatehouse import mcp` writes it, and nothing else.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpMapping {
+    url: String,
+    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
+    tool: String,
+    protocol: String,
+    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
+    digest: String,
+}
+
+/// The upstream URL and protocol of an `mcp-upstream` manifest; `None` for any other.
+fn mcp_upstream(adapter: &AdapterManifest) -> Option<(String, String)> {
+    let mut found = None;
+    for capability in &adapter.capabilities {
+        let mapping: McpMapping = serde_json::from_value(capability.upstream.clone()?).ok()?;
+        found.get_or_insert((mapping.url, mapping.protocol));
+    }
+    found
+}
+
+/// Runs the check over the served adapters' `manifests`, asking through `host`'s gate.
+pub async fn check(mode: DriftCheck, host: &Host, manifests: &[Manifest]) -> Result<(), Failure> {
     if mode == DriftCheck::Off {
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| refused(format!("cannot start the async runtime: {e}")))?;
     for manifest in manifests {
         let Manifest::Adapter(adapter) = manifest else {
             continue;
         };
-        let Some(url) = mcp::upstream_url(adapter) else {
+        let Some((url, protocol)) = mcp_upstream(adapter) else {
             continue;
         };
-        let problem = match drift_of(&runtime, adapter, url, grants) {
+        let problem = match drift_of(host, adapter, &url, &protocol).await {
             Ok(None) => continue,
             Ok(Some(drift)) => drift,
             Err(error) => format!("cannot check it: {error}"),
@@ -62,16 +97,18 @@ pub fn check(
 }
 
 /// What changed for `adapter`, said for people, or `None`.
-fn drift_of(
-    runtime: &tokio::runtime::Runtime,
-    adapter: &gatehouse_host::plugin::manifest::AdapterManifest,
+async fn drift_of(
+    host: &Host,
+    adapter: &AdapterManifest,
     url: &str,
-    grants: &[GrantConfig],
+    protocol: &str,
 ) -> Result<Option<String>, String> {
-    let headers = from_grants(grants, &adapter.id).map_err(|e| e.to_string())?;
-    let listing = runtime
-        .block_on(mcp::list(url, &headers))
-        .map_err(|e| e.to_string())?;
+    let session = Session {
+        host,
+        adapter: &adapter.id,
+        url,
+    };
+    let listing = session.list(protocol).await?;
     let drift = mcp::drift(adapter, &Options::new(adapter.id.clone()), &listing)
         .map_err(|e| e.to_string())?;
     if drift.changed.is_empty() && drift.removed.is_empty() {
@@ -85,4 +122,210 @@ fn drift_of(
         said.push(format!("no longer lists {}", drift.removed.join(", ")));
     }
     Ok(Some(said.join(" and ")))
+}
+
+/// Requests to one adapter's MCP server, sent through the host's egress gate for it.
+struct Session<'a> {
+    host: &'a Host,
+    adapter: &'a str,
+    url: &'a str,
+}
+
+impl Session<'_> {
+    /// The server's tools, in `protocol`.
+    async fn list(&self, protocol: &str) -> Result<Listing, String> {
+        let client =
+            json!({ "name": "gatehouse-drift-check", "version": env!("CARGO_PKG_VERSION") });
+        let mut headers = vec![("mcp-protocol-version", protocol.to_owned())];
+        if protocol == STATELESS {
+            headers.push(("mcp-method", "tools/list".to_owned()));
+        } else {
+            let init =
+                json!({ "protocolVersion": protocol, "capabilities": {}, "clientInfo": client });
+            let (_, session) = self.request(&[], 0, "initialize", init).await?;
+            let mut notify = vec![("mcp-protocol-version", protocol.to_owned())];
+            if let Some(session) = session {
+                headers.push(("mcp-session-id", session.clone()));
+                notify.push(("mcp-session-id", session));
+            }
+            let body = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+            let response = self.post(&notify, &body).await?;
+            if !response.status().is_success() {
+                return Err(format!(
+                    "it answered `notifications/initialized` with HTTP {}",
+                    response.status()
+                ));
+            }
+        }
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 1..=MAX_PAGES {
+            let mut params = json!({});
+            if protocol == STATELESS {
+                params["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": STATELESS,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": client,
+                });
+            }
+            if let Some(cursor) = &cursor {
+                params["cursor"] = Value::String(cursor.clone());
+            }
+            let id = u64::try_from(page).unwrap_or(u64::MAX);
+            let (result, _) = self.request(&headers, id, "tools/list", params).await?;
+            for tool in result["tools"].as_array().into_iter().flatten() {
+                // As the import read it: through rmcp's `Tool`, so the digests compare.
+                let tool: rmcp::model::Tool = serde_json::from_value(tool.clone())
+                    .map_err(|e| format!("it listed a tool that is not an MCP tool: {e}"))?;
+                tools.push(serde_json::to_value(tool).map_err(|e| e.to_string())?);
+            }
+            match result["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => {
+                    return Ok(Listing {
+                        protocol: protocol.to_owned(),
+                        tools,
+                    });
+                }
+            }
+        }
+        Err(format!(
+            "it handed out more than {MAX_PAGES} pages of tools"
+        ))
+    }
+
+    /// The request `method` with `id` and `params`: its `result`, and the session the server
+    /// assigned, if any.
+    async fn request(
+        &self,
+        headers: &[(&str, String)],
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> Result<(Value, Option<String>), String> {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let response = self.post(headers, &body).await?;
+        let status = response.status();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let event_stream = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+        let text = String::from_utf8_lossy(response.body());
+        let message = if event_stream {
+            events(&text)
+                .into_iter()
+                .find(|m| m.get("id") == Some(&Value::from(id)))
+        } else {
+            serde_json::from_str::<Value>(&text).ok()
+        };
+        match message {
+            Some(mut m) if status.is_success() && m.get("result").is_some() => {
+                Ok((m["result"].take(), session))
+            }
+            Some(m) if m["error"].is_object() => Err(format!(
+                "it answered `{method}` with JSON-RPC error {}: {}",
+                m["error"]["code"],
+                m["error"]["message"].as_str().unwrap_or("(no message)")
+            )),
+            _ => Err(format!(
+                "it did not answer `{method}` as an MCP server (HTTP {status})"
+            )),
+        }
+    }
+
+    /// POSTs `body` with `headers` through the gate.
+    async fn post(
+        &self,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<http::Response<Bytes>, String> {
+        let mut request = http::Request::post(self.url)
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, value.as_str());
+        }
+        let request = request
+            .body(Bytes::from(body.to_string()))
+            .map_err(|e| format!("cannot build the request: {e}"))?;
+        match self.host.fetch_for_adapter(self.adapter, request).await {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(error)) => Err(format!("the egress gate: {error}")),
+            None => Err(format!("adapter `{}` is not served", self.adapter)),
+        }
+    }
+}
+
+/// The JSON messages of an SSE stream: the `data` of each event, joined by newlines, that
+/// parses as JSON (events without data, and comments, are skipped).
+fn events(stream: &str) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in stream.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if let Ok(message) = serde_json::from_str(&data.join("\n")) {
+                messages.push(message);
+            }
+            data.clear();
+        } else if let Some(value) = line.strip_prefix("data:") {
+            data.push(value.strip_prefix(' ').unwrap_or(value));
+        }
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_host::plugin::manifest::Manifest;
+
+    use super::*;
+
+    fn adapter(upstreams: &[Value]) -> AdapterManifest {
+        let capabilities: Vec<Value> = upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, upstream)| {
+                json!({ "id": format!("t{i}"), "capability_class": "observe", "approval_mode": "read_only",
+                        "input_schema": { "type": "object" }, "upstream": upstream })
+            })
+            .collect();
+        let manifest = json!({ "kind": "adapter", "id": "test.x", "version": "0.1.0", "publisher": "p",
+                               "capability": capabilities });
+        match Manifest::from_json(manifest.to_string().as_bytes()).unwrap() {
+            Manifest::Adapter(adapter) => adapter,
+            Manifest::Policy(_) => unreachable!("an adapter manifest"),
+        }
+    }
+
+    #[test]
+    fn checks_mcp_upstream_manifests_only() {
+        let mcp = json!({ "url": "http://h/mcp", "tool": "a", "protocol": "2025-11-25", "digest": "sha256:0" });
+        let openapi =
+            json!({ "method": "GET", "url": "http://h/v1/pets", "parameters": [], "body": false });
+        assert_eq!(
+            mcp_upstream(&adapter(&[mcp.clone(), mcp.clone()])),
+            Some(("http://h/mcp".to_owned(), "2025-11-25".to_owned()))
+        );
+        assert_eq!(mcp_upstream(&adapter(std::slice::from_ref(&openapi))), None);
+        assert_eq!(mcp_upstream(&adapter(&[mcp.clone(), openapi])), None);
+        let mut extra = mcp;
+        extra["headers"] = json!({ "x": "y" });
+        assert_eq!(mcp_upstream(&adapter(&[extra])), None);
+    }
+
+    #[test]
+    fn reads_the_messages_of_an_sse_stream() {
+        let stream = "id: 0\nretry: 3000\ndata:\n\n: comment\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\n";
+        let messages = events(stream);
+        assert_eq!(
+            messages,
+            [json!({ "jsonrpc": "2.0", "id": 1, "result": {} })]
+        );
+    }
 }

@@ -251,7 +251,7 @@ pub(super) fn serve(
     if let Some(listen) = listen {
         config.mcp.listen = listen;
     }
-    let (drift_check, grants) = (config.import.drift_check, config.host.egress.grants.clone());
+    let drift_check = config.import.drift_check;
     // One gateway per SQLite file (see `GatewayLock`), checked before anything is loaded.
     let _lock = match &config.host.store.url {
         Some(_) => None,
@@ -289,7 +289,6 @@ pub(super) fn serve(
                 .manifest
         })
         .collect();
-    drift::check(drift_check, &manifests, &grants)?;
     // The admin API and the watchers act on this host: a reload cannot move them yet.
     let pinned = admin.is_some() || watch.is_some() || follow.is_some();
     drop(plugins);
@@ -298,6 +297,8 @@ pub(super) fn serve(
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
+        // Before anything is restored or listens: through the served adapters' own grants.
+        drift::check(drift_check, &host, &manifests).await?;
         let lines = restore(&host, loaded).await?;
         for line in &lines {
             say!(out, "loaded {line}");

@@ -2,7 +2,7 @@
 //! there is one, the fix.
 
 pub use crate::config::ConfigError;
-pub use crate::egress::{GrantError, PatternError, TlsConfigError};
+pub use crate::egress::{FetchError, GrantError, PatternError, TlsConfigError};
 pub use crate::host::{HostError, InstallError};
 pub use crate::pipeline::PipelineError;
 pub use crate::pipeline::registry::ToolGrantError;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use gatehouse_core::canonical::canonical_json;
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::model::ApprovalMode;
 use gatehouse_store::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
     CallRecord, Decision, PluginChange, Store, StoreError, VerifyReport, now_ms,
@@ -12,7 +13,7 @@ use serde_json::Value;
 
 use crate::config::HostConfig;
 use crate::decisions::{self, Decisions};
-use crate::egress::{EgressConfig, TlsClient, TlsConfigError};
+use crate::egress::{CallInfo, EgressConfig, EgressGate, FetchError, TlsClient, TlsConfigError};
 use crate::metrics::{ApprovalCounts, Metrics};
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
@@ -192,6 +193,29 @@ impl Host {
             pipeline,
             decisions: Decisions::default(),
         })
+    }
+
+    /// Sends `request` for the served adapter `adapter` the one way its own calls go out: the
+    /// egress gate, with that adapter's grants (their rules, address checks, headers and
+    /// credentials, and nothing else), as a `read_only` call (safe methods, and the methods a
+    /// grant names in `read_methods`), within `[egress]`'s budgets. For requests the gateway
+    /// makes on an adapter's behalf, such as `[import] drift_check`. `None` when no adapter
+    /// of that id is served.
+    pub async fn fetch_for_adapter(
+        &self,
+        adapter: &str,
+        request: http::Request<bytes::Bytes>,
+    ) -> Option<Result<http::Response<bytes::Bytes>, FetchError>> {
+        let grants = self.pipeline.registry.grants_of(adapter)?;
+        let gate = EgressGate::new(
+            grants,
+            CallInfo::new(
+                ApprovalMode::ReadOnly,
+                gatehouse_core::ids::trace_id(),
+                None,
+            ),
+        );
+        Some(gate.fetch(request).await)
     }
 
     /// The TLS client of this host's `https` requests, built from `[egress]`'s root

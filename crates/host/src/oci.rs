@@ -17,8 +17,12 @@
 //!   distribution spec's bearer-token challenge gets the token flow (oci-client).
 //! - **Transport**: https, with the system's roots plus an optional CA file. Plain http only for
 //!   a loopback registry without a CA file, or where the config says `plain_http = true`.
-//! - **Bounds**: a manifest must be a wasm artifact, and its layer at most
-//!   `[oci] max_blob_mib`, checked against the declared size and again as the bytes arrive.
+//! - **Bounds**: a manifest is read up to [`MAX_MANIFEST_BYTES`] and must be a wasm artifact,
+//!   and its layer at most `[oci] max_blob_mib`, checked against the declared size and again
+//!   as the bytes arrive. Every push and pull, the registry's answers and the token flow
+//!   included, ends within `[oci] deadline_seconds`, however slowly the registry sends: past
+//!   it, the registry counts as unreachable ([`OciError::Unreachable`]; a tag then falls back
+//!   to the cache as below).
 //! - **A cache by digest** (`[oci] cache_dir`): a pinned reference already pulled is served
 //!   from the cache without asking the registry, and a tag remembers the digest it last
 //!   resolved to, so a restart with the registry down still serves what it had. Cached bytes are
@@ -27,6 +31,7 @@
 //! ```toml
 //! [oci]
 //! max_blob_mib = 64                # default
+//! deadline_seconds = 120           # default: the longest one push or pull may take
 //! watch_seconds = 0                # default: tags are resolved at start and on SIGHUP only
 //! cache_dir = "/var/cache/gatehouse/oci"   # default: `oci` in the [cache] directory
 //!
@@ -47,6 +52,7 @@ use std::str::FromStr;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use oci_client::RegistryOperation;
 use oci_client::client::{
     Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
 };
@@ -61,12 +67,22 @@ use sha2::{Digest as _, Sha256};
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The component layer's media type (CNCF layout).
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// How long connecting to a registry may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one read from a registry may wait (the whole operation: `deadline_seconds`).
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The layer media type of the older wasm-to-oci layout, read but never written.
 const LEGACY_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
 /// The config media type of the older wasm-to-oci layout.
 const LEGACY_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json";
 
 const USER_AGENT: &str = concat!("gatehouse/", env!("CARGO_PKG_VERSION"));
+
+/// The largest manifest a pull reads: the 4 MiB the OCI distribution spec says registries
+/// should accept at least, thousands of times a wasm artifact's manifest (one layer, about
+/// 1 KB). A registry that sends more is refused as it sends ([`OciError::TooLarge`]), so a
+/// pull never holds more of a manifest than this.
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The `[oci]` table: where pulled components are cached, how large one may be, and each
 /// registry's transport, credentials and tag rule.
@@ -76,6 +92,12 @@ pub struct OciConfig {
     /// The largest component a pull accepts, in MiB. Default: 64.
     #[serde(default = "default_max_blob_mib")]
     pub max_blob_mib: u64,
+    /// The longest one push or pull may take, in seconds, from its first request to its last
+    /// byte: a registry that answers slowly (a byte every few seconds passes any per-read
+    /// timeout) is cut off there and counts as unreachable. Default: 120, a 64 MiB component
+    /// at about 0.5 MiB/s.
+    #[serde(default = "default_deadline_seconds")]
+    pub deadline_seconds: u64,
     /// Where pulled components are kept by digest. Default: `oci` under the `[cache]`
     /// directory.
     #[serde(default)]
@@ -95,6 +117,7 @@ impl Default for OciConfig {
     fn default() -> Self {
         Self {
             max_blob_mib: default_max_blob_mib(),
+            deadline_seconds: default_deadline_seconds(),
             cache_dir: None,
             watch_seconds: 0,
             registries: Vec::new(),
@@ -104,6 +127,10 @@ impl Default for OciConfig {
 
 fn default_max_blob_mib() -> u64 {
     64
+}
+
+fn default_deadline_seconds() -> u64 {
+    120
 }
 
 /// One `[[oci.registry]]` entry.
@@ -359,15 +386,20 @@ pub enum OciError {
         /// What the manifest holds.
         detail: String,
     },
-    /// The component is larger than `[oci] max_blob_mib`.
-    #[error("{reference}: the component is {size} bytes, over `[oci] max_blob_mib` ({max} bytes)")]
+    /// The component is larger than `[oci] max_blob_mib`, or the manifest than
+    /// [`MAX_MANIFEST_BYTES`].
+    #[error("{reference}: the {what} is {size} bytes, over {bound} ({max} bytes)")]
     TooLarge {
         /// The reference.
         reference: String,
+        /// `component` or `manifest`.
+        what: &'static str,
         /// Its size, as declared or as far as it was read.
         size: u64,
         /// The bound.
         max: u64,
+        /// Where the bound is set, e.g. `` `[oci] max_blob_mib` ``.
+        bound: &'static str,
     },
     /// The registry cannot be reached, and the cache does not have the reference.
     #[error("{reference}: cannot reach the registry: {detail}")]
@@ -445,6 +477,141 @@ impl Registries {
         self.config.max_blob_mib.saturating_mul(1024 * 1024)
     }
 
+    /// `operation` (a whole push or pull of `reference`), cut off at `[oci] deadline_seconds`
+    /// as [`OciError::Unreachable`].
+    async fn within_deadline<T>(
+        &self,
+        reference: &OciRef,
+        operation: impl Future<Output = Result<T, OciError>>,
+    ) -> Result<T, OciError> {
+        let seconds = self.config.deadline_seconds;
+        tokio::time::timeout(Duration::from_secs(seconds), operation)
+            .await
+            .unwrap_or_else(|_elapsed| {
+                Err(OciError::Unreachable {
+                    reference: reference.to_string(),
+                    detail: format!(
+                        "no complete answer within {seconds} s (`[oci] deadline_seconds`)"
+                    ),
+                })
+            })
+    }
+
+    /// An HTTP client for `registry` as oci-client builds its own: the same roots (the
+    /// system's plus `ca_file`), timeouts and user agent.
+    fn http(&self, registry: &RegistryConfig) -> Result<reqwest::Client, OciError> {
+        let mut certificates = Vec::new();
+        if let Some(path) = &registry.ca_file {
+            let data = std::fs::read(path).map_err(|e| {
+                registry.invalid(format!("`ca_file`: cannot read {}: {e}", path.display()))
+            })?;
+            certificates = reqwest::Certificate::from_pem_bundle(&data)
+                .map_err(|e| registry.invalid(format!("`ca_file` {}: {e}", path.display())))?;
+        }
+        reqwest::Client::builder()
+            .tls_certs_merge(certificates)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(|e| registry.invalid(format!("cannot build the registry client: {e}")))
+    }
+
+    /// GETs the manifest `reference` names with `client`'s credentials for it, reading at
+    /// most [`MAX_MANIFEST_BYTES`]: its bytes, and the digest the registry says they have
+    /// (`Docker-Content-Digest`, else their own).
+    async fn manifest(
+        &self,
+        client: &Client,
+        auth: &RegistryAuth,
+        registry: &RegistryConfig,
+        reference: &OciRef,
+    ) -> Result<(Vec<u8>, String), OciError> {
+        let token = (client.auth(&reference.0, auth, RegistryOperation::Pull))
+            .await
+            .map_err(|e| classify(reference, e))?;
+        let scheme = if registry.plain_http() {
+            "http"
+        } else {
+            "https"
+        };
+        let target = (reference.digest().or(reference.tag())).unwrap_or("latest");
+        let url = format!(
+            "{scheme}://{}/v2/{}/manifests/{target}",
+            reference.registry(),
+            reference.repository()
+        );
+        let mut request =
+            (self.http(registry)?.get(&url)).header(http::header::ACCEPT, OCI_IMAGE_MEDIA_TYPE);
+        request = match (token, auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let failed = |e: reqwest::Error| {
+            let detail = error_chain(&e);
+            if e.is_connect() || e.is_timeout() {
+                OciError::Unreachable {
+                    reference: reference.to_string(),
+                    detail,
+                }
+            } else {
+                OciError::Registry {
+                    reference: reference.to_string(),
+                    detail,
+                }
+            }
+        };
+        let mut response = request.send().await.map_err(failed)?;
+        let too_large = |size: u64| OciError::TooLarge {
+            reference: reference.to_string(),
+            what: "manifest",
+            size,
+            max: MAX_MANIFEST_BYTES,
+            bound: "the most a manifest may have",
+        };
+        if let Some(declared) = response
+            .content_length()
+            .filter(|n| *n > MAX_MANIFEST_BYTES)
+        {
+            return Err(too_large(declared));
+        }
+        let status = response.status();
+        let digest = (response.headers().get("docker-content-digest"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            let size = (body.len() + chunk.len()) as u64;
+            if size > MAX_MANIFEST_BYTES {
+                return Err(too_large(size));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        match status.as_u16() {
+            200..=299 => {}
+            404 => {
+                return Err(OciError::NotFound {
+                    reference: reference.to_string(),
+                });
+            }
+            401 | 403 => {
+                return Err(OciError::Unauthorized {
+                    reference: reference.to_string(),
+                    detail: format!("HTTP {status}: {}", preview(&body)),
+                });
+            }
+            _ => {
+                return Err(OciError::Registry {
+                    reference: reference.to_string(),
+                    detail: format!("HTTP {status}: {}", preview(&body)),
+                });
+            }
+        }
+        let digest = digest.unwrap_or_else(|| sha256(&body));
+        Ok((body, digest))
+    }
+
     fn client(&self, registry: &RegistryConfig) -> Result<(Client, RegistryAuth), OciError> {
         crate::egress::install_default_provider();
         let mut extra_root_certificates = Vec::new();
@@ -466,8 +633,8 @@ impl Registries {
             extra_root_certificates,
             // An index would choose among platforms; a component has one.
             platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(60)),
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            read_timeout: Some(READ_TIMEOUT),
             user_agent: USER_AGENT,
             ..ClientConfig::default()
         };
@@ -490,6 +657,16 @@ impl Registries {
                 why: "a push names a tag, e.g. oci://registry.example.com/acme/orders:1.0".into(),
             });
         }
+        self.within_deadline(reference, self.push_now(reference, component, annotations))
+            .await
+    }
+
+    async fn push_now(
+        &self,
+        reference: &OciRef,
+        component: Vec<u8>,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<String, OciError> {
         let (client, auth) = self.client(&self.registry(reference.registry()))?;
         let failed = |e| classify(reference, e);
         let layers = vec![ImageLayer::new(
@@ -550,11 +727,12 @@ impl Registries {
                 from_cache: true,
             });
         }
-        let fetched = async {
-            let (client, auth) = self.client(&registry)?;
-            self.fetch(&client, &auth, reference).await
-        }
-        .await;
+        let fetched = self
+            .within_deadline(reference, async {
+                let (client, auth) = self.client(&registry)?;
+                self.fetch(&client, &auth, &registry, reference).await
+            })
+            .await;
         match fetched {
             Ok(pulled) => {
                 if reference.digest().is_none() {
@@ -594,15 +772,13 @@ impl Registries {
         &self,
         client: &Client,
         auth: &RegistryAuth,
+        registry: &RegistryConfig,
         reference: &OciRef,
     ) -> Result<Pulled, OciError> {
         let image = &reference.0;
-        // The raw manifest, so its digest is computed here from the bytes that arrived (and
-        // checked against a pinned reference's by the client as well).
-        let (raw, digest) = client
-            .pull_manifest_raw(image, auth, &[OCI_IMAGE_MEDIA_TYPE])
-            .await
-            .map_err(|e| classify(reference, e))?;
+        // The raw manifest, read against its bound, so its digest is computed here from the
+        // bytes that arrived.
+        let (raw, digest) = self.manifest(client, auth, registry, reference).await?;
         let actual = sha256(&raw);
         if let Some(pinned) = reference.digest().filter(|pinned| *pinned != actual) {
             return Err(OciError::DigestMismatch {
@@ -647,8 +823,10 @@ impl Registries {
         let max = self.max_bytes();
         let too_large = |size: u64| OciError::TooLarge {
             reference: reference.to_string(),
+            what: "component",
             size,
             max,
+            bound: "`[oci] max_blob_mib`",
         };
         let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if declared > max {

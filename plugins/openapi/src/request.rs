@@ -1,14 +1,23 @@
 //! The HTTP request of one call: the mapping's URL template filled from the arguments.
+//!
+//! A path parameter fills one segment of the template and stays there: its value is
+//! percent-encoded (everything but RFC 3986's unreserved characters), and a value that no
+//! encoding keeps inside its segment is refused as `INVALID_ARGUMENTS` naming the argument,
+//! before anything is sent. That is a segment left empty, `.` or `..` (URL parsers, the egress
+//! gate's included, resolve those, so `GET /pets/{petId}/photos` with `petId = ".."` would
+//! reach `GET /photos`, another operation), and a value holding `/`, `\`, `%`, `;` or a control
+//! character (the egress gate refuses their encodings, `%2F`, `%5C`, `%25`, `%3B`, `%00`...,
+//! as ambiguous to upstream servers, so the call would fail later as `EGRESS_DENIED`).
 
 use gatehouse_sdk::ToolError;
 use gatehouse_sdk::http::Request;
 use gatehouse_sdk::serde_json::Value;
 
-use crate::mapping::{Location, Mapping};
+use crate::mapping::{Location, Mapping, Parameter};
 
 /// The request for `args` (already checked against the input schema by the host).
 pub fn build(mapping: &Mapping, args: &Value) -> Result<Request, ToolError> {
-    let mut url = mapping.url.clone();
+    let mut path_values = Vec::new();
     let mut query = Vec::new();
     let mut headers = Vec::new();
     for parameter in &mapping.parameters {
@@ -21,7 +30,7 @@ pub fn build(mapping: &Mapping, args: &Value) -> Result<Request, ToolError> {
         match parameter.location {
             Location::Path => {
                 let text = scalar(&parameter.argument, value)?;
-                url = url.replace(&format!("{{{}}}", parameter.name), &encode(&text));
+                path_values.push((parameter, in_one_segment(&parameter.argument, &text)?));
             }
             Location::Query => match value {
                 Value::Array(items) => {
@@ -42,10 +51,11 @@ pub fn build(mapping: &Mapping, args: &Value) -> Result<Request, ToolError> {
                 other => query.push((parameter.name.clone(), scalar(&parameter.argument, other)?)),
             },
             Location::Header => {
-                headers.push((parameter.name.clone(), scalar(&parameter.argument, value)?))
+                headers.push((parameter.name.clone(), scalar(&parameter.argument, value)?));
             }
         }
     }
+    let mut url = fill_template(&mapping.url, &path_values)?;
     if !query.is_empty() {
         let pairs: Vec<String> = query
             .iter()
@@ -83,6 +93,75 @@ fn scalar(argument: &str, value: &Value) -> Result<String, ToolError> {
     }
 }
 
+/// `text` percent-encoded for a path segment, or `INVALID_ARGUMENTS` when it holds a
+/// character no encoding keeps inside one segment past the egress gate.
+fn in_one_segment(argument: &str, text: &str) -> Result<String, ToolError> {
+    let refused = text.chars().find_map(|c| match c {
+        '/' => Some("`/`".to_owned()),
+        '\\' => Some("`\\`".to_owned()),
+        '%' => Some("`%`".to_owned()),
+        ';' => Some("`;`".to_owned()),
+        c if c.is_control() => Some(format!("the control character U+{:04X}", u32::from(c))),
+        _ => None,
+    });
+    match refused {
+        Some(what) => Err(not_one_segment(
+            argument,
+            &format!("it holds {what}, which the path cannot carry inside one segment"),
+        )),
+        None => Ok(encode(text)),
+    }
+}
+
+/// `url` (a template) with each `{name}` replaced by its encoded value, segment by segment: a
+/// segment that held a parameter and is left empty, `.` or `..` is refused (URL parsers
+/// remove or resolve it, so the request would name another path).
+fn fill_template(url: &str, values: &[(&Parameter, String)]) -> Result<String, ToolError> {
+    // The path starts at the first `/` after the scheme's `//`.
+    let path_start = url
+        .find("://")
+        .and_then(|scheme| url[scheme + 3..].find('/').map(|i| scheme + 3 + i))
+        .unwrap_or(url.len());
+    let mut out = url[..path_start].to_owned();
+    for (i, segment) in url[path_start..].split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        let mut filled = segment.to_owned();
+        let mut held = Vec::new();
+        for (parameter, value) in values {
+            let placeholder = format!("{{{}}}", parameter.name);
+            if filled.contains(&placeholder) {
+                filled = filled.replace(&placeholder, value);
+                held.push(parameter.argument.as_str());
+            }
+        }
+        if let Some(argument) = held.first()
+            && matches!(filled.as_str(), "" | "." | "..")
+        {
+            let what = if filled.is_empty() {
+                "it leaves its path segment empty".to_owned()
+            } else {
+                format!("it makes its path segment `{filled}`, which would name another path")
+            };
+            return Err(not_one_segment(argument, &what));
+        }
+        out.push_str(&filled);
+    }
+    Ok(out)
+}
+
+fn not_one_segment(argument: &str, why: &str) -> ToolError {
+    ToolError::validation(
+        "INVALID_ARGUMENTS",
+        format!("path parameter `{argument}` must stay one segment of the URL path: {why}"),
+    )
+    .with_remediation(format!(
+        "pass `{argument}` as the identifier itself, not a path: no `/`, `\\`, `%`, `;` or \
+         control characters, and not `.`, `..` or empty"
+    ))
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters.
 fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -101,7 +180,6 @@ mod tests {
     use gatehouse_sdk::serde_json::json;
 
     use super::*;
-    use crate::mapping::Parameter;
 
     fn parameter(name: &str, location: Location, explode: bool) -> Parameter {
         Parameter {
@@ -127,12 +205,12 @@ mod tests {
         };
         let request = build(
             &mapping,
-            &json!({ "petId": "a b/c", "tags": ["cat", "dog"], "fields": ["id", "name"], "x-trace": 7 }),
+            &json!({ "petId": "a b?c#d", "tags": ["cat", "dog"], "fields": ["id", "name"], "x-trace": 7 }),
         )
         .unwrap();
         let expected = Request::new(
             "GET",
-            "http://127.0.0.1:1/v1/pets/a%20b%2Fc?tags=cat&tags=dog&fields=id%2Cname",
+            "http://127.0.0.1:1/v1/pets/a%20b%3Fc%23d?tags=cat&tags=dog&fields=id%2Cname",
         )
         .header("accept", "application/json")
         .header("x-trace", "7");
@@ -172,6 +250,121 @@ mod tests {
                 .unwrap_err()
                 .message,
             "`petId` must be a string, number or boolean (or a list of them)"
+        );
+    }
+
+    fn photos(args: &Value) -> Result<Request, ToolError> {
+        let mapping = Mapping {
+            method: "GET".into(),
+            url: "http://h:8080/v1/pets/{petId}/photos/{file}.{ext}".into(),
+            parameters: vec![
+                parameter("petId", Location::Path, true),
+                parameter("file", Location::Path, true),
+                parameter("ext", Location::Path, true),
+            ],
+            body: false,
+        };
+        build(&mapping, args)
+    }
+
+    #[test]
+    fn accepts_path_values_that_stay_one_segment() {
+        for (pet, file, ext, path) in [
+            ("7", "a", "png", "/v1/pets/7/photos/a.png"),
+            ("...", "a", "png", "/v1/pets/.../photos/a.png"),
+            (".a", ".", "png", "/v1/pets/.a/photos/..png"),
+            ("x y", "é", "~", "/v1/pets/x%20y/photos/%C3%A9.~"),
+            (
+                "a?b#c&d=e",
+                "f",
+                "g",
+                "/v1/pets/a%3Fb%23c%26d%3De/photos/f.g",
+            ),
+        ] {
+            let request = photos(&json!({ "petId": pet, "file": file, "ext": ext })).unwrap();
+            let expected =
+                Request::get(format!("http://h:8080{path}")).header("accept", "application/json");
+            assert_eq!(request, expected, "{pet:?} {file:?} {ext:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_path_values_that_leave_their_segment() {
+        let segment = "must stay one segment of the URL path";
+        for (pet, argument, why) in [
+            (
+                "..",
+                "petId",
+                "it makes its path segment `..`, which would name another path",
+            ),
+            (
+                ".",
+                "petId",
+                "it makes its path segment `.`, which would name another path",
+            ),
+            ("", "petId", "it leaves its path segment empty"),
+            (
+                "a/b",
+                "petId",
+                "it holds `/`, which the path cannot carry inside one segment",
+            ),
+            (
+                "../admin",
+                "petId",
+                "it holds `/`, which the path cannot carry inside one segment",
+            ),
+            (
+                "a\\b",
+                "petId",
+                "it holds `\\`, which the path cannot carry inside one segment",
+            ),
+            (
+                "%2e%2e",
+                "petId",
+                "it holds `%`, which the path cannot carry inside one segment",
+            ),
+            (
+                "100%",
+                "petId",
+                "it holds `%`, which the path cannot carry inside one segment",
+            ),
+            (
+                "a;b",
+                "petId",
+                "it holds `;`, which the path cannot carry inside one segment",
+            ),
+            (
+                "a\nb",
+                "petId",
+                "it holds the control character U+000A, which the path cannot carry inside one segment",
+            ),
+        ] {
+            let err = photos(&json!({ "petId": pet, "file": "a", "ext": "png" })).unwrap_err();
+            assert_eq!(
+                (err.code.as_str(), err.message.as_str()),
+                (
+                    "INVALID_ARGUMENTS",
+                    format!("path parameter `{argument}` {segment}: {why}").as_str()
+                ),
+                "{pet:?}"
+            );
+        }
+        // Two parameters that together make a dot segment.
+        let mapping = Mapping {
+            method: "GET".into(),
+            url: "http://h/pets/{a}{b}/photos".into(),
+            parameters: vec![
+                parameter("a", Location::Path, true),
+                parameter("b", Location::Path, true),
+            ],
+            body: false,
+        };
+        let err = build(&mapping, &json!({ "a": ".", "b": "." })).unwrap_err();
+        assert_eq!(
+            err.message,
+            format!(
+                "path parameter `a` {segment}: it makes its path segment `..`, which would name another path"
+            )
         );
     }
 }

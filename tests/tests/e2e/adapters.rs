@@ -4,7 +4,7 @@
 use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
 use gatehouse_host::{ContentBlock, ErrorKind};
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::{ECHO, TEXTKIT};
+use gatehouse_tests::artifacts::{CONTRACT_0_1, ECHO, TEXTKIT};
 use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
@@ -160,4 +160,72 @@ async fn calls_run_concurrently_from_spawned_tasks() {
     for task in tasks {
         task.await.unwrap();
     }
+}
+
+/// A plugin built for the released contract `gatehouse:plugin@0.1.0` (before `call-context`
+/// carried `upstream`), from that WIT as released, with wit-bindgen alone: the host links
+/// 0.1.0 beside 0.2.0, so it installs and runs, gets the call context it was built for, and
+/// its output and structured errors reach the caller as any adapter's.
+#[tokio::test]
+async fn an_adapter_built_for_contract_0_1_keeps_loading_and_running() {
+    let host = HostBuilder::trusting(&["test.*"], &[]).build();
+    host.install_adapter(&CONTRACT_0_1.signed())
+        .expect("a 0.1.0 adapter installs");
+    let mut call = ToolCallEnvelope::new("default", "test.contract-0-1.whoami", json!({ "x": 1 }));
+    call.principal_chain = vec![Principal {
+        kind: PrincipalKind::User,
+        id: "usr_ada".to_owned(),
+        tenant: "default".to_owned(),
+    }];
+    let result = host.call(call).await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Ok, OutcomeCode::Ok),
+        "{result:#?}"
+    );
+    assert_eq!(
+        result.content,
+        vec![ContentBlock::Text {
+            text: "built for 0.1.0, called by default".to_owned()
+        }]
+    );
+    assert_eq!(
+        result.structured_content,
+        Some(json!({
+            "tenant": "default",
+            "principals": ["user:usr_ada@default"],
+            "approval_mode": "read_only",
+            "idempotency_key": null,
+            "skills": null,
+            "args": { "x": 1 },
+        }))
+    );
+    assert_eq!(
+        result.evidence_refs,
+        [format!("contract-0-1:{}", result.tool_call_id)]
+    );
+
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.contract-0-1.fail",
+            json!({}),
+        ))
+        .await;
+    assert_eq!(result.outcome, OutcomeCode::ToolError, "{result:#?}");
+    let error = result.error.unwrap();
+    assert_eq!(
+        (
+            error.kind,
+            error.code.as_str(),
+            error.message.as_str(),
+            error.remediation.as_deref()
+        ),
+        (
+            ErrorKind::Conflict,
+            "CONTRACT_0_1_FAILS",
+            "`fail` fails on purpose",
+            Some("call `whoami` instead")
+        )
+    );
 }

@@ -597,26 +597,9 @@ async fn an_imported_openapi_service_is_served_governed_from_json_30_and_yaml_31
         ("petstore.json", petstore_30_json(port)),
         ("petstore.yaml", petstore_31_yaml(port)),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let (key, key_path) = key_file(dir.path());
-        let spec_path = dir.path().join(name);
-        std::fs::write(&spec_path, spec).unwrap();
-        let out = dir.path().join("out");
         let id = "test.petstore";
-        let (code, printed) = gatehouse(&[
-            "import",
-            "openapi",
-            spec_path.to_str().unwrap(),
-            "--id",
-            id,
-            "--out",
-            out.to_str().unwrap(),
-            "--key",
-            key_path.to_str().unwrap(),
-            "--component",
-            OPENAPI.wasm,
-        ]);
-        assert_eq!(code, 0, "{name}: {printed}");
+        let (dir, key, printed) = import_openapi(name, &spec, id);
+        let out = dir.path().join("out");
         for row in [
             "GET /pets             listpets    observe  read_only    GET",
             "DELETE /pets/{petId}  deletepet   act      destructive  DELETE",
@@ -734,4 +717,428 @@ async fn bad_specs_exit_2_and_write_nothing() {
         assert_eq!(code, 2, "{name}");
         assert!(!out.exists(), "{name}: {out:?} was written");
     }
+}
+
+/// A document with one operation whose path parameter sits between two segments.
+fn photos_json(port: u16) -> String {
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "Photos", "version": "1" },
+        "servers": [{ "url": format!("http://127.0.0.1:{port}/v1") }],
+        "paths": {
+            "/pets/{petId}/photos": {
+                "get": {
+                    "operationId": "listPhotos",
+                    "parameters": [{ "name": "petId", "in": "path", "required": true, "schema": { "type": "string" } }],
+                },
+            },
+        },
+    })
+    .to_string()
+}
+
+/// Imports `spec` (written as file `name`) as adapter `id` into `<dir>/out`, signed with the
+/// generic `openapi` component built from source: the directory, the key, and what the
+/// command printed.
+fn import_openapi(name: &str, spec: &str, id: &str) -> (tempfile::TempDir, SigningKey, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let spec_path = dir.path().join(name);
+    std::fs::write(&spec_path, spec).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = gatehouse(&[
+        "import",
+        "openapi",
+        spec_path.to_str().unwrap(),
+        "--id",
+        id,
+        "--out",
+        out.to_str().unwrap(),
+        "--key",
+        key_path.to_str().unwrap(),
+        "--component",
+        OPENAPI.wasm,
+    ]);
+    assert_eq!(code, 0, "{name}: {printed}");
+    (dir, key, printed)
+}
+
+/// A path parameter fills its one segment of the template: `..` and `.` cannot make the
+/// request another operation, and a value no encoding keeps in one segment (`/`, `%`, ...)
+/// is refused as INVALID_ARGUMENTS naming it, with nothing sent; the upstream sees only the
+/// requests that stayed `GET /v1/pets/{petId}/photos`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openapi_path_parameter_stays_one_segment_of_its_template() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let id = "test.photos";
+    let (dir, key, _) = import_openapi("photos.json", &photos_json(service.port), id);
+    let gateway = Imported::start(&dir.path().join("out"), id, &key).await;
+    let client = gateway.client().await;
+    let tool = "test.photos.listphotos";
+
+    for (value, sent) in [
+        ("rex", "/v1/pets/rex/photos"),
+        ("a b?c#d", "/v1/pets/a%20b%3Fc%23d/photos"),
+        ("...", "/v1/pets/.../photos"),
+        ("r.x", "/v1/pets/r.x/photos"),
+    ] {
+        let before = service.seen().len();
+        let (result, record) = rmcp_call(&client, tool, json!({ "petId": value }), json!({})).await;
+        assert_eq!(record["outcome"], "OK", "{value:?}: {record}");
+        let seen: Vec<String> = service.seen()[before..]
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect();
+        assert_eq!(seen, [format!("GET {sent}")], "{value:?}");
+        assert_eq!(
+            result.structured_content.unwrap()["body"]["path"],
+            sent.split('?').next().unwrap(),
+            "{value:?}"
+        );
+    }
+
+    let before = service.seen().len();
+    for (value, why) in [
+        (
+            "..",
+            "it makes its path segment `..`, which would name another path",
+        ),
+        (
+            ".",
+            "it makes its path segment `.`, which would name another path",
+        ),
+        ("", "it leaves its path segment empty"),
+        (
+            "../admin",
+            "it holds `/`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a/b",
+            "it holds `/`, which the path cannot carry inside one segment",
+        ),
+        (
+            "%2e%2e",
+            "it holds `%`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a%b",
+            "it holds `%`, which the path cannot carry inside one segment",
+        ),
+        (
+            "a;b",
+            "it holds `;`, which the path cannot carry inside one segment",
+        ),
+    ] {
+        let (result, record) = rmcp_call(&client, tool, json!({ "petId": value }), json!({})).await;
+        assert_eq!(
+            (
+                &record["outcome"],
+                &record["error"]["code"],
+                &record["error"]["kind"]
+            ),
+            (
+                &json!("TOOL_ERROR"),
+                &json!("INVALID_ARGUMENTS"),
+                &json!("validation")
+            ),
+            "{value:?}: {record}"
+        );
+        assert_eq!(
+            texts(&result)[0],
+            format!(
+                "INVALID_ARGUMENTS: path parameter `petId` must stay one segment of the URL \
+                 path: {why} (pass `petId` as the identifier itself, not a path: no `/`, `\\`, \
+                 `%`, `;` or control characters, and not `.`, `..` or empty)"
+            ),
+            "{value:?}"
+        );
+        assert_eq!(
+            record.get("egress"),
+            None,
+            "{value:?}: no request was attempted"
+        );
+    }
+    assert_eq!(
+        service.seen()[before..]
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect::<Vec<_>>(),
+        Vec::<String>::new(),
+        "the upstream received none of the refused calls"
+    );
+}
+
+/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: the
+/// import exits 2 naming the schema, within its memory bound, and writes nothing. (It used to
+/// inline every copy, 2^levels of them: 20 levels are a few hundred MB, so the old behaviour
+/// fails this test without taking the machine down; 40 took an import past 2.9 GB.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
+    let levels = 20;
+    let mut schemas = serde_json::Map::new();
+    schemas.insert("S0".into(), json!({ "type": "string" }));
+    for i in 1..levels {
+        let before = format!("#/components/schemas/S{}", i - 1);
+        schemas.insert(
+            format!("S{i}"),
+            json!({ "type": "object", "properties": { "a": { "$ref": before }, "b": { "$ref": before } } }),
+        );
+    }
+    let top = format!("#/components/schemas/S{}", levels - 1);
+    let doc = json!({
+        "openapi": "3.1.0",
+        "servers": [{ "url": "http://127.0.0.1:9/v1" }],
+        "components": { "schemas": schemas },
+        "paths": { "/things": { "post": { "operationId": "makeThing", "requestBody": {
+            "content": { "application/json": { "schema": { "$ref": top } } } } } } },
+    })
+    .to_string();
+    assert!(doc.len() < 4096, "{} bytes", doc.len());
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("fan-out.json");
+    std::fs::write(&spec, doc).unwrap();
+    let out = dir.path().join("out");
+    let (code, text) = gatehouse(&[
+        "import",
+        "openapi",
+        spec.to_str().unwrap(),
+        "--id",
+        "test.fanout",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(&format!(
+            "the schema `{top}` (at /paths/~1things/post) expands to more than 100000 JSON values \
+             once its `$ref`s are inlined"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("--exclude 'makeThing'"), "{text}");
+    assert!(!out.exists(), "{out:?} was written");
+}
+
+/// GitHub's published description (13 MB, 1,223 operations, 25 operationIds longer than a
+/// capability id) imports whole and signs with the `openapi` component the binary carries (no
+/// `--component`): every long name cut to a stable, unique id the table shows, and the
+/// manifest signed is the one written. (Its time is the `import` bench's: a test asserts no
+/// figure.)
+#[test]
+fn githubs_published_description_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, key_path) = key_file(dir.path());
+    let out = dir.path().join("out");
+    let spec = gatehouse_tests::github_openapi();
+    let (code, printed) = gatehouse_tests::cli::gatehouse(&[
+        "import",
+        "openapi",
+        spec.to_str().unwrap(),
+        "--id",
+        "test.github",
+        "--out",
+        out.to_str().unwrap(),
+        "--key",
+        key_path.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        code,
+        0,
+        "{}",
+        &printed[printed.len().saturating_sub(2000)..]
+    );
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let written = gatehouse_host::plugin::manifest::Manifest::from_toml(&text).unwrap();
+    let signed = std::fs::read(out.join("test.github.wasm")).unwrap();
+    let embedded = gatehouse_host::plugin::inspect(&signed)
+        .unwrap()
+        .manifest
+        .unwrap();
+    assert_eq!(embedded, written, "what is signed is what was written");
+    let gatehouse_host::plugin::manifest::Manifest::Adapter(adapter) = embedded else {
+        panic!("an adapter manifest");
+    };
+    let count = adapter.capabilities.len();
+    assert!(count >= 800, "{count} capabilities");
+    let ids: std::collections::BTreeSet<&str> =
+        adapter.capabilities.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), count, "every capability id is unique");
+    let shortened: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.starts_with("shortened "))
+        .collect();
+    assert_eq!(shortened.len(), 25, "{shortened:#?}");
+    assert!(
+        printed.contains(
+            "shortened PATCH /orgs/{org}/properties/values: its name is longer than a capability \
+             id may be; `orgs_custom-properties-for-repos-create-or-update-organ_"
+        ),
+        "{shortened:#?}"
+    );
+}
+
+/// A schema holding JSON nulls (`"default": null`, `null` in an `enum`) is written into
+/// `manifest.toml` as JSON text, and what is signed holds the nulls: a call with `null` where
+/// the enum allows it reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_holding_json_null_is_signed_intact() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let tag = json!({ "type": ["string", "null"], "enum": ["cat", "dog", null], "default": null });
+    let spec = json!({
+        "openapi": "3.1.0",
+        "servers": [{ "url": format!("http://127.0.0.1:{}/v1", service.port) }],
+        "paths": { "/pets": { "post": { "operationId": "addPet", "requestBody": { "required": true,
+            "content": { "application/json": { "schema": { "type": "object", "properties": { "tag": tag } } } } } } } },
+    })
+    .to_string();
+    let id = "test.nulls";
+    let (dir, key, _) = import_openapi("nulls.json", &spec, id);
+    let out = dir.path().join("out");
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(text.contains(r#""default":null"#), "{text}");
+    let signed = std::fs::read(out.join(format!("{id}.wasm"))).unwrap();
+    let Some(gatehouse_host::plugin::manifest::Manifest::Adapter(adapter)) =
+        gatehouse_host::plugin::inspect(&signed).unwrap().manifest
+    else {
+        panic!("an adapter manifest");
+    };
+    assert_eq!(
+        adapter.capabilities[0].input_schema["properties"]["body"]["properties"]["tag"],
+        tag
+    );
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let before = service.seen().len();
+    let (_, record) = rmcp_call(
+        &client,
+        "test.nulls.addpet",
+        json!({ "body": { "tag": null } }),
+        json!({ "gatehouse/idempotency_key": "nulls-1" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    let (_, record) = rmcp_call(
+        &client,
+        "test.nulls.addpet",
+        json!({ "body": { "tag": "fish" } }),
+        json!({ "gatehouse/idempotency_key": "nulls-2" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "INVALID_ARGUMENTS", "{record}");
+    let seen = service.seen();
+    assert_eq!(seen.len() - before, 1, "only the valid call was sent");
+    assert_eq!(seen[before].body.as_ref(), br#"{"tag":null}"#);
+}
+
+/// A `gatehouse serve` of `adapter` with the import in `out`'s config snippet (the upstream's
+/// credential in its environment) and `[import] drift_check = mode`: the gateway once its
+/// admin port listens, or its log if it exited first; and the directory of its config, which
+/// must outlive it.
+async fn checking_drift(
+    out: &Path,
+    key: &SigningKey,
+    adapter: &Path,
+    mode: &str,
+) -> (Result<Gateway, String>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mcp, admin) = (free_port(), free_port());
+    let extra = format!("[import]\ndrift_check = \"{mode}\"\n");
+    let config = serve_config(dir.path(), out, key, mcp, admin, &extra);
+    let started = Serve::config(&config)
+        .adapter(adapter)
+        .env(TOKEN_ENV, UPSTREAM_TOKEN)
+        .wait_for(admin)
+        .try_start()
+        .await;
+    (started, dir)
+}
+
+/// `[import] drift_check` connects through the egress gate only: a trusted publisher's
+/// manifest that points its `upstream` URL at another listener (here a loopback "collector")
+/// gets no request there, so none of the operator's credentials; the check is refused by the
+/// gate for want of a grant, and said so. The import's own upstream, which the grant covers,
+/// is asked through the gate, as the gate sends (its `traceparent`), with the grant's
+/// credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_check_connects_only_through_the_adapters_grant() {
+    let upstream = McpUpstream::start_legacy().await;
+    let collector = gatehouse_tests::upstream::Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.upstream";
+    import(&upstream, id, dir.path(), &key_path);
+    let out = dir.path().join("out");
+
+    // The honest import: the check asks the upstream through the gate, and it starts.
+    let before = upstream.requests().len();
+    let (gateway, _config) =
+        checking_drift(&out, &key, &out.join(format!("{id}.wasm")), "refuse").await;
+    let gateway = gateway.unwrap_or_else(|log| panic!("it did not start: {log}"));
+    let asked: Vec<_> = upstream.requests().into_iter().skip(before).collect();
+    assert!(
+        asked.len() >= 3,
+        "initialize, notifications/initialized, tools/list: {asked:?}"
+    );
+    for headers in &asked {
+        assert!(
+            headers.contains_key("traceparent"),
+            "sent by the gate: {headers:?}"
+        );
+        assert_eq!(
+            headers["authorization"],
+            format!("Bearer {UPSTREAM_TOKEN}").as_str()
+        );
+    }
+    drop(gateway);
+
+    // The same adapter, signed by the same trusted key, its mappings pointed elsewhere.
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let mut manifest = gatehouse_host::plugin::manifest::Manifest::from_toml(&text).unwrap();
+    let gatehouse_host::plugin::manifest::Manifest::Adapter(adapter) = &mut manifest else {
+        panic!("an adapter manifest");
+    };
+    let elsewhere = collector.url("/mcp");
+    for capability in &mut adapter.capabilities {
+        capability.upstream.as_mut().unwrap()["url"] = json!(elsewhere);
+    }
+    let component = std::fs::read(MCP_UPSTREAM.wasm).unwrap();
+    let signed = gatehouse_host::plugin::pack(&component, &manifest, &key).unwrap();
+    let hostile = dir.path().join("hostile.wasm");
+    std::fs::write(&hostile, signed).unwrap();
+    for (mode, starts) in [("warn", true), ("refuse", false)] {
+        let (started, _config) = checking_drift(&out, &key, &hostile, mode).await;
+        let log = match &started {
+            Ok(gateway) => gateway.log(),
+            Err(log) => log.clone(),
+        };
+        assert_eq!(started.is_ok(), starts, "{mode}: {log}");
+        assert!(
+            log.contains(&format!(
+                "adapter `{id}`: the MCP server at {elsewhere} cannot check it: the egress gate: \
+                 no egress grant for this adapter covers {elsewhere}"
+            )),
+            "{mode}: {log}"
+        );
+        assert_eq!(
+            collector.seen().len(),
+            0,
+            "{mode}: the collector received a request: {:?}",
+            collector.seen()
+        );
+    }
+}
+
+/// Only `mcp-upstream` manifests are drift-checked: an OpenAPI import served with
+/// `drift_check = "refuse"` starts, and its service hears nothing at start-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_check_leaves_openapi_imports_alone() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
+    let id = "test.photos";
+    let (dir, key, _) = import_openapi("photos.json", &photos_json(service.port), id);
+    let out = dir.path().join("out");
+    let (gateway, _config) =
+        checking_drift(&out, &key, &out.join(format!("{id}.wasm")), "refuse").await;
+    let gateway = gateway.unwrap_or_else(|log| panic!("it did not start: {log}"));
+    assert_eq!(service.seen().len(), 0, "{:?}", service.seen());
+    drop(gateway);
 }

@@ -722,3 +722,174 @@ impl FakeRegistry {
         format!("oci://127.0.0.1:{}/acme/{repository}{rest}", self.port)
     }
 }
+
+/// A hostile "registry" on loopback, spoken to over raw TCP so it can misbehave as no real
+/// server would: `/v2/` answers `{}`; `/v2/acme/huge/manifests/*` streams a 64 MiB manifest
+/// (chunked, no length), as fast as it is read; `/v2/acme/slow/manifests/*` sends its head,
+/// then one byte every `trickle`, ten in all. (Both end, so a client without bounds fails
+/// these tests instead of hanging them.) It counts the manifest bytes it managed to send, and
+/// notices when the client hangs up.
+struct HostileRegistry {
+    port: u16,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    hung_up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HostileRegistry {
+    async fn start(trickle: Duration) -> Self {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let hung_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (counter, closed) = (sent.clone(), hung_up.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (counter, closed) = (counter.clone(), closed.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let manifest_head = "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                    if path.starts_with("/v2/acme/huge/manifests/") {
+                        let _ = stream.write_all(manifest_head.as_bytes()).await;
+                        let opening = br#"{"schemaVersion":2,"annotations":{"x":""#;
+                        let filler = vec![b'a'; 64 * 1024];
+                        let mut chunk = format!("{:x}\r\n", opening.len()).into_bytes();
+                        chunk.extend_from_slice(opening);
+                        chunk.extend_from_slice(b"\r\n");
+                        let _ = stream.write_all(&chunk).await;
+                        for _ in 0..1024 {
+                            let mut chunk = format!("{:x}\r\n", filler.len()).into_bytes();
+                            chunk.extend_from_slice(&filler);
+                            chunk.extend_from_slice(b"\r\n");
+                            if stream.write_all(&chunk).await.is_err() {
+                                closed.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                            counter.fetch_add(filler.len() as u64, Ordering::SeqCst);
+                        }
+                        let _ = stream.write_all(b"4\r\n\"}}\n\r\n0\r\n\r\n").await;
+                    } else if path.starts_with("/v2/acme/slow/manifests/") {
+                        let _ = stream.write_all(manifest_head.as_bytes()).await;
+                        for _ in 0..10 {
+                            if stream.write_all(b"1\r\n \r\n").await.is_err() {
+                                closed.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                            counter.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(trickle).await;
+                        }
+                        let _ = stream.write_all(b"0\r\n\r\n").await;
+                    } else {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                            .await;
+                    }
+                });
+            }
+        });
+        assert!(listening(port).await);
+        Self {
+            port,
+            sent,
+            hung_up,
+        }
+    }
+
+    fn reference(&self, repository: &str) -> OciRef {
+        format!("oci://127.0.0.1:{}/acme/{repository}:1", self.port)
+            .parse()
+            .unwrap()
+    }
+
+    fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits (at most 10 s) until the client has hung up on a stream: whether it did.
+    async fn hung_up(&self) -> bool {
+        for _ in 0..100 {
+            if self.hung_up.load(std::sync::atomic::Ordering::SeqCst) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+}
+
+/// A registry cannot exhaust memory with a manifest: the pull stops reading past 4 MiB
+/// (`TooLarge`, naming the manifest) and hangs up, so the registry manages to send no more
+/// than the bound and what was in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_manifest_is_refused_at_its_bound() {
+    let hostile = HostileRegistry::start(Duration::from_secs(3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let registries = Registries::new(&OciConfig::default(), dir.path());
+    let error = registries
+        .pull(&hostile.reference("huge"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            OciError::TooLarge { what: "manifest", size, max, .. }
+                if max == gatehouse_host::oci::MAX_MANIFEST_BYTES && size > max
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("the manifest is"), "{error}");
+    assert!(hostile.hung_up().await, "the pull hung up on the registry");
+    let sent = hostile.sent();
+    // What the pull read (4 MiB) and what the two ends' socket buffers held when it hung up;
+    // far from the 64 MiB on offer.
+    assert!(
+        sent < 32 * 1024 * 1024,
+        "the registry sent {sent} bytes before the pull hung up (4 MiB bound)"
+    );
+}
+
+/// A registry that sends one byte every 3 s passes every per-read timeout; the pull's overall
+/// deadline (`[oci] deadline_seconds`, here 2 s) cuts it off as unreachable, and it hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_registry_is_cut_off_at_the_deadline() {
+    let hostile = HostileRegistry::start(Duration::from_secs(3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = OciConfig {
+        deadline_seconds: 2,
+        ..OciConfig::default()
+    };
+    let registries = Registries::new(&config, dir.path());
+    let start = std::time::Instant::now();
+    let error = registries
+        .pull(&hostile.reference("slow"), Tags::Resolve)
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(error, OciError::Unreachable { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("no complete answer within 2 s (`[oci] deadline_seconds`)"),
+        "{error}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the pull took {took:?} against a 2 s deadline"
+    );
+    assert!(hostile.hung_up().await, "the pull hung up on the registry");
+    assert!(
+        hostile.sent() <= 2,
+        "{} bytes trickled in before the deadline",
+        hostile.sent()
+    );
+}

@@ -11,6 +11,7 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
 
 use crate::exit::{Failure, refused, usage};
+use crate::import::generic::Generic;
 use crate::import::headers::{HeaderCredential, from_grants, values_now};
 use crate::import::output::{
     CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
@@ -81,21 +82,26 @@ pub struct OutputArgs {
     /// The manifest's publisher.
     #[arg(long, default_value = "operator")]
     publisher: String,
-    /// Also pack and sign: embed the manifest in the generic component (--component) and sign
-    /// it with this secret key file from `gatehouse keygen`, writing <OUT>/<ID>.wasm.
-    #[arg(long, requires = "component")]
+    /// Also pack and sign: embed the manifest in the generic component (the one this binary
+    /// carries, or --component) and sign it with this secret key file from `gatehouse
+    /// keygen`, writing <OUT>/<ID>.wasm.
+    #[arg(long)]
     key: Option<PathBuf>,
-    /// The generic component, as built for wasm32-wasip2 (`cargo build -p mcp-upstream` or
-    /// `-p openapi`, `--target wasm32-wasip2 --profile plugin`); its code is the same for every
-    /// import.
+    /// A generic component to sign instead of the one this binary carries, as built for
+    /// wasm32-wasip2 (`cargo build -p mcp-upstream` or `-p openapi`, `--target wasm32-wasip2
+    /// --profile plugin`); its code is the same for every import.
     #[arg(long, requires = "key")]
     component: Option<PathBuf>,
 }
 
 impl OutputArgs {
-    /// The import options, the output directory and the signing inputs; `--id` and `--out`
-    /// are required here.
-    fn resolve(&self) -> Result<(Options, &Path, Option<(SigningKey, Vec<u8>)>), Failure> {
+    /// The import options, the output directory and the signing inputs (the component: the
+    /// `generic` one this binary carries unless --component names another); `--id` and
+    /// `--out` are required here.
+    fn resolve(
+        &self,
+        generic: Generic,
+    ) -> Result<(Options, &Path, Option<(SigningKey, Vec<u8>)>), Failure> {
         let (Some(id), Some(dir)) = (&self.id, &self.out) else {
             return Err(usage("--id and --out are required"));
         };
@@ -111,7 +117,11 @@ impl OutputArgs {
                 SigningKey::from_file(key).map_err(usage)?,
                 read_file(component).map_err(usage)?,
             )),
-            _ => None,
+            (Some(key), None) => Some((
+                SigningKey::from_file(key).map_err(usage)?,
+                generic.component().to_vec(),
+            )),
+            (None, _) => None,
         };
         Ok((options, dir, signing))
     }
@@ -122,13 +132,13 @@ pub fn import(command: ImportCommand, out: &mut dyn Write) -> Result<u8, Failure
     match command {
         ImportCommand::Mcp(args) => import_mcp(&args, out),
         ImportCommand::Openapi(args) => {
-            let (options, dir, signing) = args.output.resolve()?;
+            let (options, dir, signing) = args.output.resolve(Generic::OpenApi)?;
             let text = std::fs::read_to_string(&args.spec)
                 .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
             let import = openapi::import(&text, args.server.as_deref(), &options)
                 .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
             let source = args.spec.display().to_string();
-            write(&import, &source, "openapi.wasm", signing, dir, out)
+            write(&import, &source, signing, dir, out)
         }
     }
 }
@@ -148,20 +158,18 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         return check(&runtime, dir, headers, &args.output, out);
     }
     let url = args.url.as_deref().unwrap_or_default();
-    let (options, dir, signing) = args.output.resolve()?;
+    let (options, dir, signing) = args.output.resolve(Generic::McpUpstream)?;
     let import = runtime
         .block_on(mcp::import(url, &headers, &options))
         .map_err(usage)?;
-    write(&import, url, "mcp_upstream.wasm", signing, dir, out)
+    write(&import, url, signing, dir, out)
 }
 
 /// Writes the import's files to `dir` (and the signed component, given a key and the generic
-/// component, file name `generic` as built), then prints the table of choices and what to do
-/// next.
+/// component), then prints the table of choices and what to do next.
 fn write(
     import: &Import,
     source: &str,
-    generic: &str,
     signing: Option<(SigningKey, Vec<u8>)>,
     dir: &Path,
     out: &mut dyn Write,
@@ -204,9 +212,8 @@ fn write(
         None => {
             say!(
                 out,
-                "next: review the manifest, then sign it: gatehouse import ... --key KEY \
-                 --component {generic}, or gatehouse pack {generic} --manifest {} --key KEY \
-                 -o {}",
+                "next: review {}, then sign it: run the same import again with --key KEY (it \
+                 signs the generic component this binary carries) and it writes {}",
                 dir.join(MANIFEST_FILE).display(),
                 dir.join(&wasm_name).display()
             );

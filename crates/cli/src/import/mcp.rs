@@ -314,6 +314,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         class,
         mode,
         reason: reason.to_owned(),
+        shortened: super::names::shortened(name),
     };
     (capability, choice)
 }
@@ -380,4 +381,53 @@ pub fn upstream_url(manifest: &AdapterManifest) -> Option<&str> {
         .capabilities
         .iter()
         .find_map(|c| c.upstream.as_ref()?["url"].as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two tools whose names agree on their first 64 characters are two capabilities, each
+    /// cut to a stable id that says it was shortened; the mapping keeps the upstream's name.
+    #[test]
+    fn long_tool_names_stay_two_capabilities() {
+        let stem = "search_repositories_by_language_and_stars_and_topic_and_license_and";
+        let names = [format!("{stem}_owner"), format!("{stem}_date")];
+        let listing = Listing {
+            protocol: "2025-11-25".to_owned(),
+            tools: names
+                .iter()
+                .map(|name| json!({ "name": name, "inputSchema": { "type": "object" } }))
+                .collect(),
+        };
+        let import = build(
+            "http://127.0.0.1:9/mcp",
+            &[],
+            &Options::new("test.tools"),
+            &listing,
+        )
+        .unwrap();
+        let ids: Vec<&str> = import
+            .choices
+            .iter()
+            .map(|c| c.capability.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                super::super::names::capability_id(&names[0]).unwrap(),
+                super::super::names::capability_id(&names[1]).unwrap()
+            ]
+        );
+        assert_ne!(ids[0], ids[1]);
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 64 && id.starts_with(&stem[..55]))
+        );
+        assert!(import.choices.iter().all(|c| c.shortened));
+        assert_eq!(
+            import.manifest.capabilities[1].upstream.as_ref().unwrap()["tool"],
+            names[1].as_str()
+        );
+    }
 }

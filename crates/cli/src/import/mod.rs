@@ -39,6 +39,7 @@ pub use error::ImportError;
 pub(crate) mod command;
 pub mod digest;
 mod error;
+pub mod generic;
 pub mod headers;
 pub mod mcp;
 pub mod names;
@@ -104,6 +105,9 @@ pub struct Choice {
     pub mode: ApprovalMode,
     /// Why: which annotation or method decided.
     pub reason: String,
+    /// Whether the source's name was longer than a capability id may be, so the id is cut
+    /// and ends in a suffix from the name's SHA-256 ([`names`]).
+    pub shortened: bool,
 }
 
 /// A source item that was not imported.

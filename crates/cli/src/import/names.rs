@@ -1,19 +1,44 @@
 //! Capability ids from source names, and the `--include`/`--exclude` filter over those names.
+//!
+//! A name longer than a capability id may be (64 characters once made valid) is cut, and the
+//! cut name ends in `_` and a [`SUFFIX_LEN`]-digit suffix from the SHA-256 of the whole source
+//! name: two long names that share their first 55 characters (GitHub's operationIds do) stay
+//! two capabilities, and each keeps its id from one import to the next, whatever else the
+//! source holds. The review table says which names were shortened.
 
 use std::collections::BTreeMap;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use sha2::{Digest, Sha256};
 
 use super::error::ImportError;
 
 /// The longest capability id a manifest accepts.
 const MAX_ID: usize = 64;
+/// Hex digits of a shortened name's suffix: 32 bits, so two long names of one source meet
+/// by chance about once in four billion pairs (and [`Ids::assign`] refuses them if they do).
+pub const SUFFIX_LEN: usize = 8;
 
 /// A capability id for source name `name`: lowercase ASCII letters, digits, `_` and `-`,
-/// every other run of characters one `_`, at most 64 long, starting with a letter or digit.
-/// `None` if nothing usable is left.
+/// every other run of characters one `_`, starting with a letter or digit, at most 64 long
+/// (a longer one cut and given its suffix: see the module docs). `None` if nothing usable is
+/// left.
 pub fn capability_id(name: &str) -> Option<String> {
-    let mut id = String::with_capacity(name.len().min(MAX_ID));
+    let id = sanitized(name)?;
+    if id.len() <= MAX_ID {
+        return Some(id);
+    }
+    let digest = hex::encode(Sha256::digest(name.as_bytes()));
+    let mut cut = id[..MAX_ID - 1 - SUFFIX_LEN].to_owned();
+    while cut.ends_with(['_', '-']) {
+        cut.pop();
+    }
+    Some(format!("{cut}_{}", &digest[..SUFFIX_LEN]))
+}
+
+/// `name` made of capability-id characters, uncut; `None` if nothing usable is left.
+fn sanitized(name: &str) -> Option<String> {
+    let mut id = String::with_capacity(name.len());
     let mut gap = false;
     for c in name.chars() {
         let c = c.to_ascii_lowercase();
@@ -27,12 +52,16 @@ pub fn capability_id(name: &str) -> Option<String> {
             gap = true;
         }
     }
-    let id = id.trim_start_matches(['_', '-']);
-    let mut id: String = id.chars().take(MAX_ID).collect();
+    let mut id = id.trim_start_matches(['_', '-']).to_owned();
     while id.ends_with(['_', '-']) {
         id.pop();
     }
     (!id.is_empty()).then_some(id)
+}
+
+/// Whether `name`'s capability id was cut to fit and carries the suffix.
+pub fn shortened(name: &str) -> bool {
+    sanitized(name).is_some_and(|id| id.len() > MAX_ID)
 }
 
 /// Assigns capability ids to source names in order, refusing two names that meet.
@@ -123,7 +152,34 @@ mod tests {
             assert_eq!(capability_id(name).as_deref(), Some(id), "{name}");
         }
         assert_eq!(capability_id("!!!"), None);
-        assert_eq!(capability_id(&"a".repeat(100)).unwrap().len(), 64);
+        assert!(!shortened("get_forecast") && !shortened(&"a".repeat(64)));
+    }
+
+    /// Two names that agree on their first 64 characters (GitHub's
+    /// `enterprise-admin/list-self-hosted-runner-groups-for-enterprise...` operations do) stay
+    /// two capabilities; each id is the same at every import and depends on its name alone.
+    #[test]
+    fn long_names_are_cut_with_a_stable_suffix() {
+        let stem = "actions/list-selected-repositories-enabled-github-actions-for-an-organization";
+        let (a, b) = (format!("{stem}-a"), format!("{stem}-b"));
+        let (id_a, id_b) = (capability_id(&a).unwrap(), capability_id(&b).unwrap());
+        assert_eq!(
+            id_a,
+            format!(
+                "actions_list-selected-repositories-enabled-github-actio_{}",
+                &hex::encode(Sha256::digest(a.as_bytes()))[..8]
+            )
+        );
+        assert_eq!((id_a.len(), id_b.len()), (64, 64));
+        assert_ne!(id_a, id_b);
+        assert!(shortened(&a) && shortened(&b));
+        let mut ids = Ids::default();
+        assert_eq!(ids.assign(&b).unwrap(), id_b);
+        assert_eq!(ids.assign(&a).unwrap(), id_a);
+        // A cut that ends at a separator drops it before the suffix.
+        let id = capability_id(&format!("{}_{}", "x".repeat(54), "y".repeat(20))).unwrap();
+        assert_eq!(&id[..55], format!("{}_", "x".repeat(54)));
+        assert_eq!(id.len(), 54 + 1 + 8);
     }
 
     #[test]

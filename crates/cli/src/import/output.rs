@@ -16,12 +16,10 @@ pub const CONFIG_FILE: &str = "config.toml";
 
 /// `manifest.toml`: a header saying where it came from, then the manifest.
 pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportError> {
-    let body = toml::to_string(&Manifest::Adapter(import.manifest.clone())).map_err(|e| {
-        ImportError::Manifest(format!(
-            "it cannot be written as TOML ({e}); a schema holding a JSON null cannot be, leave \
-             that tool out with --exclude"
-        ))
-    })?;
+    // A schema TOML cannot hold (a JSON null) is written as JSON text, read back the same.
+    let body = Manifest::Adapter(import.manifest.clone())
+        .to_toml()
+        .map_err(|e| ImportError::Manifest(format!("it cannot be written as TOML: {e}")))?;
     Ok(format!(
         "# Written by `gatehouse import` from {source}.\n\
          # Review every capability (class, approval mode, schemas) and the egress request before\n\
@@ -96,6 +94,15 @@ pub fn table(import: &Import) -> String {
     let mut out = line(header);
     for row in &rows {
         out.push_str(&line(row.each_ref().map(String::as_str)));
+    }
+    for choice in import.choices.iter().filter(|c| c.shortened) {
+        out.push_str(&format!(
+            "shortened {}: its name is longer than a capability id may be; `{}` ends in the \
+             first {} hex digits of the name's SHA-256, the same at every import\n",
+            choice.source,
+            choice.capability,
+            super::names::SUFFIX_LEN
+        ));
     }
     for skipped in &import.skipped {
         out.push_str(&format!("skipped {}: {}\n", skipped.source, skipped.reason));

@@ -37,6 +37,11 @@
 //! query, address, status, bytes, allowed or the denial code and reason), never with header
 //! values. A denial reaches the guest as `HTTP-request-denied`.
 //!
+//! The gateway's own requests for an adapter (`[import] drift_check` asks an imported MCP
+//! server for its tools) take the same path: [`EgressGate::fetch`] hands a request to `send`
+//! under that adapter's grants, as one of its `read_only` calls would, and reads the response
+//! within the same budgets. No other client in the gateway reaches a plugin's upstream.
+//!
 //! Phases: the host builds one [`TlsClient`] from `[egress]` (link); each adapter gets its
 //! [`Grants`] when it is loaded ([`Grants::for_adapter`], load); each call gets a fresh
 //! [`EgressGate`] over those grants with the call's facts ([`CallInfo`]: effective approval
@@ -123,6 +128,38 @@ impl EgressGate {
         std::mem::take(&mut self.ledger.spent().attempts)
     }
 
+    /// Sends a request the host makes for the adapter (not its guest) through every check of
+    /// `send`, with this gate's grants, call facts and budgets, and reads the whole response
+    /// within them. A refusal or failure is the recorded attempt's code and reason.
+    pub async fn fetch(&self, request: Request<Bytes>) -> Result<Response<Bytes>, FetchError> {
+        let request = request.map(|body| {
+            http_body_util::Full::new(body)
+                .map_err(|never| match never {})
+                .boxed_unsync()
+        });
+        let failed = |gate: &Self, fallback: String| {
+            let attempt = gate.take_attempts().pop();
+            FetchError {
+                code: attempt
+                    .as_ref()
+                    .filter(|a| !a.code.is_empty() && a.code != "ok")
+                    .map_or_else(|| "upstream_failed".to_owned(), |a| a.code.clone()),
+                reason: attempt
+                    .filter(|a| !a.reason.is_empty())
+                    .map_or(fallback, |a| a.reason),
+            }
+        };
+        let response = match send(Arc::clone(&self.ledger), request, None).await {
+            Ok(response) => response,
+            Err(error) => return Err(failed(self, error.to_string())),
+        };
+        let (parts, body) = response.into_parts();
+        match body.collect().await {
+            Ok(body) => Ok(Response::from_parts(parts, body.to_bytes())),
+            Err(error) => Err(failed(self, error.to_string())),
+        }
+    }
+
     /// Sends one request through every check (the function the WASI hook calls; reachable
     /// here so tests and benchmarks can drive the checks without a guest). Denials are `HttpRequestDenied`. `options`
     /// are the guest's request options: a `first_byte_timeout` shortens the wait for the
@@ -135,6 +172,17 @@ impl EgressGate {
     ) -> Result<Response<WasiBody>, HttpError> {
         send(Arc::clone(&self.ledger), request, options).await
     }
+}
+
+/// Why a request the host made for an adapter ([`EgressGate::fetch`]) has no response: the
+/// gate refused it or the upstream failed, as the call record would say.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason} ({code})")]
+pub struct FetchError {
+    /// The attempt's code, e.g. `no_matching_grant`, `address_not_allowed`.
+    pub code: String,
+    /// Why, in words.
+    pub reason: String,
 }
 
 /// The one function that performs egress. See the module docs for the order of checks.

@@ -133,6 +133,12 @@ impl Registry {
         list
     }
 
+    /// What the adapter serving under `id` may reach (its egress grants), if one serves.
+    pub fn grants_of(&self, id: &str) -> Option<Arc<crate::egress::Grants>> {
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        adapters.get(id).map(|a| a.loaded.grants())
+    }
+
     /// The version of the adapter serving under `id`, if any.
     pub fn serving_version(&self, id: &str) -> Option<String> {
         let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);

@@ -20,6 +20,15 @@
 //! approval_mode = "read_only"
 //! input_schema = { type = "object", properties = { order_id = { type = "string" } } }
 //! ```
+//!
+//! TOML has no `null`, and its integers stop at 2^63 - 1, while a JSON Schema may hold either
+//! (`"default": null`, `"enum": ["a", null]`). So in a TOML manifest, `input_schema`,
+//! `output_schema`, `upstream` and a policy's `config_schema` may also be written as a string
+//! holding the value as JSON text, read exactly as that JSON:
+//! `input_schema = '{"type": "object", "properties": {"tag": {"default": null}}}'`.
+//! [`Manifest::to_toml`] writes a value that way when, and only when, TOML cannot hold it
+//! (`gatehouse import` does). A string is never a schema or a table, so the two spellings
+//! cannot be confused; the embedded JSON form always holds the value itself.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -79,10 +88,16 @@ pub struct Capability {
     /// The highest approval mode this capability can produce. Policy may lower it for a call,
     /// never raise it.
     pub approval_mode: ApprovalMode,
-    /// JSON Schema (2020-12) of the arguments.
+    /// JSON Schema (2020-12) of the arguments (in TOML, or a string of JSON text: see the
+    /// module docs).
+    #[serde(deserialize_with = "json_value")]
     pub input_schema: Value,
     /// JSON Schema (2020-12) of the structured output, if it returns one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "json_value_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_schema: Option<Value>,
     /// Keys the structured output must carry as evidence (e.g. `refund_id`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -109,7 +124,11 @@ pub struct Capability {
     /// `call-context.upstream` (JSON). It is part of the signed manifest, so the mapping the
     /// operator reviewed is the one that runs, while the component's code stays the same for
     /// every import (`gatehouse import` writes it). Default: none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "json_value_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub upstream: Option<Value>,
 }
 
@@ -189,12 +208,55 @@ pub struct PolicyManifest {
     pub description: String,
     /// JSON Schema (2020-12) the operator's config for this module must satisfy.
     /// Default: any JSON object.
-    #[serde(default = "any_object")]
+    #[serde(default = "any_object", deserialize_with = "json_value")]
     pub config_schema: Value,
 }
 
 fn any_object() -> Value {
     serde_json::json!({ "type": "object" })
+}
+
+/// A JSON value as written: the value itself, or a string of JSON text (how a TOML manifest
+/// writes a value TOML cannot hold).
+fn json_value<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Value, D::Error> {
+    Ok(from_text(Value::deserialize(deserializer)?))
+}
+
+/// [`json_value`] for an optional field: JSON `null` (in a JSON manifest) is none.
+fn json_value_opt<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        value => Ok(Some(from_text(value))),
+    }
+}
+
+/// `value`, or the value a string holds as JSON text. A string that is not JSON text stays a
+/// string, which validation refuses naming the field (no schema or table is a string).
+fn from_text(value: Value) -> Value {
+    match value {
+        Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        value => value,
+    }
+}
+
+/// Whether TOML can hold `value`: no `null` anywhere, no integer above `i64::MAX`.
+fn toml_holds(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Number(n) => !(n.is_u64() && n.as_i64().is_none()),
+        Value::Bool(_) | Value::String(_) => true,
+        Value::Array(items) => items.iter().all(toml_holds),
+        Value::Object(map) => map.values().all(toml_holds),
+    }
+}
+
+/// `value` as a TOML manifest writes it: itself, or its JSON text when TOML cannot hold it.
+fn for_toml(value: &mut Value) {
+    if !toml_holds(value) {
+        *value = Value::String(value.to_string());
+    }
 }
 
 /// Why a manifest is not acceptable.
@@ -261,6 +323,27 @@ impl Manifest {
         })?;
         manifest.validate()?;
         Ok(manifest)
+    }
+
+    /// The manifest as a TOML file, which [`Manifest::from_toml`] reads back as this same
+    /// manifest: a schema or `upstream` table TOML cannot hold (a JSON `null`, an integer
+    /// above 2^63 - 1) is written as a string of JSON text (see the module docs).
+    pub fn to_toml(&self) -> Result<String, ManifestError> {
+        let mut manifest = self.clone();
+        match &mut manifest {
+            Self::Adapter(m) => {
+                for cap in &mut m.capabilities {
+                    for_toml(&mut cap.input_schema);
+                    cap.output_schema.iter_mut().for_each(for_toml);
+                    cap.upstream.iter_mut().for_each(for_toml);
+                }
+            }
+            Self::Policy(m) => for_toml(&mut m.config_schema),
+        }
+        toml::to_string(&manifest).map_err(|e| ManifestError::Syntax {
+            format: "TOML",
+            message: e.to_string(),
+        })
     }
 
     /// The canonical JSON form embedded in components.
@@ -412,7 +495,8 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
         Value::Object(_) | Value::Bool(_) => Ok(()),
         _ => Err(invalid(
             field,
-            "must be a JSON Schema: an object (or true/false)",
+            "must be a JSON Schema: an object (or true/false), or one written as JSON text in \
+             a string",
         )),
     }
 }
@@ -551,5 +635,59 @@ mod tests {
             "kind = \"adapter\"\nid = \"a\"\nversion = \"1.0.0\"\npublisher = \"x\"\ncapability = []",
         );
         assert!(err.contains("at least one"), "{err}");
+    }
+
+    /// TOML cannot hold a JSON `null` or an integer above 2^63 - 1: `to_toml` writes such a
+    /// schema as JSON text in a string, and it reads back as the same manifest; every other
+    /// schema stays a table.
+    #[test]
+    fn any_json_schema_survives_the_toml_form() {
+        let mut manifest = Manifest::from_toml(ECHO).unwrap();
+        let Manifest::Adapter(adapter) = &mut manifest else {
+            panic!("an adapter");
+        };
+        let nulls = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "tag": { "type": ["string", "null"], "default": null, "enum": ["a", null] },
+                "big": { "maximum": u64::MAX },
+            },
+        });
+        adapter.capabilities[0].input_schema = nulls.clone();
+        adapter.capabilities[0].output_schema = Some(serde_json::json!({ "const": null }));
+        adapter.capabilities[0].upstream =
+            Some(serde_json::json!({ "url": "http://h", "x": null }));
+        let text = manifest.to_toml().unwrap();
+        assert!(
+            text.contains(
+                r#"input_schema = '{"properties":{"big":{"maximum":18446744073709551615},"#
+            ),
+            "{text}"
+        );
+        let back = Manifest::from_toml(&text).unwrap();
+        assert_eq!(back, manifest);
+        let Manifest::Adapter(back) = back else {
+            panic!("an adapter");
+        };
+        assert_eq!(back.capabilities[0].input_schema, nulls);
+        // The embedded JSON form holds the value itself, and reads back the same.
+        assert_eq!(Manifest::from_json(&manifest.to_json()).unwrap(), manifest);
+        assert!(
+            !String::from_utf8(manifest.to_json())
+                .unwrap()
+                .contains(r#""input_schema": "{"#)
+        );
+        // A schema TOML can hold stays a table.
+        let plain = Manifest::from_toml(ECHO).unwrap();
+        let text = plain.to_toml().unwrap();
+        assert!(!text.contains("input_schema = '"), "{text}");
+        assert_eq!(Manifest::from_toml(&text).unwrap(), plain);
+        // A string that is not JSON text is refused, naming the field and the two spellings.
+        let err = error_of(&ECHO.replace("{ type = \"object\" }", "'{ nope'"));
+        assert_eq!(
+            err,
+            "manifest field `capability[0].input_schema`: must be a JSON Schema: an object (or \
+             true/false), or one written as JSON text in a string"
+        );
     }
 }

@@ -35,10 +35,10 @@ use signature::{ComponentDigest, SignatureBlock, SignatureError, SigningKey};
 use trust::{TrustError, TrustStore};
 use wasmtime::component::Component;
 
-use crate::bindings::adapter::AdapterPre;
-use crate::bindings::policy::PolicyPre;
 use crate::egress::{EgressConfig, GrantError, Grants, TlsClient};
-use crate::sandbox::{CallState, Limits, Sandbox, SandboxConfig, WorldMismatch};
+use crate::sandbox::{
+    Limits, PreparedAdapter, PreparedPolicy, Sandbox, SandboxConfig, WorldMismatch,
+};
 
 /// Why a plugin was refused.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,7 @@ pub struct LoadedAdapter {
     cache: CacheOutcome,
     egress: Arc<Grants>,
     limits: Limits,
-    pre: AdapterPre<CallState>,
+    pre: PreparedAdapter,
 }
 
 impl LoadedAdapter {
@@ -147,7 +147,7 @@ impl LoadedAdapter {
     }
 
     /// The pre-instance every call instantiates.
-    pub(crate) fn pre(&self) -> &AdapterPre<CallState> {
+    pub(crate) fn pre(&self) -> &PreparedAdapter {
         &self.pre
     }
 }
@@ -159,7 +159,7 @@ pub struct LoadedPolicy {
     plugin: PluginRef,
     cache: CacheOutcome,
     limits: Limits,
-    pre: PolicyPre<CallState>,
+    pre: PreparedPolicy,
 }
 
 impl LoadedPolicy {
@@ -193,7 +193,7 @@ impl LoadedPolicy {
     }
 
     /// The pre-instance every evaluation instantiates.
-    pub(crate) fn pre(&self) -> &PolicyPre<CallState> {
+    pub(crate) fn pre(&self) -> &PreparedPolicy {
         &self.pre
     }
 }

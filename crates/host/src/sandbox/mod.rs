@@ -4,13 +4,17 @@
 //! 1. **link** (once per host): [`Sandbox::new`] builds the wasmtime [`Engine`] (component
 //!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
-//!    environment, no sockets) and the `log` import; only the adapter linker has `wasi:http`,
+//!    environment, no sockets) and the `log` import of every released contract version
+//!    (`gatehouse:plugin/log@0.2.0` and `@0.1.0`); only the adapter linker has `wasi:http`,
 //!    served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
 //!    fixed random sequence, so its decision replays exactly.
 //! 2. **load** (once per plugin): compiling refuses a component with more core instances,
 //!    memories or tables than an instance may have (the pool's per-component caps);
 //!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
-//!    linker; a component that does not implement the world is refused here.
+//!    linker; a component that does not implement the world is refused here. A component
+//!    built for the released contract 0.1.0 is prepared against that version's world
+//!    ([`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_1`]) and its values adapted per call
+//!    (`crate::bindings::v0_1`).
 //!    Each plugin runs with its own [`Limits`]: `[sandbox]`'s defaults, or its
 //!    `[[sandbox.plugin]]` override (an interpreter-based component, JavaScript or Python,
 //!    needs more fuel and memory than a Rust one), never above `[sandbox]`'s `max_*` ceilings.
@@ -33,8 +37,10 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
+use crate::bindings::adapter_0_1::gatehouse::plugin::log as log_0_1;
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
+use crate::bindings::{adapter_0_1, policy_0_1, v0_1};
 use crate::egress::{EgressAttempt, EgressGate};
 pub use state::{CallState, LogLine, MemoryLimitExceeded, escape};
 
@@ -390,14 +396,44 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
-/// A component does not implement the world it claims.
+/// A component does not implement the world it claims, in any released contract version.
 #[derive(Debug, thiserror::Error)]
-#[error("the component does not implement the `{world}` world of gatehouse:plugin@0.2.0: {detail}")]
+#[error(
+    "the component does not implement the `{world}` world of gatehouse:plugin@0.2.0 (nor of \
+     the released 0.1.0): {detail}"
+)]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
     pub world: &'static str,
     /// What is missing or mistyped.
     pub detail: String,
+}
+
+/// An adapter pre-instantiated against the world of the contract version it was built for.
+pub enum PreparedAdapter {
+    /// The current contract, `gatehouse:plugin@0.2.0`.
+    Current(AdapterPre<CallState>),
+    /// The released `gatehouse:plugin@0.1.0`: its call context has no `upstream`.
+    V0_1(adapter_0_1::AdapterPre<CallState>),
+}
+
+impl PreparedAdapter {
+    /// The engine it was prepared with.
+    pub fn engine(&self) -> &Engine {
+        match self {
+            Self::Current(pre) => pre.engine(),
+            Self::V0_1(pre) => pre.engine(),
+        }
+    }
+}
+
+/// A policy module pre-instantiated against the world of the contract version it was built
+/// for.
+pub enum PreparedPolicy {
+    /// The current contract, `gatehouse:plugin@0.2.0`.
+    Current(PolicyPre<CallState>),
+    /// The released `gatehouse:plugin@0.1.0`, whose `action` and `decision` are the same.
+    V0_1(policy_0_1::PolicyPre<CallState>),
 }
 
 /// What one call did, whatever its outcome.
@@ -474,10 +510,12 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut adapter_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
 
         let mut policy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+        log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
 
         Ok(Self {
             engine,
@@ -515,11 +553,10 @@ impl Sandbox {
         (total.saturating_sub(self.slots.available_permits()), total)
     }
 
-    /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world.
-    pub fn prepare_adapter(
-        &self,
-        component: &Component,
-    ) -> Result<AdapterPre<CallState>, WorldMismatch> {
+    /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world of
+    /// the current contract or, failing that, of the released 0.1.0. A component that
+    /// implements neither is refused with what the current world misses.
+    pub fn prepare_adapter(&self, component: &Component) -> Result<PreparedAdapter, WorldMismatch> {
         let mismatch = |e: wasmtime::Error| WorldMismatch {
             world: "adapter",
             detail: format!("{e:#}"),
@@ -528,14 +565,17 @@ impl Sandbox {
             .adapter_linker
             .instantiate_pre(component)
             .map_err(mismatch)?;
-        AdapterPre::new(pre).map_err(mismatch)
+        match AdapterPre::new(pre.clone()) {
+            Ok(current) => Ok(PreparedAdapter::Current(current)),
+            Err(current) => adapter_0_1::AdapterPre::new(pre)
+                .map(PreparedAdapter::V0_1)
+                .map_err(|_| mismatch(current)),
+        }
     }
 
-    /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world.
-    pub fn prepare_policy(
-        &self,
-        component: &Component,
-    ) -> Result<PolicyPre<CallState>, WorldMismatch> {
+    /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world
+    /// of the current contract or, failing that, of the released 0.1.0.
+    pub fn prepare_policy(&self, component: &Component) -> Result<PreparedPolicy, WorldMismatch> {
         let mismatch = |e: wasmtime::Error| WorldMismatch {
             world: "policy",
             detail: format!("{e:#}"),
@@ -544,13 +584,18 @@ impl Sandbox {
             .policy_linker
             .instantiate_pre(component)
             .map_err(mismatch)?;
-        PolicyPre::new(pre).map_err(mismatch)
+        match PolicyPre::new(pre.clone()) {
+            Ok(current) => Ok(PreparedPolicy::Current(current)),
+            Err(current) => policy_0_1::PolicyPre::new(pre)
+                .map(PreparedPolicy::V0_1)
+                .map_err(|_| mismatch(current)),
+        }
     }
 
     /// Prepare + invoke: runs one adapter capability in a fresh instance.
     pub async fn run_adapter(
         &self,
-        pre: &AdapterPre<CallState>,
+        pre: &PreparedAdapter,
         limits: &Limits,
         egress: EgressGate,
         ctx: &CallContext,
@@ -558,10 +603,24 @@ impl Sandbox {
         args: &str,
     ) -> CallReport<Result<ToolOutput, ToolError>> {
         let mut report = self
-            .run(&ctx.tenant, limits, egress, false, async |store| {
-                let adapter = pre.instantiate_async(&mut *store).await?;
-                adapter.call_invoke(store, ctx, capability, args).await
-            })
+            .run(
+                &ctx.tenant,
+                limits,
+                egress,
+                false,
+                async |store| match pre {
+                    PreparedAdapter::Current(pre) => {
+                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        adapter.call_invoke(store, ctx, capability, args).await
+                    }
+                    PreparedAdapter::V0_1(pre) => {
+                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        let ctx = v0_1::call_context(ctx);
+                        let result = adapter.call_invoke(store, &ctx, capability, args).await?;
+                        Ok(result.map(ToolOutput::from).map_err(ToolError::from))
+                    }
+                },
+            )
             .await;
         // An error is output too: bounded like it, so an adapter cannot push an unbounded
         // message (say, a whole upstream body) through the error path.
@@ -585,7 +644,7 @@ impl Sandbox {
     /// `wasi:http` import, so the egress gate is never reached; it denies anyway.
     pub async fn run_policy(
         &self,
-        pre: &PolicyPre<CallState>,
+        pre: &PreparedPolicy,
         limits: &Limits,
         action: &Action,
         config: &str,
@@ -596,9 +655,17 @@ impl Sandbox {
                 limits,
                 EgressGate::deny_all(),
                 true,
-                async |store| {
-                    let policy = pre.instantiate_async(&mut *store).await?;
-                    policy.call_evaluate(store, action, config).await
+                async |store| match pre {
+                    PreparedPolicy::Current(pre) => {
+                        let policy = pre.instantiate_async(&mut *store).await?;
+                        policy.call_evaluate(store, action, config).await
+                    }
+                    PreparedPolicy::V0_1(pre) => {
+                        let policy = pre.instantiate_async(&mut *store).await?;
+                        let action = v0_1::action(action);
+                        let decision = policy.call_evaluate(store, &action, config).await?;
+                        Ok(Decision::from(decision))
+                    }
                 },
             )
             .await;

@@ -209,6 +209,18 @@ impl ResourceLimiter for CallState {
     }
 }
 
+/// A plugin built for the released contract 0.1.0 logs through its own `log` interface,
+/// `gatehouse:plugin/log@0.1.0`: the same lines, kept the same way.
+impl crate::bindings::adapter_0_1::gatehouse::plugin::log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: crate::bindings::adapter_0_1::gatehouse::plugin::log::Level,
+        message: String,
+    ) {
+        log::Host::log(self, level.into(), message).await;
+    }
+}
+
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_LINES {

@@ -9,8 +9,11 @@
 //!    headers only.
 //! 4. One capability per operation: path- and operation-level parameters (path, query,
 //!    header) and a JSON request body (argument `body`) make the input schema, local `$ref`s
-//!    inlined ([`refs`]); 3.0's `nullable` and boolean `exclusiveMinimum`/`exclusiveMaximum`
-//!    rewritten as JSON Schema 2020-12 says them. An operation with a construct the adapter
+//!    inlined ([`refs`]) within [`MAX_SCHEMA_VALUES`] JSON values per operation and
+//!    [`MAX_IMPORT_VALUES`] for the whole import (a document whose schemas refer to each other
+//!    several times over is refused naming the schema, not expanded until memory runs out);
+//!    3.0's `nullable` and boolean `exclusiveMinimum`/`exclusiveMaximum` rewritten as JSON
+//!    Schema 2020-12 says them. An operation with a construct the adapter
 //!    cannot send (a multipart, form or XML body, a cookie parameter, callbacks, a `$ref` to
 //!    another document) is skipped with the reason; the rest of the document is imported.
 //!
@@ -36,7 +39,18 @@ use super::{Choice, Destination, Import, ImportError, Options, Skipped, assemble
 
 pub mod refs;
 
-use refs::RefError;
+use refs::{Budget, RefError};
+
+/// JSON values one operation's parameters and request body may expand to once their `$ref`s
+/// are inlined. The largest operation of GitHub's published description (1,223 operations)
+/// takes 936; a hundred thousand values is a schema of several megabytes, more than a model
+/// reads as a tool's arguments, and about 10 MB of memory while it is built.
+pub const MAX_SCHEMA_VALUES: usize = 100_000;
+
+/// JSON values all operations of one import may expand to together: GitHub's description
+/// takes about 48,000; two million values are about 200 MB of memory at import, and a
+/// manifest no reviewer reads whole.
+pub const MAX_IMPORT_VALUES: usize = 2_000_000;
 
 /// The methods an operation may have, in the order the document's path items list them.
 const METHODS: [&str; 8] = [
@@ -78,11 +92,12 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
     let mut choices = Vec::new();
     let mut methods = BTreeSet::new();
     let mut header_names = BTreeSet::new();
+    let mut total = Budget::new(MAX_IMPORT_VALUES);
     let paths = doc["paths"].as_object().cloned().unwrap_or_default();
     for (path, item) in &paths {
         let item = match item.get("$ref").and_then(Value::as_str) {
             Some(reference) => refs::lookup(&doc, reference)
-                .map_err(|e| unresolved(&e, &format!("/paths/{path}")))?,
+                .map_err(|_| unresolved(reference, &format!("/paths/{path}")))?,
             None => item,
         };
         for method in METHODS {
@@ -98,14 +113,26 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 });
                 continue;
             }
-            let op = match operation_of(&doc, legacy, path, method, item, operation) {
+            // What is left of the import's budget, at most one operation's.
+            let mut budget = Budget::new(MAX_SCHEMA_VALUES.min(total.left));
+            let op = match operation_of(&doc, legacy, path, method, (item, operation), &mut budget)
+            {
                 Ok(op) => op,
                 Err(Unsupported::Skip(reason)) => {
                     skipped.push(Skipped { source, reason });
                     continue;
                 }
                 Err(Unsupported::Fail(error)) => return Err(error),
+                Err(Unsupported::TooLarge { reference, at }) => {
+                    return Err(too_large(
+                        reference.as_deref(),
+                        &at,
+                        name,
+                        budget.limit < MAX_SCHEMA_VALUES,
+                    ));
+                }
             };
+            total.left -= budget.spent();
             let id = ids.assign(name)?;
             methods.insert(method.to_uppercase());
             header_names.extend(op.headers.iter().cloned());
@@ -144,12 +171,14 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                     "body": op.body,
                 })),
             });
+            let shortened = super::names::shortened(name);
             choices.push(Choice {
                 source,
                 capability: id,
                 class,
                 mode,
                 reason: method.to_uppercase(),
+                shortened,
             });
         }
     }
@@ -306,30 +335,56 @@ struct Operation {
 enum Unsupported {
     Skip(String),
     Fail(ImportError),
+    /// Its input schema spent the inlining budget while expanding `reference`, at `at`.
+    TooLarge {
+        reference: Option<String>,
+        at: String,
+    },
 }
 
-fn unresolved(error: &RefError, at: &str) -> ImportError {
-    match error {
-        RefError::Unresolved(pointer) | RefError::External(pointer) => ImportError::Spec(format!(
-            "`$ref` `{pointer}` (at {at}) does not resolve to anything in the document"
-        )),
-    }
+/// The refusal of an operation (`name`, at `at`) whose schema, `reference`, spent the budget:
+/// one operation's ([`MAX_SCHEMA_VALUES`]) or, when `whole_import`, what the import had left
+/// of [`MAX_IMPORT_VALUES`].
+fn too_large(reference: Option<&str>, at: &str, name: &str, whole_import: bool) -> ImportError {
+    let schema = match reference {
+        Some(reference) => format!("the schema `{reference}` (at {at})"),
+        None => format!("the input schema of {at}"),
+    };
+    ImportError::Spec(if whole_import {
+        format!(
+            "{schema} takes the import's input schemas past {MAX_IMPORT_VALUES} JSON values once \
+             their `$ref`s are inlined; import fewer operations with --include or --exclude"
+        )
+    } else {
+        format!(
+            "{schema} expands to more than {MAX_SCHEMA_VALUES} JSON values once its `$ref`s are \
+             inlined (schemas that refer to one another several times over multiply); leave the \
+             operation out with --exclude '{name}', or make the document refer to it fewer times"
+        )
+    })
 }
 
+fn unresolved(pointer: &str, at: &str) -> ImportError {
+    ImportError::Spec(format!(
+        "`$ref` `{pointer}` (at {at}) does not resolve to anything in the document"
+    ))
+}
+
+/// What `operation` (of path `item`) becomes; its `$ref`s inlined from `budget`.
 fn operation_of(
     doc: &Value,
     legacy: bool,
     path: &str,
     method: &str,
-    item: &Value,
-    operation: &Value,
+    (item, operation): (&Value, &Value),
+    budget: &mut Budget,
 ) -> Result<Operation, Unsupported> {
     let at = format!(
         "/paths/{}/{method}",
         path.replace('~', "~0").replace('/', "~1")
     );
-    let inline = |value: &Value| -> Result<Value, Unsupported> {
-        match refs::inline(doc, value) {
+    let mut inline = |value: &Value| -> Result<Value, Unsupported> {
+        match refs::inline(doc, value, budget) {
             Ok(mut value) => {
                 if legacy {
                     to_2020_12(&mut value);
@@ -339,7 +394,11 @@ fn operation_of(
             Err(RefError::External(reference)) => Err(Unsupported::Skip(format!(
                 "`$ref` `{reference}` points into another document"
             ))),
-            Err(error) => Err(Unsupported::Fail(unresolved(&error, &at))),
+            Err(RefError::TooLarge { reference, .. }) => Err(Unsupported::TooLarge {
+                reference,
+                at: at.clone(),
+            }),
+            Err(RefError::Unresolved(pointer)) => Err(Unsupported::Fail(unresolved(&pointer, &at))),
         }
     };
     if operation.get("callbacks").is_some() {
