@@ -106,8 +106,9 @@ struct Started {
     server: McpServer,
     /// Each plugin installed: its id, and what serves and where it came from.
     loaded: Vec<(String, String)>,
-    /// The admin API, if `[admin]` is configured: its bound listener, and the server.
-    admin: Option<(std::net::TcpListener, AdminServer)>,
+    /// The admin API, if `[admin]` is configured: its bound socket (not listening yet), and the
+    /// server.
+    admin: Option<(tokio::net::TcpSocket, AdminServer)>,
     /// The watched policy directory, if `[watch]` is configured.
     watch: Option<WatchConfig>,
 }
@@ -147,20 +148,30 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
             );
         }
     }
-    // The admin listener is bound first, so what names its address (the console's URL, the
-    // approval links in paused results) names the bound port, `listen = "...:0"` included.
+    // The admin socket is bound first, so what names its address (the console's URL, the
+    // approval links in paused results) names the bound port, `listen = "...:0"` included. It
+    // listens only once the gateway has started (start-up checks included): nobody connects to
+    // a gateway that is not ready.
     let admin = admin
         .map(|mut admin| {
-            let listener = std::net::TcpListener::bind(admin.listen).map_err(|e| {
+            let refused = |e: std::io::Error| {
                 usage(format!(
                     "cannot listen on {} (`[admin] listen`): {e}",
                     admin.listen
                 ))
-            })?;
-            admin.listen = listener
-                .local_addr()
-                .map_err(|e| usage(format!("cannot listen on {}: {e}", admin.listen)))?;
-            Ok::<_, Failure>((admin, listener))
+            };
+            let socket = if admin.listen.is_ipv4() {
+                tokio::net::TcpSocket::new_v4()
+            } else {
+                tokio::net::TcpSocket::new_v6()
+            }
+            .map_err(refused)?;
+            socket
+                .set_reuseaddr(true)
+                .and_then(|()| socket.bind(admin.listen))
+                .map_err(refused)?;
+            admin.listen = socket.local_addr().map_err(refused)?;
+            Ok::<_, Failure>((admin, socket))
         })
         .transpose()?;
     // Paused results name the console's page for their approval, unless the config names
@@ -338,13 +349,13 @@ pub(super) fn serve(
             out,
             "    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
         );
-        if let Some((listener, admin)) = admin {
-            let addr = listener
+        if let Some((socket, admin)) = admin {
+            let addr = socket
                 .local_addr()
                 .map_err(|e| usage(format!("the admin listener: {e}")))?;
-            let listener = listener
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::TcpListener::from_std(listener))
+            // The backlog of a busy admin listener: operators and scrapers, not agents.
+            let listener = socket
+                .listen(1024)
                 .map_err(|e| usage(format!("cannot listen on {addr} (`[admin] listen`): {e}")))?;
             if !addr.ip().is_loopback() {
                 tracing::warn!(%addr, "the admin API speaks plain HTTP beyond loopback: put a TLS-terminating proxy in front of it");
