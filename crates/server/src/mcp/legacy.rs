@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -64,8 +63,9 @@ type Body = BoxBody<Bytes, Infallible>;
 #[derive(Debug, Default)]
 pub struct Legacy {
     remembered: Mutex<HashMap<(String, String), ClientCan>>,
-    elicitations: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    next: AtomicU64,
+    /// Held elicitations by their (random) request id: whose they are, and where the answer
+    /// goes.
+    elicitations: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
 }
 
 /// A JSON-RPC message as far as routing goes.
@@ -138,7 +138,7 @@ impl Legacy {
                         .result
                         .or(peek.error.map(|error| json!({ "error": error })))
                         .unwrap_or(Value::Null);
-                    self.answered(id, answer);
+                    self.answered(caller, id, answer);
                     Route::Answered(accepted())
                 }
                 _ => Route::Pass,
@@ -309,11 +309,16 @@ impl Legacy {
         gateway.shared_host().approval_url(approval)
     }
 
-    /// The held answer to request `id`, a paused call of `tool` (see the module docs): an event
-    /// stream that elicits `url`, waits for the decision, then runs the call once.
+    /// The held answer to `caller`'s request `id`, a paused call of `tool` (see the module docs):
+    /// an event stream that elicits `url`, waits for the decision, then runs the call once.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one held request's parts, each used once by the task it starts"
+    )]
     pub fn hold(
         self: &Arc<Self>,
         gateway: Gateway,
+        caller: &Caller,
         id: RequestId,
         tool: &str,
         paused: ToolResultEnvelope,
@@ -323,12 +328,14 @@ impl Legacy {
         let (sender, events) = tokio::sync::mpsc::channel::<Bytes>(4);
         let body = Events(events);
         let approval_id = paused.approval_id.clone().unwrap_or_default();
-        let own = format!("{OWN_ID}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        // Random, so that nobody else can answer (or cancel) this hold by guessing its id; and
+        // only its caller's answer counts.
+        let own = format!("{OWN_ID}{}", gatehouse_core::ids::random_hex(16));
         let (answer_to, answer) = oneshot::channel();
         self.elicitations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(own.clone(), answer_to);
+            .insert(own.clone(), (caller.clone(), answer_to));
         let message = approvals::url_message(tool, &approval_id);
         let this = Arc::clone(self);
         tokio::spawn(async move {
@@ -420,13 +427,18 @@ impl Legacy {
             .remove(id);
     }
 
-    fn answered(&self, id: &str, answer: Value) {
-        let waiting = self
+    /// Delivers `caller`'s answer to the hold it belongs to; an answer to another caller's
+    /// hold is dropped.
+    fn answered(&self, caller: &Caller, id: &str, answer: Value) {
+        let mut elicitations = self
             .elicitations
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-        if let Some(waiting) = waiting {
+            .unwrap_or_else(PoisonError::into_inner);
+        if elicitations
+            .get(id)
+            .is_some_and(|(owner, _)| owner == caller)
+            && let Some((_, waiting)) = elicitations.remove(id)
+        {
             let _ = waiting.send(answer);
         }
     }
@@ -513,6 +525,24 @@ mod tests {
             legacy.remember(&super::super::caller::caller("t", format!("p{n}")), can);
         }
         assert!(legacy.remembered.lock().unwrap().len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn only_its_callers_answer_reaches_a_hold() {
+        let legacy = Legacy::default();
+        let alice = super::super::caller::caller("acme", "alice".into());
+        let bob = super::super::caller::caller("acme", "bob".into());
+        let (to, mut answer) = oneshot::channel();
+        let id = "gatehouse-elicitation-0f";
+        legacy
+            .elicitations
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), (alice.clone(), to));
+        legacy.answered(&bob, id, json!({ "action": "decline" }));
+        assert!(answer.try_recv().is_err(), "bob's answer is dropped");
+        legacy.answered(&alice, id, json!({ "action": "accept" }));
+        assert_eq!(answer.try_recv().unwrap()["action"], "accept");
     }
 
     #[test]

@@ -339,7 +339,8 @@ impl McpServer {
                     return Ok(Answer::Streamed(response));
                 }
                 if let Some(url) = legacy.holds(&gateway, &caller, result) {
-                    let response = legacy.hold(gateway, id, &tool, result.clone(), url, note);
+                    let response =
+                        legacy.hold(gateway, &caller, id, &tool, result.clone(), url, note);
                     return Ok(Answer::Streamed(response));
                 }
             }
