@@ -59,8 +59,9 @@ pub(super) enum Op {
     Flush,
     AddCheckpoint(Checkpoint),
     AddPluginChange(PluginChange),
-    /// A plugin started serving: its kind and id's row, written as [`replaces_served`] says.
-    RecordServed(ServedVersion, ServedAs),
+    /// Plugins started serving: each one's row (by kind and id), written as
+    /// [`replaces_served`] says, in the order of their rows.
+    RecordServed(Vec<(ServedVersion, ServedAs)>),
 }
 
 impl Op {
@@ -84,7 +85,7 @@ impl Op {
             | Self::Flush
             | Self::AddCheckpoint(_)
             | Self::AddPluginChange(_)
-            | Self::RecordServed(..) => None,
+            | Self::RecordServed(_) => None,
         }
     }
 }
@@ -246,10 +247,12 @@ macro_rules! queued_writes {
 
         fn record_served(
             &self,
-            served: $crate::records::ServedVersion,
-            how: $crate::records::ServedAs,
+            mut served: Vec<($crate::records::ServedVersion, $crate::records::ServedAs)>,
         ) -> $crate::store::StoreFuture<'_, ()> {
-            let write = self.write($crate::jobs::Op::RecordServed(served, how), true);
+            // In the order of their rows, so two transactions never lock two rows in opposite
+            // orders.
+            served.sort_by(|(a, _), (b, _)| (&a.kind, &a.plugin).cmp(&(&b.kind, &b.plugin)));
+            let write = self.write($crate::jobs::Op::RecordServed(served), true);
             Box::pin(async move { write.await.map(drop) })
         }
     };

@@ -136,12 +136,12 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// The stored plugin changes, in the order they were made.
     fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>>;
 
-    /// Records that `served` started serving: the version its kind and id last served, which
-    /// a later start or reload may not go below unless forced. As [`ServedAs::Install`] it
-    /// replaces the recorded version only if it is not lower (of two gateways recording at
-    /// once, the higher version stands); as [`ServedAs::Downgrade`] it replaces it whatever
-    /// it is. Atomic in the database: the row is read and written in one transaction.
-    fn record_served(&self, served: ServedVersion, how: ServedAs) -> StoreFuture<'_, ()>;
+    /// Records that each of `served` started serving, in one transaction: the version its
+    /// kind and id last served, which a later start or reload may not go below unless forced.
+    /// As [`ServedAs::Install`] a version replaces the recorded one only if it is not lower (of
+    /// two gateways recording at once, the higher version stands); as [`ServedAs::Downgrade`]
+    /// it replaces it whatever it is. Each row is read and written in the same transaction.
+    fn record_served(&self, served: Vec<(ServedVersion, ServedAs)>) -> StoreFuture<'_, ()>;
 
     /// The recorded versions ([`Store::record_served`]), sorted by kind, then id.
     fn served_versions(&self) -> StoreFuture<'_, Vec<ServedVersion>>;

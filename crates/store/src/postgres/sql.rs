@@ -367,8 +367,10 @@ pub(super) async fn apply<'a>(
             last.changes.push(change);
             Done::Unit
         }
-        Op::RecordServed(served, how) => {
-            record_served(txn, served, *how).await?;
+        Op::RecordServed(served) => {
+            for (served, how) in served {
+                record_served(txn, served, *how).await?;
+            }
             Done::Unit
         }
     };

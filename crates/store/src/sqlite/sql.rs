@@ -127,7 +127,8 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
         )
         .map(|_| Done::Unit)
         .map_err(unavailable),
-        Op::RecordServed(served, how) => record_served(txn, served, *how)
+        Op::RecordServed(served) => (served.iter())
+            .try_for_each(|(served, how)| record_served(txn, served, *how))
             .map(|()| Done::Unit)
             .map_err(unavailable),
     }

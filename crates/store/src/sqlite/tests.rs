@@ -426,7 +426,7 @@ fn served(kind: &str, version: &str, at_ms: u64) -> ServedVersion {
 #[tokio::test]
 async fn a_served_version_is_raised_by_installs_and_lowered_only_by_a_downgrade() {
     let (store, dir) = store();
-    let record = |version: ServedVersion, how| store.record_served(version, how);
+    let record = |version: ServedVersion, how| store.record_served(vec![(version, how)]);
     record(served("adapter", "1.9.0", 1), ServedAs::Install)
         .await
         .unwrap();
