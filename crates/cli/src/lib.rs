@@ -160,6 +160,13 @@ enum Command {
         /// Address to listen on, overriding `[mcp] listen` (e.g. 127.0.0.1:0 for any port).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Serve plugin ID even below the version it last served, as the state store records
+        /// it (repeatable). Without it, a start or SIGHUP reload whose plugin is older than the
+        /// one its id served before (a registry tag moved back, an older file) is refused. The
+        /// downgrade is audited and becomes the version on record, so the next start needs no
+        /// flag; the flag holds for every reload of this process.
+        #[arg(long = "allow-downgrade", value_name = "ID")]
+        allow_downgrade: Vec<String>,
         /// Serve the built-in first-party plugins, signed with a throwaway key, on the demo
         /// config: every tool visible, callers without an API key run as tenant `default`.
         #[cfg(feature = "demo")]
@@ -452,6 +459,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
             adapters,
             policies,
             listen,
+            allow_downgrade,
             #[cfg(feature = "demo")]
             demo,
             config,
@@ -460,7 +468,14 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
             let demo = false;
             let mut lines = LogLines::default();
             let out: &mut dyn Write = if json { &mut lines } else { out };
-            serve::serve(&adapters, &policies, listen, demo, &config, out)
+            let args = serve::ServeArgs {
+                adapters: &adapters,
+                policies: &policies,
+                listen,
+                demo,
+                allow_downgrade: &allow_downgrade,
+            };
+            serve::serve(&args, &config, out)
         }
         #[cfg(feature = "demo")]
         Command::Demo { export } => demo::run(export.as_deref(), out)

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use gatehouse_host::Host;
 use gatehouse_host::InstallError;
-use gatehouse_host::error::PolicyError;
+use gatehouse_host::error::{FloorError, PolicyError};
 use gatehouse_host::oci::{OciRef, Registries, Tags};
-use gatehouse_host::watch::{PolicyWatcher, TagWatcher, WatchConfig};
+use gatehouse_host::plugin::manifest::PluginKind;
+use gatehouse_host::watch::{FollowedTag, PolicyWatcher, TagWatcher, WatchConfig};
 use gatehouse_server::admin::{AdminConfig, AdminServer};
 use gatehouse_server::mcp::{McpConfig, McpServer, Serving};
 use gatehouse_store::Checkpointer;
@@ -99,13 +100,25 @@ impl Source {
     }
 }
 
+/// A plugin `start` installed.
+#[derive(Debug, Clone)]
+struct Loaded {
+    kind: PluginKind,
+    id: String,
+    /// What serves and where it came from.
+    line: String,
+}
+
+/// The principal of the audit entry of a downgrade `--allow-downgrade` allowed.
+const ALLOWED_BY: &str = "serve --allow-downgrade";
+
 /// A host with its plugins installed, and the MCP endpoint over it.
 struct Started {
     host: Arc<Host>,
     mcp: McpConfig,
     server: McpServer,
-    /// Each plugin installed: its id, and what serves and where it came from.
-    loaded: Vec<(String, String)>,
+    /// Each plugin installed, in the order of the plugins `start` was given.
+    loaded: Vec<Loaded>,
     /// The admin API, if `[admin]` is configured: its bound socket (not listening yet), and the
     /// server.
     admin: Option<(tokio::net::TcpSocket, AdminServer)>,
@@ -213,13 +226,18 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
             InstallError::Policy(PolicyError::Config { .. }) => in_file(e.to_string()),
             e => refused(format!("{label}: refused: {e}")),
         })?;
-        loaded.push((
-            plugin.id.clone(),
-            format!(
+        loaded.push(Loaded {
+            kind: if *is_policy {
+                PluginKind::Policy
+            } else {
+                PluginKind::Adapter
+            },
+            id: plugin.id.clone(),
+            line: format!(
                 "{} {} ({}) from {label}",
                 plugin.id, plugin.version, plugin.digest
             ),
-        ));
+        });
     }
     let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
     let admin = admin
@@ -241,14 +259,33 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     })
 }
 
+/// What `gatehouse serve` was asked to serve, besides its config.
+pub(super) struct ServeArgs<'a> {
+    /// `--adapter`s.
+    pub adapters: &'a [String],
+    /// `--policy`s.
+    pub policies: &'a [String],
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--demo`.
+    pub demo: bool,
+    /// `--allow-downgrade`s: plugin ids that may serve below the version they last served, at
+    /// start and on every reload of this process.
+    pub allow_downgrade: &'a [String],
+}
+
 pub(super) fn serve(
-    adapters: &[String],
-    policies: &[String],
-    listen: Option<SocketAddr>,
-    demo: bool,
+    args: &ServeArgs<'_>,
     config: &ConfigArg,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
+    let ServeArgs {
+        adapters,
+        policies,
+        listen,
+        demo,
+        allow_downgrade,
+    } = *args;
     // `serve --demo` has no file to reload.
     let source = (!demo).then(|| Source {
         config: config_path(config),
@@ -285,9 +322,17 @@ pub(super) fn serve(
         &plugins,
         source.as_ref().and_then(|s| s.config.as_deref()),
     )?;
-    // The tags to follow (`[oci] watch_seconds`), each with the digest it serves now.
-    let tags: Vec<(OciRef, String)> = (plugins.iter())
-        .filter_map(|plugin| Some((plugin.tag.clone()?, plugin.source.clone()?)))
+    // The tags to follow (`[oci] watch_seconds`), each with the plugin and digest it serves
+    // now (`loaded` is in the order of `plugins`).
+    let tags: Vec<FollowedTag> = (plugins.iter().zip(&loaded))
+        .filter_map(|(plugin, loaded)| {
+            Some(FollowedTag {
+                tag: plugin.tag.clone()?,
+                pinned: plugin.source.clone()?,
+                kind: loaded.kind,
+                id: loaded.id.clone(),
+            })
+        })
         .collect();
     let follow = (!every.is_zero() && !tags.is_empty()).then_some((registries, tags, every));
     // The manifests were verified as the adapters loaded.
@@ -310,7 +355,7 @@ pub(super) fn serve(
     runtime.block_on(async {
         // Before anything is restored or listens: through the served adapters' own grants.
         drift::check(drift_check, &host, &manifests).await?;
-        let lines = restore(&host, loaded).await?;
+        let lines = restore(&host, loaded, allow_downgrade).await?;
         for line in &lines {
             say!(out, "loaded {line}");
         }
@@ -391,7 +436,8 @@ pub(super) fn serve(
                     tracing::warn!("SIGHUP: reload is not available while `[admin]`, `[watch]` or `[oci] watch_seconds` is configured (they act on the running host); restart gatehouse to apply a new config");
                     continue;
                 }
-                reload(&serving, source.as_ref(), mcp.listen, listen, &mut previous).await;
+                let source = source.as_ref();
+                reload(&serving, source, mcp.listen, listen, allow_downgrade, &mut previous).await;
             }
         };
         let cut = tokio::select! {
@@ -412,20 +458,76 @@ pub(super) fn serve(
 }
 
 /// Applies the plugin changes the admin API made before a restart (the store's, on top of the
-/// config's plugins: [`Host::restore_plugin_changes`] says the precedence), and logs where each
+/// config's plugins: [`Host::restore_plugin_changes`] says the precedence), then holds what
+/// serves to the versions the store recorded as last served ([`Host::hold_floor`]: a plugin
+/// below its record is refused, unless `allow_downgrade` names its id), and logs where each
 /// serving plugin comes from, one line each; returns the lines.
-async fn restore(host: &Host, loaded: Vec<(String, String)>) -> Result<Vec<String>, Failure> {
+async fn restore(
+    host: &Host,
+    loaded: Vec<Loaded>,
+    allow_downgrade: &[String],
+) -> Result<Vec<String>, Failure> {
     let mut sources = host.restore_plugin_changes().await.map_err(refused)?;
-    let mut lines: Vec<String> = loaded
+    let mut lines: Vec<(String, String)> = loaded
         .into_iter()
-        .map(|(id, line)| sources.remove(&id).unwrap_or(line))
+        .map(|Loaded { id, line, .. }| {
+            let line = sources.remove(&id).unwrap_or(line);
+            (id, line)
+        })
         .collect();
     // Plugins only the store has (pushed through the admin API, in no file).
-    lines.extend(sources.into_values());
+    lines.extend(sources);
+    let allowed = (host.hold_floor(allow_downgrade, ALLOWED_BY).await)
+        .map_err(|error| floor_refused(error, &lines))?;
+    for downgrade in allowed {
+        tracing::warn!(
+            kind = %downgrade.kind,
+            id = %downgrade.plugin.id,
+            version = %downgrade.plugin.version,
+            replaced = %downgrade.replaced.version,
+            "`{}` {} serves below {}, the version it last served: allowed by `--allow-downgrade {}`, and audited. It is now the version on record, so the next start needs no flag; remove it, as it allows downgrades of this id on every reload too",
+            downgrade.plugin.id,
+            downgrade.plugin.version,
+            downgrade.replaced.version,
+            downgrade.plugin.id,
+        );
+    }
+    let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
     for line in &lines {
         tracing::info!("serving {line}");
     }
     Ok(lines)
+}
+
+/// The refusal of a start (or reload) whose plugins fall below the versions their ids last
+/// served: each downgrade, where it came from (`lines`, by id), and how to allow it.
+fn floor_refused(error: FloorError, lines: &[(String, String)]) -> Failure {
+    let downgrades = match error {
+        FloorError::Downgrades(downgrades) => downgrades,
+        FloorError::Store(error) => return refused(error),
+    };
+    let each: Vec<String> = (downgrades.iter())
+        .map(|downgrade| match downgrade {
+            InstallError::Downgrade {
+                id,
+                serving,
+                offered,
+            } => {
+                let from = (lines.iter())
+                    .find(|(served, _)| served == id)
+                    .map_or(id.as_str(), |(_, line)| line.as_str());
+                format!(
+                    "{from}: refused: `{id}` {offered} is older than {serving}, the version this \
+                     gateway last served under that id (its state store records it); refusing \
+                     the downgrade. A registry tag or a file now names an older signed build. \
+                     If you mean to serve it, start gatehouse with `--allow-downgrade {id}` (the \
+                     downgrade is audited)"
+                )
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    refused(each.join("\n"))
 }
 
 /// Refuses an `[[admin.token]]` that is also an `[[mcp.api_key]]`: the agent holding the key
@@ -462,10 +564,11 @@ fn admin_tokens_are_not_api_keys(admin: &AdminConfig, mcp: &McpConfig) -> Result
     Ok(())
 }
 
-/// SIGHUP: reads the config file and the plugin files again and, if all of it loads, serves
-/// new requests from the new host; requests in flight finish on the old one. Anything that
-/// fails to load keeps the serving config, and the log says why. The listener stays where it
-/// is (`[mcp] listen` takes a restart).
+/// SIGHUP: reads the config file and the plugin files again and, if all of it loads (and
+/// nothing falls below the version its id last served, unless `allow_downgrade` names it),
+/// serves new requests from the new host; requests in flight finish on the old one. Anything
+/// that fails to load keeps the serving config, and the log says why. The listener stays
+/// where it is (`[mcp] listen` takes a restart).
 ///
 /// The log line of a reload says what changed from `previous` (the serving config and
 /// plugins), which it then becomes.
@@ -474,6 +577,7 @@ async fn reload(
     source: Option<&Source>,
     bound: SocketAddr,
     listen: Option<SocketAddr>,
+    allow_downgrade: &[String],
     previous: &mut (ServeConfig, Vec<String>),
 ) {
     let Some(source) = source.cloned() else {
@@ -496,7 +600,8 @@ async fn reload(
     .await;
     match started {
         Ok(Ok((started, config))) => {
-            let lines = match restore(&started.host, started.loaded.clone()).await {
+            let lines = match restore(&started.host, started.loaded.clone(), allow_downgrade).await
+            {
                 Ok(lines) => lines,
                 Err(failure) => {
                     tracing::warn!(config = %file, error = %failure.message, "config reload failed; still serving the previous config");

@@ -3,7 +3,7 @@
 
 pub use crate::config::ConfigError;
 pub use crate::egress::{FetchError, GrantError, PatternError, TlsConfigError};
-pub use crate::host::{HostError, InstallError};
+pub use crate::host::{FloorError, HostError, InstallError};
 pub use crate::pipeline::PipelineError;
 pub use crate::pipeline::registry::ToolGrantError;
 pub use crate::pipeline::validate::ValidateError;

@@ -25,6 +25,11 @@ use crate::policy::PolicyError;
 use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
 use crate::skills::Resolution;
 
+mod floor;
+
+pub use floor::{AllowedDowngrade, FloorError};
+use floor::{Floors, check_downgrade};
+
 /// Why a host could not be built from its config.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -66,42 +71,22 @@ pub enum InstallError {
         "`{0}` was loaded by another host; load it with this host's `load_adapter` before serving it"
     )]
     ForeignAdapter(String),
-    /// The plugin's version is lower than the one serving under its id (a downgrade, perhaps
-    /// to a version with a known flaw). The operator can force it.
+    /// The plugin's version is lower than the one serving under its id, or than the one its
+    /// id last served as the store recorded it (a downgrade, perhaps to a version with a
+    /// known flaw: see [`Host::hold_floor`]). The operator can force it.
     #[error(
-        "`{id}` {offered} is older than the serving {serving}; refusing the downgrade. If you \
-         mean it, install it with `force_install_adapter` / `force_install_policy`"
+        "`{id}` {offered} is older than {serving}, the version serving or last served under \
+         that id; refusing the downgrade. If you mean it, install it with \
+         `force_install_adapter` / `force_install_policy`"
     )]
     Downgrade {
         /// The plugin id.
         id: String,
-        /// The serving version.
+        /// The serving version, or the recorded one if higher.
         serving: String,
         /// The version offered.
         offered: String,
     },
-}
-
-/// Refuses `offered` when it is lower than `serving` (both semver, as manifests require).
-fn check_downgrade(id: &str, serving: Option<String>, offered: &str) -> Result<(), InstallError> {
-    let Some(serving) = serving else {
-        return Ok(());
-    };
-    let lower = match (
-        semver::Version::parse(offered),
-        semver::Version::parse(&serving),
-    ) {
-        (Ok(offered), Ok(serving)) => offered < serving,
-        _ => false,
-    };
-    if lower {
-        return Err(InstallError::Downgrade {
-            id: id.to_owned(),
-            serving,
-            offered: offered.to_owned(),
-        });
-    }
-    Ok(())
 }
 
 /// The gatehouse host: verifies and loads signed plugins and runs calls in fresh sandboxes.
@@ -133,6 +118,8 @@ pub struct Host {
     pipeline: Pipeline,
     metrics: Metrics,
     decisions: Decisions,
+    /// The version each plugin last served, once [`Host::hold_floor`] read them.
+    floors: Floors,
 }
 
 /// A serving policy module, for operators: its version, the versions a rollback would put
@@ -192,6 +179,7 @@ impl Host {
             metrics: Metrics::new(pipeline.commits.clone()),
             pipeline,
             decisions: Decisions::default(),
+            floors: Floors::default(),
         })
     }
 
@@ -258,7 +246,8 @@ impl Host {
 
     /// Verifies and loads an adapter, compiles its schemas, and serves it: a new adapter id is
     /// added, an existing one replaced atomically (calls in flight finish on the old one).
-    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]).
+    /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), and,
+    /// once [`Host::hold_floor`] ran, one lower than the version its id last served.
     pub fn install_adapter(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
         self.serve_adapter(self.load_adapter(bytes)?)
     }
@@ -281,9 +270,11 @@ impl Host {
         }
         if !force {
             let serving = self.pipeline.registry.serving_version(&plugin.id);
-            check_downgrade(&plugin.id, serving, &plugin.version)?;
+            let floor = self.floors.get(PluginKind::Adapter, &plugin.id);
+            check_downgrade(&plugin.id, [serving, floor], &plugin.version)?;
         }
         self.pipeline.install_adapter(adapter)?;
+        self.floors.served(PluginKind::Adapter, &plugin);
         Ok(plugin)
     }
 
@@ -291,7 +282,8 @@ impl Host {
     /// binding's config against its config schema. Calls in flight finish on the version they
     /// started with. On any error the serving version keeps serving.
     /// A version lower than the serving one is refused ([`InstallError::Downgrade`]), also
-    /// when it arrives through the watched policy directory.
+    /// when it arrives through the watched policy directory, and, once [`Host::hold_floor`]
+    /// ran, one lower than the version its id last served.
     pub fn install_policy(&self, bytes: &[u8]) -> Result<PluginRef, InstallError> {
         self.swap_policy(self.load_policy(bytes)?, false)
     }
@@ -311,9 +303,12 @@ impl Host {
         if !force {
             let plugin = policy.plugin();
             let serving = self.policy_version(&plugin.id).map(|p| p.version);
-            check_downgrade(&plugin.id, serving, &plugin.version)?;
+            let floor = self.floors.get(PluginKind::Policy, &plugin.id);
+            check_downgrade(&plugin.id, [serving, floor], &plugin.version)?;
         }
-        Ok(self.pipeline.policies.install(policy)?)
+        let plugin = self.pipeline.policies.install(policy)?;
+        self.floors.served(PluginKind::Policy, &plugin);
+        Ok(plugin)
     }
 
     /// Verifies and installs a signed adapter or policy module, whichever its manifest says it
@@ -532,9 +527,13 @@ impl Host {
             .map(drop)
     }
 
-    /// Puts back the policy version the last install of `module` replaced.
+    /// Puts back the policy version the last install of `module` replaced: an operator's
+    /// downgrade, never refused (record it as [`ServedAs::Downgrade`](gatehouse_store::ServedAs)
+    /// with [`Host::record_served`]).
     pub fn rollback_policy(&self, module: &str) -> Result<PluginRef, PolicyError> {
-        self.pipeline.policies.rollback(module)
+        let plugin = self.pipeline.policies.rollback(module)?;
+        self.floors.served(PluginKind::Policy, &plugin);
+        Ok(plugin)
     }
 
     /// Replaces the config of every binding of `module`, atomically, after checking it

@@ -74,7 +74,7 @@ pub use config::HostConfig;
 pub use egress::{TlsClient, install_default_provider};
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 pub use error::{HostError, InstallError, LoadError};
-pub use host::{Host, PolicyModule};
+pub use host::{AllowedDowngrade, Host, PolicyModule};
 pub use model::{
     ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Principal, PrincipalKind,
 };

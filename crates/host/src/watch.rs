@@ -17,7 +17,9 @@
 //! coarse file timestamps and needs no platform notification API.
 //!
 //! With `[oci] watch_seconds`, `serve` also follows the registry tags it loaded from
-//! ([`TagWatcher`]): what a tag moves to is installed the same way, principal `watch:<tag>`.
+//! ([`TagWatcher`]): what a tag moves to is installed the same way, principal `watch:<tag>`,
+//! if it is a version of the plugin the tag serves (the same kind and id). Every install, by
+//! either watcher, is recorded as served ([`Host::record_served`]): the floor a restart holds.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +31,11 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use gatehouse_store::ServedAs;
+
 use crate::host::Host;
 use crate::plugin::PluginRef;
+use crate::plugin::manifest::PluginKind;
 
 /// The `[watch]` table of `gatehouse serve`: a directory of signed policy modules to install
 /// as they appear or change. Absent: nothing is watched.
@@ -94,6 +99,12 @@ impl PolicyWatcher {
                     match &result {
                         Ok(plugin) => {
                             tracing::info!(path = %path.display(), module = %plugin.id, version = %plugin.version, "policy installed from watched directory");
+                            if let Err(e) = host
+                                .record_served(PluginKind::Policy, plugin, ServedAs::Install)
+                                .await
+                            {
+                                tracing::error!(path = %path.display(), error = %e, "the policy installed from the watched directory could not be recorded as served: a restart would not hold its version as the floor");
+                            }
                             let replaced = host
                                 .policies()
                                 .into_iter()
@@ -152,12 +163,42 @@ fn changed_files(dir: &Path, seen: &mut HashMap<PathBuf, [u8; 32]>) -> Vec<(Path
 /// Follows registry tags: every interval, each tag is resolved again, and when it names
 /// another digest, that component is installed through [`Host::install_from`] (verified,
 /// loaded and config-checked first; never a downgrade) and the install audited, principal
-/// `watch:<tag>`, citing the pinned reference. A refused digest is tried once and the serving
-/// version stays; a registry that cannot be reached changes nothing. Dropping it stops it.
+/// `watch:<tag>`, citing the pinned reference, and recorded as served
+/// ([`Host::record_served`]). A tag that now names another plugin than the one it serves
+/// (another id, or an adapter where it served a policy, or the reverse) is refused with a
+/// warning naming both: a tag follows new versions of one plugin, never a substitute. A
+/// refused digest is tried once and the serving version stays; a registry that cannot be
+/// reached changes nothing. Dropping it stops it.
 #[cfg(feature = "oci")]
 #[derive(Debug)]
 pub struct TagWatcher {
     task: JoinHandle<()>,
+}
+
+/// A registry tag a plugin was loaded from, for [`TagWatcher`] to follow: the plugin it serves
+/// (what the tag moves to must be the same kind and id) and the digest serving now.
+#[cfg(feature = "oci")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowedTag {
+    /// The tag.
+    pub tag: crate::oci::OciRef,
+    /// The pinned reference serving now (`oci://...@sha256:`).
+    pub pinned: String,
+    /// Adapter or policy.
+    pub kind: PluginKind,
+    /// The plugin id.
+    pub id: String,
+}
+
+/// What a tag moved to, once looked at.
+#[cfg(feature = "oci")]
+enum Moved {
+    /// Installed.
+    Installed(PluginKind, PluginRef),
+    /// Another plugin than the one the tag serves: its kind and id.
+    Substitute(PluginKind, String),
+    /// Refused by verification, loading or the no-downgrade rule: why.
+    Refused(String),
 }
 
 #[cfg(feature = "oci")]
@@ -169,12 +210,12 @@ impl Drop for TagWatcher {
 
 #[cfg(feature = "oci")]
 impl TagWatcher {
-    /// Follows `tags` (each with the pinned reference serving now) in `registries`, checking
-    /// every `interval` (must be called inside a tokio runtime).
+    /// Follows `tags` in `registries`, checking every `interval` (must be called inside a
+    /// tokio runtime).
     pub fn start(
         host: Arc<Host>,
         registries: crate::oci::Registries,
-        tags: Vec<(crate::oci::OciRef, String)>,
+        tags: Vec<FollowedTag>,
         interval: Duration,
     ) -> Self {
         use crate::oci::Tags;
@@ -185,8 +226,9 @@ impl TagWatcher {
             ticker.tick().await;
             loop {
                 ticker.tick().await;
-                for (tag, current) in &mut serving {
-                    let pulled = match registries.pull(tag, Tags::AsConfigured).await {
+                for followed in &mut serving {
+                    let tag = followed.tag.clone();
+                    let pulled = match registries.pull(&tag, Tags::AsConfigured).await {
                         Ok(pulled) => pulled,
                         Err(e) => {
                             tracing::warn!(reference = %tag, error = %e, "cannot resolve the tag; the serving version stays");
@@ -194,36 +236,32 @@ impl TagWatcher {
                         }
                     };
                     let pinned = pulled.pinned.to_string();
-                    if pinned == *current {
+                    if pinned == followed.pinned {
                         continue;
                     }
-                    *current = pinned.clone();
+                    followed.pinned = pinned.clone();
                     let installing = Arc::clone(&host);
+                    let (kind, id) = (followed.kind, followed.id.clone());
                     let source = pinned.clone();
-                    let installed = tokio::task::spawn_blocking(move || {
-                        installing.install_from(&pulled.bytes, Some(source))
+                    let moved = tokio::task::spawn_blocking(move || {
+                        install_same(&installing, &pulled.bytes, source, kind, &id)
                     })
                     .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|result| result.map_err(|e| e.to_string()));
-                    match installed {
-                        Ok((kind, plugin)) => {
-                            tracing::info!(reference = %tag, %pinned, id = %plugin.id, version = %plugin.version, "installed what the tag moved to");
-                            let replaced = (host.policies().into_iter())
-                                .find(|p| p.plugin.id == plugin.id)
-                                .and_then(|p| p.previous.last().cloned());
-                            let change = serde_json::json!({
-                                "action": "install", "kind": kind.to_string(), "plugin": plugin,
-                                "replaced": replaced, "reference": tag.to_string(),
-                            });
-                            if let Err(e) = host
-                                .audit_plugin_change(&format!("watch:{tag}"), &change)
-                                .await
-                            {
-                                tracing::error!(reference = %tag, error = %e, "the install could not be recorded in the audit log");
-                            }
+                    .unwrap_or_else(|e| Moved::Refused(e.to_string()));
+                    match moved {
+                        Moved::Installed(kind, plugin) => {
+                            installed(&host, &tag, &pinned, kind, &plugin).await;
                         }
-                        Err(e) => {
+                        Moved::Substitute(offered_kind, offered_id) => {
+                            tracing::warn!(
+                                reference = %tag, %pinned, serving_kind = %followed.kind,
+                                serving_id = %followed.id, offered_kind = %offered_kind,
+                                offered_id = %offered_id,
+                                "the tag now names {offered_kind} `{offered_id}`, not {} `{}`, the plugin it serves: refused (a tag follows new versions of one plugin, never another); the serving version stays",
+                                followed.kind, followed.id
+                            );
+                        }
+                        Moved::Refused(e) => {
                             tracing::warn!(reference = %tag, %pinned, error = %e, "what the tag moved to was refused; the serving version stays");
                         }
                     }
@@ -231,5 +269,50 @@ impl TagWatcher {
             }
         });
         Self { task }
+    }
+}
+
+/// Installs `bytes` (pulled from `source`) if it is `kind` `id`, the plugin its tag serves.
+#[cfg(feature = "oci")]
+fn install_same(host: &Host, bytes: &[u8], source: String, kind: PluginKind, id: &str) -> Moved {
+    let verified = match host.verify(bytes) {
+        Ok(verified) => verified,
+        Err(e) => return Moved::Refused(e.to_string()),
+    };
+    let offered = (verified.manifest.kind(), verified.manifest.id());
+    if offered != (kind, id) {
+        return Moved::Substitute(offered.0, offered.1.to_owned());
+    }
+    match host.install_from(bytes, Some(source)) {
+        Ok((kind, plugin)) => Moved::Installed(kind, plugin),
+        Err(e) => Moved::Refused(e.to_string()),
+    }
+}
+
+/// Audits and records what a tag moved to, once installed.
+#[cfg(feature = "oci")]
+async fn installed(
+    host: &Host,
+    tag: &crate::oci::OciRef,
+    pinned: &str,
+    kind: PluginKind,
+    plugin: &PluginRef,
+) {
+    tracing::info!(reference = %tag, %pinned, id = %plugin.id, version = %plugin.version, "installed what the tag moved to");
+    let replaced = (host.policies().into_iter())
+        .find(|p| p.plugin.id == plugin.id)
+        .and_then(|p| p.previous.last().cloned());
+    let change = serde_json::json!({
+        "action": "install", "kind": kind.to_string(), "plugin": plugin,
+        "replaced": replaced, "reference": tag.to_string(),
+    });
+    if let Err(e) = host
+        .audit_plugin_change(&format!("watch:{tag}"), &change)
+        .await
+    {
+        tracing::error!(reference = %tag, error = %e, "the install could not be recorded in the audit log");
+    }
+    if let Err(e) = host.record_served(kind, plugin, ServedAs::Install).await {
+        tracing::error!(reference = %tag, error = %e, "the install could not be recorded as served: a restart would not hold its version as the floor");
     }
 }

@@ -10,7 +10,8 @@ use super::rows::{KeyRow, key_state};
 use crate::checkpoint::Checkpoint;
 use crate::records::{
     Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs, Decision,
-    IdempotencyKey, KeyState, PluginChange, Resolution, StoreError, Task, TaskUpdate, Waiting,
+    IdempotencyKey, KeyState, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
+    TaskUpdate, Waiting,
 };
 
 /// A write job and where its answer goes (`None`: nobody waits for it).
@@ -58,6 +59,9 @@ pub(super) enum Op {
     Flush,
     AddCheckpoint(Checkpoint),
     AddPluginChange(PluginChange),
+    /// Plugins started serving: each one's row (by kind and id), written as
+    /// [`replaces_served`] says, in the order of their rows.
+    RecordServed(Vec<(ServedVersion, ServedAs)>),
 }
 
 impl Op {
@@ -80,7 +84,8 @@ impl Op {
             | Self::Prune(_)
             | Self::Flush
             | Self::AddCheckpoint(_)
-            | Self::AddPluginChange(_) => None,
+            | Self::AddPluginChange(_)
+            | Self::RecordServed(_) => None,
         }
     }
 }
@@ -239,6 +244,17 @@ macro_rules! queued_writes {
             let write = self.write($crate::jobs::Op::AddPluginChange(change), true);
             Box::pin(async move { write.await.map(drop) })
         }
+
+        fn record_served(
+            &self,
+            mut served: Vec<($crate::records::ServedVersion, $crate::records::ServedAs)>,
+        ) -> $crate::store::StoreFuture<'_, ()> {
+            // In the order of their rows, so two transactions never lock two rows in opposite
+            // orders.
+            served.sort_by(|(a, _), (b, _)| (&a.kind, &a.plugin).cmp(&(&b.kind, &b.plugin)));
+            let write = self.write($crate::jobs::Op::RecordServed(served), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
     };
 }
 pub(super) use queued_writes;
@@ -337,6 +353,32 @@ pub(super) fn plugin_changes(
             })
             .collect()
     })
+}
+
+/// Whether `served` replaces `recorded`, the version its kind and id's row holds (`None`: no
+/// row): always as [`ServedAs::Downgrade`] (an operator's rollback or forced downgrade);
+/// as [`ServedAs::Install`], unless it is lower than the recorded one (semver, as manifests
+/// require; a version that does not parse as one replaces it). The host refuses an install
+/// below the record, so only an install by another gateway, made before it saw a higher one,
+/// is ever lower: the higher stands.
+pub(super) fn replaces_served(
+    recorded: Option<&str>,
+    served: &ServedVersion,
+    how: ServedAs,
+) -> bool {
+    let Some(recorded) = recorded else {
+        return true;
+    };
+    match how {
+        ServedAs::Downgrade => true,
+        ServedAs::Install => match (
+            semver::Version::parse(&served.version),
+            semver::Version::parse(recorded),
+        ) {
+            (Ok(offered), Ok(recorded)) => offered >= recorded,
+            _ => true,
+        },
+    }
 }
 
 /// What a claim does with the row it found.
@@ -687,6 +729,39 @@ mod tests {
             assert_eq!(
                 check_decision(&open, &late),
                 Err("approval `apr_1` expired; the caller must propose the call again".to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn an_install_never_lowers_the_served_version_and_a_downgrade_does() {
+        let served = |version: &str| ServedVersion {
+            kind: "adapter".to_owned(),
+            plugin: "acme.orders".to_owned(),
+            version: version.to_owned(),
+            digest: "sha256:ab".to_owned(),
+            source: None,
+            at_ms: 1,
+        };
+        use ServedAs::{Downgrade, Install};
+        // The recorded version, the one serving, how: whether it replaces the record.
+        let cases = [
+            (None, "1.0.0", Install, true),
+            (Some("1.0.0"), "1.0.0", Install, true),
+            (Some("1.0.0"), "1.0.1", Install, true),
+            (Some("1.9.0"), "1.10.0", Install, true),
+            (Some("1.10.0"), "1.9.0", Install, false),
+            (Some("2.0.0"), "2.0.0-rc.1", Install, false),
+            (Some("1.1.0"), "1.0.0", Downgrade, true),
+            (None, "1.0.0", Downgrade, true),
+            // Never written by gatehouse (manifests are semver): the last one stands.
+            (Some("latest"), "1.0.0", Install, true),
+        ];
+        for (recorded, version, how, replaces) in cases {
+            assert_eq!(
+                replaces_served(recorded, &served(version), how),
+                replaces,
+                "{recorded:?} then {version} as {how:?}"
             );
         }
     }

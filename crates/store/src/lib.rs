@@ -59,8 +59,8 @@ pub use config::StoreConfig;
 pub use records::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
     ClaimRequest, DecidedAs, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    Resolution, StoreError, Task, TaskFilter, TaskStatus, TaskUpdate, Waiting, approval_id, now_ms,
-    task_id,
+    Resolution, ServedAs, ServedVersion, StoreError, Task, TaskFilter, TaskStatus, TaskUpdate,
+    Waiting, approval_id, now_ms, task_id,
 };
 pub use store::{Store, StoreFuture, Waiters};
 pub use verify::{check_anchor, verify_checkpoints};

@@ -1,6 +1,6 @@
 //! The records the store keeps and the errors it answers with: idempotency keys and their
 //! claims, approvals and their decisions (who decided, how the caller waits), tasks, a call's
-//! record and its audit event, plugin changes. Plain data, shared by the
+//! record and its audit event, plugin changes, the versions plugins last served. Plain data, shared by the
 //! [`Store`](crate::store::Store) trait and both backends.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -582,6 +582,42 @@ impl PluginChange {
             | Self::SetConfig { plugin, .. } => plugin,
         }
     }
+}
+
+/// The version of a plugin that last started serving, by kind and id: the floor a later start,
+/// reload or followed tag may not go below unless the operator forces it (table
+/// `served_versions`). Written whenever a plugin starts serving ([`Store::record_served`]).
+///
+/// [`Store::record_served`]: crate::Store::record_served
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedVersion {
+    /// `adapter` or `policy` (the plugin's WIT world).
+    pub kind: String,
+    /// The plugin id.
+    pub plugin: String,
+    /// Its version (semver, as manifests require).
+    pub version: String,
+    /// `sha256:<hex>` of the unsigned component.
+    pub digest: String,
+    /// Where it was fetched from (`oci://...@sha256:`), if from a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// When it started serving, unix ms.
+    pub at_ms: u64,
+}
+
+/// How a version came to serve, which decides whether it may lower the recorded one
+/// ([`Store::record_served`](crate::Store::record_served)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServedAs {
+    /// An install (at start, on reload, through the admin API, a watched directory or a
+    /// followed tag), which the host refuses below the recorded version: it never lowers the
+    /// record. A lower one can only come from another gateway that recorded a higher version
+    /// meanwhile, which stands.
+    Install,
+    /// An operator's downgrade: a policy rolled back, or a downgrade forced at start
+    /// (`--allow-downgrade`). It replaces the record, lower or not.
+    Downgrade,
 }
 
 /// The current time, unix ms.

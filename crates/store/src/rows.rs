@@ -1,8 +1,9 @@
 //! The row mapping both backends share. SQLite and PostgreSQL keep the same tables with the
 //! same columns (the portable migrations), so an approval, a task, an audit entry, a
-//! checkpoint or an idempotency record is read from a row in one place, here, through the little each backend
-//! provides: its rows' columns by position ([`Columns`]). The column lists the queries name
-//! are here too, so a query and its mapping cannot disagree on an order.
+//! checkpoint, a served version or an idempotency record is read from a row in one place,
+//! here, through the little each backend provides: its rows' columns by position
+//! ([`Columns`]). The column lists the queries name are here too, so a query and its mapping
+//! cannot disagree on an order.
 //!
 //! A column holding what gatehouse never writes (a damaged or hand-edited row) is an error
 //! naming the column ([`Corrupt`]), never a default value.
@@ -12,8 +13,8 @@ use serde_json::Value;
 use super::audit::AuditEntry;
 use crate::checkpoint::Checkpoint;
 use crate::records::{
-    Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState, Task,
-    TaskStatus, Waiting,
+    Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState,
+    ServedVersion, Task, TaskStatus, Waiting,
 };
 
 /// The columns of an `approvals` row, in the order [`approval`] reads them (and both backends
@@ -41,6 +42,14 @@ pub(super) const CHECKPOINTS_QUERY: &str =
 
 /// The SQL that reads the stored plugin changes, in order (one column: the change's JSON).
 pub(super) const PLUGIN_CHANGES_QUERY: &str = "SELECT change FROM plugin_changes ORDER BY seq";
+
+/// The columns of a `served_versions` row, in the order [`served_version`] reads them (and both
+/// backends insert them).
+pub(super) const SERVED_COLUMNS: &str = "kind, plugin, version, digest, source, at";
+
+/// The SQL that reads the recorded served versions, by kind, then id.
+pub(super) const SERVED_QUERY: &str =
+    "SELECT kind, plugin, version, digest, source, at FROM served_versions ORDER BY kind, plugin";
 
 /// The columns of an `idempotency` row, in the order [`key_record`] reads them.
 pub(super) const KEY_RECORD_COLUMNS: &str =
@@ -247,6 +256,18 @@ pub(super) fn checkpoint<R: Columns>(row: &R) -> Result<Checkpoint, R::Error> {
         at_ms: from_db(row.int(2)?),
         key_id: row.text(3)?,
         signature: row.text(4)?,
+    })
+}
+
+/// A recorded served version, from a row of [`SERVED_COLUMNS`].
+pub(super) fn served_version<R: Columns>(row: &R) -> Result<ServedVersion, R::Error> {
+    Ok(ServedVersion {
+        kind: row.text(0)?,
+        plugin: row.text(1)?,
+        version: row.text(2)?,
+        digest: row.text(3)?,
+        source: row.text_or_null(4)?,
+        at_ms: from_db(row.int(5)?),
     })
 }
 

@@ -13,8 +13,8 @@ use crate::checkpoint::Checkpoint;
 use crate::rate::RateBudget;
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, CallRecord, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, PluginChange, Resolution, StoreError, Task, TaskFilter, TaskUpdate,
-    Waiting,
+    IdempotencyKey, KeyRecord, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
+    TaskFilter, TaskUpdate, Waiting,
 };
 
 /// A store operation in flight.
@@ -135,6 +135,16 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
 
     /// The stored plugin changes, in the order they were made.
     fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>>;
+
+    /// Records that each of `served` started serving, in one transaction: the version its
+    /// kind and id last served, which a later start or reload may not go below unless forced.
+    /// As [`ServedAs::Install`] a version replaces the recorded one only if it is not lower (of
+    /// two gateways recording at once, the higher version stands); as [`ServedAs::Downgrade`]
+    /// it replaces it whatever it is. Each row is read and written in the same transaction.
+    fn record_served(&self, served: Vec<(ServedVersion, ServedAs)>) -> StoreFuture<'_, ()>;
+
+    /// The recorded versions ([`Store::record_served`]), sorted by kind, then id.
+    fn served_versions(&self) -> StoreFuture<'_, Vec<ServedVersion>>;
 }
 
 /// Wake-ups for calls waiting on a key another call holds (gate 7), by the key's digest

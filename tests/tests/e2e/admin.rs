@@ -527,7 +527,7 @@ async fn a_policy_pushed_while_calls_run_fails_none_and_the_audit_names_each_dec
     assert_eq!((status, &body["error"]), (400, &json!("refused")), "{body}");
     assert!(
         body["message"].as_str().is_some_and(|m| m
-            .contains("`test.policy-probe` 1.5.0 is older than the serving 2.0.0")
+            .contains("`test.policy-probe` 1.5.0 is older than 2.0.0, the version serving")
             && m.contains("gatehouse admin policy rollback test.policy-probe")),
         "{body}"
     );

@@ -4,7 +4,8 @@
 //! database restarted under load, read-only calls while it is down, signed audit checkpoints
 //! and plugin changes kept in the shared database, a claim made while another session holds
 //! the audit chain's lock, the chain the database appends verified with the gateway's hash,
-//! one approval decided at once through two stores (exactly one decision wins), and tasks.
+//! one approval decided at once through two stores (exactly one decision wins), tasks, and
+//! the version each plugin last served (of two gateways recording at once, the higher stands).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +16,8 @@ use gatehouse_host::state::postgres::{PostgresStore, WRITE_LOCK};
 use gatehouse_host::state::verify_checkpoints;
 use gatehouse_host::state::{
     Anchor, Approval, ApprovalLookup, ApprovalStatus, AuditEvent, AuditQuery, CallRecord,
-    ChainBreak, Checkpoint, KeyState, PluginChange, Store, StoreError, Task, TaskFilter,
-    TaskStatus, TaskUpdate, Waiting, now_ms,
+    ChainBreak, Checkpoint, KeyState, PluginChange, ServedAs, ServedVersion, Store, StoreError,
+    Task, TaskFilter, TaskStatus, TaskUpdate, Waiting, now_ms,
 };
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{LEDGER, REST};
@@ -1247,4 +1248,64 @@ async fn tasks_are_kept_in_the_shared_database() {
     assert_eq!(a.prune(base + 62_000).await.unwrap(), 1);
     assert_eq!(b.task("task_a".to_owned()).await.unwrap(), None);
     assert_eq!(page(10, None).await, ["task_c", "task_b"]);
+}
+
+/// The version each plugin last served, in the shared database: what one gateway records,
+/// another reads. Two gateways recording the same new plugin at once, one 1.0.0 and the other
+/// 2.0.0, leave 2.0.0 whichever commits first (an install never lowers the record); an
+/// operator's downgrade does lower it; an adapter and a policy of one id are two rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_versions_are_shared_and_an_install_never_lowers_them() {
+    let pg = Postgres::start();
+    let a = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    let b = Arc::new(PostgresStore::open(&on(&pg)).unwrap());
+    let served = |kind: &str, plugin: &str, version: &str| ServedVersion {
+        kind: kind.to_owned(),
+        plugin: plugin.to_owned(),
+        version: version.to_owned(),
+        digest: format!("sha256:{version}"),
+        source: None,
+        at_ms: 1_000,
+    };
+    const ROUNDS: usize = 20;
+    for round in 0..ROUNDS {
+        let plugin = format!("acme.p{round:02}");
+        let (low, high) = tokio::join!(
+            a.record_served(vec![(
+                served("policy", &plugin, "1.0.0"),
+                ServedAs::Install
+            )]),
+            b.record_served(vec![(
+                served("policy", &plugin, "2.0.0"),
+                ServedAs::Install
+            )]),
+        );
+        low.unwrap();
+        high.unwrap();
+    }
+    let recorded = a.served_versions().await.unwrap();
+    assert_eq!(recorded.len(), ROUNDS);
+    for (round, row) in recorded.iter().enumerate() {
+        assert_eq!(
+            *row,
+            served("policy", &format!("acme.p{round:02}"), "2.0.0"),
+            "round {round}"
+        );
+    }
+
+    // One transaction may hold several rows, of any kind, lowered or not.
+    let both = vec![
+        (served("policy", "acme.p00", "1.0.0"), ServedAs::Downgrade),
+        (served("adapter", "acme.p00", "0.1.0"), ServedAs::Install),
+    ];
+    a.record_served(both).await.unwrap();
+    let recorded = b.served_versions().await.unwrap();
+    assert_eq!(
+        recorded[..3],
+        [
+            served("adapter", "acme.p00", "0.1.0"),
+            served("policy", "acme.p00", "1.0.0"),
+            served("policy", "acme.p01", "2.0.0"),
+        ]
+    );
 }

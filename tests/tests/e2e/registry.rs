@@ -4,19 +4,22 @@
 //! `serve` from the pinned digest, then a call over MCP whose record and audit entry cite the
 //! digest; a retag to a tampered component is refused on reload and the old one keeps
 //! serving; a followed tag (`[oci] watch_seconds`) installs what it moves to and refuses a
-//! tampered build; a restart with the registry down serves from the cache. Every bad answer a
-//! registry can give gets its own error, and loads nothing. (The policy swap from a registry
-//! under calls is in `admin`.)
+//! tampered build, and a build of another plugin or kind; a tag moved back to an older signed
+//! build is refused at restart and on reload against the version the store records as last
+//! served, unless the operator allows the downgrade (audited); a restart with the registry
+//! down serves from the cache. Every bad answer a registry can give gets its own error, and
+//! loads nothing. (The policy swap from a registry under calls is in `admin`.)
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
 use gatehouse_host::oci::{OciConfig, OciError, OciRef, Registries, RegistryConfig, Tags};
-use gatehouse_tests::artifacts::ECHO;
+use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, TEXTKIT};
 use gatehouse_tests::cli::gatehouse_async;
 use gatehouse_tests::gateway::{Gateway, Serve};
-use gatehouse_tests::mcp::{call, record};
+use gatehouse_tests::mcp::{call, record, tool_list};
 use gatehouse_tests::registry::{PASSWORD, Registry, USER};
 use gatehouse_tests::{free_port, listening};
 use http_body_util::Full;
@@ -37,8 +40,13 @@ impl Site {
 
     /// [`Site::new`], with `more` config text (keys of `[oci]`, then tables) after `[oci]`'s.
     fn with(registry_entry: &str, more: &str) -> Self {
+        Self::trusting(registry_entry, more, &["test.*"])
+    }
+
+    /// [`Site::with`], the publisher trusted for policy modules matching `policies`.
+    fn trusting(registry_entry: &str, more: &str, policies: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let host = gatehouse_tests::config(&["gatehouse.*"], &["test.*"]);
+        let host = gatehouse_tests::config(&["gatehouse.*"], policies);
         let config = dir.path().join("gatehouse.toml");
         let text = format!(
             "{}\n[mcp]\nanonymous_tenant = \"default\"\n\n[oci]\ncache_dir = {:?}\n{more}\n\n{registry_entry}",
@@ -73,6 +81,34 @@ impl Site {
         let config = gatehouse_cli::ServeConfig::from_file(&self.config).unwrap();
         Registries::new(&config.oci, &self.dir.path().join("cache"))
     }
+
+    /// What this site's state store records as the version each plugin last served: kind,
+    /// id, version and source.
+    async fn served(&self) -> Vec<[Option<String>; 4]> {
+        let config = gatehouse_cli::ServeConfig::from_file(&self.config).unwrap();
+        let store = gatehouse_host::state::open(&config.host.store).unwrap();
+        let served = store.served_versions().await.unwrap();
+        (served.into_iter())
+            .map(|s| [Some(s.kind), Some(s.plugin), Some(s.version), s.source])
+            .collect()
+    }
+
+    /// The audit log's entries of kind `plugin` (changes to what serves), as `gatehouse audit
+    /// export` prints them.
+    async fn plugin_entries(&self) -> Vec<Value> {
+        let config = self.config.display().to_string();
+        let (code, out) = gatehouse_async(&["audit", "export", "--config", &config]).await;
+        assert_eq!(code, 0, "{out}");
+        (out.lines())
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|entry| entry["kind"] == "plugin")
+            .collect()
+    }
+}
+
+/// `gatehouse.echo` as the store records it: serving `version`, pulled from `source`.
+fn echo_served(version: &str, source: &str) -> [Option<String>; 4] {
+    ["adapter", "gatehouse.echo", version, source].map(|s| Some(s.to_owned()))
 }
 
 /// `gatehouse serve` of `site` with `args` (`--adapter REF`, or none: the config's
@@ -301,20 +337,222 @@ async fn a_followed_tag_installs_what_it_moves_to_and_refuses_a_tampered_build()
     );
 
     gateway.stop().await;
-    let config = site.config.display().to_string();
-    let (code, out) = gatehouse_async(&["audit", "export", "--config", &config]).await;
-    assert_eq!(code, 0, "{out}");
-    let installs: Vec<Value> = (out.lines())
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|entry| entry["kind"] == "plugin")
-        .collect();
-    assert_eq!(installs.len(), 1, "{out}");
-    assert_eq!(
-        installs[0]["principal"],
-        json!(format!("watch:{tag}")),
-        "{out}"
+    let installs = site.plugin_entries().await;
+    assert_eq!(installs.len(), 1, "{installs:#?}");
+    assert_eq!(installs[0]["principal"], json!(format!("watch:{tag}")));
+    assert!(installs[0].to_string().contains(&v2), "{installs:#?}");
+    // What the tag moved to is the version on record: a restart holds it as the floor.
+    assert_eq!(site.served().await, [echo_served("0.2.0", &v2)]);
+}
+
+/// The policy probe, signed by the test publisher as plugin `id`.
+fn policy_named(id: &str) -> Vec<u8> {
+    let mut manifest = POLICY_PROBE.manifest();
+    let Manifest::Policy(policy) = &mut manifest else {
+        panic!("the policy probe is a policy");
+    };
+    policy.id = id.to_owned();
+    gatehouse_host::plugin::pack(
+        &POLICY_PROBE.bytes(),
+        &manifest,
+        gatehouse_tests::publisher(),
+    )
+    .unwrap()
+}
+
+/// A followed tag is a version stream of one plugin. Moved to another adapter, or to a policy
+/// module under the same id, both validly signed by a trusted publisher, it is refused with a
+/// warning naming both, and the old version answers on; a new version of the plugin it serves
+/// is still followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_tag_moved_to_another_plugin_or_kind_is_refused_and_the_old_one_answers() {
+    let registry = Registry::anonymous();
+    let tag = registry.reference("acme/echo", ":stable");
+    let site = Site::trusting(
+        &registry.config_entry(true),
+        &format!("watch_seconds = 1\n\n[plugins]\nadapters = [{tag:?}]\n"),
+        &["test.*", "gatehouse.*"],
     );
-    assert!(installs[0].to_string().contains(&v2), "{out}");
+    let v1 = site.push(&ECHO.signed(), &tag).await;
+    let gateway = serve(&site, &[]).await.unwrap();
+    let serves_v1 = async |message: &str| {
+        let record = echo(&gateway, message).await;
+        assert_eq!(
+            (&record["outcome"], &record["adapter"]["version"]),
+            (&json!("OK"), &json!("0.1.0")),
+            "{record}"
+        );
+        assert_eq!(record["adapter"]["source"], json!(v1), "{record}");
+    };
+    serves_v1("v1").await;
+
+    // Another adapter id.
+    site.push(&TEXTKIT.signed(), &tag).await;
+    gateway
+        .logged(
+            "the tag now names adapter `gatehouse.textkit`, not adapter `gatehouse.echo`",
+            Duration::from_secs(30),
+        )
+        .await;
+    serves_v1("after a retag to another id").await;
+    let tools = tool_list(gateway.port()).await;
+    assert!(
+        tools.iter().all(|tool| tool.starts_with("gatehouse.echo.")),
+        "{tools:?}"
+    );
+
+    // The same id, another kind.
+    site.push(&policy_named("gatehouse.echo"), &tag).await;
+    gateway
+        .logged(
+            "the tag now names policy `gatehouse.echo`, not adapter `gatehouse.echo`",
+            Duration::from_secs(30),
+        )
+        .await;
+    serves_v1("after a retag to another kind").await;
+
+    // A new version of the plugin it serves is still followed.
+    let v2 = site.push(&ECHO.signed_as_version("0.2.0"), &tag).await;
+    gateway
+        .logged("installed what the tag moved to", Duration::from_secs(30))
+        .await;
+    let record = echo(&gateway, "v2").await;
+    assert_eq!(
+        (&record["adapter"]["version"], &record["adapter"]["source"]),
+        (&json!("0.2.0"), &json!(v2))
+    );
+    gateway.stop().await;
+    // One change to what serves, audited and on record: the new version; nothing of the
+    // substitutes.
+    let installs = site.plugin_entries().await;
+    assert_eq!(installs.len(), 1, "{installs:#?}");
+    assert_eq!(installs[0]["record"]["plugin"]["version"], "0.2.0");
+    assert_eq!(site.served().await, [echo_served("0.2.0", &v2)]);
+}
+
+/// A tag moved back to an older, validly signed build: a restart refuses it rather than serve
+/// it. It cannot keep the newer one serving: the gateway holds only what the tag names now,
+/// and serving nothing under the id would change the tools silently, so it fails closed, and
+/// says how to allow the downgrade. Allowed, the downgrade serves, is audited and becomes the
+/// version on record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_the_tag_moved_back_is_refused_unless_the_downgrade_is_allowed_and_audited()
+{
+    let registry = Registry::anonymous();
+    let site = Site::new(&registry.config_entry(true));
+    let tag = registry.reference("acme/echo", ":stable");
+    let v2 = site.push(&ECHO.signed_as_version("0.2.0"), &tag).await;
+    let gateway = serve(&site, &["--adapter", &tag]).await.unwrap();
+    let record = echo(&gateway, "v2").await;
+    assert_eq!(
+        (&record["adapter"]["version"], &record["adapter"]["source"]),
+        (&json!("0.2.0"), &json!(v2))
+    );
+    gateway.stop().await;
+    assert_eq!(site.served().await, [echo_served("0.2.0", &v2)]);
+
+    // The publisher's older build, validly signed, pushed to the tag again.
+    let v1 = site.push(&ECHO.signed(), &tag).await;
+    let error = serve(&site, &["--adapter", &tag])
+        .await
+        .expect_err("a restart onto an older version is refused");
+    assert!(error.starts_with("exited (exit status: 1)"), "{error}");
+    assert!(
+        error.contains("gatehouse.echo 0.1.0 (") && error.contains(&v1),
+        "names what the tag now names: {error}"
+    );
+    assert!(
+        error.contains("refused: `gatehouse.echo` 0.1.0 is older than 0.2.0, the version this gateway last served")
+            && error.contains("`--allow-downgrade gatehouse.echo`"),
+        "{error}"
+    );
+    assert_eq!(site.served().await, [echo_served("0.2.0", &v2)]);
+    assert_eq!(site.plugin_entries().await, Vec::<Value>::new());
+
+    // The operator allows it: it serves, audited.
+    let allow = ["--adapter", &tag, "--allow-downgrade", "gatehouse.echo"];
+    let gateway = serve(&site, &allow).await.unwrap();
+    let record = echo(&gateway, "v1").await;
+    assert_eq!(
+        (&record["adapter"]["version"], &record["adapter"]["source"]),
+        (&json!("0.1.0"), &json!(v1))
+    );
+    assert!(
+        gateway
+            .log()
+            .contains("allowed by `--allow-downgrade gatehouse.echo`, and audited"),
+        "{}",
+        gateway.log()
+    );
+    gateway.stop().await;
+    let entries = site.plugin_entries().await;
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    assert_eq!(entries[0]["principal"], "serve --allow-downgrade");
+    let change = &entries[0]["record"];
+    assert_eq!(
+        [
+            &change["action"],
+            &change["kind"],
+            &change["plugin"]["version"],
+            &change["plugin"]["source"],
+            &change["replaced"]["version"],
+            &change["replaced"]["source"],
+        ],
+        [
+            "downgrade",
+            "adapter",
+            "0.1.0",
+            v1.as_str(),
+            "0.2.0",
+            v2.as_str()
+        ]
+        .map(|s| json!(s))
+        .each_ref(),
+        "{change}"
+    );
+    // The downgrade is the version on record: the next start needs no flag.
+    assert_eq!(site.served().await, [echo_served("0.1.0", &v1)]);
+    let gateway = serve(&site, &["--adapter", &tag]).await.unwrap();
+    assert_eq!(
+        echo(&gateway, "v1 again").await["adapter"]["version"],
+        "0.1.0"
+    );
+}
+
+/// SIGHUP after the tag moved back to an older signed build: the reload is refused, naming
+/// the versions and the flag, and the newer version keeps serving (the running host still
+/// has it) and stays on record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_after_the_tag_moved_back_is_refused_and_the_newer_version_answers() {
+    let registry = Registry::anonymous();
+    let site = Site::new(&registry.config_entry(true));
+    let tag = registry.reference("acme/echo", ":stable");
+    let v2 = site.push(&ECHO.signed_as_version("0.2.0"), &tag).await;
+    let gateway = serve(&site, &["--adapter", &tag]).await.unwrap();
+    assert_eq!(echo(&gateway, "v2").await["adapter"]["version"], "0.2.0");
+
+    site.push(&ECHO.signed(), &tag).await;
+    gateway.signal("HUP");
+    gateway
+        .logged("config reload failed", Duration::from_secs(30))
+        .await;
+    let log = gateway.log();
+    assert!(
+        log.contains("refused: `gatehouse.echo` 0.1.0 is older than 0.2.0")
+            && log.contains("`--allow-downgrade gatehouse.echo`"),
+        "{log}"
+    );
+    let record = echo(&gateway, "still v2").await;
+    assert_eq!(
+        (
+            &record["outcome"],
+            &record["adapter"]["version"],
+            &record["adapter"]["source"]
+        ),
+        (&json!("OK"), &json!("0.2.0"), &json!(v2))
+    );
+    gateway.stop().await;
+    assert_eq!(site.served().await, [echo_served("0.2.0", &v2)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

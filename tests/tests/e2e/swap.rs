@@ -1,6 +1,8 @@
 //! Hot swap of a policy module under concurrent calls: no call fails because of the swap,
 //! every decision names the version that made it, a module that fails to load or whose
 //! config check fails never replaces the serving one, and rollback restores the previous one.
+//! A downgrade is refused unless forced, also after a restart, against the version the store
+//! records as last served.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +16,14 @@ use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
 fn host() -> Host {
+    host_on(gatehouse_tests::store_path())
+}
+
+/// [`host`], its state in the store file `store`.
+fn host_on(store: std::path::PathBuf) -> Host {
     HostBuilder::trusting(&["gatehouse.*"], &["test.*"])
         .with(|config| {
+            config.store.path = Some(store);
             config.pipeline.policy_default = PolicyDefault::Deny;
             config.pipeline.policies = vec![bind(
                 "test.policy-probe",
@@ -180,7 +188,10 @@ async fn a_downgrade_is_refused_unless_forced_also_through_the_watched_directory
     std::fs::write(&file, POLICY_PROBE.signed_as_version("1.0.0")).unwrap();
     let event = watcher.next_event().await.unwrap();
     let err = event.result.unwrap_err();
-    assert!(err.contains("older than the serving 2.0.0"), "{err}");
+    assert!(
+        err.contains("older than 2.0.0, the version serving"),
+        "{err}"
+    );
     assert_eq!(decided_by(&host).await, "2.0.0");
     // The library call refuses it too; forcing it is the operator's explicit choice.
     let err = host
@@ -205,4 +216,74 @@ async fn a_downgrade_is_refused_unless_forced_also_through_the_watched_directory
         host.force_install_adapter(&old_echo).unwrap().version,
         "0.0.1"
     );
+}
+
+/// A host restarted on the same store holds the version its watched directory installed
+/// before, as the store recorded it: once the floor is held, an older, validly signed build
+/// dropped into the directory is refused, although nothing serves under its id yet.
+#[tokio::test]
+async fn a_restarted_host_refuses_what_is_older_than_the_version_last_served() {
+    let store = gatehouse_tests::store_path();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probe.wasm");
+    let watch = |host: &Arc<Host>| {
+        let interval = std::time::Duration::from_millis(20);
+        PolicyWatcher::start(Arc::clone(host), dir.path().to_owned(), interval)
+    };
+    let before = Arc::new(host_on(store.clone()));
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("2.0.0")).unwrap();
+    let mut watcher = watch(&before);
+    let installed = watcher.next_event().await.unwrap().result.unwrap();
+    assert_eq!(installed.version, "2.0.0");
+    // The watcher recorded it as served before it reported it.
+    let served = before.store().served_versions().await.unwrap();
+    assert_eq!(
+        (served[0].kind.as_str(), served[0].version.as_str()),
+        ("policy", "2.0.0")
+    );
+    drop(watcher);
+    drop(before);
+
+    // The restart: echo serves; the probe is not installed yet.
+    let after = Arc::new(host_on(store));
+    let allowed = after.hold_floor(&[], "test").await.unwrap();
+    assert_eq!(allowed, Vec::<gatehouse_host::AllowedDowngrade>::new());
+    let recorded: Vec<_> = (after.store().served_versions().await.unwrap().into_iter())
+        .map(|s| (s.kind, s.plugin, s.version))
+        .collect();
+    let row =
+        |kind: &str, id: &str, version: &str| (kind.to_owned(), id.to_owned(), version.to_owned());
+    assert_eq!(
+        recorded,
+        [
+            row("adapter", "gatehouse.echo", "0.1.0"),
+            row("policy", "test.policy-probe", "2.0.0")
+        ]
+    );
+    std::fs::write(&file, POLICY_PROBE.signed_as_version("1.0.0")).unwrap();
+    let mut watcher = watch(&after);
+    let err = watcher.next_event().await.unwrap().result.unwrap_err();
+    assert!(
+        err.contains(
+            "`test.policy-probe` 1.0.0 is older than 2.0.0, the version serving or last served"
+        ),
+        "{err}"
+    );
+    assert_eq!(after.policy_version("test.policy-probe"), None);
+    // The library's override still forces it; the same version, or a newer one, installs.
+    let err = after
+        .install_policy(&POLICY_PROBE.signed_as_version("1.0.0"))
+        .unwrap_err();
+    assert!(
+        matches!(&err, gatehouse_host::InstallError::Downgrade { serving, .. } if serving == "2.0.0"),
+        "{err}"
+    );
+    after
+        .install_policy(&POLICY_PROBE.signed_as_version("2.0.0"))
+        .unwrap();
+    assert_eq!(decided_by(&after).await, "2.0.0");
+    after
+        .force_install_policy(&POLICY_PROBE.signed_as_version("1.0.0"))
+        .unwrap();
+    assert_eq!(decided_by(&after).await, "1.0.0");
 }

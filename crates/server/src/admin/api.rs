@@ -10,11 +10,11 @@ use bytes::Bytes;
 use gatehouse_core::model::Obligation;
 use gatehouse_host::error::PolicyError;
 use gatehouse_host::plugin::manifest::PluginKind;
-use gatehouse_host::{Host, InstallError};
+use gatehouse_host::{Host, InstallError, PluginRef};
 use gatehouse_store::check_anchor;
 use gatehouse_store::{
-    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, StoreError,
-    Waiting, now_ms,
+    Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, ServedAs,
+    StoreError, Waiting, now_ms,
 };
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -400,19 +400,30 @@ pub fn list_plugins(host: &Host) -> Reply {
 }
 
 /// Records a change the host already made, and keeps it for a restart (`kept`, applied again
-/// at start by [`Host::restore_plugin_changes`]); if the store cannot, says so (the change
-/// stands).
+/// at start by [`Host::restore_plugin_changes`]), with the version it made serve, if any
+/// (`served`: the floor a restart holds, [`Host::record_served`]); if the store cannot, says
+/// so (the change stands).
 async fn record(
     host: &Host,
     operator: &Operator,
     change: &Value,
     kept: PluginChange,
+    served: Option<(PluginKind, &PluginRef, ServedAs)>,
 ) -> Result<(), ApiError> {
     host.store().add_plugin_change(kept).await.map_err(|e| {
         ApiError::internal(format!(
             "the change is in effect but could not be stored, so a restart would not serve it: {e}"
         ))
     })?;
+    if let Some((kind, plugin, how)) = served {
+        host.record_served(kind, plugin, how).await.map_err(|e| {
+            ApiError::internal(format!(
+                "the change is in effect but its version could not be recorded as served, so a \
+                 restart would not hold it as the floor of `{}`: {e}",
+                plugin.id
+            ))
+        })?;
+    }
     host.audit_plugin_change(&operator.principal, change)
         .await
         .map_err(|e| {
@@ -460,7 +471,8 @@ pub async fn upload(
         source,
         at_ms: now_ms(),
     };
-    record(host, operator, &change, kept).await?;
+    let served = Some((kind, &plugin, ServedAs::Install));
+    record(host, operator, &change, kept, served).await?;
     tracing::info!(by = %operator.principal, kind = %kind, id = %plugin.id, version = %plugin.version, digest = %plugin.digest, "admin: installed");
     Ok(json_reply(StatusCode::CREATED, &change))
 }
@@ -532,9 +544,10 @@ fn install_error(error: &InstallError) -> ApiError {
             serving,
             offered,
         } => format!(
-            "refused; the serving version is unchanged: `{id}` {offered} is older than the serving \
-             {serving}. Uploads never downgrade; to return a policy module to the version it \
-             replaced, roll it back (`gatehouse admin policy rollback {id}`)"
+            "refused; the serving version is unchanged: `{id}` {offered} is older than {serving}, \
+             the version serving or last served under that id. Uploads never downgrade; to \
+             return a policy module to the version it replaced, roll it back (`gatehouse admin \
+             policy rollback {id}`)"
         ),
         error => format!("refused; the serving version is unchanged: {error}"),
     };
@@ -566,7 +579,9 @@ pub async fn rollback(host: &Host, operator: &Operator, module: &str) -> Result<
         plugin: module.to_owned(),
         at_ms: now_ms(),
     };
-    record(host, operator, &change, kept).await?;
+    // A rollback is the operator's downgrade: it lowers the floor.
+    let served = Some((PluginKind::Policy, &plugin, ServedAs::Downgrade));
+    record(host, operator, &change, kept, served).await?;
     tracing::info!(by = %operator.principal, module, version = %plugin.version, "admin: rolled back");
     Ok(json_reply(StatusCode::OK, &change))
 }
@@ -588,7 +603,7 @@ pub async fn set_config(
         config,
         at_ms: now_ms(),
     };
-    record(host, operator, &change, kept).await?;
+    record(host, operator, &change, kept, None).await?;
     tracing::info!(by = %operator.principal, module, "admin: binding config set");
     Ok(json_reply(StatusCode::OK, &change))
 }

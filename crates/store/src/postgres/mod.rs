@@ -24,7 +24,7 @@
 //!      read first: a claim of a key that already has a row (its row locked), approvals (a
 //!      decision is a conditional update from `pending`: of two gateways deciding at once, the
 //!      second's update finds the first's committed decision and changes nothing), tasks, an
-//!      operator's resolution, plugin changes, pruning.
+//!      operator's resolution, plugin changes, served versions, pruning.
 //!
 //!    The audit chains are the one thing ordered across processes. A transaction appends its
 //!    entries last, with one call of `gatehouse_append` (`migrations/postgres/`): for each chain
@@ -81,7 +81,7 @@ use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{RateBudget, RateFuture};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError, Task, TaskFilter,
+    ServedVersion, StoreError, Task, TaskFilter,
 };
 use crate::rows::{from_db, to_db};
 use crate::store::{Store, StoreFuture, Waiters};
@@ -97,6 +97,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0007_audit_append.sql"),
     include_str!("../../migrations/postgres/0008_audit_chains.sql"),
     include_str!("../../migrations/0009_tasks.sql"),
+    include_str!("../../migrations/0011_served_versions.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin
@@ -600,6 +601,10 @@ impl Store for PostgresStore {
         jobs::plugin_changes(
             self.read(move |client| async move { sql::plugin_changes(&**client).await }),
         )
+    }
+
+    fn served_versions(&self) -> StoreFuture<'_, Vec<ServedVersion>> {
+        self.read(move |client| async move { sql::served_versions(&**client).await })
     }
 
     fn chains(&self) -> u32 {

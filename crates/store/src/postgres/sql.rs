@@ -18,12 +18,13 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
-    Decision, KeyRecord, PluginChange, Resolution, StoreError, Task, TaskFilter, TaskUpdate,
-    Waiting,
+    Decision, KeyRecord, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
+    TaskFilter, TaskUpdate, Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, TASK_COLUMNS, from_db, to_db,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
+    TASK_COLUMNS, from_db, to_db,
 };
 use crate::store::Waiters;
 
@@ -366,8 +367,63 @@ pub(super) async fn apply<'a>(
             last.changes.push(change);
             Done::Unit
         }
+        Op::RecordServed(served) => {
+            for (served, how) in served {
+                record_served(txn, served, *how).await?;
+            }
+            Done::Unit
+        }
     };
     Ok(Ok(done))
+}
+
+/// A plugin that started serving: its row inserted if it has none, else locked, read and
+/// replaced where [`jobs::replaces_served`] says. Of two gateways recording one plugin at
+/// once, the second's insert waits for the first's commit and finds its row, which it then
+/// judges as it stands.
+async fn record_served(
+    txn: &Transaction<'_>,
+    served: &ServedVersion,
+    how: ServedAs,
+) -> Result<(), tokio_postgres::Error> {
+    let at = to_db(served.at_ms);
+    let columns: [&(dyn ToSql + Sync); 6] = [
+        &served.kind,
+        &served.plugin,
+        &served.version,
+        &served.digest,
+        &served.source,
+        &at,
+    ];
+    let inserted = txn
+        .execute(
+            &format!(
+                "INSERT INTO served_versions ({SERVED_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (kind, plugin) DO NOTHING"
+            ),
+            &columns,
+        )
+        .await?;
+    if inserted == 1 {
+        return Ok(());
+    }
+    let recorded: Option<String> = txn
+        .query_opt(
+            "SELECT version FROM served_versions WHERE kind = $1 AND plugin = $2 FOR UPDATE",
+            &columns[..2],
+        )
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?;
+    if jobs::replaces_served(recorded.as_deref(), served, how) {
+        txn.execute(
+            "UPDATE served_versions SET version = $3, digest = $4, source = $5, at = $6 \
+             WHERE kind = $1 AND plugin = $2",
+            &columns,
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// A claim of a key that already has a row (the careful transaction's): the row locked and
@@ -790,6 +846,14 @@ pub(super) async fn checkpoints(client: &impl GenericClient) -> Result<Vec<Check
 pub(super) async fn plugin_changes(client: &impl GenericClient) -> Result<Vec<String>, PgError> {
     let rows = client.query(PLUGIN_CHANGES_QUERY, &[]).await?;
     rows.iter().map(|row| row.text(0)).collect()
+}
+
+/// The recorded served versions, by kind, then id.
+pub(super) async fn served_versions(
+    client: &impl GenericClient,
+) -> Result<Vec<ServedVersion>, PgError> {
+    let rows = client.query(SERVED_QUERY, &[]).await?;
+    rows.iter().map(rows::served_version).collect()
 }
 
 /// Pages through the log in one snapshot (a repeatable-read transaction): entries of

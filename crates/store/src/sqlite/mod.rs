@@ -52,7 +52,7 @@ use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use crate::recent::{self, RecentActions};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
-    StoreError, Task, TaskFilter,
+    ServedVersion, StoreError, Task, TaskFilter,
 };
 use crate::store::{Store, StoreFuture, Waiters};
 
@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_audit_checkpoints.sql"),
     include_str!("../../migrations/0006_plugin_changes.sql"),
     include_str!("../../migrations/0009_tasks.sql"),
+    include_str!("../../migrations/0011_served_versions.sql"),
 ];
 
 /// How long a connection waits for another process's lock before failing.
@@ -458,6 +459,10 @@ impl Store for SqliteStore {
 
     fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>> {
         jobs::plugin_changes(self.read(sql::plugin_changes))
+    }
+
+    fn served_versions(&self) -> StoreFuture<'_, Vec<ServedVersion>> {
+        self.read(sql::served_versions)
     }
 
     fn verify_audit(&self) -> StoreFuture<'_, VerifyReport> {

@@ -10,11 +10,13 @@ use crate::checkpoint::Checkpoint;
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Claim, ClaimRequest, Decision,
-    IdempotencyKey, KeyRecord, Resolution, StoreError, Task, TaskFilter, TaskUpdate, Waiting,
+    IdempotencyKey, KeyRecord, Resolution, ServedAs, ServedVersion, StoreError, Task, TaskFilter,
+    TaskUpdate, Waiting,
 };
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, TASK_COLUMNS, from_db, to_db,
+    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
+    TASK_COLUMNS, from_db, to_db,
 };
 
 /// Runs a statement through the connection's statement cache (hot statements are parsed once).
@@ -125,7 +127,44 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
         )
         .map(|_| Done::Unit)
         .map_err(unavailable),
+        Op::RecordServed(served) => (served.iter())
+            .try_for_each(|(served, how)| record_served(txn, served, *how))
+            .map(|()| Done::Unit)
+            .map_err(unavailable),
     }
+}
+
+/// A plugin that started serving: its row inserted, or replaced where [`jobs::replaces_served`]
+/// says (the batch's transaction holds SQLite's write lock, so nothing writes between the read
+/// and the write).
+fn record_served(txn: &Connection, served: &ServedVersion, how: ServedAs) -> rusqlite::Result<()> {
+    let recorded: Option<String> = query_row(
+        txn,
+        "SELECT version FROM served_versions WHERE kind = ?1 AND plugin = ?2",
+        params![served.kind, served.plugin],
+        |row| row.get(0),
+    )
+    .optional()?;
+    if !jobs::replaces_served(recorded.as_deref(), served, how) {
+        return Ok(());
+    }
+    exec(
+        txn,
+        &format!(
+            "INSERT INTO served_versions ({SERVED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+             ON CONFLICT (kind, plugin) DO UPDATE SET version = excluded.version, \
+             digest = excluded.digest, source = excluded.source, at = excluded.at"
+        ),
+        params![
+            served.kind,
+            served.plugin,
+            served.version,
+            served.digest,
+            served.source,
+            to_db(served.at_ms)
+        ],
+    )
+    .map(drop)
 }
 
 fn call_id_of(entry: &AuditEvent) -> Option<&str> {
@@ -629,6 +668,13 @@ pub(super) fn checkpoints(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>
 pub(super) fn plugin_changes(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut statement = conn.prepare(PLUGIN_CHANGES_QUERY)?;
     let rows = statement.query_map([], |row| row.text(0))?;
+    rows.collect()
+}
+
+/// The recorded served versions, by kind, then id.
+pub(super) fn served_versions(conn: &Connection) -> rusqlite::Result<Vec<ServedVersion>> {
+    let mut statement = conn.prepare(SERVED_QUERY)?;
+    let rows = statement.query_map([], |row| rows::served_version(row))?;
     rows.collect()
 }
 

@@ -1,5 +1,5 @@
-//! The SQLite store's own tests: batches, the audit chain, approvals and claims on a real file;
-//! decisions (`decisions`) and tasks (`tasks`) in their own files.
+//! The SQLite store's own tests: batches, the audit chain, approvals, claims and served versions
+//! on a real file; decisions (`decisions`) and tasks (`tasks`) in their own files.
 
 mod decisions;
 mod tasks;
@@ -12,7 +12,7 @@ use super::*;
 use crate::jobs::Job;
 use crate::records::{
     ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs,
-    Decision, KeyState, Resolution, proposal,
+    Decision, KeyState, Resolution, ServedAs, ServedVersion, proposal,
 };
 
 fn store() -> (SqliteStore, tempfile::TempDir) {
@@ -409,6 +409,66 @@ async fn a_version_2_log_is_rebuilt_around_its_rowid_and_still_verifies() {
         )
         .unwrap();
     assert_eq!(head_plan, "SCAN audit");
+}
+
+/// `acme.orders` as a plugin of `kind` at `version`, recorded at `at_ms`.
+fn served(kind: &str, version: &str, at_ms: u64) -> ServedVersion {
+    ServedVersion {
+        kind: kind.to_owned(),
+        plugin: "acme.orders".to_owned(),
+        version: version.to_owned(),
+        digest: format!("sha256:{version}"),
+        source: (kind == "adapter").then(|| format!("oci://127.0.0.1:5000/acme/orders:{version}")),
+        at_ms,
+    }
+}
+
+#[tokio::test]
+async fn a_served_version_is_raised_by_installs_and_lowered_only_by_a_downgrade() {
+    let (store, dir) = store();
+    let record = |version: ServedVersion, how| store.record_served(vec![(version, how)]);
+    record(served("adapter", "1.9.0", 1), ServedAs::Install)
+        .await
+        .unwrap();
+    // An install below the record (another gateway's, made before it saw 1.9.0) leaves it.
+    record(served("adapter", "1.2.0", 2), ServedAs::Install)
+        .await
+        .unwrap();
+    // The same id as a policy is a row of its own.
+    record(served("policy", "0.1.0", 3), ServedAs::Install)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.served_versions().await.unwrap(),
+        [served("adapter", "1.9.0", 1), served("policy", "0.1.0", 3)]
+    );
+    // Versions compare as semver, not as text: 1.10.0 is above 1.9.0.
+    record(served("adapter", "1.10.0", 4), ServedAs::Install)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.served_versions().await.unwrap()[0],
+        served("adapter", "1.10.0", 4)
+    );
+    // An operator's downgrade lowers it.
+    record(served("adapter", "1.2.0", 5), ServedAs::Downgrade)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.served_versions().await.unwrap(),
+        [served("adapter", "1.2.0", 5), served("policy", "0.1.0", 3)]
+    );
+    // Kept in the file: a store opened on it again reads the same.
+    drop(store);
+    let config = StoreConfig {
+        path: Some(dir.path().join("state.db")),
+        ..StoreConfig::default()
+    };
+    let again = SqliteStore::open(&config).unwrap();
+    assert_eq!(
+        again.served_versions().await.unwrap(),
+        [served("adapter", "1.2.0", 5), served("policy", "0.1.0", 3)]
+    );
 }
 
 #[test]

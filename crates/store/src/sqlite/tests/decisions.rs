@@ -336,7 +336,10 @@ async fn approvals_from_before_tasks_were_decided_by_approvers_and_their_callers
     {
         let mut conn = connect(&path, OpenFlags::default()).unwrap();
         let txn = conn.transaction().unwrap();
-        let before = MIGRATIONS.len() - 1;
+        // The schema just before the migration that added tasks (later ones follow it).
+        let before = (MIGRATIONS.iter())
+            .position(|sql| sql.contains("CREATE TABLE tasks"))
+            .unwrap();
         for sql in &MIGRATIONS[..before] {
             txn.execute_batch(sql).unwrap();
         }
