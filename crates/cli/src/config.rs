@@ -154,6 +154,9 @@ pub(crate) fn toml_path(path: &Path) -> String {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

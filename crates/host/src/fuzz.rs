@@ -11,6 +11,49 @@
 //!
 //! Failures are not persisted to files: a crash found is fixed with a named regression test
 //! next to the target.
+//!
+//! Beside these, four coverage-guided fuzz targets (issue 43, item 12), one per parser an
+//! attacker or a careless file reaches, each a thin function over the real parser, in the crate
+//! that owns it:
+//!
+//! | target (test path)                 | file                                      | input |
+//! |------------------------------------|-------------------------------------------|-------|
+//! | `plugin::fuzz::manifest`           | `crates/host/src/plugin/fuzz.rs`          | a plugin manifest, JSON and TOML |
+//! | `config::fuzz::serve_config`       | `crates/cli/src/config/fuzz.rs`           | `gatehouse.toml` as `gatehouse serve` reads it |
+//! | `import::openapi::fuzz::document`  | `crates/cli/src/import/openapi/fuzz.rs`   | an OpenAPI document, JSON or YAML |
+//! | `mcp::fuzz::request`               | `crates/server/src/mcp/fuzz.rs`           | the body of a POST to the MCP endpoint |
+//!
+//! They are [bolero](https://docs.rs/bolero) targets with its libFuzzer engine, chosen because
+//! it is the one that works here, on the pinned stable toolchain:
+//! - it builds on stable Rust: cargo-bolero's libFuzzer build instruments with
+//!   `-Cpasses=sancov-module` and `-Cllvm-args=-sanitizer-coverage-*`, stable codegen options;
+//!   only its default AddressSanitizer needs nightly (`-Zsanitizer`), and leaving it out costs
+//!   little here (our crates are safe Rust; a memory error in a dependency's unsafe code shows
+//!   only if it crashes). cargo-afl would work too, but its targets are binaries with a `main`
+//!   of their own, replayed under `cargo test` by a harness of ours, and it builds AFL++ from C
+//!   sources on each machine first;
+//! - a bolero target is an ordinary `#[test]`: under `cargo test` it replays the committed
+//!   corpus (`__fuzz__/<target>/corpus/` beside its file) and a second of random input, so CI
+//!   runs every target with no step of its own; built with the instrumentation, the same
+//!   function is a libFuzzer target. No second binary, no harness to keep in step, and a
+//!   target inside its crate reaches private parsers (the MCP direct path, the 2025-11-25
+//!   routing) without widening the crate's API. A target in a `fuzz/` crate of its own would
+//!   also be one more test binary linking wasmtime in every `cargo test --workspace`.
+//!
+//! bolero is pinned to 0.13.4, not the latest 0.13.7: bolero-generator-derive 0.13.5 pins
+//! `indexmap = "=2.11.2"`, which wasmparser 0.254's `^2.14` excludes. `build-support/fuzz`
+//! builds a target's library tests with cargo-bolero 0.13's flags and runs it as cargo-bolero
+//! would (cargo-bolero itself also builds the package's other test targets, which cannot link
+//! the instrumentation), under `nice -n 19`, until it has used the CPU time asked for; the
+//! growing corpus and any crash stay under `target-fuzz/`:
+//!
+//! ```text
+//! build-support/fuzz plugin::fuzz::manifest 3600    # one CPU-hour
+//! build-support/fuzz --minimize plugin::fuzz::manifest
+//! ```
+//!
+//! A crash found is minimized, fixed, and kept as a named regression test beside the target;
+//! the corpus committed is a few minimized inputs per target, not the run's whole corpus.
 
 use std::time::{Duration, Instant};
 

@@ -18,6 +18,8 @@
 pub(crate) mod cache;
 pub mod manifest;
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod props;
 pub mod sections;
 pub mod signature;

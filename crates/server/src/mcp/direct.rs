@@ -212,13 +212,14 @@ fn legacy_protocol(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Also the MCP fuzz target's fixtures and oracle (`super::fuzz`).
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"gatehouse/idempotency_key":"k1"}}}"#;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    pub(in crate::mcp) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for (name, value) in pairs {
             headers.append(
@@ -229,7 +230,7 @@ mod tests {
         headers
     }
 
-    fn plain_call() -> Vec<(&'static str, &'static str)> {
+    pub(in crate::mcp) fn plain_call() -> Vec<(&'static str, &'static str)> {
         vec![
             ("host", "127.0.0.1:8080"),
             ("content-type", "application/json"),
@@ -238,7 +239,7 @@ mod tests {
         ]
     }
 
-    fn direct() -> Direct {
+    pub(in crate::mcp) fn direct() -> Direct {
         Direct::new(&[
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
@@ -334,9 +335,11 @@ mod tests {
 
     /// What rmcp's stateless path reads from `body`: the call, if it is a `tools/call`
     /// request without a per-request protocol version.
-    fn rmcp_reads(body: &str) -> Option<(RequestId, CallToolRequestParams, RequestMetaObject)> {
+    pub(in crate::mcp) fn rmcp_reads(
+        body: &[u8],
+    ) -> Option<(RequestId, CallToolRequestParams, RequestMetaObject)> {
         use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta};
-        let ClientJsonRpcMessage::Request(mut request) = serde_json::from_str(body).ok()? else {
+        let ClientJsonRpcMessage::Request(mut request) = serde_json::from_slice(body).ok()? else {
             return None;
         };
         let meta = std::mem::take(request.request.get_meta_mut());
@@ -401,7 +404,7 @@ mod tests {
             let ours = d
                 .call(&Method::POST, &h, body.as_bytes())
                 .map(|call| (call.id, call.params, call.meta));
-            assert_eq!(ours, rmcp_reads(body), "{body}");
+            assert_eq!(ours, rmcp_reads(body.as_bytes()), "{body}");
             taken += usize::from(ours.is_some());
         }
         // Both take the well-formed calls (not just agree on refusing everything).

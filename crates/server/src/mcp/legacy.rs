@@ -51,7 +51,7 @@ use crate::access_log::Note;
 pub const REMEMBERED: usize = 10_000;
 
 /// The prefix of the ids of gatehouse's own requests to clients (elicitations).
-const OWN_ID: &str = "gatehouse-elicitation-";
+pub(super) const OWN_ID: &str = "gatehouse-elicitation-";
 
 /// The `_meta` key that ties a task's result to its task (2025-11-25).
 const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
@@ -81,6 +81,57 @@ struct Peek {
     result: Option<Value>,
     #[serde(default)]
     error: Option<Value>,
+}
+
+/// What a body asks of this module, read without acting on it (and so fuzzed on its own:
+/// `super::fuzz`).
+#[derive(Debug)]
+pub(super) enum Asked {
+    /// The client's answer to our elicitation `id`: its `result`, or its `error` as
+    /// `{"error": ...}`.
+    Answer { id: String, answer: Value },
+    /// A request with an id: one of ours to answer or patch, or not ([`Route::Pass`]).
+    Request {
+        id: RequestId,
+        method: String,
+        /// `params`, `null` when absent.
+        params: Value,
+    },
+    /// Not for this module: not a JSON-RPC message this module reads, a notification, or a
+    /// response to a request not ours.
+    Pass,
+}
+
+impl Asked {
+    pub(super) fn read(body: &[u8]) -> Self {
+        let Ok(peek) = serde_json::from_slice::<Peek>(body) else {
+            return Self::Pass;
+        };
+        let Some(method) = peek.method else {
+            // A response: the answer to one of our elicitations, or not ours.
+            return match (peek.id, peek.result.is_some() || peek.error.is_some()) {
+                (Some(RequestId::String(id)), true) if id.starts_with(OWN_ID) => {
+                    let answer = peek
+                        .result
+                        .or(peek.error.map(|error| json!({ "error": error })))
+                        .unwrap_or(Value::Null);
+                    Self::Answer {
+                        id: id.to_string(),
+                        answer,
+                    }
+                }
+                _ => Self::Pass,
+            };
+        };
+        match peek.id {
+            Some(id) => Self::Request {
+                id,
+                method,
+                params: peek.params.unwrap_or(Value::Null),
+            },
+            None => Self::Pass,
+        }
+    }
 }
 
 /// What this module does with a request the direct path did not take.
@@ -127,29 +178,16 @@ impl Legacy {
 
     /// Routes a 2025-11-25 request the direct path did not take (`body` passed its checks).
     pub async fn route(&self, gateway: &Gateway, caller: &Caller, body: &[u8]) -> Route {
-        let Ok(peek) = serde_json::from_slice::<Peek>(body) else {
-            return Route::Pass;
-        };
-        let Some(method) = peek.method.as_deref() else {
-            // A response: the answer to one of our elicitations, or not ours.
-            return match (&peek.id, peek.result.is_some() || peek.error.is_some()) {
-                (Some(RequestId::String(id)), true) if id.starts_with(OWN_ID) => {
-                    let answer = peek
-                        .result
-                        .or(peek.error.map(|error| json!({ "error": error })))
-                        .unwrap_or(Value::Null);
-                    self.answered(caller, id, answer);
-                    Route::Answered(accepted())
-                }
-                _ => Route::Pass,
-            };
-        };
-        let params = peek.params.unwrap_or(Value::Null);
-        let Some(id) = peek.id else {
-            return Route::Pass;
+        let (id, method, params) = match Asked::read(body) {
+            Asked::Answer { id, answer } => {
+                self.answered(caller, &id, answer);
+                return Route::Answered(accepted());
+            }
+            Asked::Request { id, method, params } => (id, method, params),
+            Asked::Pass => return Route::Pass,
         };
         let host = gateway.shared_host();
-        let answer = match method {
+        let answer = match method.as_str() {
             "initialize" => {
                 self.remember(
                     caller,
@@ -475,7 +513,7 @@ fn answer_of(id: &RequestId, result: &ToolResultEnvelope) -> Value {
 }
 
 /// `params.taskId`.
-fn task_id(params: &Value) -> Result<&str, ErrorData> {
+pub(super) fn task_id(params: &Value) -> Result<&str, ErrorData> {
     params
         .get("taskId")
         .and_then(Value::as_str)

@@ -52,6 +52,8 @@ pub mod approvals;
 mod caller;
 pub mod config;
 mod direct;
+#[cfg(test)]
+mod fuzz;
 mod handler;
 pub mod identity;
 pub mod jwt;

@@ -571,4 +571,6 @@ fn to_2020_12(value: &mut Value) {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
