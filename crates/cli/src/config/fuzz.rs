@@ -23,7 +23,9 @@ fn target(bytes: &[u8]) {
     if let Ok(written) = toml::to_string_pretty(&config.host) {
         match HostConfig::from_toml(&written) {
             Ok(back) => assert_eq!(back, config.host, "written as:\n{written}"),
-            Err(error) => panic!("the config gatehouse writes does not read back: {error}\n{written}"),
+            Err(error) => {
+                panic!("the config gatehouse writes does not read back: {error}\n{written}")
+            }
         }
     }
 }

@@ -26,7 +26,12 @@ fn reads_back(manifest: &Manifest) {
     }
     let json = manifest.to_json();
     match Manifest::from_json(&json) {
-        Ok(back) => assert_eq!(&back, manifest, "JSON form: {}", String::from_utf8_lossy(&json)),
+        Ok(back) => assert_eq!(
+            &back,
+            manifest,
+            "JSON form: {}",
+            String::from_utf8_lossy(&json)
+        ),
         Err(error) => panic!("the JSON form does not read back: {error}"),
     }
     // `to_toml` may refuse (a typed error: a value TOML cannot hold outside a schema); what it

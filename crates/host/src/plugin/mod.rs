@@ -16,9 +16,9 @@
 //! only reads.
 
 pub(crate) mod cache;
-pub mod manifest;
 #[cfg(test)]
 mod fuzz;
+pub mod manifest;
 #[cfg(test)]
 mod props;
 pub mod sections;

@@ -23,7 +23,10 @@ use super::legacy::{Asked, OWN_ID, task_id};
 /// One input: panics if an invariant above breaks.
 fn target(body: &[u8]) {
     if let Some(call) = direct().call(&Method::POST, &headers(&plain_call()), body) {
-        assert!(is_valid_tools_call(body), "the direct path took an invalid call");
+        assert!(
+            is_valid_tools_call(body),
+            "the direct path took an invalid call"
+        );
         assert_eq!(
             Some((call.id, call.params, call.meta)),
             rmcp_reads(body),
