@@ -92,7 +92,7 @@ fn main() {
             .unwrap_or(StoreConfig::default().chains),
         gateways: flag("--gateways")
             .and_then(|s| s.parse().ok())
-            .filter(|n: &usize| *n >= 2 && TENANTS % n == 0)
+            .filter(|n: &usize| *n >= 2 && TENANTS.is_multiple_of(*n))
             .unwrap_or(2),
         per_gateway: std::env::args().any(|a| a == "--per-gateway"),
     };

@@ -43,6 +43,17 @@ pub fn read(env: Option<&str>, file: Option<&Path>) -> Result<Secret, String> {
     Ok(Secret(secret.to_owned()))
 }
 
+/// Writes a new file readable by its owner only (mode 0600 on Unix), such as a signing key or
+/// a token; an existing file is an error, never overwritten.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,15 +93,4 @@ mod tests {
         let missing = read(None, Some(&dir.path().join("nope"))).unwrap_err();
         assert!(missing.starts_with("cannot read `"), "{missing}");
     }
-}
-
-/// Writes a new file readable by its owner only (mode 0600 on Unix), such as a signing key or
-/// a token; an existing file is an error, never overwritten.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
 }

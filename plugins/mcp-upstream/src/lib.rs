@@ -30,7 +30,7 @@ impl Adapter for McpUpstream {
         let mapping = mapping::Mapping::of(ctx, call.capability())?;
         let arguments = call.args_value()?;
         let answer = session::call_tool(&mapping, &arguments)?;
-        result::output(&mapping, answer)
+        result::output(&mapping, &answer)
     }
 }
 

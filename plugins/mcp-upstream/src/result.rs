@@ -9,7 +9,7 @@ use crate::mapping::Mapping;
 use crate::rpc::quote;
 
 /// The call's result from the upstream's `tools/call` `result`.
-pub fn output(mapping: &Mapping, result: Value) -> Result<ToolOutput, ToolError> {
+pub fn output(mapping: &Mapping, result: &Value) -> Result<ToolOutput, ToolError> {
     let malformed = |why: &str| {
         ToolError::upstream(
             "UPSTREAM_NOT_MCP",
@@ -117,7 +117,7 @@ mod tests {
     fn delivers_content_and_structured_content() {
         let out = output(
             &mapping(),
-            json!({
+            &json!({
                 "content": [
                     { "type": "text", "text": "sunny" },
                     { "type": "image", "data": "iVBO", "mimeType": "image/png" },
@@ -144,7 +144,7 @@ mod tests {
     fn an_is_error_result_is_the_structured_error() {
         let err = output(
             &mapping(),
-            json!({ "content": [{ "type": "text", "text": "no such city" }], "isError": true }),
+            &json!({ "content": [{ "type": "text", "text": "no such city" }], "isError": true }),
         )
         .unwrap_err();
         assert_eq!(
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_result_without_content_is_not_mcp() {
-        let err = output(&mapping(), json!({ "answer": 42 })).unwrap_err();
+        let err = output(&mapping(), &json!({ "answer": 42 })).unwrap_err();
         assert_eq!(
             (err.code.as_str(), err.message.as_str()),
             (
@@ -174,7 +174,7 @@ mod tests {
                  with a result that is not an MCP tool result: `content` is not a list"
             )
         );
-        let err = output(&mapping(), json!({ "content": [{ "type": "video" }] })).unwrap_err();
+        let err = output(&mapping(), &json!({ "content": [{ "type": "video" }] })).unwrap_err();
         assert!(
             err.message
                 .ends_with("content[0]: unknown content type Some(\"video\")"),

@@ -30,7 +30,7 @@ impl Exchange<'_> {
     /// Sends the request `method` with `id` and `params`; returns its answer. A JSON-RPC
     /// error is `UPSTREAM_RPC_ERROR`; an answer that is not MCP `UPSTREAM_NOT_MCP`; HTTP 429
     /// and 5xx `UPSTREAM_FAILED` (retryable); the client's errors as the SDK maps them.
-    pub fn request(&self, id: u64, method: &str, params: Value) -> Result<Reply, ToolError> {
+    pub fn request(&self, id: u64, method: &str, params: &Value) -> Result<Reply, ToolError> {
         let body =
             serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let response = self.post(&body)?;

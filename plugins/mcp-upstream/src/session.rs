@@ -34,7 +34,7 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
             .request(
                 1,
                 "tools/call",
-                json!({ "name": mapping.tool, "arguments": arguments, "_meta": meta }),
+                &json!({ "name": mapping.tool, "arguments": arguments, "_meta": meta }),
             )
             .map(|reply| reply.result);
     }
@@ -45,7 +45,7 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
     let initialized = exchange.request(
         0,
         "initialize",
-        json!({ "protocolVersion": SESSION, "capabilities": {}, "clientInfo": client_info() }),
+        &json!({ "protocolVersion": SESSION, "capabilities": {}, "clientInfo": client_info() }),
     )?;
     let version = initialized.result["protocolVersion"]
         .as_str()
@@ -61,7 +61,7 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
         .request(
             1,
             "tools/call",
-            json!({ "name": mapping.tool, "arguments": arguments }),
+            &json!({ "name": mapping.tool, "arguments": arguments }),
         )
         .map(|reply| reply.result)
 }
@@ -70,10 +70,12 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
 /// surrounding spaces, else `=?base64?...?=`.
 fn header_value(text: &str) -> String {
     use base64::Engine as _;
+    // A value that reads as already encoded is encoded too, so it reaches the server as sent.
+    let looks_encoded = text.starts_with("=?base64?") && text.ends_with("?=");
     let plain = text.bytes().all(|b| (0x20..0x7f).contains(&b))
         && !text.starts_with([' ', '\t'])
         && !text.ends_with([' ', '\t'])
-        && !(text.starts_with("=?base64?") && text.ends_with("?="));
+        && !looks_encoded;
     if plain {
         text.to_owned()
     } else {

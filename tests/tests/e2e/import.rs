@@ -329,7 +329,7 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
                 headers["authorization"],
                 format!("Bearer {UPSTREAM_TOKEN}").as_str()
             );
-            let mut names: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
+            let mut names: Vec<&str> = headers.keys().map(http::HeaderName::as_str).collect();
             names.sort_unstable();
             names.retain(|n| {
                 ![

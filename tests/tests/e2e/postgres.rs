@@ -730,7 +730,10 @@ async fn signed_checkpoints_and_plugin_changes_are_kept_in_the_shared_database()
     let key = SigningKey::generate("pg-audit").unwrap();
     let checkpoint = Checkpoint::sign(&key, report.last_seq(), report.head(), 1_000);
     store.add_checkpoint(checkpoint.clone()).await.unwrap();
-    assert_eq!(store.checkpoints().await.unwrap(), [checkpoint.clone()]);
+    assert_eq!(
+        store.checkpoints().await.unwrap(),
+        std::slice::from_ref(&checkpoint)
+    );
     let checked = verify_checkpoints(&**store, &report, &[checkpoint], &key.public_key())
         .await
         .unwrap();

@@ -94,14 +94,14 @@ pub struct OutputArgs {
     component: Option<PathBuf>,
 }
 
+/// What signs an import: the key, and the component it signs.
+type Signing = (SigningKey, Vec<u8>);
+
 impl OutputArgs {
     /// The import options, the output directory and the signing inputs (the component: the
     /// `generic` one this binary carries unless --component names another); `--id` and
     /// `--out` are required here.
-    fn resolve(
-        &self,
-        generic: Generic,
-    ) -> Result<(Options, &Path, Option<(SigningKey, Vec<u8>)>), Failure> {
+    fn resolve(&self, generic: Generic) -> Result<(Options, &Path, Option<Signing>), Failure> {
         let (Some(id), Some(dir)) = (&self.id, &self.out) else {
             return Err(usage("--id and --out are required"));
         };
@@ -155,7 +155,7 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
     if let Some(dir) = &args.check {
-        return check(&runtime, dir, headers, &args.output, out);
+        return check(&runtime, dir, &headers, &args.output, out);
     }
     let url = args.url.as_deref().unwrap_or_default();
     let (options, dir, signing) = args.output.resolve(Generic::McpUpstream)?;
@@ -226,7 +226,7 @@ fn write(
 fn check(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
-    headers: Vec<HeaderCredential>,
+    headers: &[HeaderCredential],
     args: &OutputArgs,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
@@ -249,7 +249,7 @@ fn check(
     let headers = if headers.is_empty() {
         granted_headers(&dir.join(CONFIG_FILE), &manifest.id)?
     } else {
-        values_now(&headers).map_err(usage)?
+        values_now(headers).map_err(usage)?
     };
     let options = Options {
         include: args.include.clone(),

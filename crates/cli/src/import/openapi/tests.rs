@@ -225,7 +225,10 @@ fn the_written_files_read_back() {
     );
     let config =
         crate::ServeConfig::from_toml(&crate::import::output::config_toml(&import)).unwrap();
-    assert_eq!(config.host.egress.grants, [import.grant.clone()]);
+    assert_eq!(
+        config.host.egress.grants,
+        std::slice::from_ref(&import.grant)
+    );
     assert_eq!(
         config.host.pipeline.tools[0].tools.as_str(),
         "test.petstore.*"
