@@ -348,6 +348,37 @@ async fn http_refusals_have_exact_statuses() {
     assert_eq!(status, 403, "{body}");
 }
 
+/// JSON is UTF-8. serde_json skips a field nothing reads without checking its bytes, so a
+/// `tools/call` with invalid UTF-8 in such a field ran, on the direct path and through rmcp
+/// (found by the fuzz target `mcp::fuzz::request`). It is the parse error, and nothing runs;
+/// the same call with valid text runs, on both paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_invalid_utf8_in_a_field_nobody_reads_is_a_parse_error_and_does_not_run() {
+    let gateway = gateway(|_| {}).await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let call = |note: &[u8]| {
+        let mut body = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"gatehouse.echo.echo","arguments":{"message":"x"},"note":""#.to_vec();
+        body.extend_from_slice(note);
+        body.extend_from_slice(br#""}}"#);
+        body
+    };
+    for accept in [
+        "application/json, text/event-stream",
+        "text/event-stream;q=1",
+    ] {
+        let headers = [("authorization", auth.as_str()), ("accept", accept)];
+        let (status, _, body) = mcp_post(gateway.port, "/mcp", &headers, call(b"\xa1\xa1")).await;
+        assert_eq!(status, 400, "{accept}: {body}");
+        let reply: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+        assert_eq!(reply["error"]["code"], -32700, "{accept}: {body}");
+        assert!(reply.get("result").is_none(), "{accept}: {body}");
+
+        let (status, _, body) = mcp_post(gateway.port, "/mcp", &headers, call(b"ok")).await;
+        assert_eq!(status, 200, "{accept}: {body}");
+        assert!(body.contains("gatehouse/result"), "{accept}: {body}");
+    }
+}
+
 /// A plain `tools/call` is answered by the direct path (`host/src/mcp/direct.rs`), without
 /// rmcp's per-request service; the same request with a quality weight in `Accept` goes
 /// through rmcp. Both must answer alike: status, content type, and the JSON-RPC message (the

@@ -1,13 +1,14 @@
 //! Coverage-guided fuzz target of the MCP endpoint's reading of a POST body (issue 43, item 12;
-//! the engine, and how to run a target for hours: `gatehouse_host`'s `fuzz` module). Each body
-//! goes where `McpServer` sends it, with the headers of a plain 2025-11-25 `tools/call`:
+//! the engine, and how to run a target for hours: `gatehouse_host`'s `fuzz` module). A body
+//! that is not UTF-8 gets the parse error first (`server.rs`); any other goes where
+//! `McpServer` sends it, with the headers of a plain 2025-11-25 `tools/call`:
 //! 1. the direct path (`Direct::call`): a call it takes is one rmcp reads the same (id,
 //!    params, `_meta`) and a valid JSON-RPC 2.0 `tools/call` with an id and a tool name, so
 //!    only a valid `tools/call` runs (as `direct.rs`'s tests and the e2e
 //!    `any_body_posted_gets_a_documented_answer_and_only_valid_tools_calls_run` assert);
-//! 2. the 2025-11-25 routing (`legacy::Asked::read`, what `Legacy::route` acts on): only a response to one of gatehouse's own
-//!    elicitations is taken as an answer, and a `tasks/*` request's `params.taskId` is a
-//!    string or the invalid-params error;
+//! 2. the 2025-11-25 routing (`legacy::Asked::read`, what `Legacy::route` acts on): only a
+//!    response to one of gatehouse's own elicitations is taken as an answer, and a `tasks/*`
+//!    request's `params.taskId` is a string or the invalid-params error;
 //! 3. rmcp's message parse (`ClientJsonRpcMessage`), which answers everything else.
 //!
 //! Never a panic on the way.
@@ -22,6 +23,12 @@ use super::legacy::{Asked, OWN_ID, task_id};
 
 /// One input: panics if an invariant above breaks.
 fn target(body: &[u8]) {
+    // The server refuses a body that is not UTF-8 before any of them (the crash this target
+    // found: serde_json skips unread fields unchecked, so the direct path took a call with
+    // invalid UTF-8 in one).
+    if std::str::from_utf8(body).is_err() {
+        return;
+    }
     if let Some(call) = direct().call(&Method::POST, &headers(&plain_call()), body) {
         assert!(
             is_valid_tools_call(body),

@@ -268,6 +268,12 @@ impl McpServer {
             }
         };
         let declares_json = is_json(&parts.headers);
+        // JSON is UTF-8 (RFC 8259), and serde_json skips a key or value that nothing reads
+        // without checking its bytes: unchecked, a `tools/call` carrying invalid UTF-8 in a
+        // field nobody reads would run, on the direct path and through rmcp alike.
+        if declares_json && std::str::from_utf8(&body).is_err() {
+            return unreadable_message(&body);
+        }
         if declares_json && let Some(call) = self.direct.call(&parts.method, &parts.headers, &body)
         {
             return self
