@@ -23,7 +23,10 @@
 //!   kept apart), plus the 2025-11-25 task augmentation `task`, which rmcp does not read.
 //!   The body is parsed straight into those types: rmcp's own parse buffers the message
 //!   twice over for its untagged enums and flattened fields, which a profile under load
-//!   charged about 8 us per call. A test holds the two parses to the same answers.
+//!   charged about 8 us per call. Keys none of those types read are parsed as JSON values
+//!   all the same ([`Unread`]), since rmcp's buffering parses every value: a number beyond
+//!   the range of a double is an error there, where a skipped value would not be. A test and
+//!   the fuzz target `mcp::fuzz::request` hold the two parses to the same answers.
 //!
 //! [`Direct::checks`] are the same checks for the other 2025-11-25 requests gatehouse answers
 //! itself ([`super::legacy`]: the `tasks/*` methods, the answers to its elicitations).
@@ -67,6 +70,8 @@ pub struct TaskMetadata {
     /// How long the client would like the task kept, in milliseconds.
     #[serde(default)]
     pub ttl: Option<u64>,
+    #[serde(flatten)]
+    _unread: Unread,
 }
 
 impl Direct {
@@ -91,6 +96,7 @@ impl Direct {
             params,
             result: Key(false),
             error: Key(false),
+            _unread: Unread,
         } = serde_json::from_slice(body).ok()?
         else {
             return None;
@@ -102,6 +108,7 @@ impl Direct {
             input_responses,
             request_state,
             task,
+            _unread: Unread,
         } = params;
         let meta = meta.unwrap_or_default();
         if meta.protocol_version().is_some() {
@@ -147,6 +154,38 @@ struct Request {
     result: Key,
     #[serde(default)]
     error: Key,
+    #[serde(flatten)]
+    _unread: Unread,
+}
+
+/// The keys of an object that nothing here reads, parsed as JSON values and dropped, as rmcp
+/// parses them (it buffers every value of a message): skipped instead, a value JSON allows
+/// but rmcp refuses (a number beyond the range of a double) would pass here. Found by the
+/// fuzz target `mcp::fuzz::request`. Usually there are none, and it costs nothing.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unread;
+
+impl<'de> Deserialize<'de> for Unread {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = Unread;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Unread, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde_json::Value>()?
+                    .is_some()
+                {}
+                Ok(Unread)
+            }
+        }
+        deserializer.deserialize_map(Entries)
+    }
 }
 
 /// `tools/call` params: the fields of rmcp's `CallToolRequestParams`, as it reads them, and the
@@ -165,6 +204,8 @@ struct Params {
     request_state: Option<String>,
     #[serde(default)]
     task: Option<TaskMetadata>,
+    #[serde(flatten)]
+    _unread: Unread,
 }
 
 /// Whether a key is present, whatever its value (`null` included).
@@ -395,6 +436,20 @@ pub(super) mod tests {
             call(r#""params":{"name":"echo"}"#).replace(r#""jsonrpc":"2.0","#, ""),
             call(r#""params":{"name":"echo"}"#).replace("tools/call", "tools/list"),
             call(r#""params":{"name":"echo"}"#).replace("tools/call", "Tools/Call"),
+            // A number beyond a double's range in a key nothing reads, at each level (found by
+            // the fuzz target): rmcp parses every value and refuses it; within range, both take it.
+            named(&format!(r#","unread":1{}"#, "0".repeat(400))),
+            named(r#","unread":1e300"#),
+            named(&format!(
+                r#","task":{{"ttl":1,"unread":1{}}}"#,
+                "0".repeat(400)
+            )),
+            named(r#","task":{"ttl":1,"unread":1e300}"#),
+            call(&format!(
+                r#""params":{{"name":"echo"}},"unread":1{}"#,
+                "0".repeat(400)
+            )),
+            call(r#""params":{"name":"echo"},"unread":-1e300"#),
             format!(" \n{}\t", named("")),
             format!("{} x", named("")),
             format!("[{}]", named("")),
