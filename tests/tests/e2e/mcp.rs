@@ -1017,7 +1017,7 @@ fn is_valid_tools_call(request: &[u8]) -> bool {
         && request.get("method") == Some(&json!("tools/call"))
         && request
             .get("id")
-            .is_some_and(|id| id.is_string() || id.is_i64() || id.is_u64())
+            .is_some_and(|id| id.is_string() || id.as_f64().is_some_and(|n| n.fract() == 0.0))
         && request["params"]["name"].is_string()
 }
 

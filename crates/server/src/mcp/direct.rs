@@ -427,6 +427,9 @@ pub(super) mod tests {
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":1.0"#),
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":1e2"#),
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":1.5"#),
+            // A number that a double holds as an integer is one (found by the fuzz target).
+            call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":1e-400"#),
+            call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":0.0"#),
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":-7"#),
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":9223372036854775808"#),
             call(r#""params":{"name":"echo"}"#).replace(r#""id":1"#, r#""id":null"#),

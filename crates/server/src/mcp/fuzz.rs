@@ -58,8 +58,9 @@ fn target(body: &[u8]) {
 }
 
 /// Whether `body` is a `tools/call` the gateway may run: a JSON-RPC 2.0 request object with an
-/// id (a string or an integer), that method, and params naming a tool. Read as plain JSON,
-/// independently of the parsers under test.
+/// id (a string, or a number without a fractional part as a double holds it: `1.0` and `1e2`
+/// are ids 1 and 100 to rmcp, as to a JavaScript client, and `1e-400` is 0), that method, and
+/// params naming a tool. Read as plain JSON, independently of the parsers under test.
 fn is_valid_tools_call(body: &[u8]) -> bool {
     let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
         return false;
@@ -68,7 +69,7 @@ fn is_valid_tools_call(body: &[u8]) -> bool {
         && request.get("method").and_then(Value::as_str) == Some("tools/call")
         && request
             .get("id")
-            .is_some_and(|id| id.is_string() || id.is_i64() || id.is_u64())
+            .is_some_and(|id| id.is_string() || id.as_f64().is_some_and(|n| n.fract() == 0.0))
         && request
             .get("params")
             .and_then(|params| params.get("name"))
