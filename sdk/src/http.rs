@@ -462,6 +462,8 @@ impl Url {
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
+            // An imported stdio MCP server, which the host's egress gate answers itself.
+            "stdio" => Scheme::Other("stdio".to_owned()),
             _ => return Err(invalid()),
         };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());

@@ -53,6 +53,7 @@ pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
 pub use crate::policy::{PolicyBinding, PolicyDefault};
 pub use crate::sandbox::{PluginBudget, SandboxConfig, SandboxConfigError};
 pub use crate::skills::{Scope as SkillScope, Skill, SkillLimits};
+pub use crate::stdio::{EnvBinding, ServerConfig as StdioServerConfig, Start, StdioConfig};
 pub use gatehouse_core::model::{Glob, Tenants};
 pub use gatehouse_store::StoreConfig;
 
@@ -81,6 +82,14 @@ pub struct HostConfig {
     /// data directory; approvals valid a day; no self-approval. See [`StoreConfig`].
     #[serde(default)]
     pub store: StoreConfig,
+    /// Stdio MCP servers the gateway may start, each in a sandbox, and where their packages
+    /// are installed. Default: none. See [`StdioConfig`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub stdio: StdioConfig,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// Why the config cannot be used.

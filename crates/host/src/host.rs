@@ -24,6 +24,7 @@ use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Ver
 use crate::policy::PolicyError;
 use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
 use crate::skills::Resolution;
+use crate::stdio::StdioServers;
 
 mod floor;
 
@@ -114,6 +115,7 @@ pub struct Host {
     trust: TrustStore,
     cache: Option<CompileCache>,
     egress: EgressConfig,
+    stdio: Arc<StdioServers>,
     tls: TlsClient,
     pipeline: Pipeline,
     metrics: Metrics,
@@ -175,6 +177,7 @@ impl Host {
             trust,
             cache,
             egress: config.egress,
+            stdio: Arc::new(StdioServers::new(config.stdio)),
             tls,
             metrics: Metrics::new(pipeline.commits.clone()),
             pipeline,
@@ -206,6 +209,12 @@ impl Host {
         Some(gate.fetch(request).await)
     }
 
+    /// The stdio MCP servers of the served adapters (`[stdio]`): their states, and their
+    /// shutdown.
+    pub fn stdio(&self) -> &StdioServers {
+        &self.stdio
+    }
+
     /// The TLS client of this host's `https` requests, built from `[egress]`'s root
     /// certificates: egress uses it, and so does every other `https` request made for this
     /// host (the MCP endpoint's JWKS fetches, for one).
@@ -233,6 +242,7 @@ impl Host {
             self.cache.as_ref(),
             &self.egress,
             &self.tls,
+            &self.stdio,
             bytes,
             verified,
         )

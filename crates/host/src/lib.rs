@@ -60,6 +60,7 @@ pub mod plugin;
 mod policy;
 mod sandbox;
 mod skills;
+pub mod stdio;
 pub mod telemetry;
 pub mod watch;
 

@@ -16,7 +16,7 @@ use gatehouse_tests::mcp_upstream::McpUpstream;
 use gatehouse_tests::{config, free_port};
 use serde_json::json;
 
-const AGENT_KEY: &str = "agent-key-import-4c1d";
+pub(crate) const AGENT_KEY: &str = "agent-key-import-4c1d";
 const APPROVER: &str = "approver-token-import-8e2a";
 /// The upstream's credential, in the environment of the import and the gateway.
 const UPSTREAM_TOKEN: &str = "upstream-secret-b7f9";
@@ -24,12 +24,12 @@ const TOKEN_ENV: &str = "IMPORT_E2E_UPSTREAM_TOKEN";
 
 /// Runs `gatehouse` with `args` in a child process with the upstream token in its
 /// environment: the exit code, and what it wrote to stdout then stderr.
-fn gatehouse(args: &[&str]) -> (i32, String) {
+pub(crate) fn gatehouse(args: &[&str]) -> (i32, String) {
     gatehouse_output(args, &[(TOKEN_ENV, UPSTREAM_TOKEN)])
 }
 
 /// A publisher key in `dir`: its secret key file.
-fn key_file(dir: &Path) -> (SigningKey, PathBuf) {
+pub(crate) fn key_file(dir: &Path) -> (SigningKey, PathBuf) {
     let key = SigningKey::generate("importer").unwrap();
     let path = dir.join("importer.secret.toml");
     std::fs::write(&path, key.to_toml()).unwrap();
@@ -62,7 +62,7 @@ fn import(upstream: &McpUpstream, id: &str, dir: &Path, key: &Path) -> String {
 /// Writes, in `dir`, a `gatehouse serve` config trusting `key` for `test.*`, with MCP on port
 /// `mcp` (an agent key), the admin API on port `admin` (an approver token), the import's
 /// config snippet appended, then `extra`: the config file's path.
-fn serve_config(
+pub(crate) fn serve_config(
     dir: &Path,
     import_dir: &Path,
     key: &SigningKey,
@@ -97,20 +97,20 @@ fn serve_config(
 
 /// A `gatehouse serve` process serving the imported adapter with the imported config snippet
 /// appended to its config; killed when dropped.
-struct Imported {
+pub(crate) struct Imported {
     _gateway: Gateway,
-    mcp: u16,
-    admin: u16,
+    pub(crate) mcp: u16,
+    pub(crate) admin: u16,
     _dir: tempfile::TempDir,
 }
 
 impl Imported {
-    async fn start(import_dir: &Path, id: &str, key: &SigningKey) -> Self {
+    pub(crate) async fn start(import_dir: &Path, id: &str, key: &SigningKey) -> Self {
         Self::start_with_env(import_dir, id, key, (TOKEN_ENV, UPSTREAM_TOKEN)).await
     }
 
     /// [`Imported::start`] with the credential's environment variable `env` set.
-    async fn start_with_env(
+    pub(crate) async fn start_with_env(
         import_dir: &Path,
         id: &str,
         key: &SigningKey,
@@ -134,7 +134,12 @@ impl Imported {
         }
     }
 
-    async fn client(&self) -> Client {
+    /// The gateway's config file.
+    pub(crate) fn config_path(&self) -> PathBuf {
+        self._dir.path().join("gatehouse.toml")
+    }
+
+    pub(crate) async fn client(&self) -> Client {
         client(
             &format!("http://127.0.0.1:{}/mcp", self.mcp),
             Some(AGENT_KEY),
@@ -143,7 +148,7 @@ impl Imported {
     }
 
     /// Approves `id` through the admin API: the status.
-    async fn approve(&self, id: &str) -> u16 {
+    pub(crate) async fn approve(&self, id: &str) -> u16 {
         let body = json!({ "reason": "reviewed" }).to_string();
         let (status, _) = request(
             self.admin,

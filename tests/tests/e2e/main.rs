@@ -26,6 +26,7 @@ mod postgres;
 mod registry;
 mod signing;
 mod state;
+mod stdio;
 mod swap;
 mod tls;
 

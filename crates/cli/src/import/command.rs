@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gatehouse_host::plugin::check_world;
-use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
+use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
 
@@ -16,25 +16,47 @@ use crate::import::headers::{HeaderCredential, from_grants, values_now};
 use crate::import::output::{
     CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
 };
-use crate::import::{Import, Options, mcp, openapi};
+use crate::import::{Import, Options, mcp, openapi, stdio};
 
 /// What to import from.
 #[derive(Debug, clap::Subcommand)]
 pub enum ImportCommand {
-    /// Import the tools of an MCP server (Streamable HTTP), or with --check, compare an import
-    /// with what the server offers now (exit 1 if anything changed).
-    Mcp(McpArgs),
+    /// Import the tools of an MCP server (Streamable HTTP, or with --stdio a command that
+    /// speaks on its standard streams), or with --check, compare an import with what the
+    /// server offers now (exit 1 if anything changed).
+    Mcp(Box<McpArgs>),
     /// Import the operations of an HTTP service from its OpenAPI document (3.0 or 3.1, JSON or
     /// YAML).
-    Openapi(OpenApiArgs),
+    Openapi(Box<OpenApiArgs>),
 }
 
 /// `gatehouse import mcp`.
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
     /// The server's MCP endpoint, e.g. http://127.0.0.1:8931/mcp.
-    #[arg(required_unless_present = "check")]
+    #[arg(required_unless_present_any = ["check", "stdio"], conflicts_with = "stdio")]
     url: Option<String>,
+    /// Import a stdio server: the command after `--`, e.g. `-- npx -y
+    /// @modelcontextprotocol/server-filesystem /srv/docs` or `-- uvx mcp-server-time`. An npm
+    /// or PyPI package is installed now into `--packages-dir` and pinned (version, registry
+    /// digest, installed files); the server is started once in its sandbox to list its tools.
+    #[arg(long, requires = "command", conflicts_with = "check")]
+    stdio: bool,
+    /// With --stdio: a variable the server gets, as NAME=${ENV} (read from the gateway's
+    /// environment) or NAME=value (repeatable). It gets no other.
+    #[arg(long = "env", value_name = "NAME=VALUE", requires = "stdio")]
+    env: Vec<String>,
+    /// With --stdio: a directory the server sees, as PATH, PATH:ro or PATH:rw (repeatable).
+    /// It sees no other of the host's, besides the system's programs and libraries.
+    #[arg(long = "dir", value_name = "PATH[:ro|:rw]", requires = "stdio")]
+    dirs: Vec<String>,
+    /// With --stdio: where packages are installed; the gateway's `[stdio] packages_dir` must
+    /// be the same. Default: $XDG_DATA_HOME/gatehouse/stdio.
+    #[arg(long, value_name = "DIR")]
+    packages_dir: Option<PathBuf>,
+    /// With --stdio: the server's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
     /// A credential the server wants, as 'Name: ${ENV}' or 'Name: Scheme ${ENV}' (repeatable):
     /// the gateway sends it from its environment, the adapter never sees it. The import reads
     /// the variable now to list the tools. With --check: default, the import's config.toml.
@@ -157,8 +179,30 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     if let Some(dir) = &args.check {
         return check(&runtime, dir, &headers, &args.output, out);
     }
-    let url = args.url.as_deref().unwrap_or_default();
     let (options, dir, signing) = args.output.resolve(Generic::McpUpstream)?;
+    if args.stdio {
+        let source = stdio::Source {
+            command: args.command.clone(),
+            env: args
+                .env
+                .iter()
+                .map(|e| stdio::Source::parse_env(e))
+                .collect::<Result<_, _>>()
+                .map_err(usage)?,
+            dirs: args
+                .dirs
+                .iter()
+                .map(|d| stdio::Source::parse_dir(d))
+                .collect::<Result<_, _>>()
+                .map_err(usage)?,
+            packages_dir: args.packages_dir.clone(),
+        };
+        let import = runtime
+            .block_on(stdio::import(&source, &options))
+            .map_err(usage)?;
+        return write(&import, &args.command.join(" "), signing, dir, out);
+    }
+    let url = args.url.as_deref().unwrap_or_default();
     let import = runtime
         .block_on(mcp::import(url, &headers, &options))
         .map_err(usage)?;
@@ -240,6 +284,27 @@ fn check(
             )));
         }
     };
+    let options = Options {
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+        ..Options::new(manifest.id.clone())
+    };
+    if let Some(spec) = &manifest.stdio {
+        let config = granted_config(&dir.join(CONFIG_FILE))?;
+        let grant = config.stdio.server(&manifest.id).cloned().ok_or_else(|| {
+            usage(format!(
+                "{}: no [[stdio.server]] entry for `{}`",
+                dir.join(CONFIG_FILE).display(),
+                manifest.id
+            ))
+        })?;
+        let packages = config.stdio.packages_dir();
+        let listing = runtime
+            .block_on(stdio::list(&manifest.id, spec, &grant, &packages))
+            .map_err(usage)?;
+        let source = format!("the stdio server of `{}`", manifest.id);
+        return report(&manifest, &options, &listing, &source, out);
+    }
     let url = mcp::upstream_url(&manifest).ok_or_else(|| {
         usage(format!(
             "{}: no capability has an `upstream` table; it was not written by `gatehouse import mcp`",
@@ -251,13 +316,20 @@ fn check(
     } else {
         values_now(headers).map_err(usage)?
     };
-    let options = Options {
-        include: args.include.clone(),
-        exclude: args.exclude.clone(),
-        ..Options::new(manifest.id.clone())
-    };
     let listing = runtime.block_on(mcp::list(url, &headers)).map_err(usage)?;
-    let drift = mcp::drift(&manifest, &options, &listing).map_err(usage)?;
+    report(&manifest, &options, &listing, url, out)
+}
+
+/// Prints the drift between `manifest` and `listing`, the tools `source` offers now: exit 1
+/// if any.
+fn report(
+    manifest: &AdapterManifest,
+    options: &Options,
+    listing: &mcp::Listing,
+    source: &str,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let drift = mcp::drift(manifest, options, listing).map_err(usage)?;
     if drift.is_empty() {
         say!(
             out,
@@ -277,7 +349,7 @@ fn check(
     }
     say!(
         out,
-        "drift: {url} changed since the import; review and import again"
+        "drift: {source} changed since the import; review and import again"
     );
     Ok(1)
 }
@@ -285,10 +357,15 @@ fn check(
 /// The credential headers the import's `config.toml` binds for `adapter`, so `--check` reaches
 /// the server as the import and the gateway do. A missing file means none.
 fn granted_headers(path: &Path, adapter: &str) -> Result<Vec<(String, String)>, Failure> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    if !path.exists() {
         return Ok(Vec::new());
-    };
-    let config: gatehouse_host::HostConfig =
-        toml::from_str(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    from_grants(&config.egress.grants, adapter).map_err(usage)
+    }
+    from_grants(&granted_config(path)?.egress.grants, adapter).map_err(usage)
+}
+
+/// The import's `config.toml`, read as a host config.
+fn granted_config(path: &Path) -> Result<gatehouse_host::HostConfig, Failure> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| usage(format!("{}: {e}", path.display())))
 }

@@ -37,6 +37,9 @@ pub enum ImportError {
         /// What is wrong and the expected form.
         problem: String,
     },
+    /// A stdio server could not be pinned, installed, started or listed.
+    #[error("stdio server: {0}")]
+    Stdio(String),
     /// An `--include` or `--exclude` glob does not parse.
     #[error("glob `{glob}`: {reason}")]
     Glob {

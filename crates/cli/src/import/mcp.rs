@@ -32,7 +32,10 @@ use serde_json::{Value, json};
 
 use super::headers::{HeaderCredential, values_now};
 use super::names::{Filter, Ids};
-use super::{Choice, Destination, Import, ImportError, Options, Skipped, assemble, digest};
+use super::{
+    Choice, Destination, Import, ImportError, Options, Parts, Reach, Skipped, assemble, digest,
+};
+use gatehouse_host::stdio::{StdioConfig, StdioSpec};
 
 /// The approval gate destructive tools are imported behind.
 pub const DESTRUCTIVE_GATE: &str = "IMPORTED_DESTRUCTIVE";
@@ -194,6 +197,67 @@ pub fn build(
     options: &Options,
     listing: &Listing,
 ) -> Result<Import, ImportError> {
+    let post: BTreeSet<MethodName> = [MethodName::parse("POST").expect("POST is a method")].into();
+    let destination = Destination {
+        url,
+        methods: post.clone(),
+        credentials: headers,
+        headers: MCP_HEADERS.iter().map(|&h| h.to_owned()).collect(),
+        // Every MCP request is a POST, a read-only tool's too.
+        read_methods: post,
+    };
+    assemble(
+        options,
+        format!("Tools of the MCP server at {url}, imported by `gatehouse import mcp`."),
+        Reach::Http(destination),
+        capabilities(url, options, listing)?,
+        || empty(listing),
+    )
+}
+
+/// The import of `listing`, the tools of the stdio server `spec` pins, granted by `grant` (a
+/// `[stdio]` table with its one `[[stdio.server]]` entry):
+/// each tool forwards to `stdio://<id>`.
+pub fn build_with(
+    options: &Options,
+    listing: &Listing,
+    spec: StdioSpec,
+    grant: StdioConfig,
+) -> Result<Import, ImportError> {
+    let url = format!("{}://{}", gatehouse_host::stdio::SCHEME, options.id);
+    let mut command = vec![spec.command.clone()];
+    command.extend(spec.args.iter().cloned());
+    let description = match &spec.package {
+        Some(pin) => format!(
+            "Tools of the stdio MCP server {} {}@{}, imported by `gatehouse import mcp --stdio`.",
+            pin.registry.as_str(),
+            pin.name,
+            pin.version
+        ),
+        None => format!(
+            "Tools of the stdio MCP server `{}`, imported by `gatehouse import mcp --stdio`.",
+            command.join(" ")
+        ),
+    };
+    assemble(
+        options,
+        description,
+        Reach::Stdio(spec, grant),
+        capabilities(&url, options, listing)?,
+        || empty(listing),
+    )
+}
+
+fn empty(listing: &Listing) -> String {
+    format!(
+        "the server lists {} tools and the filters leave none",
+        listing.tools.len()
+    )
+}
+
+/// The capabilities of `listing`'s tools, forwarding to `url`, with their choices and the
+/// tools the filters leave out.
+fn capabilities(url: &str, options: &Options, listing: &Listing) -> Result<Parts, ImportError> {
     let filter = Filter::new(&options.include, &options.exclude)?;
     let mut ids = Ids::default();
     let mut capabilities = Vec::new();
@@ -213,27 +277,7 @@ pub fn build(
         capabilities.push(capability);
         choices.push(choice);
     }
-    let post: BTreeSet<MethodName> = [MethodName::parse("POST").expect("POST is a method")].into();
-    let destination = Destination {
-        url,
-        methods: post.clone(),
-        credentials: headers,
-        headers: MCP_HEADERS.iter().map(|&h| h.to_owned()).collect(),
-        // Every MCP request is a POST, a read-only tool's too.
-        read_methods: post,
-    };
-    assemble(
-        options,
-        format!("Tools of the MCP server at {url}, imported by `gatehouse import mcp`."),
-        destination,
-        (capabilities, choices, skipped),
-        || {
-            format!(
-                "the server lists {} tools and the filters leave none",
-                listing.tools.len()
-            )
-        },
-    )
+    Ok((capabilities, choices, skipped))
 }
 
 /// The definition a digest is pinned over: name, description, schemas and annotations.

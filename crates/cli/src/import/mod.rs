@@ -31,6 +31,7 @@ use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::{GrantConfig, MethodName, UrlPattern};
 use gatehouse_host::plugin::manifest::EgressRequest;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Capability, Manifest};
+use gatehouse_host::stdio::{StdioConfig, StdioSpec};
 use headers::{HeaderCredential, bindings};
 use ipnet::IpNet;
 
@@ -45,6 +46,7 @@ pub mod mcp;
 pub mod names;
 pub mod openapi;
 pub mod output;
+pub mod stdio;
 
 /// Capabilities one import may write, at most. The manifest travels inside the component and
 /// every capability is a tool in `tools/list`: past a few thousand, neither is reviewable nor
@@ -84,8 +86,12 @@ impl Options {
 pub struct Import {
     /// The adapter manifest, valid (checked like any manifest).
     pub manifest: AdapterManifest,
-    /// The `[[egress.grant]]` the adapter needs, with the credential bindings.
-    pub grant: GrantConfig,
+    /// The `[[egress.grant]]` the adapter needs, with the credential bindings; none for a
+    /// stdio server, whose one destination is its own process.
+    pub grant: Option<GrantConfig>,
+    /// The `[stdio]` table that grants a stdio server what the import gave it: its
+    /// `[[stdio.server]]` entry, and the packages directory when the import named one.
+    pub stdio: Option<StdioConfig>,
     /// One row per imported capability, in manifest order.
     pub choices: Vec<Choice>,
     /// Source items left out, with the reason (filtered out, or unsupported).
@@ -119,6 +125,18 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// An import's capabilities, with their choices and the source items left out.
+type Parts = (Vec<Capability>, Vec<Choice>, Vec<Skipped>);
+
+/// What an imported adapter reaches: one HTTP destination, or its own stdio server.
+#[derive(Debug, Clone)]
+enum Reach<'a> {
+    /// An upstream over HTTP, through an egress grant.
+    Http(Destination<'a>),
+    /// A stdio server: what runs (signed), and the operator's grant of it.
+    Stdio(StdioSpec, StdioConfig),
+}
+
 /// The one destination an imported adapter reaches, as both the manifest's egress request
 /// and the operator's grant say it.
 #[derive(Debug, Clone)]
@@ -141,8 +159,8 @@ struct Destination<'a> {
 fn assemble(
     options: &Options,
     description: String,
-    destination: Destination<'_>,
-    (capabilities, choices, skipped): (Vec<Capability>, Vec<Choice>, Vec<Skipped>),
+    reach: Reach<'_>,
+    (capabilities, choices, skipped): Parts,
     empty: impl FnOnce() -> String,
 ) -> Result<Import, ImportError> {
     if capabilities.is_empty() {
@@ -154,40 +172,49 @@ fn assemble(
             max: MAX_CAPABILITIES,
         });
     }
-    let url = destination.url;
-    let pattern =
-        UrlPattern::parse(url).map_err(|e| ImportError::Manifest(format!("url `{url}`: {e}")))?;
+    let (egress, spec, grant, stdio) = match reach {
+        Reach::Http(destination) => {
+            let url = destination.url;
+            let pattern = UrlPattern::parse(url)
+                .map_err(|e| ImportError::Manifest(format!("url `{url}`: {e}")))?;
+            let request = EgressRequest {
+                url: pattern.clone(),
+                methods: destination.methods.clone(),
+                credentials: destination
+                    .credentials
+                    .iter()
+                    .map(|c| c.slot.clone())
+                    .collect(),
+            };
+            let grant = GrantConfig {
+                adapter: options.id.clone(),
+                url: pattern,
+                methods: destination.methods,
+                credentials: bindings(destination.credentials),
+                allow_private: private_ranges(url),
+                headers: destination.headers,
+                read_methods: destination.read_methods,
+            };
+            (vec![request], None, Some(grant), None)
+        }
+        Reach::Stdio(spec, grant) => (Vec::new(), Some(spec), None, Some(grant)),
+    };
     let manifest = AdapterManifest {
         id: options.id.clone(),
         version: options.version.clone(),
         publisher: options.publisher.clone(),
         description,
-        egress: vec![EgressRequest {
-            url: pattern.clone(),
-            methods: destination.methods.clone(),
-            credentials: destination
-                .credentials
-                .iter()
-                .map(|c| c.slot.clone())
-                .collect(),
-        }],
+        egress,
+        stdio: spec.map(Box::new),
         capabilities,
     };
     Manifest::Adapter(manifest.clone())
         .validate()
         .map_err(|e| ImportError::Manifest(e.to_string()))?;
-    let grant = GrantConfig {
-        adapter: options.id.clone(),
-        url: pattern,
-        methods: destination.methods,
-        credentials: bindings(destination.credentials),
-        allow_private: private_ranges(url),
-        headers: destination.headers,
-        read_methods: destination.read_methods,
-    };
     Ok(Import {
         manifest,
         grant,
+        stdio,
         choices,
         skipped,
     })

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use gatehouse_host::config::GrantConfig;
 use gatehouse_host::plugin::manifest::Manifest;
+use gatehouse_host::stdio::StdioConfig;
 use serde::Serialize;
 
 use super::{Import, ImportError};
@@ -35,23 +36,34 @@ struct Egress<'a> {
 
 #[derive(Serialize)]
 struct Snippet<'a> {
-    egress: Egress<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress: Option<Egress<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stdio: Option<&'a StdioConfig>,
 }
 
-/// `config.toml`: the egress grant with its credential bindings, and the tool entry making
-/// the tools visible (to every tenant: narrow `tenants` as needed).
+/// `config.toml`: the egress grant with its credential bindings (or, for a stdio server, its
+/// `[[stdio.server]]` entry), and the tool entry making the tools visible (to every tenant:
+/// narrow `tenants` as needed).
 pub fn config_toml(import: &Import) -> String {
     let grant = toml::to_string(&Snippet {
-        egress: Egress {
-            grant: [&import.grant],
-        },
+        egress: import.grant.as_ref().map(|grant| Egress { grant: [grant] }),
+        stdio: import.stdio.as_ref(),
     })
     .expect("grants serialize as TOML");
     let id = &import.manifest.id;
+    let what = if import.stdio.is_some() {
+        "# gatehouse.toml, set the environment variables its `env` names, and trust the key\n\
+         # that signs the adapter for `{id}` in a [[trust.publisher]] entry. The server runs in\n\
+         # a sandbox: it sees only the `dirs` listed, and has no network.\n"
+    } else {
+        "# gatehouse.toml, set the environment variables its credentials name, and trust the key\n\
+         # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n"
+    }
+    .replace("{id}", id);
     format!(
         "# Operator config for adapter `{id}`, written by `gatehouse import`. Append it to your\n\
-         # gatehouse.toml, set the environment variables its credentials name, and trust the key\n\
-         # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n\n{grant}\n\
+         {what}\n{grant}\n\
          # Who sees the imported tools: every tenant. Narrow `tenants` as needed.\n\
          [[pipeline.tool]]\ntools = \"{id}.*\"\ntenants = [\"*\"]\n"
     )

@@ -22,6 +22,7 @@ use super::addr::AddressPolicy;
 use super::config::{CredentialConfig, EgressConfig};
 use super::rules::{EgressRequest, MethodName, UrlPattern};
 use super::tls::TlsClient;
+use crate::stdio::StdioServer;
 
 /// Why an adapter's grants cannot be built. Each names the grant and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -172,6 +173,9 @@ pub struct Grants {
     pub max_total: Duration,
     /// The host's TLS client, for `https` rules.
     pub tls: TlsClient,
+    /// The adapter's own stdio MCP server, the one `stdio://<adapter id>` reaches: set at
+    /// load when its manifest has a `[stdio]` table and the operator granted it.
+    pub stdio: Option<StdioServer>,
 }
 
 impl Default for Grants {
@@ -185,6 +189,7 @@ impl Default for Grants {
             max_response_bytes: 0,
             max_total: Duration::ZERO,
             tls: TlsClient::default(),
+            stdio: None,
         }
     }
 }
@@ -301,6 +306,7 @@ impl Grants {
             max_response_bytes: config.max_response_bytes,
             max_total: Duration::from_millis(config.max_total_ms),
             tls: tls.clone(),
+            stdio: None,
         })
     }
 }

@@ -37,6 +37,10 @@
 //! query, address, status, bytes, allowed or the denial code and reason), never with header
 //! values. A denial reaches the guest as `HTTP-request-denied`.
 //!
+//! A request to `stdio://<adapter id>` is the adapter's own stdio MCP server (an import of a
+//! stdio server): after step 2 it is answered by the supervised process (`stdio`), under the
+//! same budgets and record, and goes nowhere else.
+//!
 //! The gateway's own requests for an adapter (`[import] drift_check` asks an imported MCP
 //! server for its tools) take the same path: [`EgressGate::fetch`] hands a request to `send`
 //! under that adapter's grants, as one of its `read_only` calls would, and reads the response
@@ -57,6 +61,7 @@ mod pool;
 #[cfg(test)]
 mod props;
 mod rules;
+mod stdio;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -205,6 +210,15 @@ async fn send(
         request_bytes: 0,
         response_bytes: 0,
     };
+    if stdio::is_stdio(&raw_uri) {
+        if let Err(denial) = charge(&ledger) {
+            attempt.code = denial.code().to_owned();
+            attempt.reason = denial.to_string();
+            ledger.record(attempt);
+            return Err(HttpError::HttpRequestDenied);
+        }
+        return stdio::send(ledger, &method, &raw_uri, body, attempt).await;
+    }
     let checked = match check(&ledger, &method, &raw_uri, body).await {
         Ok(checked) => checked,
         Err((stop, destination)) => {
@@ -312,6 +326,26 @@ enum Stop {
     Failed(HttpError),
 }
 
+/// Step 2: counts the request against the call's budget, and refuses it when the count or
+/// the time is spent.
+fn charge(ledger: &Ledger) -> Result<(), Denial> {
+    let grants = &ledger.grants;
+    let mut spent = ledger.spent();
+    if spent.requests >= grants.max_requests {
+        return Err(Denial::RequestBudget {
+            limit: grants.max_requests,
+        });
+    }
+    spent.requests += 1;
+    drop(spent);
+    if Instant::now() >= ledger.deadline {
+        return Err(Denial::TimeBudget {
+            limit_ms: millis(grants.max_total),
+        });
+    }
+    Ok(())
+}
+
 /// Steps 1-6. On denial, also returns the normalized destination if it got that far.
 async fn check(
     ledger: &Ledger,
@@ -329,20 +363,7 @@ async fn check(
     let shown = dest.without_query();
     let deny = |denial| (Stop::Denied(denial), Some(shown.clone()));
     let grants = &ledger.grants;
-    {
-        let mut spent = ledger.spent();
-        if spent.requests >= grants.max_requests {
-            return Err(deny(Denial::RequestBudget {
-                limit: grants.max_requests,
-            }));
-        }
-        spent.requests += 1;
-    }
-    if Instant::now() >= ledger.deadline {
-        return Err(deny(Denial::TimeBudget {
-            limit_ms: millis(grants.max_total),
-        }));
-    }
+    charge(ledger).map_err(deny)?;
     let covering: Vec<(usize, &Rule)> = grants
         .rules
         .iter()
@@ -528,5 +549,12 @@ impl WasiHttpHooks for EgressGate {
                 Box::new(async { Ok(()) });
             Ok((response, done))
         })
+    }
+
+    /// `http`, `https`, and `stdio` for an adapter's own stdio server (`stdio`).
+    fn is_supported_scheme(&mut self, scheme: &http::uri::Scheme) -> bool {
+        *scheme == http::uri::Scheme::HTTP
+            || *scheme == http::uri::Scheme::HTTPS
+            || scheme.as_str().eq_ignore_ascii_case(crate::stdio::SCHEME)
     }
 }

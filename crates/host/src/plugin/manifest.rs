@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::egress::EgressRequest;
+use crate::stdio::StdioSpec;
 
 /// A plugin manifest: either an adapter's or a policy module's, told apart by `kind`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +67,10 @@ pub struct AdapterManifest {
     /// config grants it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressRequest>,
+    /// The stdio MCP server its tools forward to (`gatehouse import mcp --stdio`): what runs,
+    /// pinned. Nothing runs until the operator's `[[stdio.server]]` entry grants it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdio: Option<Box<StdioSpec>>,
     /// The capabilities (tools) it offers. At least one.
     #[serde(rename = "capability", alias = "capabilities")]
     pub capabilities: Vec<Capability>,
@@ -459,6 +464,9 @@ impl AdapterManifest {
                     &format!("names `{target}`, which is not a capability of this adapter"),
                 ));
             }
+        }
+        if let Some(stdio) = &self.stdio {
+            stdio.validate().map_err(|e| invalid("stdio", &e))?;
         }
         for (i, egress) in self.egress.iter().enumerate() {
             if egress.methods.is_empty() {

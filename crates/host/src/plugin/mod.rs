@@ -41,6 +41,7 @@ use crate::egress::{EgressConfig, GrantError, Grants, TlsClient};
 use crate::sandbox::{
     Limits, PreparedAdapter, PreparedPolicy, Sandbox, SandboxConfig, WorldMismatch,
 };
+use crate::stdio::{StdioError, StdioServers};
 
 /// Why a plugin was refused.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,10 @@ pub enum LoadError {
     /// credential cannot be read.
     #[error(transparent)]
     Egress(#[from] GrantError),
+    /// The stdio MCP server the manifest names is not granted, asks for more than its
+    /// grant, or its installed package no longer matches the signed pin.
+    #[error(transparent)]
+    Stdio(#[from] StdioError),
 }
 
 fn article(kind: PluginKind) -> &'static str {
@@ -311,6 +316,7 @@ pub(crate) fn load_adapter(
     cache: Option<&CompileCache>,
     egress: &EgressConfig,
     tls: &TlsClient,
+    stdio: &StdioServers,
     bytes: &[u8],
     verified: Verified,
 ) -> Result<LoadedAdapter, LoadError> {
@@ -326,12 +332,11 @@ pub(crate) fn load_adapter(
         &verified.digest,
         verified.key_id,
     );
-    let egress = Arc::new(Grants::for_adapter(
-        egress,
-        tls,
-        &manifest.id,
-        &manifest.egress,
-    )?);
+    let mut grants = Grants::for_adapter(egress, tls, &manifest.id, &manifest.egress)?;
+    if let Some(spec) = &manifest.stdio {
+        grants.stdio = Some(stdio.prepare(&manifest.id, spec)?);
+    }
+    let egress = Arc::new(grants);
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 use super::headers::HeaderCredential;
 use super::mcp::DESTRUCTIVE_GATE;
 use super::names::{Filter, Ids};
-use super::{Choice, Destination, Import, ImportError, Options, Skipped, assemble};
+use super::{Choice, Destination, Import, ImportError, Options, Reach, Skipped, assemble};
 
 pub mod refs;
 
@@ -199,7 +199,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
         format!(
             "Operations of the HTTP service at {base}, imported by `gatehouse import openapi`."
         ),
-        destination,
+        Reach::Http(destination),
         (capabilities, choices, skipped),
         || {
             format!(

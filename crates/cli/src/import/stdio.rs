@@ -1,0 +1,539 @@
+//! `gatehouse import mcp --stdio -- COMMAND ARGS…`: the import of an MCP server that speaks on
+//! its standard streams.
+//!
+//! 1. **Pin** what runs ([`pin`]):
+//!    - `npx [-y] PACKAGE[@VERSION] ARGS…`: the package is installed with `npm install
+//!      --ignore-scripts` into `<packages_dir>/npm/<name>@<version>`; the command becomes
+//!      `node` and the package's own bin script, and the pin records the exact version, npm's
+//!      `integrity` and a digest of the installed files;
+//!    - `uvx [--from SPEC] NAME ARGS…` (or `NAME==VERSION`, `NAME@VERSION`): the package is
+//!      installed with pip into a virtual environment of the system's Python at
+//!      `<packages_dir>/pypi/<name>@<version>`; the command is its console script, and the pin
+//!      records the version, the sha256 of the distribution pip installed, and the digest;
+//!    - any other program: its absolute path (found on `PATH` if need be) and the arguments.
+//! 2. **List**: the server is started once, in the sandbox the gateway will run it in, with
+//!    the directories (`--dir`) and environment (`--env`) the import names, and asked for its
+//!    tools (every `tools/list` page).
+//! 3. **Build**: the tools become capabilities as for an HTTP server ([`super::mcp`]), each
+//!    forwarding to `stdio://<ID>`; the manifest's `[stdio]` table is the pin and what the
+//!    server asks for, and the config snippet grants it in a `[[stdio.server]]` entry.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gatehouse_host::stdio::pin::tree_digest;
+use gatehouse_host::stdio::{
+    DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
+};
+use serde_json::{Value, json};
+
+use super::mcp::{Listing, build_with};
+use super::{Import, ImportError, Options};
+
+/// The protocol version the gateway's session with a stdio server is in (the host opens it).
+const SESSION: &str = "2025-11-25";
+/// How long listing the tools may take, start included.
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+/// `tools/list` pages read at most.
+const MAX_PAGES: usize = 100;
+
+/// What `--stdio` is asked to import: the command line and what the server gets.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// The command and its arguments, as an operator would type them.
+    pub command: Vec<String>,
+    /// `--env NAME=${ENV}` (the value read from the gateway's environment) or `NAME=value`.
+    pub env: BTreeMap<String, EnvBinding>,
+    /// `--dir PATH[:ro|:rw]`.
+    pub dirs: Vec<DirGrant>,
+    /// Where packages are installed (`[stdio] packages_dir`); `None`: the default.
+    pub packages_dir: Option<PathBuf>,
+}
+
+impl Source {
+    /// Parses `--env` values: `NAME=${ENV}` or `NAME=value`.
+    pub fn parse_env(text: &str) -> Result<(String, EnvBinding), ImportError> {
+        let invalid = |problem: &str| ImportError::Stdio(format!("--env `{text}`: {problem}"));
+        let (name, value) = text
+            .split_once('=')
+            .ok_or_else(|| invalid("write it as NAME=${ENV} or NAME=value"))?;
+        if !gatehouse_host::stdio::spec::is_env_name(name) {
+            return Err(invalid("the name is not an environment variable name"));
+        }
+        let binding = match value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
+            Some(env) if gatehouse_host::stdio::spec::is_env_name(env) => EnvBinding {
+                value: None,
+                env: Some(env.to_owned()),
+                file: None,
+            },
+            Some(_) => return Err(invalid("`${...}` must name an environment variable")),
+            None => EnvBinding {
+                value: Some(value.to_owned()),
+                env: None,
+                file: None,
+            },
+        };
+        Ok((name.to_owned(), binding))
+    }
+
+    /// Parses a `--dir` value: an existing absolute directory, `:ro` (the default) or `:rw`.
+    pub fn parse_dir(text: &str) -> Result<DirGrant, ImportError> {
+        let dir = DirGrant::parse(text).map_err(|e| ImportError::Stdio(format!("--dir: {e}")))?;
+        if !dir.path.is_dir() {
+            return Err(ImportError::Stdio(format!(
+                "--dir `{}`: no such directory",
+                dir.path.display()
+            )));
+        }
+        Ok(dir)
+    }
+}
+
+/// Pins, lists and builds the import of `source` (see the module docs).
+pub async fn import(source: &Source, options: &Options) -> Result<Import, ImportError> {
+    let packages = packages_dir(source);
+    let spec = pin(source, &packages)?;
+    let grant = ServerConfig {
+        dirs: source.dirs.clone(),
+        env: source.env.clone(),
+        ..ServerConfig::new(options.id.clone())
+    };
+    let listing = list(&options.id, &spec, &grant, &packages).await?;
+    let table = StdioConfig {
+        packages_dir: source.packages_dir.clone(),
+        bwrap: None,
+        servers: vec![grant],
+    };
+    build_with(options, &listing, spec, table)
+}
+
+/// The packages directory: `source`'s, or the default of `[stdio] packages_dir`.
+pub fn packages_dir(source: &Source) -> PathBuf {
+    StdioConfig {
+        packages_dir: source.packages_dir.clone(),
+        ..StdioConfig::default()
+    }
+    .packages_dir()
+}
+
+/// Starts the server of `spec` as `grant` grants it, in the sandbox, and reads its tools.
+pub async fn list(
+    adapter: &str,
+    spec: &StdioSpec,
+    grant: &ServerConfig,
+    packages: &Path,
+) -> Result<Listing, ImportError> {
+    let servers = StdioServers::new(StdioConfig {
+        packages_dir: Some(packages.to_owned()),
+        bwrap: None,
+        servers: vec![grant.clone()],
+    });
+    let server = servers
+        .prepare(adapter, spec)
+        .map_err(|e| ImportError::Stdio(e.to_string()))?;
+    let deadline = Instant::now() + LIST_TIMEOUT;
+    let fail = |e: gatehouse_host::stdio::StdioError| ImportError::Stdio(e.to_string());
+    let listed = async {
+        server.initialized(deadline).await.map_err(fail)?;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+            let mut answer = server
+                .request("tools/list", params, deadline)
+                .await
+                .map_err(fail)?;
+            if let Some(error) = answer.get("error") {
+                return Err(ImportError::Stdio(format!(
+                    "the server answered tools/list with an error: {error}"
+                )));
+            }
+            let result = answer["result"].take();
+            let Some(page) = result["tools"].as_array() else {
+                return Err(ImportError::Stdio(
+                    "the server's tools/list result has no `tools` list".to_owned(),
+                ));
+            };
+            tools.extend(page.iter().cloned());
+            match result["nextCursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => return Ok(tools),
+            }
+        }
+        Err(ImportError::Stdio(format!(
+            "the server's tools/list has more than {MAX_PAGES} pages"
+        )))
+    };
+    let tools = listed.await;
+    servers.shutdown().await;
+    Ok(Listing {
+        protocol: SESSION.to_owned(),
+        tools: tools?,
+    })
+}
+
+/// Step 1: what runs, pinned, installing a package into `packages` when the command names one.
+pub fn pin(source: &Source, packages: &Path) -> Result<StdioSpec, ImportError> {
+    let Some((program, rest)) = source.command.split_first() else {
+        return Err(ImportError::Stdio(
+            "name the server's command after `--`, e.g. `-- npx -y @modelcontextprotocol/server-filesystem /srv/docs`"
+                .to_owned(),
+        ));
+    };
+    let base = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    let (command, args, package) = match base {
+        "npx" => npm(rest, packages)?,
+        "uvx" => pypi(rest, packages)?,
+        _ => (absolute(program)?, rest.to_vec(), None),
+    };
+    let spec = StdioSpec {
+        command,
+        args,
+        env: source.env.keys().cloned().collect(),
+        dirs: source.dirs.clone(),
+        package,
+    };
+    spec.validate().map_err(ImportError::Stdio)?;
+    Ok(spec)
+}
+
+/// `program` as an absolute path, found on `PATH` when it is a bare name.
+fn absolute(program: &str) -> Result<String, ImportError> {
+    let path = Path::new(program);
+    if path.is_absolute() {
+        return Ok(program.to_owned());
+    }
+    if program.contains('/') {
+        return std::fs::canonicalize(path)
+            .map(|p| p.display().to_string())
+            .map_err(|e| ImportError::Stdio(format!("`{program}`: {e}")));
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .map(|p| p.display().to_string())
+        .ok_or_else(|| ImportError::Stdio(format!("`{program}` is not on PATH")))
+}
+
+/// Runs `command`, refusing with its stderr's end when it fails.
+fn run(command: &mut Command, what: &str) -> Result<Vec<u8>, ImportError> {
+    let output = command
+        .output()
+        .map_err(|e| ImportError::Stdio(format!("{what}: cannot run it: {e}")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+        return Err(ImportError::Stdio(format!(
+            "{what} failed ({}): {}",
+            output.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        )));
+    }
+    Ok(output.stdout)
+}
+
+/// A fresh staging directory under `parent`, removed when dropped.
+fn staging(parent: &Path) -> Result<tempfile::TempDir, ImportError> {
+    std::fs::create_dir_all(parent)
+        .map_err(|e| ImportError::Stdio(format!("cannot create {}: {e}", parent.display())))?;
+    tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(parent)
+        .map_err(|e| {
+            ImportError::Stdio(format!(
+                "cannot create a directory in {}: {e}",
+                parent.display()
+            ))
+        })
+}
+
+/// Moves the finished install at `from` to `to`, replacing an earlier install of the same
+/// version, and makes it readable by the server's user.
+fn settle(from: &Path, to: &Path) -> Result<(), ImportError> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)
+            .map_err(|e| ImportError::Stdio(format!("cannot replace {}: {e}", to.display())))?;
+    }
+    std::fs::rename(from, to).map_err(|e| {
+        ImportError::Stdio(format!("cannot move the install to {}: {e}", to.display()))
+    })?;
+    // The server runs as a user of its own under a root gateway: it reads, never writes.
+    run(
+        Command::new("chmod").args(["-R", "a+rX,go-w"]).arg(to),
+        "chmod",
+    )?;
+    Ok(())
+}
+
+type Pinned = (String, Vec<String>, Option<PackagePin>);
+
+/// `npx [-y|--yes] PACKAGE[@VERSION] ARGS…`.
+fn npm(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
+    let mut rest = rest.iter().skip_while(|a| *a == "-y" || *a == "--yes");
+    let Some(spec) = rest.next() else {
+        return Err(ImportError::Stdio("npx: name the package".to_owned()));
+    };
+    if spec.starts_with('-') {
+        return Err(ImportError::Stdio(format!(
+            "npx option `{spec}` is not supported: write `npx -y PACKAGE[@VERSION] ARGS…`"
+        )));
+    }
+    let args: Vec<String> = rest.cloned().collect();
+    // `@scope/name@1.2.3`: the version is after the last `@` that is not the first character.
+    let name = match spec[1..].rfind('@') {
+        Some(at) => &spec[..=at],
+        None => spec.as_str(),
+    };
+    let parent = packages.join(Registry::Npm.as_str());
+    let stage = staging(&parent)?;
+    run(
+        Command::new("npm")
+            .args([
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--omit=dev",
+            ])
+            .arg("--prefix")
+            .arg(stage.path())
+            .arg(spec),
+        &format!("npm install {spec}"),
+    )?;
+    let read_json = |path: PathBuf| -> Result<Value, ImportError> {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ImportError::Stdio(format!("{}: {e}", path.display())))?;
+        serde_json::from_str(&text)
+            .map_err(|e| ImportError::Stdio(format!("{}: {e}", path.display())))
+    };
+    let package_json = read_json(
+        stage
+            .path()
+            .join("node_modules")
+            .join(name)
+            .join("package.json"),
+    )?;
+    let lock = read_json(stage.path().join("package-lock.json"))?;
+    let entry = &lock["packages"][format!("node_modules/{name}")];
+    let version = package_json["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let integrity = entry["integrity"].as_str().unwrap_or_default().to_owned();
+    if version.is_empty() || !integrity.starts_with("sha") {
+        return Err(ImportError::Stdio(format!(
+            "npm installed {name} without a version and an integrity digest in its lock file"
+        )));
+    }
+    let unscoped = name.rsplit('/').next().unwrap_or(name);
+    let bin = match &package_json["bin"] {
+        Value::String(path) => path.clone(),
+        Value::Object(bins) => bins
+            .get(unscoped)
+            .or_else(|| (bins.len() == 1).then(|| bins.values().next()).flatten())
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ImportError::Stdio(format!(
+                    "{name} has several programs ({}) and none named `{unscoped}`",
+                    bins.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            })?
+            .to_owned(),
+        _ => {
+            return Err(ImportError::Stdio(format!(
+                "{name}@{version} has no `bin` program to run"
+            )));
+        }
+    };
+    let bin = bin.trim_start_matches("./");
+    let pin = PackagePin {
+        registry: Registry::Npm,
+        name: name.to_owned(),
+        version,
+        integrity,
+        digest: String::new(),
+    };
+    let dir = pin.install_dir(packages);
+    settle(stage.path(), &dir)?;
+    let digest = tree_digest(&dir).map_err(ImportError::Stdio)?;
+    let mut args = args;
+    args.insert(0, format!("{{package}}/node_modules/{name}/{bin}"));
+    Ok((absolute("node")?, args, Some(PackagePin { digest, ..pin })))
+}
+
+/// `uvx [--from SPEC] NAME ARGS…`, or `uvx NAME[==VERSION|@VERSION] ARGS…`.
+fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
+    let (requirement, script, args) = match rest {
+        [from, spec, script, args @ ..] if from == "--from" => {
+            (spec.clone(), script.clone(), args.to_vec())
+        }
+        [first, ..] if first.starts_with('-') => {
+            return Err(ImportError::Stdio(format!(
+                "uvx option `{first}` is not supported: write `uvx [--from SPEC] NAME ARGS…`"
+            )));
+        }
+        [spec, args @ ..] => {
+            let spec = spec.replacen('@', "==", 1);
+            let script = spec.split("==").next().unwrap_or_default().to_owned();
+            (spec, script, args.to_vec())
+        }
+        [] => return Err(ImportError::Stdio("uvx: name the package".to_owned())),
+    };
+    let name = requirement
+        .split(['=', '<', '>', '~', '!', '[', ' '])
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    // The system's Python, so that the interpreter is one the sandbox shows (under /usr).
+    let python = "/usr/bin/python3";
+    let parent = packages.join(Registry::Pypi.as_str());
+    let probe = staging(&parent)?;
+    let report = probe.path().join("report.json");
+    run(
+        Command::new(python)
+            .arg("-m")
+            .arg("venv")
+            .arg(probe.path().join("venv")),
+        "python3 -m venv (Debian: apt-get install python3-venv)",
+    )?;
+    run(
+        Command::new(probe.path().join("venv/bin/pip"))
+            .args([
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--report",
+            ])
+            .arg(&report)
+            .arg(&requirement),
+        &format!("pip install --dry-run {requirement}"),
+    )?;
+    let version = reported(&report, &name)?.0;
+    let pin = PackagePin {
+        registry: Registry::Pypi,
+        name: name.clone(),
+        version: version.clone(),
+        integrity: String::new(),
+        digest: String::new(),
+    };
+    let dir = pin.install_dir(packages);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| ImportError::Stdio(format!("cannot replace {}: {e}", dir.display())))?;
+    }
+    // A virtual environment holds its own path in its scripts, so it is made where it stays.
+    let made = (|| {
+        run(
+            Command::new(python).arg("-m").arg("venv").arg(&dir),
+            "python3 -m venv",
+        )?;
+        run(
+            Command::new(dir.join("bin/pip"))
+                .args(["install", "--quiet", "--report"])
+                .arg(&report)
+                .arg(format!("{name}=={version}")),
+            &format!("pip install {name}=={version}"),
+        )?;
+        let (_, integrity) = reported(&report, &name)?;
+        run(
+            Command::new("chmod").args(["-R", "a+rX,go-w"]).arg(&dir),
+            "chmod",
+        )?;
+        let digest = tree_digest(&dir).map_err(ImportError::Stdio)?;
+        Ok::<_, ImportError>(PackagePin {
+            integrity,
+            digest,
+            ..pin
+        })
+    })();
+    let pin = match made {
+        Ok(pin) => pin,
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(error);
+        }
+    };
+    Ok((format!("{{package}}/bin/{script}"), args, Some(pin)))
+}
+
+/// The version and `sha256:` digest pip's installation report gives for `name`.
+fn reported(report: &Path, name: &str) -> Result<(String, String), ImportError> {
+    let text = std::fs::read_to_string(report)
+        .map_err(|e| ImportError::Stdio(format!("pip's report {}: {e}", report.display())))?;
+    let report: Value = serde_json::from_str(&text)
+        .map_err(|e| ImportError::Stdio(format!("pip's report: {e}")))?;
+    let canonical = |n: &str| n.to_ascii_lowercase().replace(['_', '.'], "-");
+    let item = report["install"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|item| {
+            item["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| canonical(n) == canonical(name))
+        })
+        .ok_or_else(|| ImportError::Stdio(format!("pip did not install `{name}`")))?;
+    let version = item["metadata"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let info = &item["download_info"]["archive_info"];
+    let sha256 = info["hashes"]["sha256"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            info["hash"]
+                .as_str()
+                .and_then(|h| h.strip_prefix("sha256="))
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    Ok((version, format!("sha256:{sha256}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_and_dirs_parse_with_clear_errors() {
+        let (name, binding) = Source::parse_env("TOKEN=${ACME_TOKEN}").unwrap();
+        assert_eq!(name, "TOKEN");
+        assert_eq!(binding.env.as_deref(), Some("ACME_TOKEN"));
+        let (_, literal) = Source::parse_env("LEVEL=info").unwrap();
+        assert_eq!(literal.value.as_deref(), Some("info"));
+        for bad in ["TOKEN", "1X=y", "T=${not a name}"] {
+            let err = Source::parse_env(bad).unwrap_err().to_string();
+            assert!(err.contains(bad), "{err}");
+        }
+        let err = Source::parse_dir("/no/such/dir:rw")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no such directory"), "{err}");
+    }
+
+    #[test]
+    fn a_plain_program_is_pinned_by_its_absolute_path() {
+        let source = Source {
+            command: vec!["sh".to_owned(), "-c".to_owned(), "true".to_owned()],
+            ..Source::default()
+        };
+        let spec = pin(&source, Path::new("/nonexistent")).unwrap();
+        assert!(Path::new(&spec.command).is_absolute(), "{}", spec.command);
+        assert!(spec.command.ends_with("/sh"));
+        assert_eq!(spec.args, ["-c", "true"]);
+        assert!(spec.package.is_none());
+        let none = pin(&Source::default(), Path::new("/"))
+            .unwrap_err()
+            .to_string();
+        assert!(none.contains("after `--`"), "{none}");
+    }
+}

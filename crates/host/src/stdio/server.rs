@@ -1,0 +1,871 @@
+//! One stdio server, supervised: its process started on demand in the sandbox, spoken to in
+//! newline-delimited JSON-RPC, restarted when it fails.
+//!
+//! 1. **Start** (at the first request, or at load with `start = "at_start"`): the sandbox is
+//!    probed ([`super::sandbox::probe`]), the process spawned, and the MCP session opened
+//!    (`initialize`, then `notifications/initialized`) within [`START_TIMEOUT`]. The host holds
+//!    this one session; the adapter's requests are sent on it.
+//! 2. **Requests** ([`StdioServer::request`]) are multiplexed on the process by JSON-RPC id:
+//!    each gets an id of the host's, and its answer is matched back by it. At most
+//!    `max_in_flight` are outstanding; a request past that waits for a place within its
+//!    deadline. Requests from the server (`roots/list`, `sampling/...`) are answered "method
+//!    not found": the host offers the server nothing; its notifications are dropped.
+//! 3. **Failure**: a process that exits, writes a message longer than `max_message_kib`, or
+//!    does not answer a `ping` within [`PING_TIMEOUT`] after a request timed out (hung), is
+//!    killed; every request it held fails with [`StdioError::Crashed`] (retryable), and the
+//!    next request starts it again after a backoff (250 ms, doubling to 30 s, reset by an
+//!    answered request). Its stderr goes to the log line by line with the server's id, at
+//!    most [`STDERR_LINES_PER_SECOND`] lines a second (the rest counted).
+//! 4. **Stop**: after `idle_stop_seconds` without a request, and at shutdown; a dropped
+//!    server kills its process (and bubblewrap takes the sandbox's processes with it).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::ChildStdin;
+use tokio::sync::{Semaphore, oneshot};
+
+use super::StdioError;
+use super::sandbox::{Launch, probe};
+
+/// How long starting the process and opening its MCP session may take: an installed package
+/// starts in well under a second; a slow disk or a large runtime gets the rest.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a process whose request timed out has to answer a `ping` before it is taken for
+/// hung and restarted.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// Stderr lines logged per second per server, at most; the rest are counted in the next line.
+pub const STDERR_LINES_PER_SECOND: u32 = 20;
+/// The longest stderr line logged; the rest of a longer one is cut.
+const MAX_STDERR_LINE: usize = 2048;
+/// Stderr lines kept to explain a failed start.
+const STDERR_TAIL: usize = 8;
+/// The first restart waits this long; each further failure doubles it, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait before a restart.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The protocol version the host asks a server for; it answers with the one it speaks.
+const PROTOCOL: &str = "2025-11-25";
+
+/// What supervision needs besides the launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supervision {
+    /// Requests outstanding at once, at most.
+    pub max_in_flight: u32,
+    /// The longest stdout message, in bytes.
+    pub max_message_bytes: usize,
+    /// Stop after this long without a request; `None`: never.
+    pub idle_stop: Option<Duration>,
+}
+
+/// The state of a server, as `gatehouse admin plugins` and the console show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Not started yet.
+    Stopped,
+    /// Being started.
+    Starting,
+    /// Its process runs.
+    Running,
+    /// Stopped after a time without requests; the next starts it.
+    Idle,
+    /// Its process failed; the next request starts it after a backoff.
+    Restarting,
+    /// Shut down with the gateway.
+    ShutDown,
+}
+
+/// A snapshot of a server for operators.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Status {
+    /// The adapter whose server it is.
+    pub adapter: String,
+    /// Its state.
+    pub state: State,
+    /// The process id, while it runs.
+    pub pid: Option<u32>,
+    /// Processes started after a failure.
+    pub restarts: u64,
+    /// Why the last process ended, if it failed.
+    pub last_failure: Option<String>,
+    /// Whether it runs without the sandbox (`bare = true` where bubblewrap cannot run).
+    pub bare: bool,
+}
+
+/// One supervised stdio server. Cheap to clone; the last clone dropped kills its process.
+#[derive(Debug, Clone)]
+pub struct StdioServer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    adapter: String,
+    launch: Launch,
+    supervision: Supervision,
+    /// The live process, if any: at most one start at a time holds this lock.
+    slot: Arc<tokio::sync::Mutex<Option<Live>>>,
+    books: Mutex<Books>,
+    shut_down: AtomicBool,
+}
+
+/// A running process and the means to kill it; dropping it kills the process.
+#[derive(Debug)]
+struct Live {
+    process: Arc<Process>,
+    kill: Option<oneshot::Sender<String>>,
+}
+
+impl Live {
+    fn kill(&mut self, reason: String) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(reason);
+        }
+    }
+}
+
+/// What the supervisor remembers across processes.
+#[derive(Debug)]
+struct Books {
+    state: State,
+    failures: u32,
+    retry_at: Option<Instant>,
+    restarts: u64,
+    last_failure: Option<String>,
+    last_used: Instant,
+    bare: bool,
+}
+
+/// One process: its stdin, the requests it holds, its place count.
+#[derive(Debug)]
+struct Process {
+    pid: Option<u32>,
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, StdioError>>>>,
+    next_id: AtomicU64,
+    places: Semaphore,
+    /// Why it ended, once it did (the first reason given wins).
+    ended: Mutex<Option<String>>,
+    stderr_tail: Mutex<Vec<String>>,
+    /// `initialize`'s result.
+    initialized: Mutex<Value>,
+}
+
+impl Process {
+    fn end(&self, adapter: &str, reason: &str) {
+        let reason = {
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            ended.get_or_insert_with(|| reason.to_owned()).clone()
+        };
+        let held: Vec<_> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        for (_, waiter) in held {
+            let _ = waiter.send(Err(StdioError::Crashed {
+                adapter: adapter.to_owned(),
+                reason: reason.clone(),
+            }));
+        }
+    }
+
+    fn is_ended(&self) -> bool {
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn tail(&self) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if tail.is_empty() {
+            "no stderr".to_owned()
+        } else {
+            format!("its stderr ended: {}", tail.join(" | "))
+        }
+    }
+
+    async fn write(&self, message: &Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(message).expect("JSON values serialize");
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        stdin.write_all(&line).await?;
+        stdin.flush().await
+    }
+}
+
+impl StdioServer {
+    /// A server for `adapter`, not started.
+    pub fn new(adapter: impl Into<String>, launch: Launch, supervision: Supervision) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                adapter: adapter.into(),
+                launch,
+                supervision,
+                slot: Arc::new(tokio::sync::Mutex::new(None)),
+                books: Mutex::new(Books {
+                    state: State::Stopped,
+                    failures: 0,
+                    retry_at: None,
+                    restarts: 0,
+                    last_failure: None,
+                    last_used: Instant::now(),
+                    bare: false,
+                }),
+                shut_down: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The adapter whose server this is.
+    pub fn adapter(&self) -> &str {
+        &self.inner.adapter
+    }
+
+    /// The server's state now.
+    pub fn status(&self) -> Status {
+        let books = self.inner.books();
+        let pid = match self.inner.slot.try_lock() {
+            Ok(slot) => slot.as_ref().and_then(|live| live.process.pid),
+            Err(_) => None,
+        };
+        Status {
+            adapter: self.inner.adapter.clone(),
+            state: books.state,
+            pid,
+            restarts: books.restarts,
+            last_failure: books.last_failure.clone(),
+            bare: books.bare,
+        }
+    }
+
+    /// What the server answered to `initialize` (its `serverInfo`, `protocolVersion`,
+    /// `capabilities`), starting it if needed.
+    pub async fn initialized(&self, deadline: Instant) -> Result<Value, StdioError> {
+        let process = self.inner.ensure(deadline).await?;
+        Ok(process
+            .initialized
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone())
+    }
+
+    /// Sends `method` with `params` and returns the server's answer: the JSON-RPC response
+    /// message (with `result` or `error`; its `id` is the host's). Starts the process if it
+    /// is not running.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        deadline: Instant,
+    ) -> Result<Value, StdioError> {
+        let process = self.inner.ensure(deadline).await?;
+        let answer = self.inner.send(&process, method, params, deadline).await;
+        if answer.is_ok() {
+            let mut books = self.inner.books();
+            books.failures = 0;
+            books.last_used = Instant::now();
+        }
+        answer
+    }
+
+    /// Starts the process now if it is not running (for `start = "at_start"`).
+    pub async fn start(&self) -> Result<(), StdioError> {
+        self.inner
+            .ensure(Instant::now() + START_TIMEOUT)
+            .await
+            .map(drop)
+    }
+
+    /// Stops the process, if any, and refuses every later request.
+    pub async fn shutdown(&self) {
+        self.inner.shut_down.store(true, Ordering::SeqCst);
+        let mut slot = self.inner.slot.lock().await;
+        if let Some(mut live) = slot.take() {
+            live.kill(SHUTDOWN_REASON.to_owned());
+        }
+        self.inner.books().state = State::ShutDown;
+    }
+}
+
+impl Inner {
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live process, started (after any backoff) if there is none.
+    async fn ensure(self: &Arc<Self>, deadline: Instant) -> Result<Arc<Process>, StdioError> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(StdioError::ShutDown {
+                adapter: self.adapter.clone(),
+            });
+        }
+        self.books().last_used = Instant::now();
+        let mut slot =
+            tokio::time::timeout_at(deadline.into(), Arc::clone(&self.slot).lock_owned())
+                .await
+                .map_err(|_| StdioError::Timeout {
+                    adapter: self.adapter.clone(),
+                })?;
+        if let Some(live) = slot.as_ref() {
+            if !live.process.is_ended() {
+                return Ok(Arc::clone(&live.process));
+            }
+            *slot = None;
+        }
+        let retry_at = self.books().retry_at;
+        if let Some(at) = retry_at.filter(|at| *at > Instant::now()) {
+            if at > deadline {
+                return Err(StdioError::Restarting {
+                    adapter: self.adapter.clone(),
+                    retry_after_ms: millis(at.saturating_duration_since(Instant::now())),
+                });
+            }
+            tokio::time::sleep_until(at.into()).await;
+        }
+        self.books().state = State::Starting;
+        // The start runs to its own end (at most START_TIMEOUT), holding the slot, even when
+        // this request's deadline comes first: a server slower to start than one call's
+        // budget is running for the next call, not started over by each.
+        let inner = Arc::clone(self);
+        let start = tokio::spawn(async move {
+            let started = match tokio::time::timeout(START_TIMEOUT, inner.spawn()).await {
+                Ok(started) => started,
+                Err(_) => Err(StdioError::Start {
+                    adapter: inner.adapter.clone(),
+                    reason: format!(
+                        "it did not open its MCP session (`initialize`) within {} ms",
+                        millis(START_TIMEOUT)
+                    ),
+                }),
+            };
+            match started {
+                Ok(live) => {
+                    let process = Arc::clone(&live.process);
+                    *slot = Some(live);
+                    let mut books = inner.books();
+                    books.state = State::Running;
+                    if books.retry_at.take().is_some() {
+                        books.restarts += 1;
+                    }
+                    Ok(process)
+                }
+                Err(error) => {
+                    inner.failed(&error.to_string());
+                    Err(error)
+                }
+            }
+        });
+        match tokio::time::timeout_at(deadline.into(), start).await {
+            Ok(Ok(started)) => started,
+            Ok(Err(panicked)) => Err(StdioError::Start {
+                adapter: self.adapter.clone(),
+                reason: format!("the start failed: {panicked}"),
+            }),
+            Err(_) => Err(StdioError::Timeout {
+                adapter: self.adapter.clone(),
+            }),
+        }
+    }
+
+    /// Books a failed process: the backoff before the next start.
+    fn failed(&self, reason: &str) {
+        let mut books = self.books();
+        books.failures = books.failures.saturating_add(1);
+        let backoff = FIRST_BACKOFF
+            .saturating_mul(1 << books.failures.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        books.retry_at = Some(Instant::now() + backoff);
+        books.last_failure = Some(reason.to_owned());
+        if books.state != State::ShutDown {
+            books.state = State::Restarting;
+        }
+    }
+
+    /// Spawns the process, starts its reader, stderr and waiter tasks, and opens the session.
+    async fn spawn(self: &Arc<Self>) -> Result<Live, StdioError> {
+        let sandboxed = match probe(&self.launch).await {
+            Ok(()) => true,
+            Err(reason) if self.launch.bare => {
+                tracing::warn!(adapter = %self.adapter, %reason, "stdio server runs without the sandbox (`bare = true`)");
+                false
+            }
+            Err(reason) => {
+                return Err(StdioError::NoSandbox {
+                    adapter: self.adapter.clone(),
+                    reason,
+                });
+            }
+        };
+        self.books().bare = !sandboxed;
+        let mut command = self.launch.command(sandboxed);
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().map_err(|e| StdioError::Start {
+            adapter: self.adapter.clone(),
+            reason: format!("cannot run {}: {e}", self.launch.program.display()),
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three streams are piped");
+        };
+        let process = Arc::new(Process {
+            pid: child.id(),
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            places: Semaphore::new(self.supervision.max_in_flight.max(1) as usize),
+            ended: Mutex::default(),
+            stderr_tail: Mutex::default(),
+            initialized: Mutex::new(Value::Null),
+        });
+        let (kill, killed) = oneshot::channel::<String>();
+        let adapter = self.adapter.clone();
+        // The waiter owns the child: it kills it when told (or when the server is dropped),
+        // and books its end.
+        let weak = Arc::downgrade(self);
+        let watched = Arc::clone(&process);
+        tokio::spawn(async move {
+            let reason = tokio::select! {
+                status = child.wait() => match status {
+                    Ok(status) => format!("it exited ({status})"),
+                    Err(e) => format!("waiting for it failed: {e}"),
+                },
+                reason = killed => {
+                    let reason = reason.unwrap_or_else(|_| "its server was dropped".to_owned());
+                    let _ = child.kill().await;
+                    reason
+                }
+            };
+            let expected = [IDLE, SHUTDOWN_REASON, START_FAILED].contains(&reason.as_str());
+            let reason = format!("{reason}; {}", watched.tail());
+            watched.end(&adapter, &reason);
+            if let Some(inner) = weak.upgrade() {
+                if expected {
+                    let mut books = inner.books();
+                    if books.state == State::Running {
+                        books.state = State::Idle;
+                    }
+                } else {
+                    tracing::warn!(adapter = %adapter, %reason, "stdio server ended");
+                    inner.failed(&reason);
+                }
+            }
+        });
+        let max = self.supervision.max_message_bytes;
+        tokio::spawn(read_stdout(
+            self.adapter.clone(),
+            Arc::downgrade(self),
+            Arc::clone(&process),
+            BufReader::new(stdout),
+            max,
+        ));
+        tokio::spawn(read_stderr(
+            self.adapter.clone(),
+            Arc::clone(&process),
+            BufReader::new(stderr),
+        ));
+        let mut live = Live {
+            process: Arc::clone(&process),
+            kill: Some(kill),
+        };
+        let params = json!({
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": { "name": "gatehouse", "version": env!("CARGO_PKG_VERSION") },
+        });
+        let opened = async {
+            let answer = self
+                .send(
+                    &process,
+                    "initialize",
+                    Some(params),
+                    Instant::now() + START_TIMEOUT,
+                )
+                .await?;
+            let result = answer
+                .get("result")
+                .cloned()
+                .ok_or_else(|| StdioError::Start {
+                    adapter: self.adapter.clone(),
+                    reason: format!("it refused `initialize`: {}", answer["error"]),
+                })?;
+            *process
+                .initialized
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = result;
+            process
+                .write(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+                .await
+                .map_err(|e| StdioError::Crashed {
+                    adapter: self.adapter.clone(),
+                    reason: format!("writing to it failed: {e}"),
+                })
+        };
+        match opened.await {
+            Ok(()) => {
+                if let Some(idle) = self.supervision.idle_stop {
+                    tokio::spawn(reap_when_idle(Arc::downgrade(self), idle));
+                }
+                Ok(live)
+            }
+            Err(error) => {
+                live.kill(START_FAILED.to_owned());
+                let reason = match error {
+                    StdioError::Crashed { reason, .. } => reason,
+                    other => format!("{other}; {}", process.tail()),
+                };
+                Err(StdioError::Start {
+                    adapter: self.adapter.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// One request on `process`: a place, an id, the line written, the answer awaited.
+    async fn send(
+        self: &Arc<Self>,
+        process: &Arc<Process>,
+        method: &str,
+        params: Option<Value>,
+        deadline: Instant,
+    ) -> Result<Value, StdioError> {
+        let _place = tokio::time::timeout_at(deadline.into(), process.places.acquire())
+            .await
+            .map_err(|_| StdioError::Busy {
+                adapter: self.adapter.clone(),
+                max: self.supervision.max_in_flight,
+            })?
+            .expect("the semaphore is never closed");
+        let id = process.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        process
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, answer);
+        let mut outstanding = Outstanding {
+            inner: self,
+            process,
+            id,
+            check: method != "ping",
+            armed: true,
+        };
+        if process.is_ended() {
+            process.end(&self.adapter, "it had ended");
+        }
+        let mut message = json!({ "jsonrpc": "2.0", "id": id, "method": method });
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        if let Err(e) = process.write(&message).await {
+            outstanding.check = false;
+            return Err(StdioError::Crashed {
+                adapter: self.adapter.clone(),
+                reason: format!("writing to it failed: {e}"),
+            });
+        }
+        match tokio::time::timeout_at(deadline.into(), answered).await {
+            Ok(Ok(answer)) => {
+                outstanding.armed = false;
+                answer
+            }
+            Ok(Err(_)) => {
+                outstanding.armed = false;
+                Err(StdioError::Crashed {
+                    adapter: self.adapter.clone(),
+                    reason: "it ended".to_owned(),
+                })
+            }
+            // `outstanding` checks the process.
+            Err(_) => Err(StdioError::Timeout {
+                adapter: self.adapter.clone(),
+            }),
+        }
+    }
+
+    /// Kills `process` if it is still the live one.
+    async fn kill(&self, process: &Arc<Process>, reason: String) {
+        let mut slot = self.slot.lock().await;
+        if let Some(live) = slot.as_mut()
+            && Arc::ptr_eq(&live.process, process)
+        {
+            live.kill(reason);
+            *slot = None;
+        }
+    }
+}
+
+/// A request sent and not yet answered. Given up on (its deadline passed, or its caller went
+/// away, as when the call's sandbox ran out of time), it is forgotten, and the process, which
+/// may be hung, is asked for a `ping` ([`check_alive`]).
+struct Outstanding<'a> {
+    inner: &'a Arc<Inner>,
+    process: &'a Arc<Process>,
+    id: u64,
+    /// Whether giving up checks the process (not for a ping, nor after a failed write).
+    check: bool,
+    /// Cleared once the request is answered or its process ended.
+    armed: bool,
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.process
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        if self.check
+            && !self.process.is_ended()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(check_alive(
+                Arc::downgrade(self.inner),
+                Arc::clone(self.process),
+            ));
+        }
+    }
+}
+
+/// The reason an idle process is stopped with.
+const IDLE: &str = "idle";
+/// The reason a process is stopped with at shutdown.
+const SHUTDOWN_REASON: &str = "the gateway shut down";
+/// The reason a process that failed to open its session is stopped with (booked by the start).
+const START_FAILED: &str = "it failed to start";
+
+/// After a request timed out: a process that does not answer a ping is hung, and killed.
+/// (Boxed: `send` spawns it, and it calls `send`.)
+fn check_alive(
+    server: Weak<Inner>,
+    process: Arc<Process>,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let Some(inner) = server.upgrade() else {
+            return;
+        };
+        if process.is_ended() {
+            return;
+        }
+        let ping = inner
+            .send(&process, "ping", None, Instant::now() + PING_TIMEOUT)
+            .await;
+        if let Err(StdioError::Timeout { .. } | StdioError::Busy { .. }) = ping {
+            let reason = format!(
+                "it did not answer a ping within {} ms after a request timed out (hung)",
+                millis(PING_TIMEOUT)
+            );
+            inner.kill(&process, reason).await;
+        }
+    })
+}
+
+/// Stops the process after `idle` without requests; ends with it.
+async fn reap_when_idle(server: Weak<Inner>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = server.upgrade() else {
+            return;
+        };
+        let mut slot = inner.slot.lock().await;
+        let Some(live) = slot.as_mut() else {
+            return;
+        };
+        if live.process.is_ended() {
+            return;
+        }
+        let quiet = live
+            .process
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        if quiet && inner.books().last_used.elapsed() >= idle {
+            tracing::info!(adapter = %inner.adapter, idle_ms = millis(idle), "stdio server stopped: idle");
+            live.kill(IDLE.to_owned());
+            *slot = None;
+            return;
+        }
+    }
+}
+
+/// What reading one line found.
+enum Line {
+    /// A whole line (without its newline).
+    Whole,
+    /// A line longer than the bound: `buf` holds its first bytes, the rest was not read.
+    Over,
+    /// The stream ended (`buf` holds any unterminated rest).
+    End,
+}
+
+/// Reads one line into `buf` (cleared first), at most `max` bytes of it.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(Line::End);
+        }
+        let (take, whole) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (at, true),
+            None => (available.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(&available[..take.min(room)]);
+        let over = take > room;
+        reader.consume(if whole && !over {
+            take + 1
+        } else {
+            take.min(room)
+        });
+        if over {
+            return Ok(Line::Over);
+        }
+        if whole {
+            return Ok(Line::Whole);
+        }
+    }
+}
+
+/// Reads the server's messages: answers go to their requests; a message over `max` bytes
+/// kills the process.
+async fn read_stdout<R: AsyncBufRead + Unpin>(
+    adapter: String,
+    server: Weak<Inner>,
+    process: Arc<Process>,
+    mut reader: R,
+    max: usize,
+) {
+    let mut buf = Vec::new();
+    loop {
+        match read_line(&mut reader, &mut buf, max).await {
+            Ok(Line::Whole) => {}
+            Ok(Line::Over) => {
+                let reason = format!(
+                    "it wrote a message longer than {max} bytes (`max_message_kib`); refused"
+                );
+                tracing::warn!(adapter = %adapter, %reason, "stdio server restarted");
+                if let Some(inner) = server.upgrade() {
+                    process.end(&adapter, &reason);
+                    inner.kill(&process, reason).await;
+                }
+                return;
+            }
+            Ok(Line::End) | Err(_) => return,
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(message) = serde_json::from_slice::<Value>(&buf) else {
+            tracing::debug!(adapter = %adapter, "stdio server wrote a line that is not JSON; ignored");
+            continue;
+        };
+        let id = message.get("id");
+        let is_answer = message.get("result").is_some() || message.get("error").is_some();
+        match (id, message.get("method")) {
+            (Some(id), None) if is_answer => {
+                let waiter = id.as_u64().and_then(|id| {
+                    process
+                        .pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&id)
+                });
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(Ok(message));
+                }
+            }
+            (Some(id), Some(_)) => {
+                // The host offers the server nothing: no roots, no sampling, no elicitation.
+                let refusal = json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": { "code": -32601, "message": "gatehouse offers stdio servers no client features" },
+                });
+                let _ = process.write(&refusal).await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Logs the server's stderr, a line at a time, rate-limited; keeps the last lines.
+async fn read_stderr<R: AsyncBufRead + Unpin>(
+    adapter: String,
+    process: Arc<Process>,
+    mut reader: R,
+) {
+    let mut buf = Vec::new();
+    let mut window = Instant::now();
+    let mut logged = 0u32;
+    let mut dropped = 0u64;
+    loop {
+        let line = match read_line(&mut reader, &mut buf, MAX_STDERR_LINE).await {
+            Ok(Line::Whole) => String::from_utf8_lossy(&buf).into_owned(),
+            Ok(Line::Over) => {
+                let cut = format!("{}…", String::from_utf8_lossy(&buf));
+                // Skip the rest of the long line.
+                let mut rest = Vec::new();
+                while let Ok(Line::Over) = read_line(&mut reader, &mut rest, MAX_STDERR_LINE).await
+                {
+                }
+                cut
+            }
+            Ok(Line::End) if !buf.is_empty() => String::from_utf8_lossy(&buf).into_owned(),
+            Ok(Line::End) | Err(_) => return,
+        };
+        {
+            let mut tail = process
+                .stderr_tail
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if tail.len() == STDERR_TAIL {
+                tail.remove(0);
+            }
+            tail.push(line.chars().take(200).collect());
+        }
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::warn!(adapter = %adapter, dropped, "stdio server stderr: lines not logged (rate limit)");
+            }
+            window = Instant::now();
+            logged = 0;
+            dropped = 0;
+        }
+        if logged < STDERR_LINES_PER_SECOND {
+            logged += 1;
+            tracing::info!(adapter = %adapter, "stdio server stderr: {line}");
+        } else {
+            dropped += 1;
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,470 @@
+//! The supervisor against a real process in the real sandbox: a small stdio MCP server in
+//! Python whose tools misbehave on request. Needs bubblewrap (`.ci/run` installs it).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::sandbox::{Launch, Limits};
+use super::server::PING_TIMEOUT;
+use super::*;
+
+/// Answers each `tools/call` on a thread of its own, by tool name: `echo`, `sleep` (for
+/// `ms`), `crash` (exits 3), `hang` (stops reading and answering), `ignore` (never answers
+/// this request, answers the rest), `flood` (a megabyte without a newline), `shout` (200
+/// stderr lines).
+const SERVER: &str = r#"
+import json, os, sys, threading, time
+lock = threading.Lock()
+def send(message):
+    with lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+def answer(request):
+    rid, method = request.get("id"), request.get("method")
+    if method == "initialize":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}}})
+    if method == "ping":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {}})
+    if method != "tools/call":
+        return send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})
+    name, args = request["params"]["name"], request["params"].get("arguments", {})
+    if name == "sleep":
+        time.sleep(args["ms"] / 1000)
+    elif name == "crash":
+        os._exit(3)
+    elif name == "ignore":
+        return
+    elif name == "flood":
+        with lock:
+            sys.stdout.write("x" * (1 << 20))
+            sys.stdout.flush()
+        return
+    elif name == "shout":
+        for i in range(200):
+            sys.stderr.write("line %d\n" % i)
+        sys.stderr.flush()
+    send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "%s %s" % (name, json.dumps(args, sort_keys=True))}]}})
+for line in sys.stdin:
+    request = json.loads(line)
+    if "id" not in request:
+        continue
+    if request.get("method") == "tools/call" and request["params"]["name"] == "hang":
+        time.sleep(3600)
+    threading.Thread(target=answer, args=(request,), daemon=True).start()
+"#;
+
+struct Fake {
+    _dir: tempfile::TempDir,
+    launch: Launch,
+}
+
+fn fake() -> Fake {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.path().join("server.py");
+    std::fs::write(&script, SERVER).unwrap();
+    let launch = Launch {
+        program: PathBuf::from("/usr/bin/python3"),
+        args: vec![script.display().to_string()],
+        env: Vec::new(),
+        package_dir: Some(dir.path().to_owned()),
+        dirs: Vec::new(),
+        limits: Limits {
+            memory_bytes: 512 << 20,
+            cpu_seconds: 60,
+            processes: 64,
+            open_files: 64,
+        },
+        run_as: 61_001,
+        bwrap: PathBuf::from("bwrap"),
+        bare: false,
+    };
+    Fake { _dir: dir, launch }
+}
+
+fn supervision() -> Supervision {
+    Supervision {
+        max_in_flight: 16,
+        max_message_bytes: 64 * 1024,
+        idle_stop: None,
+    }
+}
+
+fn soon(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms)
+}
+
+async fn call(
+    server: &StdioServer,
+    tool: &str,
+    args: Value,
+    ms: u64,
+) -> Result<String, StdioError> {
+    let answer = server
+        .request(
+            "tools/call",
+            Some(json!({ "name": tool, "arguments": args })),
+            soon(ms),
+        )
+        .await?;
+    Ok(answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+#[tokio::test]
+async fn requests_are_multiplexed_on_one_process_by_id() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    assert_eq!(server.status().state, State::Stopped);
+    let started = Instant::now();
+    let calls = (0..8u64).map(|i| {
+        let server = server.clone();
+        async move { call(&server, "sleep", json!({ "ms": 400 - i * 40 }), 20_000).await }
+    });
+    let answers = futures_join(calls).await;
+    for (i, answer) in answers.into_iter().enumerate() {
+        assert_eq!(
+            answer.unwrap(),
+            format!("sleep {{\"ms\": {}}}", 400 - i * 40)
+        );
+    }
+    // Eight sleeps of up to 400 ms, answered out of order, took about the longest of them.
+    assert!(
+        started.elapsed() < Duration::from_millis(400 * 8),
+        "{:?}",
+        started.elapsed()
+    );
+    let status = server.status();
+    assert_eq!(
+        (status.state, status.restarts, status.bare),
+        (State::Running, 0, false)
+    );
+    let initialized = server.initialized(soon(1000)).await.unwrap();
+    assert_eq!(initialized["serverInfo"]["name"], "fake");
+}
+
+#[tokio::test]
+async fn a_crash_fails_the_held_calls_retryably_and_the_next_call_restarts_it() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    let held = {
+        let server = server.clone();
+        tokio::spawn(async move { call(&server, "sleep", json!({ "ms": 5000 }), 20_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let crash = call(&server, "crash", json!({}), 20_000).await.unwrap_err();
+    let held = held.await.unwrap().unwrap_err();
+    for error in [&crash, &held] {
+        let StdioError::Crashed { reason, .. } = error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.starts_with("it exited (exit status: 3)"), "{reason}");
+        assert!(error.retryable());
+    }
+    assert_eq!(server.status().state, State::Restarting);
+    assert_eq!(
+        call(&server, "echo", json!({"again": 1}), 20_000)
+            .await
+            .unwrap(),
+        "echo {\"again\": 1}"
+    );
+    let status = server.status();
+    assert_eq!((status.state, status.restarts), (State::Running, 1));
+    assert!(status.last_failure.unwrap().contains("exit status: 3"));
+}
+
+#[tokio::test]
+async fn an_oversized_message_is_refused_and_the_process_restarted() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    let error = call(&server, "flood", json!({}), 20_000).await.unwrap_err();
+    let StdioError::Crashed { reason, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert!(
+        reason.starts_with("it wrote a message longer than 65536 bytes"),
+        "{reason}"
+    );
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(server.status().restarts, 1);
+}
+
+#[tokio::test]
+async fn a_hung_process_is_killed_after_a_missed_ping_and_an_ignored_request_is_not() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    // Ignoring one request: that call times out, the ping is answered, nothing restarts.
+    let ignored = call(&server, "ignore", json!({}), 300).await.unwrap_err();
+    assert_eq!(
+        ignored,
+        StdioError::Timeout {
+            adapter: "test.fake".to_owned()
+        }
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(server.status().restarts, 0);
+    // Hanging: the call times out, the ping is not answered, the process is killed.
+    let hung = call(&server, "hang", json!({}), 300).await.unwrap_err();
+    assert!(matches!(hung, StdioError::Timeout { .. }), "{hung:?}");
+    let waited = Instant::now();
+    while server.status().state != State::Restarting {
+        assert!(waited.elapsed() < PING_TIMEOUT * 3, "{:?}", server.status());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        server.status().last_failure.unwrap().starts_with(
+            "it did not answer a ping within 5000 ms after a request timed out (hung)"
+        )
+    );
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(server.status().restarts, 1);
+}
+
+/// A caller that goes away before the request's deadline (as a call whose sandbox ran out of
+/// time does) leaves a hung process checked and restarted all the same.
+#[tokio::test]
+async fn a_hung_process_is_restarted_when_its_caller_goes_away() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        call(&server, "hang", json!({}), 60_000),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the caller gave up first");
+    let waited = Instant::now();
+    while server.status().state != State::Restarting {
+        assert!(waited.elapsed() < PING_TIMEOUT * 3, "{:?}", server.status());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(server.status().restarts, 1);
+}
+
+#[tokio::test]
+async fn calls_past_the_in_flight_bound_wait_for_a_place_within_their_deadline() {
+    let fake = fake();
+    let server = StdioServer::new(
+        "test.fake",
+        fake.launch.clone(),
+        Supervision {
+            max_in_flight: 2,
+            ..supervision()
+        },
+    );
+    server.start().await.unwrap();
+    let slow = |ms| {
+        let server = server.clone();
+        tokio::spawn(async move { call(&server, "sleep", json!({ "ms": ms }), 20_000).await })
+    };
+    let (first, second) = (slow(1500), slow(1500));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let third = call(&server, "echo", json!({}), 500).await.unwrap_err();
+    assert_eq!(
+        third,
+        StdioError::Busy {
+            adapter: "test.fake".to_owned(),
+            max: 2
+        }
+    );
+    assert!(third.retryable());
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    assert_eq!(
+        call(&server, "echo", json!({}), 5_000).await.unwrap(),
+        "echo {}"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_server_is_stopped_and_started_again_and_shutdown_refuses_calls() {
+    let fake = fake();
+    let server = StdioServer::new(
+        "test.fake",
+        fake.launch.clone(),
+        Supervision {
+            idle_stop: Some(Duration::from_millis(300)),
+            ..supervision()
+        },
+    );
+    call(&server, "shout", json!({}), 20_000).await.unwrap();
+    let waited = Instant::now();
+    while server.status().state != State::Idle {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            server.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.status().pid, None);
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(
+        (server.status().state, server.status().restarts),
+        (State::Running, 0)
+    );
+    server.shutdown().await;
+    assert_eq!(
+        call(&server, "echo", json!({}), 1000).await.unwrap_err(),
+        StdioError::ShutDown {
+            adapter: "test.fake".to_owned()
+        }
+    );
+    assert_eq!(server.status().state, State::ShutDown);
+}
+
+#[tokio::test]
+async fn without_a_sandbox_the_server_is_refused_unless_its_grant_says_bare() {
+    let fake = fake();
+    let mut launch = fake.launch.clone();
+    launch.bwrap = PathBuf::from("/nonexistent/bwrap");
+    let server = StdioServer::new("test.fake", launch.clone(), supervision());
+    let refused = call(&server, "echo", json!({}), 20_000).await.unwrap_err();
+    let StdioError::NoSandbox { reason, .. } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert!(reason.contains("install bubblewrap"), "{reason}");
+    assert!(
+        refused.to_string().contains("set `bare = true`"),
+        "{refused}"
+    );
+    launch.bare = true;
+    let bare = StdioServer::new("test.fake", launch, supervision());
+    assert_eq!(
+        call(&bare, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert!(bare.status().bare);
+}
+
+#[test]
+fn prepare_checks_the_grant_against_the_request_and_the_package_against_its_pin() {
+    let packages = tempfile::tempdir().unwrap();
+    let pin = PackagePin {
+        registry: Registry::Npm,
+        name: "@acme/server".to_owned(),
+        version: "1.0.0".to_owned(),
+        integrity: "sha512-x".to_owned(),
+        digest: String::new(),
+    };
+    let installed = pin.install_dir(packages.path());
+    assert!(installed.ends_with("npm/@acme+server@1.0.0"));
+    std::fs::create_dir_all(installed.join("dist")).unwrap();
+    std::fs::write(installed.join("dist/index.js"), "1").unwrap();
+    let spec = StdioSpec {
+        command: "/usr/bin/node".to_owned(),
+        args: vec!["{package}/dist/index.js".to_owned()],
+        env: vec!["TOKEN".to_owned()],
+        dirs: vec![DirGrant::parse("/srv/docs:ro").unwrap()],
+        package: Some(PackagePin {
+            digest: pin::tree_digest(&installed).unwrap(),
+            ..pin
+        }),
+    };
+    let config = |server: ServerConfig| StdioConfig {
+        packages_dir: Some(packages.path().to_owned()),
+        bwrap: None,
+        servers: vec![server],
+    };
+    let mut granted = ServerConfig::new("acme.fs");
+    granted.dirs = vec![DirGrant::parse("/srv/docs/public:ro").unwrap()];
+    granted.env.insert(
+        "TOKEN".to_owned(),
+        EnvBinding {
+            value: Some("t".to_owned()),
+            env: None,
+            file: None,
+        },
+    );
+    let servers = StdioServers::new(config(granted.clone()));
+    servers.prepare("acme.fs", &spec).unwrap();
+    assert_eq!(servers.statuses()[0].state, State::Stopped);
+
+    let other = StdioServers::new(config(granted.clone()));
+    assert_eq!(
+        other.prepare("acme.other", &spec).unwrap_err(),
+        StdioError::NotGranted {
+            adapter: "acme.other".to_owned()
+        }
+    );
+    let mut wider = granted.clone();
+    wider.dirs = vec![DirGrant::parse("/srv/docs:rw").unwrap()];
+    let err = StdioServers::new(config(wider))
+        .prepare("acme.fs", &spec)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "directory `/srv/docs:rw` is not within one the manifest asks for (/srv/docs:ro)"
+        ),
+        "{err}"
+    );
+    let mut extra = granted.clone();
+    extra.env.insert(
+        "HOME_SECRET".to_owned(),
+        EnvBinding {
+            value: Some("x".to_owned()),
+            env: None,
+            file: None,
+        },
+    );
+    let err = StdioServers::new(config(extra))
+        .prepare("acme.fs", &spec)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("env `HOME_SECRET` is not one the manifest names (TOKEN)"),
+        "{err}"
+    );
+
+    std::fs::write(installed.join("dist/index.js"), "2").unwrap();
+    let err = StdioServers::new(config(granted))
+        .prepare("acme.fs", &spec)
+        .unwrap_err();
+    let StdioError::Package { reason, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        reason.contains("no longer match the signed pin"),
+        "{reason}"
+    );
+}
+
+/// Runs the futures concurrently on this task and returns their outputs in order.
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for handle in handles {
+        outputs.push(handle.await.unwrap());
+    }
+    outputs
+}

@@ -1,0 +1,314 @@
+//! `gatehouse import mcp --stdio` end to end: real stdio MCP servers from npm
+//! (`@modelcontextprotocol/server-filesystem`) and PyPI (`mcp-server-time`), pinned and installed
+//! by the import, signed with the generic `mcp-upstream` component built from source, served by
+//! a `gatehouse serve` process in bubblewrap's sandbox and called over MCP; and a hostile server
+//! (`tests/stdio/hostile.py`) whose every attempt to leave its sandbox fails while the gateway
+//! keeps serving.
+
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_tests::artifacts::MCP_UPSTREAM;
+use gatehouse_tests::mcp::{rmcp_call, texts, tool_names};
+use serde_json::{Value, json};
+
+use crate::import::{Imported, gatehouse, key_file};
+
+/// The pinned filesystem server (npm).
+const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+/// The pinned time server (PyPI).
+const TIME: &str = "mcp-server-time==2026.10.19";
+
+/// A temporary directory the sandboxed server's own user can reach (a root gateway runs it as
+/// a user of its own).
+fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Imports the stdio server `command` as `id` into `dir/out`, signed, with `flags` before
+/// `--`: the exit code and output, the output directory and the key it is signed with.
+fn import(
+    dir: &Path,
+    id: &str,
+    flags: &[&str],
+    command: &[&str],
+) -> (i32, String, PathBuf, SigningKey) {
+    let (signing, key) = key_file(dir);
+    let out = dir.join("out");
+    let packages = dir.join("packages");
+    let mut args = vec![
+        "import".to_owned(),
+        "mcp".to_owned(),
+        "--stdio".to_owned(),
+        "--id".to_owned(),
+        id.to_owned(),
+        "--out".to_owned(),
+        out.display().to_string(),
+        "--packages-dir".to_owned(),
+        packages.display().to_string(),
+        "--key".to_owned(),
+        key.display().to_string(),
+        "--component".to_owned(),
+        MCP_UPSTREAM.wasm.to_owned(),
+    ];
+    args.extend(flags.iter().map(|f| (*f).to_owned()));
+    args.push("--".to_owned());
+    args.extend(command.iter().map(|c| (*c).to_owned()));
+    let (code, text) = gatehouse(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    (code, text, out, signing)
+}
+
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    texts(result).join("")
+}
+
+/// npm's filesystem server: imported pinned, served sandboxed over one directory; a read, and
+/// a write that waits for approval and runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_npm_server_is_pinned_sandboxed_and_governed() {
+    let dir = open_dir();
+    let docs = open_dir();
+    std::fs::set_permissions(docs.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(docs.path().join("hello.txt"), "hello from the docs").unwrap();
+    let docs_dir = docs.path().display().to_string();
+    let id = "test.fs";
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &["--dir", &format!("{docs_dir}:rw")],
+        &["npx", "-y", FILESYSTEM, &docs_dir],
+    );
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.contains("read_text_file"), "{printed}");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    for pinned in [
+        "[stdio]",
+        "registry = \"npm\"",
+        "name = \"@modelcontextprotocol/server-filesystem\"",
+        "version = \"2026.8.31\"",
+        "integrity = \"sha512-",
+        "digest = \"sha256:",
+        "url = \"stdio://test.fs\"",
+    ] {
+        assert!(manifest.contains(pinned), "{pinned}\n{manifest}");
+    }
+    // Nothing the gateway does not own: no egress request, no grant.
+    assert!(!manifest.contains("[[egress]]"), "{manifest}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("[[stdio.server]]"), "{config}");
+    assert!(!config.contains("[[egress.grant]]"), "{config}");
+
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let tools = tool_names(&client).await;
+    assert!(
+        tools.contains(&"test.fs.read_text_file".to_owned()),
+        "{tools:?}"
+    );
+
+    let hello = format!("{docs_dir}/hello.txt");
+    let (result, record) = rmcp_call(
+        &client,
+        "test.fs.read_text_file",
+        json!({ "path": hello }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(text_of(&result), "hello from the docs");
+    // The server's own check and the sandbox: outside its directory there is nothing.
+    let (result, _) = rmcp_call(
+        &client,
+        "test.fs.read_text_file",
+        json!({ "path": "/etc/shadow" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true), "{}", text_of(&result));
+
+    // A write: destructive in the server's annotations, so it waits for a person.
+    let note = docs.path().join("note.txt");
+    let args = json!({ "path": note, "content": "written once", "idempotency_key": "note-1" });
+    let (_, paused) = rmcp_call(&client, "test.fs.write_file", args.clone(), json!({})).await;
+    assert_eq!(paused["outcome"], "APPROVAL_REQUIRED", "{paused}");
+    assert!(!note.exists(), "nothing ran before the approval");
+    let approval = paused["approval_id"].as_str().expect("an approval id");
+    assert_eq!(gateway.approve(approval).await, 200);
+    let (_, done) = rmcp_call(&client, "test.fs.write_file", args.clone(), json!({})).await;
+    assert_eq!(done["outcome"], "OK", "{done}");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "written once");
+    std::fs::write(&note, "changed by the operator").unwrap();
+    let (result, replay) = rmcp_call(&client, "test.fs.write_file", args, json!({})).await;
+    assert_eq!(replay["outcome"], "OK", "{replay}");
+    assert_eq!(
+        result.meta.as_ref().unwrap()["gatehouse/replay_of"],
+        done["tool_call_id"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).unwrap(),
+        "changed by the operator",
+        "the replay wrote nothing"
+    );
+
+    // Drift: the pinned package changed on disk is refused at start.
+    let packages = dir.path().join("packages");
+    let installed = packages
+        .join("npm")
+        .join("@modelcontextprotocol+server-filesystem@2026.8.31");
+    assert!(installed.is_dir(), "{}", installed.display());
+    std::fs::write(installed.join("planted.js"), "// not what was reviewed").unwrap();
+    let (code, checked) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{checked}");
+    assert!(
+        checked.contains("no longer match the signed pin"),
+        "{checked}"
+    );
+}
+
+/// PyPI's time server: installed into a virtual environment, pinned, listed and called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pypi_server_is_pinned_and_called() {
+    let dir = open_dir();
+    let id = "test.time";
+    let (code, printed, out, key) = import(dir.path(), id, &[], &["uvx", TIME]);
+    assert_eq!(code, 0, "{printed}");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    for pinned in [
+        "registry = \"pypi\"",
+        "name = \"mcp-server-time\"",
+        "version = \"2026.10.19\"",
+        "integrity = \"sha256:",
+    ] {
+        assert!(manifest.contains(pinned), "{pinned}\n{manifest}");
+    }
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let (result, record) = rmcp_call(
+        &client,
+        "test.time.get_current_time",
+        json!({ "timezone": "UTC" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    let answer: Value = serde_json::from_str(&text_of(&result)).unwrap();
+    assert_eq!(answer["timezone"], "UTC", "{answer}");
+}
+
+/// A server that attacks its sandbox: every attempt fails, and the gateway keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_stays_in_its_sandbox() {
+    let dir = open_dir();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join("hostile.py");
+    let id = "test.hostile";
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &["--dir", &format!("{}:ro", scripts.display())],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    // Tight limits for the bombs, and a short call budget for the hang.
+    let snippet = out.join("config.toml");
+    let text = std::fs::read_to_string(&snippet)
+        .unwrap()
+        .replace("memory_mib = 1024", "memory_mib = 256")
+        .replace("processes = 64", "processes = 16");
+    std::fs::write(&snippet, text).unwrap();
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let call = |tool: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let (result, record) =
+                rmcp_call(client, &format!("test.hostile.{tool}"), args, json!({})).await;
+            (text_of(&result), record)
+        }
+    };
+    let still_serving = || async {
+        let (text, record) = call("echo", json!({ "text": "still here" })).await;
+        assert_eq!(text, "echo still here", "{record}");
+    };
+    still_serving().await;
+
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
+    for path in [
+        "/etc/shadow".to_owned(),
+        format!("{home}/.bash_history"),
+        out.join(format!("{id}.wasm")).display().to_string(),
+        gateway.config_path().display().to_string(),
+    ] {
+        let (text, record) = call("read", json!({ "path": path })).await;
+        assert!(
+            text.starts_with("refused: No such file"),
+            "{path}: {text} {record}"
+        );
+    }
+    let (text, _) = call("read", json!({ "path": script })).await;
+    assert!(
+        text.starts_with("read "),
+        "its own granted directory: {text}"
+    );
+
+    // Exactly the sandbox's own variables (none granted; bubblewrap sets PWD); Python adds
+    // LC_CTYPE itself when it finds the C locale (PEP 538).
+    let (text, _) = call("env", json!({})).await;
+    assert_eq!(
+        text.replace("LC_CTYPE ", ""),
+        "HOME PATH PWD TMPDIR",
+        "exactly the granted environment"
+    );
+
+    for port in [gateway.mcp, gateway.admin] {
+        let (text, _) = call("connect", json!({ "port": port })).await;
+        assert!(text.starts_with("refused"), "port {port}: {text}");
+    }
+    let (text, _) = call("dns", json!({ "name": "registry.npmjs.org" })).await;
+    assert!(text.starts_with("refused"), "{text}");
+
+    let (text, _) = call("forkbomb", json!({})).await;
+    let forked: u32 = text.trim_start_matches("forked ").parse().unwrap();
+    assert!(forked < 16, "{text}");
+    still_serving().await;
+    let (text, _) = call("membomb", json!({})).await;
+    assert!(text.starts_with("refused: MemoryError"), "{text}");
+    still_serving().await;
+
+    // Megabytes on stdout without a newline: refused, the process restarted.
+    let (text, record) = call("flood", json!({})).await;
+    assert_eq!(record["outcome"], "TOOL_ERROR", "{text} {record}");
+    assert_eq!(record["error"]["retryable"], true, "{record}");
+    retry_until_serving(&call).await;
+
+    // Hanging: the call fails at its time budget, retryable; the process is restarted after
+    // a missed ping.
+    let (text, record) = call("hang", json!({})).await;
+    assert_eq!(record["outcome"], "TOOL_TIMEOUT", "{text} {record}");
+    assert_eq!(record["error"]["retryable"], true, "{record}");
+    retry_until_serving(&call).await;
+}
+
+/// Calls echo until it answers (a restarted server waits out its backoff).
+async fn retry_until_serving<F, Fut>(call: &F)
+where
+    F: Fn(&'static str, Value) -> Fut,
+    Fut: Future<Output = (String, Value)>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        let (text, record) = call("echo", json!({ "text": "back" })).await;
+        if text == "echo back" {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{text} {record}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
