@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gatehouse_host::Host;
-use gatehouse_server::mcp::{ApiKeyConfig, McpConfig, McpServer};
+use gatehouse_server::mcp::McpServer;
 use gatehouse_tests::artifacts::ECHO;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
@@ -30,18 +30,7 @@ fn overhead(c: &mut Criterion) {
     let host = Arc::new(Host::new(config).expect("host"));
     host.install_adapter(&ECHO.signed()).expect("loads");
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let key_file = dir.path().join("key");
-    std::fs::write(&key_file, KEY).expect("write key");
-    let mcp = McpConfig {
-        api_keys: vec![ApiKeyConfig {
-            tenant: "default".to_owned(),
-            principal: None,
-            env: None,
-            file: Some(key_file),
-        }],
-        ..McpConfig::default()
-    };
+    let (mcp, _key_dir) = gatehouse_tests::mcp::with_api_key(KEY);
     let server = McpServer::new(Arc::clone(&host), &mcp).expect("server");
     let (port, mut sender) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

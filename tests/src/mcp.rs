@@ -6,13 +6,13 @@
 //!    [`tool_list`]; and what a result carries: [`record`], [`outcome_of`];
 //! 2. an rmcp client: [`client`], [`client_speaking`] (one protocol version), [`rmcp_call`],
 //!    [`tool_names`], [`texts`];
-//! 3. a gateway's MCP server in this process, on a loopback port: [`serve`].
+//! 3. a gateway's MCP server in this process, on a loopback port: [`serve`], [`with_api_key`].
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use gatehouse_host::Host;
-use gatehouse_server::mcp::{McpConfig, McpServer};
+use gatehouse_server::mcp::{ApiKeyConfig, McpConfig, McpServer};
 use http_body_util::{BodyExt, Full};
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
@@ -222,6 +222,24 @@ pub fn texts(result: &CallToolResult) -> Vec<String> {
         .iter()
         .filter_map(|b| b["text"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// An MCP config admitting `key` as an API key of tenant `default`, read from a file in the
+/// returned directory (keep it while the server runs).
+pub fn with_api_key(key: &str) -> (McpConfig, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("key");
+    std::fs::write(&file, key).expect("write key");
+    let config = McpConfig {
+        api_keys: vec![ApiKeyConfig {
+            tenant: "default".to_owned(),
+            principal: None,
+            env: None,
+            file: Some(file),
+        }],
+        ..McpConfig::default()
+    };
+    (config, dir)
 }
 
 /// Serves `host` over MCP with `config` in this process, on a free port of `[mcp] listen`'s

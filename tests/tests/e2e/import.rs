@@ -116,9 +116,20 @@ impl Imported {
         key: &SigningKey,
         env: (&str, &str),
     ) -> Self {
+        Self::start_with(import_dir, id, key, env, "").await
+    }
+
+    /// [`Imported::start_with_env`], with `extra` appended to the config.
+    pub(crate) async fn start_with(
+        import_dir: &Path,
+        id: &str,
+        key: &SigningKey,
+        env: (&str, &str),
+        extra: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (mcp, admin) = (free_port(), free_port());
-        let config = serve_config(dir.path(), import_dir, key, mcp, admin, "");
+        let config = serve_config(dir.path(), import_dir, key, mcp, admin, extra);
         let gateway = Serve::config(config)
             .adapter(import_dir.join(format!("{id}.wasm")))
             .env(env.0, env.1)

@@ -8,13 +8,17 @@
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use gatehouse_host::plugin::signature::SigningKey;
+use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
+use gatehouse_tests::cli::gatehouse_child;
+use gatehouse_tests::free_port;
 use gatehouse_tests::mcp::{rmcp_call, texts, tool_names};
 use serde_json::{Value, json};
 
-use crate::import::{Imported, gatehouse, key_file};
+use crate::import::{Imported, gatehouse, key_file, serve_config};
 
 /// The pinned filesystem server (npm).
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
@@ -62,6 +66,19 @@ fn import(
     (code, text, out, signing)
 }
 
+/// An operator's admin token (to list what is served).
+const OPERATOR: &str = "operator-token-stdio-5d1e";
+
+/// The one stdio server `gatehouse admin plugins` lists.
+async fn stdio_status(gateway: &Imported) -> Value {
+    let (status, body) = request(gateway.admin, "GET", "/v1/plugins", Some(OPERATOR), None).await;
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let servers = body["stdio"].as_array().expect("a stdio list");
+    assert_eq!(servers.len(), 1, "{body}");
+    servers[0].clone()
+}
+
 fn text_of(result: &rmcp::model::CallToolResult) -> String {
     texts(result).join("")
 }
@@ -102,13 +119,21 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     assert!(config.contains("[[stdio.server]]"), "{config}");
     assert!(!config.contains("[[egress.grant]]"), "{config}");
 
-    let gateway = Imported::start(&out, id, &key).await;
+    let operator = dir.path().join("operator.token");
+    std::fs::write(&operator, OPERATOR).unwrap();
+    let extra = format!(
+        "[[admin.token]]\nprincipal = \"usr_ops_olu\"\nroles = [\"operator\"]\nfile = {:?}\n",
+        operator.display().to_string()
+    );
+    let gateway = Imported::start_with(&out, id, &key, ("UNUSED", ""), &extra).await;
     let client = gateway.client().await;
     let tools = tool_names(&client).await;
     assert!(
         tools.contains(&"test.fs.read_text_file".to_owned()),
         "{tools:?}"
     );
+    // Loaded, not started: a server starts on its first call.
+    assert_eq!(stdio_status(&gateway).await["state"], "stopped");
 
     let hello = format!("{docs_dir}/hello.txt");
     let (result, record) = rmcp_call(
@@ -120,6 +145,19 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     .await;
     assert_eq!(record["outcome"], "OK", "{record}");
     assert_eq!(text_of(&result), "hello from the docs");
+    let status = stdio_status(&gateway).await;
+    assert_eq!(
+        (&status["state"], &status["restarts"], &status["bare"]),
+        (&json!("running"), &json!(0), &json!(false)),
+        "{status}"
+    );
+    assert!(status["pid"].is_u64(), "{status}");
+    assert!(
+        status["command"][1]
+            .as_str()
+            .is_some_and(|c| c.contains("server-filesystem@2026.8.31/node_modules/")),
+        "what runs is the pinned install: {status}"
+    );
     // The server's own check and the sandbox: outside its directory there is nothing.
     let (result, _) = rmcp_call(
         &client,
@@ -166,6 +204,92 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     assert!(
         checked.contains("no longer match the signed pin"),
         "{checked}"
+    );
+    // And a gateway refuses to start with it.
+    drop(client);
+    drop(gateway);
+    let again = open_dir();
+    let config = serve_config(again.path(), &out, &key, free_port(), free_port(), "");
+    let wasm = out.join(format!("{id}.wasm"));
+    let (code, refused) = gatehouse_within(
+        &[
+            "serve",
+            "--config",
+            &config,
+            "--adapter",
+            wasm.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, Some(0), "{refused}");
+    assert!(
+        refused.contains("no longer match the signed pin"),
+        "{refused}"
+    );
+}
+
+/// Runs `gatehouse` with `args` as a child process, killed if it runs longer than `limit`:
+/// its exit code (`None` if it was killed) and its output.
+fn gatehouse_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
+    let mut child = gatehouse_child(&json!(args))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (code, text)
+}
+
+/// A server whose tool list changed since the import is drift: `--check` exits 1 and names
+/// the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_list_is_drift() {
+    let dir = open_dir();
+    let scripts = open_dir();
+    let script = scripts.path().join("server.py");
+    let original =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio/hostile.py"))
+            .unwrap();
+    std::fs::write(&script, &original).unwrap();
+    let (code, printed, out, _) = import(
+        dir.path(),
+        "test.drifting",
+        &["--dir", &format!("{}:ro", scripts.path().display())],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    let (code, same) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
+    assert_eq!(
+        (code, same.trim()),
+        (0, "no drift: the 10 imported tools are as pinned")
+    );
+    std::fs::write(
+        &script,
+        original.replace("TOOLS = [\"echo\",", "TOOLS = [\"exfiltrate\", \"echo\","),
+    )
+    .unwrap();
+    let (code, drift) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{drift}");
+    assert!(drift.contains("added: exfiltrate"), "{drift}");
+    assert!(
+        drift.contains("drift: the stdio server of `test.drifting` changed"),
+        "{drift}"
     );
 }
 
@@ -306,9 +430,9 @@ where
             return;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(60),
             "{text} {record}"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -96,6 +96,8 @@ pub struct Status {
     pub last_failure: Option<String>,
     /// Whether it runs without the sandbox (`bare = true` where bubblewrap cannot run).
     pub bare: bool,
+    /// What runs: the pinned program and its arguments, the package's directory filled in.
+    pub command: Vec<String>,
 }
 
 /// One supervised stdio server. Cheap to clone; the last clone dropped kills its process.
@@ -247,6 +249,9 @@ impl StdioServer {
             restarts: books.restarts,
             last_failure: books.last_failure.clone(),
             bare: books.bare,
+            command: std::iter::once(self.inner.launch.program.display().to_string())
+                .chain(self.inner.launch.args.iter().cloned())
+                .collect(),
         }
     }
 

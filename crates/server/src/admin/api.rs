@@ -395,7 +395,11 @@ pub async fn list_checkpoints(host: &Host, query: Query) -> Result<Reply, ApiErr
 pub fn list_plugins(host: &Host) -> Reply {
     json_reply(
         StatusCode::OK,
-        &json!({ "adapters": host.adapters(), "policies": host.policies() }),
+        &json!({
+            "adapters": host.adapters(),
+            "policies": host.policies(),
+            "stdio": host.stdio().statuses(),
+        }),
     )
 }
 
