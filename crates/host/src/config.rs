@@ -36,6 +36,9 @@
 //! credentials = { api_token = { env = "ACME_TOKEN", scheme = "Bearer" } }
 //! allow_private = []     # special-purpose ranges this grant may reach; default none
 //!
+//! [[stdio.server]]       # an imported stdio MCP server, in its sandbox (see StdioConfig)
+//! adapter = "acme.fs"
+//! dirs = ["/srv/docs:rw"]
 //! ```
 
 use std::path::Path;

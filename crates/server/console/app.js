@@ -731,6 +731,32 @@ async function plugins() {
         )
       )
     ),
+    listing.stdio && listing.stdio.length
+      ? [
+          h("h2", {}, "Stdio servers"),
+          h(
+            "table",
+            { class: "responsive", id: "stdio" },
+            h("thead", {}, h("tr", {}, ["Adapter", "State", "Process", "Restarts", "Last failure", "Runs"].map((t) => h("th", {}, t)))),
+            h(
+              "tbody",
+              {},
+              listing.stdio.map((s) =>
+                h(
+                  "tr",
+                  { "data-adapter": s.adapter },
+                  h("td", { "data-label": "Adapter", class: "mono" }, s.adapter),
+                  h("td", { "data-label": "State" }, s.bare ? `${s.state.replace("_", " ")} (no sandbox)` : s.state.replace("_", " ")),
+                  h("td", { "data-label": "Process", class: "mono" }, s.pid === null ? "none" : String(s.pid)),
+                  h("td", { "data-label": "Restarts" }, String(s.restarts)),
+                  h("td", { "data-label": "Last failure" }, s.last_failure || "none"),
+                  h("td", { "data-label": "Runs", class: "mono" }, s.command.join(" "))
+                )
+              )
+            )
+          ),
+        ]
+      : null,
     history
       ? [
           h("h2", {}, "History of changes"),

@@ -13,6 +13,7 @@ use std::time::Duration;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
+use gatehouse_tests::browser::Browser;
 use gatehouse_tests::cli::gatehouse_child;
 use gatehouse_tests::free_port;
 use gatehouse_tests::mcp::{rmcp_call, texts, tool_names};
@@ -65,6 +66,9 @@ fn import(
     let (code, text) = gatehouse(&args.iter().map(String::as_str).collect::<Vec<_>>());
     (code, text, out, signing)
 }
+
+/// How long the console may take to show something.
+const SOON: Duration = Duration::from_secs(10);
 
 /// An operator's admin token (to list what is served).
 const OPERATOR: &str = "operator-token-stdio-5d1e";
@@ -152,6 +156,25 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         "{status}"
     );
     assert!(status["pid"].is_u64(), "{status}");
+    // The console shows the same.
+    let browser = Browser::start(1280, 900).await;
+    let console = format!("http://127.0.0.1:{}/console/", gateway.admin);
+    browser.client.goto(&console).await.unwrap();
+    browser.type_into("#token", OPERATOR).await;
+    browser.click("#signin-submit").await;
+    browser.wait("#who:not([hidden])", SOON).await;
+    browser
+        .client
+        .goto(&format!("{console}#/plugins"))
+        .await
+        .unwrap();
+    let row = "#stdio tr[data-adapter='test.fs']";
+    browser
+        .wait_text(&format!("{row} td[data-label=State]"), "running", SOON)
+        .await;
+    let runs = browser.text(&format!("{row} td[data-label=Runs]")).await;
+    assert!(runs.contains("server-filesystem@2026.8.31"), "{runs}");
+    drop(browser);
     assert!(
         status["command"][1]
             .as_str()
