@@ -51,7 +51,8 @@ pub struct McpArgs {
     #[arg(long = "dir", value_name = "PATH[:ro|:rw]", requires = "stdio")]
     dirs: Vec<String>,
     /// With --stdio: where packages are installed; the gateway's `[stdio] packages_dir` must
-    /// be the same. Default: $XDG_DATA_HOME/gatehouse/stdio.
+    /// be the same (the written config.toml says so). Default: /var/lib/gatehouse/stdio as
+    /// root, else $XDG_DATA_HOME/gatehouse/stdio.
     #[arg(long, value_name = "DIR")]
     packages_dir: Option<PathBuf>,
     /// With --stdio: the server's command and its arguments, after `--`.
@@ -60,7 +61,7 @@ pub struct McpArgs {
     /// A credential the server wants, as 'Name: ${ENV}' or 'Name: Scheme ${ENV}' (repeatable):
     /// the gateway sends it from its environment, the adapter never sees it. The import reads
     /// the variable now to list the tools. With --check: default, the import's config.toml.
-    #[arg(long = "header", value_name = "HEADER")]
+    #[arg(long = "header", value_name = "HEADER", conflicts_with = "stdio")]
     headers: Vec<String>,
     /// Compare the import in this directory with the server's tools now: list tools changed,
     /// added or removed upstream; exit 1 if any.

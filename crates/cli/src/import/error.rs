@@ -38,7 +38,7 @@ pub enum ImportError {
         problem: String,
     },
     /// A stdio server could not be pinned, installed, started or listed.
-    #[error("stdio server: {0}")]
+    #[error("{0}")]
     Stdio(String),
     /// An `--include` or `--exclude` glob does not parse.
     #[error("glob `{glob}`: {reason}")]

@@ -7,7 +7,8 @@
 //!      `node` and the package's own bin script, and the pin records the exact version, npm's
 //!      `integrity` and a digest of the installed files;
 //!    - `uvx [--from SPEC] NAME ARGS…` (or `NAME==VERSION`, `NAME@VERSION`): the package is
-//!      installed with pip into a virtual environment of the system's Python at
+//!      installed from wheels only (a source distribution's build would run its code at
+//!      import) with pip into a virtual environment of the system's Python at
 //!      `<packages_dir>/pypi/<name>@<version>`; the command is its console script, and the pin
 //!      records the version, the sha256 of the distribution pip installed, and the digest;
 //!    - any other program: its absolute path (found on `PATH` if need be) and the arguments.
@@ -408,6 +409,7 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
             .args([
                 "install",
                 "--quiet",
+                "--only-binary=:all:",
                 "--dry-run",
                 "--ignore-installed",
                 "--report",
@@ -437,7 +439,7 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         )?;
         run(
             Command::new(dir.join("bin/pip"))
-                .args(["install", "--quiet", "--report"])
+                .args(["install", "--quiet", "--only-binary=:all:", "--report"])
                 .arg(&report)
                 .arg(format!("{name}=={version}")),
             &format!("pip install {name}=={version}"),

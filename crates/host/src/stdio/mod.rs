@@ -233,6 +233,7 @@ impl StdioServers {
             args: spec.args.iter().map(|a| expand(a)).collect(),
             env,
             package_dir,
+            pin: spec.package.clone(),
             dirs: grant.dirs.clone(),
             limits: Limits {
                 memory_bytes: grant.memory_mib.saturating_mul(1 << 20),

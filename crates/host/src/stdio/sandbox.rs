@@ -27,7 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::spec::{DirGrant, DirMode};
+use super::spec::{DirGrant, DirMode, PackagePin};
 
 /// Files and directories of `/etc` the sandbox shows, read-only, where the host has them.
 pub const ETC: &[&str] = &[
@@ -72,6 +72,9 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// The package's install directory, shown read-only.
     pub package_dir: Option<PathBuf>,
+    /// What the files in `package_dir` must be: checked before every start, so a package
+    /// changed after the gateway loaded it is not run.
+    pub pin: Option<PackagePin>,
     /// The granted directories.
     pub dirs: Vec<DirGrant>,
     /// The limits.
@@ -265,6 +268,7 @@ pub async fn probe(launch: &Launch) -> Result<(), String> {
         args: Vec::new(),
         env: Vec::new(),
         package_dir: None,
+        pin: None,
         dirs: Vec::new(),
         ..launch.clone()
     };
@@ -305,6 +309,7 @@ mod tests {
             args: vec!["-c".to_owned(), script.to_owned()],
             env: vec![("GRANTED".to_owned(), "yes".to_owned())],
             package_dir: None,
+            pin: None,
             dirs,
             limits: Limits {
                 memory_bytes: 256 << 20,

@@ -1,8 +1,9 @@
 //! One stdio server, supervised: its process started on demand in the sandbox, spoken to in
 //! newline-delimited JSON-RPC, restarted when it fails.
 //!
-//! 1. **Start** (at the first request, or at load with `start = "at_start"`): the sandbox is
-//!    probed ([`super::sandbox::probe`]), the process spawned, and the MCP session opened
+//! 1. **Start** (at the first request, or at load with `start = "at_start"`): the installed
+//!    package is checked against its pin again (it may have changed since the load), the
+//!    sandbox is probed ([`super::sandbox::probe`]), the process spawned, and the MCP session opened
 //!    (`initialize`, then `notifications/initialized`) within [`START_TIMEOUT`]. The host holds
 //!    this one session; the adapter's requests are sent on it.
 //! 2. **Requests** ([`StdioServer::request`]) are multiplexed on the process by JSON-RPC id:
@@ -400,6 +401,15 @@ impl Inner {
 
     /// Spawns the process, starts its reader, stderr and waiter tasks, and opens the session.
     async fn spawn(self: &Arc<Self>) -> Result<Live, StdioError> {
+        if let (Some(pin), Some(dir)) = (&self.launch.pin, &self.launch.package_dir) {
+            let (adapter, pin, dir) = (self.adapter.clone(), pin.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || super::check_package(&adapter, &pin, &dir))
+                .await
+                .map_err(|e| StdioError::Start {
+                    adapter: self.adapter.clone(),
+                    reason: format!("checking its package failed: {e}"),
+                })??;
+        }
         let sandboxed = match probe(&self.launch).await {
             Ok(()) => true,
             Err(reason) if self.launch.bare => {

@@ -72,6 +72,7 @@ fn fake() -> Fake {
         args: vec![script.display().to_string()],
         env: Vec::new(),
         package_dir: Some(dir.path().to_owned()),
+        pin: None,
         dirs: Vec::new(),
         limits: Limits {
             memory_bytes: 512 << 20,
@@ -363,8 +364,8 @@ async fn without_a_sandbox_the_server_is_refused_unless_its_grant_says_bare() {
     assert!(bare.status().bare);
 }
 
-#[test]
-fn prepare_checks_the_grant_against_the_request_and_the_package_against_its_pin() {
+#[tokio::test]
+async fn prepare_and_start_check_the_grant_against_the_request_and_the_package_against_its_pin() {
     let packages = tempfile::tempdir().unwrap();
     let pin = PackagePin {
         registry: Registry::Npm,
@@ -403,7 +404,7 @@ fn prepare_checks_the_grant_against_the_request_and_the_package_against_its_pin(
         },
     );
     let servers = StdioServers::new(config(granted.clone()));
-    servers.prepare("acme.fs", &spec).unwrap();
+    let loaded = servers.prepare("acme.fs", &spec).unwrap();
     assert_eq!(servers.statuses()[0].state, State::Stopped);
 
     let other = StdioServers::new(config(granted.clone()));
@@ -443,6 +444,14 @@ fn prepare_checks_the_grant_against_the_request_and_the_package_against_its_pin(
     );
 
     std::fs::write(installed.join("dist/index.js"), "2").unwrap();
+    // Changed after the load: the start refuses it, before anything runs.
+    let StdioError::Package { reason, .. } = loaded.start().await.unwrap_err() else {
+        panic!("a package error");
+    };
+    assert!(
+        reason.contains("no longer match the signed pin"),
+        "{reason}"
+    );
     let err = StdioServers::new(config(granted))
         .prepare("acme.fs", &spec)
         .unwrap_err();
