@@ -20,6 +20,9 @@
 //!    `notifications/initialized`). Each tool is read through rmcp's `Tool`, as the import
 //!    read it, so the digests compare like with like.
 //!
+//! A stdio server's import (`stdio://<id>`) is checked the same way: the gate answers from
+//! the adapter's own supervised server, started for the check if it is not running.
+//!
 //! Drift here is a pinned tool whose definition changed or that the server no longer lists;
 //! a tool the server added is not served, so it is no reason to refuse.
 

@@ -1050,7 +1050,7 @@ async fn a_schema_holding_json_null_is_signed_intact() {
 /// credential in its environment) and `[import] drift_check = mode`: the gateway once its
 /// admin port listens, or its log if it exited first; and the directory of its config, which
 /// must outlive it.
-async fn checking_drift(
+pub(crate) async fn checking_drift(
     out: &Path,
     key: &SigningKey,
     adapter: &Path,

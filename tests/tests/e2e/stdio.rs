@@ -14,12 +14,10 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
 use gatehouse_tests::browser::Browser;
-use gatehouse_tests::cli::gatehouse_child;
-use gatehouse_tests::free_port;
 use gatehouse_tests::mcp::{rmcp_call, texts, tool_names};
 use serde_json::{Value, json};
 
-use crate::import::{Imported, gatehouse, key_file, serve_config};
+use crate::import::{Imported, checking_drift, gatehouse, key_file};
 
 /// The pinned filesystem server (npm).
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
@@ -231,52 +229,15 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     // And a gateway refuses to start with it.
     drop(client);
     drop(gateway);
-    let again = open_dir();
-    let config = serve_config(again.path(), &out, &key, free_port(), free_port(), "");
     let wasm = out.join(format!("{id}.wasm"));
-    let (code, refused) = gatehouse_within(
-        &[
-            "serve",
-            "--config",
-            &config,
-            "--adapter",
-            wasm.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    assert_ne!(code, Some(0), "{refused}");
+    let (started, _dir) = checking_drift(&out, &key, &wasm, "off").await;
+    let Err(refused) = started else {
+        panic!("a gateway served a changed package");
+    };
     assert!(
         refused.contains("no longer match the signed pin"),
         "{refused}"
     );
-}
-
-/// Runs `gatehouse` with `args` as a child process, killed if it runs longer than `limit`:
-/// its exit code (`None` if it was killed) and its output.
-fn gatehouse_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
-    let mut child = gatehouse_child(&json!(args))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if started.elapsed() > limit {
-            child.kill().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let output = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (code, text)
 }
 
 /// A server whose tool list changed since the import is drift: `--check` exits 1 and names
@@ -290,7 +251,7 @@ async fn a_changed_tool_list_is_drift() {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio/hostile.py"))
             .unwrap();
     std::fs::write(&script, &original).unwrap();
-    let (code, printed, out, _) = import(
+    let (code, printed, out, key) = import(
         dir.path(),
         "test.drifting",
         &["--dir", &format!("{}:ro", scripts.path().display())],
@@ -302,18 +263,34 @@ async fn a_changed_tool_list_is_drift() {
         (code, same.trim()),
         (0, "no drift: the 10 imported tools are as pinned")
     );
+    // `echo` gone, `exfiltrate` new.
     std::fs::write(
         &script,
-        original.replace("TOOLS = [\"echo\",", "TOOLS = [\"exfiltrate\", \"echo\","),
+        original.replace("TOOLS = [\"echo\",", "TOOLS = [\"exfiltrate\","),
     )
     .unwrap();
     let (code, drift) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{drift}");
     assert!(drift.contains("added: exfiltrate"), "{drift}");
+    assert!(drift.contains("removed: echo"), "{drift}");
     assert!(
         drift.contains("drift: the stdio server of `test.drifting` changed"),
         "{drift}"
     );
+    // The start-up check asks the server through the egress gate, as for an HTTP server.
+    let wasm = out.join("test.drifting.wasm");
+    let (started, _dir) = checking_drift(&out, &key, &wasm, "refuse").await;
+    let Err(refused) = started else {
+        panic!("a gateway served a drifted import");
+    };
+    assert!(
+        refused.contains(
+            "adapter `test.drifting`: the MCP server at stdio://test.drifting no longer lists echo"
+        ),
+        "{refused}"
+    );
+    let (started, _dir) = checking_drift(&out, &key, &wasm, "warn").await;
+    assert!(started.is_ok(), "{:?}", started.err());
 }
 
 /// PyPI's time server: installed into a virtual environment, pinned, listed and called.
