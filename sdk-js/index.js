@@ -125,7 +125,8 @@ export function retryableStatus(status) {
 // `fetch` rejects with a TypeError when a request gets no response, whatever the cause: the
 // gateway refused it (its egress record on the call says why) or the upstream is unreachable.
 // The engine does not say which, so neither does the failure. It stays retryable because an
-// unreachable upstream can come back; a refusal is met again, quickly and with nothing sent.
+// unreachable upstream can come back; where the gateway refused the request, the host reports
+// `EGRESS_DENIED`, not retryable, in its place (it recorded the refusal).
 function isFetchFailure(e) {
   return e instanceof TypeError && e.message.startsWith('NetworkError');
 }

@@ -141,20 +141,17 @@ async fn reads_and_writes_through_the_egress_gate(lang: &Language) {
     assert!(!result.egress[0].allowed);
     assert_eq!(result.egress[0].code, "no_matching_grant");
     assert_eq!(upstream.seen().len(), before);
-    // The Python SDK reads the gate's typed refusal; JavaScript's `fetch` reports every
-    // failure alike, so its SDK cannot tell a refusal from an unreachable upstream.
-    let expected = if lang.orders.name.starts_with("py") {
-        "EGRESS_DENIED"
-    } else {
-        "UPSTREAM_UNREACHABLE"
-    };
-    assert_eq!(error.code, expected, "{error:#?}");
-    // A refusal is met again, so `EGRESS_DENIED` is not retryable; `UPSTREAM_UNREACHABLE`
-    // may be an upstream that comes back, so it is.
+    // Every language reports the gate's refusal as such: the Python SDK reads the gate's typed
+    // refusal; JavaScript's `fetch` reports every failure alike, so the host, which refused
+    // the request, tells the caller. A refusal is met again, so it is not retryable.
     assert_eq!(
-        error.retryable,
-        expected == "UPSTREAM_UNREACHABLE",
+        (error.code.as_str(), error.retryable),
+        ("EGRESS_DENIED", false),
         "{error:#?}"
+    );
+    assert_eq!(
+        error.remediation.as_deref(),
+        Some("ask the operator to grant this destination, or use a URL it grants")
     );
 }
 

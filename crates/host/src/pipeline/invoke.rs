@@ -3,7 +3,7 @@
 //! recorded on the result whatever the outcome.
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope, Usage};
-use gatehouse_core::model::{ApprovalMode, ErrorBody, PrincipalKind};
+use gatehouse_core::model::{ApprovalMode, EgressAttempt, ErrorBody, ErrorKind, PrincipalKind};
 use tracing::Instrument;
 
 use crate::bindings::types as wit;
@@ -79,7 +79,87 @@ pub async fn invoke(
     });
     match report.outcome {
         Ok(Ok(output)) => Ok(output),
-        Ok(Err(tool_error)) => Err(Stop::Tool(ErrorBody::from(tool_error))),
+        Ok(Err(tool_error)) => {
+            let mut error = ErrorBody::from(tool_error);
+            refused_by_the_gate(&mut error, &result.egress);
+            Err(Stop::Tool(error))
+        }
         Err(failure) => Err(Stop::Sandbox(failure)),
+    }
+}
+
+/// An adapter that failed for want of a response (`unavailable`, retryable) right after the
+/// gate refused its last request failed because of that refusal, and a retry meets the same
+/// refusal: its error becomes the gate's, `EGRESS_DENIED`, not retryable, as the Rust and
+/// Python SDKs report it themselves. JavaScript's `fetch` rejects a refused request and an
+/// unreachable upstream with the same `TypeError`, so the JS SDK cannot tell them apart; the
+/// host, which refused it, can.
+fn refused_by_the_gate(error: &mut ErrorBody, egress: &[EgressAttempt]) {
+    let refused = egress.last().is_some_and(|attempt| !attempt.allowed);
+    if refused && error.kind == ErrorKind::Unavailable && error.retryable {
+        *error = ErrorBody::new(
+            ErrorKind::Unavailable,
+            "EGRESS_DENIED",
+            "the gateway does not allow this request (destination, method or budget)",
+            false,
+        )
+        .with_remediation("ask the operator to grant this destination, or use a URL it grants");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(allowed: bool) -> EgressAttempt {
+        EgressAttempt {
+            method: "GET".to_owned(),
+            destination: "https://api.example.com/admin".to_owned(),
+            address: None,
+            allowed,
+            code: if allowed {
+                "connect_failed"
+            } else {
+                "no_matching_grant"
+            }
+            .to_owned(),
+            reason: String::new(),
+            status: None,
+            request_bytes: 0,
+            response_bytes: 0,
+        }
+    }
+
+    fn unreachable() -> ErrorBody {
+        ErrorBody::new(
+            ErrorKind::Unavailable,
+            "UPSTREAM_UNREACHABLE",
+            "the request got no response",
+            true,
+        )
+    }
+
+    #[test]
+    fn a_failure_after_the_gates_refusal_is_the_refusal() {
+        let mut error = unreachable();
+        refused_by_the_gate(&mut error, &[attempt(true), attempt(false)]);
+        assert_eq!(
+            (error.code.as_str(), error.retryable, error.kind),
+            ("EGRESS_DENIED", false, ErrorKind::Unavailable)
+        );
+        // An upstream that did not answer, after an allowed request, stays what the adapter
+        // said; so does an adapter's own error, and a failure with no egress at all.
+        for (egress, mut error) in [
+            (vec![attempt(false), attempt(true)], unreachable()),
+            (
+                vec![attempt(false)],
+                ErrorBody::new(ErrorKind::NotFound, "NO_ORDER", "no such order", false),
+            ),
+            (Vec::new(), unreachable()),
+        ] {
+            let before = error.clone();
+            refused_by_the_gate(&mut error, &egress);
+            assert_eq!(error, before);
+        }
     }
 }
