@@ -8,14 +8,11 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gatehouse_host::Host;
-use gatehouse_server::mcp::McpServer;
 use gatehouse_tests::artifacts::ECHO;
-use http_body_util::{BodyExt, Full};
+use gatehouse_tests::mcp::KeptAlive;
 use serde_json::json;
-use wasmtime_wasi_http::io::TokioIo;
 
 const KEY: &str = "bench-key";
 
@@ -31,21 +28,8 @@ fn overhead(c: &mut Criterion) {
     host.install_adapter(&ECHO.signed()).expect("loads");
 
     let (mcp, _key_dir) = gatehouse_tests::mcp::with_api_key(KEY);
-    let server = McpServer::new(Arc::clone(&host), &mcp).expect("server");
-    let (port, mut sender) = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("bound").port();
-        tokio::spawn(server.serve(listener, std::future::pending()));
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(conn);
-        (port, sender)
+    let connection = runtime.block_on(async {
+        KeptAlive::open(gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await).await
     });
     let body = json!({
         "jsonrpc": "2.0",
@@ -64,23 +48,7 @@ fn overhead(c: &mut Criterion) {
     });
     group.bench_function("mcp_tools_call", |b| {
         b.iter(|| {
-            runtime.block_on(async {
-                let request = hyper::Request::post("/mcp")
-                    .header("host", format!("127.0.0.1:{port}"))
-                    .header("authorization", format!("Bearer {KEY}"))
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .header("mcp-protocol-version", "2025-11-25")
-                    .body(Full::new(Bytes::from(body.clone())))
-                    .expect("request");
-                sender.ready().await.expect("the connection is kept alive");
-                let response = sender.send_request(request).await.expect("response");
-                assert_eq!(response.status(), 200);
-                let answer = response.into_body().collect().await.expect("body");
-                let answer: serde_json::Value =
-                    serde_json::from_slice(&answer.to_bytes()).expect("a JSON-RPC response");
-                assert_eq!(answer["result"]["isError"], false, "{answer}");
-            });
+            runtime.block_on(connection.tools_call(KEY, &body));
         });
     });
     group.finish();

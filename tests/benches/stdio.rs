@@ -22,18 +22,16 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use gatehouse_cli::import::Options;
 use gatehouse_cli::import::stdio::{Source, import};
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::stdio::spec::PACKAGE_PLACEHOLDER;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
-use http_body_util::{BodyExt, Full};
+use gatehouse_tests::mcp::KeptAlive;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::oneshot;
-use wasmtime_wasi_http::io::TokioIo;
 
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 const KEY: &str = "bench-key";
@@ -113,7 +111,7 @@ async fn run(calls: usize) {
     let port = gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await;
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(Gateway::connect(port).await);
+        clients.push(KeptAlive::open(port).await);
     }
     let body = json!({
         "jsonrpc": "2.0",
@@ -123,18 +121,30 @@ async fn run(calls: usize) {
     })
     .to_string();
     let started = Instant::now();
-    clients[0].call(&body).await;
+    clients[0].tools_call(KEY, &body).await;
     let gateway_cold = started.elapsed();
     let status = host.stdio().statuses().pop().expect("the server");
     let gateway_memory = tree_rss(status.pid.expect("it runs"));
-    let gateway_1 = latencies(calls, 1, |i| clients[i].call(&body)).await;
-    let gateway_8 = latencies(calls, 8, |i| clients[i].call(&body)).await;
+    let gateway_1 = latencies(calls, 1, |i| {
+        let (client, body) = (&clients[i], &body);
+        async move {
+            client.tools_call(KEY, body).await;
+        }
+    })
+    .await;
+    let gateway_8 = latencies(calls, 8, |i| {
+        let (client, body) = (&clients[i], &body);
+        async move {
+            client.tools_call(KEY, body).await;
+        }
+    })
+    .await;
     // Stopped for idleness (1 s without calls), then started again by a call.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let stopped = host.stdio().statuses().pop().expect("the server");
     assert_eq!(stopped.pid, None, "stopped for idleness: {stopped:?}");
     let started = Instant::now();
-    clients[0].call(&body).await;
+    clients[0].tools_call(KEY, &body).await;
     let gateway_warm = started.elapsed();
     host.stdio().shutdown().await;
 
@@ -353,46 +363,5 @@ impl Direct {
             .await;
         assert_eq!(answer["result"]["isError"], Value::Null, "{answer}");
         assert!(answer["result"]["content"].is_array(), "{answer}");
-    }
-}
-
-/// One kept-alive HTTP/1.1 connection to the gateway's MCP endpoint.
-struct Gateway {
-    port: u16,
-    sender: tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
-}
-
-impl Gateway {
-    async fn connect(port: u16) -> Self {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(conn);
-        Self {
-            port,
-            sender: tokio::sync::Mutex::new(sender),
-        }
-    }
-
-    async fn call(&self, body: &str) {
-        let request = hyper::Request::post("/mcp")
-            .header("host", format!("127.0.0.1:{}", self.port))
-            .header("authorization", format!("Bearer {KEY}"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .expect("request");
-        let mut sender = self.sender.lock().await;
-        sender.ready().await.expect("the connection is kept alive");
-        let response = sender.send_request(request).await.expect("response");
-        assert_eq!(response.status(), 200);
-        let answer = response.into_body().collect().await.expect("body");
-        let answer: Value =
-            serde_json::from_slice(&answer.to_bytes()).expect("a JSON-RPC response");
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
 }

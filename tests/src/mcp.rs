@@ -6,7 +6,8 @@
 //!    [`tool_list`]; and what a result carries: [`record`], [`outcome_of`];
 //! 2. an rmcp client: [`client`], [`client_speaking`] (one protocol version), [`rmcp_call`],
 //!    [`tool_names`], [`texts`];
-//! 3. a gateway's MCP server in this process, on a loopback port: [`serve`], [`with_api_key`].
+//! 3. a gateway's MCP server in this process, on a loopback port: [`serve`], [`with_api_key`],
+//!    and a kept-alive connection to it for benches ([`KeptAlive`]).
 
 use std::sync::Arc;
 
@@ -252,4 +253,50 @@ pub async fn serve(host: Arc<Host>, config: &McpConfig) -> u16 {
     let port = listener.local_addr().expect("a bound listener").port();
     tokio::spawn(server.serve(listener, std::future::pending()));
     port
+}
+
+/// One kept-alive HTTP/1.1 connection to a gateway's MCP endpoint on loopback, for benches
+/// that time calls without a connection's set-up. Calls on it take turns.
+pub struct KeptAlive {
+    port: u16,
+    sender: tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
+}
+
+impl KeptAlive {
+    /// Connects to port `port`.
+    pub async fn open(port: u16) -> Self {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        Self {
+            port,
+            sender: tokio::sync::Mutex::new(sender),
+        }
+    }
+
+    /// Posts the `tools/call` request `body` with API key `key`, as an MCP client does: the
+    /// JSON-RPC answer, which must be a result that is not an error.
+    pub async fn tools_call(&self, key: &str, body: &str) -> Value {
+        let request = hyper::Request::post("/mcp")
+            .header("host", format!("127.0.0.1:{}", self.port))
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .expect("request");
+        let mut sender = self.sender.lock().await;
+        sender.ready().await.expect("the connection is kept alive");
+        let response = sender.send_request(request).await.expect("response");
+        assert_eq!(response.status(), 200);
+        let answer = response.into_body().collect().await.expect("body");
+        let answer: Value =
+            serde_json::from_slice(&answer.to_bytes()).expect("a JSON-RPC response");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        answer
+    }
 }

@@ -92,6 +92,13 @@ pub enum Denial {
         /// The budget.
         limit: u64,
     },
+    /// The adapter's stdio server cannot run: no sandbox can be made, its package no longer
+    /// matches the signed pin, or the gateway is shutting down.
+    #[error("{reason}")]
+    StdioRefused {
+        /// Why, and what to do.
+        reason: String,
+    },
 }
 
 impl Denial {
@@ -108,6 +115,7 @@ impl Denial {
             Self::Resolve { .. } => "resolve_failed",
             Self::Address(_) => "address_not_allowed",
             Self::RequestBytes { .. } => "request_bytes_budget",
+            Self::StdioRefused { .. } => "stdio_refused",
         }
     }
 }
@@ -174,6 +182,20 @@ impl Ledger {
             spent.dropped += 1;
             None
         }
+    }
+
+    /// Counts `len` response bytes against the call's budget: `Err` with the reason once
+    /// they exceed it.
+    pub(super) fn spend_response(&self, len: u64) -> Result<(), String> {
+        let limit = self.grants.max_response_bytes;
+        let mut spent = self.spent();
+        spent.response_bytes += len;
+        if spent.response_bytes > limit {
+            return Err(format!(
+                "the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)"
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn update(&self, index: Option<usize>, f: impl FnOnce(&mut EgressAttempt)) {

@@ -212,10 +212,7 @@ async fn send(
     };
     if stdio::is_stdio(&raw_uri) {
         if let Err(denial) = charge(&ledger) {
-            attempt.code = denial.code().to_owned();
-            attempt.reason = denial.to_string();
-            ledger.record(attempt);
-            return Err(HttpError::HttpRequestDenied);
+            return Err(refuse(&ledger, attempt, &denial));
         }
         return stdio::send(ledger, &method, &raw_uri, body, attempt).await;
     }
@@ -234,19 +231,7 @@ async fn send(
                     return Err(error);
                 }
             };
-            // Every denial at INFO; at most one per 10 s at WARN, with the count since the last.
-            match DENIALS.hit() {
-                Some(denied) => {
-                    tracing::warn!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, denied, "egress denied");
-                }
-                None => {
-                    tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
-                }
-            }
-            attempt.code = denial.code().to_owned();
-            attempt.reason = denial.to_string();
-            ledger.record(attempt);
-            return Err(HttpError::HttpRequestDenied);
+            return Err(refuse(&ledger, attempt, &denial));
         }
     };
     attempt.destination = checked.dest.without_query();
@@ -324,6 +309,25 @@ enum Stop {
     Denied(Denial),
     /// The guest's request body failed.
     Failed(HttpError),
+}
+
+/// Records `attempt` as refused for `denial`, and logs it: every denial at INFO, at most one
+/// per 10 s at WARN, with the count since the last. What the guest sees.
+fn refuse(ledger: &Ledger, mut attempt: EgressAttempt, denial: &Denial) -> HttpError {
+    let (method, destination) = (&attempt.method, &attempt.destination);
+    match DENIALS.hit() {
+        Some(denied) => {
+            tracing::warn!(%method, %destination, code = denial.code(), reason = %denial, denied, "egress denied");
+        }
+        None => {
+            tracing::info!(%method, %destination, code = denial.code(), reason = %denial, "egress denied");
+        }
+    }
+    attempt.allowed = false;
+    attempt.code = denial.code().to_owned();
+    attempt.reason = denial.to_string();
+    ledger.record(attempt);
+    HttpError::HttpRequestDenied
 }
 
 /// Step 2: counts the request against the call's budget, and refuses it when the count or

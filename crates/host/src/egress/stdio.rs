@@ -35,7 +35,7 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 use gatehouse_core::model::EgressAttempt;
 
 use super::call::{Denial, Ledger, millis};
-use super::{Stop, read_body};
+use super::{Stop, read_body, refuse};
 use crate::stdio::{SCHEME, StdioError};
 
 /// Whether `raw_uri` names a stdio server (`stdio:` scheme, any case).
@@ -53,13 +53,7 @@ pub(super) async fn send(
     body: WasiBody,
     mut attempt: EgressAttempt,
 ) -> Result<Response<WasiBody>, HttpError> {
-    let deny = |mut attempt: EgressAttempt, denial: Denial| {
-        tracing::info!(method = %method, destination = %attempt.destination, code = denial.code(), reason = %denial, "egress denied");
-        attempt.code = denial.code().to_owned();
-        attempt.reason = denial.to_string();
-        ledger.record(attempt);
-        Err(HttpError::HttpRequestDenied)
-    };
+    let deny = |attempt: EgressAttempt, denial: Denial| Err(refuse(&ledger, attempt, &denial));
     let server = match (target(raw_uri), &ledger.grants.stdio) {
         (Some(id), Some(server)) if id == server.adapter() => server.clone(),
         _ => {
@@ -114,28 +108,17 @@ pub(super) async fn send(
             Bytes::from(error.to_string()),
         ),
         Err(error) => {
-            tracing::warn!(adapter = %server.adapter(), %error, "stdio server refused");
-            attempt.allowed = false;
-            attempt.code = "stdio_refused".to_owned();
-            attempt.reason = error.to_string();
-            ledger.record(attempt);
-            return Err(HttpError::HttpRequestDenied);
+            let reason = error.to_string();
+            return deny(attempt, Denial::StdioRefused { reason });
         }
-    };
-    let limit = ledger.grants.max_response_bytes;
-    let over = {
-        let mut spent = ledger.spent();
-        spent.response_bytes += body.len() as u64;
-        spent.response_bytes > limit
     };
     attempt.status = Some(status.as_u16());
     attempt.response_bytes = body.len() as u64;
-    if over {
+    if let Err(reason) = ledger.spend_response(body.len() as u64) {
         attempt.code = "response_bytes_budget".to_owned();
-        attempt.reason = format!(
-            "the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)"
-        );
+        attempt.reason = reason;
         ledger.record(attempt);
+        let limit = ledger.grants.max_response_bytes;
         return Err(HttpError::HttpResponseBodySize(Some(limit)));
     }
     attempt.code = "ok".to_owned();

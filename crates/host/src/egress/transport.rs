@@ -254,18 +254,13 @@ impl Body for MeteredBody {
         match Pin::new(&mut this.incoming).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
-                let limit = this.ledger.grants.max_response_bytes;
-                let over = {
-                    let mut spent = this.ledger.spent();
-                    spent.response_bytes += len;
-                    spent.response_bytes > limit
-                };
-                if over {
+                if let Err(reason) = this.ledger.spend_response(len) {
                     this.ledger.update(this.index, |a| {
                         a.code = "response_bytes_budget".to_owned();
-                        a.reason = format!("the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)");
+                        a.reason = reason;
                     });
                     this.reuse = None;
+                    let limit = this.ledger.grants.max_response_bytes;
                     return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(limit)))));
                 }
                 this.ledger.update(this.index, |a| a.response_bytes += len);

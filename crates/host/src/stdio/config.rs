@@ -197,7 +197,7 @@ impl StdioConfig {
             return dir.clone();
         }
         // A root gateway runs its servers as users of their own, who cannot reach root's home.
-        if is_root() {
+        if super::sandbox::is_root() {
             return PathBuf::from("/var/lib/gatehouse/stdio");
         }
         let data = std::env::var_os("XDG_DATA_HOME")
@@ -208,11 +208,6 @@ impl StdioConfig {
             .unwrap_or_else(|| PathBuf::from("."));
         data.join("gatehouse").join("stdio")
     }
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 #[cfg(test)]

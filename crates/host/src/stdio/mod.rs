@@ -162,11 +162,6 @@ impl StdioServers {
         }
     }
 
-    /// The config they were made from.
-    pub fn config(&self) -> &StdioConfig {
-        &self.config
-    }
-
     /// Load phase: the server of `adapter`, as its manifest's `spec` asks and its
     /// `[[stdio.server]]` entry grants, with its package checked against the pin. Replaces
     /// the one a previous load of the adapter made (calls in flight keep theirs).

@@ -88,7 +88,7 @@ pub struct Launch {
 }
 
 /// Whether the gateway runs as root (the owner of its own `/proc/self`).
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
