@@ -258,19 +258,30 @@ fn staging(parent: &Path) -> Result<tempfile::TempDir, ImportError> {
 /// Moves the finished install at `from` to `to`, replacing an earlier install of the same
 /// version, and makes it readable by the server's user.
 fn settle(from: &Path, to: &Path) -> Result<(), ImportError> {
-    if to.exists() {
-        std::fs::remove_dir_all(to)
-            .map_err(|e| ImportError::Stdio(format!("cannot replace {}: {e}", to.display())))?;
-    }
+    remove_earlier(to)?;
     std::fs::rename(from, to).map_err(|e| {
         ImportError::Stdio(format!("cannot move the install to {}: {e}", to.display()))
     })?;
-    // The server runs as a user of its own under a root gateway: it reads, never writes.
-    run(
-        Command::new("chmod").args(["-R", "a+rX,go-w"]).arg(to),
-        "chmod",
-    )?;
+    make_readable(to)
+}
+
+/// Removes an earlier install at `dir`, if any: an import installs its version afresh.
+fn remove_earlier(dir: &Path) -> Result<(), ImportError> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| ImportError::Stdio(format!("cannot replace {}: {e}", dir.display())))?;
+    }
     Ok(())
+}
+
+/// Makes the install at `dir` readable, and writable by its owner only: under a root gateway
+/// the server runs as a user of its own, which reads it and never writes.
+fn make_readable(dir: &Path) -> Result<(), ImportError> {
+    run(
+        Command::new("chmod").args(["-R", "a+rX,go-w"]).arg(dir),
+        "chmod",
+    )
+    .map(drop)
 }
 
 type Pinned = (String, Vec<String>, Option<PackagePin>);
@@ -427,10 +438,7 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         digest: String::new(),
     };
     let dir = pin.install_dir(packages);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| ImportError::Stdio(format!("cannot replace {}: {e}", dir.display())))?;
-    }
+    remove_earlier(&dir)?;
     // A virtual environment holds its own path in its scripts, so it is made where it stays.
     let made = (|| {
         run(
@@ -445,10 +453,7 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
             &format!("pip install {name}=={version}"),
         )?;
         let (_, integrity) = reported(&report, &name)?;
-        run(
-            Command::new("chmod").args(["-R", "a+rX,go-w"]).arg(&dir),
-            "chmod",
-        )?;
+        make_readable(&dir)?;
         let digest = tree_digest(&dir).map_err(ImportError::Stdio)?;
         Ok::<_, ImportError>(PackagePin {
             integrity,
