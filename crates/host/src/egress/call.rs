@@ -92,6 +92,17 @@ pub enum Denial {
         /// The budget.
         limit: u64,
     },
+    /// A stdio server's `CONNECT` names a host no grant gives whole: a tunnel carries any
+    /// path and method, so it needs a grant of `https://host[:port]/`.
+    #[error(
+        "no egress grant for this adapter gives all of {destination}, which a tunnel (CONNECT) \
+         reaches: grant the whole host in `[[egress.grant]]`, or have the server send plain \
+         http through the proxy"
+    )]
+    TunnelNotGranted {
+        /// The destination, `https://host:port/`.
+        destination: String,
+    },
     /// The adapter's stdio server cannot run: no sandbox can be made, its package no longer
     /// matches the signed pin, or the gateway is shutting down.
     #[error("{reason}")]
@@ -115,6 +126,7 @@ impl Denial {
             Self::Resolve { .. } => "resolve_failed",
             Self::Address(_) => "address_not_allowed",
             Self::RequestBytes { .. } => "request_bytes_budget",
+            Self::TunnelNotGranted { .. } => "tunnel_not_granted",
             Self::StdioRefused { .. } => "stdio_refused",
         }
     }
@@ -184,6 +196,17 @@ impl Ledger {
         }
     }
 
+    /// Counts `len` request bytes against the call's budget: `Err` once they exceed it.
+    pub(super) fn spend_request(&self, len: u64) -> Result<(), Denial> {
+        let limit = self.grants.max_request_bytes;
+        let mut spent = self.spent();
+        spent.request_bytes += len;
+        if spent.request_bytes > limit {
+            return Err(Denial::RequestBytes { limit });
+        }
+        Ok(())
+    }
+
     /// Counts `len` response bytes against the call's budget: `Err` with the reason once
     /// they exceed it.
     pub(super) fn spend_response(&self, len: u64) -> Result<(), String> {
@@ -203,6 +226,65 @@ impl Ledger {
             && let Some(attempt) = self.spent().attempts.get_mut(i)
         {
             f(attempt);
+        }
+    }
+}
+
+/// The calls an adapter's stdio server is serving right now (registered by the `stdio://`
+/// transport while it waits for the server's answer), so a request the server sends through
+/// its egress proxy is charged to, and recorded on, a call that caused it.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    /// Each call, with the sender whose drop tells its tunnels the call ended.
+    calls: Mutex<Vec<(Arc<Ledger>, tokio::sync::watch::Sender<()>)>>,
+}
+
+/// Keeps a call registered in [`InFlight`] until dropped.
+pub(super) struct Serving<'a> {
+    in_flight: &'a InFlight,
+    ledger: Arc<Ledger>,
+}
+
+impl InFlight {
+    fn calls(&self) -> MutexGuard<'_, Vec<(Arc<Ledger>, tokio::sync::watch::Sender<()>)>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers `ledger`'s call as served until the guard is dropped.
+    pub(super) fn serve(&self, ledger: &Arc<Ledger>) -> Serving<'_> {
+        self.calls()
+            .push((Arc::clone(ledger), tokio::sync::watch::Sender::new(())));
+        Serving {
+            in_flight: self,
+            ledger: Arc::clone(ledger),
+        }
+    }
+
+    /// The call a request the server sends with a method that `writes` is charged to: the
+    /// oldest one in flight whose effective approval mode allows writes (when it writes),
+    /// else the oldest one (whose check then refuses a write), with a receiver that sees the
+    /// call end. `None` when no call is in flight: the server is not serving anyone, so
+    /// nothing it sends is caused by a call.
+    pub(super) fn charged(
+        &self,
+        writes: bool,
+    ) -> Option<(Arc<Ledger>, tokio::sync::watch::Receiver<()>)> {
+        let calls = self.calls();
+        calls
+            .iter()
+            .find(|(l, _)| !writes || l.call.approval_mode >= ApprovalMode::Network)
+            .or_else(|| calls.first())
+            .map(|(ledger, ended)| (Arc::clone(ledger), ended.subscribe()))
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.in_flight.calls();
+        if let Some(i) = calls.iter().position(|(l, _)| Arc::ptr_eq(l, &self.ledger)) {
+            calls.remove(i);
         }
     }
 }

@@ -13,12 +13,14 @@
 //!    rule whose destination and methods match is used, with its credentials.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
 use super::addr::AddressPolicy;
+use super::call::InFlight;
 use super::config::{CredentialConfig, EgressConfig};
 use super::rules::{EgressRequest, MethodName, UrlPattern};
 use super::tls::TlsClient;
@@ -176,6 +178,8 @@ pub struct Grants {
     /// The adapter's own stdio MCP server, the one `stdio://<adapter id>` reaches: set at
     /// load when its manifest has a `[stdio]` table and the operator granted it.
     pub stdio: Option<StdioServer>,
+    /// The calls its stdio server is serving now, whose ledgers its egress proxy charges.
+    pub(super) serving: Arc<InFlight>,
 }
 
 impl Default for Grants {
@@ -190,6 +194,7 @@ impl Default for Grants {
             max_total: Duration::ZERO,
             tls: TlsClient::default(),
             stdio: None,
+            serving: Arc::default(),
         }
     }
 }
@@ -307,6 +312,7 @@ impl Grants {
             max_total: Duration::from_millis(config.max_total_ms),
             tls: tls.clone(),
             stdio: None,
+            serving: Arc::default(),
         })
     }
 }

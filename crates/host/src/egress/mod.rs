@@ -39,7 +39,11 @@
 //!
 //! A request to `stdio://<adapter id>` is the adapter's own stdio MCP server (an import of a
 //! stdio server): after step 2 it is answered by the supervised process (`stdio`), under the
-//! same budgets and record, and goes nowhere else.
+//! same budgets and record, and goes nowhere else. That server's own requests to the network
+//! come back through `proxy`, its egress proxy, and are charged to and judged as one of the
+//! calls it is serving: plain `http` through `send` with every check above, `CONNECT` for
+//! `https` checked on its scheme, host, port and address only, against a grant of the whole
+//! host.
 //!
 //! The gateway's own requests for an adapter (`[import] drift_check` asks an imported MCP
 //! server for its tools) take the same path: [`EgressGate::fetch`] hands a request to `send`
@@ -60,6 +64,8 @@ mod grants;
 mod pool;
 #[cfg(test)]
 mod props;
+mod proxy;
+pub use proxy::network;
 mod rules;
 mod stdio;
 #[cfg(test)]
@@ -465,18 +471,14 @@ async fn resolve(
 
 /// Step 6: reads the whole body, charging the request-byte budget as it goes.
 async fn read_body(ledger: &Ledger, mut body: WasiBody) -> Result<Bytes, Stop> {
-    let limit = ledger.grants.max_request_bytes;
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         // The guest's body stream failed (e.g. it was dropped unfinished): nothing is sent.
         let frame = frame.map_err(Stop::Failed)?;
         if let Ok(data) = frame.into_data() {
-            let mut spent = ledger.spent();
-            spent.request_bytes += data.len() as u64;
-            if spent.request_bytes > limit {
-                return Err(Stop::Denied(Denial::RequestBytes { limit }));
-            }
-            drop(spent);
+            ledger
+                .spend_request(data.len() as u64)
+                .map_err(Stop::Denied)?;
             buf.extend_from_slice(&data);
         }
     }

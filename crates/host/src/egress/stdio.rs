@@ -14,7 +14,8 @@
 //!    taken and dropped (202); every other request is sent to the process under a JSON-RPC id
 //!    of the host's ([`crate::stdio::StdioServer::request`]), within the call's time budget,
 //!    and its answer comes back with the guest's id, metered against the response-byte
-//!    budget;
+//!    budget; while it waits, the call is registered as one the server is serving, so a request the
+//!    server sends through its egress proxy ([`super::proxy`]) is charged to it;
 //! 5. a server that crashed, hung, is busy or restarting answers HTTP 503 with the reason
 //!    (the adapter's `UPSTREAM_FAILED`, retryable); one that cannot run at all (no sandbox,
 //!    package changed, shut down) is a denial with code `stdio_refused`.
@@ -92,6 +93,9 @@ pub(super) async fn send(
     attempt.request_bytes = body.len() as u64;
     let answer = match serde_json::from_slice::<Value>(&body) {
         Ok(message) if message.get("method").is_some_and(Value::is_string) => {
+            // While the server works on the call, what it sends through its egress proxy is
+            // charged to the call (`super::proxy`).
+            let _serving = ledger.grants.serving.serve(&ledger);
             exchange(&server, message, ledger.deadline).await
         }
         _ => Ok(Some(json!({

@@ -15,6 +15,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use super::*;
 
 mod pool;
+mod proxy;
 
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]

@@ -337,6 +337,12 @@ pub(crate) fn load_adapter(
         grants.stdio = Some(stdio.prepare(&manifest.id, spec)?);
     }
     let egress = Arc::new(grants);
+    if let Some(server) = &egress.stdio
+        && !egress.rules.is_empty()
+    {
+        // Its grant names destinations: the server reaches them through the egress proxy.
+        server.set_network(crate::egress::network(&egress));
+    }
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {

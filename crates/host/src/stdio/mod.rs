@@ -19,9 +19,12 @@
 //!    request, secrets are read, the installed package is checked against its pin (a
 //!    changed package is refused), and the [`StdioServer`] is made, not started.
 //! 4. **Run** ([`server`]): started on first use in the sandbox ([`sandbox`]), supervised,
-//!    stopped when idle and at shutdown.
+//!    stopped when idle and at shutdown. A server whose adapter's egress grant names
+//!    destinations gets the egress proxy in its sandbox ([`netns`], `crate::egress`), its
+//!    only way out; any other has no network at all.
 
 pub mod config;
+pub mod netns;
 pub mod pin;
 pub mod sandbox;
 pub mod server;
@@ -31,7 +34,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 pub use config::{EnvBinding, ServerConfig, Start, StdioConfig};
-pub use server::{State, Status, StdioServer, Supervision};
+pub use server::{Network, State, Status, StdioServer, Supervision};
 pub use spec::{DirGrant, DirMode, PackagePin, Registry, StdioSpec};
 
 use sandbox::{Launch, Limits};

@@ -12,7 +12,10 @@
 //! 3. the package's install directory read-only, and only the directories its grant lists,
 //!    read-only or read-write, at the same paths;
 //! 4. its own user, PID, IPC, UTS, cgroup and network namespaces (`--unshare-all`): no
-//!    network at all, not even the host's loopback; no new privileges (bubblewrap always sets
+//!    network at all, not even the host's loopback (only a loopback of its own), unless
+//!    its adapter's egress grant names destinations: then its one way out is the egress
+//!    proxy the gateway puts on that loopback ([`super::netns`], `crate::egress`'s
+//!    `proxy`), named in its environment ([`PROXY_VARIABLES`]); no new privileges (bubblewrap always sets
 //!    `PR_SET_NO_NEW_PRIVS`), every capability dropped, a new session (no terminal to
 //!    inject into); it dies with the gateway (`--die-with-parent`);
 //! 5. exactly the environment its grant names, besides `PATH`, `HOME` and `TMPDIR`;
@@ -47,6 +50,30 @@ pub const ETC: &[&str] = &[
 const SYSTEM: &[&str] = &["/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin"];
 /// `PATH` inside the sandbox.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The variables that name the egress proxy to a server granted the network: what curl,
+/// Python (`urllib`, `requests`, `httpx`), Go and Node (with `NODE_USE_ENV_PROXY=1`, from
+/// Node 22.21 and 24) read.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// The descriptors bubblewrap is given when the gateway puts the egress proxy into the
+/// sandbox: it writes the sandbox's first process id (`{"child-pid": N}`) to `info`, and
+/// runs the server only when a byte can be read from `block`, so the proxy listens before
+/// the server's first request. Both must be inheritable in the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProxyFds {
+    /// bubblewrap's `--info-fd`.
+    pub info: i32,
+    /// bubblewrap's `--block-fd`.
+    pub block: i32,
+}
 
 /// The limits of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +122,11 @@ pub(super) fn is_root() -> bool {
 
 impl Launch {
     /// The command that starts the server: in the sandbox when `sandboxed`, else bare (limits,
-    /// user and environment only). Its standard streams are for the caller to set.
-    pub fn command(&self, sandboxed: bool) -> tokio::process::Command {
+    /// user and environment only). Its standard streams are for the caller to set. With
+    /// `proxy` (sandboxed only), bubblewrap names the sandbox's first process on
+    /// `proxy.info` and waits for a byte on `proxy.block` before it runs the server, and the
+    /// server's environment names the egress proxy ([`ProxyFds`]).
+    pub fn command(&self, sandboxed: bool, proxy: Option<ProxyFds>) -> tokio::process::Command {
         let mut argv: Vec<String> = Vec::new();
         if is_root() {
             argv.extend([
@@ -120,7 +150,7 @@ impl Launch {
         ]);
         if sandboxed {
             argv.push(self.bwrap.display().to_string());
-            argv.extend(self.bwrap_args());
+            argv.extend(self.bwrap_args(proxy));
         }
         argv.push(self.program.display().to_string());
         argv.extend(self.args.iter().cloned());
@@ -146,7 +176,7 @@ impl Launch {
     }
 
     /// bubblewrap's options (before the program).
-    fn bwrap_args(&self) -> Vec<String> {
+    fn bwrap_args(&self, proxy: Option<ProxyFds>) -> Vec<String> {
         let mut args: Vec<String> = [
             "--unshare-all",
             "--die-with-parent",
@@ -225,6 +255,21 @@ impl Launch {
         for (name, value) in &self.env {
             args.extend(["--setenv".to_owned(), name.clone(), value.clone()]);
         }
+        if let Some(fds) = proxy {
+            let url = format!("http://{}", super::netns::PROXY);
+            for name in PROXY_VARIABLES {
+                args.extend(["--setenv".to_owned(), (*name).to_owned(), url.clone()]);
+            }
+            args.extend([
+                "--setenv".to_owned(),
+                "NODE_USE_ENV_PROXY".to_owned(),
+                "1".to_owned(),
+                "--info-fd".to_owned(),
+                fds.info.to_string(),
+                "--block-fd".to_owned(),
+                fds.block.to_string(),
+            ]);
+        }
         args.push("--".to_owned());
         args
     }
@@ -272,7 +317,7 @@ pub async fn probe(launch: &Launch) -> Result<(), String> {
         dirs: Vec::new(),
         ..launch.clone()
     };
-    let mut command = trial.command(true);
+    let mut command = trial.command(true, None);
     command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null());
@@ -324,7 +369,7 @@ mod tests {
     }
 
     async fn run(launch: &Launch) -> String {
-        let output = launch.command(true).output().await.unwrap();
+        let output = launch.command(true, None).output().await.unwrap();
         assert!(
             output.status.success(),
             "{}",

@@ -22,17 +22,19 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::os::fd::AsRawFd as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::ChildStdin;
 use tokio::sync::{Semaphore, oneshot};
+use tokio::task::AbortHandle;
 
 use super::StdioError;
-use super::sandbox::{Launch, probe};
+use super::sandbox::{Launch, ProxyFds, probe};
 
 /// How long starting the process and opening its MCP session may take: an installed package
 /// starts in well under a second; a slow disk or a large runtime gets the rest.
@@ -116,6 +118,34 @@ struct Inner {
     slot: Arc<tokio::sync::Mutex<Option<Live>>>,
     books: Mutex<Books>,
     shut_down: AtomicBool,
+    /// The egress proxy put into its sandbox, when its adapter's grant names destinations.
+    network: OnceLock<Network>,
+}
+
+/// What serves a sandboxed server's network: given the listener made in the server's network
+/// namespace (at [`super::netns::PROXY`]), it serves the egress proxy on it until the handle
+/// it returns is aborted. Set by the loader from the adapter's grants (`crate::egress`).
+#[derive(Clone)]
+pub struct Network(
+    pub Arc<dyn Fn(std::net::TcpListener) -> std::io::Result<AbortHandle> + Send + Sync>,
+);
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Network(egress proxy)")
+    }
+}
+
+/// Aborts a task when dropped: the egress proxy of a process, which ends with it.
+#[derive(Debug)]
+struct AbortOnDrop(Option<AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(handle) = &self.0 {
+            handle.abort();
+        }
+    }
 }
 
 /// A running process and the means to kill it; dropping it kills the process.
@@ -227,8 +257,21 @@ impl StdioServer {
                     bare: false,
                 }),
                 shut_down: AtomicBool::new(false),
+                network: OnceLock::new(),
             }),
         }
+    }
+
+    /// Gives the server the network through `network`, the egress proxy of its adapter's
+    /// grants, from its next start on. Without it the server has no network at all. Set
+    /// once; later calls are ignored.
+    pub fn set_network(&self, network: Network) {
+        let _ = self.inner.network.set(network);
+    }
+
+    /// Whether the server reaches the network (through its egress proxy).
+    pub fn has_network(&self) -> bool {
+        self.inner.network.get().is_some()
     }
 
     /// The adapter whose server this is.
@@ -424,15 +467,65 @@ impl Inner {
             }
         };
         self.books().bare = !sandboxed;
-        let mut command = self.launch.command(sandboxed);
+        let start_failed = |reason: String| StdioError::Start {
+            adapter: self.adapter.clone(),
+            reason,
+        };
+        // With the network granted: bubblewrap names the sandbox on one pipe and waits on the
+        // other, while the proxy's listener is put into it.
+        let network = self.network.get().filter(|_| sandboxed);
+        let pipes = match network {
+            Some(_) => Some(
+                std::io::pipe()
+                    .and_then(|info| Ok((info, std::io::pipe()?)))
+                    .map_err(|e| start_failed(format!("cannot make its pipes: {e}")))?,
+            ),
+            None => None,
+        };
+        let fds = pipes.as_ref().map(|((_, info), (block, _))| ProxyFds {
+            info: info.as_raw_fd(),
+            block: block.as_raw_fd(),
+        });
+        let mut command = self.launch.command(sandboxed, fds);
         command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let mut child = command.spawn().map_err(|e| StdioError::Start {
-            adapter: self.adapter.clone(),
-            reason: format!("cannot run {}: {e}", self.launch.program.display()),
+        if let Some(fds) = fds {
+            #[allow(unsafe_code, reason = "one system call between fork and exec")]
+            // SAFETY: runs in the forked child before `exec`, and only clears close-on-exec
+            // on two descriptors (a system call), so bubblewrap inherits them.
+            unsafe {
+                command.pre_exec(move || {
+                    for fd in [fds.info, fds.block] {
+                        rustix::io::fcntl_setfd(
+                            std::os::fd::BorrowedFd::borrow_raw(fd),
+                            rustix::io::FdFlags::empty(),
+                        )?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn().map_err(|e| {
+            start_failed(format!("cannot run {}: {e}", self.launch.program.display()))
         })?;
+        // The proxy serves while the process lives; the waiter below drops it.
+        let proxy = match (network, pipes) {
+            (Some(network), Some(((info, info_writer), (block_reader, block)))) => {
+                drop((info_writer, block_reader));
+                match put_proxy(network, info, block).await {
+                    Ok(handle) => AbortOnDrop(Some(handle)),
+                    Err(reason) => {
+                        let _ = child.kill().await;
+                        return Err(start_failed(format!(
+                            "cannot give it its egress proxy: {reason}"
+                        )));
+                    }
+                }
+            }
+            _ => AbortOnDrop(None),
+        };
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -455,6 +548,7 @@ impl Inner {
         let weak = Arc::downgrade(self);
         let watched = Arc::clone(&process);
         tokio::spawn(async move {
+            let _proxy = proxy;
             let reason = tokio::select! {
                 status = child.wait() => match status {
                     Ok(status) => format!("it exited ({status})"),
@@ -669,6 +763,51 @@ const SHUTDOWN_REASON: &str = "the gateway shut down";
 const START_FAILED: &str = "it failed to start";
 
 /// After a request timed out: a process that does not answer a ping is hung, and killed.
+/// Reads the sandbox's first process from bubblewrap's `info` pipe, makes the proxy's listener
+/// in its network namespace, starts `network` on it, and lets bubblewrap run the server
+/// (a byte on `block`).
+async fn put_proxy(
+    network: &Network,
+    info: std::io::PipeReader,
+    block: std::io::PipeWriter,
+) -> Result<AbortHandle, String> {
+    let listener = tokio::task::spawn_blocking(move || {
+        let pid = child_pid(info)?;
+        super::netns::listen_in(pid, super::netns::PROXY).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let handle = (network.0)(listener).map_err(|e| e.to_string())?;
+    let mut block = block;
+    if let Err(e) = std::io::Write::write_all(&mut block, b"1") {
+        handle.abort();
+        return Err(format!("cannot let bubblewrap go on: {e}"));
+    }
+    Ok(handle)
+}
+
+/// The `child-pid` bubblewrap writes to its `--info-fd` (a JSON object), read until it
+/// parses; the pipe ends when bubblewrap does.
+fn child_pid(mut info: std::io::PipeReader) -> Result<u32, String> {
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Ok(value) = serde_json::from_slice::<Value>(&text)
+            && let Some(pid) = value["child-pid"].as_u64()
+        {
+            return u32::try_from(pid).map_err(|e| e.to_string());
+        }
+        let read = std::io::Read::read(&mut info, &mut chunk).map_err(|e| e.to_string())?;
+        if read == 0 || text.len() > 64 << 10 {
+            return Err(format!(
+                "bubblewrap named no sandbox process (it wrote {:?})",
+                String::from_utf8_lossy(&text)
+            ));
+        }
+        text.extend_from_slice(&chunk[..read]);
+    }
+}
+
 /// (Boxed: `send` spawns it, and it calls `send`.)
 fn check_alive(
     server: Weak<Inner>,

@@ -1,0 +1,330 @@
+//! The egress proxy of a stdio server: its only way out to the network.
+//!
+//! A stdio server is a native process, not a WebAssembly guest, so it cannot be handed the
+//! gate as a host call. Its sandbox has a network namespace of its own with nothing in it but
+//! a loopback, and when its adapter's grant names destinations, the gateway puts one
+//! listening socket on that loopback ([`crate::stdio::netns`]) and serves this proxy on it.
+//! The server's environment names it (`HTTP_PROXY`, `HTTPS_PROXY`...). Everything else is
+//! unreachable: there is no route, no resolver and no other address.
+//!
+//! Every request is charged to, judged for and recorded on a call the server is serving now
+//! (the `stdio://` transport registers each call while it waits for the server's answer):
+//! the oldest such call whose effective approval mode allows the method, else the oldest.
+//! A request while the server serves no call is refused: nothing caused it.
+//! - **Plain HTTP** (`GET http://host/path`, the proxy's absolute form) is the gate's own
+//!   request: it goes through `send` with every check of an adapter's request (the grant's
+//!   scheme, host, port, path and method, the approval mode, the address classes of the
+//!   resolved address, the budgets), the grant's credentials injected, the headers on the
+//!   allow list, and the response metered.
+//! - **`CONNECT host:port`** (how clients reach `https` through a proxy) opens a tunnel the
+//!   gate cannot see into. So it needs a grant of the whole host, `https://host[:port]/`
+//!   (a grant of a narrower path or a plain-`http` one does not open a tunnel), and only the
+//!   scheme, host and port are checked, with the resolved address's class; no credentials
+//!   are injected, and the method and path inside are the server's. The tunnel's bytes count
+//!   against the call's request and response budgets, and it is closed when the call ends or
+//!   its egress time is spent.
+//! - A refusal is an HTTP 403 whose body is the gate's reason, with the denial's code in
+//!   `x-gatehouse-denial`; an upstream failure is a 502 with the reason. Both are recorded on
+//!   the call, as every attempt is.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use wasmtime_wasi_http::{Error as HttpError, WasiBody};
+
+use gatehouse_core::model::EgressAttempt;
+
+use super::call::{Denial, Ledger, millis};
+use super::grants::Grants;
+use super::rules::{Destination, DestinationError};
+use super::{DENIALS, charge, is_safe, resolve, send};
+
+/// The header that carries a refusal's code.
+const DENIAL_HEADER: &str = "x-gatehouse-denial";
+
+/// The egress proxy of the stdio server of the adapter with `grants`, for its
+/// [`crate::stdio::StdioServer::set_network`]. It holds the grants weakly: the grants hold the
+/// server, which holds this.
+pub fn network(grants: &Arc<Grants>) -> crate::stdio::Network {
+    let grants = Arc::downgrade(grants);
+    crate::stdio::Network(Arc::new(move |listener| serve(grants.clone(), listener)))
+}
+
+/// Serves the proxy on `listener` until the returned handle is aborted (which also ends the
+/// connections it serves).
+fn serve(
+    grants: Weak<Grants>,
+    listener: std::net::TcpListener,
+) -> std::io::Result<tokio::task::AbortHandle> {
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let grants = grants.clone();
+                        connections.spawn(async move {
+                            let service = hyper::service::service_fn(move |request| {
+                                handle(grants.clone(), request)
+                            });
+                            let served = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service)
+                                .with_upgrades()
+                                .await;
+                            if let Err(error) = served {
+                                tracing::debug!(%error, "egress proxy connection ended with an error");
+                            }
+                        });
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "the egress proxy of a stdio server stopped accepting");
+                        return;
+                    }
+                },
+                Some(_) = connections.join_next() => {}
+            }
+        }
+    });
+    Ok(task.abort_handle())
+}
+
+/// One request from the server.
+async fn handle(
+    grants: Weak<Grants>,
+    request: Request<Incoming>,
+) -> Result<Response<WasiBody>, Infallible> {
+    let Some(grants) = grants.upgrade() else {
+        return Ok(answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "the adapter was unloaded",
+        ));
+    };
+    let method = request.method().clone();
+    let writes = method != Method::CONNECT && !is_safe(&method);
+    let Some((ledger, call_ended)) = grants.serving.charged(writes) else {
+        let reason = "the server is serving no call, so no call can be charged with this \
+                      request; a stdio server reaches the network only while it serves one";
+        log_refusal(&method, &request.uri().to_string(), "no_call", reason);
+        return Ok(answer(StatusCode::FORBIDDEN, Some("no_call"), reason));
+    };
+    if method == Method::CONNECT {
+        return Ok(connect(ledger, call_ended, request).await);
+    }
+    let request = request.map(|body| body.map_err(HttpError::from).boxed_unsync());
+    match send(Arc::clone(&ledger), request, None).await {
+        Ok(response) => Ok(response),
+        Err(error) => {
+            let last = ledger.spent().attempts.last().cloned();
+            let (code, reason) = last
+                .filter(|a| !a.code.is_empty() && a.code != "ok")
+                .map_or_else(
+                    || ("upstream_failed".to_owned(), error.to_string()),
+                    |a| (a.code, a.reason),
+                );
+            let status = if matches!(error, HttpError::HttpRequestDenied) {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::BAD_GATEWAY
+            };
+            Ok(answer(status, Some(&code), &reason))
+        }
+    }
+}
+
+/// A `CONNECT`: checked, resolved, connected, answered 200, then tunnelled until either side
+/// closes, the call ends or its egress time is spent.
+async fn connect(
+    ledger: Arc<Ledger>,
+    call_ended: tokio::sync::watch::Receiver<()>,
+    mut request: Request<Incoming>,
+) -> Response<WasiBody> {
+    let authority = request
+        .uri()
+        .authority()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let mut attempt = EgressAttempt {
+        method: Method::CONNECT.to_string(),
+        destination: authority.clone(),
+        address: None,
+        allowed: false,
+        code: String::new(),
+        reason: String::new(),
+        status: None,
+        request_bytes: 0,
+        response_bytes: 0,
+    };
+    let checked = async {
+        let dest = match Destination::parse(&format!("https://{authority}/")) {
+            Ok(dest) if !authority.is_empty() && request.uri().path_and_query().is_none() => dest,
+            Ok(_) | Err(DestinationError::Invalid | DestinationError::AmbiguousPath(_)) => {
+                return Err(Denial::InvalidUrl);
+            }
+        };
+        attempt.destination = dest.without_query();
+        charge(&ledger)?;
+        // `dest`'s path is `/`, which only a grant of the whole host covers.
+        let whole_host = ledger
+            .grants
+            .rules
+            .iter()
+            .find(|rule| rule.url.matches(&dest));
+        let Some(rule) = whole_host else {
+            return Err(Denial::TunnelNotGranted {
+                destination: dest.without_query(),
+            });
+        };
+        resolve(&dest, &rule.addresses, ledger.deadline).await
+    }
+    .await;
+    let addrs = match checked {
+        Ok(addrs) => addrs,
+        Err(denial) => {
+            let reason = denial.to_string();
+            super::refuse(&ledger, attempt, &denial);
+            return answer(StatusCode::FORBIDDEN, Some(denial.code()), &reason);
+        }
+    };
+    let connected = tokio::time::timeout_at(ledger.deadline.into(), async {
+        let mut last = None;
+        for addr in &addrs {
+            match tokio::net::TcpStream::connect(addr).await {
+                Ok(stream) => return Ok((*addr, stream)),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.map_or_else(|| "no address to connect to".to_owned(), |e| e.to_string()))
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "no connection within the call's egress time budget of {} ms",
+            millis(ledger.grants.max_total)
+        ))
+    });
+    let (addr, upstream) = match connected {
+        Ok(connected) => connected,
+        Err(reason) => {
+            attempt.allowed = true;
+            attempt.code = "upstream_error".to_owned();
+            attempt.reason = reason.clone();
+            ledger.record(attempt);
+            return answer(StatusCode::BAD_GATEWAY, Some("upstream_error"), &reason);
+        }
+    };
+    attempt.allowed = true;
+    attempt.address = Some(addr);
+    attempt.status = Some(200);
+    attempt.code = "ok".to_owned();
+    tracing::info!(method = "CONNECT", destination = %attempt.destination, "egress tunnel opened");
+    let index = ledger.record(attempt);
+    let upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let client = match upgrade.await {
+            Ok(upgraded) => TokioIo::new(upgraded),
+            Err(error) => {
+                tracing::debug!(%error, "the stdio server left before its tunnel opened");
+                return;
+            }
+        };
+        tunnel(&ledger, index, call_ended, client, upstream).await;
+    });
+    answer(StatusCode::OK, None, "")
+}
+
+/// Copies both ways between the server and the upstream, each byte charged to the call, until
+/// both sides close, a budget is spent, the call ends or its egress time runs out.
+async fn tunnel(
+    ledger: &Ledger,
+    index: Option<usize>,
+    mut call_ended: tokio::sync::watch::Receiver<()>,
+    client: impl AsyncRead + AsyncWrite,
+    upstream: tokio::net::TcpStream,
+) {
+    let (mut from_client, mut to_client) = tokio::io::split(client);
+    let (mut from_upstream, mut to_upstream) = upstream.into_split();
+    let out = pump(&mut from_client, &mut to_upstream, |n| {
+        ledger.spend_request(n).map_err(|d| d.to_string())
+    });
+    let back = pump(&mut from_upstream, &mut to_client, |n| {
+        ledger.spend_response(n)
+    });
+    let why = tokio::select! {
+        result = async { tokio::try_join!(out, back) } => result.err(),
+        _ = tokio::time::sleep_until(ledger.deadline.into()) => Some(format!(
+            "the call's egress time budget of {} ms is spent (`[egress] max_total_ms`)",
+            millis(ledger.grants.max_total)
+        )),
+        _ = call_ended.changed() => Some("the call it was opened for ended".to_owned()),
+    };
+    if let Some(reason) = why {
+        tracing::info!(%reason, "egress tunnel closed");
+        ledger.update(index, |attempt| {
+            if attempt.reason.is_empty() {
+                attempt.reason = format!("tunnel closed: {reason}");
+            }
+        });
+    }
+}
+
+/// Copies `from` to `to` until `from` ends (then closes `to`'s writing side), each chunk first
+/// passed to `spend`, which ends the copy with its reason. Returns the bytes copied.
+async fn pump(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    spend: impl Fn(u64) -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut buf = vec![0u8; 16 << 10];
+    let mut total = 0u64;
+    loop {
+        let read = from.read(&mut buf).await.map_err(|e| e.to_string())?;
+        if read == 0 {
+            let _ = to.shutdown().await;
+            return Ok(total);
+        }
+        spend(read as u64)?;
+        to.write_all(&buf[..read])
+            .await
+            .map_err(|e| e.to_string())?;
+        total += read as u64;
+    }
+}
+
+/// A response of the proxy itself: `reason` as text, and a refusal's `code` in
+/// [`DENIAL_HEADER`].
+fn answer(status: StatusCode, code: Option<&str>, reason: &str) -> Response<WasiBody> {
+    let mut response = Response::new(
+        http_body_util::Full::new(Bytes::from(reason.to_owned()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    if !reason.is_empty() {
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    if let Some(code) = code.and_then(|c| HeaderValue::from_str(c).ok()) {
+        response.headers_mut().insert(DENIAL_HEADER, code);
+    }
+    response
+}
+
+/// Logs a refusal that no call can record.
+fn log_refusal(method: &Method, destination: &str, code: &str, reason: &str) {
+    match DENIALS.hit() {
+        Some(denied) => {
+            tracing::warn!(%method, %destination, code, reason, denied, "stdio server egress denied");
+        }
+        None => tracing::info!(%method, %destination, code, reason, "stdio server egress denied"),
+    }
+}
