@@ -5,6 +5,8 @@ import os
 import socket
 import sys
 import time
+import urllib.error
+import urllib.request
 
 
 def attempt(name, args):
@@ -34,6 +36,15 @@ def attempt(name, args):
             return "resolved " + socket.gethostbyname(args["name"])
         except OSError as e:
             return "refused: %s" % (e.strerror or e)
+    if name == "fetch":
+        # Through the egress proxy the environment names, if any (urllib reads http_proxy).
+        try:
+            with urllib.request.urlopen(args["url"], timeout=5) as r:
+                return "%d %s" % (r.status, r.read().decode())
+        except urllib.error.HTTPError as e:
+            return "%d %s: %s" % (e.code, e.headers.get("x-gatehouse-denial"), e.read().decode())
+        except Exception as e:
+            return "refused: %r" % (e,)
     if name == "forkbomb":
         started = 0
         for _ in range(500):
@@ -63,7 +74,7 @@ def attempt(name, args):
     return "unknown tool"
 
 
-TOOLS = ["echo", "read", "list", "env", "connect", "dns", "forkbomb", "membomb", "flood", "hang"]
+TOOLS = ["echo", "read", "list", "env", "connect", "dns", "fetch", "forkbomb", "membomb", "flood", "hang"]
 
 
 def main():

@@ -19,8 +19,8 @@ use serde_json::json;
 pub(crate) const AGENT_KEY: &str = "agent-key-import-4c1d";
 const APPROVER: &str = "approver-token-import-8e2a";
 /// The upstream's credential, in the environment of the import and the gateway.
-const UPSTREAM_TOKEN: &str = "upstream-secret-b7f9";
-const TOKEN_ENV: &str = "IMPORT_E2E_UPSTREAM_TOKEN";
+pub(crate) const UPSTREAM_TOKEN: &str = "upstream-secret-b7f9";
+pub(crate) const TOKEN_ENV: &str = "IMPORT_E2E_UPSTREAM_TOKEN";
 
 /// Runs `gatehouse` with `args` in a child process with the upstream token in its
 /// environment: the exit code, and what it wrote to stdout then stderr.

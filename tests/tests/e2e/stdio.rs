@@ -3,7 +3,8 @@
 //! by the import, signed with the generic `mcp-upstream` component built from source, served by
 //! a `gatehouse serve` process in bubblewrap's sandbox and called over MCP; and a hostile server
 //! (`tests/stdio/hostile.py`) whose every attempt to leave its sandbox fails while the gateway
-//! keeps serving.
+//! keeps serving, and which, granted one destination, reaches it only through its egress
+//! proxy.
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt as _;
@@ -14,10 +15,11 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
 use gatehouse_tests::browser::Browser;
-use gatehouse_tests::mcp::{rmcp_call, texts, tool_names};
+use gatehouse_tests::mcp::{Client, rmcp_call, texts, tool_names};
+use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
 
-use crate::import::{Imported, checking_drift, gatehouse, key_file};
+use crate::import::{Imported, TOKEN_ENV, UPSTREAM_TOKEN, checking_drift, gatehouse, key_file};
 
 /// The pinned filesystem server (npm).
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
@@ -83,6 +85,12 @@ async fn stdio_status(gateway: &Imported) -> Value {
 
 fn text_of(result: &rmcp::model::CallToolResult) -> String {
     texts(result).join("")
+}
+
+/// Calls `<adapter>.<tool>`: the result's text and the call record.
+async fn call_tool(client: &Client, adapter: &str, tool: &str, args: Value) -> (String, Value) {
+    let (result, record) = rmcp_call(client, &format!("{adapter}.{tool}"), args, json!({})).await;
+    (text_of(&result), record)
 }
 
 /// npm's filesystem server: imported pinned, served sandboxed over one directory; a read, and
@@ -261,7 +269,7 @@ async fn a_changed_tool_list_is_drift() {
     let (code, same) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
     assert_eq!(
         (code, same.trim()),
-        (0, "no drift: the 10 imported tools are as pinned")
+        (0, "no drift: the 11 imported tools are as pinned")
     );
     // `echo` gone, `exfiltrate` new.
     std::fs::write(
@@ -346,14 +354,7 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     std::fs::write(&snippet, text).unwrap();
     let gateway = Imported::start(&out, id, &key).await;
     let client = gateway.client().await;
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let (result, record) =
-                rmcp_call(client, &format!("test.hostile.{tool}"), args, json!({})).await;
-            (text_of(&result), record)
-        }
-    };
+    let call = |tool: &'static str, args: Value| call_tool(&client, "test.hostile", tool, args);
     let still_serving = || async {
         let (text, record) = call("echo", json!({ "text": "still here" })).await;
         assert_eq!(text, "echo still here", "{record}");
@@ -415,6 +416,70 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     assert_eq!(record["outcome"], "TOOL_TIMEOUT", "{text} {record}");
     assert_eq!(record["error"]["retryable"], true, "{record}");
     retry_until_serving(&call).await;
+}
+
+/// A server granted one destination (`--net`, with a `--header` credential) reaches it only
+/// through its egress proxy, which injects the credential; another port of the same loopback
+/// is refused with the gate's reason and sees nothing. Without a grant, a fetch finds no
+/// network at all (the hostile test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_server_reaches_its_destination_only_through_the_proxy() {
+    let upstream = Upstream::start().await;
+    let other = Upstream::start().await;
+    let dir = open_dir();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join("hostile.py");
+    let id = "test.netted";
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &[
+            "--dir",
+            &format!("{}:ro", scripts.display()),
+            "--net",
+            &upstream.url("/api/"),
+            "--header",
+            &format!("Authorization: Bearer ${{{TOKEN_ENV}}}"),
+        ],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    let snippet = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(snippet.contains("[[egress.grant]]"), "{snippet}");
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let call = |tool: &'static str, args: Value| call_tool(&client, "test.netted", tool, args);
+
+    let (text, record) = call("fetch", json!({ "url": upstream.url("/api/items") })).await;
+    assert!(text.starts_with("200 "), "{text} {record}");
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].path, "/api/items");
+    assert_eq!(
+        seen[0].headers["authorization"],
+        format!("Bearer {UPSTREAM_TOKEN}").as_str(),
+        "the credential, injected by the gate"
+    );
+    let (text, _) = call("env", json!({})).await;
+    assert!(
+        text.contains("HTTP_PROXY") && !text.contains(TOKEN_ENV),
+        "the proxy, and never the secret: {text}"
+    );
+
+    let (text, _) = call("fetch", json!({ "url": other.url("/api/items") })).await;
+    assert!(
+        text.starts_with("403 no_matching_grant: no egress grant for this adapter covers"),
+        "{text}"
+    );
+    let (text, _) = call("connect", json!({ "port": upstream.port })).await;
+    assert!(
+        text.starts_with("refused"),
+        "no way around the proxy: {text}"
+    );
+    let (text, _) = call("dns", json!({ "name": "registry.npmjs.org" })).await;
+    assert!(text.starts_with("refused"), "{text}");
+    assert!(other.seen().is_empty());
+    assert_eq!(upstream.seen().len(), 1);
 }
 
 /// Calls echo until it answers (a restarted server waits out its backoff).

@@ -61,8 +61,16 @@ pub struct McpArgs {
     /// A credential the server wants, as 'Name: ${ENV}' or 'Name: Scheme ${ENV}' (repeatable):
     /// the gateway sends it from its environment, the adapter never sees it. The import reads
     /// the variable now to list the tools. With --check: default, the import's config.toml.
-    #[arg(long = "header", value_name = "HEADER", conflicts_with = "stdio")]
+    /// With --stdio, each is injected into the server's plain-http requests to its `--net`
+    /// destinations.
+    #[arg(long = "header", value_name = "HEADER")]
     headers: Vec<String>,
+    /// With --stdio: a destination the server may reach, as a URL prefix such as
+    /// https://api.github.com/ (repeatable). Its only way out is the gateway's egress proxy,
+    /// which checks each request against these; a whole host (path `/`) also opens https
+    /// tunnels. Without --net the server has no network at all.
+    #[arg(long = "net", value_name = "URL", requires = "stdio")]
+    net: Vec<String>,
     /// Compare the import in this directory with the server's tools now: list tools changed,
     /// added or removed upstream; exit 1 if any.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component"])]
@@ -197,6 +205,8 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
                 .collect::<Result<_, _>>()
                 .map_err(usage)?,
             packages_dir: args.packages_dir.clone(),
+            net: args.net.clone(),
+            headers,
         };
         let import = runtime
             .block_on(stdio::import(&source, &options))

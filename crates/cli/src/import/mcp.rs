@@ -223,6 +223,7 @@ pub fn build_with(
     listing: &Listing,
     spec: StdioSpec,
     grant: StdioConfig,
+    net: Vec<Destination<'_>>,
 ) -> Result<Import, ImportError> {
     let url = format!("{}://{}", gatehouse_host::stdio::SCHEME, options.id);
     let mut command = vec![spec.command.clone()];
@@ -242,7 +243,7 @@ pub fn build_with(
     assemble(
         options,
         description,
-        Reach::Stdio(spec, grant),
+        Reach::Stdio(spec, grant, net),
         capabilities(&url, options, listing)?,
         || empty(listing),
     )

@@ -86,9 +86,10 @@ impl Options {
 pub struct Import {
     /// The adapter manifest, valid (checked like any manifest).
     pub manifest: AdapterManifest,
-    /// The `[[egress.grant]]` the adapter needs, with the credential bindings; none for a
-    /// stdio server, whose one destination is its own process.
-    pub grant: Option<GrantConfig>,
+    /// The `[[egress.grant]]` entries the adapter needs, with the credential bindings: the
+    /// upstream's one; for a stdio server (whose adapter reaches only its own process), those
+    /// the server reaches through its egress proxy (`--net`), if any.
+    pub grants: Vec<GrantConfig>,
     /// The `[stdio]` table that grants a stdio server what the import gave it: its
     /// `[[stdio.server]]` entry, and the packages directory when the import named one.
     pub stdio: Option<StdioConfig>,
@@ -133,14 +134,15 @@ type Parts = (Vec<Capability>, Vec<Choice>, Vec<Skipped>);
 enum Reach<'a> {
     /// An upstream over HTTP, through an egress grant.
     Http(Destination<'a>),
-    /// A stdio server: what runs (signed), and the operator's grant of it.
-    Stdio(StdioSpec, StdioConfig),
+    /// A stdio server: what runs (signed), the operator's grant of it, and the destinations
+    /// the server reaches through its egress proxy.
+    Stdio(StdioSpec, StdioConfig, Vec<Destination<'a>>),
 }
 
 /// The one destination an imported adapter reaches, as both the manifest's egress request
 /// and the operator's grant say it.
 #[derive(Debug, Clone)]
-struct Destination<'a> {
+pub struct Destination<'a> {
     /// The upstream's URL (an MCP endpoint, an OpenAPI server), as `scheme://host[:port]/path`.
     url: &'a str,
     /// The methods the capabilities use.
@@ -172,8 +174,13 @@ fn assemble(
             max: MAX_CAPABILITIES,
         });
     }
-    let (egress, spec, grant, stdio) = match reach {
-        Reach::Http(destination) => {
+    let (destinations, spec, stdio) = match reach {
+        Reach::Http(destination) => (vec![destination], None, None),
+        Reach::Stdio(spec, grant, net) => (net, Some(spec), Some(grant)),
+    };
+    let (egress, grants) = destinations
+        .into_iter()
+        .map(|destination| {
             let url = destination.url;
             let pattern = UrlPattern::parse(url)
                 .map_err(|e| ImportError::Manifest(format!("url `{url}`: {e}")))?;
@@ -195,10 +202,9 @@ fn assemble(
                 headers: destination.headers,
                 read_methods: destination.read_methods,
             };
-            (vec![request], None, Some(grant), None)
-        }
-        Reach::Stdio(spec, grant) => (Vec::new(), Some(spec), None, Some(grant)),
-    };
+            Ok((request, grant))
+        })
+        .collect::<Result<(Vec<_>, Vec<_>), ImportError>>()?;
     let manifest = AdapterManifest {
         id: options.id.clone(),
         version: options.version.clone(),
@@ -213,7 +219,7 @@ fn assemble(
         .map_err(|e| ImportError::Manifest(e.to_string()))?;
     Ok(Import {
         manifest,
-        grant,
+        grants,
         stdio,
         choices,
         skipped,

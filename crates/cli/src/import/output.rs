@@ -31,7 +31,7 @@ pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportErro
 
 #[derive(Serialize)]
 struct Egress<'a> {
-    grant: [&'a GrantConfig; 1],
+    grant: &'a [GrantConfig],
 }
 
 #[derive(Serialize)]
@@ -47,15 +47,22 @@ struct Snippet<'a> {
 /// narrow `tenants` as needed).
 pub fn config_toml(import: &Import) -> String {
     let grant = toml::to_string(&Snippet {
-        egress: import.grant.as_ref().map(|grant| Egress { grant: [grant] }),
+        egress: (!import.grants.is_empty()).then_some(Egress {
+            grant: &import.grants,
+        }),
         stdio: import.stdio.as_ref(),
     })
     .expect("grants serialize as TOML");
     let id = &import.manifest.id;
-    let what = if import.stdio.is_some() {
+    let what = if import.stdio.is_some() && import.grants.is_empty() {
         "# gatehouse.toml, set the environment variables its `env` names, and trust the key\n\
          # that signs the adapter for `{id}` in a [[trust.publisher]] entry. The server runs in\n\
          # a sandbox: it sees only the `dirs` listed, and has no network.\n"
+    } else if import.stdio.is_some() {
+        "# gatehouse.toml, set the environment variables its `env` and credentials name, and\n\
+         # trust the key that signs the adapter for `{id}` in a [[trust.publisher]] entry. The\n\
+         # server runs in a sandbox: it sees only the `dirs` listed, and reaches only the\n\
+         # [[egress.grant]] destinations, through the gateway's egress proxy.\n"
     } else {
         "# gatehouse.toml, set the environment variables its credentials name, and trust the key\n\
          # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n"

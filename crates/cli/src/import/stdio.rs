@@ -17,21 +17,26 @@
 //!    tools (every `tools/list` page).
 //! 3. **Build**: the tools become capabilities as for an HTTP server ([`super::mcp`]), each
 //!    forwarding to `stdio://<ID>`; the manifest's `[stdio]` table is the pin and what the
-//!    server asks for, and the config snippet grants it in a `[[stdio.server]]` entry.
+//!    server asks for, and the config snippet grants it in a `[[stdio.server]]` entry. Each
+//!    `--net URL` is an egress request of the manifest and a `[[egress.grant]]` of the
+//!    snippet (with the `--header` credentials): the destinations the server reaches through
+//!    its egress proxy. Listing the tools runs without the network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use gatehouse_host::config::MethodName;
 use gatehouse_host::stdio::pin::tree_digest;
 use gatehouse_host::stdio::{
     DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
 };
 use serde_json::{Value, json};
 
+use super::headers::HeaderCredential;
 use super::mcp::{Listing, build_with};
-use super::{Import, ImportError, Options};
+use super::{Destination, Import, ImportError, Options};
 
 /// The protocol version the gateway's session with a stdio server is in (the host opens it).
 const SESSION: &str = "2025-11-25";
@@ -51,7 +56,17 @@ pub struct Source {
     pub dirs: Vec<DirGrant>,
     /// Where packages are installed (`[stdio] packages_dir`); `None`: the default.
     pub packages_dir: Option<PathBuf>,
+    /// `--net URL`: destinations the server reaches through its egress proxy.
+    pub net: Vec<String>,
+    /// `--header`: credentials the gateway injects into its plain-http requests to each of
+    /// them.
+    pub headers: Vec<HeaderCredential>,
 }
+
+/// The methods a `--net` destination is requested and granted with: all of HTTP's that
+/// change or read a resource. The pipeline's approval mode still decides, call by call,
+/// whether one that writes may go.
+const NET_METHODS: [&str; 7] = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"];
 
 impl Source {
     /// Parses `--env` values: `NAME=${ENV}` or `NAME=value`.
@@ -107,7 +122,29 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
         bwrap: None,
         servers: vec![grant],
     };
-    build_with(options, &listing, spec, table)
+    if !source.headers.is_empty() && source.net.is_empty() {
+        return Err(ImportError::Stdio(
+            "--header with --stdio is a credential for a destination the server reaches: \
+             name it with --net URL"
+                .to_owned(),
+        ));
+    }
+    let methods: BTreeSet<MethodName> = NET_METHODS
+        .iter()
+        .map(|m| MethodName::parse(m).expect("standard methods parse"))
+        .collect();
+    let net = source
+        .net
+        .iter()
+        .map(|url| Destination {
+            url,
+            methods: methods.clone(),
+            credentials: &source.headers,
+            headers: BTreeSet::new(),
+            read_methods: BTreeSet::new(),
+        })
+        .collect();
+    build_with(options, &listing, spec, table, net)
 }
 
 /// The packages directory: `source`'s, or the default of `[stdio] packages_dir`.

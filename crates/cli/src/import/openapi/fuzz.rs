@@ -30,7 +30,7 @@ fn target(bytes: &[u8]) {
     }
     let config = output::config_toml(&import);
     match crate::ServeConfig::from_toml(&config) {
-        Ok(back) => assert_eq!(back.host.egress.grants, import.grant.as_slice()),
+        Ok(back) => assert_eq!(back.host.egress.grants, import.grants.as_slice()),
         Err(error) => panic!("the config written does not read back: {error}\n{config}"),
     }
 }

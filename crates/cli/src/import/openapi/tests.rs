@@ -131,7 +131,7 @@ fn imports_each_operation_kind() {
         ]
     );
     assert_eq!(import.manifest.egress[0].credentials, ["bearerauth"]);
-    let binding = &import.grant.as_ref().unwrap().credentials["bearerauth"];
+    let binding = &import.grants[0].credentials["bearerauth"];
     assert_eq!(
         (
             binding.env.as_deref(),
@@ -144,14 +144,8 @@ fn imports_each_operation_kind() {
             Some("Bearer")
         )
     );
-    assert_eq!(
-        import.grant.as_ref().unwrap().headers,
-        ["x-trace".to_owned()].into()
-    );
-    assert_eq!(
-        import.grant.as_ref().unwrap().url.to_string(),
-        "http://127.0.0.1:8080/v1"
-    );
+    assert_eq!(import.grants[0].headers, ["x-trace".to_owned()].into());
+    assert_eq!(import.grants[0].url.to_string(), "http://127.0.0.1:8080/v1");
 }
 
 #[test]
@@ -231,7 +225,7 @@ fn the_written_files_read_back() {
     );
     let config =
         crate::ServeConfig::from_toml(&crate::import::output::config_toml(&import)).unwrap();
-    assert_eq!(config.host.egress.grants, import.grant.as_slice());
+    assert_eq!(config.host.egress.grants, import.grants.as_slice());
     assert_eq!(
         config.host.pipeline.tools[0].tools.as_str(),
         "test.petstore.*"
