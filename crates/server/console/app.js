@@ -747,7 +747,7 @@ async function plugins() {
                   { "data-adapter": s.adapter },
                   h("td", { "data-label": "Adapter", class: "mono" }, s.adapter),
                   h("td", { "data-label": "State" }, s.bare ? `${s.state.replace("_", " ")} (no sandbox)` : s.state.replace("_", " ")),
-                  h("td", { "data-label": "Process", class: "mono" }, s.pid === null ? "none" : String(s.pid)),
+                  h("td", { "data-label": "Process", class: "mono" }, s.pids.length === 0 ? "none" : s.pids.join(" ")),
                   h("td", { "data-label": "Restarts" }, String(s.restarts)),
                   h("td", { "data-label": "Last failure" }, s.last_failure || "none"),
                   h("td", { "data-label": "Runs", class: "mono" }, s.command.join(" "))

@@ -162,6 +162,11 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         "{status}"
     );
     assert!(status["pid"].is_u64(), "{status}");
+    assert_eq!(
+        status["pids"],
+        json!([status["pid"]]),
+        "a pool of one: {status}"
+    );
     // The console shows the same.
     let browser = Browser::start(1280, 900).await;
     let console = format!("http://127.0.0.1:{}/console/", gateway.admin);
@@ -178,6 +183,8 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     browser
         .wait_text(&format!("{row} td[data-label=State]"), "running", SOON)
         .await;
+    let process = browser.text(&format!("{row} td[data-label=Process]")).await;
+    assert_eq!(process, status["pid"].to_string());
     let runs = browser.text(&format!("{row} td[data-label=Runs]")).await;
     assert!(runs.contains("server-filesystem@2026.8.31"), "{runs}");
     drop(browser);

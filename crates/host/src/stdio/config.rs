@@ -14,7 +14,8 @@
 //! env = { LOG_LEVEL = { value = "info" }, API_TOKEN = { env = "ACME_TOKEN" } }
 //! start = "first_use"                # or "at_start"
 //! idle_stop_seconds = 300            # 0: never stopped for idleness
-//! max_in_flight = 16                 # calls sent to the process and not yet answered
+//! max_in_flight = 16                 # calls sent to a process and not yet answered
+//! pool = 1                           # processes at most; more start only while all are busy
 //! max_message_kib = 4096             # a longer stdout message restarts the process
 //! memory_mib = 1024                  # data segment per process (RLIMIT_DATA)
 //! cpu_seconds = 600                  # CPU time per process (RLIMIT_CPU)
@@ -97,10 +98,16 @@ pub struct ServerConfig {
     /// call); 0: never. Default: 300.
     #[serde(default = "default_idle")]
     pub idle_stop_seconds: u64,
-    /// Calls sent to the process and not yet answered, at most; a call past it waits for a
+    /// Calls sent to one process and not yet answered, at most; a call past it waits for a
     /// place within its deadline. Default: 16.
     #[serde(default = "default_in_flight")]
     pub max_in_flight: u32,
+    /// Processes of the server at most, 1 to [`MAX_POOL`]: a call goes to a process holding
+    /// no call; a further one is started only while every running one holds calls, so a
+    /// server called by one caller at a time keeps one process. Each has its own sandbox,
+    /// limits and MCP session. Default: 1.
+    #[serde(default = "default_pool")]
+    pub pool: u32,
     /// The longest message (one line of stdout) accepted, in KiB: a longer one is refused and
     /// the process restarted. Default: 4096 (4 MiB).
     #[serde(default = "default_message_kib")]
@@ -137,6 +144,12 @@ fn default_idle() -> u64 {
 fn default_in_flight() -> u32 {
     16
 }
+fn default_pool() -> u32 {
+    1
+}
+
+/// The largest pool of one server.
+pub const MAX_POOL: u32 = 16;
 fn default_message_kib() -> u64 {
     4096
 }
@@ -163,6 +176,7 @@ impl ServerConfig {
             start: Start::FirstUse,
             idle_stop_seconds: default_idle(),
             max_in_flight: default_in_flight(),
+            pool: default_pool(),
             max_message_kib: default_message_kib(),
             memory_mib: default_memory_mib(),
             cpu_seconds: default_cpu_seconds(),
@@ -223,6 +237,7 @@ mod tests {
             (
                 server.idle_stop_seconds,
                 server.max_in_flight,
+                server.pool,
                 server.max_message_kib,
                 server.memory_mib,
                 server.cpu_seconds,
@@ -230,7 +245,7 @@ mod tests {
                 server.open_files,
                 server.bare,
             ),
-            (300, 16, 4096, 1024, 600, 64, 256, false)
+            (300, 16, 1, 4096, 1024, 600, 64, 256, false)
         );
         assert!((60_000..65_000).contains(&server.run_as()));
         assert_eq!(server.run_as(), ServerConfig::new("acme.fs").run_as());

@@ -243,7 +243,15 @@ impl StdioServers {
             bwrap: self.config.bwrap.clone().unwrap_or_else(|| "bwrap".into()),
             bare: grant.bare,
         };
+        if !(1..=config::MAX_POOL).contains(&grant.pool) {
+            return Err(problem(format!(
+                "pool = {} is not between 1 and {}",
+                grant.pool,
+                config::MAX_POOL
+            )));
+        }
         let supervision = Supervision {
+            pool: grant.pool,
             max_in_flight: grant.max_in_flight,
             max_message_bytes: usize::try_from(grant.max_message_kib.saturating_mul(1024))
                 .unwrap_or(usize::MAX),

@@ -1,5 +1,7 @@
 //! One stdio server, supervised: its process started on demand in the sandbox, spoken to in
-//! newline-delimited JSON-RPC, restarted when it fails.
+//! newline-delimited JSON-RPC, restarted when it fails. A server may keep a small pool of
+//! processes (`pool`, each with its own sandbox and session): a request goes to a process
+//! holding none, and another process is started only while every running one holds requests.
 //!
 //! 1. **Start** (at the first request, or at load with `start = "at_start"`): the installed
 //!    package is checked against its pin again (it may have changed since the load), the
@@ -17,8 +19,9 @@
 //!    next request starts it again after a backoff (250 ms, doubling to 30 s, reset by an
 //!    answered request). Its stderr goes to the log line by line with the server's id, at
 //!    most [`STDERR_LINES_PER_SECOND`] lines a second (the rest counted).
-//! 4. **Stop**: after `idle_stop_seconds` without a request, and at shutdown; a dropped
-//!    server kills its process (and bubblewrap takes the sandbox's processes with it).
+//! 4. **Stop**: each process after `idle_stop_seconds` without a request, and all at
+//!    shutdown (`gatehouse serve` shuts them down after its drain); a dropped server kills
+//!    its processes (and bubblewrap takes the sandbox's processes with it).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -64,6 +67,9 @@ pub struct Supervision {
     pub max_message_bytes: usize,
     /// Stop after this long without a request; `None`: never.
     pub idle_stop: Option<Duration>,
+    /// Processes at most (at least 1): a second is started only when every running one is
+    /// answering a request, so a server used by one caller at a time keeps one.
+    pub pool: u32,
 }
 
 /// The state of a server, as `gatehouse admin plugins` and the console show it.
@@ -91,8 +97,10 @@ pub struct Status {
     pub adapter: String,
     /// Its state.
     pub state: State,
-    /// The process id, while it runs.
+    /// The process id of the first running process, if one runs.
     pub pid: Option<u32>,
+    /// The ids of every running process of its pool.
+    pub pids: Vec<u32>,
     /// Processes started after a failure.
     pub restarts: u64,
     /// Why the last process ended, if it failed.
@@ -114,8 +122,8 @@ struct Inner {
     adapter: String,
     launch: Launch,
     supervision: Supervision,
-    /// The live process, if any: at most one start at a time holds this lock.
-    slot: Arc<tokio::sync::Mutex<Option<Live>>>,
+    /// The pool: each slot's live process, if any; a start holds its slot's lock.
+    slots: Vec<Slot>,
     books: Mutex<Books>,
     shut_down: AtomicBool,
     /// The egress proxy put into its sandbox, when its adapter's grant names destinations.
@@ -148,6 +156,9 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// One place of the pool.
+type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+
 /// A running process and the means to kill it; dropping it kills the process.
 #[derive(Debug)]
 struct Live {
@@ -171,7 +182,6 @@ struct Books {
     retry_at: Option<Instant>,
     restarts: u64,
     last_failure: Option<String>,
-    last_used: Instant,
     bare: bool,
 }
 
@@ -188,6 +198,8 @@ struct Process {
     stderr_tail: Mutex<Vec<String>>,
     /// `initialize`'s result.
     initialized: Mutex<Value>,
+    /// When it was last sent a request (for the idle stop).
+    last_used: Mutex<Instant>,
 }
 
 impl Process {
@@ -208,6 +220,14 @@ impl Process {
                 reason: reason.clone(),
             }));
         }
+    }
+
+    /// Requests it holds.
+    fn load(&self) -> usize {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     fn is_ended(&self) -> bool {
@@ -246,14 +266,15 @@ impl StdioServer {
                 adapter: adapter.into(),
                 launch,
                 supervision,
-                slot: Arc::new(tokio::sync::Mutex::new(None)),
+                slots: (0..supervision.pool.max(1))
+                    .map(|_| Slot::default())
+                    .collect(),
                 books: Mutex::new(Books {
                     state: State::Stopped,
                     failures: 0,
                     retry_at: None,
                     restarts: 0,
                     last_failure: None,
-                    last_used: Instant::now(),
                     bare: false,
                 }),
                 shut_down: AtomicBool::new(false),
@@ -281,15 +302,29 @@ impl StdioServer {
 
     /// The server's state now.
     pub fn status(&self) -> Status {
+        // A slot being started is locked, so not counted.
+        let pids: Vec<u32> = self
+            .inner
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let slot = slot.try_lock().ok()?;
+                slot.as_ref()
+                    .filter(|live| !live.process.is_ended())
+                    .and_then(|live| live.process.pid)
+            })
+            .collect();
         let books = self.inner.books();
-        let pid = match self.inner.slot.try_lock() {
-            Ok(slot) => slot.as_ref().and_then(|live| live.process.pid),
-            Err(_) => None,
+        // One process of a pool stopped for idleness leaves the server running.
+        let state = match books.state {
+            State::Idle if !pids.is_empty() => State::Running,
+            state => state,
         };
         Status {
             adapter: self.inner.adapter.clone(),
-            state: books.state,
-            pid,
+            state,
+            pid: pids.first().copied(),
+            pids,
             restarts: books.restarts,
             last_failure: books.last_failure.clone(),
             bare: books.bare,
@@ -322,9 +357,7 @@ impl StdioServer {
         let process = self.inner.ensure(deadline).await?;
         let answer = self.inner.send(&process, method, params, deadline).await;
         if answer.is_ok() {
-            let mut books = self.inner.books();
-            books.failures = 0;
-            books.last_used = Instant::now();
+            self.inner.books().failures = 0;
         }
         answer
     }
@@ -337,12 +370,13 @@ impl StdioServer {
             .map(drop)
     }
 
-    /// Stops the process, if any, and refuses every later request.
+    /// Stops its processes, if any, and refuses every later request.
     pub async fn shutdown(&self) {
         self.inner.shut_down.store(true, Ordering::SeqCst);
-        let mut slot = self.inner.slot.lock().await;
-        if let Some(mut live) = slot.take() {
-            live.kill(SHUTDOWN_REASON.to_owned());
+        for slot in &self.inner.slots {
+            if let Some(mut live) = slot.lock().await.take() {
+                live.kill(SHUTDOWN_REASON.to_owned());
+            }
         }
         self.inner.books().state = State::ShutDown;
     }
@@ -353,16 +387,45 @@ impl Inner {
         self.books.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The live process, started (after any backoff) if there is none.
+    /// The slot a request goes to: a running process holding no request; else an empty
+    /// slot, where a process is started (the pool grows while every process is busy); else
+    /// the running process holding the fewest; else (every slot starting) the first.
+    fn pick(&self) -> usize {
+        let mut least: Option<(usize, usize)> = None;
+        let mut empty = None;
+        for (i, slot) in self.slots.iter().enumerate() {
+            let Ok(slot) = slot.try_lock() else {
+                continue;
+            };
+            match slot.as_ref().filter(|live| !live.process.is_ended()) {
+                Some(live) => {
+                    let load = live.process.load();
+                    if least.is_none_or(|(_, fewest)| load < fewest) {
+                        least = Some((i, load));
+                    }
+                }
+                None => {
+                    empty.get_or_insert(i);
+                }
+            }
+        }
+        match (least, empty) {
+            (Some((i, 0)), _) | (Some((i, _)), None) => i,
+            (_, Some(i)) => i,
+            (None, None) => 0,
+        }
+    }
+
+    /// A live process, started (after any backoff) if its slot has none.
     async fn ensure(self: &Arc<Self>, deadline: Instant) -> Result<Arc<Process>, StdioError> {
         if self.shut_down.load(Ordering::SeqCst) {
             return Err(StdioError::ShutDown {
                 adapter: self.adapter.clone(),
             });
         }
-        self.books().last_used = Instant::now();
+        let index = self.pick();
         let mut slot =
-            tokio::time::timeout_at(deadline.into(), Arc::clone(&self.slot).lock_owned())
+            tokio::time::timeout_at(deadline.into(), Arc::clone(&self.slots[index]).lock_owned())
                 .await
                 .map_err(|_| StdioError::Timeout {
                     adapter: self.adapter.clone(),
@@ -403,6 +466,9 @@ impl Inner {
                 Ok(live) => {
                     let process = Arc::clone(&live.process);
                     *slot = Some(live);
+                    if let Some(idle) = inner.supervision.idle_stop {
+                        tokio::spawn(reap_when_idle(Arc::downgrade(&inner), index, idle));
+                    }
                     let mut books = inner.books();
                     books.state = State::Running;
                     if books.retry_at.take().is_some() {
@@ -540,6 +606,7 @@ impl Inner {
             ended: Mutex::default(),
             stderr_tail: Mutex::default(),
             initialized: Mutex::new(Value::Null),
+            last_used: Mutex::new(Instant::now()),
         });
         let (kill, killed) = oneshot::channel::<String>();
         let adapter = self.adapter.clone();
@@ -626,12 +693,7 @@ impl Inner {
                 })
         };
         match opened.await {
-            Ok(()) => {
-                if let Some(idle) = self.supervision.idle_stop {
-                    tokio::spawn(reap_when_idle(Arc::downgrade(self), idle));
-                }
-                Ok(live)
-            }
+            Ok(()) => Ok(live),
             Err(error) => {
                 live.kill(START_FAILED.to_owned());
                 let reason = match error {
@@ -661,6 +723,10 @@ impl Inner {
                 max: self.supervision.max_in_flight,
             })?
             .expect("the semaphore is never closed");
+        *process
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         let id = process.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
         process
@@ -708,14 +774,17 @@ impl Inner {
         }
     }
 
-    /// Kills `process` if it is still the live one.
+    /// Kills `process` if it is still a live one.
     async fn kill(&self, process: &Arc<Process>, reason: String) {
-        let mut slot = self.slot.lock().await;
-        if let Some(live) = slot.as_mut()
-            && Arc::ptr_eq(&live.process, process)
-        {
-            live.kill(reason);
-            *slot = None;
+        for slot in &self.slots {
+            let mut slot = slot.lock().await;
+            if let Some(live) = slot.as_mut()
+                && Arc::ptr_eq(&live.process, process)
+            {
+                live.kill(reason);
+                *slot = None;
+                return;
+            }
         }
     }
 }
@@ -762,7 +831,6 @@ const SHUTDOWN_REASON: &str = "the gateway shut down";
 /// The reason a process that failed to open its session is stopped with (booked by the start).
 const START_FAILED: &str = "it failed to start";
 
-/// After a request timed out: a process that does not answer a ping is hung, and killed.
 /// Reads the sandbox's first process from bubblewrap's `info` pipe, makes the proxy's listener
 /// in its network namespace, starts `network` on it, and lets bubblewrap run the server
 /// (a byte on `block`).
@@ -808,6 +876,7 @@ fn child_pid(mut info: std::io::PipeReader) -> Result<u32, String> {
     }
 }
 
+/// After a request timed out: a process that does not answer a ping is hung, and killed.
 /// (Boxed: `send` spawns it, and it calls `send`.)
 fn check_alive(
     server: Weak<Inner>,
@@ -833,15 +902,15 @@ fn check_alive(
     })
 }
 
-/// Stops the process after `idle` without requests; ends with it.
-async fn reap_when_idle(server: Weak<Inner>, idle: Duration) {
+/// Stops the process in slot `index` after `idle` without requests; ends with it.
+async fn reap_when_idle(server: Weak<Inner>, index: usize, idle: Duration) {
     let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
     loop {
         tokio::time::sleep(every).await;
         let Some(inner) = server.upgrade() else {
             return;
         };
-        let mut slot = inner.slot.lock().await;
+        let mut slot = inner.slots[index].lock().await;
         let Some(live) = slot.as_mut() else {
             return;
         };
@@ -854,7 +923,12 @@ async fn reap_when_idle(server: Weak<Inner>, idle: Duration) {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_empty();
-        if quiet && inner.books().last_used.elapsed() >= idle {
+        let last_used = *live
+            .process
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if quiet && last_used.elapsed() >= idle {
             tracing::info!(adapter = %inner.adapter, idle_ms = millis(idle), "stdio server stopped: idle");
             live.kill(IDLE.to_owned());
             *slot = None;

@@ -12,12 +12,13 @@ use super::server::PING_TIMEOUT;
 use super::*;
 
 /// Answers each `tools/call` on a thread of its own, by tool name: `echo`, `sleep` (for
-/// `ms`), `crash` (exits 3), `hang` (stops reading and answering), `ignore` (never answers
+/// `ms`), `whoami` (after `ms`, a name this process drew at its start), `crash` (exits 3), `hang` (stops reading and answering), `ignore` (never answers
 /// this request, answers the rest), `flood` (a megabyte without a newline), `shout` (200
 /// stderr lines).
 const SERVER: &str = r#"
 import json, os, sys, threading, time
 lock = threading.Lock()
+INSTANCE = os.urandom(6).hex()
 def send(message):
     with lock:
         sys.stdout.write(json.dumps(message) + "\n")
@@ -33,6 +34,9 @@ def answer(request):
     name, args = request["params"]["name"], request["params"].get("arguments", {})
     if name == "sleep":
         time.sleep(args["ms"] / 1000)
+    elif name == "whoami":
+        time.sleep(args["ms"] / 1000)
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": INSTANCE}]}})
     elif name == "crash":
         os._exit(3)
     elif name == "ignore":
@@ -92,6 +96,7 @@ fn supervision() -> Supervision {
         max_in_flight: 16,
         max_message_bytes: 64 * 1024,
         idle_stop: None,
+        pool: 1,
     }
 }
 
@@ -148,6 +153,50 @@ async fn requests_are_multiplexed_on_one_process_by_id() {
     );
     let initialized = server.initialized(soon(1000)).await.unwrap();
     assert_eq!(initialized["serverInfo"]["name"], "fake");
+}
+
+/// A pool keeps one process for one caller at a time, grows only while every process holds a
+/// call, and never past its bound.
+#[tokio::test]
+async fn a_pool_grows_only_while_every_process_is_busy() {
+    let fake = fake();
+    let server = StdioServer::new(
+        "test.pool",
+        fake.launch.clone(),
+        Supervision {
+            pool: 3,
+            ..supervision()
+        },
+    );
+    let whoami = |ms: u64| {
+        let server = server.clone();
+        async move {
+            call(&server, "whoami", json!({ "ms": ms }), 20_000)
+                .await
+                .unwrap()
+        }
+    };
+    let first = whoami(0).await;
+    assert_eq!(whoami(0).await, first, "one caller at a time: one process");
+    assert_eq!(server.status().pids.len(), 1);
+
+    let three: std::collections::BTreeSet<String> = futures_join((0..3).map(|_| whoami(1500)))
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(three.len(), 3, "three at once: a process each");
+    assert!(three.contains(&first));
+    let status = server.status();
+    assert_eq!((status.state, status.pids.len()), (State::Running, 3));
+
+    let six: std::collections::BTreeSet<String> = futures_join((0..6).map(|_| whoami(300)))
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(six, three, "six at once: still the three");
+    server.shutdown().await;
+    let status = server.status();
+    assert_eq!((status.state, status.pids.len()), (State::ShutDown, 0));
 }
 
 #[tokio::test]

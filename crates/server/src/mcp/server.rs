@@ -424,7 +424,8 @@ impl Serving {
     /// requests in flight finish for at most `[mcp] drain_timeout_ms`. Returns how many
     /// connections were cut then. At most `[mcp] max_connections` (as configured when this
     /// starts) are served at once; more are closed at accept. The MCP task runner
-    /// ([`super::tasks::run`]) runs beside it, on the host serving now, and stops with it.
+    /// ([`super::tasks::run`]) runs beside it, on the host serving now, and stops with it; so
+    /// do the host's stdio servers, after the drain.
     pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         let serving = self.clone();
         let runner = tokio::spawn(super::tasks::run(move || {
@@ -432,6 +433,13 @@ impl Serving {
         }));
         let cut = listener::serve(listener, self.clone(), shutdown).await;
         runner.abort();
+        // No call is left to serve: the stdio servers stop now, not when the process ends.
+        self.current()
+            .gateway
+            .shared_host()
+            .stdio()
+            .shutdown()
+            .await;
         cut
     }
 }

@@ -159,6 +159,7 @@ fn served(config: &EgressConfig, network: bool) -> Served {
         max_in_flight: 4,
         max_message_bytes: 64 * 1024,
         idle_stop: None,
+        pool: 1,
     };
     grants.stdio = Some(StdioServer::new("t", launch, supervision));
     let grants = Arc::new(grants);
