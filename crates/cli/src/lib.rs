@@ -24,7 +24,6 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use gatehouse_core::envelope::ToolCallEnvelope;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
@@ -43,6 +42,8 @@ macro_rules! say {
 
 mod admin;
 mod approvals;
+mod build;
+mod call;
 mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
@@ -51,6 +52,7 @@ mod exit;
 pub mod import;
 mod new;
 mod registry;
+mod sdks;
 mod serve;
 mod state;
 
@@ -126,24 +128,10 @@ enum Command {
         component: PathBuf,
     },
     /// Run one capability of a signed adapter through the governed pipeline (tool grants,
-    /// policies, skills from the config) and print the ToolResultEnvelope as JSON.
-    Call {
-        /// The signed adapter.
-        component: PathBuf,
-        /// Capability id, e.g. `echo`.
-        capability: String,
-        /// Arguments as a JSON object.
-        #[arg(default_value = "{}")]
-        args: String,
-        /// Tenant the call runs for.
-        #[arg(long, default_value = "default")]
-        tenant: String,
-        /// Idempotency key for write-class capabilities.
-        #[arg(long)]
-        idempotency_key: Option<String>,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
+    /// policies, skills from the config; and the modules --policy names) and print the
+    /// ToolResultEnvelope as JSON. Given a policy module instead, print the decision it (with
+    /// the config's other policies) makes for a call of TOOL.
+    Call(call::CallArgs),
     /// Serve MCP over Streamable HTTP (`[mcp]` in the config): tools/list shows each caller
     /// the tools its tenant may see, tools/call runs them through the governed pipeline.
     /// Runs until SIGTERM or Ctrl-C (calls in flight finish first); SIGHUP reloads the config.
@@ -251,9 +239,15 @@ enum Command {
         #[command(subcommand)]
         command: import::command::ImportCommand,
     },
-    /// Start a plugin: write an adapter or policy project (manifest, code with tests, build
-    /// script, development key, a config that serves it) that builds, tests and packs as is.
+    /// Start a plugin: write an adapter or policy project (manifest, code with tests,
+    /// development key, a config that serves it) that builds, tests and packs as is, with the
+    /// SDK this binary carries.
     New(new::NewArgs),
+    /// Build the plugin project in a directory, whatever its language (Rust, JavaScript,
+    /// Python): compile it to a component for wasm32-wasip2, pack it with manifest.toml and
+    /// sign it with the project's development key (or --key). The JavaScript and Python
+    /// toolchains are installed on first use into a per-user cache.
+    Build(build::BuildArgs),
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -449,6 +443,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Admin { command, args } => admin::admin(&args, command, out),
         Command::Import { command } => import::command::import(command, out),
         Command::New(args) => new::new(&args, out),
+        Command::Build(args) => build::build(&args, out),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
         Command::Replay {
             tool_call_id,
@@ -481,29 +476,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Demo { export } => demo::run(export.as_deref(), out)
             .map(|()| 0)
             .map_err(refused),
-        Command::Call {
-            component,
-            capability,
-            args,
-            tenant,
-            idempotency_key,
-            config,
-        } => {
-            let args = serde_json::from_str(&args).map_err(|e| {
-                usage(format!(
-                    "ARGS is not valid JSON: {e}; pass an object like '{{\"message\":\"hi\"}}'"
-                ))
-            })?;
-            call_tool(
-                &component,
-                &config,
-                &capability,
-                args,
-                tenant,
-                idempotency_key,
-                out,
-            )
-        }
+        Command::Call(args) => call::call(&args, out),
     }
 }
 
@@ -545,7 +518,7 @@ fn keygen(key_id: &str, out_dir: &Path, out: &mut dyn Write) -> Result<u8, Failu
     Ok(0)
 }
 
-fn pack(
+pub(crate) fn pack(
     component: &Path,
     manifest_path: &Path,
     key: &Path,
@@ -612,35 +585,6 @@ fn inspect(component: &Path, out: &mut dyn Write) -> Result<u8, Failure> {
         serde_json::to_string_pretty(&inspection).expect("inspection serializes")
     );
     Ok(0)
-}
-
-fn call_tool(
-    component: &Path,
-    config: &ConfigArg,
-    capability: &str,
-    args: serde_json::Value,
-    tenant: String,
-    idempotency_key: Option<String>,
-    out: &mut dyn Write,
-) -> Result<u8, Failure> {
-    let host = Host::new(load_config(config)?.host).map_err(usage)?;
-    let bytes = read_file(component).map_err(usage)?;
-    let adapter = host
-        .install_adapter(&bytes)
-        .map_err(|e| refused(format!("{}: refused: {e}", component.display())))?;
-    let mut call = ToolCallEnvelope::new(tenant, format!("{}.{capability}", adapter.id), args);
-    call.idempotency_key = idempotency_key;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
-    let envelope = runtime.block_on(host.call(call));
-    say!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
-    );
-    Ok(if envelope.is_ok() { 0 } else { 1 })
 }
 
 #[cfg(test)]

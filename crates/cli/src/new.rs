@@ -22,11 +22,11 @@ use crate::exit::{Failure, usage};
     after_help = "Writes, into DIR (default ./NAME, which must be absent or empty):\n  \
     manifest.toml    the plugin's id (PUBLISHER.NAME), and its capabilities or config schema\n  \
     src/lib.rs       (rust) the plugin, with unit tests checking the manifest against the code\n  \
-    Cargo.toml       (rust) a cdylib depending on gatehouse-sdk\n  \
+    Cargo.toml       (rust) a cdylib depending on gatehouse-sdk, by path\n  \
+    vendor/          (rust) the gatehouse-sdk crate this binary carries\n  \
     index.js         (js) the plugin, built with the JavaScript SDK (componentize-js)\n  \
     src/app.py       (python) the plugin, built with the Python SDK (componentize-py)\n  \
-    test.sh          (js, python) build, then verify and call it through gatehouse\n  \
-    build.sh         build the component, then `gatehouse pack`: NAME.signed.wasm\n  \
+    test.sh          (js, python) `gatehouse build`, then verify and call it through gatehouse\n  \
     keys/            a development key pair, PUBLISHER-NAME-dev (the secret is git-ignored)\n  \
     gatehouse.toml   a config trusting that key for the plugin only, that serves it\n  \
     README.md        the commands to test, build, call and serve it"
@@ -46,9 +46,9 @@ pub(super) struct NewArgs {
     /// The publisher segment of the plugin id, and of the development key's id.
     #[arg(long, default_value = "local")]
     publisher: String,
-    /// The SDK in a gatehouse checkout: `sdk/` (rust: depend on it by path; without it, by
-    /// version, which needs the crate in your registry), `sdk-js/` or `sdk-py/` (js, python:
-    /// where build.sh finds the SDK's build script and toolchain).
+    /// The SDK in a gatehouse checkout, instead of the one this binary carries: `sdk/`
+    /// (rust: depend on it by path), `sdk-js/` or `sdk-py/` (js, python: `gatehouse build
+    /// --sdk` builds with it and its installed toolchain).
     #[arg(long, value_name = "PATH")]
     sdk: Option<PathBuf>,
 }
@@ -128,12 +128,14 @@ impl Lang {
     }
 }
 
+/// Where a Rust project gets the SDK this binary carries.
+const VENDORED_SDK: &str = "vendor/gatehouse-sdk";
+
 /// A project file: its path in the project and its template text.
 type File = (&'static str, &'static str);
 
 const RUST_COMMON: &[File] = &[
     ("Cargo.toml", include_str!("../templates/rust/Cargo.toml")),
-    ("build.sh", include_str!("../templates/rust/build.sh")),
     ("README.md", include_str!("../templates/rust/README.md")),
     (".gitignore", include_str!("../templates/common/gitignore")),
 ];
@@ -192,34 +194,22 @@ fn files(lang: Lang, kind: Kind) -> [&'static [File]; 3] {
         (Lang::Js, Kind::Adapter) => [
             INTERPRETED_COMMON,
             common,
-            &[
-                ("index.js", include_str!("../templates/js/adapter/index.js")),
-                ("build.sh", include_str!("../templates/js/build.sh")),
-            ],
+            &[("index.js", include_str!("../templates/js/adapter/index.js"))],
         ],
         (Lang::Js, Kind::Policy) => [
             INTERPRETED_COMMON,
             common,
-            &[
-                ("index.js", include_str!("../templates/js/policy/index.js")),
-                ("build.sh", include_str!("../templates/js/build.sh")),
-            ],
+            &[("index.js", include_str!("../templates/js/policy/index.js"))],
         ],
         (Lang::Python, Kind::Adapter) => [
             INTERPRETED_COMMON,
             common,
-            &[
-                ("src/app.py", include_str!("../templates/py/adapter/app.py")),
-                ("build.sh", include_str!("../templates/py/build.sh")),
-            ],
+            &[("src/app.py", include_str!("../templates/py/adapter/app.py"))],
         ],
         (Lang::Python, Kind::Policy) => [
             INTERPRETED_COMMON,
             common,
-            &[
-                ("src/app.py", include_str!("../templates/py/policy/app.py")),
-                ("build.sh", include_str!("../templates/py/build.sh")),
-            ],
+            &[("src/app.py", include_str!("../templates/py/policy/app.py"))],
         ],
     }
 }
@@ -232,7 +222,14 @@ fn check(kind: Kind) -> &'static str {
              | grep -q 'Hello, Ada!'\n\
              echo \"ok: {{id}}.greet answers\""
         }
-        Kind::Policy => "echo \"ok: {{id}} loads\"",
+        Kind::Policy => {
+            "gatehouse call --config gatehouse.toml {{name}}.signed.wasm acme.orders.get_order '{}' \\\n  \
+             | grep -q '\"verdict\": \"allow\"'\n\
+             echo \"ok: {{id}} allows acme.orders.get_order\"\n\
+             gatehouse call --config gatehouse.toml {{name}}.signed.wasm acme.orders.delete_order '{}' --class act \\\n  \
+             | grep -q '\"verdict\": \"deny\"'\n\
+             echo \"ok: {{id}} denies acme.orders.delete_order\""
+        }
     }
 }
 
@@ -245,7 +242,9 @@ fn try_it(kind: Kind) -> &'static str {
              # MCP clients: http://127.0.0.1:8787/mcp, tool `{{id}}.greet`"
         }
         Kind::Policy => {
-            "# bind it to an adapter of yours: trust that adapter's key in gatehouse.toml, then\n\
+            "gatehouse call --config gatehouse.toml {{name}}.signed.wasm acme.orders.delete_order '{}' --class act\n\
+             # in front of an adapter of yours: trust that adapter's key in gatehouse.toml, then\n\
+             gatehouse call --config gatehouse.toml --policy {{name}}.signed.wasm YOUR.signed.wasm CAPABILITY '{...}'\n\
              gatehouse serve --config gatehouse.toml --policy {{name}}.signed.wasm --adapter YOUR.signed.wasm"
         }
     }
@@ -302,6 +301,14 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         || format!("<gatehouse checkout>/{sdk_dir}"),
         |path| path.display().to_string(),
     );
+    // A checkout's JavaScript or Python SDK is named at each build; a Rust one is in
+    // Cargo.toml.
+    let build = match (&sdk, args.lang) {
+        (Some(path), Lang::Js | Lang::Python) => {
+            format!("gatehouse build --sdk {}", path.display())
+        }
+        _ => "gatehouse build".to_owned(),
+    };
     let fill = |template: &str| {
         template
             .replace("{{try}}", try_it(args.kind))
@@ -309,6 +316,7 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
             .replace("{{language}}", language)
             .replace("{{lang}}", lang)
             .replace("{{sdk}}", &sdk_text)
+            .replace("{{build}}", &build)
             .replace("{{sdk_env}}", sdk_env)
             .replace("{{source}}", source)
             .replace("{{sdk_dependency}}", &dependency)
@@ -336,6 +344,9 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     write_private(&secret, key.to_toml().as_bytes()).map_err(|e| io(&secret, e))?;
     let public = keys.join(format!("{}.pub.toml", key.key_id));
     std::fs::write(&public, key.public_key().to_toml()).map_err(|e| io(&public, e))?;
+    if args.lang == Lang::Rust && sdk.is_none() {
+        crate::sdks::vendor_rust(&dir.join(VENDORED_SDK))?;
+    }
 
     say!(
         out,
@@ -347,15 +358,15 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         (Lang::Rust, None) => {
             say!(
                 out,
-                "Cargo.toml depends on gatehouse-sdk {}, by version: pass --sdk PATH (a \
-                 checkout's sdk/) to depend on it by path instead",
+                "Cargo.toml depends on gatehouse-sdk {}, vendored into {VENDORED_SDK}",
                 env!("CARGO_PKG_VERSION")
             );
         }
         (_, None) => {
             say!(
                 out,
-                "build.sh needs the SDK: set {sdk_env} to a checkout's {sdk_dir}/, or pass --sdk"
+                "the first `gatehouse build` installs the {language} SDK and its toolchain into \
+                 ~/.cache/gatehouse (once)"
             );
         }
         (_, Some(_)) => {}
@@ -364,9 +375,12 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     if args.lang == Lang::Rust {
         say!(out, "  rustup target add wasm32-wasip2");
         say!(out, "  cargo test");
-        say!(out, "  sh build.sh");
+        say!(out, "  {build}");
     } else {
-        say!(out, "  sh test.sh");
+        say!(
+            out,
+            "  sh test.sh                 # {build}, then verify and call it"
+        );
     }
     for line in fill(try_it(args.kind)).lines() {
         say!(out, "  {line}");
@@ -399,8 +413,8 @@ fn sdk_path(lang: Lang, path: &Path) -> Result<PathBuf, Failure> {
     std::path::absolute(path).map_err(|e| usage(format!("{}: {e}", path.display())))
 }
 
-/// The `[dependencies]` and `[dev-dependencies]` lines for the SDK: by path with `--sdk`,
-/// else by this gatehouse's version.
+/// The `[dependencies]` and `[dev-dependencies]` lines for the SDK: by path, to `--sdk` or
+/// to the vendored copy.
 fn sdk_dependencies(sdk: Option<&Path>) -> (String, String) {
     match sdk {
         Some(path) => {
@@ -410,16 +424,13 @@ fn sdk_dependencies(sdk: Option<&Path>) -> (String, String) {
                 format!("gatehouse-sdk = {{ path = \"{path}\", features = [\"testing\"] }}"),
             )
         }
-        None => {
-            let version = env!("CARGO_PKG_VERSION");
-            (
-                format!(
-                    "# By version: needs the crate in your registry. With a gatehouse checkout,\n\
-                     # use `{{ path = \"<checkout>/sdk\" }}` here and below instead.\n\
-                     gatehouse-sdk = \"{version}\""
-                ),
-                format!("gatehouse-sdk = {{ version = \"{version}\", features = [\"testing\"] }}"),
-            )
-        }
+        None => (
+            format!(
+                "# The SDK this gatehouse carries ({}), vendored by `gatehouse new`.\n\
+                 gatehouse-sdk = {{ path = \"{VENDORED_SDK}\" }}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            format!("gatehouse-sdk = {{ path = \"{VENDORED_SDK}\", features = [\"testing\"] }}"),
+        ),
     }
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gatehouse_tests::artifacts::{ECHO, WRONG_WORLD};
+use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, WRONG_WORLD};
 use gatehouse_tests::cli::{gatehouse, s};
 use gatehouse_tests::gateway::Serve;
 
@@ -143,6 +143,93 @@ fn pack_inspect_verify_call_round_trip() {
         "echo",
         "{not json",
     ]);
+    assert_eq!((code, out.as_str()), (2, ""));
+}
+
+/// `gatehouse call --policy`: one call of an adapter through a policy module, as the config
+/// binds it (here scripted to allow, deny or require approval), with the exact outcome and
+/// exit code; and the policy module called alone, deciding for a tool without running one.
+#[test]
+fn call_through_a_policy_allows_denies_and_asks_for_approval() {
+    let publisher = Publisher::new();
+    let (code, out) = publisher.pack(ECHO.wasm, ECHO.manifest, "echo.signed.wasm");
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = publisher.pack(
+        POLICY_PROBE.wasm,
+        POLICY_PROBE.manifest,
+        "probe.signed.wasm",
+    );
+    assert_eq!(code, 0, "{out}");
+    let (echo, probe) = (
+        publisher.path("echo.signed.wasm"),
+        publisher.path("probe.signed.wasm"),
+    );
+    let base = std::fs::read_to_string(publisher.config("gatehouse.*"))
+        .unwrap()
+        .replace(
+            "adapters = [\"gatehouse.*\"]",
+            "adapters = [\"gatehouse.*\"]\npolicies = [\"test.*\"]",
+        )
+        .replace("policy_default = \"allow\"", "policy_default = \"deny\"");
+    let config = publisher.path("governed.toml");
+    let call_as = |verdict: &str| {
+        let binding = format!(
+            "\n[[pipeline.policy]]\nmodule = \"test.policy-probe\"\nconfig = {{ verdict = \"{verdict}\" }}\n"
+        );
+        std::fs::write(&config, format!("{base}{binding}")).unwrap();
+        let (code, out) = gatehouse(&[
+            "call",
+            "--config",
+            s(&config),
+            "--policy",
+            s(&probe),
+            s(&echo),
+            "echo",
+            r#"{"message":"hi"}"#,
+        ]);
+        let envelope: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (
+            code,
+            envelope["outcome"].as_str().unwrap_or_default().to_owned(),
+            envelope,
+        )
+    };
+    let (code, outcome, envelope) = call_as("allow");
+    assert_eq!((code, outcome.as_str()), (0, "OK"), "{envelope}");
+    assert_eq!(envelope["structured_content"]["message"], "hi");
+    let (code, outcome, envelope) = call_as("deny");
+    assert_eq!(
+        (code, outcome.as_str()),
+        (1, "POLICY_BLOCKED"),
+        "{envelope}"
+    );
+    let (code, outcome, envelope) = call_as("require_approval");
+    assert_eq!(
+        (code, outcome.as_str()),
+        (1, "APPROVAL_REQUIRED"),
+        "{envelope}"
+    );
+
+    // Without `--policy`, the binding names a module nobody installed: the default decides.
+    let (code, out) = gatehouse(&["call", "--config", s(&config), s(&echo), "echo"]);
+    assert_eq!(code, 1, "{out}");
+
+    // The policy module alone: its decision for a call of a tool, nothing run.
+    let (code, out) = gatehouse(&[
+        "call",
+        "--config",
+        s(&config),
+        s(&probe),
+        "acme.orders.delete_order",
+        "{}",
+        "--class",
+        "act",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let decision: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(decision["verdict"], "require_approval", "{decision}");
+    assert_eq!(decision["modules"][0]["module_id"], "test.policy-probe");
+    let (code, out) = gatehouse(&["call", "--config", s(&config), s(&probe), "no-dot", "{}"]);
     assert_eq!((code, out.as_str()), (2, ""));
 }
 

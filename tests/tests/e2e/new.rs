@@ -1,21 +1,23 @@
-//! `gatehouse new`: the projects it writes build to components, pack and sign with their own
-//! development key, load into a host through their own `gatehouse.toml` and answer calls; and
-//! their own `cargo test` passes.
+//! An author with only the `gatehouse` binary: `gatehouse new`, then the project's own test,
+//! then `gatehouse build`, then `gatehouse serve` and an MCP call, in Rust, JavaScript and
+//! Python. Each runs in a temporary directory with `HOME` (and the cache) there, and no path
+//! into this repository: the SDK comes from the binary (vendored for Rust; installed with its
+//! pinned toolchain into the temporary cache, from the registries, for JavaScript and Python).
 //!
-//! The nested cargo runs as `build-support` runs it (the same `$CARGO`, no outer
-//! `RUSTFLAGS` or wrappers, a target directory of its own: `target/new-projects`, shared by
-//! the generated projects so their dependencies compile once), offline, from a copy of the
-//! workspace's `Cargo.lock`: the same dependency versions the workspace already fetched.
+//! Two things are shared with the workspace, for time only, neither a source of the SDK: the
+//! Rust projects compile into `target/new-projects` (so their dependencies compile once),
+//! offline, from a copy of the workspace's `Cargo.lock` (the versions it already fetched).
+//! `gatehouse` itself, for the projects' `test.sh`, is this test binary behind a shim
+//! (`gatehouse_tests::cli::gatehouse_child`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use gatehouse_build_support::nested_cargo;
-use gatehouse_cli::ServeConfig;
-use gatehouse_host::{Host, ToolCallEnvelope};
 use serde_json::json;
 
-use gatehouse_tests::cli::{gatehouse, s};
+use gatehouse_tests::cli::{gatehouse, gatehouse_output, s, serve_in_process};
+use gatehouse_tests::mcp::{client, rmcp_call, texts};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,222 +26,226 @@ fn workspace() -> PathBuf {
         .to_owned()
 }
 
-/// Runs `cargo ARGS` in the generated project `dir`, as build-support runs a nested cargo.
-fn cargo(dir: &Path, args: &[&str]) {
-    let root = workspace();
-    let mut command = nested_cargo(&root.join("target").join("new-projects"));
-    command.current_dir(dir).args(args).arg("--offline");
-    let status = command.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo {args:?} in {} failed",
-        dir.display()
-    );
+/// A new author's machine: a home of its own, and `gatehouse` on `PATH`.
+struct Author {
+    home: tempfile::TempDir,
 }
 
-/// `gatehouse new KIND NAME --lang LANG` into `parent/NAME`, against this checkout's SDK
-/// (`sdk`, e.g. `sdk-js`): the project's directory.
-fn generate(parent: &Path, kind: &str, name: &str, lang: &str, sdk: &str) -> PathBuf {
-    let dir = parent.join(name);
-    let sdk = workspace().join(sdk);
-    let (code, out) = gatehouse(&[
-        "new",
-        kind,
-        name,
-        "--lang",
-        lang,
-        "--publisher",
-        "acme",
-        "--dir",
-        s(&dir),
-        "--sdk",
-        s(&sdk),
-    ]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!("wrote {kind} `acme.{name}`")),
-        "{out}"
-    );
-    dir
-}
-
-/// Packs `wasm` with the manifest and development key of the project in `dir`, as its
-/// build.sh does: the signed component (also written to `dir/NAME.signed.wasm`).
-fn pack(dir: &Path, wasm: &Path, name: &str) -> Vec<u8> {
-    let signed = dir.join(format!("{name}.signed.wasm"));
-    let key = dir.join(format!("keys/acme-{name}-dev.secret.toml"));
-    let (code, out) = gatehouse(&[
-        "pack",
-        s(wasm),
-        "--manifest",
-        s(&dir.join("manifest.toml")),
-        "--key",
-        s(&key),
-        "-o",
-        s(&signed),
-    ]);
-    assert_eq!(code, 0, "{out}");
-    std::fs::read(&signed).unwrap()
-}
-
-/// A generated Rust project in `parent/NAME`, its own tests run, built for wasm32-wasip2 and
-/// packed: its directory and the signed component.
-fn make(parent: &Path, kind: &str, name: &str) -> (PathBuf, Vec<u8>) {
-    let root = workspace();
-    let dir = generate(parent, kind, name, "rust", "sdk");
-    // The workspace's pinned toolchain and dependency versions (see the module docs).
-    for file in ["Cargo.lock", "rust-toolchain.toml"] {
-        std::fs::copy(root.join(file), dir.join(file)).unwrap();
+impl Author {
+    fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        // `gatehouse ARGS...`: this test binary, running the command line (see the module docs).
+        let shim = format!(
+            "#!/bin/sh\nGATEHOUSE_E2E_CHILD=\"$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\")\" \\\n  exec {} gatehouse_child --exact --include-ignored --test-threads 1 --nocapture --quiet\n",
+            std::env::current_exe().unwrap().display()
+        );
+        let path = bin.join("gatehouse");
+        std::fs::write(&path, shim).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self { home }
     }
-    cargo(&dir, &["test", "--quiet"]);
-    cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
-    let wasm = root.join(format!(
-        "target/new-projects/wasm32-wasip2/release/{}.wasm",
-        name.replace('-', "_")
-    ));
-    let signed = pack(&dir, &wasm, name);
-    (dir, signed)
+
+    fn dir(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The environment: `HOME` and the cache here, the shim first on `PATH`, the Rust
+    /// toolchain where rustup put it (not under this `HOME`), and the shared target directory.
+    fn env(&self) -> Vec<(String, String)> {
+        let real_home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
+        let cargo_home =
+            std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo"));
+        let rustup_home =
+            std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{real_home}/.rustup"));
+        let path = format!(
+            "{}:{cargo_home}/bin:{}",
+            self.dir().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        vec![
+            ("HOME".to_owned(), s(self.dir()).to_owned()),
+            (
+                "XDG_CACHE_HOME".to_owned(),
+                s(&self.dir().join(".cache")).to_owned(),
+            ),
+            ("PATH".to_owned(), path),
+            ("CARGO_HOME".to_owned(), cargo_home),
+            ("RUSTUP_HOME".to_owned(), rustup_home),
+            (
+                "CARGO_TARGET_DIR".to_owned(),
+                s(&workspace().join("target/new-projects")).to_owned(),
+            ),
+            ("CARGO_NET_OFFLINE".to_owned(), "true".to_owned()),
+        ]
+    }
+
+    /// `gatehouse ARGS` in this environment: the exit code and output.
+    fn gatehouse(&self, args: &[&str]) -> (i32, String) {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        gatehouse_output(args, &env)
+    }
+
+    /// Runs `program ARGS` in `dir` in this environment; panics with its output on failure.
+    fn run(&self, dir: &Path, program: &str, args: &[&str]) -> String {
+        let output = Command::new(program)
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .envs(self.env())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            output.status.success(),
+            "{program} {args:?} in {}:\n{text}",
+            dir.display()
+        );
+        text
+    }
+
+    /// `gatehouse new KIND NAME --lang LANG` here: the project's directory.
+    fn new_project(&self, kind: &str, name: &str, lang: &str) -> PathBuf {
+        let dir = self.dir().join(lang).join(name);
+        let (code, out) = self.gatehouse(&[
+            "new",
+            kind,
+            name,
+            "--lang",
+            lang,
+            "--publisher",
+            "acme",
+            "--dir",
+            s(&dir),
+        ]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains(&format!("wrote {kind} `acme.{name}`")),
+            "{out}"
+        );
+        assert!(
+            !std::fs::read_to_string(dir.join("README.md"))
+                .unwrap()
+                .contains(s(&workspace()))
+        );
+        dir
+    }
+
+    /// The project's own test: `cargo test` (Rust, offline from the workspace's lock, see the
+    /// module docs), or `sh test.sh` (which builds it with `gatehouse build`); then
+    /// `gatehouse build` for a Rust project. The signed component.
+    fn test_and_build(&self, dir: &Path, lang: &str, name: &str) -> PathBuf {
+        if lang == "rust" {
+            for file in ["Cargo.lock", "rust-toolchain.toml"] {
+                std::fs::copy(workspace().join(file), dir.join(file)).unwrap();
+            }
+            // As build-support runs a nested cargo: none of the outer build's flags.
+            let status = nested_cargo(&workspace().join("target/new-projects"))
+                .args(["test", "--quiet", "--offline"])
+                .current_dir(dir)
+                .env("HOME", self.dir())
+                .status()
+                .unwrap();
+            assert!(status.success(), "cargo test in {}", dir.display());
+            let (code, out) = self.gatehouse(&["build", "--dir", s(dir)]);
+            assert_eq!(code, 0, "{out}");
+            assert!(out.contains("next:"), "{out}");
+        } else {
+            let out = self.run(dir, "sh", &["test.sh"]);
+            assert!(out.contains("ok: acme."), "{out}");
+        }
+        let signed = dir.join(format!("{name}.signed.wasm"));
+        assert!(signed.is_file(), "{}", signed.display());
+        signed
+    }
 }
 
-#[test]
-fn new_rust_projects_build_test_pack_and_serve() {
-    let parent = tempfile::tempdir().unwrap();
-    let (adapter_dir, adapter) = make(parent.path(), "adapter", "greeter");
-    let (policy_dir, policy) = make(parent.path(), "policy", "deny-list");
-    serves(&adapter_dir, &adapter, &policy_dir, &policy);
-}
+/// One language, as its author meets it: an adapter and a policy module, each made, tested
+/// and built; the adapter served and called over MCP; the policy deciding through
+/// `gatehouse call`, alone and in front of the adapter.
+fn author_in(lang: &str) {
+    let author = Author::new();
+    let adapter_dir = author.new_project("adapter", "greeter", lang);
+    let adapter = author.test_and_build(&adapter_dir, lang, "greeter");
+    let policy_dir = author.new_project("policy", "deny-list", lang);
+    let policy = author.test_and_build(&policy_dir, lang, "deny-list");
+    if lang != "rust" {
+        let cache = author.dir().join(".cache/gatehouse/sdk");
+        assert!(cache.is_dir(), "the toolchain went to the author's cache");
+    }
 
-/// The generated adapter answers through its own config, as its README says; the generated
-/// policy, bound by its own config, allows it, then denies it once configured to.
-fn serves(adapter_dir: &Path, adapter: &[u8], policy_dir: &Path, policy: &[u8]) {
-    // The adapter, through its own config, as its README says.
+    // Served through its own config, called over MCP as an agent would.
     let config = adapter_dir.join("gatehouse.toml");
-    let signed = adapter_dir.join("greeter.signed.wasm");
-    let (code, out) = gatehouse(&["verify", "--config", s(&config), s(&signed)]);
-    assert_eq!(code, 0, "{out}");
-    let (code, out) = gatehouse(&[
-        "call",
+    let (url, _) = serve_in_process(&[
         "--config",
         s(&config),
-        s(&signed),
-        "greet",
-        r#"{"name":"Ada"}"#,
+        "--adapter",
+        s(&adapter),
+        "--listen",
+        "127.0.0.1:0",
     ]);
-    assert_eq!(code, 0, "{out}");
-    let envelope: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        envelope["structured_content"],
-        json!({ "greeting": "Hello, Ada!" })
-    );
-
-    // The policy, through its config, in front of the adapter (whose key it is told to trust).
-    let adapter_config = ServeConfig::from_file(&config).unwrap().host;
-    let mut host_config = ServeConfig::from_file(&policy_dir.join("gatehouse.toml"))
-        .unwrap()
-        .host;
-    host_config
-        .trust
-        .publishers
-        .extend(adapter_config.trust.publishers);
-    let host = Host::new(host_config).unwrap();
-    host.install_adapter(adapter).unwrap();
-    host.install_policy(policy).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let greet = || {
-        runtime.block_on(host.call(ToolCallEnvelope::new(
-            "default",
+    runtime.block_on(async {
+        let client = client(&url, None).await;
+        let (result, record) = rmcp_call(
+            &client,
             "acme.greeter.greet",
             json!({ "name": "Ada" }),
-        )))
-    };
-    let allowed = greet();
-    assert_eq!(
-        allowed.outcome.to_string(),
-        "OK",
-        "{}",
-        serde_json::to_string(&allowed).unwrap()
-    );
-    host.set_policy_config("acme.deny-list", &json!({ "deny": ["acme.greeter.*"] }))
+            json!({}),
+        )
+        .await;
+        assert_eq!(record["outcome"], "OK", "{record}");
+        assert!(texts(&result).join("").contains("Hello, Ada!"));
+    });
+
+    // The policy in front of the adapter: its config trusts the adapter's key too.
+    let policy_config = policy_dir.join("gatehouse.toml");
+    let adapter_key = std::fs::read_to_string(&config).unwrap();
+    let trust = adapter_key
+        .split("[[trust.publisher]]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
         .unwrap();
-    let denied = greet();
-    assert_eq!(
-        denied.outcome.to_string(),
-        "POLICY_BLOCKED",
-        "{}",
-        serde_json::to_string(&denied).unwrap()
-    );
+    let mut text = std::fs::read_to_string(&policy_config).unwrap();
+    text.push_str(&format!("\n[[trust.publisher]]{trust}\n"));
+    std::fs::write(&policy_config, text).unwrap();
+    let call = |capability: &str| {
+        author.gatehouse(&[
+            "call",
+            "--config",
+            s(&policy_config),
+            "--policy",
+            s(&policy),
+            s(&adapter),
+            capability,
+            r#"{"name":"Ada"}"#,
+        ])
+    };
+    let (code, out) = call("greet");
+    assert_eq!(code, 0, "allowed: {out}");
+    assert!(out.contains("Hello, Ada!"), "{out}");
 }
 
-/// JavaScript and Python projects build with the repository's pinned toolchains (installed by
-/// `build-support/toolchains`), as their build.sh does, and serve like the Rust ones.
 #[test]
-fn new_js_and_python_projects_build_pack_and_serve() {
-    let root = workspace();
-    let install = "run `build-support/toolchains` in the repository to install the pinned \
-                   JavaScript and Python toolchains (it needs Node.js 20+ and Python 3.10+)";
-    let parent = tempfile::tempdir().unwrap();
-    let mut builds = Vec::new();
-    let node_ready = root
-        .join("sdk-js/node_modules/@bytecodealliance/componentize-js")
-        .exists();
-    assert!(node_ready, "the JavaScript toolchain is missing: {install}");
-    let python = root.join("sdk-py/.venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python toolchain is missing: {install}"
-    );
-    // The SDK's build script of `lang`, as the project's build.sh runs it.
-    let sdk_build = |lang: &str| {
-        if lang == "js" {
-            let mut command = Command::new("node");
-            command.arg(root.join("sdk-js/build.mjs"));
-            command
-        } else {
-            let mut command = Command::new(&python);
-            command
-                .arg(root.join("sdk-py/build.py"))
-                .env("PYTHONDONTWRITEBYTECODE", "1");
-            command
-        }
-    };
-    for (lang, sdk, source) in [
-        ("js", "sdk-js", "index.js"),
-        ("python", "sdk-py", "src/app.py"),
-    ] {
-        let parent = parent.path().join(lang);
-        for (kind, name) in [("adapter", "greeter"), ("policy", "deny-list")] {
-            let dir = generate(&parent, kind, name, lang, sdk);
-            let wasm = dir.join(format!("{name}.wasm"));
-            // All four at once: each build is one process, mostly single-threaded.
-            let child = sdk_build(lang)
-                .arg(dir.join(source))
-                .args(["--world", kind, "--out"])
-                .arg(&wasm)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            builds.push((lang, name, dir, wasm, child));
-        }
-    }
-    let mut built = Vec::new();
-    for (lang, name, dir, wasm, child) in builds {
-        let done = child.wait_with_output().unwrap();
-        assert!(
-            done.status.success(),
-            "building the {lang} `{name}` failed:\n{}{}",
-            String::from_utf8_lossy(&done.stdout),
-            String::from_utf8_lossy(&done.stderr)
-        );
-        let signed = pack(&dir, &wasm, name);
-        built.push((dir, signed));
-    }
-    for pair in built.chunks(2) {
-        let [(adapter_dir, adapter), (policy_dir, policy)] = pair else {
-            unreachable!("an adapter and a policy per language")
-        };
-        serves(adapter_dir, adapter, policy_dir, policy);
-    }
+fn a_rust_author_needs_only_the_binary() {
+    author_in("rust");
+}
+
+#[test]
+fn a_javascript_author_needs_only_the_binary() {
+    author_in("js");
+}
+
+#[test]
+fn a_python_author_needs_only_the_binary() {
+    author_in("python");
 }
 
 #[test]

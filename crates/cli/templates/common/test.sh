@@ -3,6 +3,6 @@
 # against gatehouse.toml and check its answer. Exits non-zero on any failure.
 set -eu
 cd "$(dirname "$0")"
-sh build.sh
+{{build}}
 gatehouse verify --config gatehouse.toml {{name}}.signed.wasm
 {{check}}

@@ -94,16 +94,51 @@ pub async fn invoke(
 /// Python SDKs report it themselves. JavaScript's `fetch` rejects a refused request and an
 /// unreachable upstream with the same `TypeError`, so the JS SDK cannot tell them apart; the
 /// host, which refused it, can.
+///
+/// Either way, an `EGRESS_DENIED` error then says which kind of refusal it was ([`refusal`]):
+/// the setting that decides it, never the operator's grants, addresses or budgets.
 fn refused_by_the_gate(error: &mut ErrorBody, egress: &[EgressAttempt]) {
-    let refused = egress.last().is_some_and(|attempt| !attempt.allowed);
-    if refused && error.kind == ErrorKind::Unavailable && error.retryable {
-        *error = ErrorBody::new(
-            ErrorKind::Unavailable,
-            "EGRESS_DENIED",
-            "the gateway does not allow this request (destination, method or budget)",
-            false,
-        )
-        .with_remediation("ask the operator to grant this destination, or use a URL it grants");
+    let Some(last) = egress.last().filter(|attempt| !attempt.allowed) else {
+        return;
+    };
+    let gate_refused = error.kind == ErrorKind::Unavailable && error.retryable;
+    if gate_refused || error.code == "EGRESS_DENIED" {
+        let (message, remediation) = refusal(&last.code);
+        *error = ErrorBody::new(ErrorKind::Unavailable, "EGRESS_DENIED", message, false)
+            .with_remediation(remediation);
+    }
+}
+
+/// What a caller is told of an egress refusal with `code` (an attempt's): the kind of refusal
+/// and the setting that decides it.
+fn refusal(code: &str) -> (&'static str, &'static str) {
+    match code {
+        "address_not_allowed" => (
+            "the gateway does not allow this request: its destination is a loopback, private, \
+             link-local or metadata address, which an egress grant reaches only when it lists \
+             that address range in `allow_private`",
+            "ask the operator to add the range to the grant's `allow_private`, or use a \
+             public destination",
+        ),
+        "method_not_granted" => (
+            "the gateway does not allow this request: the egress grant for its destination \
+             does not allow this HTTP method",
+            "ask the operator to add the method to the grant's `methods`",
+        ),
+        "approval_mode" => (
+            "the gateway does not allow this request: a method that changes upstream state is \
+             not allowed in a read-only call",
+            "call a capability declared for writes, or ask the operator for a higher approval \
+             mode",
+        ),
+        "request_budget" | "time_budget" | "request_bytes_budget" => (
+            "the gateway does not allow this request: the call's egress budget is spent",
+            "make fewer or smaller requests per call, or ask the operator for a larger budget",
+        ),
+        _ => (
+            "the gateway does not allow this request: no egress grant covers its destination",
+            "ask the operator to grant this destination, or use a URL it grants",
+        ),
     }
 }
 
@@ -147,6 +182,30 @@ mod tests {
             (error.code.as_str(), error.retryable, error.kind),
             ("EGRESS_DENIED", false, ErrorKind::Unavailable)
         );
+        assert!(
+            error.message.contains("no egress grant covers"),
+            "{}",
+            error.message
+        );
+        // An SDK's own EGRESS_DENIED says which refusal it met: a loopback address names the
+        // setting, and nothing of the operator's config.
+        let mut error = ErrorBody::new(
+            ErrorKind::Unavailable,
+            "EGRESS_DENIED",
+            "the egress gate refused the request",
+            false,
+        );
+        let mut loopback = attempt(false);
+        loopback.code = "address_not_allowed".to_owned();
+        loopback.reason =
+            "127.0.0.1 is loopback (127.0.0.0/8); grant it in allow_private".to_owned();
+        refused_by_the_gate(&mut error, &[loopback]);
+        assert!(
+            error.message.contains("`allow_private`"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("127.0.0"), "{}", error.message);
         // An upstream that did not answer, after an allowed request, stays what the adapter
         // said; so does an adapter's own error, and a failure with no egress at all.
         for (egress, mut error) in [

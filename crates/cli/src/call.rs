@@ -1,0 +1,190 @@
+//! `gatehouse call`: one governed call on this machine, without serving, to try a plugin.
+//!
+//! - **An adapter** (`gatehouse call ADAPTER.signed.wasm CAPABILITY ARGS`): the capability
+//!   runs through every gate of the pipeline, with the config's grants, policies and skills,
+//!   and the `ToolResultEnvelope` is printed. Exit 0 when its outcome is `OK`, else 1.
+//! - **A policy module** (`gatehouse call POLICY.signed.wasm TOOL ARGS`): the policy gate
+//!   alone decides a call of TOOL (`<adapter id>.<capability id>`) with ARGS, as if its adapter
+//!   declared it with `--class` and `--mode`; the decision record is printed (verdict,
+//!   effective approval mode, each module's answer and reasons, obligations). Nothing else
+//!   runs. Exit 0 when the verdict lets the call run (allow), else 1.
+//!
+//! `--policy FILE` (repeatable) installs further policy modules first, so a call is tried
+//! through them. A module is evaluated as the config binds it (`[[pipeline.policy]]`); one the
+//! config does not bind is bound to every tool and tenant, with `{}` as its config. Every
+//! component must be signed by a key the config trusts for it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use gatehouse_core::envelope::ToolCallEnvelope;
+use gatehouse_core::model::{ActionRecord, ApprovalMode, CapabilityClass, Verdict};
+use gatehouse_host::Host;
+use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
+use gatehouse_host::plugin::{self, read_file};
+use serde_json::json;
+
+use crate::config::{ConfigArg, load_config};
+use crate::exit::{Failure, refused, usage};
+
+// The command's `about` is the `Call` variant's doc comment.
+#[derive(Debug, clap::Args)]
+pub(super) struct CallArgs {
+    /// The signed adapter (or policy module) to call.
+    component: PathBuf,
+    /// The adapter's capability id, e.g. `echo`; for a policy module, the tool it decides a
+    /// call of, as `<adapter id>.<capability id>`, e.g. `acme.orders.delete_order`.
+    capability: String,
+    /// Arguments as a JSON object.
+    #[arg(default_value = "{}")]
+    args: String,
+    /// Tenant the call runs for.
+    #[arg(long, default_value = "default")]
+    tenant: String,
+    /// Idempotency key for write-class capabilities.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// A signed policy module to try the call through (repeatable): installed first, and
+    /// bound to every tool unless the config binds it.
+    #[arg(long = "policy", value_name = "FILE")]
+    policies: Vec<PathBuf>,
+    /// For a policy module: the capability_class of the tool it decides for.
+    #[arg(long, value_name = "CLASS", default_value = "observe")]
+    class: String,
+    /// For a policy module: the tool's declared maximum approval_mode. Default: `network`
+    /// for class `act`, else `read_only`.
+    #[arg(long, value_name = "MODE")]
+    mode: Option<String>,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    let call_args: serde_json::Value = serde_json::from_str(&args.args).map_err(|e| {
+        usage(format!(
+            "ARGS is not valid JSON: {e}; pass an object like '{{\"message\":\"hi\"}}'"
+        ))
+    })?;
+    let mut config = load_config(&args.config)?.host;
+    let bytes = read_file(&args.component).map_err(usage)?;
+    let kind = plugin::inspect(&bytes)
+        .ok()
+        .and_then(|i| i.manifest)
+        .map(|m| m.kind());
+    // The policy modules to install: `--policy`, and the component if it is one.
+    let mut policies: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for path in &args.policies {
+        policies.push((path.clone(), read_file(path).map_err(usage)?));
+    }
+    if kind == Some(PluginKind::Policy) {
+        policies.push((args.component.clone(), bytes.clone()));
+    }
+    for (path, policy) in &policies {
+        let id = match plugin::inspect(policy).ok().and_then(|i| i.manifest) {
+            Some(Manifest::Policy(manifest)) => manifest.id,
+            _ => {
+                return Err(usage(format!(
+                    "{}: not a signed policy module (its manifest says otherwise)",
+                    path.display()
+                )));
+            }
+        };
+        if !config.pipeline.policies.iter().any(|b| b.module == id) {
+            let binding = serde_json::from_value(json!({ "module": id }))
+                .expect("a binding of a module id reads");
+            config.pipeline.policies.push(binding);
+        }
+    }
+    let host = Host::new(config).map_err(usage)?;
+    for (path, policy) in &policies {
+        host.install_policy(policy)
+            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+    if kind == Some(PluginKind::Policy) {
+        return decide(&host, &runtime, args, &call_args, out);
+    }
+    let adapter = host
+        .install_adapter(&bytes)
+        .map_err(|e| refused(format!("{}: refused: {e}", args.component.display())))?;
+    let mut call = ToolCallEnvelope::new(
+        args.tenant.clone(),
+        format!("{}.{}", adapter.id, args.capability),
+        call_args,
+    );
+    call.idempotency_key.clone_from(&args.idempotency_key);
+    let envelope = runtime.block_on(host.call(call));
+    say!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
+    );
+    Ok(if envelope.is_ok() { 0 } else { 1 })
+}
+
+/// The policy gate alone, for a call of `args.capability` (a tool name).
+fn decide(
+    host: &Host,
+    runtime: &tokio::runtime::Runtime,
+    args: &CallArgs,
+    call_args: &serde_json::Value,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let tool = &args.capability;
+    let Some((adapter, capability)) = tool
+        .rsplit_once('.')
+        .filter(|(a, c)| !a.is_empty() && !c.is_empty())
+    else {
+        return Err(usage(format!(
+            "`{tool}`: a policy module decides a call of a tool: name it as \
+             <adapter id>.<capability id>, e.g. acme.orders.delete_order"
+        )));
+    };
+    let class: CapabilityClass = serde_json::from_value(json!(args.class)).map_err(|_| {
+        usage(format!(
+            "--class `{}`: one of observe, recall, think_support, act, verify",
+            args.class
+        ))
+    })?;
+    let mode: ApprovalMode = match &args.mode {
+        Some(mode) => serde_json::from_value(json!(mode)).map_err(|_| {
+            usage(format!(
+                "--mode `{mode}`: one of read_only, local_write, network, delegated, destructive"
+            ))
+        })?,
+        None if class == CapabilityClass::Act => ApprovalMode::Network,
+        None => ApprovalMode::ReadOnly,
+    };
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let action = ActionRecord {
+        tool_call_id: "call_cli_decide".to_owned(),
+        adapter_id: adapter.to_owned(),
+        capability_id: capability.to_owned(),
+        capability_class: class,
+        approval_mode_max: mode,
+        approval_mode_requested: mode,
+        args: call_args.to_string(),
+        principals: Vec::new(),
+        tenant: args.tenant.clone(),
+        now_unix_ms,
+        prior_actions: Vec::new(),
+        data_classification: Vec::new(),
+        risk_signals: Vec::new(),
+    };
+    let decision = runtime.block_on(host.evaluate_policy(tool, action));
+    say!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&decision).expect("decisions serialize")
+    );
+    Ok(if decision.verdict == Verdict::Allow {
+        0
+    } else {
+        1
+    })
+}
