@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gatehouse_tests::artifacts::{ECHO, POLICY_PROBE, WRONG_WORLD};
-use gatehouse_tests::cli::{gatehouse, s};
+use gatehouse_tests::cli::{gatehouse, gatehouse_output, s};
 use gatehouse_tests::gateway::Serve;
 
 struct Publisher {
@@ -231,6 +231,123 @@ fn call_through_a_policy_allows_denies_and_asks_for_approval() {
     assert_eq!(decision["modules"][0]["module_id"], "test.policy-probe");
     let (code, out) = gatehouse(&["call", "--config", s(&config), s(&probe), "no-dot", "{}"]);
     assert_eq!((code, out.as_str()), (2, ""));
+}
+
+/// Each mistake an author makes in a manifest, refused by `pack` (as by `verify` and load)
+/// with the exact message: where it is, what is wrong, and the nearest right name.
+#[test]
+fn pack_names_each_manifest_mistake_where_it_is() {
+    let publisher = Publisher::new();
+    let original = std::fs::read_to_string(ECHO.manifest).unwrap();
+    let manifest = publisher.path("manifest.toml");
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "a type name with a typo",
+            original.replace(
+                "message = { type = \"string\", description",
+                "message = { type = \"strng\", description",
+            ),
+            "line 13, column 1: manifest field `capability[0].input_schema`: is not a valid JSON \
+             Schema (2020-12): at `/properties/message/type`, `strng` is not a type (one of \
+             string, number, integer, boolean, object, array, null); did you mean `string`?",
+        ),
+        (
+            "a method with a typo",
+            format!(
+                "{original}\n[[egress]]\nurl = \"https://api.example.com/\"\nmethods = [\"GTE\"]\n"
+            ),
+            "line 22, column 1: manifest field `egress[0].methods`: `GTE` is not an HTTP method \
+             the egress gate sends (one of GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE, TRACE); \
+             did you mean `GET`?",
+        ),
+        (
+            "a table name with a typo",
+            original.replace("[[capability]]", "[[capabilty]]"),
+            "line 7, column 1: unknown field `capabilty`, expected one of `id`, `version`, \
+             `publisher`, `description`, `egress`, `stdio`, `capabilities`, `capability`; did \
+             you mean `capability`?",
+        ),
+        (
+            "a field with a typo",
+            original.replace("title = \"Echo\"", "titel = \"Echo\""),
+            "unknown field `titel`, expected one of `id`, `title`, `description`, \
+             `capability_class`, `approval_mode`, `input_schema`, `output_schema`, \
+             `evidence_keys`, `idempotency`, `approval_gate`, `rollback`, `annotations`, \
+             `sensitive`, `upstream`; did you mean `title`?",
+        ),
+        (
+            "a kind with a typo",
+            original.replace("kind = \"adapter\"", "kind = \"adaptor\""),
+            "unknown variant `adaptor` of `kind`, expected one of `adapter`, `policy`; did you \
+             mean `adapter`?",
+        ),
+        (
+            "a version that is not one",
+            original.replace("version = \"0.1.0\"", "version = \"one\""),
+            "line 3, column 1: manifest field `version`: `one` is not a semantic version like \
+             `1.2.0`",
+        ),
+    ];
+    let key = publisher.path("alice.secret.toml");
+    let bad = publisher.path("bad.wasm");
+    // `gatehouse pack` of the echo component with `text` as its manifest.
+    let pack = |text: &str| {
+        std::fs::write(&manifest, text).unwrap();
+        let args = [
+            "pack",
+            ECHO.wasm,
+            "--manifest",
+            s(&manifest),
+            "--key",
+            s(&key),
+            "-o",
+            s(&bad),
+        ];
+        gatehouse_output(&args, &[])
+    };
+    for (what, text, expected) in cases {
+        let (code, out) = pack(&text);
+        assert_eq!(code, 2, "{what}: {out}");
+        assert!(
+            out.contains(&format!("error: {}: ", manifest.display())) && out.contains(expected),
+            "{what}:\n{out}\nexpected:\n{expected}"
+        );
+        assert!(!out.contains("not valid TOML"), "{what}: {out}");
+        assert!(!bad.exists(), "{what}: nothing written");
+    }
+    // TOML that is not TOML says so, with the place.
+    let (code, out) = pack(&format!("{original}x = [1,\n"));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("the manifest is not valid TOML: TOML parse error at line 19"),
+        "{out}"
+    );
+
+    // A component packed elsewhere with such a manifest: `verify` refuses it as load does.
+    let mut value: serde_json::Value = serde_json::from_slice(&ECHO.manifest().to_json()).unwrap();
+    let capabilities = value
+        .as_object_mut()
+        .and_then(|m| m.values_mut().find(|v| v.is_array()))
+        .expect("the capability list");
+    capabilities[0]["input_schema"]["properties"]["message"]["type"] = "strng".into();
+    let json = serde_json::to_vec(&value).unwrap();
+    let mut bytes = ECHO.bytes();
+    gatehouse_host::plugin::sections::append_custom(
+        &mut bytes,
+        gatehouse_host::plugin::sections::MANIFEST_SECTION,
+        &json,
+    );
+    let alice = gatehouse_host::plugin::signature::SigningKey::from_file(&key).unwrap();
+    let signed = gatehouse_host::plugin::signature::sign(&alice, &bytes).unwrap();
+    let component = publisher.path("strng.signed.wasm");
+    std::fs::write(&component, signed).unwrap();
+    let config = publisher.config("gatehouse.*");
+    let (code, out) = gatehouse_output(&["verify", "--config", s(&config), s(&component)], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("manifest field `capability[0].input_schema`: is not a valid JSON Schema (2020-12): at `/properties/message/type`, `strng` is not a type"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -275,21 +275,39 @@ pub enum ManifestError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The text is not a manifest of the documented shape.
-    #[error("manifest is not valid {format}: {message}")]
+    /// The text is not valid TOML or JSON at all.
+    #[error("the manifest is not valid {format}: {message}")]
     Syntax {
         /// `TOML` or `JSON`.
         format: &'static str,
-        /// The parser's message (names the field and line).
+        /// The parser's message (with the line and column).
         message: String,
     },
-    /// The manifest parsed but breaks a rule.
-    #[error("manifest field `{field}`: {message}")]
+    /// The text is valid TOML or JSON, but not a manifest of the documented shape: an unknown
+    /// or missing field, a value of another type.
+    #[error("{message}")]
+    Shape {
+        /// The parser's message, with the line and column, and the nearest known name to an
+        /// unknown one.
+        message: String,
+    },
+    /// The manifest has the documented shape but breaks a rule.
+    #[error("{}manifest field `{field}`: {message}", at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default())]
     Invalid {
         /// Which field, e.g. `capability[2].id`.
         field: String,
         /// What is wrong and what is expected.
         message: String,
+        /// Where in the TOML file the field is, when read from one: line and column, from 1.
+        at: Option<(usize, usize)>,
+    },
+    /// A manifest file that is not acceptable, with its path.
+    #[error("{path}: {source}")]
+    In {
+        /// The file.
+        path: String,
+        /// Why.
+        source: Box<ManifestError>,
     },
 }
 
@@ -308,15 +326,86 @@ impl Manifest {
         } else {
             Self::from_toml(&text)
         }
+        .map_err(|source| ManifestError::In {
+            path: path.display().to_string(),
+            source: Box::new(source),
+        })
     }
 
     /// Parses and checks a TOML manifest.
+    ///
+    /// Errors say where: a TOML syntax error, an unknown or mistyped field (with the nearest
+    /// known name) and a broken rule each name the line and column.
     pub fn from_toml(text: &str) -> Result<Self, ManifestError> {
-        let manifest: Self = toml::from_str(text).map_err(|e| ManifestError::Syntax {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ManifestError::Syntax {
             format: "TOML",
             message: e.to_string(),
         })?;
-        manifest.validate()?;
+        let kind = match table.get("kind") {
+            Some(toml::Value::String(kind)) => kind.clone(),
+            Some(other) => {
+                return Err(ManifestError::Shape {
+                    message: format!(
+                        "`kind` is {other}; write kind = \"adapter\" or kind = \"policy\""
+                    ),
+                });
+            }
+            None => {
+                return Err(ManifestError::Shape {
+                    message: "`kind` is missing: write kind = \"adapter\" or kind = \"policy\" \
+                              on the first line"
+                        .to_owned(),
+                });
+            }
+        };
+        if !["adapter", "policy"].contains(&kind.as_str()) {
+            return Err(ManifestError::Shape {
+                message: with_suggestion(&format!(
+                    "unknown variant `{kind}` of `kind`, expected one of `adapter`, `policy`"
+                )),
+            });
+        }
+        // The kind's own fields are read from the text itself, its `kind` line blanked (same
+        // length, so every line and column stays), for the parser's positions and its
+        // unknown-field check, which a tagged enum loses.
+        let untagged = blank_kind(text);
+        let shape = |e: toml::de::Error| ManifestError::Shape {
+            message: with_suggestion(&e.to_string()),
+        };
+        // An unknown top-level name first (`[[capabilty]]`): the parser would meet what it
+        // breaks (`[capability.annotations]` then has no list to go in) before the name.
+        for key in table.keys().filter(|k| *k != "kind") {
+            let mut alone = toml::Table::new();
+            alone.insert(key.clone(), toml::Value::Boolean(true));
+            let unknown = if kind == "adapter" {
+                alone.try_into::<AdapterManifest>().err()
+            } else {
+                alone.try_into::<PolicyManifest>().err()
+            }
+            .map(|e| e.to_string())
+            .filter(|e| e.contains("unknown field"));
+            if let Some(message) = unknown {
+                let at = locate_key(text, key)
+                    .map(|(line, column)| format!("line {line}, column {column}: "))
+                    .unwrap_or_default();
+                return Err(ManifestError::Shape {
+                    message: format!("{at}{}", with_suggestion(message.trim())),
+                });
+            }
+        }
+        let manifest = if kind == "adapter" {
+            Self::Adapter(toml::from_str(&untagged).map_err(shape)?)
+        } else {
+            Self::Policy(toml::from_str(&untagged).map_err(shape)?)
+        };
+        manifest.validate().map_err(|e| match e {
+            ManifestError::Invalid { field, message, .. } => ManifestError::Invalid {
+                at: locate(text, &field),
+                field,
+                message,
+            },
+            other => other,
+        })?;
         Ok(manifest)
     }
 
@@ -469,11 +558,24 @@ impl AdapterManifest {
             stdio.validate().map_err(|e| invalid("stdio", &e))?;
         }
         for (i, egress) in self.egress.iter().enumerate() {
+            let field = format!("egress[{i}].methods");
             if egress.methods.is_empty() {
-                return Err(invalid(
-                    &format!("egress[{i}].methods"),
-                    "list at least one HTTP method",
-                ));
+                return Err(invalid(&field, "list at least one HTTP method"));
+            }
+            if let Some(unknown) = egress
+                .methods
+                .iter()
+                .map(ToString::to_string)
+                .find(|m| !METHODS.contains(&m.as_str()))
+            {
+                let mut message = format!(
+                    "`{unknown}` is not an HTTP method the egress gate sends (one of {})",
+                    METHODS.join(", ")
+                );
+                if let Some(nearest) = nearest(&unknown, &METHODS) {
+                    message.push_str(&format!("; did you mean `{nearest}`?"));
+                }
+                return Err(invalid(&field, &message));
             }
         }
         Ok(())
@@ -498,16 +600,54 @@ fn check_common(id: &str, version: &str) -> Result<(), ManifestError> {
     Ok(())
 }
 
+/// A JSON Schema (2020-12) the host can compile, as loading compiles it: the same check in
+/// `pack`, `verify` and load.
 fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
-    match schema {
-        Value::Object(_) | Value::Bool(_) => Ok(()),
-        _ => Err(invalid(
+    if !matches!(schema, Value::Object(_) | Value::Bool(_)) {
+        return Err(invalid(
             field,
             "must be a JSON Schema: an object (or true/false), or one written as JSON text in \
              a string",
-        )),
+        ));
     }
+    let Err(error) = jsonschema::draft202012::new(schema) else {
+        return Ok(());
+    };
+    let at = error.instance_path().to_string();
+    let value = schema.pointer(&at);
+    let mut message = format!("is not a valid JSON Schema (2020-12): at `{at}`: {error}");
+    if at.ends_with("/type")
+        && let Some(Value::String(name)) = value
+    {
+        const TYPES: [&str; 7] = [
+            "string", "number", "integer", "boolean", "object", "array", "null",
+        ];
+        message = format!(
+            "is not a valid JSON Schema (2020-12): at `{at}`, `{name}` is not a type (one of {})",
+            TYPES.join(", ")
+        );
+        if let Some(nearest) = nearest(name, &TYPES) {
+            message.push_str(&format!("; did you mean `{nearest}`?"));
+        }
+    }
+    Err(invalid(field, &message))
 }
+
+/// The one of `candidates` nearest to `name`, if it is near enough to be a typo of it.
+fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|candidate| (strsim::levenshtein(name, candidate), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 2).max(2))
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// The methods a manifest may ask the egress gate for: HTTP's (RFC 9110, and PATCH), but
+/// CONNECT, which is no request to a resource.
+const METHODS: [&str; 8] = [
+    "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE",
+];
 
 fn is_name(s: &str, allow_dot: bool) -> bool {
     let ok = |c: char| {
@@ -527,7 +667,102 @@ fn invalid(field: &str, message: &str) -> ManifestError {
     ManifestError::Invalid {
         field: field.to_owned(),
         message: message.to_owned(),
+        at: None,
     }
+}
+
+/// Where the top-level `key` is written: its `[[key]]` or `[key...]` header, or `key =`.
+fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let trimmed = line.trim_start();
+        let named = trimmed
+            .trim_start_matches('[')
+            .strip_prefix(key)
+            .is_some_and(|rest| {
+                let rest = rest.trim_start();
+                rest.starts_with(']') || rest.starts_with('.') || rest.starts_with('=')
+            });
+        named.then(|| (i + 1, line.len() - trimmed.len() + 1))
+    })
+}
+
+/// `text` with its top-level `kind = ...` line (before the first table header) blanked.
+fn blank_kind(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut top = true;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            top = false;
+        }
+        let is_kind = top
+            && trimmed
+                .strip_prefix("kind")
+                .is_some_and(|rest| rest.trim_start().starts_with('='));
+        if is_kind {
+            out.extend(line.chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// `message` (a parser's) with `; did you mean `x`?` when it names an unknown field or variant
+/// and one of the expected names is near it.
+fn with_suggestion(message: &str) -> String {
+    let Some(unknown) = ["unknown field `", "unknown variant `"]
+        .iter()
+        .find_map(|prefix| message.split_once(prefix).map(|(_, rest)| rest))
+        .and_then(|rest| rest.split_once('`'))
+    else {
+        return message.to_owned();
+    };
+    let (name, rest) = unknown;
+    let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    match nearest(name, &expected) {
+        Some(candidate) => format!("{}; did you mean `{candidate}`?", message.trim_end()),
+        None => message.to_owned(),
+    }
+}
+
+/// Where `field` (as [`ManifestError::Invalid`] names it: `id`, `capability[2].input_schema`,
+/// `egress[0].methods`) is written in the TOML `text`: its line and column, from 1. The n-th
+/// `[[capability]]` (or `[[egress]]`) table, then the key's line within it.
+fn locate(text: &str, field: &str) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_line = |from: usize, to: usize, key: &str| {
+        (from..to).find_map(|i| {
+            let line = lines[i];
+            let trimmed = line.trim_start();
+            let rest = trimmed.strip_prefix(key)?;
+            rest.trim_start()
+                .starts_with('=')
+                .then(|| (i + 1, line.len() - trimmed.len() + 1))
+        })
+    };
+    let header = |line: &str| line.trim_start().starts_with('[');
+    let first_header = lines.iter().position(|l| header(l)).unwrap_or(lines.len());
+    let Some((table, rest)) = field.split_once('[') else {
+        return key_line(0, first_header, field);
+    };
+    let (index, key) = rest.split_once("].")?;
+    let index: usize = index.parse().ok()?;
+    let headers = [format!("[[{table}]]"), format!("[[{table}s]]")];
+    let start = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            headers
+                .iter()
+                .any(|h| l.trim_start().starts_with(h.as_str()))
+        })
+        .nth(index)?
+        .0;
+    let end = (start + 1..lines.len())
+        .find(|&i| lines[i].trim_start().starts_with("[["))
+        .unwrap_or(lines.len());
+    key_line(start + 1, end, key.split(['.', '[']).next()?).or(Some((start + 1, 1)))
 }
 
 #[cfg(test)]
@@ -548,6 +783,39 @@ mod tests {
 
     fn error_of(text: &str) -> String {
         Manifest::from_toml(text).unwrap_err().to_string()
+    }
+
+    /// Where the parser's position points survives the blanked `kind` line, and a missing
+    /// or unknown kind says what to write.
+    #[test]
+    fn shape_errors_keep_their_place_and_name_the_fix() {
+        let error = error_of(&ECHO.replace("approval_mode = \"read_only\"", "approval_mode = 1"));
+        assert!(error.contains("line 9, column 25"), "{error}");
+        let error = error_of(&ECHO.replace("kind = \"adapter\"", ""));
+        assert!(error.contains("`kind` is missing"), "{error}");
+        let error = error_of(&ECHO.replace("kind = \"adapter\"", "kind = \"policies\""));
+        assert!(error.ends_with("did you mean `policy`?"), "{error}");
+        // No suggestion when nothing is near.
+        let error = error_of(&ECHO.replace("[[capability]]", "[[zzz]]\n[[capability]]"));
+        assert!(error.contains("unknown field `zzz`"), "{error}");
+        assert!(!error.contains("did you mean"), "{error}");
+        // A rule's place: the line of the field in the right [[capability]] table.
+        let two = format!(
+            "{ECHO}\n        [[capability]]\n        id = \"second\"\n        capability_class = \"act\"\n        approval_mode = \"read_only\"\n        input_schema = {{ type = \"object\" }}\n"
+        );
+        let lines: Vec<&str> = two.lines().collect();
+        let line = lines
+            .iter()
+            .rposition(|l| l.contains("approval_mode"))
+            .unwrap()
+            + 1;
+        let error = error_of(&two);
+        assert!(
+            error.starts_with(&format!(
+                "line {line}, column 9: manifest field `capability[1].approval_mode`"
+            )),
+            "{error}"
+        );
     }
 
     #[test]
@@ -633,7 +901,7 @@ mod tests {
         let err = error_of(&format!("{ECHO}upstream = \"http://x\""));
         assert_eq!(
             err,
-            "manifest field `capability[0].upstream`: must be a table"
+            "line 11, column 5: manifest field `capability[0].upstream`: must be a table"
         );
     }
 
@@ -694,8 +962,8 @@ mod tests {
         let err = error_of(&ECHO.replace("{ type = \"object\" }", "'{ nope'"));
         assert_eq!(
             err,
-            "manifest field `capability[0].input_schema`: must be a JSON Schema: an object (or \
-             true/false), or one written as JSON text in a string"
+            "line 10, column 9: manifest field `capability[0].input_schema`: must be a JSON \
+             Schema: an object (or true/false), or one written as JSON text in a string"
         );
     }
 }
