@@ -69,6 +69,9 @@ export function text(...texts) {
  * A result whose structured content is `value` (checked by the host against the capability's
  * output schema), with the same JSON as its text block unless `text` is given.
  */
+/** The reserved capability id `gatehouse pack` asks the handled ids with. */
+const HANDLES_PROBE = 'gatehouse:handles';
+
 export function json(value, { text: summary, evidence = [] } = {}) {
   const structured = JSON.stringify(value);
   return {
@@ -93,6 +96,9 @@ export function skillContext(ctx) {
  */
 export function adapter(handlers) {
   return async function invoke(ctx, capability, rawArgs) {
+    // `gatehouse pack` asks which capability ids this code handles (no id has a `:`), to
+    // check them against manifest.toml; no handler runs.
+    if (capability === HANDLES_PROBE) return json({ handles: Object.keys(handlers) });
     const handler = Object.hasOwn(handlers, capability) ? handlers[capability] : undefined;
     if (typeof handler !== 'function') {
       throw fail.validation('UNKNOWN_CAPABILITY', `this adapter has no capability \`${capability}\``);

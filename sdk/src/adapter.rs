@@ -174,9 +174,19 @@ impl Call {
     note = "add `impl gatehouse_sdk::Adapter for {Self} {{ fn invoke(ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError> {{ .. }} }}`"
 )]
 pub trait Adapter {
+    /// The capability ids `invoke` handles. `gatehouse pack` records them in the component
+    /// and refuses a manifest capability missing here (the host checks again at load), so a
+    /// capability cannot be advertised that fails when called. Empty (the default): not said,
+    /// and not checked.
+    const CAPABILITIES: &'static [&'static str] = &[];
+
     /// Runs `call` in `ctx`.
     fn invoke(ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError>;
 }
+
+/// The reserved capability id `gatehouse pack` asks the handled ids with (no capability id
+/// has a `:`): answered from [`Adapter::CAPABILITIES`], no handler runs.
+pub const HANDLES_PROBE: &str = "gatehouse:handles";
 
 /// Exports `$ty`, which must implement [`Adapter`], as the component's `invoke`.
 ///
@@ -221,6 +231,12 @@ pub fn __invoke<A: Adapter>(
     capability: String,
     args: String,
 ) -> Result<wit::ToolOutput, wit::ToolError> {
+    if capability == HANDLES_PROBE && !A::CAPABILITIES.is_empty() {
+        let handles = serde_json::json!({ "handles": A::CAPABILITIES });
+        return Ok(ToolOutput::text(handles.to_string())
+            .with_structured(handles)
+            .into());
+    }
     let ctx = CallContext::from(ctx);
     let call = Call::new(capability, args);
     A::invoke(&ctx, &call).map(Into::into).map_err(Into::into)

@@ -529,6 +529,13 @@ pub(crate) fn pack(
     let manifest = Manifest::from_file(manifest_path).map_err(usage)?;
     let key = SigningKey::from_file(key).map_err(usage)?;
     check_world(&bytes, manifest.kind()).map_err(refused)?;
+    // The ids the code handles, recorded and checked against the manifest.
+    let (bytes, warnings) =
+        plugin::handles::record(&bytes, &manifest, &manifest_path.display().to_string())
+            .map_err(refused)?;
+    for warning in warnings {
+        say!(out, "warning: {warning}");
+    }
     let signed = plugin::pack(&bytes, &manifest, &key).map_err(refused)?;
     let output = output.unwrap_or_else(|| {
         let stem = component

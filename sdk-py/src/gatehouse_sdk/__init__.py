@@ -117,6 +117,10 @@ def skill_context(ctx: "types.CallContext") -> Optional[str]:
     return ctx.skill_context
 
 
+# The reserved capability id `gatehouse pack` asks the handled ids with.
+_HANDLES_PROBE = "gatehouse:handles"
+
+
 class Adapter:
     """Base of an adapter's ``WitWorld``: ``invoke`` calls the method named after the
     capability (``-`` read as ``_``) with the parsed arguments and the call context. A
@@ -124,6 +128,17 @@ class Adapter:
     any other exception is reported as an ``internal`` failure with its message."""
 
     def invoke(self, ctx: "types.CallContext", capability: str, args: str) -> "types.ToolOutput":
+        if capability == _HANDLES_PROBE:
+            # `gatehouse pack` asks which capability ids this code handles (no id has a `:`),
+            # to check them against manifest.toml; no handler runs.
+            own = [
+                name
+                for name in dir(type(self))
+                if not name.startswith("_")
+                and name not in dir(Adapter)
+                and callable(getattr(type(self), name))
+            ]
+            return json_result({"handles": own})
         handler = getattr(type(self), capability.replace("-", "_"), None)
         if capability.startswith("_") or handler is None or capability == "invoke":
             raise Err(

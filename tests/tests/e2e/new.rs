@@ -174,6 +174,7 @@ fn author_in(lang: &str) {
     let author = Author::new();
     let adapter_dir = author.new_project("adapter", "greeter", lang);
     let adapter = author.test_and_build(&adapter_dir, lang, "greeter");
+    drift(&author, &adapter_dir, &adapter, lang);
     let policy_dir = author.new_project("policy", "deny-list", lang);
     let policy = author.test_and_build(&policy_dir, lang, "deny-list");
     if lang != "rust" {
@@ -231,6 +232,100 @@ fn author_in(lang: &str) {
     let (code, out) = call("greet");
     assert_eq!(code, 0, "allowed: {out}");
     assert!(out.contains("Hello, Ada!"), "{out}");
+}
+
+/// Manifest/code drift, caught before serving: a manifest capability the code does not
+/// handle is refused at pack (a typo gets the nearest id) and, in a component signed anyway,
+/// at verify; code that handles an id the manifest lacks is a warning.
+fn drift(author: &Author, dir: &Path, signed: &Path, lang: &str) {
+    let manifest = dir.join("manifest.toml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        original.replace("id = \"greet\"", "id = \"greeet\""),
+    )
+    .unwrap();
+    let key = dir.join("keys/acme-greeter-dev.secret.toml");
+    let (code, out) = if lang == "rust" {
+        author.gatehouse(&["build", "--dir", s(dir)])
+    } else {
+        let wasm = dir.join("greeter.wasm");
+        let args = [
+            "pack",
+            s(&wasm),
+            "--manifest",
+            s(&manifest),
+            "--key",
+            s(&key),
+            "-o",
+            "/dev/null",
+        ];
+        author.gatehouse(&args)
+    };
+    assert_eq!(code, 1, "{out}");
+    let expected = format!(
+        "capability `greeet` in {} is not handled by the code, which handles greet; did you \
+         mean `greet`?",
+        manifest.display()
+    );
+    assert!(out.contains(&expected), "{out}\nexpected: {expected}");
+    std::fs::write(&manifest, &original).unwrap();
+
+    // A component signed with such a manifest anyway (not by `gatehouse pack`): refused by
+    // `verify`, as by load, from the ids the build recorded.
+    use gatehouse_host::plugin::{sections, signature};
+    let bytes = std::fs::read(signed).unwrap();
+    let list = sections::sections(&bytes).unwrap();
+    let mut unsigned = sections::without(
+        &bytes,
+        &list,
+        &[sections::MANIFEST_SECTION, sections::SIGNATURE_SECTION],
+    );
+    let manifest_json = gatehouse_host::plugin::manifest::Manifest::from_toml(&original)
+        .unwrap()
+        .to_json();
+    let mut drifted: serde_json::Value = serde_json::from_slice(&manifest_json).unwrap();
+    drifted["capability"][0]["id"] = "greeet".into();
+    let drifted = drifted.to_string();
+    sections::append_custom(
+        &mut unsigned,
+        sections::MANIFEST_SECTION,
+        drifted.as_bytes(),
+    );
+    let dev_key = signature::SigningKey::from_file(&key).unwrap();
+    let forged = dir.join("drifted.signed.wasm");
+    std::fs::write(&forged, signature::sign(&dev_key, &unsigned).unwrap()).unwrap();
+    let config = dir.join("gatehouse.toml");
+    let (code, out) = author.gatehouse(&["verify", "--config", s(&config), s(&forged)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "capability `greeet` in the manifest of `acme.greeter` is not handled by the code, \
+             which handles greet; did you mean `greet`?"
+        ),
+        "{out}"
+    );
+
+    // The other way (Rust, where the list is one line): a warning, and the build goes on.
+    if lang == "rust" {
+        let source = dir.join("src/lib.rs");
+        let code_text = std::fs::read_to_string(&source).unwrap();
+        let two = code_text.replace("&[\"greet\"]", "&[\"greet\", \"wave\"]");
+        assert_ne!(two, code_text);
+        std::fs::write(&source, two).unwrap();
+        let (code, out) = author.gatehouse(&["build", "--dir", s(dir)]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains(&format!(
+                "warning: the code handles `wave`, which {} does not declare",
+                manifest.display()
+            )),
+            "{out}"
+        );
+        std::fs::write(&source, code_text).unwrap();
+        let (code, out) = author.gatehouse(&["build", "--dir", s(dir)]);
+        assert_eq!(code, 0, "{out}");
+    }
 }
 
 #[test]

@@ -634,7 +634,7 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
 }
 
 /// The one of `candidates` nearest to `name`, if it is near enough to be a typo of it.
-fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|candidate| (strsim::levenshtein(name, candidate), *candidate))

@@ -5,7 +5,9 @@
 //! 1. read the top-level sections (a component, not a core module);
 //! 2. read the signature block and check it covers these exact bytes (unsigned, tampered);
 //! 3. find the trusted key and verify the signature with it (unknown key, bad signature);
-//! 4. read and check the embedded manifest (missing, invalid, wrong kind);
+//! 4. read and check the embedded manifest (missing, invalid, wrong kind), and for an
+//!    adapter, against the capability ids its code handles where `gatehouse pack` recorded
+//!    them ([`handles`]);
 //! 5. check the key may publish this plugin id (out of scope);
 //! 6. for adapters, intersect the operator's egress grants with the manifest's egress requests
 //!    and read the bound credentials;
@@ -18,6 +20,7 @@
 pub(crate) mod cache;
 #[cfg(test)]
 mod fuzz;
+pub mod handles;
 pub mod manifest;
 #[cfg(test)]
 mod props;
@@ -55,6 +58,10 @@ pub enum LoadError {
     /// Unknown key, bad signature, or key out of scope.
     #[error(transparent)]
     Trust(#[from] TrustError),
+    /// The manifest declares a capability the code does not handle (as the component's
+    /// recorded ids say).
+    #[error("{0}")]
+    Drift(String),
     /// No manifest section.
     #[error(
         "the component has no `{MANIFEST_SECTION}` section; embed one with `gatehouse pack --manifest`"
@@ -263,6 +270,12 @@ pub(crate) fn verify(bytes: &[u8], trust: &TrustStore) -> Result<Verified, LoadE
     let signed = signature::read_signature(bytes, &list)?;
     let publisher = trust.authenticate(&signed)?;
     let manifest = read_manifest(&list)?;
+    if let (Manifest::Adapter(adapter), Some(handled)) = (&manifest, handles::recorded(&list)) {
+        let file = format!("the manifest of `{}`", adapter.id);
+        for warning in handles::check(adapter, &handled, &file).map_err(LoadError::Drift)? {
+            tracing::warn!(adapter = %adapter.id, "{warning}");
+        }
+    }
     publisher.authorize(manifest.kind(), manifest.id())?;
     Ok(Verified {
         manifest,

@@ -17,6 +17,9 @@ struct GreetArgs {
 struct Plugin;
 
 impl Adapter for Plugin {
+    // The ids `invoke` handles: `gatehouse build` checks manifest.toml against them.
+    const CAPABILITIES: &'static [&'static str] = &["greet"];
+
     fn invoke(_ctx: &CallContext, call: &Call) -> Result<ToolOutput> {
         match call.capability() {
             "greet" => Ok(greet(&call.args()?)),
@@ -53,6 +56,15 @@ mod tests {
     fn the_manifest_and_the_code_agree() {
         let args: GreetArgs = check_args(MANIFEST, "greet", &json!({ "name": "Ada" }));
         assert_eq!(args.name, "Ada");
+    }
+
+    /// Every id in `CAPABILITIES` reaches a handler (here, one that wants its arguments).
+    #[test]
+    fn every_listed_capability_is_handled() {
+        for id in Plugin::CAPABILITIES {
+            let err = Plugin::invoke(&CallContext::default(), &Call::new(*id, "{}")).unwrap_err();
+            assert_ne!(err.code, "UNKNOWN_CAPABILITY", "{id}");
+        }
     }
 
     #[test]

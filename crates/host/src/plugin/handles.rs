@@ -1,0 +1,218 @@
+//! Manifest/code drift: which capability ids an adapter's code handles, recorded at pack and
+//! checked against its manifest at pack, verify and load.
+//!
+//! A manifest capability the code does not handle would be advertised in `tools/list` and
+//! fail only when called (`UNKNOWN_CAPABILITY`). So:
+//! 1. **The code says.** The SDKs' dispatch answers the reserved capability id [`PROBE`] (a
+//!    `:` is in no capability id, so the pipeline never sends it) with the ids it handles,
+//!    before any handler runs: the JavaScript SDK's `adapter({...})` its keys, the Python
+//!    SDK's `Adapter` its methods, the Rust SDK's `Adapter::CAPABILITIES`. Code that does not
+//!    say (an older SDK, a dispatch of its own) answers as for any unknown id, and is not
+//!    checked.
+//! 2. **Pack records it** ([`probe`]): `gatehouse pack` (and `build`) runs the component once,
+//!    in a throwaway sandbox with no egress, asks [`PROBE`], and writes the answer into the
+//!    signed component as the [`SECTION`] custom section (a JSON list).
+//! 3. **Pack, verify and load compare** ([`check`]): a manifest capability the code does not
+//!    handle is refused, naming the id and the nearest id the code handles; an id the code
+//!    handles that the manifest lacks is a warning. Ids compare with `-` read as `_` (the
+//!    Python SDK's method names).
+
+use std::collections::BTreeSet;
+
+use super::manifest::AdapterManifest;
+
+/// The custom section that holds the ids, as a JSON list of strings.
+pub const SECTION: &str = "gatehouse:handles";
+/// The capability id the SDKs answer with the ids they handle.
+pub const PROBE: &str = "gatehouse:handles";
+
+/// Compares what `manifest` declares with what the code `handles`: the warnings (ids handled
+/// and not declared), or the refusal of a declared id the code does not handle. `file` names
+/// the manifest in messages.
+pub fn check(
+    manifest: &AdapterManifest,
+    handles: &[String],
+    file: &str,
+) -> Result<Vec<String>, String> {
+    let normal = |id: &str| id.replace('-', "_");
+    let handled: BTreeSet<String> = handles.iter().map(|id| normal(id)).collect();
+    let declared: BTreeSet<String> = manifest
+        .capabilities
+        .iter()
+        .map(|c| normal(&c.id))
+        .collect();
+    if let Some(missing) = manifest
+        .capabilities
+        .iter()
+        .find(|c| !handled.contains(&normal(&c.id)))
+    {
+        let listed: Vec<&str> = handles.iter().map(String::as_str).collect();
+        let mut message = format!(
+            "capability `{}` in {file} is not handled by the code, which handles {}",
+            missing.id,
+            if listed.is_empty() {
+                "none".to_owned()
+            } else {
+                listed.join(", ")
+            }
+        );
+        match super::manifest::nearest(&missing.id, &listed) {
+            Some(near) => message.push_str(&format!("; did you mean `{near}`?")),
+            None => message.push_str(&format!(
+                "; handle `{}` in the code, or remove it from {file}",
+                missing.id
+            )),
+        }
+        return Err(message);
+    }
+    Ok(handles
+        .iter()
+        .filter(|id| !declared.contains(&normal(id)))
+        .map(|id| {
+            format!(
+                "the code handles `{id}`, which {file} does not declare: no caller can reach it"
+            )
+        })
+        .collect())
+}
+
+/// The ids recorded in a component's [`SECTION`], if it has one.
+pub fn recorded(list: &[super::sections::Section<'_>]) -> Option<Vec<String>> {
+    super::sections::custom(list, SECTION)
+        .first()
+        .and_then(|data| serde_json::from_slice(data).ok())
+}
+
+/// `component` with the ids its code handles recorded ([`SECTION`], replacing any), and the
+/// warnings of [`check`] against `manifest`; unchanged when it is a policy module or its code
+/// does not say. Refused when the manifest declares an id the code does not handle.
+pub fn record(
+    component: &[u8],
+    manifest: &super::manifest::Manifest,
+    file: &str,
+) -> Result<(Vec<u8>, Vec<String>), String> {
+    let super::manifest::Manifest::Adapter(adapter) = manifest else {
+        return Ok((component.to_vec(), Vec::new()));
+    };
+    let Some(handles) = probe(component)? else {
+        return Ok((component.to_vec(), Vec::new()));
+    };
+    let warnings = check(adapter, &handles, file)?;
+    let list = super::sections::sections(component).map_err(|e| e.to_string())?;
+    let mut bytes = super::sections::without(component, &list, &[SECTION]);
+    let json = serde_json::to_vec(&handles).expect("a list of strings serializes");
+    super::sections::append_custom(&mut bytes, SECTION, &json);
+    Ok((bytes, warnings))
+}
+
+/// Runs the adapter `bytes` once, in a throwaway sandbox with no egress, and asks it
+/// [`PROBE`]: the ids its code handles, or `None` when it does not say. On a thread of its
+/// own, so it runs from any context.
+pub fn probe(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start a runtime: {e}"))?;
+                runtime.block_on(ask(bytes))
+            })
+            .join()
+            .unwrap_or_else(
+                |_| Err("asking the component which ids it handles panicked".to_owned()),
+            )
+    })
+}
+
+async fn ask(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
+    let sandbox = crate::sandbox::Sandbox::new(crate::sandbox::SandboxConfig {
+        max_concurrent_calls: 1,
+        ..crate::sandbox::SandboxConfig::default()
+    })
+    .map_err(|e| format!("cannot create the engine: {e:#}"))?;
+    let component = wasmtime::component::Component::new(sandbox.engine(), bytes)
+        .map_err(|e| format!("the component does not compile: {e:#}"))?;
+    let pre = sandbox
+        .prepare_adapter(&component)
+        .map_err(|e| e.to_string())?;
+    let ctx = crate::bindings::types::CallContext {
+        tool_call_id: "call_probe".to_owned(),
+        trace_id: "0".repeat(32),
+        tenant: "probe".to_owned(),
+        principals: Vec::new(),
+        approval_mode: gatehouse_core::model::ApprovalMode::ReadOnly.into(),
+        idempotency_key: None,
+        skill_context: None,
+        upstream: None,
+    };
+    let report = sandbox
+        .run_adapter(
+            &pre,
+            sandbox.limits(),
+            crate::egress::EgressGate::deny_all(),
+            &ctx,
+            PROBE,
+            "{}",
+        )
+        .await;
+    let Ok(Ok(output)) = report.outcome else {
+        return Ok(None);
+    };
+    let said = output
+        .structured
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|value| serde_json::from_value::<Vec<String>>(value["handles"].clone()).ok());
+    Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::manifest::Manifest;
+
+    fn adapter(ids: &[&str]) -> AdapterManifest {
+        let capabilities: String = ids
+            .iter()
+            .map(|id| {
+                format!(
+                    "[[capability]]\nid = \"{id}\"\ncapability_class = \"observe\"\napproval_mode = \"read_only\"\ninput_schema = {{ type = \"object\" }}\n"
+                )
+            })
+            .collect();
+        let text = format!(
+            "kind = \"adapter\"\nid = \"a.b\"\nversion = \"1.0.0\"\npublisher = \"a\"\n{capabilities}"
+        );
+        let Manifest::Adapter(manifest) = Manifest::from_toml(&text).unwrap() else {
+            unreachable!("an adapter")
+        };
+        manifest
+    }
+
+    #[test]
+    fn a_declared_id_the_code_lacks_is_refused_and_an_extra_one_warned() {
+        let handles = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // `-` and `_` are one (the Python SDK's method names).
+        let warnings = check(
+            &adapter(&["get-order"]),
+            &handles(&["get_order", "ping"]),
+            "m.toml",
+        );
+        assert_eq!(
+            warnings.unwrap(),
+            ["the code handles `ping`, which m.toml does not declare: no caller can reach it"]
+        );
+        let err = check(&adapter(&["refund"]), &handles(&["refnd"]), "m.toml").unwrap_err();
+        assert_eq!(
+            err,
+            "capability `refund` in m.toml is not handled by the code, which handles refnd; did \
+             you mean `refnd`?"
+        );
+        let err = check(&adapter(&["refund"]), &[], "m.toml").unwrap_err();
+        assert!(
+            err.ends_with("handles none; handle `refund` in the code, or remove it from m.toml"),
+            "{err}"
+        );
+    }
+}
