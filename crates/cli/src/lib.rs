@@ -27,7 +27,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
-use gatehouse_host::plugin::{self, check_world, read_file};
+use gatehouse_host::plugin::{self, read_file};
 
 use crate::config::{ConfigArg, load_config};
 use crate::exit::{Failure, refused, usage};
@@ -528,8 +528,7 @@ pub(crate) fn pack(
     let bytes = read_file(component).map_err(usage)?;
     let manifest = Manifest::from_file(manifest_path).map_err(usage)?;
     let key = SigningKey::from_file(key).map_err(usage)?;
-    check_world(&bytes, manifest.kind()).map_err(refused)?;
-    // The ids the code handles, recorded and checked against the manifest.
+    // The world, and the ids the code handles, checked against the manifest and recorded.
     let (bytes, warnings) =
         plugin::handles::record(&bytes, &manifest, &manifest_path.display().to_string())
             .map_err(refused)?;

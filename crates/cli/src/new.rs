@@ -90,7 +90,7 @@ struct Facts {
     sdk_dir: &'static str,
     /// The file `--sdk` must hold.
     marker: &'static str,
-    /// The variable build.sh reads the SDK's path from (JavaScript, Python).
+    /// The variable `gatehouse build` reads a checkout SDK's path from (JavaScript, Python).
     sdk_env: &'static str,
     /// The plugin's source file.
     source: &'static str,

@@ -100,7 +100,9 @@ fn an_embedders_host_compiles_no_command_line_server_or_postgres_driver() {
         );
     }
     assert!(packages.contains("wasmtime") && packages.contains("gatehouse-store"));
-    // Who turns hyper's `server` feature on: only its own `full`, which wasmtime-wasi-http asks.
+    // Who turns hyper's `server` feature on: its own `full`, which wasmtime-wasi-http asks, and
+    // the host itself for one listener, a stdio server's egress proxy inside its sandbox
+    // (`egress::proxy`); no command line, no MCP or admin server.
     let hyper = tree(&[
         "--package",
         "gatehouse-host",
@@ -112,7 +114,7 @@ fn an_embedders_host_compiles_no_command_line_server_or_postgres_driver() {
     ]);
     assert_eq!(
         enablers(&hyper, "hyper feature \"server\""),
-        ["hyper feature \"full\""],
+        ["gatehouse-host v", "hyper feature \"full\""],
         "{hyper:#?}"
     );
     assert_eq!(

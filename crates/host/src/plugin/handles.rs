@@ -9,7 +9,7 @@
 //!    SDK's `Adapter` its methods, the Rust SDK's `Adapter::CAPABILITIES`. Code that does not
 //!    say (an older SDK, a dispatch of its own) answers as for any unknown id, and is not
 //!    checked.
-//! 2. **Pack records it** ([`probe`]): `gatehouse pack` (and `build`) runs the component once,
+//! 2. **Pack records it** ([`record`]): `gatehouse pack` (and `build`) runs the component once,
 //!    in a throwaway sandbox with no egress, asks [`PROBE`], and writes the answer into the
 //!    signed component as the [`SECTION`] custom section (a JSON list).
 //! 3. **Pack, verify and load compare** ([`check`]): a manifest capability the code does not
@@ -20,6 +20,7 @@
 use std::collections::BTreeSet;
 
 use super::manifest::AdapterManifest;
+use crate::sandbox::{PreparedAdapter, Sandbox};
 
 /// The custom section that holds the ids, as a JSON list of strings.
 pub const SECTION: &str = "gatehouse:handles";
@@ -83,18 +84,22 @@ pub fn recorded(list: &[super::sections::Section<'_>]) -> Option<Vec<String>> {
         .and_then(|data| serde_json::from_slice(data).ok())
 }
 
-/// `component` with the ids its code handles recorded ([`SECTION`], replacing any), and the
-/// warnings of [`check`] against `manifest`; unchanged when it is a policy module or its code
-/// does not say. Refused when the manifest declares an id the code does not handle.
+/// Checks `component` against `manifest` before it is signed (`gatehouse pack`), compiling it
+/// once: it implements the manifest's world ([`super::check_world`]), and for an adapter whose
+/// code says which ids it handles ([`PROBE`]), the manifest declares none it does not. Returns
+/// the component with those ids recorded ([`SECTION`], replacing any) and the warnings of
+/// [`check`]; a policy module, or code that does not say, unchanged. `file` names the manifest
+/// in messages.
 pub fn record(
     component: &[u8],
     manifest: &super::manifest::Manifest,
     file: &str,
 ) -> Result<(Vec<u8>, Vec<String>), String> {
-    let super::manifest::Manifest::Adapter(adapter) = manifest else {
+    let (sandbox, prepared) = super::compile_checked(component, manifest.kind())?;
+    let (super::manifest::Manifest::Adapter(adapter), Some(prepared)) = (manifest, prepared) else {
         return Ok((component.to_vec(), Vec::new()));
     };
-    let Some(handles) = probe(component)? else {
+    let Some(handles) = probe(&sandbox, &prepared)? else {
         return Ok((component.to_vec(), Vec::new()));
     };
     let warnings = check(adapter, &handles, file)?;
@@ -105,10 +110,10 @@ pub fn record(
     Ok((bytes, warnings))
 }
 
-/// Runs the adapter `bytes` once, in a throwaway sandbox with no egress, and asks it
-/// [`PROBE`]: the ids its code handles, or `None` when it does not say. On a thread of its
-/// own, so it runs from any context.
-pub fn probe(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
+/// Runs the prepared adapter once, with no egress, and asks it [`PROBE`]: the ids its code
+/// handles, or `None` when it does not say. On a thread of its own, so it runs from any
+/// context.
+fn probe(sandbox: &Sandbox, pre: &PreparedAdapter) -> Result<Option<Vec<String>>, String> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -116,7 +121,7 @@ pub fn probe(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
                     .enable_all()
                     .build()
                     .map_err(|e| format!("cannot start a runtime: {e}"))?;
-                runtime.block_on(ask(bytes))
+                Ok(runtime.block_on(ask(sandbox, pre)))
             })
             .join()
             .unwrap_or_else(
@@ -125,17 +130,7 @@ pub fn probe(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
     })
 }
 
-async fn ask(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
-    let sandbox = crate::sandbox::Sandbox::new(crate::sandbox::SandboxConfig {
-        max_concurrent_calls: 1,
-        ..crate::sandbox::SandboxConfig::default()
-    })
-    .map_err(|e| format!("cannot create the engine: {e:#}"))?;
-    let component = wasmtime::component::Component::new(sandbox.engine(), bytes)
-        .map_err(|e| format!("the component does not compile: {e:#}"))?;
-    let pre = sandbox
-        .prepare_adapter(&component)
-        .map_err(|e| e.to_string())?;
+async fn ask(sandbox: &Sandbox, pre: &PreparedAdapter) -> Option<Vec<String>> {
     let ctx = crate::bindings::types::CallContext {
         tool_call_id: "call_probe".to_owned(),
         trace_id: "0".repeat(32),
@@ -148,7 +143,7 @@ async fn ask(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
     };
     let report = sandbox
         .run_adapter(
-            &pre,
+            pre,
             sandbox.limits(),
             crate::egress::EgressGate::deny_all(),
             &ctx,
@@ -157,14 +152,13 @@ async fn ask(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
         )
         .await;
     let Ok(Ok(output)) = report.outcome else {
-        return Ok(None);
+        return None;
     };
-    let said = output
+    output
         .structured
         .as_deref()
         .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-        .and_then(|value| serde_json::from_value::<Vec<String>>(value["handles"].clone()).ok());
-    Ok(said)
+        .and_then(|value| serde_json::from_value::<Vec<String>>(value["handles"].clone()).ok())
 }
 
 #[cfg(test)]

@@ -301,6 +301,15 @@ pub fn pack(
 /// `kind`, so an author learns at pack time (`gatehouse pack`, `gatehouse import --component`),
 /// not at an operator's load time. Checks no signature and runs nothing.
 pub fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
+    compile_checked(bytes, kind).map(drop)
+}
+
+/// [`check_world`]'s throwaway engine, and for an adapter the component prepared in it (to
+/// run it once: [`handles::record`]).
+fn compile_checked(
+    bytes: &[u8],
+    kind: PluginKind,
+) -> Result<(Sandbox, Option<PreparedAdapter>), String> {
     let sandbox = Sandbox::new(SandboxConfig {
         max_concurrent_calls: 1,
         ..SandboxConfig::default()
@@ -308,11 +317,12 @@ pub fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
     .map_err(|e| format!("cannot create the engine: {e:#}"))?;
     let component = Component::new(sandbox.engine(), bytes)
         .map_err(|e| format!("the component does not compile: {e:#}"))?;
-    match kind {
-        PluginKind::Adapter => sandbox.prepare_adapter(&component).map(drop),
-        PluginKind::Policy => sandbox.prepare_policy(&component).map(drop),
+    let prepared = match kind {
+        PluginKind::Adapter => sandbox.prepare_adapter(&component).map(Some),
+        PluginKind::Policy => sandbox.prepare_policy(&component).map(|_| None),
     }
-    .map_err(|e| format!("{e}; the manifest says kind = \"{kind}\""))
+    .map_err(|e| format!("{e}; the manifest says kind = \"{kind}\""))?;
+    Ok((sandbox, prepared))
 }
 
 fn read_manifest(list: &[sections::Section<'_>]) -> Result<Manifest, LoadError> {
