@@ -442,6 +442,9 @@ mod tests {
     #[tokio::test]
     async fn the_process_limit_holds() {
         let mut bomb = launch("", Vec::new());
+        // A user of its own: RLIMIT_NPROC counts a user's processes, so the bomb's sleeping
+        // children must not use up the places of the other tests' processes.
+        bomb.run_as = 61_235;
         bomb.program = PathBuf::from("/usr/bin/python3");
         bomb.args = vec![
             "-c".to_owned(),
