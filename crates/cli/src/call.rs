@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use gatehouse_core::envelope::ToolCallEnvelope;
 use gatehouse_core::model::{ActionRecord, ApprovalMode, CapabilityClass, Verdict};
 use gatehouse_host::Host;
-use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
+use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::{self, read_file};
 use serde_json::json;
 
@@ -67,36 +67,28 @@ pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> 
     })?;
     let mut config = load_config(&args.config)?.host;
     let bytes = read_file(&args.component).map_err(usage)?;
-    let kind = plugin::inspect(&bytes)
-        .ok()
-        .and_then(|i| i.manifest)
-        .map(|m| m.kind());
-    // The policy modules to install: `--policy`, and the component if it is one.
-    let mut policies: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let manifest = plugin::inspect(&bytes).ok().and_then(|i| i.manifest);
+    let is_policy = matches!(manifest, Some(Manifest::Policy(_)));
+    // The policy modules to install, with their ids: `--policy`, and the component if it is
+    // one.
+    let mut policies: Vec<(PathBuf, Vec<u8>, String)> = Vec::new();
     for path in &args.policies {
-        policies.push((path.clone(), read_file(path).map_err(usage)?));
+        let policy = read_file(path).map_err(usage)?;
+        let id = policy_id(path, plugin::inspect(&policy).ok().and_then(|i| i.manifest))?;
+        policies.push((path.clone(), policy, id));
     }
-    if kind == Some(PluginKind::Policy) {
-        policies.push((args.component.clone(), bytes.clone()));
+    if let Some(Manifest::Policy(policy)) = &manifest {
+        policies.push((args.component.clone(), bytes.clone(), policy.id.clone()));
     }
-    for (path, policy) in &policies {
-        let id = match plugin::inspect(policy).ok().and_then(|i| i.manifest) {
-            Some(Manifest::Policy(manifest)) => manifest.id,
-            _ => {
-                return Err(usage(format!(
-                    "{}: not a signed policy module (its manifest says otherwise)",
-                    path.display()
-                )));
-            }
-        };
-        if !config.pipeline.policies.iter().any(|b| b.module == id) {
+    for (_, _, id) in &policies {
+        if !config.pipeline.policies.iter().any(|b| b.module == *id) {
             let binding = serde_json::from_value(json!({ "module": id }))
                 .expect("a binding of a module id reads");
             config.pipeline.policies.push(binding);
         }
     }
     let host = Host::new(config).map_err(usage)?;
-    for (path, policy) in &policies {
+    for (path, policy, _) in &policies {
         host.install_policy(policy)
             .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
     }
@@ -104,7 +96,7 @@ pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> 
         .enable_all()
         .build()
         .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
-    if kind == Some(PluginKind::Policy) {
+    if is_policy {
         return decide(&host, &runtime, args, &call_args, out);
     }
     let adapter = host
@@ -123,6 +115,17 @@ pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> 
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
+}
+
+/// The id of the policy module at `path`, whose embedded manifest is `manifest`.
+fn policy_id(path: &std::path::Path, manifest: Option<Manifest>) -> Result<String, Failure> {
+    match manifest {
+        Some(Manifest::Policy(manifest)) => Ok(manifest.id),
+        _ => Err(usage(format!(
+            "{}: not a signed policy module (its manifest says otherwise)",
+            path.display()
+        ))),
+    }
 }
 
 /// The policy gate alone, for a call of `args.capability` (a tool name).

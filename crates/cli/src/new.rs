@@ -286,7 +286,6 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     let Facts {
         language,
         lang,
-        sdk_dir,
         sdk_env,
         source,
         ..
@@ -297,10 +296,6 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     let absolute =
         std::path::absolute(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
     let (dependency, dev_dependency) = sdk_dependencies(sdk.as_deref());
-    let sdk_text = sdk.as_deref().map_or_else(
-        || format!("<gatehouse checkout>/{sdk_dir}"),
-        |path| path.display().to_string(),
-    );
     // A checkout's JavaScript or Python SDK is named at each build; a Rust one is in
     // Cargo.toml.
     let build = match (&sdk, args.lang) {
@@ -315,7 +310,6 @@ pub(super) fn new(args: &NewArgs, out: &mut dyn Write) -> Result<u8, Failure> {
             .replace("{{check}}", check(args.kind))
             .replace("{{language}}", language)
             .replace("{{lang}}", lang)
-            .replace("{{sdk}}", &sdk_text)
             .replace("{{build}}", &build)
             .replace("{{sdk_env}}", sdk_env)
             .replace("{{source}}", source)

@@ -289,6 +289,21 @@ impl Drop for Serving<'_> {
     }
 }
 
+/// A request's record before anything is known of it: refused until said otherwise.
+pub(super) fn attempt(method: String, destination: String) -> EgressAttempt {
+    EgressAttempt {
+        method,
+        destination,
+        address: None,
+        allowed: false,
+        code: String::new(),
+        reason: String::new(),
+        status: None,
+        request_bytes: 0,
+        response_bytes: 0,
+    }
+}
+
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

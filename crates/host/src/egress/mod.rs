@@ -148,18 +148,8 @@ impl EgressGate {
                 .map_err(|never| match never {})
                 .boxed_unsync()
         });
-        let failed = |gate: &Self, fallback: String| {
-            let attempt = gate.take_attempts().pop();
-            FetchError {
-                code: attempt
-                    .as_ref()
-                    .filter(|a| !a.code.is_empty() && a.code != "ok")
-                    .map_or_else(|| "upstream_failed".to_owned(), |a| a.code.clone()),
-                reason: attempt
-                    .filter(|a| !a.reason.is_empty())
-                    .map_or(fallback, |a| a.reason),
-            }
-        };
+        let failed =
+            |gate: &Self, fallback: String| FetchError::of(gate.take_attempts().pop(), fallback);
         let response = match send(Arc::clone(&self.ledger), request, None).await {
             Ok(response) => response,
             Err(error) => return Err(failed(self, error.to_string())),
@@ -196,6 +186,22 @@ pub struct FetchError {
     pub reason: String,
 }
 
+impl FetchError {
+    /// Why a request failed, as `attempt` (its record, if kept) says: its code and reason, else
+    /// `upstream_failed` and `fallback` (the error the request ended with).
+    fn of(attempt: Option<EgressAttempt>, fallback: String) -> Self {
+        Self {
+            code: attempt
+                .as_ref()
+                .filter(|a| !a.code.is_empty() && a.code != "ok")
+                .map_or_else(|| "upstream_failed".to_owned(), |a| a.code.clone()),
+            reason: attempt
+                .filter(|a| !a.reason.is_empty())
+                .map_or(fallback, |a| a.reason),
+        }
+    }
+}
+
 /// The one function that performs egress. See the module docs for the order of checks.
 async fn send(
     ledger: Arc<Ledger>,
@@ -205,17 +211,10 @@ async fn send(
     let (parts, body) = request.into_parts();
     let method = parts.method.clone();
     let raw_uri = parts.uri.to_string();
-    let mut attempt = EgressAttempt {
-        method: method.to_string(),
-        destination: raw_uri[..raw_uri.floor_char_boundary(MAX_RECORDED_URL)].to_owned(),
-        address: None,
-        allowed: false,
-        code: String::new(),
-        reason: String::new(),
-        status: None,
-        request_bytes: 0,
-        response_bytes: 0,
-    };
+    let mut attempt = call::attempt(
+        method.to_string(),
+        raw_uri[..raw_uri.floor_char_boundary(MAX_RECORDED_URL)].to_owned(),
+    );
     if stdio::is_stdio(&raw_uri) {
         if let Err(denial) = charge(&ledger) {
             return Err(refuse(&ledger, attempt, &denial));

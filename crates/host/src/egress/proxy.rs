@@ -38,12 +38,10 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
-use gatehouse_core::model::EgressAttempt;
-
 use super::call::{Denial, Ledger, millis};
 use super::grants::Grants;
 use super::rules::{Destination, DestinationError};
-use super::{DENIALS, charge, is_safe, resolve, send};
+use super::{DENIALS, FetchError, charge, is_safe, resolve, send};
 
 /// The header that carries a refusal's code.
 const DENIAL_HEADER: &str = "x-gatehouse-denial";
@@ -122,19 +120,15 @@ async fn handle(
     match send(Arc::clone(&ledger), request, None).await {
         Ok(response) => Ok(response),
         Err(error) => {
+            // The record stays on the call: read, not taken.
             let last = ledger.spent().attempts.last().cloned();
-            let (code, reason) = last
-                .filter(|a| !a.code.is_empty() && a.code != "ok")
-                .map_or_else(
-                    || ("upstream_failed".to_owned(), error.to_string()),
-                    |a| (a.code, a.reason),
-                );
+            let failure = FetchError::of(last, error.to_string());
             let status = if matches!(error, HttpError::HttpRequestDenied) {
                 StatusCode::FORBIDDEN
             } else {
                 StatusCode::BAD_GATEWAY
             };
-            Ok(answer(status, Some(&code), &reason))
+            Ok(answer(status, Some(&failure.code), &failure.reason))
         }
     }
 }
@@ -151,17 +145,7 @@ async fn connect(
         .authority()
         .map(ToString::to_string)
         .unwrap_or_default();
-    let mut attempt = EgressAttempt {
-        method: Method::CONNECT.to_string(),
-        destination: authority.clone(),
-        address: None,
-        allowed: false,
-        code: String::new(),
-        reason: String::new(),
-        status: None,
-        request_bytes: 0,
-        response_bytes: 0,
-    };
+    let mut attempt = super::call::attempt(Method::CONNECT.to_string(), authority.clone());
     let checked = async {
         let dest = match Destination::parse(&format!("https://{authority}/")) {
             Ok(dest) if !authority.is_empty() && request.uri().path_and_query().is_none() => dest,

@@ -340,4 +340,4 @@ fn listed(items: impl Iterator<Item = String>) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

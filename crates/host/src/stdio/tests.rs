@@ -66,14 +66,22 @@ struct Fake {
 }
 
 fn fake() -> Fake {
+    let (dir, launch) = python_server(SERVER, 61_001);
+    Fake { _dir: dir, launch }
+}
+
+/// A stdio server written in Python (`script`, run by the system's Python) in a directory of
+/// its own the sandbox shows, run as `run_as` under a root gateway: the directory (keep it)
+/// and the launch.
+pub(crate) fn python_server(script: &str, run_as: u32) -> (tempfile::TempDir, Launch) {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let script = dir.path().join("server.py");
-    std::fs::write(&script, SERVER).unwrap();
+    let path = dir.path().join("server.py");
+    std::fs::write(&path, script).unwrap();
     let launch = Launch {
         program: PathBuf::from("/usr/bin/python3"),
-        args: vec![script.display().to_string()],
+        args: vec![path.display().to_string()],
         env: Vec::new(),
         package_dir: Some(dir.path().to_owned()),
         pin: None,
@@ -84,11 +92,11 @@ fn fake() -> Fake {
             processes: 64,
             open_files: 64,
         },
-        run_as: 61_001,
+        run_as,
         bwrap: PathBuf::from("bwrap"),
         bare: false,
     };
-    Fake { _dir: dir, launch }
+    (dir, launch)
 }
 
 fn supervision() -> Supervision {

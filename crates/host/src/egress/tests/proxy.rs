@@ -2,12 +2,9 @@
 //! (bubblewrap, which `.ci/run` installs), its requests through the proxy in its network
 //! namespace, judged by the gate against loopback upstreams that record what reached them.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use super::*;
-use crate::stdio::sandbox::{Launch, Limits};
 use crate::stdio::{StdioServer, Supervision};
 
 /// A stdio MCP server whose tools try the network from inside the sandbox:
@@ -120,28 +117,7 @@ struct Served {
 
 /// The server, with the egress proxy of `config`'s grants when `network`.
 fn served(config: &EgressConfig, network: bool) -> Served {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let script = dir.path().join("server.py");
-    std::fs::write(&script, SERVER).unwrap();
-    let launch = Launch {
-        program: PathBuf::from("/usr/bin/python3"),
-        args: vec![script.display().to_string()],
-        env: Vec::new(),
-        package_dir: Some(dir.path().to_owned()),
-        pin: None,
-        dirs: Vec::new(),
-        limits: Limits {
-            memory_bytes: 512 << 20,
-            cpu_seconds: 60,
-            processes: 64,
-            open_files: 64,
-        },
-        run_as: 61_002,
-        bwrap: PathBuf::from("bwrap"),
-        bare: false,
-    };
+    let (dir, launch) = crate::stdio::tests::python_server(SERVER, 61_002);
     let requested = vec![
         EgressRequest {
             url: "http://*:*".parse().unwrap(),
