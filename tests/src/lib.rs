@@ -230,6 +230,7 @@ pub fn bind(module: &str, tools: &str, order: i32, config: serde_json::Value) ->
         tools: vec![glob(tools)],
         order,
         config,
+        mode: gatehouse_host::config::BindingMode::Enforce,
     }
 }
 

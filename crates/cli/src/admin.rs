@@ -79,6 +79,13 @@ pub enum PolicyCommand {
         /// The policy module id, e.g. `gatehouse.baseline`.
         id: String,
     },
+    /// Make every shadow binding (`mode = "shadow"`) of a policy module enforcing, on the
+    /// running gateway; audited. Change the binding in the config too, or a restart from a
+    /// fresh state store puts it back in shadow.
+    Promote {
+        /// The policy module id, e.g. `acme.refund-rules`.
+        id: String,
+    },
 }
 
 /// Runs `gatehouse admin ...`.
@@ -126,6 +133,18 @@ pub(super) fn admin(
                     None,
                 )?;
                 say!(out, "rolled back: serving {}", change(&reply));
+            }
+            PolicyCommand::Promote { id } => {
+                let reply = send(
+                    http::Method::POST,
+                    &format!("/v1/policies/{}/promote", segment(&id)),
+                    None,
+                )?;
+                let bindings = reply.get("bindings").and_then(Value::as_u64).unwrap_or(0);
+                say!(
+                    out,
+                    "promoted `{id}`: {bindings} shadow binding(s) now enforcing"
+                );
             }
         },
         AdminCommand::Plugins => {

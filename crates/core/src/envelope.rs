@@ -364,6 +364,7 @@ mod tests {
                 fuel_consumed: 7,
             }],
             obligations: vec![Obligation::MaskPii(vec![PiiKind::Email])],
+            shadow: Vec::new(),
         });
         result.egress = vec![EgressAttempt {
             method: "GET".into(),

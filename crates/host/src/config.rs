@@ -53,7 +53,7 @@ pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolG
 pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLimit, RateScope};
 pub use crate::plugin::cache::CacheConfig;
 pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
-pub use crate::policy::{PolicyBinding, PolicyDefault};
+pub use crate::policy::{BindingMode, PolicyBinding, PolicyDefault};
 pub use crate::sandbox::{PluginBudget, SandboxConfig, SandboxConfigError};
 pub use crate::skills::{Scope as SkillScope, Skill, SkillLimits};
 pub use crate::stdio::{EnvBinding, ServerConfig as StdioServerConfig, Start, StdioConfig};

@@ -135,6 +135,9 @@ pub struct PolicyModule {
     pub previous: Vec<PluginRef>,
     /// The config of every `[[pipeline.policy]]` binding of the module, in binding order.
     pub configs: Vec<Value>,
+    /// How many of its bindings are in shadow mode ([`Host::promote_policy`] makes them
+    /// enforcing).
+    pub shadow_bindings: usize,
 }
 
 impl std::fmt::Debug for Host {
@@ -365,6 +368,7 @@ impl Host {
                 plugin: plugin.clone(),
                 previous: self.pipeline.policies.previous(&plugin.id),
                 configs: set.configs(&plugin.id).into_iter().cloned().collect(),
+                shadow_bindings: set.shadow_bindings(&plugin.id),
             })
             .collect()
     }
@@ -450,6 +454,14 @@ impl Host {
                         format!(
                             "{} {} ({}) from the state store: rolled back through the admin API at {at_ms} ms",
                             plugin.id, plugin.version, plugin.digest
+                        )
+                    }),
+                PluginChange::Promote { at_ms, .. } => self
+                    .promote_policy(&id)
+                    .map_err(|e| e.to_string())
+                    .map(|bindings| {
+                        format!(
+                            "{id}: {bindings} shadow binding(s) enforcing, from the state store: promoted through the admin API at {at_ms} ms"
                         )
                     }),
                 PluginChange::SetConfig { config, at_ms, .. } => self
@@ -544,6 +556,12 @@ impl Host {
         let plugin = self.pipeline.policies.rollback(module)?;
         self.floors.served(PluginKind::Policy, &plugin);
         Ok(plugin)
+    }
+
+    /// Promotes every shadow binding of `module` to enforcing, atomically; returns how many.
+    /// Audit it ([`Host::audit_plugin_change`]): the admin API does.
+    pub fn promote_policy(&self, module: &str) -> Result<usize, PolicyError> {
+        self.pipeline.policies.promote(module)
     }
 
     /// Replaces the config of every binding of `module`, atomically, after checking it

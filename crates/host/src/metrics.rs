@@ -10,6 +10,7 @@
 //! | `gatehouse_egress_requests_total` | adapter, capability, code, allowed | each egress attempt |
 //! | `gatehouse_egress_destination_requests_total` | destination, code | each egress attempt |
 //! | `gatehouse_policy_verdicts_total` | module, version, verdict | each module's answer on a call |
+//! | `gatehouse_policy_shadow_decisions_total` | module, version, verdict, changes | each shadow binding's answer on a call |
 //! | `gatehouse_approvals_pending` | | the store, at scrape time |
 //! | `gatehouse_approvals` | state | the store, at scrape time |
 //! | `gatehouse_store_commit_seconds` | | each call's record, committed |
@@ -25,6 +26,9 @@
 //!   on the call's record).
 //! - `verdict` is `allow`, `deny`, `require_approval` or `abstain`; `version` is the module
 //!   version that answered (`missing` when the bound module was not installed).
+//! - `changes` is `true` when a shadow binding's verdict, were it enforcing, would change the
+//!   call's composed verdict: `sum(rate(gatehouse_policy_shadow_decisions_total{changes="true"}[1h]))`
+//!   is what promoting it would change.
 //! - `state` is `pending` (waiting, not expired), `approved` (not yet used, not expired),
 //!   `executed`, `rejected` or `expired` (pending or approved past its expiry).
 //! - `commit` is the `GATEHOUSE_GIT_COMMIT` the binary was built with, else `unknown`.
@@ -36,6 +40,7 @@
 //! by listener.
 
 use gatehouse_core::envelope::ToolResultEnvelope;
+use gatehouse_core::model::ModuleDecision;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -67,6 +72,14 @@ struct VerdictLabels {
     module: String,
     version: String,
     verdict: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    module: String,
+    version: String,
+    verdict: String,
+    changes: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -146,6 +159,7 @@ pub struct Metrics {
     egress: Family<EgressLabels, Counter>,
     destinations: Family<DestinationLabels, Counter>,
     verdicts: Family<VerdictLabels, Counter>,
+    shadow: Family<ShadowLabels, Counter>,
     unauthorized: Family<ListenerLabels, Counter>,
     approvals_pending: Gauge,
     approvals: Family<StateLabels, Gauge>,
@@ -166,6 +180,7 @@ impl Metrics {
         let slots = Gauge::default();
         let destinations = Family::<DestinationLabels, Counter>::default();
         let verdicts = Family::<VerdictLabels, Counter>::default();
+        let shadow = Family::<ShadowLabels, Counter>::default();
         let unauthorized = Family::<ListenerLabels, Counter>::default();
         let approvals = Family::<StateLabels, Gauge>::default();
         let store_up = Gauge::default();
@@ -202,6 +217,11 @@ impl Metrics {
             "policy_verdicts",
             "Policy module answers by module, version and verdict",
             verdicts.clone(),
+        );
+        registry.register(
+            "policy_shadow_decisions",
+            "Answers of policy bindings in shadow mode by module, version, verdict, and whether enforcing it would change the call's verdict",
+            shadow.clone(),
         );
         registry.register(
             "unauthorized_requests",
@@ -251,6 +271,7 @@ impl Metrics {
             egress,
             destinations,
             verdicts,
+            shadow,
             unauthorized,
             approvals_pending,
             approvals,
@@ -313,19 +334,32 @@ impl Metrics {
                 })
                 .inc();
         }
-        for module in result.policy_decision.iter().flat_map(|d| &d.modules) {
-            let verdict = serde_json::to_value(module.verdict)
+        let labels = |module: &ModuleDecision| VerdictLabels {
+            module: module.module_id.clone(),
+            version: module
+                .module
+                .as_ref()
+                .map_or_else(|| "missing".to_owned(), |m| m.version.clone()),
+            verdict: serde_json::to_value(module.verdict)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            self.verdicts
-                .get_or_create(&VerdictLabels {
-                    module: module.module_id.clone(),
-                    version: module
-                        .module
-                        .as_ref()
-                        .map_or_else(|| "missing".to_owned(), |m| m.version.clone()),
+                .unwrap_or_default(),
+        };
+        for module in result.policy_decision.iter().flat_map(|d| &d.modules) {
+            self.verdicts.get_or_create(&labels(module)).inc();
+        }
+        for shadow in result.policy_decision.iter().flat_map(|d| &d.shadow) {
+            let VerdictLabels {
+                module,
+                version,
+                verdict,
+            } = labels(&shadow.decision);
+            self.shadow
+                .get_or_create(&ShadowLabels {
+                    module,
+                    version,
                     verdict,
+                    changes: shadow.changes.to_string(),
                 })
                 .inc();
         }

@@ -651,14 +651,15 @@ async function plugins() {
   }
   const dialog = h("dialog", { id: "confirm", "aria-labelledby": "confirm-title" });
   const problem = h("div", { "aria-live": "assertive", id: "plugins-problem" });
-  const rollback = (p) => {
-    const to = p.previous[p.previous.length - 1];
+  // Asks before a change to what the gateway serves: `act` is the POST path under /v1/; the
+  // buttons are `#confirm-<name>` and `#cancel-<name>`.
+  const confirmThen = ({ name, title, text, label, act, done }) => {
     dialog.replaceChildren(
       h(
         "form",
         { method: "dialog" },
-        h("h2", { id: "confirm-title" }, "Roll back a policy module"),
-        h("p", {}, `Serve ${p.id} ${to.version} (${to.digest}) again, in place of ${p.version}? Calls from now on are decided by it; the change is recorded in the audit log.`),
+        h("h2", { id: "confirm-title" }, title),
+        h("p", {}, text),
         h(
           "div",
           { class: "actions" },
@@ -666,27 +667,47 @@ async function plugins() {
             "button",
             {
               type: "button",
-              id: "confirm-rollback",
+              id: `confirm-${name}`,
               class: "danger",
               onclick: async () => {
                 dialog.close();
                 try {
-                  await api("POST", `policies/${encodeURIComponent(p.id)}/rollback`);
+                  await api("POST", act);
                   await plugins();
-                  status(`Rolled ${p.id} back to ${to.version}.`);
+                  status(done);
                 } catch (error) {
                   problem.replaceChildren(errorBox(error));
                 }
               },
             },
-            "Roll back"
+            label
           ),
-          h("button", { type: "submit", class: "secondary", id: "cancel-rollback" }, "Cancel")
+          h("button", { type: "submit", class: "secondary", id: `cancel-${name}` }, "Cancel")
         )
       )
     );
     dialog.showModal();
   };
+  const rollback = (p) => {
+    const to = p.previous[p.previous.length - 1];
+    confirmThen({
+      name: "rollback",
+      title: "Roll back a policy module",
+      text: `Serve ${p.id} ${to.version} (${to.digest}) again, in place of ${p.version}? Calls from now on are decided by it; the change is recorded in the audit log.`,
+      label: "Roll back",
+      act: `policies/${encodeURIComponent(p.id)}/rollback`,
+      done: `Rolled ${p.id} back to ${to.version}.`,
+    });
+  };
+  const promote = (p) =>
+    confirmThen({
+      name: "promote",
+      title: "Promote a shadow policy",
+      text: `Make the ${p.shadow_bindings} shadow binding(s) of ${p.id} ${p.version} enforcing? Its verdicts decide calls from now on; the change is recorded in the audit log. Set mode = "enforce" in the config too, or a restart from a fresh state store puts it back in shadow.`,
+      label: "Promote",
+      act: `policies/${encodeURIComponent(p.id)}/promote`,
+      done: `${p.id} is enforcing.`,
+    });
   let history = null;
   if (has("auditor")) {
     try {
@@ -709,7 +730,7 @@ async function plugins() {
     h(
       "table",
       { class: "responsive", id: "policies" },
-      h("thead", {}, h("tr", {}, ["Id", "Version", "Digest", "Publisher key", "Binding configs", "Earlier versions", ""].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Id", "Version", "Digest", "Publisher key", "Binding configs", "Mode", "Earlier versions", ""].map((t) => h("th", {}, t)))),
       h(
         "tbody",
         {},
@@ -719,10 +740,14 @@ async function plugins() {
             { "data-policy": p.id },
             pluginCells(p),
             h("td", { "data-label": "Binding configs", class: "mono" }, p.configs.map((c) => h("div", {}, JSON.stringify(c)))),
+            h("td", { "data-label": "Mode", class: "mode" }, p.shadow_bindings ? `shadow (${p.shadow_bindings})` : "enforcing"),
             h("td", { "data-label": "Earlier versions" }, p.previous.map((v) => v.version).join(", ") || "none"),
             h(
               "td",
               {},
+              has("operator") && p.shadow_bindings
+                ? h("button", { type: "button", class: "promote", "data-policy": p.id, onclick: () => promote(p) }, "Promote…")
+                : null,
               has("operator") && p.previous.length
                 ? h("button", { type: "button", class: "secondary rollback", "data-policy": p.id, onclick: () => rollback(p) }, "Roll back…")
                 : null

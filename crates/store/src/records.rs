@@ -553,6 +553,13 @@ pub enum PluginChange {
         /// When, unix ms.
         at_ms: u64,
     },
+    /// Every shadow binding of a policy module was promoted to enforcing.
+    Promote {
+        /// The module id.
+        plugin: String,
+        /// When, unix ms.
+        at_ms: u64,
+    },
     /// The config of every binding of a policy module was replaced.
     SetConfig {
         /// The module id.
@@ -565,12 +572,13 @@ pub enum PluginChange {
 }
 
 impl PluginChange {
-    /// `install`, `rollback` or `set_config`, as the audit log's plugin entries say.
+    /// `install`, `rollback`, `set_config` or `promote`, as the audit log's plugin entries say.
     pub fn action(&self) -> &'static str {
         match self {
             Self::Install { .. } => "install",
             Self::Rollback { .. } => "rollback",
             Self::SetConfig { .. } => "set_config",
+            Self::Promote { .. } => "promote",
         }
     }
 
@@ -579,7 +587,8 @@ impl PluginChange {
         match self {
             Self::Install { plugin, .. }
             | Self::Rollback { plugin, .. }
-            | Self::SetConfig { plugin, .. } => plugin,
+            | Self::SetConfig { plugin, .. }
+            | Self::Promote { plugin, .. } => plugin,
         }
     }
 }

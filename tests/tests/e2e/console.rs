@@ -563,3 +563,56 @@ async fn a_link_to_one_approval_lands_there_after_sign_in_and_says_how_the_calle
     assert!(waiting.contains("for a retry"), "{waiting}");
     assert!(browser.text("#time-left").await.contains("left"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_promotes_a_shadow_binding_after_confirming() {
+    // A code module in shadow: the console shows it, and promotes it on confirmation.
+    let gateway = AdminGateway::start_with("test.ledger.*", json!({}), "1.0.0", "", |host| {
+        host.pipeline.policy_default = PolicyDefault::Allow;
+        let mut redact = bind("gatehouse.redact", "test.ledger.*", 1, json!({}));
+        redact.mode = gatehouse_host::config::BindingMode::Shadow;
+        host.pipeline.policies.push(redact);
+    })
+    .await;
+    let browser = signed_in(&gateway, OPERATOR, (1280, 900)).await;
+    visit(&browser, &gateway, "#/plugins").await;
+    let row = "#policies tr[data-policy='gatehouse.redact']";
+    browser
+        .wait_text(&format!("{row} td.mode"), "shadow (1)", SOON)
+        .await;
+    browser.click(&format!("{row} button.promote")).await;
+    browser
+        .wait_text("#confirm", "shadow binding(s) of gatehouse.redact", SOON)
+        .await;
+    browser.click("#cancel-promote").await;
+    assert!(
+        browser.text(row).await.contains("shadow (1)"),
+        "cancel changes nothing"
+    );
+    browser.click(&format!("{row} button.promote")).await;
+    browser.click("#confirm-promote").await;
+    browser
+        .wait_text(&format!("{row} td.mode"), "enforcing", SOON)
+        .await;
+    assert!(!browser.has(&format!("{row} button.promote")).await);
+    let (status, body) = request(
+        gateway.admin,
+        "GET",
+        "/v1/audit?kind=plugin",
+        Some(AUDITOR),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let entries: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        entries["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["record"]["action"] == "promote"
+                && e["record"]["module"] == "gatehouse.redact"
+                && e["principal"] == "usr_ops_olaf"),
+        "{entries}"
+    );
+}

@@ -19,7 +19,7 @@ pub use content::{ContentBlock, ErrorBody, ErrorKind, ResourceContents};
 pub use decision::{Obligation, PiiKind, Reason, Verdict};
 pub use record::{
     ActionRecord, DecisionRecord, EgressAttempt, ModuleDecision, POLICY_DEFAULT, POLICY_FAILED,
-    POLICY_MODULE_MISSING, PluginRef,
+    POLICY_MODULE_MISSING, PluginRef, ShadowDecision,
 };
 pub use select::{Glob, GlobError, Tenants};
 

@@ -102,6 +102,23 @@ pub struct DecisionRecord {
     /// The obligations the result must satisfy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub obligations: Vec<Obligation>,
+    /// What each binding in shadow mode (`mode = "shadow"`) would have decided: evaluated on
+    /// the call, changing nothing of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<ShadowDecision>,
+}
+
+/// A shadow binding's answer on one call, beside the real decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShadowDecision {
+    /// The module's answer, as an enforcing binding's would be recorded.
+    #[serde(flatten)]
+    pub decision: ModuleDecision,
+    /// The composed verdict had this binding been enforcing (beside the enforcing ones).
+    pub would_be: Verdict,
+    /// Whether `would_be` differs from the call's real verdict: promoting this binding would
+    /// change this call's outcome.
+    pub changes: bool,
 }
 
 impl DecisionRecord {

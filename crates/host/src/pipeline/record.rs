@@ -20,7 +20,7 @@ use gatehouse_core::envelope::{
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{
     ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Obligation, Principal, PrincipalKind,
-    Verdict,
+    ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey};
@@ -371,6 +371,8 @@ struct LeanDecision<'a> {
     modules: &'a [ModuleDecision],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     obligations: &'a [Obligation],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    shadow: &'a [ShadowDecision],
 }
 
 impl<'a> LeanDecision<'a> {
@@ -382,6 +384,7 @@ impl<'a> LeanDecision<'a> {
             default_applied,
             modules,
             obligations,
+            shadow,
         } = decision;
         Self {
             decision_id,
@@ -391,6 +394,7 @@ impl<'a> LeanDecision<'a> {
             default_applied: *default_applied,
             modules,
             obligations,
+            shadow,
         }
     }
 }
@@ -550,6 +554,7 @@ mod tests {
             default_applied: true,
             modules: Vec::new(),
             obligations: Vec::new(),
+            shadow: Vec::new(),
         });
         let mut action = action(&call, &call.args);
         action.approval_mode_max = ApprovalMode::ReadOnly;
@@ -601,6 +606,7 @@ mod tests {
                 fuel_consumed: 3,
             }],
             obligations: Vec::new(),
+            shadow: Vec::new(),
         });
         let mut action = action(&call, &call.args);
         action.adapter_id = "support-v2".into();

@@ -47,6 +47,30 @@ pub struct PolicyBinding {
     /// The module's JSON config, checked against its `config_schema`. Default: `{}`.
     #[serde(default = "gatehouse_core::model::empty_object")]
     pub config: Value,
+    /// `enforce` (the default), or `shadow`: the module runs on every call the binding
+    /// covers and changes nothing; what it would have decided is recorded beside the real
+    /// decision (`policy_decision.shadow` in the audit entry) and counted
+    /// (`gatehouse_policy_shadow_decisions_total`). An operator promotes it to enforcing
+    /// through the admin API, `gatehouse admin policy promote` or the console: an audited act.
+    #[serde(default, skip_serializing_if = "BindingMode::is_enforce")]
+    pub mode: BindingMode,
+}
+
+/// Whether a binding's verdicts count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BindingMode {
+    /// Its verdicts decide (the default).
+    #[default]
+    Enforce,
+    /// Its verdicts are recorded and counted, and decide nothing.
+    Shadow,
+}
+
+impl BindingMode {
+    fn is_enforce(&self) -> bool {
+        *self == Self::Enforce
+    }
 }
 
 fn any_tool() -> Vec<Glob> {

@@ -13,6 +13,10 @@
 //!    closed). Deny overrides require-approval overrides allow; all-abstain falls to the
 //!    operator default. A module may lower the effective approval mode, never raise it.
 //!
+//! A binding with `mode = "shadow"` runs after the enforcing chain, on the call as that chain
+//! left it, and decides nothing: its answer is recorded as a [`ShadowDecision`] with the
+//! verdict it would have composed to ([`PolicyStore::promote`] makes it enforcing).
+//!
 //! Every [`ModuleDecision`] names the module id, version and digest that made it. Swaps go
 //! through the library API ([`crate::Host::install_policy`], `rollback_policy`,
 //! `set_policy_config`) or a watched directory ([`crate::watch`]).
@@ -28,10 +32,10 @@ use tracing::Instrument;
 use crate::bindings::types as wit;
 use crate::plugin::{LoadedPolicy, PluginRef};
 use crate::sandbox::Sandbox;
-pub use config::{PolicyBinding, PolicyDefault};
+pub use config::{BindingMode, PolicyBinding, PolicyDefault};
 use gatehouse_core::model::{
     ApprovalMode, DecisionRecord, ModuleDecision, Obligation, POLICY_FAILED, POLICY_MODULE_MISSING,
-    Reason, Verdict,
+    Reason, ShadowDecision, Verdict,
 };
 
 /// Why a policy change was refused. The serving set is unchanged whenever one is returned.
@@ -69,6 +73,14 @@ pub enum PolicyError {
     /// The module is not bound by any `[[pipeline.policy]]`.
     #[error("`{module}` is not bound by any [[pipeline.policy]]; bind it in the config first")]
     Unbound {
+        /// Module id.
+        module: String,
+    },
+    /// Promotion asked for a module with no binding in shadow mode.
+    #[error(
+        "no [[pipeline.policy]] binding of `{module}` is in shadow mode; there is nothing to promote"
+    )]
+    NotShadow {
         /// Module id.
         module: String,
     },
@@ -121,6 +133,14 @@ impl PolicySet {
     /// Every installed module, by id.
     pub fn modules(&self) -> impl Iterator<Item = &PluginRef> {
         self.modules.values().map(|m| m.plugin())
+    }
+
+    /// How many bindings of `module` are in shadow mode.
+    pub fn shadow_bindings(&self, module: &str) -> usize {
+        self.bindings
+            .iter()
+            .filter(|b| b.spec.module == module && b.spec.mode == BindingMode::Shadow)
+            .count()
     }
 
     /// The config of every binding of `module`, in binding order.
@@ -226,6 +246,41 @@ impl PolicyStore {
         Ok(())
     }
 
+    /// Promotes every shadow binding of `module` to enforcing, atomically. Returns how many
+    /// bindings it promoted.
+    pub fn promote(&self, module: &str) -> Result<usize, PolicyError> {
+        let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
+        if !serving.bindings.iter().any(|b| b.spec.module == module) {
+            return Err(PolicyError::Unbound {
+                module: module.to_owned(),
+            });
+        }
+        let mut promoted = 0;
+        let bindings: Vec<Binding> = serving
+            .bindings
+            .iter()
+            .map(|b| {
+                let mut b = b.clone();
+                if b.spec.module == module && b.spec.mode == BindingMode::Shadow {
+                    b.spec.mode = BindingMode::Enforce;
+                    promoted += 1;
+                }
+                b
+            })
+            .collect();
+        if promoted == 0 {
+            return Err(PolicyError::NotShadow {
+                module: module.to_owned(),
+            });
+        }
+        *serving = Arc::new(PolicySet {
+            modules: serving.modules.clone(),
+            bindings: Arc::new(bindings),
+            default: serving.default,
+        });
+        Ok(promoted)
+    }
+
     fn swap_in(&self, module: Arc<LoadedPolicy>, keep_old: bool) -> Result<PluginRef, PolicyError> {
         let mut serving = self.serving.write().unwrap_or_else(PoisonError::into_inner);
         check_configs(&module, &serving.bindings)?;
@@ -312,10 +367,12 @@ pub async fn evaluate(
     let mut modules = Vec::new();
     let mut obligations = Vec::new();
     let (mut denied, mut approval, mut allowed) = (false, false, false);
+    let applies = |b: &&Binding| b.applies(&action.tenant, tool);
     for binding in set
         .bindings
         .iter()
-        .filter(|b| b.applies(&action.tenant, tool))
+        .filter(applies)
+        .filter(|b| b.spec.mode == BindingMode::Enforce)
     {
         action.approval_mode_requested = mode.into();
         let decision = match set.modules.get(&binding.spec.module) {
@@ -340,18 +397,59 @@ pub async fn evaluate(
         }
     }
     let default_applied = !denied && !approval && !allowed;
-    let verdict = if denied {
-        Verdict::Deny
-    } else if approval {
-        Verdict::RequireApproval
-    } else if allowed {
-        Verdict::Allow
-    } else {
-        match set.default {
-            PolicyDefault::Deny => Verdict::Deny,
-            PolicyDefault::Allow => Verdict::Allow,
+    let compose = |denied: bool, approval: bool, allowed: bool| {
+        if denied {
+            Verdict::Deny
+        } else if approval {
+            Verdict::RequireApproval
+        } else if allowed {
+            Verdict::Allow
+        } else {
+            match set.default {
+                PolicyDefault::Deny => Verdict::Deny,
+                PolicyDefault::Allow => Verdict::Allow,
+            }
         }
     };
+    let verdict = compose(denied, approval, allowed);
+    // Shadow bindings: each evaluated as the enforcing chain left the call, recorded with the
+    // verdict it would have composed to; nothing of the call changes.
+    let mut shadow = Vec::new();
+    action.approval_mode_requested = mode.into();
+    for binding in set
+        .bindings
+        .iter()
+        .filter(applies)
+        .filter(|b| b.spec.mode == BindingMode::Shadow)
+    {
+        let mut unchanged = mode;
+        let (decision, _) = match set.modules.get(&binding.spec.module) {
+            None => missing(&binding.spec.module),
+            Some(module) => {
+                run_one(
+                    module,
+                    sandbox,
+                    &action,
+                    &binding.config_json,
+                    &mut unchanged,
+                )
+                .instrument(
+                    tracing::info_span!("policy", module = %module.plugin().id, shadow = true),
+                )
+                .await
+            }
+        };
+        let would_be = compose(
+            denied || decision.verdict == Verdict::Deny,
+            approval || decision.verdict == Verdict::RequireApproval,
+            allowed || decision.verdict == Verdict::Allow,
+        );
+        shadow.push(ShadowDecision {
+            decision,
+            would_be,
+            changes: would_be != verdict,
+        });
+    }
     DecisionRecord {
         decision_id: gatehouse_core::ids::decision_id(),
         verdict,
@@ -359,6 +457,7 @@ pub async fn evaluate(
         default_applied,
         modules,
         obligations,
+        shadow,
     }
 }
 

@@ -560,7 +560,9 @@ fn install_error(error: &InstallError) -> ApiError {
 
 fn policy_error(error: &PolicyError) -> ApiError {
     match error {
-        PolicyError::NoPrevious { .. } => ApiError::conflict(error.to_string()),
+        PolicyError::NoPrevious { .. } | PolicyError::NotShadow { .. } => {
+            ApiError::conflict(error.to_string())
+        }
         PolicyError::Unbound { .. } => ApiError::not_found(error.to_string()),
         PolicyError::Config { .. } | PolicyError::Schema { .. } => {
             ApiError::new(StatusCode::BAD_REQUEST, "refused", error.to_string())
@@ -587,6 +589,22 @@ pub async fn rollback(host: &Host, operator: &Operator, module: &str) -> Result<
     let served = Some((PluginKind::Policy, &plugin, ServedAs::Downgrade));
     record(host, operator, &change, kept, served).await?;
     tracing::info!(by = %operator.principal, module, version = %plugin.version, "admin: rolled back");
+    Ok(json_reply(StatusCode::OK, &change))
+}
+
+/// Promotes every shadow binding of `module` to enforcing: an audited act.
+pub async fn promote(host: &Host, operator: &Operator, module: &str) -> Result<Reply, ApiError> {
+    let bindings = host.promote_policy(module).map_err(|e| policy_error(&e))?;
+    let change = json!({
+        "action": "promote", "kind": "policy", "module": module, "bindings": bindings,
+        "serving": host.policy_version(module),
+    });
+    let kept = PluginChange::Promote {
+        plugin: module.to_owned(),
+        at_ms: now_ms(),
+    };
+    record(host, operator, &change, kept, None).await?;
+    tracing::info!(by = %operator.principal, module, bindings, "admin: shadow binding promoted to enforcing");
     Ok(json_reply(StatusCode::OK, &change))
 }
 

@@ -313,6 +313,12 @@ impl AdminServer {
                 query.none()?;
                 api::rollback(host, &operator, id).await
             }
+            ["v1", "policies", id, "promote"] => {
+                allow(method, &Method::POST)?;
+                require(&operator, &[Role::Operator])?;
+                query.none()?;
+                api::promote(host, &operator, id).await
+            }
             ["v1", "skills", "resolve"] => {
                 allow(method, &Method::GET)?;
                 require(&operator, &[Role::Operator, Role::Auditor])?;
