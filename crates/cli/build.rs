@@ -1,13 +1,15 @@
-//! Builds, from source for wasm32-wasip2, the two generic adapters the binary carries for
-//! `gatehouse import ... --key` (`mcp-upstream`, `openapi`: `crate::import::generic`), and with
+//! Builds, from source for wasm32-wasip2, the generic components the binary carries (the
+//! adapters of `gatehouse import ... --key`, `mcp-upstream` and `openapi`, and the Cedar module
+//! of `gatehouse policy pack`: `crate::import::generic`), and with
 //! the `demo` feature the first-party plugins `gatehouse demo` embeds.
 
 use std::path::PathBuf;
 
 use gatehouse_build_support::{Built, Package, build_components};
 
-/// The generic adapters `gatehouse import` packs and signs.
-const GENERIC: [Package<'static>; 2] = [
+/// The generic adapters `gatehouse import` packs and signs, and the generic Cedar module
+/// `gatehouse policy pack` initializes with rules and signs.
+const GENERIC: [Package<'static>; 3] = [
     Package {
         name: "mcp-upstream",
         dir: "plugins/mcp-upstream",
@@ -15,6 +17,10 @@ const GENERIC: [Package<'static>; 2] = [
     Package {
         name: "openapi",
         dir: "plugins/openapi",
+    },
+    Package {
+        name: "cedar",
+        dir: "plugins/cedar",
     },
 ];
 

@@ -51,6 +51,7 @@ mod drift;
 mod exit;
 pub mod import;
 mod new;
+mod policy;
 mod registry;
 mod sdks;
 mod serve;
@@ -230,6 +231,12 @@ enum Command {
         policies: Vec<PathBuf>,
         #[command(flatten)]
         config: ConfigArg,
+    },
+    /// Policies written as Cedar rules: `pack` checks them against the config's tools and
+    /// signs them as a policy module; `test` runs table tests of them.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
     },
     /// Put an existing MCP server or OpenAPI service behind gatehouse: write the manifest of
     /// the generic `mcp-upstream` or `openapi` adapter (one capability per tool or operation,
@@ -442,6 +449,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Audit { command, config } => state::audit(command, &config, out),
         Command::Admin { command, args } => admin::admin(&args, command, out),
         Command::Import { command } => import::command::import(command, out),
+        Command::Policy { command } => policy::policy(command, out),
         Command::New(args) => new::new(&args, out),
         Command::Build(args) => build::build(&args, out),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
@@ -585,10 +593,17 @@ fn verify(component: &Path, config: &ConfigArg, out: &mut dyn Write) -> Result<u
 fn inspect(component: &Path, out: &mut dyn Write) -> Result<u8, Failure> {
     let bytes = read_file(component).map_err(usage)?;
     let inspection = plugin::inspect(&bytes).map_err(refused)?;
+    let mut shown = serde_json::to_value(&inspection).expect("inspection serializes");
+    // A module `gatehouse policy pack` made carries its rules' text, for a reviewer.
+    if let Ok(list) = plugin::sections::sections(&bytes)
+        && let Some(rules) = plugin::sections::custom(&list, policy::RULES_SECTION).first()
+    {
+        shown["cedar_rules"] = serde_json::Value::String(String::from_utf8_lossy(rules).into());
+    }
     say!(
         out,
         "{}",
-        serde_json::to_string_pretty(&inspection).expect("inspection serializes")
+        serde_json::to_string_pretty(&shown).expect("inspection serializes")
     );
     Ok(0)
 }

@@ -8,6 +8,7 @@ mod agents;
 mod audit;
 mod cache;
 mod capacity;
+mod cedar;
 mod cli;
 mod conformance;
 mod console;

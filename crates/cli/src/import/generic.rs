@@ -1,18 +1,21 @@
-//! The two generic adapters this binary carries, built from source by `build.rs`
-//! (`plugins/mcp-upstream`, `plugins/openapi`): `gatehouse import ... --key` embeds the
+//! The generic components this binary carries, built from source by `build.rs`: the adapters
+//! `plugins/mcp-upstream` and `plugins/openapi` (`gatehouse import ... --key` embeds the
 //! manifest in one and signs it, so an installed `gatehouse` imports and signs alone;
-//! `--component FILE` overrides it.
+//! `--component FILE` overrides it), and the policy module `plugins/cedar` (`gatehouse policy
+//! pack` initializes it with rules and signs it).
 
 /// `(package name, component bytes)`, as `build.rs` built them.
 const COMPONENTS: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/generic_components.rs"));
 
-/// Which generic adapter an import signs.
+/// Which generic component a command signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Generic {
     /// `plugins/mcp-upstream`, for `gatehouse import mcp`.
     McpUpstream,
     /// `plugins/openapi`, for `gatehouse import openapi`.
     OpenApi,
+    /// `plugins/cedar`, for `gatehouse policy pack`.
+    Cedar,
 }
 
 impl Generic {
@@ -21,6 +24,7 @@ impl Generic {
         match self {
             Self::McpUpstream => "mcp-upstream",
             Self::OpenApi => "openapi",
+            Self::Cedar => "cedar",
         }
     }
 
@@ -31,7 +35,7 @@ impl Generic {
             .iter()
             .find(|(name, _)| *name == package)
             .map(|(_, bytes)| *bytes)
-            .expect("build.rs builds both generic adapters")
+            .expect("build.rs builds every generic component")
     }
 }
 

@@ -304,6 +304,38 @@ pub fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
     compile_checked(bytes, kind).map(drop)
 }
 
+/// Runs `component`'s initializer (`wizer-initialize(string)`) once with `input`, in a
+/// throwaway engine with no egress and the sandbox's ceilings for budgets, and returns the
+/// snapshot of the initialized instance ([`crate::sandbox`]'s `pre_initialize`), checked to
+/// implement the `policy` world. `gatehouse policy pack` puts a parsed rule set into the
+/// generic Cedar module this way.
+pub fn pre_initialize(component: &[u8], input: &str) -> Result<Vec<u8>, String> {
+    let defaults = SandboxConfig::default();
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_concurrent_calls: 1,
+        fuel: defaults.max_fuel,
+        timeout_ms: defaults.max_timeout_ms,
+        memory_mib: defaults.max_memory_mib,
+        ..defaults
+    })
+    .map_err(|e| format!("cannot create the engine: {e:#}"))?;
+    // On a thread of its own, so it runs from any context (a runtime or none).
+    let snapshot = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start a runtime: {e}"))?
+                    .block_on(sandbox.pre_initialize(component, input))
+            })
+            .join()
+            .unwrap_or_else(|_| Err("snapshotting the initialized component panicked".to_owned()))
+    })?;
+    check_world(&snapshot, PluginKind::Policy)?;
+    Ok(snapshot)
+}
+
 /// [`check_world`]'s throwaway engine, and for an adapter the component prepared in it (to
 /// run it once: [`handles::record`]).
 fn compile_checked(

@@ -27,6 +27,7 @@
 //! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
 //!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
 
+mod initialize;
 mod state;
 
 use std::time::{Duration, Instant};

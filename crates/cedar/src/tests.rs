@@ -1,0 +1,262 @@
+use serde_json::json;
+
+use super::*;
+use crate::check::check;
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool {
+            name: "shop.refund".into(),
+            adapter: "shop".into(),
+            capability: "refund".into(),
+            class: "act".into(),
+            max_mode: "network".into(),
+            input_schema: json!({
+                "type": "object",
+                "required": ["order", "amount"],
+                "properties": {
+                    "order": { "type": "string" },
+                    "amount": { "type": "number" },
+                    "note": { "type": "string" }
+                }
+            }),
+            annotations: HashMap::from([("destructive".to_owned(), false)]),
+        },
+        Tool {
+            name: "mail.send".into(),
+            adapter: "mail".into(),
+            capability: "send".into(),
+            class: "act".into(),
+            max_mode: "destructive".into(),
+            input_schema: json!({
+                "type": "object",
+                "required": ["to"],
+                "properties": { "to": { "type": "string" }, "count": { "type": "integer" } }
+            }),
+            annotations: HashMap::new(),
+        },
+    ]
+}
+
+fn call(tool: &str, tenant: &str, args: Value) -> Call {
+    let (adapter, capability) = tool.split_once('.').unwrap();
+    let max_mode = if tool == "mail.send" {
+        "destructive"
+    } else {
+        "network"
+    };
+    Call {
+        tool: tool.into(),
+        adapter: adapter.into(),
+        capability: capability.into(),
+        class: "act".into(),
+        max_mode: max_mode.into(),
+        mode: max_mode.into(),
+        args,
+        tenant: tenant.into(),
+        principals: vec![Principal {
+            kind: "user".into(),
+            id: "user:7".into(),
+        }],
+        // 2026-11-27 (a Friday) 10:00 UTC.
+        now_unix_ms: 1_795_773_600_000,
+        prior_actions: Vec::new(),
+        data_classification: Vec::new(),
+    }
+}
+
+const RULES: &str = r#"
+@id("refunds-over-100")
+@reason("refunds over 100 need a person")
+@approval("required")
+permit (principal, action == Action::"shop.refund", resource)
+when { context.args.amount.greaterThan(decimal("100.0")) };
+
+@id("small-refunds")
+@approval("local_write")
+@redact("/card")
+@evidence("refund-policy-v3")
+permit (principal, action == Action::"shop.refund", resource)
+when { context.args.amount.lessThanOrEqual(decimal("100.0")) };
+
+@id("trial-no-mail")
+@reason("tenant trial may not send email")
+forbid (principal in Tenant::"trial", action == Action::"mail.send", resource);
+
+@id("mail")
+@mask_pii("email")
+permit (principal, action == Action::"mail.send", resource in Adapter::"mail");
+"#;
+
+fn rules() -> Rules {
+    check(RULES, &tools()).unwrap();
+    Rules::new(&Packed {
+        rules: RULES.into(),
+        tools: tools(),
+    })
+    .unwrap()
+}
+
+#[test]
+fn each_verdict_names_the_rules_that_matched() {
+    let rules = rules();
+    let big = rules.decide(&call(
+        "shop.refund",
+        "acme",
+        json!({"order": "o1", "amount": 100.5}),
+    ));
+    assert_eq!(big.verdict, Verdict::RequireApproval);
+    assert_eq!(big.reasons[0].code, "refunds-over-100");
+    assert_eq!(big.reasons[0].message, "refunds over 100 need a person");
+
+    let small = rules.decide(&call(
+        "shop.refund",
+        "acme",
+        json!({"order": "o1", "amount": 20}),
+    ));
+    assert_eq!(small.verdict, Verdict::Allow);
+    assert_eq!(small.effective_mode.as_deref(), Some("local_write"));
+    assert_eq!(small.redact, ["/card"]);
+    assert_eq!(small.evidence, ["refund-policy-v3"]);
+    assert_eq!(small.reasons[0].code, "small-refunds");
+
+    let trial = rules.decide(&call("mail.send", "trial", json!({"to": "a@b"})));
+    assert_eq!(trial.verdict, Verdict::Deny);
+    assert_eq!(
+        trial.reasons,
+        [Reason {
+            code: "trial-no-mail".into(),
+            message: "tenant trial may not send email".into()
+        }]
+    );
+
+    let mail = rules.decide(&call("mail.send", "acme", json!({"to": "a@b"})));
+    assert_eq!(mail.verdict, Verdict::Allow);
+    assert_eq!(mail.mask_pii, ["email"]);
+
+    // A tool no rule names: abstain.
+    let other = rules.decide(&call("notes.add", "acme", json!({})));
+    assert_eq!(other.verdict, Verdict::Abstain);
+    assert!(other.reasons.is_empty());
+}
+
+#[test]
+fn a_mode_above_the_maximum_denies_and_a_number_a_decimal_cannot_hold_denies() {
+    let text = r#"@id("up") @approval("destructive") permit (principal, action, resource);"#;
+    let rules = Rules::new(&Packed {
+        rules: text.into(),
+        tools: tools(),
+    })
+    .unwrap();
+    let up = rules.decide(&call(
+        "shop.refund",
+        "acme",
+        json!({"order": "o", "amount": 1}),
+    ));
+    assert_eq!(up.verdict, Verdict::Deny);
+    assert_eq!(up.reasons[0].code, "APPROVAL_ABOVE_MAXIMUM");
+    // mail.send's maximum is destructive: allowed there.
+    let ok = rules.decide(&call("mail.send", "acme", json!({"to": "x"})));
+    assert_eq!(ok.verdict, Verdict::Allow);
+
+    let precise = self::rules().decide(&call(
+        "shop.refund",
+        "acme",
+        json!({"order": "o", "amount": 100.00001}),
+    ));
+    assert_eq!(precise.verdict, Verdict::Deny);
+    assert!(
+        precise.reasons[0].message.contains("args.amount"),
+        "{precise:?}"
+    );
+}
+
+#[test]
+fn the_time_of_day_and_the_weekday_are_utc() {
+    let text = r#"@id("hours") forbid (principal, action, resource) unless { context.hour >= 9 && context.hour < 17 && context.weekday <= 5 };"#;
+    let rules = Rules::new(&Packed {
+        rules: text.into(),
+        tools: tools(),
+    })
+    .unwrap();
+    let mut c = call("mail.send", "acme", json!({"to": "x"}));
+    assert_eq!(rules.decide(&c).verdict, Verdict::Abstain, "Friday 10:00");
+    c.now_unix_ms += 8 * 3_600_000;
+    assert_eq!(rules.decide(&c).verdict, Verdict::Deny, "Friday 18:00");
+    c.now_unix_ms += 16 * 3_600_000;
+    assert_eq!(rules.decide(&c).verdict, Verdict::Deny, "Saturday 10:00");
+}
+
+fn problems(text: &str) -> Vec<String> {
+    check(text, &tools())
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn validation_names_the_line_and_column_of_each_mistake() {
+    let unknown_tool =
+        problems("permit (principal,\n  action == Action::\"shop.refnd\", resource);");
+    assert!(
+        unknown_tool[0].starts_with("line 2, column 13:"),
+        "{unknown_tool:?}"
+    );
+    assert!(unknown_tool[0].contains("shop.refund"), "{unknown_tool:?}");
+
+    let unknown_arg = problems(
+        "permit (principal, action == Action::\"shop.refund\", resource)\nwhen { context.args.amonut.greaterThan(decimal(\"1.0\")) };",
+    );
+    assert!(
+        unknown_arg[0].starts_with("line 2, column 8:"),
+        "{unknown_arg:?}"
+    );
+    assert!(unknown_arg[0].contains("amonut"), "{unknown_arg:?}");
+
+    let wrong_type = problems(
+        "permit (principal, action == Action::\"shop.refund\", resource)\nwhen { context.args.order > 3 };",
+    );
+    assert!(
+        wrong_type[0].starts_with("line 2, column 8:"),
+        "{wrong_type:?}"
+    );
+    assert!(wrong_type[0].contains("String"), "{wrong_type:?}");
+
+    let resource = problems("forbid (principal, action, resource == Tool::\"shop.refnd\");");
+    assert_eq!(
+        resource,
+        [
+            "line 1, column 40: Tool::\"shop.refnd\" is not a tool the config serves; did you mean `Tool::\"shop.refund\"`?"
+        ]
+    );
+
+    let never = problems(
+        "forbid (principal, action == Action::\"mail.send\", resource)\nwhen { resource in Tenant::\"trial\" };",
+    );
+    assert!(
+        never[0].starts_with("line 1, column 1: the rule can never apply"),
+        "{never:?}"
+    );
+
+    let above = problems(
+        "@approval(\"destructive\")\npermit (principal, action == Action::\"shop.refund\", resource);",
+    );
+    assert!(
+        above[0].starts_with(
+            "line 1, column 1: @approval(\"destructive\") is above the declared maximum `network`"
+        ),
+        "{above:?}"
+    );
+
+    let annotation = problems(
+        "@redact(\"card\")\npermit (principal, action == Action::\"shop.refund\", resource);",
+    );
+    assert!(
+        annotation[0].starts_with("line 1, column 1: @redact: `card` is not a JSON pointer"),
+        "{annotation:?}"
+    );
+
+    let syntax = problems("permit (principal, action, resource)\nwhen { context.hour > };");
+    assert!(syntax[0].starts_with("line 2, column"), "{syntax:?}");
+}
