@@ -305,7 +305,7 @@ mod tests {
         );
         assert_eq!(
             out.content,
-            vec![Content::Text(r#"{"longest":"gate","words":3}"#.into())]
+            vec![Content::Text(r#"{"words":3,"longest":"gate"}"#.into())]
         );
     }
 

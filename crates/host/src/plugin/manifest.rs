@@ -936,7 +936,7 @@ mod tests {
         let text = manifest.to_toml().unwrap();
         assert!(
             text.contains(
-                r#"input_schema = '{"properties":{"big":{"maximum":18446744073709551615},"#
+                r#"input_schema = '{"type":"object","properties":{"tag":{"type":["string","null"],"default":null,"enum":["a",null]},"big":{"maximum":18446744073709551615}}}'"#
             ),
             "{text}"
         );

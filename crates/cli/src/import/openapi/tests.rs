@@ -270,14 +270,14 @@ fn a_ref_fan_out_is_refused_naming_the_schema() {
          or make the document refer to it fewer times"
     );
     // Under the bound per operation, but not together: 34 operations of S13 (57,343 values
-    // each) fit in the import's budget, and the 35th in the document's (sorted) order,
-    // `/things/4`, does not.
+    // each) fit in the import's budget, and the 35th in the document's order, `/things/34`,
+    // does not.
     let per_operation = fan_out(14, &[13; 40]);
     let many = import(&fan_out(14, &[13; 3]), None, &options()).unwrap();
     assert_eq!(many.manifest.capabilities.len(), 3);
     assert_eq!(
         error(&per_operation),
-        "the spec: the schema `#/components/schemas/S13` (at /paths/~1things~14/post) takes \
+        "the spec: the schema `#/components/schemas/S13` (at /paths/~1things~134/post) takes \
          the import's input schemas past 2000000 JSON values once their `$ref`s are inlined; \
          import fewer operations with --include or --exclude"
     );
