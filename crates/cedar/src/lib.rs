@@ -197,12 +197,17 @@ pub struct Packed {
 #[derive(Debug)]
 pub struct Rules {
     all: PolicySet,
+    /// The rules whose scope names no tool or adapter: they apply to every call, and are kept
+    /// once, not in every tool's slice (1,000 of them over 1,000 tools would be a million
+    /// copies).
+    general: PolicySet,
     tools: HashMap<String, Slice>,
 }
 
 #[derive(Debug)]
 struct Slice {
     tool: Tool,
+    /// The rules that name this tool (or its adapter) in their scope.
     policies: PolicySet,
     entities: Vec<Entity>,
 }
@@ -212,10 +217,17 @@ impl Rules {
     /// before it is packed; an error here is a parse error.
     pub fn new(packed: &Packed) -> Result<Self, String> {
         let all = PolicySet::from_str(&packed.rules).map_err(|e| e.to_string())?;
+        let mut general = PolicySet::new();
+        for policy in all.policies().filter(|p| is_general(p)) {
+            general.add(policy.clone()).map_err(|e| e.to_string())?;
+        }
         let mut tools = HashMap::new();
         for tool in &packed.tools {
             let mut policies = PolicySet::new();
-            for policy in all.policies().filter(|p| may_apply(p, tool)) {
+            for policy in all
+                .policies()
+                .filter(|p| !is_general(p) && may_apply(p, tool))
+            {
                 policies.add(policy.clone()).map_err(|e| e.to_string())?;
             }
             let entities = tool_entities(tool)?;
@@ -228,7 +240,11 @@ impl Rules {
                 },
             );
         }
-        Ok(Self { all, tools })
+        Ok(Self {
+            all,
+            general,
+            tools,
+        })
     }
 
     /// Decides once on a call of every known tool, and evaluates a decimal: what Cedar builds
@@ -278,14 +294,16 @@ impl Rules {
 
     fn try_decide(&self, call: &Call) -> Result<Outcome, String> {
         let unknown;
-        let (policies, mut entities, schema) = match self.tools.get(&call.tool) {
+        // A known tool: the general rules and its own; a tool served after the rules were
+        // packed: every rule, its facts from the call.
+        let (sets, mut entities, schema): (Vec<&PolicySet>, _, _) = match self.tools.get(&call.tool)
+        {
             Some(slice) => (
-                &slice.policies,
+                vec![&self.general, &slice.policies],
                 slice.entities.clone(),
                 Some(&slice.tool.input_schema),
             ),
             None => {
-                // A tool served after the rules were packed: every rule, its facts from the call.
                 unknown = Tool {
                     name: call.tool.clone(),
                     adapter: call.adapter.clone(),
@@ -295,7 +313,7 @@ impl Rules {
                     input_schema: Value::Null,
                     annotations: HashMap::new(),
                 };
-                (&self.all, tool_entities(&unknown)?, None)
+                (vec![&self.all], tool_entities(&unknown)?, None)
             }
         };
         let caller = caller(call)?;
@@ -314,26 +332,35 @@ impl Rules {
             None,
         )
         .map_err(|e| e.to_string())?;
-        let response = Authorizer::new().is_authorized(&request, policies, &entities);
-        let rule = |id: &cedar_policy::PolicyId| policies.policy(id);
-        // A forbid that could not be evaluated denies: fail closed.
-        let mut failed: Vec<Reason> = response
-            .diagnostics()
-            .errors()
-            .filter_map(|e| {
-                let cedar_policy::AuthorizationError::PolicyEvaluationError(e) = e;
-                let policy = rule(e.policy_id())?;
-                (policy.effect() == Effect::Forbid).then(|| Reason {
-                    code: rule_id(policy),
-                    message: format!(
-                        "the rule could not be evaluated, so it denies: {}",
-                        e.inner()
-                    ),
-                })
-            })
-            .collect();
-        let mut matched: Vec<&Policy> = response.diagnostics().reason().filter_map(rule).collect();
-        matched.sort_by_key(|p| rule_id(p));
+        // Cedar's decision over the union of the sets: a forbid that matched in any denies,
+        // else a permit that matched in any allows, else nothing matched.
+        let (mut failed, mut forbids, mut permits) = (Vec::new(), Vec::new(), Vec::new());
+        for policies in sets.into_iter().filter(|set| !set.is_empty()) {
+            let response = Authorizer::new().is_authorized(&request, policies, &entities);
+            // A forbid that could not be evaluated denies: fail closed.
+            for error in response.diagnostics().errors() {
+                let cedar_policy::AuthorizationError::PolicyEvaluationError(e) = error;
+                if let Some(policy) = policies.policy(e.policy_id())
+                    && policy.effect() == Effect::Forbid
+                {
+                    failed.push(Reason {
+                        code: rule_id(policy),
+                        message: format!(
+                            "the rule could not be evaluated, so it denies: {}",
+                            e.inner()
+                        ),
+                    });
+                }
+            }
+            let matched = response
+                .diagnostics()
+                .reason()
+                .filter_map(|id| policies.policy(id));
+            match response.decision() {
+                Decision::Deny => forbids.extend(matched),
+                Decision::Allow => permits.extend(matched),
+            }
+        }
         if !failed.is_empty() {
             failed.sort_by(|a, b| a.code.cmp(&b.code));
             return Ok(Outcome {
@@ -342,15 +369,10 @@ impl Rules {
                 ..Outcome::deny("", String::new())
             });
         }
-        if response.decision() == Decision::Deny {
-            if matched.is_empty() {
-                return Ok(Outcome {
-                    verdict: Verdict::Abstain,
-                    reasons: Vec::new(),
-                    ..Outcome::deny("", String::new())
-                });
-            }
-            let reasons = matched
+        forbids.sort_by_key(|p| rule_id(p));
+        permits.sort_by_key(|p| rule_id(p));
+        if !forbids.is_empty() {
+            let reasons = forbids
                 .iter()
                 .map(|p| Reason {
                     code: rule_id(p),
@@ -365,7 +387,14 @@ impl Rules {
                 ..Outcome::deny("", String::new())
             });
         }
-        permitted(call, &matched)
+        if permits.is_empty() {
+            return Ok(Outcome {
+                verdict: Verdict::Abstain,
+                reasons: Vec::new(),
+                ..Outcome::deny("", String::new())
+            });
+        }
+        permitted(call, &permits)
     }
 }
 
@@ -535,6 +564,29 @@ pub fn note<'a>(policy: &'a Policy, key: &str) -> Option<&'a str> {
 /// A rule's name: its `@id`, else Cedar's `policyN`.
 pub fn rule_id(policy: &Policy) -> String {
     note(policy, "id").map_or_else(|| policy.id().to_string(), str::to_owned)
+}
+
+/// Whether `policy`'s scope names no tool and no adapter: its action is any or `call`, and
+/// its resource is not a `Tool` or `Adapter` entity.
+fn is_general(policy: &Policy) -> bool {
+    let named = |uid: &EntityUid| {
+        let kind = uid.type_name().to_string();
+        kind == "Tool" || kind == "Adapter"
+    };
+    let call =
+        |uid: &EntityUid| uid.type_name().to_string() == "Action" && uid.id().unescaped() == "call";
+    let action = match policy.action_constraint() {
+        ActionConstraint::Any => true,
+        ActionConstraint::Eq(uid) => call(&uid),
+        ActionConstraint::In(uids) => uids.iter().any(call),
+    };
+    let resource = match policy.resource_constraint() {
+        ResourceConstraint::Any | ResourceConstraint::Is(_) => true,
+        ResourceConstraint::Eq(uid)
+        | ResourceConstraint::In(uid)
+        | ResourceConstraint::IsIn(_, uid) => !named(&uid),
+    };
+    action && resource
 }
 
 /// Whether `policy`'s scope can match a call of `tool`: its action is any, the tool's, or

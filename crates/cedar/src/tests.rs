@@ -260,3 +260,53 @@ fn validation_names_the_line_and_column_of_each_mistake() {
     let syntax = problems("permit (principal, action, resource)\nwhen { context.hour > };");
     assert!(syntax[0].starts_with("line 2, column"), "{syntax:?}");
 }
+
+#[test]
+fn rules_for_every_tool_and_rules_for_one_combine_as_one_set() {
+    let text = r#"
+@id("all") permit (principal, action in Action::"call", resource);
+@id("no-mail") forbid (principal, action == Action::"mail.send", resource);
+@id("mail-for-trial") @reason("trial sends no mail") forbid (principal in Tenant::"trial", action in Action::"call", resource in Adapter::"mail");
+"#;
+    check(text, &tools()).unwrap();
+    let rules = Rules::new(&Packed {
+        rules: text.into(),
+        tools: tools(),
+    })
+    .unwrap();
+    let refund = rules.decide(&call(
+        "shop.refund",
+        "acme",
+        json!({"order": "o", "amount": 1}),
+    ));
+    assert_eq!(
+        (refund.verdict, refund.reasons[0].code.as_str()),
+        (Verdict::Allow, "all")
+    );
+    let mail = rules.decide(&call("mail.send", "trial", json!({"to": "x"})));
+    assert_eq!(mail.verdict, Verdict::Deny);
+    let codes: Vec<&str> = mail.reasons.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(codes, ["mail-for-trial", "no-mail"]);
+}
+
+#[test]
+fn a_thousand_rules_for_every_tool_over_a_thousand_tools_are_kept_once() {
+    let tools: Vec<Tool> = (0..1000)
+        .map(|n| Tool {
+            name: format!("shop.t{n}"),
+            adapter: "shop".into(),
+            capability: format!("t{n}"),
+            ..tools()[0].clone()
+        })
+        .collect();
+    let text: String = (0..1000)
+        .map(|i| format!("@id(\"r{i}\") forbid (principal, action in Action::\"call\", resource) when {{ principal.tenant == \"t{i}\" }};\n"))
+        .collect();
+    let rules = Rules::new(&Packed { rules: text, tools }).unwrap();
+    assert_eq!(rules.general.policies().count(), 1000);
+    assert!(rules.tools.values().all(|slice| slice.policies.is_empty()));
+    let mut c = call("shop.refund", "t7", json!({"order": "o", "amount": 1}));
+    c.tool = "shop.t3".into();
+    c.capability = "t3".into();
+    assert_eq!(rules.decide(&c).reasons[0].code, "r7");
+}

@@ -99,15 +99,6 @@ fn pack(args: &PackArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         rules: text.clone(),
         tools,
     };
-    let input = serde_json::to_string(&packed).expect("the packed rules serialize");
-    say!(
-        out,
-        "checked {count} rules against {} tools; initializing the Cedar module",
-        packed.tools.len()
-    );
-    let mut component = plugin::pre_initialize(Generic::Cedar.component(), &input)
-        .map_err(|e| refused(format!("cannot initialize the Cedar module: {e}")))?;
-    sections::append_custom(&mut component, RULES_SECTION, text.as_bytes());
     let file = args.rules.display();
     let manifest = Manifest::Policy(PolicyManifest {
         id: args.id.clone(),
@@ -121,7 +112,17 @@ fn pack(args: &PackArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         ),
         config_schema: serde_json::json!({ "type": "object", "additionalProperties": false }),
     });
+    // A bad id or version is said before the module is initialized.
     manifest.validate().map_err(usage)?;
+    let input = serde_json::to_string(&packed).expect("the packed rules serialize");
+    say!(
+        out,
+        "checked {count} rules against {} tools; initializing the Cedar module",
+        packed.tools.len()
+    );
+    let mut component = plugin::pre_initialize(Generic::Cedar.component(), &input)
+        .map_err(|e| refused(format!("cannot initialize the Cedar module: {e}")))?;
+    sections::append_custom(&mut component, RULES_SECTION, text.as_bytes());
     let signed = plugin::pack(&component, &manifest, &key).map_err(refused)?;
     let output = args.output.clone().unwrap_or_else(|| {
         args.rules
