@@ -65,6 +65,20 @@ pub struct PluginSources {
     pub policies: Vec<String>,
 }
 
+impl PluginSources {
+    /// `sources` as they are read: a file relative to the directory of the config file `file`
+    /// (the working directory without one), an `oci://` reference as it is.
+    pub(crate) fn resolve(sources: &[String], file: Option<&Path>) -> Vec<String> {
+        let base = file.and_then(Path::parent).unwrap_or(Path::new(""));
+        (sources.iter())
+            .map(|source| match gatehouse_host::oci::OciRef::is_oci(source) {
+                true => source.clone(),
+                false => base.join(source).display().to_string(),
+            })
+            .collect()
+    }
+}
+
 impl ServeConfig {
     /// Reads a config file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {

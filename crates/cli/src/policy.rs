@@ -18,7 +18,7 @@ use gatehouse_host::plugin::manifest::{Manifest, PolicyManifest};
 use gatehouse_host::plugin::{self, sections};
 use serde::Deserialize;
 
-use crate::config::{ConfigArg, load_config};
+use crate::config::{ConfigArg, PluginSources, load_config};
 use crate::exit::{Failure, refused, usage};
 use crate::import::generic::Generic;
 
@@ -180,22 +180,15 @@ fn checked(path: &Path, args: &ToolArgs) -> Result<(String, Vec<Tool>), Failure>
 /// (files; an `oci://` reference is skipped with a note). Read from their signed manifests.
 fn tools(args: &ToolArgs) -> Result<Vec<Tool>, Failure> {
     let config = load_config(&args.config)?;
-    let base = args
-        .config
-        .config
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
     let mut files: Vec<PathBuf> = args.adapters.clone();
-    for source in &config.plugins.adapters {
-        if source.starts_with("oci://") {
+    for source in PluginSources::resolve(&config.plugins.adapters, args.config.config.as_deref()) {
+        if gatehouse_host::oci::OciRef::is_oci(&source) {
             tracing::warn!(
                 "`{source}` in [plugins] adapters is not read for its tools; pull it and pass --adapter FILE"
             );
             continue;
         }
-        files.push(base.join(source));
+        files.push(PathBuf::from(source));
     }
     let mut tools = Vec::new();
     for file in &files {

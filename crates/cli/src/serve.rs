@@ -18,7 +18,7 @@ use gatehouse_store::sqlite::GatewayLock;
 
 use gatehouse_host::plugin::read_file;
 
-use crate::config::{ConfigArg, ServeConfig, config_path, read_config};
+use crate::config::{ConfigArg, PluginSources, ServeConfig, config_path, read_config};
 use crate::drift;
 use crate::exit::{Failure, refused, usage};
 
@@ -55,18 +55,8 @@ impl Source {
         let config = read_config(self.config.as_deref())?;
         let registries = Registries::new(&config.oci, &config.host.cache.resolved_dir());
         // The config's files are relative to the config file.
-        let base = (self.config.as_deref())
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let in_config = |sources: &[String]| -> Vec<String> {
-            (sources.iter())
-                .map(|source| match OciRef::is_oci(source) {
-                    true => source.clone(),
-                    false => base.join(source).display().to_string(),
-                })
-                .collect()
-        };
+        let in_config =
+            |sources: &[String]| PluginSources::resolve(sources, self.config.as_deref());
         let adapters = [self.adapters.clone(), in_config(&config.plugins.adapters)].concat();
         let policies = [self.policies.clone(), in_config(&config.plugins.policies)].concat();
         let mut plugins: Plugins = Vec::new();
