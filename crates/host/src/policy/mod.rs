@@ -375,14 +375,7 @@ pub async fn evaluate(
         .filter(|b| b.spec.mode == BindingMode::Enforce)
     {
         action.approval_mode_requested = mode.into();
-        let decision = match set.modules.get(&binding.spec.module) {
-            None => missing(&binding.spec.module),
-            Some(module) => {
-                run_one(module, sandbox, &action, &binding.config_json, &mut mode)
-                    .instrument(tracing::info_span!("policy", module = %module.plugin().id))
-                    .await
-            }
-        };
+        let decision = bound(set, binding, sandbox, &action, &mut mode).await;
         match decision.0.verdict {
             Verdict::Deny => denied = true,
             Verdict::RequireApproval => approval = true,
@@ -423,22 +416,7 @@ pub async fn evaluate(
         .filter(|b| b.spec.mode == BindingMode::Shadow)
     {
         let mut unchanged = mode;
-        let (decision, _) = match set.modules.get(&binding.spec.module) {
-            None => missing(&binding.spec.module),
-            Some(module) => {
-                run_one(
-                    module,
-                    sandbox,
-                    &action,
-                    &binding.config_json,
-                    &mut unchanged,
-                )
-                .instrument(
-                    tracing::info_span!("policy", module = %module.plugin().id, shadow = true),
-                )
-                .await
-            }
-        };
+        let (decision, _) = bound(set, binding, sandbox, &action, &mut unchanged).await;
         let would_be = compose(
             denied || decision.verdict == Verdict::Deny,
             approval || decision.verdict == Verdict::RequireApproval,
@@ -458,6 +436,26 @@ pub async fn evaluate(
         modules,
         obligations,
         shadow,
+    }
+}
+
+/// `binding`'s module on `action` (a missing module denies), in a span that names it and
+/// whether the binding is in shadow mode.
+async fn bound(
+    set: &PolicySet,
+    binding: &Binding,
+    sandbox: &Sandbox,
+    action: &wit::Action,
+    mode: &mut ApprovalMode,
+) -> (ModuleDecision, Vec<Obligation>) {
+    match set.modules.get(&binding.spec.module) {
+        None => missing(&binding.spec.module),
+        Some(module) => {
+            let shadow = binding.spec.mode == BindingMode::Shadow;
+            run_one(module, sandbox, action, &binding.config_json, mode)
+                .instrument(tracing::info_span!("policy", module = %module.plugin().id, shadow))
+                .await
+        }
     }
 }
 
