@@ -1,0 +1,369 @@
+//! Finds secrets and operator-named identifiers in text and JSON, and masks them.
+//!
+//! One implementation for both sides of a guardrail:
+//! - a first-party policy module (`plugins/secrets`) looks at a call's arguments with
+//!   [`find`] and denies or pauses the call, naming each finding's kind and place;
+//! - the host carries out the `mask-secrets` and `mask-identifiers` obligations with [`Masks`]:
+//!   on every text of the result, and on the arguments wherever it keeps or shows them.
+//!
+//! A [`Finding`] names a kind and a place (a JSON pointer), never the value.
+//!
+//! The kinds ([`SecretKind`]), as configs and records spell them:
+//! - `private_key`: a PEM private key block, from its `BEGIN` line to its `END` line (or the
+//!   end of the text, if cut);
+//! - `cloud_access_key`: AWS access key ids (`AKIA`, `ASIA` and the other documented prefixes
+//!   followed by 16 upper-case letters and digits) and Google API keys (`AIza` + 35);
+//! - `bearer_token`: `Bearer <token>` (8+ token characters), GitHub tokens (`ghp_`, `gho_`,
+//!   `ghu_`, `ghs_`, `ghr_` + 36, `github_pat_` + 22) and Slack tokens (`xoxb-` and kin);
+//! - `jwt`: three base64url segments of which the first two start `eyJ` (a JSON object);
+//! - `high_entropy`: a string of 20+ characters without white space and with 3.5+ bits of
+//!   Shannon entropy per character, as the value of a field the operator names (compared
+//!   without case). Found in JSON only; where the same value repeats in a text (an SDK's
+//!   text block repeating the structured result), that copy is masked too.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::{Regex, RegexBuilder};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A kind of secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretKind {
+    /// A PEM private key block.
+    PrivateKey,
+    /// A cloud access key id or API key.
+    CloudAccessKey,
+    /// A bearer token.
+    BearerToken,
+    /// A JSON Web Token.
+    Jwt,
+    /// A high-entropy value of a named field.
+    HighEntropy,
+}
+
+impl SecretKind {
+    /// Every kind, in the order the masks apply (a JWT inside `Bearer ...` is a JWT).
+    pub const ALL: [Self; 5] = [
+        Self::PrivateKey,
+        Self::Jwt,
+        Self::CloudAccessKey,
+        Self::BearerToken,
+        Self::HighEntropy,
+    ];
+
+    /// The kind's name, as configs and records spell it: `private_key`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PrivateKey => "private_key",
+            Self::CloudAccessKey => "cloud_access_key",
+            Self::BearerToken => "bearer_token",
+            Self::Jwt => "jwt",
+            Self::HighEntropy => "high_entropy",
+        }
+    }
+
+    /// What a secret of this kind is replaced with: `[SECRET:private_key]`.
+    pub fn mask(self) -> String {
+        format!("[SECRET:{}]", self.name())
+    }
+
+    /// The patterns of a kind found in text (none for `high-entropy`, found by field).
+    fn patterns(self) -> &'static [Regex] {
+        static PRIVATE_KEY: LazyLock<[Regex; 1]> = LazyLock::new(|| {
+            [regex(
+                r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)",
+            )]
+        });
+        static CLOUD: LazyLock<[Regex; 2]> = LazyLock::new(|| {
+            [
+                regex(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+                regex(r"\bAIza[0-9A-Za-z_\-]{35}"),
+            ]
+        });
+        static BEARER: LazyLock<[Regex; 4]> = LazyLock::new(|| {
+            [
+                regex(r"(?i)\bbearer[ \t]+[A-Za-z0-9\-._~+/]{8,}=*"),
+                regex(r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
+                regex(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+                regex(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+            ]
+        });
+        static JWT: LazyLock<[Regex; 1]> = LazyLock::new(|| {
+            [regex(
+                r"\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
+            )]
+        });
+        match self {
+            Self::PrivateKey => &*PRIVATE_KEY,
+            Self::CloudAccessKey => &*CLOUD,
+            Self::BearerToken => &*BEARER,
+            Self::Jwt => &*JWT,
+            Self::HighEntropy => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for SecretKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn regex(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("a valid built-in pattern")
+}
+
+/// What was found, and where: never the value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Finding {
+    /// The secret kind (`jwt`) or the identifier's name (`customer-id`).
+    pub kind: String,
+    /// Where: a JSON pointer into the value looked at (`/body/0`), or the place the host
+    /// names (`content/0`).
+    pub at: String,
+}
+
+/// An identifier an operator names: matches are masked as `[NAME]`.
+#[derive(Debug, Clone)]
+pub struct Identifier {
+    name: String,
+    mask: String,
+    pattern: Regex,
+}
+
+/// Largest compiled size of an identifier's pattern: an operator's pattern stays small, and
+/// the `regex` crate runs in time linear in the text whatever the pattern.
+const PATTERN_LIMIT: usize = 1 << 20;
+
+impl Identifier {
+    /// An identifier from its name (letters, digits, `-` and `_`) and its pattern.
+    ///
+    /// # Errors
+    /// A message naming the identifier when the name is not usable or the pattern does not
+    /// compile (or matches the empty string, which would mask everywhere).
+    pub fn new(name: &str, pattern: &str) -> Result<Self, String> {
+        let usable = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !usable {
+            return Err(format!(
+                "identifier name `{name}` must be 1-64 letters, digits, `-` or `_`"
+            ));
+        }
+        let compiled = RegexBuilder::new(pattern)
+            .size_limit(PATTERN_LIMIT)
+            .build()
+            .map_err(|e| format!("identifier `{name}`: pattern `{pattern}` is not valid: {e}"))?;
+        if compiled.is_match("") {
+            return Err(format!(
+                "identifier `{name}`: pattern `{pattern}` matches the empty string"
+            ));
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            mask: format!("[{}]", name.to_ascii_uppercase()),
+            pattern: compiled,
+        })
+    }
+
+    /// The identifier's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What to find and mask: secret kinds, the fields whose high-entropy values are secrets, and
+/// identifiers.
+#[derive(Debug, Clone, Default)]
+pub struct Masks {
+    kinds: BTreeSet<SecretKind>,
+    fields: BTreeSet<String>,
+    identifiers: Vec<Identifier>,
+}
+
+impl Masks {
+    /// Nothing to find.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds secret kinds, and fields for `high-entropy` (lower-cased).
+    #[must_use]
+    pub fn secrets(mut self, kinds: &[SecretKind], fields: &[String]) -> Self {
+        self.kinds.extend(kinds);
+        self.fields
+            .extend(fields.iter().map(|f| f.to_ascii_lowercase()));
+        self
+    }
+
+    /// Adds identifiers.
+    #[must_use]
+    pub fn identifiers(mut self, identifiers: Vec<Identifier>) -> Self {
+        self.identifiers.extend(identifiers);
+        self
+    }
+
+    /// Both sets of masks together.
+    #[must_use]
+    pub fn merge(mut self, other: Self) -> Self {
+        self.kinds.extend(other.kinds);
+        self.fields.extend(other.fields);
+        self.identifiers.extend(other.identifiers);
+        self
+    }
+
+    /// Whether there is nothing to find.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty() && self.identifiers.is_empty()
+    }
+
+    /// Masks `text`: each secret and identifier found is replaced with its mask. The kinds
+    /// (or identifier names) found, once each.
+    pub fn mask_text(&self, text: &mut String) -> Vec<String> {
+        let mut found = Vec::new();
+        for kind in SecretKind::ALL
+            .into_iter()
+            .filter(|k| self.kinds.contains(k))
+        {
+            for pattern in kind.patterns() {
+                if let Cow::Owned(masked) = pattern.replace_all(text, kind.mask().as_str()) {
+                    *text = masked;
+                    push_once(&mut found, kind.name());
+                }
+            }
+        }
+        for identifier in &self.identifiers {
+            if let Cow::Owned(masked) = identifier
+                .pattern
+                .replace_all(text, regex::NoExpand(&identifier.mask))
+            {
+                *text = masked;
+                push_once(&mut found, &identifier.name);
+            }
+        }
+        found
+    }
+
+    /// Masks every string of `value` (keys stay), and the high-entropy values of the named
+    /// fields whole. Each finding with its JSON pointer under `at`; the high-entropy values
+    /// masked, for the caller to mask where the same value is repeated as text.
+    pub fn mask_value(&self, value: &mut Value, at: &str) -> (Vec<Finding>, Vec<String>) {
+        let mut findings = Vec::new();
+        let mut entropic = Vec::new();
+        self.walk(
+            value,
+            &mut at.to_owned(),
+            false,
+            &mut findings,
+            &mut entropic,
+        );
+        (findings, entropic)
+    }
+
+    fn walk(
+        &self,
+        value: &mut Value,
+        at: &mut String,
+        named: bool,
+        findings: &mut Vec<Finding>,
+        entropic: &mut Vec<String>,
+    ) {
+        match value {
+            Value::String(s) => {
+                let found = self.mask_text(s);
+                if found.is_empty()
+                    && named
+                    && self.kinds.contains(&SecretKind::HighEntropy)
+                    && high_entropy(s)
+                {
+                    entropic.push(std::mem::replace(s, SecretKind::HighEntropy.mask()));
+                    findings.push(Finding {
+                        kind: SecretKind::HighEntropy.name().to_owned(),
+                        at: at.clone(),
+                    });
+                }
+                for kind in found {
+                    findings.push(Finding {
+                        kind,
+                        at: at.clone(),
+                    });
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&i.to_string());
+                    self.walk(item, at, named, findings, entropic);
+                    at.truncate(len);
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map.iter_mut() {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                    let named = self.fields.contains(&key.to_ascii_lowercase());
+                    self.walk(item, at, named, findings, entropic);
+                    at.truncate(len);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+/// What [`Masks`] would find in `value`, each with its JSON pointer: for a module that looks
+/// at a call's arguments. `value` itself is left as it is.
+pub fn find(masks: &Masks, value: &Value) -> Vec<Finding> {
+    let mut copy = value.clone();
+    masks.mask_value(&mut copy, "").0
+}
+
+/// Replaces every copy of each of `values` in `text` with the `high-entropy` mask.
+pub fn mask_copies(text: &mut String, values: &[String]) -> bool {
+    let mut masked = false;
+    for value in values {
+        if text.contains(value.as_str()) {
+            *text = text.replace(value.as_str(), &SecretKind::HighEntropy.mask());
+            masked = true;
+        }
+    }
+    masked
+}
+
+fn push_once(found: &mut Vec<String>, name: &str) {
+    if !found.iter().any(|f| f == name) {
+        found.push(name.to_owned());
+    }
+}
+
+/// 20+ characters, no white space, 3.5+ bits of Shannon entropy per character.
+fn high_entropy(s: &str) -> bool {
+    let len = s.chars().count();
+    if len < 20 || s.chars().any(char::is_whitespace) {
+        return false;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    #[allow(clippy::cast_precision_loss, reason = "lengths far below 2^52")]
+    let entropy: f64 = counts
+        .values()
+        .map(|&n| {
+            let p = n as f64 / len as f64;
+            -p * p.log2()
+        })
+        .sum();
+    entropy >= 3.5
+}
+
+#[cfg(test)]
+mod tests;
