@@ -18,6 +18,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("rest", "plugins/rest"),
     ("baseline", "plugins/baseline"),
     ("redact", "plugins/redact"),
+    ("secrets", "plugins/secrets"),
     ("conformance", "plugins/conformance"),
     ("mcp-upstream", "plugins/mcp-upstream"),
     ("openapi", "plugins/openapi"),

@@ -62,8 +62,15 @@ pub fn nested_cargo(target_dir: &Path) -> Command {
 /// If the nested build fails: a build script has no better way to report it. The message
 /// includes the fix for the most common cause (the wasm target not installed).
 pub fn build_components(workspace_root: &Path, packages: &[Package<'_>]) -> Vec<Built> {
-    // `crates/cedar` is compiled into `plugins/cedar`.
-    for watched in ["wit", "sdk", "crates/cedar", "Cargo.lock", "Cargo.toml"] {
+    // `crates/cedar` is compiled into `plugins/cedar`, `crates/guardrails` into `plugins/secrets`.
+    for watched in [
+        "wit",
+        "sdk",
+        "crates/cedar",
+        "crates/guardrails",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             workspace_root.join(watched).display()

@@ -39,8 +39,8 @@ pub mod bindings {
         export_macro_name: "__export_policy_world",
         default_bindings_module: "gatehouse_sdk::policy::bindings",
         with: {
-            "gatehouse:plugin/types@0.2.0": crate::adapter::bindings::gatehouse::plugin::types,
-            "gatehouse:plugin/log@0.2.0": crate::adapter::bindings::gatehouse::plugin::log,
+            "gatehouse:plugin/types@0.3.0": crate::adapter::bindings::gatehouse::plugin::types,
+            "gatehouse:plugin/log@0.3.0": crate::adapter::bindings::gatehouse::plugin::log,
         },
     });
 }
@@ -222,13 +222,49 @@ pub enum PiiKind {
     Phone,
 }
 
-/// Something the host must do to the result before delivering it.
+/// A kind of secret the host can find and mask (contract 0.3.0). Serialized in `snake_case`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretKind {
+    /// A PEM private key block.
+    PrivateKey,
+    /// A cloud access key id or API key (AWS `AKIA...`, Google `AIza...`).
+    CloudAccessKey,
+    /// `Bearer <token>`, and GitHub and Slack tokens.
+    BearerToken,
+    /// A JSON Web Token.
+    Jwt,
+    /// A high-entropy string as the value of a named field.
+    HighEntropy,
+}
+
+/// An identifier an operator names, masked as `[NAME]` (contract 0.3.0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identifier {
+    /// Upper-cased into the mask.
+    pub name: String,
+    /// A regular expression (Rust `regex` syntax).
+    pub pattern: String,
+}
+
+/// Something the host must do to the result before delivering it (and, for the masks, to the
+/// arguments wherever the host keeps or shows them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Obligation {
     /// Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
     RedactPointer(String),
     /// Mask occurrences of these kinds of personal data in every text of the result.
     MaskPii(Vec<PiiKind>),
+    /// Mask secrets of these kinds, and high-entropy values of these fields (compared without
+    /// case), as `[SECRET:<kind>]`.
+    MaskSecrets {
+        /// The kinds to find.
+        kinds: Vec<SecretKind>,
+        /// The fields whose high-entropy values are secrets (for `HighEntropy`).
+        fields: Vec<String>,
+    },
+    /// Mask matches of these identifiers as `[NAME]`.
+    MaskIdentifiers(Vec<Identifier>),
 }
 
 /// A policy module's answer.
@@ -457,6 +493,30 @@ impl From<PiiKind> for wit::PiiKind {
     }
 }
 
+impl From<wit::SecretKind> for SecretKind {
+    fn from(k: wit::SecretKind) -> Self {
+        match k {
+            wit::SecretKind::PrivateKey => SecretKind::PrivateKey,
+            wit::SecretKind::CloudAccessKey => SecretKind::CloudAccessKey,
+            wit::SecretKind::BearerToken => SecretKind::BearerToken,
+            wit::SecretKind::Jwt => SecretKind::Jwt,
+            wit::SecretKind::HighEntropy => SecretKind::HighEntropy,
+        }
+    }
+}
+
+impl From<SecretKind> for wit::SecretKind {
+    fn from(k: SecretKind) -> Self {
+        match k {
+            SecretKind::PrivateKey => wit::SecretKind::PrivateKey,
+            SecretKind::CloudAccessKey => wit::SecretKind::CloudAccessKey,
+            SecretKind::BearerToken => wit::SecretKind::BearerToken,
+            SecretKind::Jwt => wit::SecretKind::Jwt,
+            SecretKind::HighEntropy => wit::SecretKind::HighEntropy,
+        }
+    }
+}
+
 impl From<wit::Obligation> for Obligation {
     fn from(o: wit::Obligation) -> Self {
         match o {
@@ -464,6 +524,19 @@ impl From<wit::Obligation> for Obligation {
             wit::Obligation::MaskPii(kinds) => {
                 Obligation::MaskPii(kinds.into_iter().map(Into::into).collect())
             }
+            wit::Obligation::MaskSecrets(scan) => Obligation::MaskSecrets {
+                kinds: scan.kinds.into_iter().map(Into::into).collect(),
+                fields: scan.fields,
+            },
+            wit::Obligation::MaskIdentifiers(identifiers) => Obligation::MaskIdentifiers(
+                identifiers
+                    .into_iter()
+                    .map(|i| Identifier {
+                        name: i.name,
+                        pattern: i.pattern,
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -475,6 +548,21 @@ impl From<Obligation> for wit::Obligation {
             Obligation::MaskPii(kinds) => {
                 wit::Obligation::MaskPii(kinds.into_iter().map(Into::into).collect())
             }
+            Obligation::MaskSecrets { kinds, fields } => {
+                wit::Obligation::MaskSecrets(wit::SecretScan {
+                    kinds: kinds.into_iter().map(Into::into).collect(),
+                    fields,
+                })
+            }
+            Obligation::MaskIdentifiers(identifiers) => wit::Obligation::MaskIdentifiers(
+                identifiers
+                    .into_iter()
+                    .map(|i| wit::Identifier {
+                        name: i.name,
+                        pattern: i.pattern,
+                    })
+                    .collect(),
+            ),
         }
     }
 }

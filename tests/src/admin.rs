@@ -61,6 +61,18 @@ impl AdminGateway {
         extra: &str,
         tweak: impl FnOnce(&mut HostConfig),
     ) -> Self {
+        Self::start_logging(tools, probe_config, probe_version, extra, tweak, "warn").await
+    }
+
+    /// [`AdminGateway::start_with`], logging at `log` (`RUST_LOG`) to `stderr.log`.
+    pub async fn start_logging(
+        tools: &str,
+        probe_config: Value,
+        probe_version: &str,
+        extra: &str,
+        tweak: impl FnOnce(&mut HostConfig),
+        log: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let file = |name: &str, bytes: &[u8]| {
             let path = dir.path().join(name);
@@ -99,6 +111,7 @@ impl AdminGateway {
             ))
             .policy(file("redact.wasm", &REDACT.signed()))
             .log(dir.path().join("stderr.log"))
+            .env("RUST_LOG", log)
             .wait_for(admin)
             .wait_for(mcp)
             .start()
@@ -114,6 +127,37 @@ impl AdminGateway {
                 .clone()
                 .expect("the test config names a store file"),
         }
+    }
+
+    /// The audit entry (as the admin API returns it, its record expanded) of the MCP call that
+    /// returned `result`, read as the auditor: waits for a queued entry (a read-only call's is
+    /// written after its result is delivered), at most five seconds.
+    pub async fn audit_entry(&self, result: &Value) -> Value {
+        let id = crate::mcp::record(result)["tool_call_id"]
+            .as_str()
+            .expect("the result names its call")
+            .to_owned();
+        for _ in 0..50 {
+            let (status, body) = self
+                .admin(
+                    "GET",
+                    &format!("/v1/audit?tool_call_id={id}"),
+                    Some(AUDITOR),
+                    None,
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            if let Some(entry) = body["entries"].as_array().and_then(|e| e.first()) {
+                return entry.clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("call {id} never reached the audit log");
+    }
+
+    /// What it has logged so far (`stderr.log`).
+    pub fn log(&self) -> String {
+        self.gateway.log()
     }
 
     /// A file in its directory.

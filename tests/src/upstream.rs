@@ -273,6 +273,17 @@ async fn answer(
         ok = ok.header("connection", "close");
     }
     Ok(match path.as_str() {
+        "/secrets" => ok
+            .body(Full::new(Bytes::from(
+                serde_json::Value::Object(
+                    secrets()
+                        .into_iter()
+                        .map(|(kind, value)| (field(kind).to_owned(), value.into()))
+                        .collect(),
+                )
+                .to_string(),
+            )))
+            .expect("valid response"),
         "/redirect/metadata" => redirect("http://169.254.169.254/latest/meta-data/"),
         "/redirect/local" => redirect("/api/ok"),
         _ => ok
@@ -282,4 +293,41 @@ async fn answer(
             )))
             .expect("valid response"),
     })
+}
+
+/// One secret of each kind `gatehouse.secrets` finds, by kind name (`private_key`): made up,
+/// built so that no real secret sits in the source. `GET /secrets` answers with all of them,
+/// each under [`field`].
+pub fn secrets() -> [(&'static str, String); 5] {
+    [
+        (
+            "private_key",
+            format!(
+                "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+                "MIIEowIBAAKCAQEAu7Xq".repeat(3)
+            ),
+        ),
+        ("cloud_access_key", format!("AKIA{}", "Q7ZP4TEXAMPLE2GH")),
+        ("bearer_token", format!("Bearer {}", "tok_5f2a9c1e7b3d8a6f")),
+        (
+            "jwt",
+            format!(
+                "eyJhbGciOiJIUzI1NiJ9.{}.ZXhhbXBsZS1zaWduYXR1cmU",
+                "eyJzdWIiOiJ1c3JfNDIifQ"
+            ),
+        ),
+        ("high_entropy", "Zq8r2Lw0Vx7Nf3Jk9Pd5Tb1Hm6Yc4G".to_owned()),
+    ]
+}
+
+/// The field a secret of `kind` is sent or served under: a high-entropy value is a secret
+/// only under a named field (`password`).
+pub fn field(kind: &str) -> &'static str {
+    match kind {
+        "high_entropy" => "password",
+        "private_key" => "key",
+        "cloud_access_key" => "aws",
+        "bearer_token" => "auth",
+        _ => "session",
+    }
 }

@@ -365,6 +365,7 @@ mod tests {
             }],
             obligations: vec![Obligation::MaskPii(vec![PiiKind::Email])],
             shadow: Vec::new(),
+            masked: Vec::new(),
         });
         result.egress = vec![EgressAttempt {
             method: "GET".into(),

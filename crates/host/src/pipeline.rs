@@ -357,11 +357,20 @@ impl Pipeline {
             ))
         );
         let may_have_run = claimed.is_some() && !nothing_ran;
+        // Secrets and identifiers a policy asked to mask: named in the decision record, and
+        // masked in the arguments the audit entry keeps.
+        let masks = obligations::masks(&pending);
+        if let Some(decision) = &mut result.policy_decision {
+            decision
+                .masked
+                .splice(0..0, obligations::argument_findings(&masks, &call.args));
+        }
         let entry = record::record(record::Facts {
             call: &call,
             result: &result,
             action,
             sensitive,
+            masks: &masks,
             claimed,
             nothing_ran,
             executes,

@@ -2,9 +2,14 @@
 //!
 //! It never decides whether a call runs (it abstains); it attaches obligations the host
 //! applies to the result before delivery: mask the configured PII kinds (default: emails and
-//! phone numbers) in every text, and redact the configured JSON pointers.
+//! phone numbers) in every text, mask the identifiers the config names (`identifiers`, name to
+//! pattern: `customer_id = "CUS-[0-9]{8}"` masks as `[CUSTOMER_ID]`; the host masks them in
+//! the arguments the audit log and approval view keep too), and redact the configured JSON
+//! pointers.
 
-use gatehouse_sdk::{Action, Decision, Obligation, PiiKind, Policy};
+use std::collections::BTreeMap;
+
+use gatehouse_sdk::{Action, Decision, Identifier, Obligation, PiiKind, Policy};
 use serde::Deserialize;
 
 /// The operator's config; mirrors `config_schema` in `manifest.toml`.
@@ -13,6 +18,7 @@ use serde::Deserialize;
 struct Config {
     pii: Vec<PiiKind>,
     pointers: Vec<String>,
+    identifiers: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -20,6 +26,7 @@ impl Default for Config {
         Self {
             pii: vec![PiiKind::Email, PiiKind::Phone],
             pointers: Vec::new(),
+            identifiers: BTreeMap::new(),
         }
     }
 }
@@ -33,6 +40,16 @@ impl Policy for Redact {
         let mut decision = Decision::abstain();
         if !config.pii.is_empty() {
             decision = decision.with_obligation(Obligation::MaskPii(config.pii.clone()));
+        }
+        if !config.identifiers.is_empty() {
+            decision = decision.with_obligation(Obligation::MaskIdentifiers(
+                (config.identifiers.iter())
+                    .map(|(name, pattern)| Identifier {
+                        name: name.clone(),
+                        pattern: pattern.clone(),
+                    })
+                    .collect(),
+            ));
         }
         for pointer in &config.pointers {
             decision = decision.with_obligation(Obligation::RedactPointer(pointer.clone()));
@@ -79,5 +96,16 @@ mod tests {
         );
         let d = evaluate_with_config_json::<Redact>(&a, r#"{"pii":[],"pointers":["/iban"]}"#);
         assert_eq!(d.obligations, [Obligation::RedactPointer("/iban".into())]);
+        let d = evaluate_with_config_json::<Redact>(
+            &a,
+            r#"{"pii":[],"identifiers":{"customer_id":"CUS-[0-9]{8}"}}"#,
+        );
+        assert_eq!(
+            d.obligations,
+            [Obligation::MaskIdentifiers(vec![Identifier {
+                name: "customer_id".into(),
+                pattern: "CUS-[0-9]{8}".into()
+            }])]
+        );
     }
 }

@@ -333,30 +333,14 @@ async fn audit_log_when(gateway: &AdminGateway, ready: impl Fn(&[Value]) -> bool
 }
 
 /// The version and digest of the policy module that decided an MCP call, from its audit entry
-/// (callers see outcomes, not the decision record): waits for the queued entry, at most five
-/// seconds.
+/// (callers see outcomes, not the decision record).
 async fn decided_by(gateway: &AdminGateway, result: &Value) -> (String, String) {
-    let id = record(result)["tool_call_id"].as_str().unwrap().to_owned();
-    for _ in 0..50 {
-        let (status, body) = gateway
-            .admin(
-                "GET",
-                &format!("/v1/audit?tool_call_id={id}"),
-                Some(AUDITOR),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        if let Some(entry) = body["entries"].as_array().and_then(|e| e.first()) {
-            let module = &entry["record"]["result"]["policy_decision"]["modules"][0]["module"];
-            return (
-                module["version"].as_str().unwrap().to_owned(),
-                module["digest"].as_str().unwrap().to_owned(),
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("call {id} never reached the audit log");
+    let entry = gateway.audit_entry(result).await;
+    let module = &entry["record"]["result"]["policy_decision"]["modules"][0]["module"];
+    (
+        module["version"].as_str().unwrap().to_owned(),
+        module["digest"].as_str().unwrap().to_owned(),
+    )
 }
 
 /// Four callers of echo, each at most 2000 calls, until `pushed` is set and they made ten more;

@@ -139,6 +139,7 @@ fn an_embedders_host_compiles_no_command_line_server_or_postgres_driver() {
 fn each_crate_depends_only_on_the_crates_below_it() {
     let order = [
         "gatehouse-cedar",
+        "gatehouse-guardrails",
         "gatehouse-core",
         "gatehouse-store",
         "gatehouse-host",
@@ -165,8 +166,14 @@ fn each_crate_depends_only_on_the_crates_below_it() {
             ours.difference(&below).collect::<Vec<_>>()
         );
     }
-    // gatehouse-cedar, gatehouse-core and gatehouse-store build beside wasmtime, not after it.
-    for crate_name in ["gatehouse-cedar", "gatehouse-core", "gatehouse-store"] {
+    // gatehouse-cedar, gatehouse-guardrails, gatehouse-core and gatehouse-store build beside
+    // wasmtime, not after it.
+    for crate_name in [
+        "gatehouse-cedar",
+        "gatehouse-guardrails",
+        "gatehouse-core",
+        "gatehouse-store",
+    ] {
         let all = names(&tree(&["--package", crate_name, "--edges", "normal"]));
         assert!(
             !all.contains("wasmtime"),

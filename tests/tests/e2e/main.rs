@@ -15,6 +15,7 @@ mod console;
 mod crates;
 mod demo_export;
 mod egress;
+mod guardrails;
 mod hostile;
 mod import;
 mod jwt;

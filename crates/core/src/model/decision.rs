@@ -1,7 +1,10 @@
 //! What a policy module says about a call: its verdict, its reasons, and the obligations the
 //! result must meet before delivery.
 
+use gatehouse_guardrails::{Identifier, Masks};
 use serde::{Deserialize, Serialize};
+
+pub use gatehouse_guardrails::SecretKind;
 
 /// A policy's verdict, host side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +37,46 @@ pub enum Obligation {
     RedactPointer(String),
     /// Mask these kinds of personal data in every text of the result.
     MaskPii(Vec<PiiKind>),
+    /// Mask the secrets found, in every text of the result and in the arguments wherever the
+    /// host keeps or shows them (contract 0.3.0).
+    MaskSecrets {
+        /// The kinds to find.
+        kinds: Vec<SecretKind>,
+        /// The fields whose high-entropy values are secrets.
+        fields: Vec<String>,
+    },
+    /// Mask matches of these identifiers as `[NAME]`, where `MaskSecrets` masks (contract
+    /// 0.3.0).
+    MaskIdentifiers(Vec<IdentifierPattern>),
+}
+
+/// An identifier an operator names, as a policy returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentifierPattern {
+    /// Its name, upper-cased into the mask.
+    pub name: String,
+    /// Its regular expression.
+    pub pattern: String,
+}
+
+impl Obligation {
+    /// The masks this obligation asks for on arguments and results, if it is one.
+    ///
+    /// # Errors
+    /// An identifier whose name or pattern is not usable.
+    pub fn masks(&self) -> Result<Option<Masks>, String> {
+        match self {
+            Self::MaskSecrets { kinds, fields } => Ok(Some(Masks::new().secrets(kinds, fields))),
+            Self::MaskIdentifiers(identifiers) => {
+                let identifiers = identifiers
+                    .iter()
+                    .map(|i| Identifier::new(&i.name, &i.pattern))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(Masks::new().identifiers(identifiers)))
+            }
+            Self::RedactPointer(_) | Self::MaskPii(_) => Ok(None),
+        }
+    }
 }
 
 impl Obligation {
@@ -54,7 +97,8 @@ impl Obligation {
                     )
                 })
             }
-            Self::MaskPii(_) => None,
+            Self::MaskPii(_) | Self::MaskSecrets { .. } => None,
+            Self::MaskIdentifiers(_) => self.masks().err(),
         }
     }
 }

@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use content::{ContentBlock, ErrorBody, ErrorKind, ResourceContents};
-pub use decision::{Obligation, PiiKind, Reason, Verdict};
+pub use decision::{IdentifierPattern, Obligation, PiiKind, Reason, SecretKind, Verdict};
 pub use record::{
-    ActionRecord, DecisionRecord, EgressAttempt, ModuleDecision, POLICY_DEFAULT, POLICY_FAILED,
-    POLICY_MODULE_MISSING, PluginRef, ShadowDecision,
+    ActionRecord, DecisionRecord, EgressAttempt, Finding, ModuleDecision, POLICY_DEFAULT,
+    POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef, ShadowDecision,
 };
 pub use select::{Glob, GlobError, Tenants};
 

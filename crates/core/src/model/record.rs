@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 
+pub use gatehouse_guardrails::Finding;
 use serde::{Deserialize, Serialize};
 
 use super::{ApprovalMode, CapabilityClass, Obligation, Principal, Reason, Verdict};
@@ -106,6 +107,11 @@ pub struct DecisionRecord {
     /// the call, changing nothing of it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadow: Vec<ShadowDecision>,
+    /// What the host masked under `mask-secrets` and `mask-identifiers`: each kind (or
+    /// identifier name) and place, never the value. Arguments are named by their JSON pointer
+    /// under `args`, the result by its part (`content/0`, `structured_content/token`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masked: Vec<Finding>,
 }
 
 /// A shadow binding's answer on one call, beside the real decision.

@@ -5,8 +5,9 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gatehouse_core::model::{
-    ActionRecord, ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind, Obligation,
-    PiiKind, Principal, PrincipalKind, Reason, ResourceContents, Verdict,
+    ActionRecord, ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind,
+    IdentifierPattern, Obligation, PiiKind, Principal, PrincipalKind, Reason, ResourceContents,
+    SecretKind, Verdict,
 };
 
 use super::LogLevel;
@@ -134,6 +135,31 @@ impl From<wit::Obligation> for Obligation {
             wit::Obligation::MaskPii(kinds) => {
                 Self::MaskPii(kinds.into_iter().map(PiiKind::from).collect())
             }
+            wit::Obligation::MaskSecrets(scan) => Self::MaskSecrets {
+                kinds: scan.kinds.into_iter().map(SecretKind::from).collect(),
+                fields: scan.fields,
+            },
+            wit::Obligation::MaskIdentifiers(identifiers) => Self::MaskIdentifiers(
+                identifiers
+                    .into_iter()
+                    .map(|i| IdentifierPattern {
+                        name: i.name,
+                        pattern: i.pattern,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<wit::SecretKind> for SecretKind {
+    fn from(kind: wit::SecretKind) -> Self {
+        match kind {
+            wit::SecretKind::PrivateKey => Self::PrivateKey,
+            wit::SecretKind::CloudAccessKey => Self::CloudAccessKey,
+            wit::SecretKind::BearerToken => Self::BearerToken,
+            wit::SecretKind::Jwt => Self::Jwt,
+            wit::SecretKind::HighEntropy => Self::HighEntropy,
         }
     }
 }

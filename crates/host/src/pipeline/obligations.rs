@@ -11,6 +11,13 @@
 //! 2. **mask personal data**: emails and phone numbers are masked in every string; a blob
 //!    resource cannot be inspected, so a result carrying one is withheld. Images and audio are
 //!    delivered as they are (no text to mask).
+//! 3. **mask secrets and identifiers** (contract 0.3.0, found by `gatehouse-guardrails`):
+//!    masked in every string as personal data is, with high-entropy values of named fields
+//!    found in the structured result and masked wherever a text repeats them; a blob resource
+//!    withholds the result. What was masked, kind and place, is added to the decision record
+//!    (`masked`). These masks also apply to the call's arguments wherever the host keeps or
+//!    shows them: the audit entry ([`mask_arguments`], gate 10) and the approval view
+//!    ([`apply_to_value`]).
 //!
 //! Pointers are checked when a policy returns them ([`Obligation::problem`]): an invalid one
 //! makes that policy's decision a deny (`POLICY_FAILED`).
@@ -18,7 +25,8 @@
 use std::sync::LazyLock;
 
 use gatehouse_core::envelope::ToolResultEnvelope;
-use gatehouse_core::model::{ContentBlock, Obligation, PiiKind};
+use gatehouse_core::model::{ContentBlock, Finding, Obligation, PiiKind};
+use gatehouse_guardrails::{Masks, mask_copies};
 use regex::Regex;
 use serde_json::Value;
 
@@ -46,8 +54,8 @@ pub enum ObligationError {
     },
     /// A blob resource cannot be masked.
     #[error(
-        "a policy obligation masks personal data, but the result carries binary resource \
-         `{uri}` that cannot be inspected, so the result is withheld"
+        "a policy obligation masks personal data or secrets, but the result carries binary \
+         resource `{uri}` that cannot be inspected, so the result is withheld"
     )]
     Blob {
         /// The resource URI.
@@ -64,19 +72,124 @@ pub fn apply(
         match obligation {
             Obligation::RedactPointer(pointer) => redact(pointer, result)?,
             Obligation::MaskPii(kinds) => {
-                if let Some(uri) = result.content.iter().find_map(|block| match block {
-                    ContentBlock::Resource { resource } if resource.blob.is_some() => {
-                        Some(resource.uri.clone())
-                    }
-                    _ => None,
-                }) {
-                    return Err(ObligationError::Blob { uri });
-                }
+                no_blob(result)?;
                 for_each_string(result, &mut |s| *s = mask(s, kinds));
+            }
+            // All the masks at once, below.
+            Obligation::MaskSecrets { .. } | Obligation::MaskIdentifiers(_) => {}
+        }
+    }
+    let masks = masks(obligations);
+    if masks.is_empty() {
+        return Ok(());
+    }
+    no_blob(result)?;
+    let mut found = Vec::new();
+    let mut entropic = Vec::new();
+    if let Some(value) = &mut result.structured_content {
+        let (findings, values) = masks.mask_value(value, "structured_content");
+        found.extend(findings);
+        entropic = values;
+    }
+    let mask_text = |text: &mut String, at: String, found: &mut Vec<Finding>| {
+        for kind in masks.mask_text(text) {
+            found.push(Finding {
+                kind,
+                at: at.clone(),
+            });
+        }
+        if mask_copies(text, &entropic) {
+            found.push(Finding {
+                kind: gatehouse_guardrails::SecretKind::HighEntropy
+                    .name()
+                    .to_owned(),
+                at,
+            });
+        }
+    };
+    for (i, block) in result.content.iter_mut().enumerate() {
+        match block {
+            ContentBlock::Text { text } => mask_text(text, format!("content/{i}"), &mut found),
+            ContentBlock::Resource { resource } => {
+                mask_text(&mut resource.uri, format!("content/{i}/uri"), &mut found);
+                if let Some(text) = &mut resource.text {
+                    mask_text(text, format!("content/{i}/text"), &mut found);
+                }
+            }
+            ContentBlock::Image { .. } | ContentBlock::Audio { .. } => {}
+        }
+    }
+    for (i, evidence) in result.evidence_refs.iter_mut().enumerate() {
+        mask_text(evidence, format!("evidence_refs/{i}"), &mut found);
+    }
+    if let Some(error) = &mut result.error {
+        mask_text(&mut error.message, "error/message".to_owned(), &mut found);
+        if let Some(remediation) = &mut error.remediation {
+            mask_text(remediation, "error/remediation".to_owned(), &mut found);
+        }
+    }
+    if let Some(decision) = &mut result.policy_decision {
+        decision.masked.extend(found);
+    }
+    Ok(())
+}
+
+/// A blob resource cannot be inspected: a result carrying one cannot be masked.
+fn no_blob(result: &ToolResultEnvelope) -> Result<(), ObligationError> {
+    match result.content.iter().find_map(|block| match block {
+        ContentBlock::Resource { resource } if resource.blob.is_some() => {
+            Some(resource.uri.clone())
+        }
+        _ => None,
+    }) {
+        Some(uri) => Err(ObligationError::Blob { uri }),
+        None => Ok(()),
+    }
+}
+
+/// Every `mask-secrets` and `mask-identifiers` obligation, together. An identifier the policy
+/// gate would have refused (`Obligation::problem`) masks nothing.
+pub fn masks(obligations: &[Obligation]) -> Masks {
+    obligations
+        .iter()
+        .filter_map(|o| o.masks().ok().flatten())
+        .fold(Masks::new(), Masks::merge)
+}
+
+/// Masks secrets and identifiers in the arguments a call's audit entry keeps (gate 10): the
+/// call's `args` and the action's JSON text. The adapter got the arguments as sent; only the
+/// record is masked.
+pub fn mask_arguments(masks: &Masks, args: &mut Value, action_args: Option<&mut String>) {
+    if masks.is_empty() {
+        return;
+    }
+    masks.mask_value(args, "");
+    if let Some(text) = action_args {
+        match serde_json::from_str::<Value>(text) {
+            Ok(mut value) => {
+                masks.mask_value(&mut value, "");
+                *text = value.to_string();
+            }
+            Err(_) => {
+                masks.mask_text(text);
             }
         }
     }
-    Ok(())
+}
+
+/// What `masks` finds in a call's arguments, each place under `args` (`args/body`): for the
+/// decision record's `masked`.
+pub fn argument_findings(masks: &Masks, args: &Value) -> Vec<Finding> {
+    if masks.is_empty() {
+        return Vec::new();
+    }
+    gatehouse_guardrails::find(masks, args)
+        .into_iter()
+        .map(|f| Finding {
+            at: format!("args{}", f.at),
+            ..f
+        })
+        .collect()
 }
 
 /// Applies obligations to a call that failed after its tool ran: personal data is masked in
@@ -99,14 +212,20 @@ pub fn apply_to_error(obligations: &[Obligation], result: &mut ToolResultEnvelop
                     *remediation = mask(remediation, kinds);
                 }
             }
+            Obligation::MaskSecrets { .. } | Obligation::MaskIdentifiers(_) => {}
         }
+    }
+    let masks = masks(obligations);
+    masks.mask_text(&mut error.message);
+    if let Some(remediation) = &mut error.remediation {
+        masks.mask_text(remediation);
     }
 }
 
 /// Applies obligations to a JSON value shown to people rather than delivered to the caller:
 /// a call's arguments as an approver sees them. The value at each redacted pointer, and every
-/// copy of its text elsewhere in the value, becomes `"[REDACTED]"`; personal data is masked in
-/// every string. A pointer the value does not have redacts nothing.
+/// copy of its text elsewhere in the value, becomes `"[REDACTED]"`; personal data, secrets and
+/// identifiers are masked in every string. A pointer the value does not have redacts nothing.
 pub fn apply_to_value(obligations: &[Obligation], value: &mut Value) {
     for obligation in obligations {
         match obligation {
@@ -121,8 +240,10 @@ pub fn apply_to_value(obligations: &[Obligation], value: &mut Value) {
             Obligation::MaskPii(kinds) => {
                 for_each_value_string(value, &mut |s| *s = mask(s, kinds));
             }
+            Obligation::MaskSecrets { .. } | Obligation::MaskIdentifiers(_) => {}
         }
     }
+    masks(obligations).mask_value(value, "");
 }
 
 fn redact(pointer: &str, result: &mut ToolResultEnvelope) -> Result<(), ObligationError> {
@@ -235,6 +356,99 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn masks_secrets_and_identifiers_everywhere_names_each_and_withholds_blobs() {
+        use gatehouse_core::model::{
+            ApprovalMode, DecisionRecord, IdentifierPattern, SecretKind, Verdict,
+        };
+        const ENTROPIC: &str = "Zq8r2Lw0Vx7Nf3Jk9Pd5Tb1Hm6Yc4G";
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+        let obligations = [
+            Obligation::MaskSecrets {
+                kinds: vec![SecretKind::Jwt, SecretKind::HighEntropy],
+                fields: vec!["Token".to_owned()],
+            },
+            Obligation::MaskIdentifiers(vec![IdentifierPattern {
+                name: "customer_id".to_owned(),
+                pattern: "CUS-[0-9]{8}".to_owned(),
+            }]),
+        ];
+        let call = gatehouse_core::envelope::ToolCallEnvelope::new("t", "a.b", json!({}));
+        let mut result = ToolResultEnvelope::begin(&call);
+        result.content = vec![ContentBlock::Text {
+            text: format!("{{\"token\":\"{ENTROPIC}\"}} for CUS-12345678 with {jwt}"),
+        }];
+        result.structured_content = Some(json!({ "token": ENTROPIC, "note": "CUS-87654321" }));
+        result.policy_decision = Some(DecisionRecord {
+            decision_id: "pol_1".to_owned(),
+            verdict: Verdict::Allow,
+            approval_mode_effective: ApprovalMode::ReadOnly,
+            default_applied: false,
+            modules: Vec::new(),
+            obligations: obligations.to_vec(),
+            shadow: Vec::new(),
+            masked: Vec::new(),
+        });
+        apply(&obligations, &mut result).unwrap();
+        assert_eq!(
+            result.content,
+            [ContentBlock::Text {
+                text: "{\"token\":\"[SECRET:high_entropy]\"} for [CUSTOMER_ID] with [SECRET:jwt]"
+                    .to_owned()
+            }]
+        );
+        assert_eq!(
+            result.structured_content,
+            Some(json!({ "token": "[SECRET:high_entropy]", "note": "[CUSTOMER_ID]" }))
+        );
+        let masked: Vec<(String, String)> = result
+            .policy_decision
+            .unwrap()
+            .masked
+            .into_iter()
+            .map(|f| (f.kind, f.at))
+            .collect();
+        for (kind, at) in [
+            ("high_entropy", "structured_content/token"),
+            ("customer_id", "structured_content/note"),
+            ("jwt", "content/0"),
+            ("customer_id", "content/0"),
+            ("high_entropy", "content/0"),
+        ] {
+            assert!(
+                masked.contains(&(kind.to_owned(), at.to_owned())),
+                "{kind} at {at}: {masked:?}"
+            );
+        }
+
+        // The arguments an approver sees, and the audit entry keeps, are masked the same way.
+        let mut args = json!({ "token": ENTROPIC, "body": format!("{jwt} CUS-12345678") });
+        let mut action_args = args.to_string();
+        mask_arguments(&masks(&obligations), &mut args, Some(&mut action_args));
+        let masked_args =
+            json!({ "token": "[SECRET:high_entropy]", "body": "[SECRET:jwt] [CUSTOMER_ID]" });
+        assert_eq!(args, masked_args);
+        assert_eq!(
+            serde_json::from_str::<Value>(&action_args).unwrap(),
+            masked_args
+        );
+
+        // A blob cannot be looked into: the result is withheld.
+        let mut blob = ToolResultEnvelope::begin(&call);
+        blob.content = vec![ContentBlock::Resource {
+            resource: gatehouse_core::model::ResourceContents {
+                uri: "file:///k".to_owned(),
+                mime_type: None,
+                text: None,
+                blob: Some("AAAA".to_owned()),
+            },
+        }];
+        assert!(matches!(
+            apply(&obligations, &mut blob),
+            Err(ObligationError::Blob { .. })
+        ));
+    }
 
     #[test]
     fn masks_emails_and_phones_and_redacts_pointers_everywhere() {

@@ -19,13 +19,15 @@ use gatehouse_core::envelope::{
 };
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{
-    ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Obligation, Principal, PrincipalKind,
-    ShadowDecision, Verdict,
+    ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Finding, Obligation, Principal,
+    PrincipalKind, ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey};
 use serde::Serialize;
 use serde_json::Value;
+
+use super::obligations;
 
 /// What gate 10 records about one call.
 pub struct Facts<'a> {
@@ -37,6 +39,8 @@ pub struct Facts<'a> {
     pub action: Option<ActionRecord>,
     /// Whether the capability declared its arguments and results sensitive.
     pub sensitive: bool,
+    /// The policy decision's `mask-secrets` and `mask-identifiers`, for the arguments kept.
+    pub masks: &'a gatehouse_guardrails::Masks,
     /// The key this call claimed.
     pub claimed: Option<IdempotencyKey>,
     /// Whether the call stopped before anything could run (the key is released, not
@@ -55,16 +59,22 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         result,
         mut action,
         sensitive,
+        masks,
         claimed,
         nothing_ran,
         executes,
         at_ms,
     } = facts;
-    // The arguments as recorded: a sensitive capability's as their hash.
+    // The arguments as recorded: a sensitive capability's as their hash; otherwise with the
+    // secrets and identifiers a policy asked to mask, masked.
     let args = if sensitive {
         Cow::Owned(redacted(&call.args))
-    } else {
+    } else if masks.is_empty() {
         Cow::Borrowed(&call.args)
+    } else {
+        let mut args = call.args.clone();
+        obligations::mask_arguments(masks, &mut args, action.as_mut().map(|a| &mut a.args));
+        Cow::Owned(args)
     };
     if sensitive && let Some(action) = action.as_mut() {
         // `args` is JSON text: kept as the hash of that text as a JSON string.
@@ -373,6 +383,8 @@ struct LeanDecision<'a> {
     obligations: &'a [Obligation],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     shadow: &'a [ShadowDecision],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    masked: &'a [Finding],
 }
 
 impl<'a> LeanDecision<'a> {
@@ -385,6 +397,7 @@ impl<'a> LeanDecision<'a> {
             modules,
             obligations,
             shadow,
+            masked,
         } = decision;
         Self {
             decision_id,
@@ -395,6 +408,7 @@ impl<'a> LeanDecision<'a> {
             modules,
             obligations,
             shadow,
+            masked,
         }
     }
 }
@@ -485,6 +499,9 @@ mod tests {
         }
     }
 
+    static NO_MASKS: std::sync::LazyLock<gatehouse_guardrails::Masks> =
+        std::sync::LazyLock::new(gatehouse_guardrails::Masks::new);
+
     fn facts<'a>(
         call: &'a ToolCallEnvelope,
         result: &'a ToolResultEnvelope,
@@ -496,6 +513,7 @@ mod tests {
             result,
             action,
             sensitive,
+            masks: &NO_MASKS,
             claimed: None,
             nothing_ran: false,
             executes: None,
@@ -555,6 +573,7 @@ mod tests {
             modules: Vec::new(),
             obligations: Vec::new(),
             shadow: Vec::new(),
+            masked: Vec::new(),
         });
         let mut action = action(&call, &call.args);
         action.approval_mode_max = ApprovalMode::ReadOnly;
@@ -607,6 +626,7 @@ mod tests {
             }],
             obligations: Vec::new(),
             shadow: Vec::new(),
+            masked: Vec::new(),
         });
         let mut action = action(&call, &call.args);
         action.adapter_id = "support-v2".into();

@@ -436,6 +436,7 @@ pub async fn evaluate(
         modules,
         obligations,
         shadow,
+        masked: Vec::new(),
     }
 }
 

@@ -1,0 +1,125 @@
+//! What every released contract before the current one shares with it in the `policy`
+//! world, adapted once for all of them: the action a policy evaluates goes to the old types,
+//! its decision and log level come back in the current ones. An older version's module
+//! invokes [`older_policy!`] with `old` (its `types`), `OldLevel` (its log level), `wit` (the
+//! current types) and `LogLevel` in scope.
+
+/// The `action`, `principal` and `approval_mode` conversions into an older contract's types,
+/// and `Decision` and `Level` back from them.
+macro_rules! older_policy {
+    () => {
+        /// The action an older policy evaluates: the same fields.
+        pub(crate) fn action(action: &wit::Action) -> old::Action {
+            old::Action {
+                tool_call_id: action.tool_call_id.clone(),
+                adapter_id: action.adapter_id.clone(),
+                capability_id: action.capability_id.clone(),
+                capability_class: match action.capability_class {
+                    wit::CapabilityClass::Observe => old::CapabilityClass::Observe,
+                    wit::CapabilityClass::Recall => old::CapabilityClass::Recall,
+                    wit::CapabilityClass::ThinkSupport => old::CapabilityClass::ThinkSupport,
+                    wit::CapabilityClass::Act => old::CapabilityClass::Act,
+                    wit::CapabilityClass::Verify => old::CapabilityClass::Verify,
+                },
+                approval_mode_max: approval_mode(action.approval_mode_max),
+                approval_mode_requested: approval_mode(action.approval_mode_requested),
+                args: action.args.clone(),
+                principals: action.principals.iter().map(principal).collect(),
+                tenant: action.tenant.clone(),
+                context: old::ActionContext {
+                    now_unix_ms: action.context.now_unix_ms,
+                    prior_actions: action.context.prior_actions.clone(),
+                    data_classification: action.context.data_classification.clone(),
+                },
+                risk_signals: (action.risk_signals.iter())
+                    .map(|s| old::RiskSignal {
+                        name: s.name.clone(),
+                        score: s.score,
+                    })
+                    .collect(),
+            }
+        }
+
+        fn principal(p: &wit::Principal) -> old::Principal {
+            old::Principal {
+                kind: match p.kind {
+                    wit::PrincipalKind::User => old::PrincipalKind::User,
+                    wit::PrincipalKind::Agent => old::PrincipalKind::Agent,
+                    wit::PrincipalKind::Service => old::PrincipalKind::Service,
+                },
+                id: p.id.clone(),
+                tenant: p.tenant.clone(),
+            }
+        }
+
+        fn approval_mode(mode: wit::ApprovalMode) -> old::ApprovalMode {
+            match mode {
+                wit::ApprovalMode::ReadOnly => old::ApprovalMode::ReadOnly,
+                wit::ApprovalMode::LocalWrite => old::ApprovalMode::LocalWrite,
+                wit::ApprovalMode::Network => old::ApprovalMode::Network,
+                wit::ApprovalMode::Delegated => old::ApprovalMode::Delegated,
+                wit::ApprovalMode::Destructive => old::ApprovalMode::Destructive,
+            }
+        }
+
+        fn approval_mode_back(mode: old::ApprovalMode) -> wit::ApprovalMode {
+            match mode {
+                old::ApprovalMode::ReadOnly => wit::ApprovalMode::ReadOnly,
+                old::ApprovalMode::LocalWrite => wit::ApprovalMode::LocalWrite,
+                old::ApprovalMode::Network => wit::ApprovalMode::Network,
+                old::ApprovalMode::Delegated => wit::ApprovalMode::Delegated,
+                old::ApprovalMode::Destructive => wit::ApprovalMode::Destructive,
+            }
+        }
+
+        impl From<old::Decision> for wit::Decision {
+            fn from(decision: old::Decision) -> Self {
+                Self {
+                    verdict: match decision.verdict {
+                        old::Verdict::Allow => wit::Verdict::Allow,
+                        old::Verdict::Deny => wit::Verdict::Deny,
+                        old::Verdict::RequireApproval => wit::Verdict::RequireApproval,
+                        old::Verdict::Abstain => wit::Verdict::Abstain,
+                    },
+                    effective_mode: decision.effective_mode.map(approval_mode_back),
+                    reasons: (decision.reasons.into_iter())
+                        .map(|r| wit::Reason {
+                            code: r.code,
+                            message: r.message,
+                        })
+                        .collect(),
+                    evidence_refs: decision.evidence_refs,
+                    obligations: (decision.obligations.into_iter())
+                        .map(|o| match o {
+                            old::Obligation::RedactPointer(pointer) => {
+                                wit::Obligation::RedactPointer(pointer)
+                            }
+                            old::Obligation::MaskPii(kinds) => wit::Obligation::MaskPii(
+                                (kinds.into_iter())
+                                    .map(|k| match k {
+                                        old::PiiKind::Email => wit::PiiKind::Email,
+                                        old::PiiKind::Phone => wit::PiiKind::Phone,
+                                    })
+                                    .collect(),
+                            ),
+                        })
+                        .collect(),
+                }
+            }
+        }
+
+        impl From<OldLevel> for LogLevel {
+            fn from(level: OldLevel) -> Self {
+                match level {
+                    OldLevel::Trace => Self::Trace,
+                    OldLevel::Debug => Self::Debug,
+                    OldLevel::Info => Self::Info,
+                    OldLevel::Warn => Self::Warn,
+                    OldLevel::Error => Self::Error,
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use older_policy;
