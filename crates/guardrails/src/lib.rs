@@ -22,8 +22,8 @@
 //!   text block repeating the structured result), that copy is masked too.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
-use std::sync::LazyLock;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{LazyLock, Mutex};
 
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
@@ -135,6 +135,9 @@ pub struct Identifier {
     pattern: Regex,
 }
 
+/// Most identifiers kept compiled; past it, the cache starts again.
+const COMPILED_MAX: usize = 256;
+
 /// Largest compiled size of an identifier's pattern: an operator's pattern stays small, and
 /// the `regex` crate runs in time linear in the text whatever the pattern.
 const PATTERN_LIMIT: usize = 1 << 20;
@@ -146,6 +149,25 @@ impl Identifier {
     /// A message naming the identifier when the name is not usable or the pattern does not
     /// compile (or matches the empty string, which would mask everywhere).
     pub fn new(name: &str, pattern: &str) -> Result<Self, String> {
+        // The same few identifiers come with every call of a bound module: compiled once
+        // each (a regex clone shares its compiled program).
+        static COMPILED: LazyLock<Mutex<HashMap<(String, String), Identifier>>> =
+            LazyLock::new(Mutex::default);
+        let key = (name.to_owned(), pattern.to_owned());
+        if let Some(found) = COMPILED.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(found);
+        }
+        let identifier = Self::compile(name, pattern)?;
+        if let Ok(mut compiled) = COMPILED.lock() {
+            if compiled.len() >= COMPILED_MAX {
+                compiled.clear();
+            }
+            compiled.insert(key, identifier.clone());
+        }
+        Ok(identifier)
+    }
+
+    fn compile(name: &str, pattern: &str) -> Result<Self, String> {
         let usable = !name.is_empty()
             && name.len() <= 64
             && name
@@ -350,7 +372,7 @@ fn high_entropy(s: &str) -> bool {
     if len < 20 || s.chars().any(char::is_whitespace) {
         return false;
     }
-    let mut counts = std::collections::HashMap::new();
+    let mut counts = HashMap::new();
     for c in s.chars() {
         *counts.entry(c).or_insert(0usize) += 1;
     }

@@ -60,29 +60,10 @@ pub struct IdentifierPattern {
 }
 
 impl Obligation {
-    /// The masks this obligation asks for on arguments and results, if it is one.
-    ///
-    /// # Errors
-    /// An identifier whose name or pattern is not usable.
-    pub fn masks(&self) -> Result<Option<Masks>, String> {
-        match self {
-            Self::MaskSecrets { kinds, fields } => Ok(Some(Masks::new().secrets(kinds, fields))),
-            Self::MaskIdentifiers(identifiers) => {
-                let identifiers = identifiers
-                    .iter()
-                    .map(|i| Identifier::new(&i.name, &i.pattern))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Some(Masks::new().identifiers(identifiers)))
-            }
-            Self::RedactPointer(_) | Self::MaskPii(_) => Ok(None),
-        }
-    }
-}
-
-impl Obligation {
     /// Why the host cannot carry this obligation out as given, if it cannot: a redaction
     /// pointer that is not an RFC 6901 JSON pointer (empty, or `/`-separated tokens in which
-    /// `~` is always followed by `0` or `1`).
+    /// `~` is always followed by `0` or `1`), or an identifier whose name or pattern is not
+    /// usable.
     pub fn problem(&self) -> Option<String> {
         match self {
             Self::RedactPointer(pointer) => {
@@ -99,6 +80,24 @@ impl Obligation {
             }
             Self::MaskPii(_) | Self::MaskSecrets { .. } => None,
             Self::MaskIdentifiers(_) => self.masks().err(),
+        }
+    }
+
+    /// The masks this obligation asks for on arguments and results, if it is one.
+    ///
+    /// # Errors
+    /// An identifier whose name or pattern is not usable.
+    pub fn masks(&self) -> Result<Option<Masks>, String> {
+        match self {
+            Self::MaskSecrets { kinds, fields } => Ok(Some(Masks::new().secrets(kinds, fields))),
+            Self::MaskIdentifiers(identifiers) => {
+                let identifiers = identifiers
+                    .iter()
+                    .map(|i| Identifier::new(&i.name, &i.pattern))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(Masks::new().identifiers(identifiers)))
+            }
+            Self::RedactPointer(_) | Self::MaskPii(_) => Ok(None),
         }
     }
 }
