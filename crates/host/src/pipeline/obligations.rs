@@ -91,11 +91,11 @@ pub fn apply(
         found.extend(findings);
         entropic = values;
     }
-    let mask_text = |text: &mut String, at: String, found: &mut Vec<Finding>| {
+    for_each_text(result, &mut |text, at| {
         for kind in masks.mask_text(text) {
             found.push(Finding {
                 kind,
-                at: at.clone(),
+                at: at.to_string(),
             });
         }
         if mask_copies(text, &entropic) {
@@ -103,31 +103,10 @@ pub fn apply(
                 kind: gatehouse_guardrails::SecretKind::HighEntropy
                     .name()
                     .to_owned(),
-                at,
+                at: at.to_string(),
             });
         }
-    };
-    for (i, block) in result.content.iter_mut().enumerate() {
-        match block {
-            ContentBlock::Text { text } => mask_text(text, format!("content/{i}"), &mut found),
-            ContentBlock::Resource { resource } => {
-                mask_text(&mut resource.uri, format!("content/{i}/uri"), &mut found);
-                if let Some(text) = &mut resource.text {
-                    mask_text(text, format!("content/{i}/text"), &mut found);
-                }
-            }
-            ContentBlock::Image { .. } | ContentBlock::Audio { .. } => {}
-        }
-    }
-    for (i, evidence) in result.evidence_refs.iter_mut().enumerate() {
-        mask_text(evidence, format!("evidence_refs/{i}"), &mut found);
-    }
-    if let Some(error) = &mut result.error {
-        mask_text(&mut error.message, "error/message".to_owned(), &mut found);
-        if let Some(remediation) = &mut error.remediation {
-            mask_text(remediation, "error/remediation".to_owned(), &mut found);
-        }
-    }
+    });
     if let Some(decision) = &mut result.policy_decision {
         decision.masked.extend(found);
     }
@@ -306,26 +285,57 @@ fn leaves(value: &Value, out: &mut Vec<String>) {
 
 /// Calls `f` on every string of the result a caller receives from the tool.
 fn for_each_string(result: &mut ToolResultEnvelope, f: &mut dyn FnMut(&mut String)) {
-    for block in &mut result.content {
+    if let Some(value) = &mut result.structured_content {
+        for_each_value_string(value, f);
+    }
+    for_each_text(result, &mut |text, _| f(text));
+}
+
+/// Where in a result a text is, as the decision record's `masked` names it.
+enum Place {
+    Content(usize),
+    ResourceUri(usize),
+    ResourceText(usize),
+    Evidence(usize),
+    ErrorMessage,
+    Remediation,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Content(i) => write!(f, "content/{i}"),
+            Self::ResourceUri(i) => write!(f, "content/{i}/uri"),
+            Self::ResourceText(i) => write!(f, "content/{i}/text"),
+            Self::Evidence(i) => write!(f, "evidence_refs/{i}"),
+            Self::ErrorMessage => f.write_str("error/message"),
+            Self::Remediation => f.write_str("error/remediation"),
+        }
+    }
+}
+
+/// Calls `f` on every string of the result a caller receives from the tool but the structured
+/// content's, with its place.
+fn for_each_text(result: &mut ToolResultEnvelope, f: &mut dyn FnMut(&mut String, Place)) {
+    for (i, block) in result.content.iter_mut().enumerate() {
         match block {
-            ContentBlock::Text { text } => f(text),
+            ContentBlock::Text { text } => f(text, Place::Content(i)),
             ContentBlock::Resource { resource } => {
-                f(&mut resource.uri);
+                f(&mut resource.uri, Place::ResourceUri(i));
                 if let Some(text) = &mut resource.text {
-                    f(text);
+                    f(text, Place::ResourceText(i));
                 }
             }
             ContentBlock::Image { .. } | ContentBlock::Audio { .. } => {}
         }
     }
-    if let Some(value) = &mut result.structured_content {
-        for_each_value_string(value, f);
+    for (i, evidence) in result.evidence_refs.iter_mut().enumerate() {
+        f(evidence, Place::Evidence(i));
     }
-    result.evidence_refs.iter_mut().for_each(&mut *f);
     if let Some(error) = &mut result.error {
-        f(&mut error.message);
+        f(&mut error.message, Place::ErrorMessage);
         if let Some(remediation) = &mut error.remediation {
-            f(remediation);
+            f(remediation, Place::Remediation);
         }
     }
 }
