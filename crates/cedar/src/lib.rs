@@ -35,14 +35,15 @@
 //! Every rule that matched is named in the reasons, with its `@id`.
 
 pub mod check;
+mod request;
 pub mod schema;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use cedar_policy::{
-    ActionConstraint, Authorizer, Context, Decision, Effect, Entities, Entity, EntityUid, Policy,
-    PolicySet, Request, ResourceConstraint, RestrictedExpression,
+    ActionConstraint, Authorizer, Decision, Effect, Entities, Entity, EntityUid, Policy, PolicySet,
+    Request, ResourceConstraint, RestrictedExpression,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -209,7 +210,9 @@ struct Slice {
     tool: Tool,
     /// The rules that name this tool (or its adapter) in their scope.
     policies: PolicySet,
-    entities: Vec<Entity>,
+    /// The tool's entities, their transitive closure computed once: a call adds its caller
+    /// and tenant, and only those are closed over.
+    entities: Entities,
 }
 
 impl Rules {
@@ -230,7 +233,8 @@ impl Rules {
             {
                 policies.add(policy.clone()).map_err(|e| e.to_string())?;
             }
-            let entities = tool_entities(tool)?;
+            let entities =
+                Entities::from_entities(tool_entities(tool)?, None).map_err(|e| e.to_string())?;
             tools.insert(
                 tool.name.clone(),
                 Slice {
@@ -296,11 +300,10 @@ impl Rules {
         let unknown;
         // A known tool: the general rules and its own; a tool served after the rules were
         // packed: every rule, its facts from the call.
-        let (sets, mut entities, schema): (Vec<&PolicySet>, _, _) = match self.tools.get(&call.tool)
-        {
+        let (sets, entities, schema): (Vec<&PolicySet>, _, _) = match self.tools.get(&call.tool) {
             Some(slice) => (
                 vec![&self.general, &slice.policies],
-                slice.entities.clone(),
+                std::borrow::Cow::Borrowed(&slice.entities),
                 Some(&slice.tool.input_schema),
             ),
             None => {
@@ -313,22 +316,17 @@ impl Rules {
                     input_schema: Value::Null,
                     annotations: HashMap::new(),
                 };
-                (vec![&self.all], tool_entities(&unknown)?, None)
+                let entities = Entities::from_entities(tool_entities(&unknown)?, None)
+                    .map_err(|e| e.to_string())?;
+                (vec![&self.all], std::borrow::Cow::Owned(entities), None)
             }
         };
-        let caller = caller(call)?;
-        let principal = caller.uid();
-        entities.push(caller);
-        entities.push(Entity::new_no_attrs(
-            uid("Tenant", &call.tenant)?,
-            HashSet::new(),
-        ));
-        let entities = Entities::from_entities(entities, None).map_err(|e| e.to_string())?;
+        let (principal, entities) = request::with_caller(&entities, call)?;
         let request = Request::new(
             principal,
             uid("Action", &call.tool)?,
             uid("Tool", &call.tool)?,
-            context(call, schema)?,
+            request::context(call, schema)?,
             None,
         )
         .map_err(|e| e.to_string())?;
@@ -668,133 +666,6 @@ fn tool_entities(tool: &Tool) -> Result<Vec<Entity>, String> {
         Entity::new_no_attrs(uid("Action", &tool.name)?, HashSet::from([call.clone()])),
         Entity::new_no_attrs(call, HashSet::new()),
     ])
-}
-
-/// The caller: the chain's last link, in its tenant.
-fn caller(call: &Call) -> Result<Entity, String> {
-    let last = call.principals.last();
-    let id = last.map_or("anonymous", |p| p.id.as_str());
-    let kind = last.map_or("user", |p| p.kind.as_str());
-    let attrs = HashMap::from([
-        (
-            "tenant".to_owned(),
-            RestrictedExpression::new_string(call.tenant.clone()),
-        ),
-        (
-            "kind".to_owned(),
-            RestrictedExpression::new_string(kind.to_owned()),
-        ),
-        (
-            "chain".to_owned(),
-            RestrictedExpression::new_set(
-                call.principals
-                    .iter()
-                    .map(|p| RestrictedExpression::new_string(p.id.clone())),
-            ),
-        ),
-    ]);
-    Entity::new(
-        uid("Caller", id)?,
-        attrs,
-        HashSet::from([uid("Tenant", &call.tenant)?]),
-    )
-    .map_err(|e| e.to_string())
-}
-
-const DAY_MS: u64 = 86_400_000;
-
-fn context(call: &Call, schema: Option<&Value>) -> Result<Context, String> {
-    let strings = |items: &[String]| {
-        RestrictedExpression::new_set(
-            items
-                .iter()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .map(|s| RestrictedExpression::new_string(s.clone())),
-        )
-    };
-    let long = |n: u64| RestrictedExpression::new_long(i64::try_from(n).unwrap_or(i64::MAX));
-    let args = value(&call.args, schema, "args")?.unwrap_or_else(|| {
-        RestrictedExpression::new_record(std::iter::empty()).expect("an empty record")
-    });
-    let days = call.now_unix_ms / DAY_MS;
-    Context::from_pairs([
-        ("args".to_owned(), args),
-        (
-            "mode".to_owned(),
-            RestrictedExpression::new_string(call.mode.clone()),
-        ),
-        ("now".to_owned(), long(call.now_unix_ms)),
-        (
-            "hour".to_owned(),
-            long(call.now_unix_ms % DAY_MS / 3_600_000),
-        ),
-        // 1970-01-01 was a Thursday (4).
-        ("weekday".to_owned(), long((days + 3) % 7 + 1)),
-        ("prior_actions".to_owned(), strings(&call.prior_actions)),
-        (
-            "data_classification".to_owned(),
-            strings(&call.data_classification),
-        ),
-    ])
-    .map_err(|e| e.to_string())
-}
-
-/// A JSON value as Cedar holds it, typed by its JSON Schema where one is known (`number` is a
-/// decimal even when the value is whole). `None`: a value Cedar has no type for (`null`).
-fn value(
-    v: &Value,
-    schema: Option<&Value>,
-    path: &str,
-) -> Result<Option<RestrictedExpression>, String> {
-    let declared = schema.and_then(schema::json_type);
-    Ok(Some(match v {
-        Value::Null => return Ok(None),
-        Value::Bool(b) => RestrictedExpression::new_bool(*b),
-        Value::String(s) => RestrictedExpression::new_string(s.clone()),
-        Value::Number(n) => match (declared, n.as_i64()) {
-            (Some("integer"), Some(i)) | (None, Some(i)) => RestrictedExpression::new_long(i),
-            _ => RestrictedExpression::new_decimal(decimal(n, path)?),
-        },
-        Value::Array(items) => {
-            let element = schema.and_then(|s| s.get("items"));
-            let mut set = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                set.extend(value(item, element, &format!("{path}[{i}]"))?);
-            }
-            RestrictedExpression::new_set(set)
-        }
-        Value::Object(map) => {
-            let properties = schema.and_then(|s| s.get("properties"));
-            let mut fields = Vec::new();
-            for (key, item) in map {
-                let property = properties.and_then(|p| p.get(key));
-                if let Some(item) = value(item, property, &format!("{path}.{key}"))? {
-                    fields.push((key.clone(), item));
-                }
-            }
-            RestrictedExpression::new_record(fields).map_err(|e| e.to_string())?
-        }
-    }))
-}
-
-/// A JSON number as the text of a Cedar decimal (four places at most); a number a decimal
-/// cannot hold exactly is an error, not a rounding a threshold could slip through.
-fn decimal(n: &serde_json::Number, path: &str) -> Result<String, String> {
-    let text = n.to_string();
-    let bad = || {
-        format!(
-            "`{path}` = {text} is not a Cedar decimal (at most 4 decimal places, below 922337203685477)"
-        )
-    };
-    if text.contains(['e', 'E']) {
-        return Err(bad());
-    }
-    let (whole, fraction) = text.split_once('.').unwrap_or((&text, "0"));
-    if fraction.len() > 4 || whole.trim_start_matches('-').len() > 15 {
-        return Err(bad());
-    }
-    Ok(format!("{whole}.{fraction}"))
 }
 
 #[cfg(test)]

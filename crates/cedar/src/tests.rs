@@ -310,3 +310,109 @@ fn a_thousand_rules_for_every_tool_over_a_thousand_tools_are_kept_once() {
     c.capability = "t3".into();
     assert_eq!(rules.decide(&c).reasons[0].code, "r7");
 }
+
+/// `request` builds the caller and the context from Cedar's core types. They must be what
+/// Cedar's public API builds (expressions evaluated, the closure computed) from the same call.
+#[test]
+fn the_request_is_what_the_public_api_builds() {
+    use cedar_policy::{Context, RestrictedExpression as Re};
+
+    fn public(v: &Value, schema: Option<&Value>) -> Option<Re> {
+        let declared = schema.and_then(schema::json_type);
+        Some(match v {
+            Value::Null => return None,
+            Value::Bool(b) => Re::new_bool(*b),
+            Value::String(s) => Re::new_string(s.clone()),
+            Value::Number(n) => match (declared, n.as_i64()) {
+                (Some("integer"), Some(i)) | (None, Some(i)) => Re::new_long(i),
+                _ => Re::new_decimal(if n.is_f64() {
+                    n.to_string()
+                } else {
+                    format!("{n}.0")
+                }),
+            },
+            Value::Array(items) => Re::new_set(
+                items
+                    .iter()
+                    .filter_map(|item| public(item, schema.and_then(|s| s.get("items")))),
+            ),
+            Value::Object(map) => Re::new_record(map.iter().filter_map(|(k, item)| {
+                let property = schema.and_then(|s| s.get("properties")?.get(k));
+                Some((k.clone(), public(item, property)?))
+            }))
+            .unwrap(),
+        })
+    }
+
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "amount": { "type": "number" },
+            "whole": { "type": "number" },
+            "count": { "type": "integer" },
+            "tags": { "type": "array", "items": { "type": "number" } },
+            "card": { "type": "object", "properties": { "limit": { "type": "number" } } }
+        }
+    });
+    let args = json!({
+        "amount": 100.25, "whole": 7, "count": -3, "note": "n", "gone": null, "ok": true,
+        "tags": [1.5, 2, 1.5], "card": { "limit": 0.0001, "holder": "h" }, "free": [1, "a"]
+    });
+    let mut call = call("shop.refund", "acme", args.clone());
+    call.principals.insert(
+        0,
+        Principal {
+            kind: "agent".into(),
+            id: "agent:1".into(),
+        },
+    );
+    call.prior_actions = vec!["b".into(), "a".into(), "b".into()];
+    call.data_classification = vec!["pii".into()];
+
+    for schema in [Some(&schema), None] {
+        let strings =
+            |items: &[String]| Re::new_set(items.iter().map(|s| Re::new_string(s.clone())));
+        let expected = Context::from_pairs([
+            ("args".to_owned(), public(&args, schema).unwrap()),
+            ("mode".to_owned(), Re::new_string(call.mode.clone())),
+            ("now".to_owned(), Re::new_long(1_795_773_600_000)),
+            ("hour".to_owned(), Re::new_long(10)),
+            ("weekday".to_owned(), Re::new_long(5)),
+            ("prior_actions".to_owned(), strings(&call.prior_actions)),
+            (
+                "data_classification".to_owned(),
+                strings(&call.data_classification),
+            ),
+        ])
+        .unwrap();
+        assert_eq!(request::context(&call, schema).unwrap(), expected);
+    }
+
+    let tool = &tools()[0];
+    let base = Entities::from_entities(tool_entities(tool).unwrap(), None).unwrap();
+    let caller = Entity::new(
+        uid("Caller", "user:7").unwrap(),
+        HashMap::from([
+            ("tenant".to_owned(), Re::new_string("acme".into())),
+            ("kind".to_owned(), Re::new_string("user".into())),
+            (
+                "chain".to_owned(),
+                Re::new_set([
+                    Re::new_string("agent:1".into()),
+                    Re::new_string("user:7".into()),
+                ]),
+            ),
+        ]),
+        HashSet::from([uid("Tenant", "acme").unwrap()]),
+    )
+    .unwrap();
+    let tenant = Entity::new_no_attrs(uid("Tenant", "acme").unwrap(), HashSet::new());
+    let expected = base.clone().add_entities([caller, tenant], None).unwrap();
+    let (principal, entities) = request::with_caller(&base, &call).unwrap();
+    assert_eq!(principal, uid("Caller", "user:7").unwrap());
+    // `Entities`' `==` compares the uids only; `deep_eq` compares attributes and ancestors.
+    assert!(
+        entities.deep_eq(&expected),
+        "{entities:?}\n!=\n{expected:?}"
+    );
+}
