@@ -12,7 +12,12 @@
 //!
 //! Target (issue 45): 100 rules add at most 50 µs per call to the baseline's time.
 //!
-//! Run: `cargo bench -p gatehouse-tests --bench cedar [-- --calls N]` (default 2,000 per case).
+//! Beside each Cedar case, `native`: the same decision (`gatehouse_cedar::Rules::decide`) run
+//! natively, outside the sandbox, so the sandbox's share is plain.
+//!
+//! Run: `cargo bench -p gatehouse-tests --bench cedar [-- --calls N] [--rules N] [--shape S]`
+//! (default 2,000 calls per case; `--rules` and `--shape` keep only the Cedar cases named, for a
+//! profile of one).
 
 use std::time::{Duration, Instant};
 
@@ -51,8 +56,8 @@ fn tool(n: usize) -> Tool {
     }
 }
 
-/// `n` rules of `shape`, over `n` tools, packed and signed as `test.rules`.
-fn cedar(n: usize, shape: &str) -> Vec<u8> {
+/// `n` rules of `shape`, over `n` tools, checked.
+fn rule_set(n: usize, shape: &str) -> Packed {
     let mut rules = String::new();
     for i in 0..n {
         let rule = match shape {
@@ -67,7 +72,12 @@ fn cedar(n: usize, shape: &str) -> Vec<u8> {
     }
     let tools: Vec<Tool> = (0..n).map(tool).collect();
     gatehouse_cedar::check::check(&rules, &tools).expect("the bench's rules check");
-    let input = serde_json::to_string(&Packed { rules, tools }).expect("serializes");
+    Packed { rules, tools }
+}
+
+/// `packed`, initialized in the generic module and signed as `test.rules`.
+fn cedar(packed: &Packed) -> Vec<u8> {
+    let input = serde_json::to_string(packed).expect("serializes");
     let snapshot =
         plugin::pre_initialize(Generic::Cedar.component(), &input).expect("the module initializes");
     let manifest = Manifest::Policy(PolicyManifest {
@@ -98,6 +108,35 @@ fn action(n: usize) -> ActionRecord {
     }
 }
 
+/// The mean of `calls` native decisions on the bench's call, after a warm-up.
+fn native(packed: &Packed, n: usize, calls: usize) -> Duration {
+    let rules = gatehouse_cedar::Rules::new(packed).expect("the rules parse");
+    rules.warm_up();
+    let action = action(n);
+    let call = || gatehouse_cedar::Call {
+        tool: format!("{}.{}", action.adapter_id, action.capability_id),
+        adapter: action.adapter_id.clone(),
+        capability: action.capability_id.clone(),
+        class: "act".to_owned(),
+        max_mode: "network".to_owned(),
+        mode: "network".to_owned(),
+        args: serde_json::from_str(&action.args).expect("the bench's arguments"),
+        tenant: action.tenant.clone(),
+        principals: Vec::new(),
+        now_unix_ms: action.now_unix_ms,
+        prior_actions: Vec::new(),
+        data_classification: Vec::new(),
+    };
+    for _ in 0..100 {
+        std::hint::black_box(rules.decide(&call()));
+    }
+    let started = Instant::now();
+    for _ in 0..calls {
+        std::hint::black_box(rules.decide(&call()));
+    }
+    started.elapsed() / u32::try_from(calls).unwrap_or(u32::MAX)
+}
+
 /// `calls` evaluations after a warm-up: p50, p99 and mean.
 fn time(runtime: &tokio::runtime::Runtime, host: &Host, n: usize, calls: usize) -> [Duration; 3] {
     let tool = format!("shop.t{}", n / 2);
@@ -122,12 +161,17 @@ fn time(runtime: &tokio::runtime::Runtime, host: &Host, n: usize, calls: usize) 
     [times[calls / 2], times[calls * 99 / 100], mean]
 }
 
+/// The value after `--name` on the command line.
+fn option(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
 fn main() {
-    let calls = std::env::args()
-        .skip_while(|a| a != "--calls")
-        .nth(1)
+    let calls = option("--calls")
         .and_then(|n| n.parse().ok())
         .unwrap_or(2_000);
+    let rules: Option<usize> = option("--rules").and_then(|n| n.parse().ok());
+    let only_shape = option("--shape");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -140,24 +184,32 @@ fn main() {
     let base = time(&runtime, &baseline, 10, calls);
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("policy evaluation per call, {calls} calls per case, one caller (µs)");
-    println!("| policy | p50 | p99 | mean | mean - baseline |");
-    println!("|---|---|---|---|---|");
+    println!("| policy | p50 | p99 | mean | mean - baseline | native |");
+    println!("|---|---|---|---|---|---|");
     println!(
-        "| baseline (Rust) | {:.1} | {:.1} | {:.1} | |",
+        "| baseline (Rust) | {:.1} | {:.1} | {:.1} | | |",
         us(base[0]),
         us(base[1]),
         us(base[2])
     );
     for shape in ["spread", "every"] {
+        if only_shape.as_deref().is_some_and(|only| only != shape) {
+            continue;
+        }
         for n in [10, 100, 1000] {
-            let host = host("test.rules", json!({}), &cedar(n, shape));
+            if rules.is_some_and(|only| only != n) {
+                continue;
+            }
+            let packed = rule_set(n, shape);
+            let host = host("test.rules", json!({}), &cedar(&packed));
             let t = time(&runtime, &host, n, calls);
             println!(
-                "| cedar, {n} rules, {shape} | {:.1} | {:.1} | {:.1} | {:+.1} |",
+                "| cedar, {n} rules, {shape} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} |",
                 us(t[0]),
                 us(t[1]),
                 us(t[2]),
-                us(t[2]) - us(base[2])
+                us(t[2]) - us(base[2]),
+                us(native(&packed, n, calls))
             );
         }
     }
