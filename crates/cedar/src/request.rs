@@ -5,9 +5,10 @@
 //! public API would do at every call what needs doing once:
 //! - `RestrictedExpression::new_decimal` runs Cedar's full parser on the name `decimal` (its
 //!   lexer builds an automaton at each parse);
-//! - `Entities::add_entities` recomputes the transitive closure, where the tool's entities are
-//!   closed once when the rules are packed and a call adds only a caller in one tenant;
-//! - `Context::from_pairs` and `Entity::new` evaluate expressions the values are already.
+//! - `Entities::from_entities` and `add_entities` compute the transitive closure again, where
+//!   the tool's entities are closed once when the rules are packed and a call adds only a
+//!   caller in one tenant;
+//! - `Context::from_pairs` and `Entity::new` evaluate, as expressions, what are values already.
 //!
 //! In the sandbox, these were two thirds of a decision's time. The conversions are
 //! `doc(hidden)`: an upgrade of `cedar-policy` that drops them fails to build, it cannot
