@@ -109,14 +109,14 @@ pub fn publisher() -> &'static SigningKey {
     KEY.get_or_init(|| SigningKey::generate("test-publisher").expect("randomness"))
 }
 
-/// A fresh state store file for one host, in this process's directory,
-/// `<temp>/gatehouse-tests/<pid>`. A static is never dropped, so the directory cannot remove
-/// itself when the process ends (a `TempDir` here once left a gigabyte or more behind per
-/// run); instead each process removes the directories of processes that have ended.
-pub fn store_path() -> PathBuf {
+/// This test process's own directory, `<temp>/gatehouse-tests/<pid>`, for what lives as long
+/// as the process (state stores, the token file, a compile cache). A static is never dropped,
+/// so a `TempDir` held in one cannot remove itself when the process ends (one here once left a
+/// gigabyte or more behind per run); instead each process removes the directories of processes
+/// that have ended.
+pub fn process_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = DIR.get_or_init(|| {
+    DIR.get_or_init(|| {
         let root = std::env::temp_dir().join("gatehouse-tests");
         remove_ended(&root);
         let dir = root.join(std::process::id().to_string());
@@ -124,9 +124,14 @@ pub fn store_path() -> PathBuf {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         dir
-    });
+    })
+}
+
+/// A fresh state store file for one host, in [`process_dir`].
+pub fn store_path() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!("store-{n}.db"))
+    process_dir().join(format!("store-{n}.db"))
 }
 
 /// Removes the directories under `root` named for processes that no longer run (where
@@ -197,15 +202,17 @@ pub async fn echo(host: &Host, message: &str) -> ToolResultEnvelope {
 /// The credential the egress tests bind to their upstreams.
 pub const TOKEN: &str = "e2e-secret-token-7f3a";
 
-/// A file holding [`TOKEN`] for the whole test process (the path, as a string for configs).
+/// A file holding [`TOKEN`] for the whole test process, in [`process_dir`] (the path, as a
+/// string for configs).
 pub fn token_file() -> String {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::write(dir.path().join("token"), TOKEN).expect("the token file is writable");
-        dir
-    });
-    dir.path().join("token").display().to_string()
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let file = process_dir().join("token");
+        std::fs::write(&file, TOKEN).expect("the token file is writable");
+        file
+    })
+    .display()
+    .to_string()
 }
 
 /// A glob from a literal the test wrote.

@@ -26,13 +26,12 @@ struct Language {
     hostile: Artifact,
 }
 
-/// A shared compile cache for this test process: an interpreter's component is 12-18 MB and
-/// takes seconds to compile, and every test here builds a fresh host.
+/// A shared compile cache for this test process (in its `process_dir`, removed once the
+/// process has ended): an interpreter's component is 12-18 MB and takes seconds to compile,
+/// and every test here builds a fresh host.
 fn cached(mut config: HostConfig) -> HostConfig {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
     config.cache.enabled = true;
-    config.cache.dir = Some(dir.path().to_owned());
+    config.cache.dir = Some(gatehouse_tests::process_dir().join("compile-cache"));
     config
 }
 
