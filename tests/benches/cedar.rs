@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use gatehouse_cedar::{Packed, Tool};
 use gatehouse_cli::import::generic::Generic;
 use gatehouse_host::config::PolicyDefault;
-use gatehouse_host::model::{ActionRecord, ApprovalMode, CapabilityClass};
+use gatehouse_host::model::{ActionRecord, ApprovalMode, CapabilityClass, Verdict};
 use gatehouse_host::plugin::manifest::{Manifest, PolicyManifest};
 use gatehouse_host::{Host, plugin};
 use gatehouse_tests::artifacts::BASELINE;
@@ -127,6 +127,12 @@ fn native(packed: &Packed, n: usize, calls: usize) -> Duration {
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
     };
+    // No rule matches the bench's call (tenant `acme`, amount 5), in either shape.
+    let outcome = rules.decide(&call());
+    assert!(
+        outcome.verdict == gatehouse_cedar::Verdict::Abstain && outcome.reasons.is_empty(),
+        "{outcome:?}"
+    );
     for _ in 0..100 {
         std::hint::black_box(rules.decide(&call()));
     }
@@ -137,8 +143,15 @@ fn native(packed: &Packed, n: usize, calls: usize) -> Duration {
     started.elapsed() / u32::try_from(calls).unwrap_or(u32::MAX)
 }
 
-/// `calls` evaluations after a warm-up: p50, p99 and mean.
-fn time(runtime: &tokio::runtime::Runtime, host: &Host, n: usize, calls: usize) -> [Duration; 3] {
+/// `calls` evaluations after a warm-up: p50, p99 and mean. Each decision must not be a
+/// failure, and must be `expect` if given: a module that failed fast would look fast.
+fn time(
+    runtime: &tokio::runtime::Runtime,
+    host: &Host,
+    n: usize,
+    calls: usize,
+    expect: Option<Verdict>,
+) -> [Duration; 3] {
     let tool = format!("shop.t{}", n / 2);
     for _ in 0..100 {
         runtime.block_on(host.evaluate_policy(&tool, action(n)));
@@ -148,11 +161,10 @@ fn time(runtime: &tokio::runtime::Runtime, host: &Host, n: usize, calls: usize) 
         let started = Instant::now();
         let decision = runtime.block_on(host.evaluate_policy(&tool, action(n)));
         times.push(started.elapsed());
+        let module = &decision.modules[0];
         assert!(
-            decision.modules[0]
-                .reasons
-                .iter()
-                .all(|r| r.code != "POLICY_FAILED"),
+            module.reasons.iter().all(|r| r.code != "POLICY_FAILED")
+                && expect.is_none_or(|verdict| module.verdict == verdict),
             "{decision:?}"
         );
     }
@@ -181,7 +193,7 @@ fn main() {
         json!({ "deny": { "trial": ["shop.*"] }, "approval_thresholds": { "amount": 100 } }),
         &BASELINE.signed(),
     );
-    let base = time(&runtime, &baseline, 10, calls);
+    let base = time(&runtime, &baseline, 10, calls, None);
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("policy evaluation per call, {calls} calls per case, one caller (µs)");
     println!("| policy | p50 | p99 | mean | mean - baseline | native |");
@@ -202,7 +214,8 @@ fn main() {
             }
             let packed = rule_set(n, shape);
             let host = host("test.rules", json!({}), &cedar(&packed));
-            let t = time(&runtime, &host, n, calls);
+            // No rule matches the bench's call: the module abstains, having evaluated them.
+            let t = time(&runtime, &host, n, calls, Some(Verdict::Abstain));
             println!(
                 "| cedar, {n} rules, {shape} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} |",
                 us(t[0]),
