@@ -71,8 +71,8 @@ pub use adapter::{Adapter, Call, CallContext};
 pub use error::{ErrorKind, ToolError};
 pub use output::{Blob, Content, EmbeddedResource, ToolOutput};
 pub use policy::{
-    Action, ActionContext, Decision, Identifier, Obligation, PiiKind, Policy, Reason, RiskSignal,
-    SecretKind, Verdict,
+    Action, ActionContext, Claims, Decision, Identifier, Obligation, PiiKind, Policy, Reason,
+    RiskSignal, SecretKind, Verdict,
 };
 pub use types::{ApprovalMode, CapabilityClass, Principal, PrincipalKind};
 

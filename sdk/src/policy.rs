@@ -39,8 +39,8 @@ pub mod bindings {
         export_macro_name: "__export_policy_world",
         default_bindings_module: "gatehouse_sdk::policy::bindings",
         with: {
-            "gatehouse:plugin/types@0.3.0": crate::adapter::bindings::gatehouse::plugin::types,
-            "gatehouse:plugin/log@0.3.0": crate::adapter::bindings::gatehouse::plugin::log,
+            "gatehouse:plugin/types@0.4.0": crate::adapter::bindings::gatehouse::plugin::types,
+            "gatehouse:plugin/log@0.4.0": crate::adapter::bindings::gatehouse::plugin::log,
         },
     });
 }
@@ -66,6 +66,20 @@ pub struct ActionContext {
     pub prior_actions: Vec<String>,
     /// Data classifications touched so far in the session (e.g. `PII`).
     pub data_classification: Vec<String>,
+    /// The names of the skills resolved for this call, in the order their texts reach the
+    /// adapter (contract 0.4.0).
+    pub skills: Vec<String>,
+}
+
+/// What the host admitted about the caller when it identified it, beyond its id (contract
+/// 0.4.0): from a verified JWT, the claims the operator names; from an API key, its entry's.
+/// The caller cannot set them through its arguments or metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Claims {
+    /// Roles, e.g. `refund-approver`.
+    pub roles: Vec<String>,
+    /// Groups, e.g. `support-eu`.
+    pub groups: Vec<String>,
 }
 
 /// The normalized action a policy evaluates.
@@ -89,6 +103,8 @@ pub struct Action {
     pub principals: Vec<Principal>,
     /// The tenant the call runs for.
     pub tenant: String,
+    /// The calling principal's admitted roles and groups.
+    pub claims: Claims,
     /// Host-provided context.
     pub context: ActionContext,
     /// Risk signals attached by the host.
@@ -115,6 +131,7 @@ impl Action {
             args_json: "{}".to_owned(),
             principals: Vec::new(),
             tenant: String::new(),
+            claims: Claims::default(),
             context: ActionContext::default(),
             risk_signals: Vec::new(),
         }
@@ -639,11 +656,13 @@ impl From<wit::ActionContext> for ActionContext {
             now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
         } = c;
         ActionContext {
             now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
         }
     }
 }
@@ -654,12 +673,28 @@ impl From<ActionContext> for wit::ActionContext {
             now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
         } = c;
         wit::ActionContext {
             now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
         }
+    }
+}
+
+impl From<wit::Claims> for Claims {
+    fn from(c: wit::Claims) -> Self {
+        let wit::Claims { roles, groups } = c;
+        Claims { roles, groups }
+    }
+}
+
+impl From<Claims> for wit::Claims {
+    fn from(c: Claims) -> Self {
+        let Claims { roles, groups } = c;
+        wit::Claims { roles, groups }
     }
 }
 
@@ -675,6 +710,7 @@ impl From<wit::Action> for Action {
             args,
             principals,
             tenant,
+            claims,
             context,
             risk_signals,
         } = a;
@@ -688,6 +724,7 @@ impl From<wit::Action> for Action {
             args_json: args,
             principals: principals.into_iter().map(Into::into).collect(),
             tenant,
+            claims: claims.into(),
             context: context.into(),
             risk_signals: risk_signals.into_iter().map(Into::into).collect(),
         }
@@ -706,6 +743,7 @@ impl From<Action> for wit::Action {
             args_json,
             principals,
             tenant,
+            claims,
             context,
             risk_signals,
         } = a;
@@ -719,6 +757,7 @@ impl From<Action> for wit::Action {
             args: args_json,
             principals: principals.into_iter().map(Into::into).collect(),
             tenant,
+            claims: claims.into(),
             context: context.into(),
             risk_signals: risk_signals.into_iter().map(Into::into).collect(),
         }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use gatehouse_cedar::{Packed, Tool};
 use gatehouse_cli::import::generic::Generic;
 use gatehouse_host::config::PolicyDefault;
-use gatehouse_host::model::{ActionRecord, ApprovalMode, CapabilityClass, Verdict};
+use gatehouse_host::model::{ActionRecord, ApprovalMode, CapabilityClass, Claims, Verdict};
 use gatehouse_host::plugin::manifest::{Manifest, PolicyManifest};
 use gatehouse_host::{Host, plugin};
 use gatehouse_tests::artifacts::BASELINE;
@@ -101,9 +101,11 @@ fn action(n: usize) -> ActionRecord {
         args: json!({ "amount": 5 }).to_string(),
         principals: Vec::new(),
         tenant: "acme".to_owned(),
+        claims: Claims::default(),
         now_unix_ms: 1_795_773_600_000,
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
+        skills: Vec::new(),
         risk_signals: Vec::new(),
     }
 }
@@ -126,6 +128,9 @@ fn native(packed: &Packed, n: usize, calls: usize) -> Duration {
         now_unix_ms: action.now_unix_ms,
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
+        roles: Vec::new(),
+        groups: Vec::new(),
+        skills: Vec::new(),
     };
     // No rule matches the bench's call (tenant `acme`, amount 5), in either shape.
     let outcome = rules.decide(&call());

@@ -199,6 +199,25 @@ pub async fn echo(host: &Host, message: &str) -> ToolResultEnvelope {
     .await
 }
 
+/// The full audit record (`call`, `action`, `result`) of call `tool_call_id`, waiting up to 5 s
+/// for it: a call that is not write-class may be recorded just after it is delivered.
+pub async fn audit_record(host: &Host, tool_call_id: &str) -> serde_json::Value {
+    for _ in 0..100 {
+        let entries = host
+            .audit(gatehouse_store::AuditQuery {
+                tool_call_id: Some(tool_call_id.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .expect("the audit log reads");
+        if let Some(entry) = entries.first() {
+            return entry.expanded()["record"].take();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{tool_call_id} is not in the audit log");
+}
+
 /// The credential the egress tests bind to their upstreams.
 pub const TOKEN: &str = "e2e-secret-token-7f3a";
 

@@ -237,6 +237,8 @@ pub fn with_api_key(key: &str) -> (McpConfig, tempfile::TempDir) {
             principal: None,
             env: None,
             file: Some(file),
+            roles: Vec::new(),
+            groups: Vec::new(),
         }],
         ..McpConfig::default()
     };

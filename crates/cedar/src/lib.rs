@@ -3,7 +3,10 @@
 //!
 //! # The entity model
 //! - **principal**: `Caller::"<id>"`, the last link of the principal chain, `in Tenant::"<t>"`;
-//!   attributes `tenant`, `kind` (`user`, `agent`, `service`) and `chain` (every link's id).
+//!   attributes `tenant`, `kind` (`user`, `agent`, `service`), `chain` (every link's id), and
+//!   `roles` and `groups`: the claims gatehouse admitted when it identified the caller (from a
+//!   JWT, the claims `[mcp.jwt] roles_claim` and `groups_claim` name; from an API key, its
+//!   entry's `roles` and `groups`).
 //! - **action**: one action per tool, `Action::"<adapter>.<capability>"`, each `in
 //!   Action::"call"`: a rule for every tool says `action in Action::"call"`, a rule for one
 //!   tool says `action == Action::"refunds.issue"`. One action per tool is what lets the schema
@@ -17,7 +20,8 @@
 //!   `decimal`, objects are records, arrays sets; an argument of no such type is left out),
 //!   `mode` (the call's approval mode as earlier policies left it), `now` (host time, ms since
 //!   the epoch), `hour` (0-23, UTC), `weekday` (1 = Monday ... 7 = Sunday, UTC),
-//!   `prior_actions` and `data_classification`.
+//!   `prior_actions`, `data_classification` and `skills` (the names of the skills resolved for
+//!   the call).
 //!
 //! # Verdicts
 //! - a matching `forbid` denies; its `@id` is the reason's code and its `@reason` the message;
@@ -125,6 +129,15 @@ pub struct Call {
     /// Data classifications touched in the session.
     #[serde(default)]
     pub data_classification: Vec<String>,
+    /// The caller's admitted roles.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// The caller's admitted groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The names of the skills resolved for the call.
+    #[serde(default)]
+    pub skills: Vec<String>,
 }
 
 /// The verdict of a rule set on one call.
@@ -411,6 +424,9 @@ fn warm_call(tool: &Tool, args: Value) -> Call {
         now_unix_ms: 0,
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
+        roles: Vec::new(),
+        groups: Vec::new(),
+        skills: Vec::new(),
     }
 }
 

@@ -32,8 +32,8 @@ static DECIMAL: LazyLock<ast::Name> = LazyLock::new(|| {
 
 const DAY_MS: u64 = 86_400_000;
 
-/// `entities` with the call's caller (the chain's last link, `in` its tenant) and the tenant
-/// added, and the caller's uid.
+/// `entities` with the call's caller (the chain's last link, `in` its tenant, with its roles and
+/// groups) and the tenant added, and the caller's uid.
 pub(crate) fn with_caller(
     entities: &Entities,
     call: &Call,
@@ -43,12 +43,7 @@ pub(crate) fn with_caller(
     let kind = last.map_or("user", |p| p.kind.as_str());
     let principal = uid("Caller", id)?;
     let tenant = uid("Tenant", &call.tenant)?;
-    let chain = ast::Value::set(
-        call.principals
-            .iter()
-            .map(|p| ast::Value::from(p.id.as_str())),
-        None,
-    );
+    let chain = strings(call.principals.iter().map(|p| p.id.as_str()));
     let caller = ast::Entity::new_with_attr_partial_value(
         principal.as_ref().clone(),
         [
@@ -58,6 +53,14 @@ pub(crate) fn with_caller(
             ),
             ("kind".into(), ast::Value::from(kind).into()),
             ("chain".into(), PartialValue::Value(chain)),
+            (
+                "roles".into(),
+                strings(call.roles.iter().map(String::as_str)).into(),
+            ),
+            (
+                "groups".into(),
+                strings(call.groups.iter().map(String::as_str)).into(),
+            ),
         ],
         HashSet::new(),
         HashSet::from([tenant.as_ref().clone()]),
@@ -79,12 +82,15 @@ pub(crate) fn with_caller(
     Ok((principal, Entities::from(entities)))
 }
 
+/// A set of strings.
+fn strings<'a>(items: impl IntoIterator<Item = &'a str>) -> ast::Value {
+    ast::Value::set(items.into_iter().map(ast::Value::from), None)
+}
+
 /// The context: `args` typed by the tool's input schema (if it is known), `mode`, the time
-/// (`now`, `hour`, `weekday`), `prior_actions` and `data_classification`.
+/// (`now`, `hour`, `weekday`), `prior_actions`, `data_classification` and `skills`.
 pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, String> {
-    let strings = |items: &[String]| {
-        ast::Value::set(items.iter().map(|s| ast::Value::from(s.as_str())), None)
-    };
+    let list = |items: &[String]| strings(items.iter().map(String::as_str));
     let long = |n: u64| ast::Value::from(i64::try_from(n).unwrap_or(i64::MAX));
     let args = value(&call.args, schema, "args")?.unwrap_or_else(|| ast::Value::empty_record(None));
     let days = call.now_unix_ms / DAY_MS;
@@ -95,11 +101,12 @@ pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, St
         ("hour".into(), long(call.now_unix_ms % DAY_MS / 3_600_000)),
         // 1970-01-01 was a Thursday (4).
         ("weekday".into(), long((days + 3) % 7 + 1)),
-        ("prior_actions".into(), strings(&call.prior_actions)),
+        ("prior_actions".into(), list(&call.prior_actions)),
         (
             "data_classification".into(),
-            strings(&call.data_classification),
+            list(&call.data_classification),
         ),
+        ("skills".into(), list(&call.skills)),
     ]);
     Ok(Context::from(ast::Context::Value(Arc::new(pairs))))
 }

@@ -29,6 +29,7 @@ pub fn schema(tools: &[Tool]) -> Value {
                         ("weekday".to_owned(), json!({ "type": "Long" })),
                         ("prior_actions".to_owned(), strings()),
                         ("data_classification".to_owned(), strings()),
+                        ("skills".to_owned(), strings()),
                     ])),
                 }
             }),
@@ -44,6 +45,8 @@ pub fn schema(tools: &[Tool]) -> Value {
                         ("tenant".to_owned(), string()),
                         ("kind".to_owned(), string()),
                         ("chain".to_owned(), strings()),
+                        ("roles".to_owned(), strings()),
+                        ("groups".to_owned(), strings()),
                     ])),
                 },
                 "Adapter": {},

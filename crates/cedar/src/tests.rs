@@ -62,6 +62,9 @@ fn call(tool: &str, tenant: &str, args: Value) -> Call {
         now_unix_ms: 1_795_773_600_000,
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
+        roles: Vec::new(),
+        groups: Vec::new(),
+        skills: Vec::new(),
     }
 }
 
@@ -89,9 +92,14 @@ permit (principal, action == Action::"mail.send", resource in Adapter::"mail");
 "#;
 
 fn rules() -> Rules {
-    check(RULES, &tools()).unwrap();
+    checked(RULES)
+}
+
+/// `text`, checked against [`tools`] and parsed.
+fn checked(text: &str) -> Rules {
+    check(text, &tools()).unwrap();
     Rules::new(&Packed {
-        rules: RULES.into(),
+        rules: text.into(),
         tools: tools(),
     })
     .unwrap()
@@ -187,6 +195,55 @@ fn the_time_of_day_and_the_weekday_are_utc() {
     assert_eq!(rules.decide(&c).verdict, Verdict::Deny, "Saturday 10:00");
 }
 
+#[test]
+fn the_callers_roles_and_groups_and_the_calls_skills_decide() {
+    let text = r#"
+@id("refunds-need-the-role")
+@reason("only the refunds role issues refunds")
+forbid (principal, action == Action::"shop.refund", resource)
+unless { principal.roles.contains("refunds") };
+
+@id("eu-mail")
+permit (principal, action == Action::"mail.send", resource)
+when { principal.groups.contains("eu") && context.skills.contains("mail-tone") };
+"#;
+    let rules = checked(text);
+    let mut refund = call("shop.refund", "acme", json!({"order": "o", "amount": 1}));
+    let denied = rules.decide(&refund);
+    assert_eq!(denied.verdict, Verdict::Deny);
+    assert_eq!(denied.reasons[0].code, "refunds-need-the-role");
+    refund.roles = vec!["support".into(), "refunds".into()];
+    assert_eq!(rules.decide(&refund).verdict, Verdict::Abstain);
+
+    let mut mail = call("mail.send", "acme", json!({"to": "x"}));
+    mail.groups = vec!["eu".into()];
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Abstain, "no skill");
+    mail.skills = vec!["mail-tone".into()];
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Allow);
+    mail.groups = vec!["us".into()];
+    assert_eq!(
+        rules.decide(&mail).verdict,
+        Verdict::Abstain,
+        "another group"
+    );
+
+    // The claims are typed: a misspelled attribute, or one used as another type, is refused.
+    assert!(
+        check(
+            r#"forbid (principal, action, resource) unless { principal.role.contains("x") };"#,
+            &tools()
+        )
+        .is_err()
+    );
+    assert!(
+        check(
+            r#"forbid (principal, action, resource) when { context.skills == "x" };"#,
+            &tools()
+        )
+        .is_err()
+    );
+}
+
 fn problems(text: &str) -> Vec<String> {
     check(text, &tools())
         .unwrap_err()
@@ -268,12 +325,7 @@ fn rules_for_every_tool_and_rules_for_one_combine_as_one_set() {
 @id("no-mail") forbid (principal, action == Action::"mail.send", resource);
 @id("mail-for-trial") @reason("trial sends no mail") forbid (principal in Tenant::"trial", action in Action::"call", resource in Adapter::"mail");
 "#;
-    check(text, &tools()).unwrap();
-    let rules = Rules::new(&Packed {
-        rules: text.into(),
-        tools: tools(),
-    })
-    .unwrap();
+    let rules = checked(text);
     let refund = rules.decide(&call(
         "shop.refund",
         "acme",
@@ -368,6 +420,9 @@ fn the_request_is_what_the_public_api_builds() {
     );
     call.prior_actions = vec!["b".into(), "a".into(), "b".into()];
     call.data_classification = vec!["pii".into()];
+    call.roles = vec!["refunds".into(), "support".into()];
+    call.groups = vec!["eu".into()];
+    call.skills = vec!["refund-tone".into()];
 
     for schema in [Some(&schema), None] {
         let strings =
@@ -383,6 +438,7 @@ fn the_request_is_what_the_public_api_builds() {
                 "data_classification".to_owned(),
                 strings(&call.data_classification),
             ),
+            ("skills".to_owned(), strings(&call.skills)),
         ])
         .unwrap();
         assert_eq!(request::context(&call, schema).unwrap(), expected);
@@ -401,6 +457,17 @@ fn the_request_is_what_the_public_api_builds() {
                     Re::new_string("agent:1".into()),
                     Re::new_string("user:7".into()),
                 ]),
+            ),
+            (
+                "roles".to_owned(),
+                Re::new_set([
+                    Re::new_string("refunds".into()),
+                    Re::new_string("support".into()),
+                ]),
+            ),
+            (
+                "groups".to_owned(),
+                Re::new_set([Re::new_string("eu".into())]),
             ),
         ]),
         HashSet::from([uid("Tenant", "acme").unwrap()]),

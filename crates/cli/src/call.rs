@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use gatehouse_core::envelope::ToolCallEnvelope;
-use gatehouse_core::model::{ActionRecord, ApprovalMode, CapabilityClass, Verdict};
+use gatehouse_core::model::{ActionRecord, ApprovalMode, CapabilityClass, Claims, Verdict};
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::{self, read_file};
@@ -174,9 +174,11 @@ fn decide(
         args: call_args.to_string(),
         principals: Vec::new(),
         tenant: args.tenant.clone(),
+        claims: Claims::default(),
         now_unix_ms,
         prior_actions: Vec::new(),
         data_classification: Vec::new(),
+        skills: Vec::new(),
         risk_signals: Vec::new(),
     };
     let decision = runtime.block_on(host.evaluate_policy(tool, action));

@@ -257,6 +257,15 @@ struct Case {
     /// The caller's id. Default: `user:test`.
     #[serde(default = "default_principal")]
     principal: String,
+    /// The caller's roles (`principal.roles`). Default: none.
+    #[serde(default)]
+    roles: Vec<String>,
+    /// The caller's groups (`principal.groups`). Default: none.
+    #[serde(default)]
+    groups: Vec<String>,
+    /// The skills resolved for the call (`context.skills`). Default: none.
+    #[serde(default)]
+    skills: Vec<String>,
     /// The call's approval mode. Default: the tool's declared maximum.
     mode: Option<String>,
     /// Host time. Default: 2026-01-05 (a Monday) 12:00 UTC.
@@ -329,6 +338,9 @@ fn test(args: &TestArgs, out: &mut dyn Write) -> Result<u8, Failure> {
             now_unix_ms: case.now_unix_ms,
             prior_actions: Vec::new(),
             data_classification: Vec::new(),
+            roles: case.roles.clone(),
+            groups: case.groups.clone(),
+            skills: case.skills.clone(),
         };
         let outcome = rules.decide(&call);
         let matched: Vec<&str> = outcome.reasons.iter().map(|r| r.code.as_str()).collect();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids;
-use crate::model::{ApprovalMode, ContentBlock, ErrorBody, Principal};
+use crate::model::{ApprovalMode, Claims, ContentBlock, ErrorBody, Principal};
 
 pub use crate::model::{
     DecisionRecord, EgressAttempt, ModuleDecision, POLICY_DEFAULT, POLICY_FAILED,
@@ -41,6 +41,9 @@ pub struct ToolCallEnvelope {
     /// Principal chain, user first.
     #[serde(default)]
     pub principal_chain: Vec<Principal>,
+    /// The calling principal's claims, as its identify step admitted them (roles, groups).
+    #[serde(default, skip_serializing_if = "Claims::is_empty")]
+    pub claims: Claims,
     /// Tool name as called: `<adapter id>.<capability id>`, or a meta-tool's name.
     pub capability_id: String,
     /// Arguments (a JSON object).
@@ -73,6 +76,7 @@ impl ToolCallEnvelope {
             session_id: None,
             tenant_id: tenant.into(),
             principal_chain: Vec::new(),
+            claims: Claims::default(),
             capability_id: tool.into(),
             args,
             approval_mode_requested: None,
@@ -111,6 +115,12 @@ impl ToolCallEnvelope {
     /// With one more principal at the end of the chain.
     pub fn with_principal(mut self, principal: Principal) -> Self {
         self.principal_chain.push(principal);
+        self
+    }
+
+    /// With the calling principal's claims, as its identify step admitted them.
+    pub fn with_claims(mut self, claims: Claims) -> Self {
+        self.claims = claims;
         self
     }
 }

@@ -12,16 +12,17 @@
 //!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`); the call's risk mode
 //!    is the capability's declared maximum, whatever the caller asked for; the tenant's rate
 //!    budgets ([`rate`], `RATE_LIMITED`, retryable);
-//! 5. **policy** ([`crate::policy`]) — the bound modules, composed; deny is `POLICY_BLOCKED`;
-//!    a module may lower the risk mode; then the high-risk write rule on the risk mode
-//!    (`ROLLBACK_REQUIRED`);
+//! 5. **policy** ([`crate::policy`]) — the skills resolved ([`crate::skills`]), then the bound
+//!    modules, composed, over the action (which names those skills and the caller's claims);
+//!    deny is `POLICY_BLOCKED`; a module may lower the risk mode; then the high-risk write rule
+//!    on the risk mode (`ROLLBACK_REQUIRED`);
 //! 6. **approve** ([`approve`]) — a require-approval decision, or a risk mode of network
 //!    or above on a capability with an approval gate: the call is proposed in the store and
 //!    ends `paused` / `APPROVAL_REQUIRED` with its approval id, until an approver approves it;
 //! 7. **deduplicate** ([`dedupe`]) — a call with an idempotency key claims it, durably, before
 //!    anything runs: replay, conflict, wait for the holder, or indeterminate;
-//! 8. **invoke** ([`invoke`]) — skills resolved ([`crate::skills`]), the adapter run in a
-//!    fresh sandbox at the run mode: the risk mode narrowed to what the caller asked for;
+//! 8. **invoke** ([`invoke`]) — the adapter run in a fresh sandbox, with the skills' text, at
+//!    the run mode: the risk mode narrowed to what the caller asked for;
 //! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
 //!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]) on everything delivered,
 //!    errors included; one that cannot be applied withholds the result
@@ -218,9 +219,11 @@ impl Pipeline {
             )
             .await?;
 
-            // 5. Policy.
+            // 5. Policy, over the skills the adapter will get too.
+            let skills = self.skills.resolve_call(&call, &tool.name);
+            let names = skills.included().map(str::to_owned).collect();
             let set = self.policies.snapshot();
-            let mut wit_action = target.action(&call, mode, now_unix_ms);
+            let mut wit_action = target.action(&call, mode, now_unix_ms, names);
             if set.applies(&call.tenant_id, &tool.name)
                 && let Some(principal) = call.principal_chain.last()
             {
@@ -320,7 +323,7 @@ impl Pipeline {
             // 8. Invoke.
             let run = invariants::run_mode(mode, requested);
             let output =
-                invoke::invoke(sandbox, &self.skills, &call, &target, run, &mut result).await?;
+                invoke::invoke(sandbox, skills.text, &call, &target, run, &mut result).await?;
 
             // 9. Verify, then apply obligations to everything delivered.
             let structured = verify::parse(output.structured.as_deref())?;

@@ -11,7 +11,8 @@
 
 use std::sync::LazyLock;
 
-use gatehouse_core::model::{Glob, GlobError};
+use gatehouse_core::envelope::ToolCallEnvelope;
+use gatehouse_core::model::{Glob, GlobError, PrincipalKind};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -218,6 +219,15 @@ impl Skills {
             skills: out,
             limits,
         })
+    }
+
+    /// Resolves the cascade for `call` to `tool`: its tenant, and its user principals' ids.
+    pub fn resolve_call(&self, call: &ToolCallEnvelope, tool: &str) -> Resolution {
+        let users: Vec<&str> = (call.principal_chain.iter())
+            .filter(|p| p.kind == PrincipalKind::User)
+            .map(|p| p.id.as_str())
+            .collect();
+        self.resolve(&call.tenant_id, tool, &users)
     }
 
     /// Resolves the cascade for one call; `users` are the user principals' ids.

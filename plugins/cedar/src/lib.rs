@@ -18,7 +18,7 @@ mod bindings {
             package gatehouse:cedar;
 
             world cedar {
-                include gatehouse:plugin/policy@0.3.0;
+                include gatehouse:plugin/policy@0.4.0;
 
                 /// Parses the rules (a `gatehouse_cedar::Packed` as JSON). Run once, by
                 /// `gatehouse policy pack`, before the snapshot; once the rules are set, a
@@ -95,6 +95,9 @@ impl bindings::Guest for Cedar {
             now_unix_ms: action.context.now_unix_ms,
             prior_actions: action.context.prior_actions,
             data_classification: action.context.data_classification,
+            roles: action.claims.roles,
+            groups: action.claims.groups,
+            skills: action.context.skills,
         };
         decision(rules.decide(&call))
     }

@@ -4,7 +4,7 @@
 use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
 use gatehouse_host::{ContentBlock, ErrorKind};
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::{CONTRACT_0_1, ECHO, TEXTKIT};
+use gatehouse_tests::artifacts::{CONTRACT_0_1, CONTRACT_0_3_ADAPTER, ECHO, TEXTKIT};
 use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
@@ -227,5 +227,44 @@ async fn an_adapter_built_for_contract_0_1_keeps_loading_and_running() {
             "`fail` fails on purpose",
             Some("call `whoami` instead")
         )
+    );
+}
+
+/// An adapter built for the released contract 0.3.0 (whose adapter world has the current
+/// one's shape), with wit-bindgen alone: it installs against the current world, its
+/// `log@0.3.0` import is linked, and it gets the call context, skills text included.
+#[tokio::test]
+async fn an_adapter_built_for_contract_0_3_keeps_loading_and_running() {
+    use gatehouse_host::config::{Skill, SkillScope};
+    let host = HostBuilder::trusting(&["test.*"], &[])
+        .with(|c| {
+            c.pipeline.skills = vec![Skill {
+                name: "tone".to_owned(),
+                scope: SkillScope::Global,
+                matches: String::new(),
+                priority: 0,
+                text: "Be brief.".to_owned(),
+            }];
+        })
+        .build();
+    host.install_adapter(&CONTRACT_0_3_ADAPTER.signed())
+        .expect("a 0.3.0 adapter installs");
+    let result = host
+        .call(ToolCallEnvelope::new(
+            "default",
+            "test.contract-0-3-adapter.whoami",
+            json!({}),
+        ))
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Ok, OutcomeCode::Ok),
+        "{result:#?}"
+    );
+    assert_eq!(
+        result.content,
+        vec![ContentBlock::Text {
+            text: "built for 0.3.0, called by default with skills: Be brief.".to_owned()
+        }]
     );
 }

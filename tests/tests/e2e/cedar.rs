@@ -3,7 +3,8 @@
 //! over MCP (each verdict, a lowered mode, a mode above the maximum, obligations, abstain); a
 //! rule file with mistakes is refused with places; rule sets hot-swap under load, roll back and
 //! replay; a binding in shadow mode changes nothing, is recorded and counted, and its
-//! promotion is audited.
+//! promotion is audited; rules on the caller's roles and groups (from a JWT or an API key) and
+//! the call's skills decide real calls.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -126,6 +127,8 @@ fn keys() -> (McpConfig, tempfile::TempDir) {
             principal: None,
             env: None,
             file: Some(file),
+            roles: Vec::new(),
+            groups: Vec::new(),
         });
     }
     (config, dir)
@@ -155,23 +158,7 @@ async fn decided(host: &Host, result: &Value) -> (String, Vec<String>) {
         .as_str()
         .unwrap_or_else(|| panic!("a call id: {result}"))
         .to_owned();
-    // A call that is not write-class may be recorded just after it is delivered.
-    let mut entries = Vec::new();
-    for _ in 0..100 {
-        entries = host
-            .audit(gatehouse_store::AuditQuery {
-                tool_call_id: Some(id.clone()),
-                ..Default::default()
-            })
-            .await
-            .expect("the audit log reads");
-        if !entries.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!entries.is_empty(), "{id} is not in the audit log");
-    let record = entries[0].expanded()["record"].take();
+    let record = gatehouse_tests::audit_record(host, &id).await;
     let decision = &record["result"]["policy_decision"];
     let module = &decision["modules"][0];
     let codes = module["reasons"]
@@ -319,6 +306,165 @@ async fn cedar_rules_decide_real_calls_over_mcp() {
     .await;
     assert_eq!(outcome(&echo), "POLICY_BLOCKED", "{echo}");
     assert_eq!(decided(&host, &echo).await, ("abstain".into(), Vec::new()));
+}
+
+/// Rules on the caller's claims and the call's skills (issue 45, item 1).
+const CLAIMS_RULES: &str = r#"@id("refunds-role")
+@reason("only the refunds role may write upstream")
+forbid (principal, action == Action::"gatehouse.rest.send", resource)
+unless { principal.roles.contains("refunds") };
+
+@id("eu-writes")
+permit (principal, action == Action::"gatehouse.rest.send", resource)
+when { principal.groups.contains("eu") && context.skills.contains("write-tone") };
+"#;
+
+/// An HS256 JWT from the test's identity provider for `tenant`, with `extra` claims.
+fn jwt(tenant: &str, extra: &Value) -> String {
+    let now = i64::try_from(jsonwebtoken::get_current_timestamp()).expect("a sane clock");
+    let mut claims = json!({
+        "iss": "https://idp.test/", "aud": "https://gatehouse.test/mcp",
+        "sub": format!("user:{tenant}-1"), "tenant": tenant, "exp": now + 600,
+    });
+    claims
+        .as_object_mut()
+        .expect("an object")
+        .extend(extra.as_object().expect("an object").clone());
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .expect("the token signs")
+}
+
+const JWT_SECRET: &str = "an-hmac-secret-for-the-claims-test";
+
+/// The JWT's roles and groups claims (as `[mcp.jwt]` verifies them), an API key's roles and
+/// groups, and the skills the config resolves for the call reach the rules, over MCP: each
+/// call's outcome is what the rules say, the upstream sees only the allowed writes, and the
+/// audit entry keeps the claims and skills the rules saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_claims_and_the_calls_skills_decide_over_mcp() {
+    use gatehouse_host::config::{Skill, SkillScope};
+    let work = Workspace::new(CLAIMS_RULES);
+    let module = work.pack("rules.cedar", "test.claims", "1.0.0");
+    let upstream = Upstream::start().await;
+    let mut config = rest_config(&upstream);
+    config.pipeline.policy_default = PolicyDefault::Deny;
+    config.pipeline.tools = vec![gatehouse_tests::grant("*", &["default", "trial"])];
+    config.pipeline.policies = vec![gatehouse_tests::bind("test.claims", "*", 0, json!({}))];
+    // The skill resolves for tenant `default` only.
+    config.pipeline.skills = vec![Skill {
+        name: "write-tone".to_owned(),
+        scope: SkillScope::Tenant,
+        matches: "default".to_owned(),
+        priority: 0,
+        text: "Say what the write changes.".to_owned(),
+    }];
+    let config = HostBuilder::on(config)
+        .with(|c| {
+            c.trust.publishers[0].policies = vec![gatehouse_tests::glob("test.*")];
+        })
+        .into_config();
+    let host = HostBuilder::on(config).adapters(&[REST]).build();
+    host.install_policy(&module).expect("the rules install");
+    let host = Arc::new(host);
+    let (mut mcp, keys) = keys();
+    mcp.api_keys[0].roles = vec!["refunds".to_owned()];
+    mcp.api_keys[0].groups = vec!["eu".to_owned()];
+    std::fs::write(keys.path().join("jwt-secret"), JWT_SECRET).expect("writable");
+    mcp.jwt = Some(
+        toml::from_str(&format!(
+            "issuer = \"https://idp.test/\"\naudience = \"https://gatehouse.test/mcp\"\nalgorithms = [\"HS256\"]\nsecret_file = {:?}",
+            keys.path().join("jwt-secret").display().to_string()
+        ))
+        .expect("a valid [mcp.jwt]"),
+    );
+    let port = gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await;
+    let url = upstream.url("/orders");
+    let send = async |bearer: &str, n: u32| {
+        let authorization = format!("Bearer {bearer}");
+        let meta = json!({ "gatehouse/idempotency_key": format!("k-claims-{n}") });
+        gatehouse_tests::mcp::call(
+            port,
+            &[("authorization", authorization.as_str())],
+            "gatehouse.rest.send",
+            json!({ "url": url, "method": "POST", "body": { "n": n } }),
+            meta,
+        )
+        .await
+    };
+
+    // The refunds role, group eu, and the tenant's skill: allowed, and the upstream sees it.
+    let token = jwt(
+        "default",
+        &json!({ "roles": ["support", "refunds"], "groups": ["eu"] }),
+    );
+    let allowed = send(&token, 1).await;
+    assert_eq!(outcome(&allowed), "OK", "{allowed}");
+    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(
+        decided(&host, &allowed).await,
+        ("allow".into(), vec!["eu-writes".into()])
+    );
+    let id = gatehouse_tests::mcp::record(&allowed)["tool_call_id"]
+        .as_str()
+        .expect("a call id")
+        .to_owned();
+    let record = gatehouse_tests::audit_record(&host, &id).await;
+    assert_eq!(
+        record["action"]["claims"],
+        json!({ "roles": ["support", "refunds"], "groups": ["eu"] }),
+        "{record}"
+    );
+    assert_eq!(
+        record["action"]["skills"],
+        json!(["write-tone"]),
+        "{record}"
+    );
+
+    // Without the role: denied by the forbid, and the upstream sees nothing.
+    let token = jwt(
+        "default",
+        &json!({ "roles": ["support"], "groups": ["eu"] }),
+    );
+    let denied = send(&token, 2).await;
+    assert_eq!(outcome(&denied), "POLICY_BLOCKED", "{denied}");
+    assert!(
+        denied
+            .to_string()
+            .contains("only the refunds role may write upstream"),
+        "{denied}"
+    );
+    assert_eq!(
+        decided(&host, &denied).await,
+        ("deny".into(), vec!["refunds-role".into()])
+    );
+
+    // The role as a single string, but no group: no permit matches, so the default denies.
+    let token = jwt("default", &json!({ "roles": "refunds" }));
+    let no_group = send(&token, 3).await;
+    assert_eq!(outcome(&no_group), "POLICY_BLOCKED", "{no_group}");
+    assert_eq!(
+        decided(&host, &no_group).await,
+        ("abstain".into(), Vec::new())
+    );
+
+    // Role and group, in tenant trial, where the skill does not resolve: no permit matches.
+    let token = jwt("trial", &json!({ "roles": ["refunds"], "groups": ["eu"] }));
+    let no_skill = send(&token, 4).await;
+    assert_eq!(outcome(&no_skill), "POLICY_BLOCKED", "{no_skill}");
+    assert_eq!(
+        decided(&host, &no_skill).await,
+        ("abstain".into(), Vec::new())
+    );
+    assert_eq!(upstream.seen().len(), 1, "the upstream saw a refused call");
+
+    // An API key's roles and groups count as a JWT's do.
+    let by_key = send("default-key-5e2c", 5).await;
+    assert_eq!(outcome(&by_key), "OK", "{by_key}");
+    assert_eq!(upstream.seen().len(), 2);
 }
 
 #[test]

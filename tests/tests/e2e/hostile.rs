@@ -156,7 +156,7 @@ async fn a_component_for_the_wrong_world_is_refused_at_load() {
         .to_string();
     assert!(
         err.starts_with(
-            "the component does not implement the `adapter` world of gatehouse:plugin@0.3.0"
+            "the component does not implement the `adapter` world of gatehouse:plugin@0.4.0"
         ),
         "{err}"
     );

@@ -47,6 +47,8 @@ async fn gateway_with(
             principal: Some(format!("agent:{tenant}-bot")),
             env: None,
             file: Some(path),
+            roles: Vec::new(),
+            groups: Vec::new(),
         }
     };
     let mut mcp = McpConfig {

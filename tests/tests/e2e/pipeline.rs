@@ -4,10 +4,10 @@
 use gatehouse_host::ErrorKind;
 use gatehouse_host::config::{ArgConstraint, MetaTool, PolicyBinding, PolicyDefault};
 use gatehouse_host::envelope::POLICY_FAILED;
-use gatehouse_host::model::ApprovalMode;
 use gatehouse_host::model::Verdict;
+use gatehouse_host::model::{ApprovalMode, Claims, Principal, PrincipalKind};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
-use gatehouse_tests::artifacts::{BASELINE, ECHO, LEDGER, POLICY_PROBE, REDACT};
+use gatehouse_tests::artifacts::{BASELINE, CONTRACT_0_3, ECHO, LEDGER, POLICY_PROBE, REDACT};
 use gatehouse_tests::{bind, config, grant};
 use serde_json::{Value, json};
 
@@ -286,6 +286,63 @@ async fn composition_deny_beats_approval_beats_allow_and_abstain_falls_to_defaul
     assert_outcome(&host.call(transfer(1.0)).await, Status::Ok, OutcomeCode::Ok);
 }
 
+/// A policy built for the released contract 0.3.0 (before the action carried `claims` and
+/// `context.skills`), from that WIT as released, with wit-bindgen alone: it installs, is passed
+/// the action it was built for, and the host carries out the obligations only 0.3.0 and later
+/// can return (`mask-identifiers`, `mask-secrets`) on what the caller and the audit log get.
+#[tokio::test]
+async fn a_policy_built_for_contract_0_3_keeps_loading_and_its_masks_apply() {
+    let host = host_with(
+        base_config(),
+        &[(&CONTRACT_0_3, bind("test.contract-0-3", "*", 0, json!({})))],
+    );
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyOjcifQ.c2lnbmF0dXJl";
+    let args = json!({ "message": format!("refund ord_123 for {jwt}") });
+    let mut call =
+        ToolCallEnvelope::new("acme", "gatehouse.echo.echo", args.clone()).with_claims(Claims {
+            roles: vec!["refunds".into()],
+            groups: Vec::new(),
+        });
+    call.principal_chain = vec![Principal {
+        kind: PrincipalKind::User,
+        id: "usr_ada".into(),
+        tenant: "acme".into(),
+    }];
+    let result = host.call(call).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    let delivered = serde_json::to_string(&(&result.content, &result.structured_content)).unwrap();
+    assert!(
+        delivered.contains("refund [ORDER] for [SECRET:jwt]"),
+        "{delivered}"
+    );
+    assert!(
+        !delivered.contains("ord_123") && !delivered.contains(jwt),
+        "{delivered}"
+    );
+    let decision = result.policy_decision.as_ref().unwrap();
+    let module = &decision.modules[0];
+    assert_eq!(
+        (module.module_id.as_str(), module.verdict),
+        ("test.contract-0-3", Verdict::Allow)
+    );
+    assert_eq!(
+        module.reasons[0].message,
+        format!(
+            "tenant=acme tool=gatehouse.echo.echo caller=usr_ada mode=read_only args_bytes={}",
+            args.to_string().len()
+        )
+    );
+    // The audit log keeps the arguments masked too.
+    let record = gatehouse_tests::audit_record(&host, &result.tool_call_id)
+        .await
+        .to_string();
+    assert!(record.contains("[ORDER]"), "{record}");
+    assert!(
+        !record.contains("ord_123") && !record.contains(jwt),
+        "{record}"
+    );
+}
+
 #[tokio::test]
 async fn a_trapping_or_looping_policy_fails_closed() {
     for behavior in ["trap", "loop"] {
@@ -486,13 +543,11 @@ async fn envelopes_match_their_checked_in_schemas() {
         ToolCallEnvelope::new("acme", "test.ledger.bad_output", json!({})),
         ToolCallEnvelope::new("acme", "test.ledger.nope", json!({})),
     ];
-    calls[0] = calls[0]
-        .clone()
-        .with_principal(gatehouse_host::model::Principal {
-            kind: gatehouse_host::model::PrincipalKind::User,
-            id: "usr_1".to_owned(),
-            tenant: "acme".to_owned(),
-        });
+    calls[0] = calls[0].clone().with_principal(Principal {
+        kind: PrincipalKind::User,
+        id: "usr_1".to_owned(),
+        tenant: "acme".to_owned(),
+    });
     let mut statuses = Vec::new();
     for call in calls {
         let value = serde_json::to_value(&call).unwrap();

@@ -106,6 +106,28 @@ pub struct Principal {
     pub tenant: String,
 }
 
+/// What gate 1 admitted about the caller beyond its id: from a verified JWT, the claims the
+/// operator names (`[mcp.jwt] roles_claim`, `groups_claim`); from an API key, the `roles` and
+/// `groups` of its entry. Policies see them (the WIT `action.claims`); the caller never sets
+/// them itself: they come from its credential only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claims {
+    /// Roles, e.g. `refund-approver`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    /// Groups, e.g. `support-eu`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+impl Claims {
+    /// No roles and no groups.
+    pub fn is_empty(&self) -> bool {
+        self.roles.is_empty() && self.groups.is_empty()
+    }
+}
+
 /// An empty JSON object, the default of argument and config fields.
 pub fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())

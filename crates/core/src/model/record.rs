@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 pub use gatehouse_guardrails::Finding;
 use serde::{Deserialize, Serialize};
 
-use super::{ApprovalMode, CapabilityClass, Obligation, Principal, Reason, Verdict};
+use super::{ApprovalMode, CapabilityClass, Claims, Obligation, Principal, Reason, Verdict};
 
 /// Identity of a loaded plugin, as decision and result records cite it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,12 +164,18 @@ pub struct ActionRecord {
     pub principals: Vec<Principal>,
     /// The tenant.
     pub tenant: String,
+    /// The calling principal's admitted claims (none in records before contract 0.4.0).
+    #[serde(default)]
+    pub claims: Claims,
     /// Host time, unix ms.
     pub now_unix_ms: u64,
     /// The principal's recent calls, oldest first.
     pub prior_actions: Vec<String>,
     /// Data classifications touched.
     pub data_classification: Vec<String>,
+    /// The skills resolved for the call, in order (none in records before contract 0.4.0).
+    #[serde(default)]
+    pub skills: Vec<String>,
     /// Risk signals: (name, score).
     pub risk_signals: Vec<(String, f64)>,
 }

@@ -5,7 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use gatehouse_core::model::{
-    ActionRecord, ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, ErrorKind,
+    ActionRecord, ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, ErrorKind,
     IdentifierPattern, Obligation, PiiKind, Principal, PrincipalKind, Reason, ResourceContents,
     SecretKind, Verdict,
 };
@@ -198,9 +198,14 @@ impl From<&wit::Action> for ActionRecord {
             args: action.args.clone(),
             principals: action.principals.iter().map(Principal::from).collect(),
             tenant: action.tenant.clone(),
+            claims: Claims {
+                roles: action.claims.roles.clone(),
+                groups: action.claims.groups.clone(),
+            },
             now_unix_ms: action.context.now_unix_ms,
             prior_actions: action.context.prior_actions.clone(),
             data_classification: action.context.data_classification.clone(),
+            skills: action.context.skills.clone(),
             risk_signals: action
                 .risk_signals
                 .iter()
@@ -222,16 +227,27 @@ impl From<ActionRecord> for wit::Action {
             args: action.args,
             principals: action.principals.iter().map(Into::into).collect(),
             tenant: action.tenant,
+            claims: (&action.claims).into(),
             context: wit::ActionContext {
                 now_unix_ms: action.now_unix_ms,
                 prior_actions: action.prior_actions,
                 data_classification: action.data_classification,
+                skills: action.skills,
             },
             risk_signals: action
                 .risk_signals
                 .into_iter()
                 .map(|(name, score)| wit::RiskSignal { name, score })
                 .collect(),
+        }
+    }
+}
+
+impl From<&Claims> for wit::Claims {
+    fn from(claims: &Claims) -> Self {
+        Self {
+            roles: claims.roles.clone(),
+            groups: claims.groups.clone(),
         }
     }
 }

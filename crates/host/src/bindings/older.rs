@@ -2,13 +2,16 @@
 //! world, adapted once for all of them: the action a policy evaluates goes to the old types,
 //! its decision and log level come back in the current ones. An older version's module
 //! invokes [`older_policy!`] with `old` (its `types`), `OldLevel` (its log level), `wit` (the
-//! current types) and `LogLevel` in scope.
+//! current types) and `LogLevel` in scope, and the arms converting the obligations its
+//! version adds to 0.1.0's (`redact-pointer`, `mask-pii`), if any.
 
 /// The `action`, `principal` and `approval_mode` conversions into an older contract's types,
-/// and `Decision` and `Level` back from them.
+/// and `Decision` and `Level` back from them; `$obligation` arms convert the obligations the
+/// version adds to 0.1.0's.
 macro_rules! older_policy {
-    () => {
-        /// The action an older policy evaluates: the same fields.
+    ($($obligation:tt)*) => {
+        /// The action an older policy evaluates: the fields its version has (what later
+        /// versions added, such as 0.4.0's `claims` and `skills`, is not passed).
         pub(crate) fn action(action: &wit::Action) -> old::Action {
             old::Action {
                 tool_call_id: action.tool_call_id.clone(),
@@ -102,6 +105,7 @@ macro_rules! older_policy {
                                     })
                                     .collect(),
                             ),
+                            $($obligation)*
                         })
                         .collect(),
                 }

@@ -1,9 +1,10 @@
-//! Gate 8, invoke: the skills context resolved for the call, a per-call egress gate, and the
-//! adapter run in a fresh sandboxed instance. What the call spent (fuel, time, egress) is
+//! Gate 8, invoke: a per-call egress gate, and the adapter run in a fresh sandboxed instance
+//! with the skills context resolved for the call (before the policy gate, which sees the
+//! skills' names). What the call spent (fuel, time, egress) is
 //! recorded on the result whatever the outcome.
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope, Usage};
-use gatehouse_core::model::{ApprovalMode, EgressAttempt, ErrorBody, ErrorKind, PrincipalKind};
+use gatehouse_core::model::{ApprovalMode, EgressAttempt, ErrorBody, ErrorKind};
 use tracing::Instrument;
 
 use crate::bindings::types as wit;
@@ -11,25 +12,17 @@ use crate::egress::{CallInfo, EgressGate};
 use crate::pipeline::normalize::Target;
 use crate::pipeline::outcome::Stop;
 use crate::sandbox::Sandbox;
-use crate::skills::Skills;
 
-/// Gate 8: runs the target capability at approval mode `mode`; returns its output, or why
-/// there is none.
+/// Gate 8: runs the target capability at approval mode `mode`, with the resolved skills'
+/// text as its `skill-context`; returns its output, or why there is none.
 pub async fn invoke(
     sandbox: &Sandbox,
-    skills: &Skills,
+    skill_context: Option<String>,
     call: &ToolCallEnvelope,
     target: &Target,
     mode: ApprovalMode,
     result: &mut ToolResultEnvelope,
 ) -> Result<wit::ToolOutput, Stop> {
-    let users: Vec<&str> = call
-        .principal_chain
-        .iter()
-        .filter(|p| p.kind == PrincipalKind::User)
-        .map(|p| p.id.as_str())
-        .collect();
-    let skills = skills.resolve(&call.tenant_id, &target.tool.name, &users);
     let ctx = wit::CallContext {
         tool_call_id: call.tool_call_id.clone(),
         trace_id: call.trace_id.clone(),
@@ -37,7 +30,7 @@ pub async fn invoke(
         principals: call.principal_chain.iter().map(Into::into).collect(),
         approval_mode: mode.into(),
         idempotency_key: call.idempotency_key.clone(),
-        skill_context: skills.text,
+        skill_context,
         // Serialized per call: a small table, and only generic adapters declare one.
         upstream: target
             .tool

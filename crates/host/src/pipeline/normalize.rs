@@ -96,12 +96,14 @@ pub fn resolve(
 
 impl Target {
     /// The normalized action the policy gate evaluates, at approval mode `mode` and the host's
-    /// time `now_unix_ms` (so a recorded decision replays exactly).
+    /// time `now_unix_ms` (so a recorded decision replays exactly), with the names of the
+    /// skills resolved for the call.
     pub fn action(
         &self,
         call: &ToolCallEnvelope,
         mode: ApprovalMode,
         now_unix_ms: u64,
+        skills: Vec<String>,
     ) -> wit::Action {
         let capability = self.tool.capability();
         wit::Action {
@@ -114,10 +116,12 @@ impl Target {
             args: self.args.to_string(),
             principals: call.principal_chain.iter().map(Into::into).collect(),
             tenant: call.tenant_id.clone(),
+            claims: (&call.claims).into(),
             context: wit::ActionContext {
                 now_unix_ms,
                 prior_actions: Vec::new(),
                 data_classification: Vec::new(),
+                skills,
             },
             risk_signals: Vec::new(),
         }

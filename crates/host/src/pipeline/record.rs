@@ -19,7 +19,7 @@ use gatehouse_core::envelope::{
 };
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{
-    ApprovalMode, CapabilityClass, ContentBlock, ErrorBody, Finding, Obligation, Principal,
+    ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, Finding, Obligation, Principal,
     PrincipalKind, ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
@@ -148,6 +148,8 @@ struct LeanCall<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<&'a str>,
     principal_chain: Vec<LeanPrincipal<'a>>,
+    #[serde(skip_serializing_if = "Claims::is_empty")]
+    claims: &'a Claims,
     #[serde(skip_serializing_if = "Option::is_none")]
     capability_id: Option<&'a str>,
     args: &'a Value,
@@ -168,6 +170,7 @@ impl<'a> LeanCall<'a> {
             session_id,
             tenant_id,
             principal_chain,
+            claims,
             capability_id,
             args: _,
             approval_mode_requested,
@@ -182,6 +185,7 @@ impl<'a> LeanCall<'a> {
                 .iter()
                 .map(|principal| LeanPrincipal::of(principal, tenant_id))
                 .collect(),
+            claims,
             capability_id: unless(capability_id, tool),
             args,
             approval_mode_requested: *approval_mode_requested,
@@ -211,8 +215,8 @@ impl<'a> LeanPrincipal<'a> {
     }
 }
 
-/// The action less what the call states (its id, tenant, principals and, unless a meta-tool
-/// or a sensitive capability made them differ, arguments), its adapter when it is the result's,
+/// The action less what the call states (its id, tenant, principals, claims and, unless a
+/// meta-tool or a sensitive capability made them differ, arguments), its adapter when it is the result's,
 /// the mode requested when it is the most the capability allows, and its empty lists.
 #[derive(Serialize)]
 struct LeanAction<'a> {
@@ -231,11 +235,15 @@ struct LeanAction<'a> {
     principals: Option<&'a [Principal]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tenant: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claims: Option<&'a Claims>,
     now_unix_ms: u64,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     prior_actions: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     data_classification: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    skills: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     risk_signals: &'a [(String, f64)],
 }
@@ -257,9 +265,11 @@ impl<'a> LeanAction<'a> {
             args: action_args,
             principals,
             tenant,
+            claims,
             now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
             risk_signals,
         } = action;
         Self {
@@ -276,9 +286,11 @@ impl<'a> LeanAction<'a> {
             args: unless(action_args, &args.to_string()),
             principals: (principals != &call.principal_chain).then_some(principals),
             tenant: unless(tenant, &call.tenant_id),
+            claims: (claims != &call.claims).then_some(claims),
             now_unix_ms: *now_unix_ms,
             prior_actions,
             data_classification,
+            skills,
             risk_signals,
         }
     }
@@ -450,7 +462,11 @@ mod tests {
     fn call() -> ToolCallEnvelope {
         let mut call = ToolCallEnvelope::new("acme", "support.refund", json!({ "order": "o-1" }))
             .with_idempotency_key("k-1")
-            .with_mode(ApprovalMode::Network);
+            .with_mode(ApprovalMode::Network)
+            .with_claims(Claims {
+                roles: vec!["refunds".into()],
+                groups: vec!["eu".into()],
+            });
         call.principal_chain = vec![Principal {
             kind: PrincipalKind::User,
             id: "usr_1".into(),
@@ -492,9 +508,11 @@ mod tests {
             args: args.to_string(),
             principals: call.principal_chain.clone(),
             tenant: call.tenant_id.clone(),
+            claims: call.claims.clone(),
             now_unix_ms: 1_700_000_000_000,
             prior_actions: vec!["support.lookup".into()],
             data_classification: Vec::new(),
+            skills: vec!["refund-tone".into()],
             risk_signals: vec![("velocity".into(), 0.25)],
         }
     }
@@ -541,6 +559,15 @@ mod tests {
             );
         }
         assert!(!stored.contains(r#"\"order\""#), "args twice: {stored}");
+        // The action's claims are the call's: stated once.
+        assert_eq!(
+            stored
+                .matches(r#""claims":{"roles":["refunds"],"groups":["eu"]}"#)
+                .count(),
+            1,
+            "{stored}"
+        );
+        assert!(stored.contains(r#""skills":["refund-tone"]"#), "{stored}");
         let expected = format_1(&call, &action, &result);
         assert_eq!(full(&recorded.audit), Some(expected));
     }
@@ -579,6 +606,7 @@ mod tests {
         action.approval_mode_max = ApprovalMode::ReadOnly;
         action.approval_mode_requested = ApprovalMode::ReadOnly;
         action.prior_actions.clear();
+        action.skills.clear();
         action.risk_signals.clear();
         let recorded = record(facts(&call, &result, Some(action.clone()), false));
         let stored = &recorded.audit.record;
@@ -587,6 +615,8 @@ mod tests {
             "approval_mode_requested",
             "prior_actions",
             "data_classification",
+            "skills",
+            "claims",
             "risk_signals",
             "evidence_refs",
             "modules",
@@ -631,12 +661,14 @@ mod tests {
         let mut action = action(&call, &call.args);
         action.adapter_id = "support-v2".into();
         action.data_classification = vec!["pii".into()];
+        action.claims.groups.clear();
         let recorded = record(facts(&call, &result, Some(action.clone()), false));
         let stored = &recorded.audit.record;
         for kept in [
             r#""adapter_id":"support-v2""#,
             r#""approval_mode_requested":"network""#,
             r#""data_classification":["pii"]"#,
+            r#""claims":{"roles":["refunds"]}"#,
             r#""evidence_refs":["ev_1"]"#,
             r#""approval_mode_effective":"delegated""#,
         ] {
@@ -693,9 +725,11 @@ mod tests {
                 "args": r#"{"message":"hello"}"#,
                 "principals": principals,
                 "tenant": "default",
+                "claims": {},
                 "now_unix_ms": 1_795_703_245_911_u64,
                 "prior_actions": [],
                 "data_classification": [],
+                "skills": [],
                 "risk_signals": [],
             },
             "result": {

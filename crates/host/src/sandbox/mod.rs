@@ -5,7 +5,8 @@
 //!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
 //!    environment, no sockets) and the `log` import of every released contract version
-//!    (`gatehouse:plugin/log@0.3.0`, `@0.2.0` and `@0.1.0`); only the adapter linker has `wasi:http`,
+//!    (`gatehouse:plugin/log@0.4.0`, `@0.3.0`, `@0.2.0` and `@0.1.0`); only the adapter linker
+//!    has `wasi:http`,
 //!    served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
 //!    fixed random sequence, so its decision replays exactly.
 //! 2. **load** (once per plugin): compiling refuses a component with more core instances,
@@ -13,9 +14,9 @@
 //!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
 //!    linker; a component that does not implement the world is refused here. A component
 //!    built for a released contract before the current one is prepared against that version's
-//!    world ([`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_1`], [`PreparedPolicy::V0_2`];
-//!    a 0.2.0 adapter has the current world's shape) and its values adapted per call
-//!    (`crate::bindings::v0_1`, `crate::bindings::v0_2`).
+//!    world ([`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_1`], [`PreparedPolicy::V0_2`],
+//!    [`PreparedPolicy::V0_3`]; a 0.2.0 or 0.3.0 adapter has the current world's shape) and
+//!    its values adapted per call (`crate::bindings::v0_1`, `v0_2`, `v0_3`).
 //!    Each plugin runs with its own [`Limits`]: `[sandbox]`'s defaults, or its
 //!    `[[sandbox.plugin]]` override (an interpreter-based component, JavaScript or Python,
 //!    needs more fuel and memory than a Rust one), never above `[sandbox]`'s `max_*` ceilings.
@@ -42,8 +43,9 @@ use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::adapter_0_1::gatehouse::plugin::log as log_0_1;
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::policy_0_2::gatehouse::plugin::log as log_0_2;
+use crate::bindings::policy_0_3::gatehouse::plugin::log as log_0_3;
 use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
-use crate::bindings::{adapter_0_1, policy_0_1, policy_0_2, v0_1, v0_2};
+use crate::bindings::{adapter_0_1, policy_0_1, policy_0_2, policy_0_3, v0_1, v0_2, v0_3};
 use crate::egress::{EgressAttempt, EgressGate};
 pub use state::{CallState, LogLine, MemoryLimitExceeded, escape};
 
@@ -402,8 +404,8 @@ fn stderr_suffix(stderr: &str) -> String {
 /// A component does not implement the world it claims, in any released contract version.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the component does not implement the `{world}` world of gatehouse:plugin@0.3.0 (nor of \
-     the released 0.2.0 or 0.1.0): {detail}"
+    "the component does not implement the `{world}` world of gatehouse:plugin@0.4.0 (nor of \
+     the released 0.3.0, 0.2.0 or 0.1.0): {detail}"
 )]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
@@ -414,8 +416,8 @@ pub struct WorldMismatch {
 
 /// An adapter pre-instantiated against the world of the contract version it was built for.
 pub enum PreparedAdapter {
-    /// The current contract, `gatehouse:plugin@0.3.0`, or the released 0.2.0, whose adapter
-    /// world has the same shape.
+    /// The current contract, `gatehouse:plugin@0.4.0`, or the released 0.3.0 or 0.2.0, whose
+    /// adapter worlds have the same shape.
     Current(AdapterPre<CallState>),
     /// The released `gatehouse:plugin@0.1.0`: its call context has no `upstream`.
     V0_1(adapter_0_1::AdapterPre<CallState>),
@@ -434,9 +436,11 @@ impl PreparedAdapter {
 /// A policy module pre-instantiated against the world of the contract version it was built
 /// for.
 pub enum PreparedPolicy {
-    /// The current contract, `gatehouse:plugin@0.3.0`.
+    /// The current contract, `gatehouse:plugin@0.4.0`.
     Current(PolicyPre<CallState>),
-    /// The released `gatehouse:plugin@0.2.0`: its decision has fewer obligations.
+    /// The released `gatehouse:plugin@0.3.0`: its action has no claims or skills.
+    V0_3(policy_0_3::PolicyPre<CallState>),
+    /// The released `gatehouse:plugin@0.2.0`: its decision has fewer obligations too.
     V0_2(policy_0_2::PolicyPre<CallState>),
     /// The released `gatehouse:plugin@0.1.0`, whose `action` and `decision` are 0.2.0's.
     V0_1(policy_0_1::PolicyPre<CallState>),
@@ -516,12 +520,14 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut adapter_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
 
         let mut policy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+        log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
 
@@ -582,7 +588,8 @@ impl Sandbox {
     }
 
     /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world
-    /// of the current contract or, failing that, of the released 0.2.0, then 0.1.0.
+    /// of the current contract or, failing that, of the released 0.3.0, then 0.2.0, then
+    /// 0.1.0.
     pub fn prepare_policy(&self, component: &Component) -> Result<PreparedPolicy, WorldMismatch> {
         let mismatch = |e: wasmtime::Error| WorldMismatch {
             world: "policy",
@@ -594,8 +601,9 @@ impl Sandbox {
             .map_err(mismatch)?;
         match PolicyPre::new(pre.clone()) {
             Ok(current) => Ok(PreparedPolicy::Current(current)),
-            Err(current) => policy_0_2::PolicyPre::new(pre.clone())
-                .map(PreparedPolicy::V0_2)
+            Err(current) => policy_0_3::PolicyPre::new(pre.clone())
+                .map(PreparedPolicy::V0_3)
+                .or_else(|_| policy_0_2::PolicyPre::new(pre.clone()).map(PreparedPolicy::V0_2))
                 .or_else(|_| policy_0_1::PolicyPre::new(pre).map(PreparedPolicy::V0_1))
                 .map_err(|_| mismatch(current)),
         }
@@ -668,6 +676,12 @@ impl Sandbox {
                     PreparedPolicy::Current(pre) => {
                         let policy = pre.instantiate_async(&mut *store).await?;
                         policy.call_evaluate(store, action, config).await
+                    }
+                    PreparedPolicy::V0_3(pre) => {
+                        let policy = pre.instantiate_async(&mut *store).await?;
+                        let action = v0_3::action(action);
+                        let decision = policy.call_evaluate(store, &action, config).await?;
+                        Ok(Decision::from(decision))
                     }
                     PreparedPolicy::V0_2(pre) => {
                         let policy = pre.instantiate_async(&mut *store).await?;

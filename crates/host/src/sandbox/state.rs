@@ -232,6 +232,17 @@ impl crate::bindings::policy_0_2::gatehouse::plugin::log::Host for CallState {
     }
 }
 
+/// A plugin built for the released contract 0.3.0 logs through `gatehouse:plugin/log@0.3.0`.
+impl crate::bindings::policy_0_3::gatehouse::plugin::log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: crate::bindings::policy_0_3::gatehouse::plugin::log::Level,
+        message: String,
+    ) {
+        log::Host::log(self, level.into(), message).await;
+    }
+}
+
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_LINES {

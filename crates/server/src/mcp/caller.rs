@@ -2,7 +2,7 @@
 //! the anonymous tenant; [`super::jwt`]: a verified JWT's claims), and every call envelope
 //! carries.
 
-use gatehouse_core::model::{Principal, PrincipalKind};
+use gatehouse_core::model::{Claims, Principal, PrincipalKind};
 
 /// Who is calling: established by [`Identity::identify`](super::Identity::identify), carried
 /// into every call envelope.
@@ -12,9 +12,11 @@ pub struct Caller {
     pub tenant: String,
     /// The calling principal.
     pub principal: Principal,
+    /// Its roles and groups, from its credential (policies see them as `action.claims`).
+    pub claims: Claims,
 }
 
-/// An MCP caller is an agent acting in `tenant`.
+/// An MCP caller is an agent acting in `tenant`, with no roles or groups.
 pub(super) fn caller(tenant: &str, id: String) -> Caller {
     Caller {
         tenant: tenant.to_owned(),
@@ -23,5 +25,6 @@ pub(super) fn caller(tenant: &str, id: String) -> Caller {
             id,
             tenant: tenant.to_owned(),
         },
+        claims: Claims::default(),
     }
 }

@@ -93,7 +93,8 @@ impl Gateway {
             meta_str(meta, IDEMPOTENCY_KEY_META)?,
         );
         let mut call = ToolCallEnvelope::new(&caller.tenant, name, Value::Object(args))
-            .with_principal(caller.principal);
+            .with_principal(caller.principal)
+            .with_claims(caller.claims);
         // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
         // the HTTP request's header.
         let traceparent = meta.get_traceparent().map(str::to_owned).or_else(|| {

@@ -15,6 +15,7 @@
 
 use std::path::PathBuf;
 
+use gatehouse_core::model::Claims;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,13 @@ pub struct ApiKeyConfig {
     /// File holding the key (surrounding whitespace is trimmed).
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// Roles of this key's caller, which policies see (`action.claims.roles`; in Cedar rules,
+    /// `principal.roles`). Default: none.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Groups of this key's caller (`action.claims.groups`; `principal.groups`). Default: none.
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// Why a `[[mcp.api_key]]` entry cannot be used. Never contains the key.
@@ -139,7 +147,12 @@ impl ApiKeys {
                     .principal
                     .clone()
                     .unwrap_or_else(|| format!("api-key:{}", entry.tenant));
-                (source, caller(&entry.tenant, principal))
+                let mut caller = caller(&entry.tenant, principal);
+                caller.claims = Claims {
+                    roles: entry.roles.clone(),
+                    groups: entry.groups.clone(),
+                };
+                (source, caller)
             }),
             "give each caller its own key",
         )
@@ -183,6 +196,10 @@ mod tests {
             principal: principal.map(str::to_owned),
             env: None,
             file: Some(dir.path().join(tenant)),
+            roles: principal
+                .map(|_| vec!["support".to_owned()])
+                .unwrap_or_default(),
+            groups: principal.map(|_| vec!["eu".to_owned()]).unwrap_or_default(),
         };
         let keys = ApiKeys::load(
             &[entry("acme", Some("agent:support")), entry("globex", None)],
@@ -201,16 +218,24 @@ mod tests {
     }
 
     #[test]
-    fn a_known_key_yields_its_tenant_and_principal() {
+    fn a_known_key_yields_its_tenant_principal_and_claims() {
         let (keys, _dir) = keys(None);
         let acme = keys.identify(&headers(Some("Bearer key-acme"))).unwrap();
         assert_eq!(acme.tenant, "acme");
         assert_eq!(acme.principal.id, "agent:support");
+        assert_eq!(
+            acme.claims,
+            Claims {
+                roles: vec!["support".to_owned()],
+                groups: vec!["eu".to_owned()],
+            }
+        );
         let globex = keys.identify(&headers(Some("Bearer key-globex"))).unwrap();
         assert_eq!(
             (globex.tenant.as_str(), globex.principal.id.as_str()),
             ("globex", "api-key:globex")
         );
+        assert!(globex.claims.is_empty());
     }
 
     #[test]
@@ -254,6 +279,8 @@ mod tests {
             principal: None,
             env: env.map(str::to_owned),
             file,
+            roles: Vec::new(),
+            groups: Vec::new(),
         };
         let err = |entries: &[ApiKeyConfig]| ApiKeys::load(entries, None).unwrap_err().to_string();
         assert!(
@@ -298,6 +325,8 @@ mod tests {
                     principal: None,
                     env: None,
                     file: Some(dir.path().join("acme")),
+                    roles: Vec::new(),
+                    groups: Vec::new(),
                 }],
                 Some("public"),
             )

@@ -11,7 +11,10 @@
 //! 3. `jsonwebtoken` checks the signature, `iss`, `aud`, `exp` (required) and `nbf`, allowing
 //!    `leeway_secs` of clock skew;
 //! 4. the tenant is the `tenant_claim` claim (or the fixed `tenant` when the token has none),
-//!    the principal the `principal_claim` claim (default `sub`).
+//!    the principal the `principal_claim` claim (default `sub`), and the caller's roles and
+//!    groups, which policies see, the `roles_claim` and `groups_claim` claims (default `roles`
+//!    and `groups`: a string or an array of strings; absent, none; any other type refuses
+//!    the token, rather than run a call with roles silently dropped).
 //!
 //! A JWKS URL is fetched when the server starts ([`JwtVerifier::refresh`]), again when the set
 //! is older than `refresh_secs`, and when a token names a `kid` the set lacks (at most once per
@@ -40,6 +43,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::net::TcpStream;
+
+use gatehouse_core::model::Claims;
 
 use super::caller::{Caller, caller};
 
@@ -92,6 +97,14 @@ pub struct JwtConfig {
     /// Tenant for tokens without the tenant claim. Default: none, so such tokens are refused.
     #[serde(default)]
     pub tenant: Option<String>,
+    /// The claim naming the caller's roles, which policies see (`action.claims.roles`; in
+    /// Cedar rules, `principal.roles`). Default: `roles`.
+    #[serde(default = "defaults::roles_claim")]
+    pub roles_claim: String,
+    /// The claim naming the caller's groups (`action.claims.groups`; `principal.groups`).
+    /// Default: `groups`.
+    #[serde(default = "defaults::groups_claim")]
+    pub groups_claim: String,
 }
 
 mod defaults {
@@ -107,6 +120,12 @@ mod defaults {
     }
     pub fn principal_claim() -> String {
         "sub".to_owned()
+    }
+    pub fn roles_claim() -> String {
+        "roles".to_owned()
+    }
+    pub fn groups_claim() -> String {
+        "groups".to_owned()
     }
 }
 
@@ -133,6 +152,9 @@ pub enum JwtError {
     /// A claim the gateway needs is missing or not a string.
     #[error("the token has no string claim `{0}`")]
     MissingClaim(String),
+    /// The roles or groups claim is neither a string nor an array of strings.
+    #[error("the token's claim `{0}` must be a string or an array of strings")]
+    ClaimType(String),
 }
 
 /// One usable key: its `kid`, the one alg it may verify, and the key.
@@ -162,6 +184,8 @@ pub struct JwtVerifier {
     validation: Validation,
     tenant_claim: String,
     principal_claim: String,
+    roles_claim: String,
+    groups_claim: String,
     tenant: Option<String>,
     keys: RwLock<KeySet>,
     url: Option<(url::Url, TlsClient, Duration)>,
@@ -252,6 +276,8 @@ impl JwtVerifier {
             validation,
             tenant_claim: config.tenant_claim.clone(),
             principal_claim: config.principal_claim.clone(),
+            roles_claim: config.roles_claim.clone(),
+            groups_claim: config.groups_claim.clone(),
             tenant: config.tenant.clone(),
             keys: RwLock::new(KeySet {
                 keys,
@@ -323,7 +349,25 @@ impl JwtVerifier {
             .ok_or_else(|| JwtError::MissingClaim(self.tenant_claim.clone()))?;
         let principal = string(&self.principal_claim)
             .ok_or_else(|| JwtError::MissingClaim(self.principal_claim.clone()))?;
-        Ok(caller(&tenant, principal))
+        let mut caller = caller(&tenant, principal);
+        caller.claims = Claims {
+            roles: strings(&claims, &self.roles_claim)?,
+            groups: strings(&claims, &self.groups_claim)?,
+        };
+        Ok(caller)
+    }
+}
+
+/// The strings of claim `name`: none if absent, one if a string, each of an array of strings.
+fn strings(claims: &Map<String, Value>, name: &str) -> Result<Vec<String>, JwtError> {
+    match claims.get(name) {
+        None => Ok(Vec::new()),
+        Some(Value::String(one)) => Ok(vec![one.clone()]),
+        Some(Value::Array(items)) => (items.iter())
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| JwtError::ClaimType(name.to_owned())),
+        Some(_) => Err(JwtError::ClaimType(name.to_owned())),
     }
 }
 

@@ -21,7 +21,8 @@
 //!     `principals`, restored from the call, get it too);
 //!   - `action`: `adapter_id` is the result's `adapter.id`; `approval_mode_requested` is
 //!     its `approval_mode_max`; `prior_actions`, `data_classification` and `risk_signals` are
-//!     empty;
+//!     empty; and, since contract 0.4.0 added them (so an earlier record had neither),
+//!     `claims` is the call's `claims` (none: no roles and no groups) and `skills` is empty;
 //!   - `result`: `evidence_refs` is empty; the `policy_decision`'s `approval_mode_effective`
 //!     is the result's, and its `modules` are none.
 //!
@@ -97,7 +98,16 @@ pub fn full(event: &AuditEvent) -> Option<Value> {
             .cloned()
             .unwrap_or(Value::Null);
         restore(action, "approval_mode_requested", || max);
-        for list in ["prior_actions", "data_classification", "risk_signals"] {
+        let claims = call.get("claims").cloned();
+        restore(action, "claims", || {
+            claims.unwrap_or_else(|| Value::Object(Map::new()))
+        });
+        for list in [
+            "prior_actions",
+            "data_classification",
+            "skills",
+            "risk_signals",
+        ] {
             restore(action, list, || Value::Array(Vec::new()));
         }
     }

@@ -93,6 +93,8 @@ fn config(dir: &tempfile::TempDir, keys: &[&TestKey], algorithms: &[&str]) -> Jw
         tenant_claim: "tenant".to_owned(),
         principal_claim: "sub".to_owned(),
         tenant: None,
+        roles_claim: "roles".to_owned(),
+        groups_claim: "groups".to_owned(),
     }
 }
 
@@ -288,6 +290,58 @@ fn an_hs256_secret_and_the_tenant_fallback() {
     assert_eq!(
         verify(&fallback, &sign(&wrong, &c)),
         invalid("the signature does not verify")
+    );
+}
+
+#[test]
+fn roles_and_groups_are_admitted_from_the_claims_the_operator_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ec_key("e1");
+    let mut cfg = config(&dir, &[&key], &["ES256"]);
+    let claims_of = |verifier: &JwtVerifier, extra: Value| {
+        let mut c = claims("acme", "user:7");
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(verifier.verify(&sign(&key, &c)))
+            .map(|caller| (caller.claims.roles, caller.claims.groups))
+    };
+    let verifier = JwtVerifier::load(&cfg, &TlsClient::default()).unwrap();
+    let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // An array, a single string, and none at all.
+    assert_eq!(
+        claims_of(
+            &verifier,
+            json!({ "roles": ["refunds", "support"], "groups": "eu" })
+        ),
+        Ok((owned(&["refunds", "support"]), owned(&["eu"])))
+    );
+    assert_eq!(
+        claims_of(&verifier, json!({})),
+        Ok((Vec::new(), Vec::new()))
+    );
+    // A claim of another type refuses the token: roles silently dropped could deny, or (in a
+    // `forbid ... unless`) allow, what the operator did not mean.
+    for bad in [json!(7), json!(["refunds", 7]), json!({ "admin": true })] {
+        assert_eq!(
+            claims_of(&verifier, json!({ "roles": bad })),
+            Err(JwtError::ClaimType("roles".to_owned())),
+            "{bad}"
+        );
+    }
+    // The operator names the claims (Auth0 namespaces them, Azure AD uses `roles`).
+    cfg.roles_claim = "https://gatehouse.test/roles".to_owned();
+    cfg.groups_claim = "teams".to_owned();
+    let named = JwtVerifier::load(&cfg, &TlsClient::default()).unwrap();
+    assert_eq!(
+        claims_of(
+            &named,
+            json!({ "https://gatehouse.test/roles": ["approver"], "teams": ["ops"], "roles": ["ignored"] })
+        ),
+        Ok((owned(&["approver"]), owned(&["ops"])))
     );
 }
 
