@@ -50,7 +50,7 @@ pub async fn mcp_post(
 
 /// The body of a `tools/call` of `tool` with `args`, and `meta` as its `_meta` unless it is
 /// null.
-fn tools_call(tool: &str, args: Value, meta: Value) -> String {
+pub fn tools_call(tool: &str, args: Value, meta: Value) -> String {
     let mut params = serde_json::Map::new();
     params.insert("name".to_owned(), tool.into());
     params.insert("arguments".to_owned(), args);

@@ -1,4 +1,5 @@
-//! Skills (spec 001): operator-declared context text passed to adapters as `skill-context`.
+//! Skills (spec 001): operator-declared context text passed to adapters as `skill-context`;
+//! policies see the resolved skills' names (the action's `context.skills`).
 //!
 //! 1. **load** (once, [`Skills::new`]): every skill is checked; a skill whose text looks like
 //!    a secret (private keys, bearer tokens, API keys) is refused with an error naming it;
@@ -7,7 +8,8 @@
 //!    order is deterministic; the texts are joined with a blank line and capped at
 //!    `max_bytes` (skills that would overflow are left out and marked so in the trace).
 //!
-//! Skills never change which tools are listed or callable: they only add context.
+//! Skills never change which tools are listed, and by themselves not which are callable: they
+//! add context, which a policy's rules may read.
 
 use std::sync::LazyLock;
 

@@ -461,6 +461,33 @@ async fn the_callers_claims_and_the_calls_skills_decide_over_mcp() {
     );
     assert_eq!(upstream.seen().len(), 1, "the upstream saw a refused call");
 
+    // A roles claim of another type refuses the token at the door (401): nothing runs.
+    let token = jwt(
+        "default",
+        &json!({ "roles": { "refunds": true }, "groups": ["eu"] }),
+    );
+    let (status, _, body) = gatehouse_tests::mcp::mcp_post(
+        port,
+        "/mcp",
+        &[("authorization", format!("Bearer {token}").as_str())],
+        gatehouse_tests::mcp::tools_call(
+            "gatehouse.rest.send",
+            json!({ "url": url, "method": "POST", "body": { "n": 6 } }),
+            json!({ "gatehouse/idempotency_key": "k-claims-6" }),
+        ),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("the token's claim `roles` must be a string or an array of strings"),
+        "{body}"
+    );
+    assert_eq!(
+        upstream.seen().len(),
+        1,
+        "the upstream saw a refused token's call"
+    );
+
     // An API key's roles and groups count as a JWT's do.
     let by_key = send("default-key-5e2c", 5).await;
     assert_eq!(outcome(&by_key), "OK", "{by_key}");
