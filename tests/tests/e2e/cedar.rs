@@ -596,6 +596,44 @@ expect = "abstain"
         ),
         "{out}"
     );
+
+    // A case states the caller's roles and groups and the call's skills.
+    std::fs::write(work.path("claims.cedar"), CLAIMS_RULES).unwrap();
+    let claims = r#"
+[[case]]
+name = "the refunds role, group eu and the skill"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+roles = ["support", "refunds"]
+groups = ["eu"]
+skills = ["write-tone"]
+expect = "allow"
+rule = "eu-writes"
+
+[[case]]
+name = "without the role"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+roles = ["support"]
+groups = ["eu"]
+skills = ["write-tone"]
+expect = "deny"
+rule = "refunds-role"
+
+[[case]]
+name = "without the skill"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+roles = ["refunds"]
+groups = ["eu"]
+expect = "abstain"
+"#;
+    std::fs::write(work.path("claims.toml"), claims).unwrap();
+    args[2] = s(&work.path("claims.cedar")).to_owned();
+    args[3] = s(&work.path("claims.toml")).to_owned();
+    let (code, out) = gatehouse(&args);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("3 passed, 0 failed"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

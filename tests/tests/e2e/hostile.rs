@@ -223,14 +223,17 @@ fn every_test_program_has_a_test_here() {
         "wrong-world",
         // Driven by tests/egress.rs.
         "egress-probe",
-        // Not hostile: an adapter built for the released contract 0.1.0, driven by
-        // tests/adapters.rs.
+        // Not hostile: adapters built for the released contracts 0.1.0 and 0.3.0, driven by
+        // tests/adapters.rs, and a policy built for 0.3.0, driven by tests/pipeline.rs.
         "contract-0-1",
+        "contract-0-3-adapter",
+        "contract-0-3",
     ];
     for program in TEST_PROGRAMS {
         assert!(
             covered.contains(program),
-            "tests/plugins/{program} has no test in hostile.rs, egress.rs or adapters.rs"
+            "tests/plugins/{program} has no test in hostile.rs, egress.rs, adapters.rs or \
+             pipeline.rs"
         );
     }
 }

@@ -35,6 +35,7 @@ use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use gatehouse_core::model::Claims;
 use gatehouse_host::TlsClient;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
@@ -43,8 +44,6 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::net::TcpStream;
-
-use gatehouse_core::model::Claims;
 
 use super::caller::{Caller, caller};
 
