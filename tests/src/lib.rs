@@ -199,9 +199,9 @@ pub async fn echo(host: &Host, message: &str) -> ToolResultEnvelope {
     .await
 }
 
-/// The full audit record (`call`, `action`, `result`) of call `tool_call_id`, waiting up to 5 s
-/// for it: a call that is not write-class may be recorded just after it is delivered.
-pub async fn audit_record(host: &Host, tool_call_id: &str) -> serde_json::Value {
+/// The audit entries of call `tool_call_id`, waiting up to 5 s for one: a call that is not
+/// write-class may be recorded just after it is delivered.
+pub async fn audit_entries(host: &Host, tool_call_id: &str) -> Vec<gatehouse_store::AuditEntry> {
     for _ in 0..100 {
         let entries = host
             .audit(gatehouse_store::AuditQuery {
@@ -210,12 +210,18 @@ pub async fn audit_record(host: &Host, tool_call_id: &str) -> serde_json::Value 
             })
             .await
             .expect("the audit log reads");
-        if let Some(entry) = entries.first() {
-            return entry.expanded()["record"].take();
+        if !entries.is_empty() {
+            return entries;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("{tool_call_id} is not in the audit log");
+}
+
+/// The full audit record (`call`, `action`, `result`) of call `tool_call_id`, waiting for it
+/// as [`audit_entries`] does.
+pub async fn audit_record(host: &Host, tool_call_id: &str) -> serde_json::Value {
+    audit_entries(host, tool_call_id).await[0].expanded()["record"].take()
 }
 
 /// The credential the egress tests bind to their upstreams.

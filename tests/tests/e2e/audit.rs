@@ -358,20 +358,7 @@ async fn a_replay_spends_no_fuel_of_its_own() {
     );
     assert_eq!(again.usage, None, "{again:#?}");
     // A read-only call's entry is written just after its answer.
-    let mut recorded = Vec::new();
-    for _ in 0..100 {
-        recorded = host
-            .audit(AuditQuery {
-                tool_call_id: Some(again.tool_call_id.clone()),
-                ..AuditQuery::default()
-            })
-            .await
-            .unwrap();
-        if !recorded.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let recorded = gatehouse_tests::audit_entries(&host, &again.tool_call_id).await;
     assert_eq!(recorded.len(), 1, "{recorded:#?}");
     let record = recorded[0].expanded()["record"].take();
     assert_eq!(record["result"]["replay_of"], json!(first.tool_call_id));

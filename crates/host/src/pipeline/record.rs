@@ -216,8 +216,9 @@ impl<'a> LeanPrincipal<'a> {
 }
 
 /// The action less what the call states (its id, tenant, principals, claims and, unless a
-/// meta-tool or a sensitive capability made them differ, arguments), its adapter when it is the result's,
-/// the mode requested when it is the most the capability allows, and its empty lists.
+/// meta-tool or a sensitive capability made them differ, arguments), its adapter when it is
+/// the result's, the mode requested when it is the most the capability allows, and its empty
+/// lists.
 #[derive(Serialize)]
 struct LeanAction<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,8 +6,7 @@
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
 //!    environment, no sockets) and the `log` import of every released contract version
 //!    (`gatehouse:plugin/log@0.4.0`, `@0.3.0`, `@0.2.0` and `@0.1.0`); only the adapter linker
-//!    has `wasi:http`,
-//!    served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
+//!    has `wasi:http`, served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
 //!    fixed random sequence, so its decision replays exactly.
 //! 2. **load** (once per plugin): compiling refuses a component with more core instances,
 //!    memories or tables than an instance may have (the pool's per-component caps);
@@ -666,6 +665,15 @@ impl Sandbox {
         action: &Action,
         config: &str,
     ) -> CallReport<Decision> {
+        // An older version's module: its action converted down, its decision back up.
+        macro_rules! older {
+            ($store:ident, $pre:ident, $version:ident) => {{
+                let policy = $pre.instantiate_async(&mut *$store).await?;
+                let action = $version::action(action);
+                let decision = policy.call_evaluate($store, &action, config).await?;
+                Ok(Decision::from(decision))
+            }};
+        }
         let mut report = self
             .run(
                 &action.tenant,
@@ -677,24 +685,9 @@ impl Sandbox {
                         let policy = pre.instantiate_async(&mut *store).await?;
                         policy.call_evaluate(store, action, config).await
                     }
-                    PreparedPolicy::V0_3(pre) => {
-                        let policy = pre.instantiate_async(&mut *store).await?;
-                        let action = v0_3::action(action);
-                        let decision = policy.call_evaluate(store, &action, config).await?;
-                        Ok(Decision::from(decision))
-                    }
-                    PreparedPolicy::V0_2(pre) => {
-                        let policy = pre.instantiate_async(&mut *store).await?;
-                        let action = v0_2::action(action);
-                        let decision = policy.call_evaluate(store, &action, config).await?;
-                        Ok(Decision::from(decision))
-                    }
-                    PreparedPolicy::V0_1(pre) => {
-                        let policy = pre.instantiate_async(&mut *store).await?;
-                        let action = v0_1::action(action);
-                        let decision = policy.call_evaluate(store, &action, config).await?;
-                        Ok(Decision::from(decision))
-                    }
+                    PreparedPolicy::V0_3(pre) => older!(store, pre, v0_3),
+                    PreparedPolicy::V0_2(pre) => older!(store, pre, v0_2),
+                    PreparedPolicy::V0_1(pre) => older!(store, pre, v0_1),
                 },
             )
             .await;
