@@ -27,6 +27,7 @@ options:
   --task-create        with --task or --task-ttl: print the new task and stop
   --task-get ID        poll task ID to its end (tasks/get, then tasks/result on 2025-11-25)
   --task-cancel ID     cancel task ID
+  --meta JSON          extra `_meta` on the tool call (e.g. an approval id or a key)
   --timeout S          read timeout of each request (default 120)
 """
 
@@ -170,9 +171,11 @@ async def main() -> int:
     ap.add_argument("--task-create", action="store_true")
     ap.add_argument("--task-get")
     ap.add_argument("--task-cancel")
+    ap.add_argument("--meta")
     ap.add_argument("--timeout", type=float, default=120.0)
     a = ap.parse_args()
     args = json.loads(a.args)
+    meta = json.loads(a.meta) if a.meta else None
     headers = {"Authorization": f"Bearer {a.token}"} if a.token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=a.timeout))
 
@@ -210,9 +213,10 @@ async def main() -> int:
             elif a.task_ttl is not None:
                 # 2025-11-25 tasks: the SDK has the types, not the call (its CallToolResult check
                 # refuses a CreateTaskResult), so the task-augmented request goes out raw.
-                raw = await session._dispatcher.send_raw_request(  # noqa: SLF001
-                    "tools/call", {"name": a.tool, "arguments": args, "task": {"ttl": a.task_ttl}}, {}
-                )
+                params = {"name": a.tool, "arguments": args, "task": {"ttl": a.task_ttl}}
+                if meta:
+                    params["_meta"] = meta
+                raw = await session._dispatcher.send_raw_request("tools/call", params, {})  # noqa: SLF001
                 created = types.CreateTaskResult.model_validate(raw, by_name=False)
                 emit("task", task=created.task)
                 if a.task_create:
@@ -223,10 +227,15 @@ async def main() -> int:
                 if a.use_state:
                     responses = {"gatehouse_approval": {"action": "accept"}}
                     answer = await session.call_tool(
-                        a.tool, args, input_responses=responses, request_state=a.use_state, allow_input_required=True
+                        a.tool,
+                        args,
+                        input_responses=responses,
+                        request_state=a.use_state,
+                        meta=meta,
+                        allow_input_required=True,
                     )
                 else:
-                    answer = await session.call_tool(a.tool, args, allow_input_required=True)
+                    answer = await session.call_tool(a.tool, args, meta=meta, allow_input_required=True)
                 if isinstance(answer, types.InputRequiredResult):
                     emit("state", state=answer.request_state, inputs=answer.input_requests)
                     if not a.tamper:
@@ -235,11 +244,11 @@ async def main() -> int:
                     middle = len(state) // 2
                     altered = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1 :]
                     answer = await session.call_tool(
-                        a.tool, args, request_state=altered, allow_input_required=True
+                        a.tool, args, request_state=altered, meta=meta, allow_input_required=True
                     )
                 result = answer
             else:
-                result = await client.call_tool(a.tool, args)
+                result = await client.call_tool(a.tool, args, meta=meta)
             emit("result", result=result)
             return 0
         except MCPError as e:

@@ -197,8 +197,12 @@ pub enum OutcomeCode {
     IdempotencyIndeterminate,
     /// An approver rejected the call.
     ApprovalRejected,
-    /// The call's approval expired before it was decided or used; propose it again.
+    /// The call's approval expired before it was decided or used (or it ran, and its result
+    /// is no longer kept); propose it again.
     ApprovalExpired,
+    /// The call named an approval (by id, idempotency key or request state) that was proposed
+    /// for another request, principal chain or idempotency key; nothing ran.
+    ApprovalMismatch,
     /// The state store could not record the call, so nothing ran; retry.
     StoreUnavailable,
     /// The host failed; not the caller's or the tool's fault.
@@ -232,6 +236,7 @@ impl OutcomeCode {
             Self::IdempotencyIndeterminate => "IDEMPOTENCY_INDETERMINATE",
             Self::ApprovalRejected => "APPROVAL_REJECTED",
             Self::ApprovalExpired => "APPROVAL_EXPIRED",
+            Self::ApprovalMismatch => "APPROVAL_MISMATCH",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
         }

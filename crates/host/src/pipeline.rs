@@ -58,7 +58,7 @@ use std::time::Duration;
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{ApprovalMode, ContentBlock, Verdict};
-use gatehouse_store::{ClaimRequest, IdempotencyKey, Store, StoreConfig};
+use gatehouse_store::{ApprovalStatus, ClaimRequest, IdempotencyKey, Store, StoreConfig};
 use tracing::Instrument;
 
 use crate::pipeline::config::{MetaTool, PipelineConfig};
@@ -68,7 +68,7 @@ use crate::pipeline::registry::{InstalledAdapter, Registry, ToolGrantError};
 use crate::pipeline::validate::ValidateError;
 use crate::plugin::LoadedAdapter;
 use crate::policy::{self, PolicyStore};
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::Sandbox;
 use crate::skills::Skills;
 
 /// How long a claimed key stays `in_progress` beyond the call's own deadline before a repeat
@@ -267,6 +267,8 @@ impl Pipeline {
                 )
             };
             let mut key = call.idempotency_key.clone();
+            // An approval that ran already: its key may only replay.
+            let mut spent = None;
             if verdict == Verdict::RequireApproval || gate.is_some() {
                 let proposal = approve::Proposal {
                     call: &call,
@@ -285,8 +287,14 @@ impl Pipeline {
                         .await?;
                 mode = approve::approved_mode(&approval, mode);
                 result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
-                // A call without a key runs once under its approval.
-                key.get_or_insert_with(|| format!("approval:{}", approval.id));
+                // Every run of an approval claims its own key, so one runs.
+                key = Some(approve::key_of(&approval));
+                if approval.status == ApprovalStatus::Executed {
+                    spent = Some(Stop::ApprovalSpent {
+                        id: approval.id.clone(),
+                        by_call: approval.executed_by_call.clone().unwrap_or_default(),
+                    });
+                }
                 executes = Some(approval.id);
             }
 
@@ -311,7 +319,12 @@ impl Pipeline {
                     expires_at_ms: now_unix_ms + millis(window),
                 };
                 match dedupe::dedupe(&*self.store, &call, request, deadline).await? {
-                    Dedupe::Run => claimed = Some(key),
+                    Dedupe::Run => {
+                        claimed = Some(key);
+                        if let Some(spent) = spent {
+                            return Err(spent);
+                        }
+                    }
                     Dedupe::Replay(stored) => {
                         result = *stored;
                         executes = None;
@@ -353,12 +366,7 @@ impl Pipeline {
             }
         }
         // 10. Record.
-        let nothing_ran = matches!(
-            stopped,
-            Some(Stop::Sandbox(
-                SandboxError::Busy { .. } | SandboxError::TenantBusy { .. }
-            ))
-        );
+        let nothing_ran = stopped.as_ref().is_some_and(Stop::ran_nothing);
         let may_have_run = claimed.is_some() && !nothing_ran;
         // Secrets and identifiers a policy asked to mask: named in the decision record, and
         // masked in the arguments the audit entry keeps.

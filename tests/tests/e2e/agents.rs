@@ -325,6 +325,26 @@ impl Agents {
         serde_json::from_slice(&body).expect("JSON")
     }
 
+    /// The pending approval proposed under idempotency key `key`.
+    async fn pending_under(&self, key: &str) -> String {
+        let (status, body) = gatehouse_tests::admin::request(
+            self.admin,
+            "GET",
+            "/v1/approvals",
+            Some(APPROVER),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let list: Value = serde_json::from_slice(&body).expect("JSON");
+        list["approvals"]
+            .as_array()
+            .and_then(|all| all.iter().find(|a| a["idempotency_key"] == key))
+            .and_then(|approval| approval["id"].as_str())
+            .unwrap_or_else(|| panic!("no pending approval under `{key}`: {list}"))
+            .to_owned()
+    }
+
     /// The approval a console URL names.
     fn approval_of(url: &str) -> String {
         url.rsplit_once("/#/approvals/")
@@ -901,6 +921,140 @@ async fn a_forged_expired_or_borrowed_request_state_and_another_tenants_task_are
         "{error}"
     );
     assert!(agents.posts().is_empty(), "nothing ran");
+}
+
+/// Hardening round 4, item 1: an approval belongs to one proposal, one principal chain and one
+/// idempotency key. Before, anyone in the tenant who knew an approval's id and arguments ran the
+/// approved call once per fresh key (its `requestState` too), and a task made with another's
+/// approval id ran the proposer's call and handed its result over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_approval_runs_its_call_once_for_its_proposer_alone_in_every_version_and_task() {
+    let agents = Agents::start(Setup::default()).await;
+    let tool = "gatehouse.rest.send";
+    // Alice's call, approved while her request is held: one effect.
+    let key = format!("once-{}", unique());
+    let args = agents.refund(&key, 70);
+    let mut run = agents.python("2025-11-25", ALICE, tool, &args, &[]);
+    let elicitation = run.next("elicitation").await;
+    let id = Agents::approval_of(elicitation["params"]["url"].as_str().unwrap());
+    agents.held(&id).await;
+    agents.decide(&id, None).await;
+    let ran = run.next("result").await;
+    assert_eq!(record(&ran)["outcome"], "OK", "{ran}");
+    let mut expected = vec![key.clone()];
+    assert_eq!(agents.posts(), expected);
+
+    // Its id under a fresh key, from Alice and from Bob, in both versions: refused, no effect.
+    let named = json!({ "gatehouse/approval_id": id }).to_string();
+    for version in ["2025-11-25", "2026-07-28"] {
+        for token in [ALICE, BOB] {
+            let fresh = agents.refund(&format!("fresh-{}", unique()), 70);
+            let mut again = agents.python(version, token, tool, &fresh, &["--meta", &named]);
+            let result = again.next("result").await;
+            assert_eq!(result["result"]["isError"], true, "{version}: {result}");
+            assert_eq!(
+                record(&result)["outcome"],
+                "APPROVAL_MISMATCH",
+                "{version}, {token}: {result}"
+            );
+        }
+    }
+    // Bob under Alice's own key and arguments: not his approval, not his result.
+    let mut borrowed = agents.python("2025-11-25", BOB, tool, &args, &[]);
+    let result = borrowed.next("result").await;
+    assert_eq!(record(&result)["outcome"], "APPROVAL_MISMATCH", "{result}");
+    assert!(result["result"]["structuredContent"].is_null(), "{result}");
+    // Alice's retry replays her result.
+    let mut retry = agents.python("2025-11-25", ALICE, tool, &args, &[]);
+    let replayed = retry.next("result").await;
+    assert_eq!(
+        replayed["result"]["_meta"]["gatehouse/replay_of"],
+        record(&ran)["tool_call_id"],
+        "{replayed}"
+    );
+    assert_eq!(agents.posts(), expected, "still one effect");
+
+    // 2026-07-28: the key in `_meta`, so the arguments' digest does not cover it. The signed
+    // state resumes the call under its own key only.
+    let key = format!("state-{}", unique());
+    let mut bare = agents.refund(&key, 71);
+    bare.as_object_mut().unwrap().remove("idempotency_key");
+    let keyed = json!({ "gatehouse/idempotency_key": key }).to_string();
+    let mut run = agents.python(
+        "2026-07-28",
+        ALICE,
+        tool,
+        &bare,
+        &["--print-state", "--meta", &keyed],
+    );
+    let state = run.next("state").await["state"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    agents.decide(&agents.pending_under(&key).await, None).await;
+    let other = json!({ "gatehouse/idempotency_key": format!("other-{}", unique()) }).to_string();
+    let mut replayed = agents.python(
+        "2026-07-28",
+        ALICE,
+        tool,
+        &bare,
+        &["--use-state", &state, "--meta", &other],
+    );
+    let error = replayed.next("error").await;
+    assert_eq!(error["code"], -32602, "{error}");
+    assert_eq!(
+        agents.posts(),
+        expected,
+        "the state under another key runs nothing"
+    );
+    let mut resumed = agents.python(
+        "2026-07-28",
+        ALICE,
+        tool,
+        &bare,
+        &["--use-state", &state, "--meta", &keyed],
+    );
+    let result = resumed.next("result").await;
+    assert_eq!(record(&result)["outcome"], "OK", "{result}");
+    expected.push(key);
+    assert_eq!(agents.posts(), expected);
+
+    // A task Bob makes with Alice's pending approval id: it never runs her call for him.
+    let key = format!("task-{}", unique());
+    let args = agents.refund(&key, 72);
+    let mut proposed = agents.python(
+        "2025-11-25",
+        ALICE,
+        tool,
+        &args,
+        &["--task-ttl", "60000", "--task-create"],
+    );
+    let pending = waited_on(&proposed.next("task").await);
+    let named = json!({ "gatehouse/approval_id": pending }).to_string();
+    let fresh = agents.refund(&format!("bobs-{}", unique()), 72);
+    let mut task = agents.python(
+        "2025-11-25",
+        BOB,
+        tool,
+        &fresh,
+        &["--task-ttl", "60000", "--meta", &named],
+    );
+    let result = task.next("result").await;
+    assert_eq!(record(&result)["outcome"], "APPROVAL_MISMATCH", "{result}");
+    agents.decide(&pending, None).await;
+    // Alice's own task runs her call once approved; Bob's got nothing of it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    expected.push(key);
+    while agents.posts() != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alice's task ran: {:?}",
+            agents.posts()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(agents.posts(), expected, "one effect per approval");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

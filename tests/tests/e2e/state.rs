@@ -14,7 +14,7 @@ use gatehouse_server::mcp::McpConfig;
 use gatehouse_tests::artifacts::{POLICY_PROBE, REST};
 use gatehouse_tests::cli::{gatehouse_async, gatehouse_output, s};
 use gatehouse_tests::gateway::{Serve, write_config};
-use gatehouse_tests::host::rest_config;
+use gatehouse_tests::host::{HostBuilder, rest_config};
 use gatehouse_tests::mcp::{outcome_of, try_call};
 use gatehouse_tests::state::{
     config_file, five_records, host, post, probed, store_at, tamper, transfer, upstream_path, user,
@@ -164,7 +164,7 @@ async fn a_paused_call_runs_once_after_another_principal_approves_it() {
 
     // A different request under the approved key is not covered.
     let other = host.call(transfer("pay-1", 5)).await;
-    assert_eq!(other.outcome, OutcomeCode::IdempotencyConflict);
+    assert_eq!(other.outcome, OutcomeCode::ApprovalMismatch);
 
     let ran = host.call(transfer("pay-1", 1000)).await;
     assert!(ran.is_ok(), "{ran:#?}");
@@ -177,6 +177,109 @@ async fn a_paused_call_runs_once_after_another_principal_approves_it() {
         executed.executed_by_call.as_deref(),
         Some(ran.tool_call_id.as_str())
     );
+}
+
+/// Hardening round 4, item 1, at the host: whatever names an approval (its id, its key), only
+/// its own proposal runs, once; an approval that ran only replays, and never runs again once
+/// its key's record is gone.
+#[tokio::test]
+async fn one_approval_runs_its_call_once_whatever_key_or_principal_names_it() {
+    let upstream = Upstream::start().await;
+    let mut config = rest_config(&upstream);
+    config.store = store_at(&gatehouse_tests::store_path());
+    config.pipeline.policies.push(gatehouse_tests::bind(
+        "test.policy-probe",
+        "gatehouse.rest.*",
+        0,
+        json!({ "verdict": "require_approval" }),
+    ));
+    let host = HostBuilder::on(config)
+        .adapters(&[REST])
+        .policies(&[POLICY_PROBE])
+        .build();
+    let refund = |key: Option<&str>, who: &str| {
+        let call = ToolCallEnvelope::new(
+            "default",
+            "gatehouse.rest.send",
+            json!({ "url": upstream.url("/refunds"), "method": "POST", "body": { "amount": 900 } }),
+        )
+        .with_principal(user(who));
+        match key {
+            Some(key) => call.with_idempotency_key(key),
+            None => call,
+        }
+    };
+    let paused = host.call(refund(Some("refund-1"), "usr_alice")).await;
+    assert_eq!(paused.outcome, OutcomeCode::ApprovalRequired, "{paused:#?}");
+    let id = paused.approval_id.clone().unwrap();
+    let refused = |stage: &'static str| {
+        let id = id.clone();
+        let refund = &refund;
+        let host = &host;
+        async move {
+            for (call, who) in [
+                (
+                    refund(Some(&format!("fresh-{stage}")), "usr_alice").with_approval(&id),
+                    "the proposer, a fresh key",
+                ),
+                (
+                    refund(Some(&format!("bob-{stage}")), "usr_bob").with_approval(&id),
+                    "another principal, its key",
+                ),
+                (
+                    refund(Some("refund-1"), "usr_bob"),
+                    "another principal, the approval's key",
+                ),
+            ] {
+                let result = host.call(call).await;
+                assert_eq!(
+                    (result.status, result.outcome),
+                    (Status::Rejected, OutcomeCode::ApprovalMismatch),
+                    "{stage}, {who}: {result:#?}"
+                );
+                assert_eq!(
+                    result.approval_id.as_deref(),
+                    Some(id.as_str()),
+                    "{stage}, {who}"
+                );
+            }
+        }
+    };
+    refused("pending").await;
+    host.decide(&id, true, "usr_carol", "checked")
+        .await
+        .unwrap();
+    refused("approved").await;
+    assert!(upstream.seen().is_empty(), "nothing ran but the proposal");
+
+    let ran = host.call(refund(Some("refund-1"), "usr_alice")).await;
+    assert!(ran.is_ok(), "{ran:#?}");
+    // Named by its id too, the proposer's call replays.
+    let by_id = host
+        .call(refund(Some("refund-1"), "usr_alice").with_approval(&id))
+        .await;
+    assert_eq!(
+        by_id.replay_of.as_deref(),
+        Some(ran.tool_call_id.as_str()),
+        "{by_id:#?}"
+    );
+    refused("executed").await;
+    assert_eq!(upstream.seen().len(), 1, "one effect");
+
+    // The key's record pruned (past its dedupe window): the approval never runs again.
+    host.store().prune(u64::MAX / 2).await.unwrap();
+    for _ in 0..2 {
+        let spent = host.call(refund(Some("refund-1"), "usr_alice")).await;
+        assert_eq!(
+            (spent.status, spent.outcome),
+            (Status::Rejected, OutcomeCode::ApprovalExpired),
+            "{spent:#?}"
+        );
+        assert!(spent.error.unwrap().message.contains(&ran.tool_call_id));
+    }
+    assert_eq!(upstream.seen().len(), 1, "still one effect");
+    let report = host.verify_audit().await.unwrap();
+    assert_eq!(report.first_break, None);
 }
 
 #[tokio::test]

@@ -5,8 +5,15 @@
 //!
 //! The same call repeated while its approval is pending gets the same approval, never a
 //! second one. A rejected approval refuses the call; an expired one too (the caller proposes
-//! again, with a new key). An approval is bound to its request: a retry with other arguments
-//! under the same key or approval id is a conflict.
+//! again, with a new key).
+//!
+//! An approval belongs to one proposal: its tenant, tool and request (the arguments and the
+//! requested mode, by hash), its principal chain, and its idempotency key. A call that finds
+//! it (by key or by id) with anything else of its own is refused, `APPROVAL_MISMATCH`, and
+//! nothing runs: another principal who learned the id, or the proposer with a fresh key, gets
+//! no second run. The approved call then runs under the approval's own key ([`key_of`]), so
+//! gate 7 lets it run once, whichever path calls; an approval that already ran only replays
+//! its result (the pipeline refuses a run once the key's record is gone).
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
@@ -15,7 +22,7 @@ use gatehouse_store::{
     approval_id,
 };
 
-use crate::pipeline::outcome::Stop;
+use crate::pipeline::outcome::{Mismatch, Stop};
 
 /// What gate 6 needs to know about the call.
 pub struct Proposal<'a> {
@@ -85,11 +92,11 @@ pub async fn approve(
         }
     };
     result.approval_id = Some(approval.id.clone());
-    if approval.tenant != call.tenant_id
-        || approval.tool != proposal.tool
-        || approval.request_hash != proposal.request_hash
-    {
-        return Err(Stop::ApprovalMismatch { id: approval.id });
+    if let Some(mismatch) = mismatch(&approval, proposal) {
+        return Err(Stop::ApprovalMismatch {
+            id: approval.id,
+            mismatch,
+        });
     }
     if approval.expired(proposal.now_ms) {
         return Err(Stop::ApprovalExpired { id: approval.id });
@@ -108,6 +115,41 @@ pub async fn approve(
         }),
         ApprovalStatus::Approved | ApprovalStatus::Executed => Ok(approval),
     }
+}
+
+/// What of a call differs from the proposal its approval holds, if anything.
+fn mismatch(approval: &Approval, proposal: &Proposal<'_>) -> Option<Mismatch> {
+    let call = proposal.call;
+    if approval.tenant != call.tenant_id
+        || approval.tool != proposal.tool
+        || approval.request_hash != proposal.request_hash
+    {
+        return Some(Mismatch::Request);
+    }
+    if !approval
+        .principals
+        .iter()
+        .map(String::as_str)
+        .eq(call.principal_chain.iter().map(|p| p.id.as_str()))
+    {
+        return Some(Mismatch::Principal);
+    }
+    // A call that names the approval without a key runs under the approval's (the same
+    // proposal, the same chain); one with a key of its own must have the approval's.
+    match &call.idempotency_key {
+        Some(key) if approval.idempotency_key.as_ref() != Some(key) => Some(Mismatch::Key),
+        _ => None,
+    }
+}
+
+/// The idempotency key an approved call runs under: the key it was proposed with, or, for a
+/// call proposed without one, a key of the approval's own. Every run of the approval claims
+/// it, so one runs.
+pub fn key_of(approval: &Approval) -> String {
+    approval
+        .idempotency_key
+        .clone()
+        .unwrap_or_else(|| format!("approval:{}", approval.id))
 }
 
 /// The mode an approved call runs at: the one it was approved at.

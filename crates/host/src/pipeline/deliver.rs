@@ -111,6 +111,7 @@ fn fixed(outcome: OutcomeCode) -> Option<(&'static str, Option<&'static str>)> {
         | O::IdempotencyInFlight
         | O::IdempotencyIndeterminate
         | O::ApprovalRejected
-        | O::ApprovalExpired => return None,
+        | O::ApprovalExpired
+        | O::ApprovalMismatch => return None,
     })
 }

@@ -23,7 +23,9 @@
 //! | `APPROVAL_REQUIRED`          | paused   | pending approval (retry once it is approved)     | yes       |
 //! | `APPROVAL_REJECTED`          | rejected | an approver rejected it                          | no        |
 //! | `APPROVAL_EXPIRED`           | rejected | the approval expired (propose again, new key)    | no        |
-//! | `IDEMPOTENCY_CONFLICT`       | rejected | key or approval used for another request         | no        |
+//! | `APPROVAL_EXPIRED`           | rejected | the approval ran, and its result is no longer kept | no      |
+//! | `APPROVAL_MISMATCH`          | rejected | approval of another request, principal or key    | no        |
+//! | `IDEMPOTENCY_CONFLICT`       | rejected | key used for another request                     | no        |
 //! | `IDEMPOTENCY_IN_FLIGHT`      | failed   | the key's call is still running                  | yes       |
 //! | `IDEMPOTENCY_INDETERMINATE`  | failed   | the key's call never recorded an outcome         | no        |
 //! | `TOOL_TIMEOUT`               | failed   | wall-clock deadline                              | yes       |
@@ -109,11 +111,25 @@ pub enum Stop {
         /// The id the call named.
         id: String,
     },
-    /// Gate 6: the approval was proposed for another request (tenant, tool or arguments).
-    #[error("approval `{id}` was proposed for a different request; it does not cover this one")]
+    /// Gate 6: the approval belongs to another proposal: another request, principal chain or
+    /// idempotency key.
+    #[error("approval `{id}` {mismatch}; it does not cover this call, and nothing ran")]
     ApprovalMismatch {
         /// The approval.
         id: String,
+        /// What differs.
+        mismatch: Mismatch,
+    },
+    /// Gates 6 and 7: the approval already ran its call, and the result its key kept is gone
+    /// (past the capability's dedupe window): it is never run again.
+    #[error(
+        "approval `{id}` already ran its call (call `{by_call}`), and that result is no longer kept; nothing ran again"
+    )]
+    ApprovalSpent {
+        /// The approval.
+        id: String,
+        /// The call that ran it.
+        by_call: String,
     },
     /// Gate 7: the key was used for a different request.
     #[error("idempotency key `{key}` was used by call `{holder}` for a different request")]
@@ -159,6 +175,46 @@ pub enum Stop {
     /// Gate 9: a policy obligation could not be applied; the result is withheld.
     #[error(transparent)]
     Obligation(#[from] ObligationError),
+}
+
+/// What of a call differs from the proposal an approval holds ([`Stop::ApprovalMismatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    /// Another tenant, tool, arguments or requested mode.
+    #[error("was proposed for a different request (tool, arguments or mode)")]
+    Request,
+    /// Another principal chain: an approval is its proposer's.
+    #[error("was proposed by another principal chain")]
+    Principal,
+    /// Another idempotency key: an approval runs once, under the key it was proposed with.
+    #[error("was proposed with another idempotency key (or none)")]
+    Key,
+}
+
+impl Mismatch {
+    /// What the caller can do about it.
+    fn remediation(self) -> &'static str {
+        match self {
+            Self::Request => {
+                "retry with exactly the arguments that were approved, or propose this request with a new idempotency key"
+            }
+            Self::Principal | Self::Key => {
+                "an approval runs only the call it was proposed for: the same caller, arguments and idempotency key; to run another call, call without the approval id to propose it"
+            }
+        }
+    }
+}
+
+impl Stop {
+    /// Whether the call surely did not reach the tool: a claimed key is released, not
+    /// completed, so a repeat may run.
+    pub fn ran_nothing(&self) -> bool {
+        matches!(
+            self,
+            Self::Sandbox(SandboxError::Busy { .. } | SandboxError::TenantBusy { .. })
+                | Self::ApprovalSpent { .. }
+        )
+    }
 }
 
 fn denial(reasons: &[String]) -> String {
@@ -269,14 +325,19 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             false,
             Some("use the approval id a paused result gave you, or call without one to propose"),
         ),
-        Stop::ApprovalMismatch { .. } => (
+        Stop::ApprovalMismatch { mismatch, .. } => (
             Rejected,
-            O::IdempotencyConflict,
+            O::ApprovalMismatch,
             K::Conflict,
             false,
-            Some(
-                "retry with exactly the arguments that were approved, or propose this request with a new idempotency key",
-            ),
+            Some(mismatch.remediation()),
+        ),
+        Stop::ApprovalSpent { .. } => (
+            Rejected,
+            O::ApprovalExpired,
+            K::Policy,
+            false,
+            Some("call again with a new idempotency key to propose the call again"),
         ),
         Stop::IdempotencyConflict { .. } => (
             Rejected,

@@ -14,9 +14,11 @@
 //!
 //! A `requestState` is sealed by the gateway (HMAC-SHA256, rmcp's [`RequestStateCodec`]) over
 //! the approval id, and bound (as associated data, so it verifies only for the same binding) to
-//! the tenant, the principal, the tool as called and a digest of the arguments as sent, with the
-//! approval's expiry as its own. A forged, altered or expired state, or one sent by another
-//! principal or tenant or for other arguments, is refused as invalid params and nothing runs.
+//! the tenant, the principal, the tool as called, a digest of the arguments as sent and the
+//! idempotency key sent in `_meta`, with the approval's expiry as its own. A forged, altered or expired state, or one sent by another
+//! principal or tenant, for other arguments or under another key, is refused as invalid params
+//! and nothing runs. (Gate 6 holds the same line for every path: an approval runs only its own
+//! proposal, under its own key.)
 //!
 //! Exactly-once holds across every path because every path runs the call through the pipeline
 //! under the same approval and idempotency key (gate 7 runs it once; later paths replay it).
@@ -45,7 +47,7 @@ pub const APPROVAL_INPUT: &str = "gatehouse_approval";
 pub const CONSENT_INPUT: &str = "gatehouse_consent";
 
 /// What ties a sealed state to its caller and request (associated data, never in the token).
-const BINDING: &[u8] = b"gatehouse.approval-state.v1";
+const BINDING: &[u8] = b"gatehouse.approval-state.v2";
 
 /// How approvals reach clients: the `requestState` seal, how long a retry is held, and which
 /// modes the caller's user may consent to.
@@ -92,6 +94,19 @@ impl ClientCan {
                 .is_some(),
         }
     }
+}
+
+/// A request as the client sent it, as far as a `requestState` is bound to it: the tool as
+/// called, the arguments (the key argument among them, if the key came so) and the key in
+/// `_meta`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent<'a> {
+    /// The tool, as called (an alias included).
+    pub tool: &'a str,
+    /// The arguments, as sent.
+    pub args: &'a JsonObject,
+    /// `_meta["gatehouse/idempotency_key"]`, if sent.
+    pub key: Option<&'a str>,
 }
 
 /// What a sealed `requestState` holds.
@@ -149,16 +164,15 @@ impl Approvals {
         mode != ApprovalMode::Destructive && self.consent_modes.contains(&mode)
     }
 
-    /// A state for `caller`'s call of `tool` with `args` (as sent), resuming `approval`.
+    /// A state for `caller`'s request `sent`, resuming `approval`.
     pub fn seal(
         &self,
         caller: &Caller,
-        tool: &str,
-        args: &JsonObject,
+        sent: &Sent<'_>,
         approval: &Approval,
         now_ms: u64,
     ) -> String {
-        let binding = binding(caller, tool, args);
+        let binding = binding(caller, sent);
         let ttl = Duration::from_millis(approval.expires_at_ms.saturating_sub(now_ms).max(1_000));
         let state = State {
             approval: approval.id.clone(),
@@ -171,15 +185,14 @@ impl Approvals {
         }
     }
 
-    /// The approval a state resumes, if it verifies for this caller, tool and arguments.
+    /// The approval a state resumes, if it verifies for this caller and request.
     pub fn open(
         &self,
         sealed: &str,
         caller: &Caller,
-        tool: &str,
-        args: &JsonObject,
+        sent: &Sent<'_>,
     ) -> Result<String, StateRefusal> {
-        let binding = binding(caller, tool, args);
+        let binding = binding(caller, sent);
         match self.codec.open_json_with::<State>(sealed, &binding) {
             Ok(state) => Ok(state.approval),
             Err(RequestStateError::Expired) => Err(StateRefusal::Expired),
@@ -335,15 +348,18 @@ fn one(key: &str, request: Value) -> InputRequests {
     inputs
 }
 
-/// The associated data of a state: who called, what, with which arguments.
-fn binding(caller: &Caller, tool: &str, args: &JsonObject) -> Vec<u8> {
-    let digest = request_hash(tool, &Value::Object(args.clone()), None);
+/// The associated data of a state: who called, what, with which arguments and key.
+fn binding(caller: &Caller, sent: &Sent<'_>) -> Vec<u8> {
+    let digest = request_hash(sent.tool, &Value::Object(sent.args.clone()), None);
     let mut binding = BINDING.to_vec();
+    // The key a request carries in `_meta` (`None` and an empty key cannot both be sent: an
+    // empty key is refused before any state is sealed).
     for part in [
         caller.tenant.as_str(),
         caller.principal.id.as_str(),
-        tool,
+        sent.tool,
         &digest,
+        sent.key.unwrap_or_default(),
     ] {
         binding.push(0);
         binding.extend_from_slice(&(part.len() as u64).to_le_bytes());
@@ -389,6 +405,10 @@ mod tests {
         }
     }
 
+    fn sent<'a>(tool: &'a str, args: &'a JsonObject, key: Option<&'a str>) -> Sent<'a> {
+        Sent { tool, args, key }
+    }
+
     fn args(n: i64) -> JsonObject {
         let Value::Object(args) = json!({ "amount": n }) else {
             unreachable!()
@@ -400,27 +420,32 @@ mod tests {
     fn a_state_opens_only_for_its_caller_tool_and_arguments() {
         let approvals = approvals();
         let now = gatehouse_store::now_ms();
+        let one = args(1);
+        let sent = sent("t", &one, Some("k1"));
         let sealed = approvals.seal(
             &caller("acme", "agent"),
-            "t",
-            &args(1),
+            &sent,
             &approval(now + 60_000),
             now,
         );
         assert_eq!(
             approvals
-                .open(&sealed, &caller("acme", "agent"), "t", &args(1))
+                .open(&sealed, &caller("acme", "agent"), &sent)
                 .unwrap(),
             "apr_1"
         );
-        for (who, tool, args) in [
-            (caller("acme", "mallory"), "t", args(1)),
-            (caller("other", "agent"), "t", args(1)),
-            (caller("acme", "agent"), "u", args(1)),
-            (caller("acme", "agent"), "t", args(2)),
+        let two = args(2);
+        for (who, tool, args, key) in [
+            (caller("acme", "mallory"), "t", &one, Some("k1")),
+            (caller("other", "agent"), "t", &one, Some("k1")),
+            (caller("acme", "agent"), "u", &one, Some("k1")),
+            (caller("acme", "agent"), "t", &two, Some("k1")),
+            // The same request under another key, or none: another effect, not this one.
+            (caller("acme", "agent"), "t", &one, Some("k2")),
+            (caller("acme", "agent"), "t", &one, None),
         ] {
             assert!(matches!(
-                approvals.open(&sealed, &who, tool, &args),
+                approvals.open(&sealed, &who, &Sent { tool, args, key }),
                 Err(StateRefusal::Invalid)
             ));
         }
@@ -431,7 +456,9 @@ mod tests {
         let approvals = approvals();
         let now = gatehouse_store::now_ms();
         let who = caller("acme", "agent");
-        let sealed = approvals.seal(&who, "t", &args(1), &approval(now + 60_000), now);
+        let one = args(1);
+        let sent = sent("t", &one, None);
+        let sealed = approvals.seal(&who, &sent, &approval(now + 60_000), now);
         for index in 0..sealed.len() {
             let mut bytes = sealed.clone().into_bytes();
             bytes[index] = if bytes[index] == b'A' { b'B' } else { b'A' };
@@ -440,13 +467,13 @@ mod tests {
                 continue;
             }
             assert!(
-                approvals.open(&altered, &who, "t", &args(1)).is_err(),
+                approvals.open(&altered, &who, &sent).is_err(),
                 "byte {index} altered still verifies"
             );
         }
         let other = Approvals::new(&[8; 32], Duration::from_secs(1), Vec::new()).unwrap();
         assert!(matches!(
-            other.open(&sealed, &who, "t", &args(1)),
+            other.open(&sealed, &who, &sent),
             Err(StateRefusal::Invalid)
         ));
     }
@@ -457,11 +484,13 @@ mod tests {
         let who = caller("acme", "agent");
         // A state of an approval already past its expiry gets the shortest life, one second.
         let now = gatehouse_store::now_ms();
-        let sealed = approvals.seal(&who, "t", &args(1), &approval(now - 60_000), now);
-        assert!(approvals.open(&sealed, &who, "t", &args(1)).is_ok());
+        let one = args(1);
+        let sent = sent("t", &one, None);
+        let sealed = approvals.seal(&who, &sent, &approval(now - 60_000), now);
+        assert!(approvals.open(&sealed, &who, &sent).is_ok());
         std::thread::sleep(Duration::from_millis(1_100));
         assert!(matches!(
-            approvals.open(&sealed, &who, "t", &args(1)),
+            approvals.open(&sealed, &who, &sent),
             Err(StateRefusal::Expired)
         ));
     }

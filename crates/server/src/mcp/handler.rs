@@ -14,16 +14,15 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
-    GetTaskResult, Implementation, InputResponses, JsonObject, ListToolsResult,
-    PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations, UpdateTaskParams,
+    GetTaskResult, Implementation, InputResponses, ListToolsResult, PaginatedRequestParams,
+    RequestMetaObject, ServerCapabilities, ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::aliases::ToolAliases;
-use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan};
+use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan, Sent};
 use super::caller::Caller;
 use super::keys::{self, KeyArgument};
 use super::meta::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META, RESULT_META};
@@ -193,12 +192,18 @@ impl Gateway {
         let state = request.request_state.take();
         let responses = request.input_responses.take().unwrap_or_default();
         let tool = request.name.to_string();
-        let sent = request.arguments.clone().unwrap_or_default();
+        let args = request.arguments.clone().unwrap_or_default();
+        let key = meta_str(&meta, IDEMPOTENCY_KEY_META)?.map(str::to_owned);
+        let sent = Sent {
+            tool: &tool,
+            args: &args,
+            key: key.as_deref(),
+        };
         let mut resume = None;
         if let Some(state) = &state {
             let approval = self
                 .approvals
-                .open(state, &caller, &tool, &sent)
+                .open(state, &caller, &sent)
                 .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
             if let Some(allow) = responses
                 .get(CONSENT_INPUT)
@@ -226,7 +231,7 @@ impl Gateway {
         if result.outcome != OutcomeCode::ApprovalRequired {
             return Ok(CallToolResponse::Complete(to_mcp(&result)?));
         }
-        self.paused_2026(&caller, &tool, &sent, &result, can, &responses)
+        self.paused_2026(&caller, &sent, &result, can, &responses)
             .await
     }
 
@@ -235,8 +240,7 @@ impl Gateway {
     async fn paused_2026(
         &self,
         caller: &Caller,
-        tool: &str,
-        sent: &JsonObject,
+        sent: &Sent<'_>,
         result: &ToolResultEnvelope,
         can: ClientCan,
         answered: &InputResponses,
@@ -245,6 +249,7 @@ impl Gateway {
         let Some(approval_id) = &result.approval_id else {
             return paused();
         };
+        let tool = sent.tool;
         if can.tasks {
             let task = tasks::create(&self.host, caller, tool, result, None)
                 .await
@@ -257,7 +262,7 @@ impl Gateway {
         };
         let state = self
             .approvals
-            .seal(caller, tool, sent, &approval, gatehouse_store::now_ms());
+            .seal(caller, sent, &approval, gatehouse_store::now_ms());
         if can.form
             && self.approvals.consent_applies(result)
             && !answered.contains_key(CONSENT_INPUT)
