@@ -36,8 +36,8 @@
 //!   corpus (`__fuzz__/<target>/corpus/` beside its file) and a second of random input, so CI
 //!   runs every target with no step of its own; built with the instrumentation, the same
 //!   function is a libFuzzer target. No second binary, no harness to keep in step, and a
-//!   target inside its crate reaches private parsers (the MCP direct path, the 2025-11-25
-//!   routing) without widening the crate's API. A target in a `fuzz/` crate of its own would
+//!   target inside its crate reaches private parsers (the MCP endpoint's message reader and
+//!   router) without widening the crate's API. A target in a `fuzz/` crate of its own would
 //!   also be one more test binary linking wasmtime in every `cargo test --workspace`.
 //!
 //! bolero is pinned to 0.13.4, not the latest 0.13.7: bolero-generator-derive 0.13.5 pins

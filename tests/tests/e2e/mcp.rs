@@ -328,8 +328,7 @@ async fn http_refusals_have_exact_statuses() {
     )
     .await;
     assert_eq!(status, 415, "{body}");
-    // A `tools/call` the direct path would answer (`host/src/mcp/direct.rs`) is refused the
-    // same: a bad Host or a foreign Origin is rmcp's 403.
+    // A `tools/call` is refused the same: a bad Host or a foreign Origin is 403.
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"gatehouse.echo.echo","arguments":{"message":"x"}}}"#;
     for refused in [
         ("host", "attacker.example"),
@@ -351,9 +350,9 @@ async fn http_refusals_have_exact_statuses() {
 }
 
 /// JSON is UTF-8. serde_json skips a field nothing reads without checking its bytes, so a
-/// `tools/call` with invalid UTF-8 in such a field ran, on the direct path and through rmcp
-/// (found by the fuzz target `mcp::fuzz::request`). It is the parse error, and nothing runs;
-/// the same call with valid text runs, on both paths.
+/// `tools/call` with invalid UTF-8 in such a field ran (found by the fuzz target
+/// `mcp::fuzz::request`). It is the parse error, and nothing runs; the same call with valid
+/// text runs, whatever the `Accept`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_with_invalid_utf8_in_a_field_nobody_reads_is_a_parse_error_and_does_not_run() {
     let gateway = gateway(|_| {}).await;
@@ -381,80 +380,106 @@ async fn a_call_with_invalid_utf8_in_a_field_nobody_reads_is_a_parse_error_and_d
     }
 }
 
-/// A plain `tools/call` is answered by the direct path (`host/src/mcp/direct.rs`), without
-/// rmcp's per-request service; the same request with a quality weight in `Accept` goes
-/// through rmcp. Both must answer alike: status, content type, and the JSON-RPC message (the
-/// gateway's record differs only in the call's own ids).
+/// `Host`, `Origin` and `Accept` are checks, never path selectors (issue 56, item 0): a
+/// 2025-11-25 client from an allowed browser origin, with parameters in its `Accept`, gets what
+/// a plain one gets. Before, such a request went another way (rmcp's service, not gatehouse's
+/// 2025-11-25 path): no `capabilities.tasks`, no task for `params.task`, `tasks/get` refused.
+/// Each request is sent both ways: status, content type and the JSON-RPC message must match (a
+/// call's record differs only in the call's own ids).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tools_call_is_answered_alike_directly_and_through_rmcp() {
+async fn headers_are_checks_so_a_browser_origin_gets_every_feature_a_plain_client_gets() {
     let gateway = gateway(|_| {}).await;
     let auth = format!("Bearer {ACME_KEY}");
-    let direct = [("authorization", auth.as_str())];
-    let through_rmcp = [
+    let plain = [("authorization", auth.as_str())];
+    let browser = [
         ("authorization", auth.as_str()),
-        ("accept", "text/event-stream;q=1"),
+        ("origin", "http://localhost:3000"),
+        ("accept", "text/event-stream;q=1, application/json;q=0.9"),
     ];
-    let call = |id: u32, params: Value| {
-        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
+    let request = |id: &str, method: &str, params: Value| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string()
     };
+    let call = |id: &str, params: Value| request(id, "tools/call", params);
     let cases = [
+        request(
+            "i",
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "t", "version": "1" } }),
+        ),
+        request("l", "tools/list", json!({})),
         // ok, with structured content and the record in `_meta`
         call(
-            1,
+            "1",
             json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "same" } }),
         ),
         // a tool error result (arguments against the schema)
         call(
-            2,
+            "2",
             json!({ "name": "gatehouse.echo.echo", "arguments": { "message": 7 } }),
         ),
         // a protocol error: the unknown tool
-        call(3, json!({ "name": "no.such.tool", "arguments": {} })),
+        call("3", json!({ "name": "no.such.tool", "arguments": {} })),
         // a protocol error: bad `_meta`
         call(
-            4,
+            "4",
             json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "x" },
                     "_meta": { "gatehouse/idempotency_key": 5 } }),
         ),
-        // a string id
-        json!({ "jsonrpc": "2.0", "id": "s-1", "method": "tools/call",
-                "params": { "name": "gatehouse.echo.echo", "arguments": { "message": "id" } } })
-        .to_string(),
     ];
     for body in cases {
-        let (status, headers, direct_body) =
-            mcp_post(gateway.port, "/mcp", &direct, body.clone()).await;
-        let (rmcp_status, rmcp_headers, rmcp_body) =
-            mcp_post(gateway.port, "/mcp", &through_rmcp, body.clone()).await;
-        assert_eq!(status, 200, "{body}: {direct_body}");
-        assert_eq!(rmcp_status, 200, "{body}: {rmcp_body}");
-        assert_eq!(headers["content-type"], rmcp_headers["content-type"]);
-        let mut direct_reply: Value = serde_json::from_str(&direct_body).unwrap();
-        let mut rmcp_reply: Value = serde_json::from_str(&rmcp_body).unwrap();
-        let records = [&mut direct_reply, &mut rmcp_reply].map(|reply| {
+        let (status, headers, plain_body) =
+            mcp_post(gateway.port, "/mcp", &plain, body.clone()).await;
+        let (browser_status, browser_headers, browser_body) =
+            mcp_post(gateway.port, "/mcp", &browser, body.clone()).await;
+        assert_eq!(status, 200, "{body}: {plain_body}");
+        assert_eq!(browser_status, 200, "{body}: {browser_body}");
+        assert_eq!(headers["content-type"], browser_headers["content-type"]);
+        let mut plain_reply: Value = serde_json::from_str(&plain_body).unwrap();
+        let mut browser_reply: Value = serde_json::from_str(&browser_body).unwrap();
+        let records = [&mut plain_reply, &mut browser_reply].map(|reply| {
             reply
                 .pointer_mut("/result/_meta/gatehouse~1result")
                 .map(Value::take)
         });
-        assert_eq!(direct_reply, rmcp_reply, "{body}");
-        if let [Some(direct_record), Some(rmcp_record)] = records {
-            assert_eq!(direct_record["outcome"], rmcp_record["outcome"], "{body}");
-            assert_eq!(direct_record["status"], rmcp_record["status"], "{body}");
+        assert_eq!(plain_reply, browser_reply, "{body}");
+        if let [Some(plain_record), Some(browser_record)] = records {
+            assert_eq!(plain_record["outcome"], browser_record["outcome"], "{body}");
             assert_ne!(
-                direct_record["tool_call_id"], rmcp_record["tool_call_id"],
+                plain_record["tool_call_id"], browser_record["tool_call_id"],
                 "two calls ran"
             );
-            let keys = |record: &Value| {
-                record
-                    .as_object()
-                    .unwrap()
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(keys(&direct_record), keys(&rmcp_record), "{body}");
+        }
+        if body.contains("initialize") {
+            assert!(
+                browser_reply["result"]["capabilities"]["tasks"].is_object(),
+                "{browser_reply}"
+            );
+        }
+        if body.contains("tools/list") {
+            assert_eq!(
+                browser_reply["result"]["tools"][0]["execution"]["taskSupport"], "optional",
+                "{browser_reply}"
+            );
         }
     }
+    // A task, asked for and read back from the browser's origin.
+    let task = call(
+        "t",
+        json!({ "name": "gatehouse.echo.echo", "arguments": { "message": "task" }, "task": { "ttl": 60000 } }),
+    );
+    let (status, _, created) = mcp_post(gateway.port, "/mcp", &browser, task).await;
+    assert_eq!(status, 200, "{created}");
+    let created: Value = serde_json::from_str(&created).unwrap();
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let get = request("g", "tasks/get", json!({ "taskId": task_id }));
+    let (status, _, got) = mcp_post(gateway.port, "/mcp", &browser, get).await;
+    assert_eq!(status, 200, "{got}");
+    let got: Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(got["result"]["status"], "completed", "{got}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -666,7 +691,18 @@ async fn aliased_conformance_tools_answer_what_the_suite_expects() {
         "https://json-schema.org/draft/2020-12/schema"
     );
     assert_eq!(schema["$defs"]["address"]["type"], "object");
+    assert_eq!(schema["$defs"]["address"]["$anchor"], "addressDef");
     assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(
+        schema["allOf"],
+        json!([{ "anyOf": [{ "required": ["phone"] }, { "required": ["email"] }] }])
+    );
+    assert_eq!(schema["then"], json!({ "required": ["phone"] }));
+    assert_eq!(schema["else"], json!({ "required": ["email"] }));
+    assert_eq!(
+        schema["if"]["properties"]["contactMethod"]["const"],
+        "phone"
+    );
 
     let call = |name: &str, args: Value| {
         let acme = &acme;
@@ -722,14 +758,24 @@ async fn aliased_conformance_tools_answer_what_the_suite_expects() {
         texts(&error),
         ["TEST_ERROR: This tool intentionally returns an error for testing"]
     );
-    let args = json!({ "name": "Ada", "address": { "street": "1 Main St", "city": "Paris" } });
+    let args = json!({ "name": "Ada", "address": { "street": "1 Main St", "city": "Paris" },
+                       "email": "ada@example.org" });
     let ok = call("json_schema_2020_12_tool", args.clone()).await;
     assert_eq!(ok.is_error, Some(false), "{ok:#?}");
     assert_eq!(texts(&ok), [format!("received: {args}")]);
-    // The 2020-12 schema is enforced: `$ref` into `$defs`, and no additional properties.
+    let phone = json!({ "name": "Ada", "contactMethod": "phone", "phone": "+33 1 23 45 67 89" });
+    assert_eq!(
+        call("json_schema_2020_12_tool", phone).await.is_error,
+        Some(false)
+    );
+    // The 2020-12 schema is enforced: `$ref` into `$defs`, no additional properties, `allOf`
+    // with `anyOf`, and `if`/`then`/`else` (SEP-2106).
     for bad in [
-        json!({ "name": "Ada", "address": { "city": 7 } }),
-        json!({ "name": "Ada", "age": 36 }),
+        json!({ "name": "Ada", "address": { "city": 7 }, "email": "a@b.c" }),
+        json!({ "name": "Ada", "age": 36, "email": "a@b.c" }),
+        json!({ "name": "Ada" }),
+        json!({ "name": "Ada", "contactMethod": "phone", "email": "a@b.c" }),
+        json!({ "name": "Ada", "contactMethod": "fax", "email": "a@b.c" }),
     ] {
         let refused = call("json_schema_2020_12_tool", bad.clone()).await;
         assert_eq!(record(&refused)["outcome"], "INVALID_ARGUMENTS", "{bad}");

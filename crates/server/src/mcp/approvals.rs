@@ -46,6 +46,9 @@ pub const APPROVAL_INPUT: &str = "gatehouse_approval";
 /// The key of the consent form in an `InputRequiredResult`'s `inputRequests`.
 pub const CONSENT_INPUT: &str = "gatehouse_consent";
 
+/// `_meta` key of the client capabilities a 2026-07-28 request carries.
+pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
 /// What ties a sealed state to its caller and request (associated data, never in the token).
 const BINDING: &[u8] = b"gatehouse.approval-state.v2";
 

@@ -1,60 +1,65 @@
 //! Coverage-guided fuzz target of the MCP endpoint's reading of a POST body (issue 43, item 12;
 //! the engine, and how to run a target for hours: `gatehouse_host`'s `fuzz` module). A body
-//! that is not UTF-8 gets the parse error first (`server.rs`); any other goes where
-//! `McpServer` sends it, with the headers of a plain 2025-11-25 `tools/call`:
-//! 1. the direct path (`Direct::call`): a call it takes is one rmcp reads the same (id,
-//!    params, `_meta`) and a valid JSON-RPC 2.0 `tools/call` with an id and a tool name, so
-//!    only a valid `tools/call` runs (as `direct.rs`'s tests and the e2e
+//! that is not UTF-8 gets the parse error first (`router.rs`); any other is read once
+//! ([`Message::read`]) and classified ([`router::era`], the 2026-07-28 header checks):
+//! 1. a `tools/call` read is a valid JSON-RPC 2.0 `tools/call` with an id and a tool name, and
+//!    one rmcp's message model reads the same (id, params, `_meta`), so only a valid
+//!    `tools/call` runs (as `message.rs`'s tests and the e2e
 //!    `any_body_posted_gets_a_documented_answer_and_only_valid_tools_calls_run` assert);
-//! 2. the 2025-11-25 routing (`legacy::Asked::read`, what `Legacy::route` acts on): only a
-//!    response to one of gatehouse's own elicitations is taken as an answer, and a `tasks/*`
-//!    request's `params.taskId` is a string or the invalid-params error;
-//! 3. rmcp's message parse (`ClientJsonRpcMessage`), which answers everything else.
+//! 2. a `tasks/*` request's `params.taskId` is a string or the invalid-params error;
+//! 3. the era and the header checks decide without a panic, with 2025-11-25 and 2026-07-28
+//!    headers alike.
 //!
 //! Never a panic on the way.
 
-use http::Method;
 use rmcp::ErrorData;
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode};
+use rmcp::model::ErrorCode;
 use serde_json::Value;
 
-use super::direct::tests::{direct, headers, plain_call, rmcp_reads};
-use super::legacy::{Asked, OWN_ID, task_id};
+use super::message::tests::{call_in, rmcp_reads};
+use super::message::{Message, Params};
+use super::router::era;
+use super::v2025_11_25::task_id;
+use super::v2026_07_28::headers;
 
 /// One input: panics if an invariant above breaks.
 fn target(body: &[u8]) {
-    // The server refuses a body that is not UTF-8 before any of them (the crash this target
-    // found: serde_json skips unread fields unchecked, so the direct path took a call with
-    // invalid UTF-8 in one).
     if std::str::from_utf8(body).is_err() {
         return;
     }
-    if let Some(call) = direct().call(&Method::POST, &headers(&plain_call()), body) {
-        assert!(
-            is_valid_tools_call(body),
-            "the direct path took an invalid call"
-        );
+    if let Some(call) = call_in(body) {
+        assert!(is_valid_tools_call(body), "an invalid call was read");
         assert_eq!(
-            Some((call.id, call.params, call.meta)),
+            Some(call),
             rmcp_reads(body),
-            "the direct path read a call rmcp reads differently"
+            "a call was read that rmcp reads differently"
         );
     }
-    match Asked::read(body) {
-        Asked::Answer { id, answer: _ } => assert!(id.starts_with(OWN_ID), "answer to {id}"),
-        Asked::Request { method, params, .. } if method.starts_with("tasks/") => {
-            match (task_id(&params), params.get("taskId")) {
-                (Ok(id), Some(Value::String(given))) => assert_eq!(id, given),
-                (Err(ErrorData { code, .. }), given) => {
-                    assert_eq!(code, ErrorCode::INVALID_PARAMS);
-                    assert!(!given.is_some_and(Value::is_string), "{given:?} refused");
-                }
-                (Ok(id), given) => panic!("task id {id} read from {given:?}"),
+    let Ok(Message::Request(request)) = Message::read(body) else {
+        return;
+    };
+    if let Params::Other(params) = &request.params
+        && request.method.starts_with("tasks/")
+    {
+        match (task_id(params), params.get("taskId")) {
+            (Ok(id), Some(Value::String(given))) => assert_eq!(id, given),
+            (Err(ErrorData { code, .. }), given) => {
+                assert_eq!(code, ErrorCode::INVALID_PARAMS);
+                assert!(!given.is_some_and(Value::is_string), "{given:?} refused");
             }
+            (Ok(id), given) => panic!("task id {id} read from {given:?}"),
         }
-        Asked::Request { .. } | Asked::Pass => {}
     }
-    let _ = serde_json::from_slice::<ClientJsonRpcMessage>(body);
+    for version in ["2025-11-25", "2026-07-28"] {
+        let mut with = http::HeaderMap::new();
+        with.insert(
+            "mcp-protocol-version",
+            http::HeaderValue::from_static(version),
+        );
+        with.insert("mcp-method", http::HeaderValue::from_static("tools/call"));
+        let _ = era(&with, &request);
+        let _ = headers::check(&with, &request, |_| None);
+    }
 }
 
 /// Whether `body` is a `tools/call` the gateway may run: a JSON-RPC 2.0 request object with an

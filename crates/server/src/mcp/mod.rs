@@ -1,7 +1,7 @@
 //! MCP over Streamable HTTP: how agents reach the tools (`gatehouse serve`).
 //!
-//! One endpoint (`[mcp] path`, default `/mcp`), served by hyper with the official Rust MCP SDK
-//! (rmcp) speaking the protocol. Each HTTP request, in order:
+//! One endpoint (`[mcp] path`, default `/mcp`), served by hyper, with its own front door and
+//! rmcp's model types. Each HTTP request, in order ([`server`]):
 //! 1. anything but the endpoint path is 404;
 //! 2. `GET /.well-known/oauth-protected-resource` (and the same with the endpoint path appended)
 //!    answers the OAuth protected resource metadata (RFC 9728) without identity: `resource`,
@@ -10,19 +10,16 @@
 //!    tenant if the operator set one; otherwise 401 with `WWW-Authenticate: Bearer
 //!    resource_metadata="<metadata URL>"` (and `error="invalid_token"` when a token was refused),
 //!    and nothing else happens;
-//! 4. the body is read within `[mcp] max_request_bytes` (413 beyond); rmcp checks `Host`
-//!    (DNS-rebinding protection; `[mcp] allowed_hosts`) and `Origin` (a browser origin must be
-//!    listed in `[mcp] allowed_origins`, or be a loopback origin on a loopback listener; requests
-//!    without one pass), then parses JSON-RPC: a body that is not JSON gets the JSON-RPC parse
-//!    error (-32700), JSON that is not a JSON-RPC message the invalid-request error (-32600), both
-//!    with HTTP 400 and never a call;
-//! 5. `tools/list` answers the tools the caller's tenant may see (hidden and missing tools look the
-//!    same); `tools/call` builds a `ToolCallEnvelope` for the caller and runs
-//!    [`Host::call_for_caller`](gatehouse_host::Host::call_for_caller): the governed pipeline, its
-//!    result delivered as the caller's view ([`gatehouse_host::caller_view`]). The common
-//!    `tools/call` (no `Origin`, a protocol version before 2026-07-28) is answered by the same
-//!    handler code without rmcp's per-request service (`direct`), only where rmcp's checks are
-//!    known to pass and its answer would be the same; everything else goes through rmcp.
+//! 4. **the front door** ([`router`]): the HTTP checks (`Host`, `Origin`, method, `Accept`,
+//!    `Content-Type`), the body within `[mcp] max_request_bytes` (413 beyond), one JSON-RPC
+//!    message read ([`message`]) and classified once by its protocol era;
+//! 5. **its version's answer**: [`v2025_11_25`] (the initialize handshake: 2025-11-25 and the
+//!    versions before it) or [`v2026_07_28`] (self-contained requests); a `tools/call` of
+//!    either runs the one call path ([`call`]): the governed pipeline, its result delivered as
+//!    the caller's view ([`gatehouse_host::caller_view`]) and mapped to MCP ([`result`]).
+//!
+//! `README.md` beside this file has the table of what each version offers, and where rmcp is
+//! used and where it is not.
 //!
 //! A call's result maps to MCP as: content blocks and `structuredContent` as the adapter returned
 //! them (after verification and obligations); `isError` unless the outcome is `OK`, with the
@@ -37,38 +34,38 @@
 //! `gatehouse/idempotency_key`, and an approval mode as `_meta["gatehouse/approval_mode"]`; a call
 //! paused for approval without a key resumes with `gatehouse/approval_id`.
 //!
-//! Sessions: stateless. Every request stands alone (the 2026-07-28 protocol has no sessions; older
-//! clients get plain JSON responses without a session id).
+//! Sessions: none. Every request stands alone (2026-07-28 has no sessions; 2025-11-25 clients
+//! get no session id, and what they declared at `initialize` is remembered per caller:
+//! [`v2025_11_25::session`]).
 //!
 //! A tool listed in `[mcp.aliases]` is listed and called under its alias ([`aliases`]).
-//!
-//! Files by job: [`config`] (the `[mcp]` table), [`aliases`] (MCP names for tools), [`server`]
-//! (accept loop and HTTP), [`identity`] (gate 1), [`jwt`] (JWT verification), `caller` (who gate 1
-//! found), [`keys`] (the key argument), `handler` (the rmcp handler), `direct` (the common `tools/call` without rmcp's
-//! per-request service), `result` (envelope to MCP result).
 
 pub mod aliases;
 pub mod approvals;
+mod call;
 mod caller;
 pub mod config;
-mod direct;
 #[cfg(test)]
 mod fuzz;
-mod handler;
 pub mod identity;
 pub mod jwt;
 pub mod keys;
-mod legacy;
+mod message;
 mod meta;
+mod origins;
+mod reply;
 mod result;
+mod router;
 pub mod server;
 pub mod tasks;
+mod v2025_11_25;
+mod v2026_07_28;
 
 pub use aliases::ToolAliases;
 pub use caller::Caller;
 pub use config::{KeyArgumentName, McpConfig};
 pub use identity::{ApiKeyConfig, ApiKeyError, ApiKeys, Identity, IdentityError};
-pub use jwt::{JwtConfig, JwtConfigError, JwtError, JwtVerifier};
+pub use jwt::{JwtConfig, JwtConfigError, JwtVerifier};
 pub use meta::{
     APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META, REPLAY_OF_META, RESULT_META,
 };

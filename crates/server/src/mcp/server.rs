@@ -1,35 +1,27 @@
 //! The HTTP side of `gatehouse serve`: the accept loop, one hyper HTTP/1.1 connection per
 //! client, and per request the endpoint path check, the protected resource metadata, identity
-//! (gate 1), then rmcp.
+//! (gate 1), then the front door ([`super::router`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use rmcp::model::ServerJsonRpcMessage;
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::approvals::{self, Approvals};
-use super::caller::Caller;
+use super::call::Gateway;
 use super::config::McpConfig;
-use super::direct::{Direct, DirectCall};
-use super::handler::Gateway;
 use super::identity::{ApiKeyError, ApiKeys, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
 use super::keys::KeyArgument;
-use super::legacy::{Legacy, Route};
-use super::result::response;
+use super::reply::{self, Body};
+use super::router::Router;
 use crate::access_log::{self, Exchange, Note};
 use crate::listener::{self, BodyError, Endpoint, ListenerConfig};
 
@@ -72,7 +64,8 @@ pub enum ServerConfigError {
     PublicUrl(String),
 }
 
-/// The MCP endpoint for a host: identity, then rmcp, then the pipeline. Cheap to clone.
+/// The MCP endpoint for a host: identity, then the front door, then the pipeline. Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct McpServer {
     path: Arc<str>,
@@ -83,12 +76,8 @@ pub struct McpServer {
     challenges: [http::HeaderValue; 2],
     listener: ListenerConfig,
     identity: Arc<Identity>,
-    /// The common `tools/call`, answered without rmcp's per-request service ([`super::direct`]).
-    direct: Arc<Direct>,
-    /// What 2025-11-25 clients need beyond rmcp ([`super::legacy`]).
-    legacy: Arc<Legacy>,
+    router: Arc<Router>,
     gateway: Gateway,
-    service: StreamableHttpService<Gateway, NeverSessionManager>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -131,14 +120,7 @@ impl McpServer {
         if config.listen.ip().is_loopback() {
             origins.extend(LOOPBACK_ORIGINS.iter().map(|&origin| origin.to_owned()));
         }
-        let direct = Direct::new(&config.allowed_hosts);
-        let rmcp_config = StreamableHttpServerConfig::default()
-            .with_legacy_session_mode(false)
-            .with_json_response(true)
-            .with_allowed_hosts(config.allowed_hosts.clone())
-            .with_allowed_origins(origins)
-            .enforce_origin_validation()
-            .with_max_request_body_bytes(config.max_request_bytes);
+        let router = Router::new(&config.allowed_hosts, &origins);
         let key_argument = KeyArgument::new(config.idempotency_key_argument.0.as_deref());
         if config.consent_modes.contains(&ApprovalMode::Destructive) {
             return Err(ServerConfigError::DestructiveConsent);
@@ -152,12 +134,6 @@ impl McpServer {
         )
         .map_err(|e| ServerConfigError::StateKey(format!("the request state key: {e}")))?;
         let gateway = Gateway::new(host, config.aliases.clone(), key_argument, approvals);
-        let factory = gateway.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(factory.clone()),
-            Arc::new(NeverSessionManager::default()),
-            rmcp_config,
-        );
         Ok(Self {
             path: Arc::from(config.path.as_str()),
             listener: config.listener(),
@@ -165,10 +141,8 @@ impl McpServer {
             metadata: Arc::new(metadata),
             challenges,
             identity: Arc::new(Identity::new(keys, jwt)),
-            direct: Arc::new(direct),
-            legacy: Arc::new(Legacy::default()),
+            router: Arc::new(router),
             gateway,
-            service,
         })
     }
 
@@ -184,10 +158,7 @@ impl McpServer {
 
     /// Answers one HTTP request (steps 1-5 of the module docs), and writes its access line
     /// ([`crate::access_log`]).
-    pub async fn handle(
-        &self,
-        request: Request<Incoming>,
-    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
         let started = std::time::Instant::now();
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
         let note = Note::default();
@@ -205,18 +176,14 @@ impl McpServer {
         response
     }
 
-    async fn answer(
-        &self,
-        request: Request<Incoming>,
-        note: &Note,
-    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
+    async fn answer(&self, request: Request<Incoming>, note: &Note) -> Response<Body> {
         if self
             .metadata_paths
             .iter()
             .any(|path| request.uri().path() == &**path)
         {
             if request.method() != http::Method::GET {
-                let mut response = plain(
+                let mut response = reply::json(
                     StatusCode::METHOD_NOT_ALLOWED,
                     &json!({ "error": "method_not_allowed", "message": "the protected resource metadata is read with GET" }),
                 );
@@ -225,10 +192,10 @@ impl McpServer {
                     .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
                 return response;
             }
-            return plain(StatusCode::OK, &self.metadata);
+            return reply::json(StatusCode::OK, &self.metadata);
         }
         if request.uri().path() != &*self.path {
-            return plain(
+            return reply::json(
                 StatusCode::NOT_FOUND,
                 &json!({ "error": "not_found", "message": format!("the MCP endpoint is {}", self.path) }),
             );
@@ -237,7 +204,7 @@ impl McpServer {
             Ok(caller) => caller,
             Err(error) => {
                 note.refused(&error.to_string());
-                let mut response = plain(
+                let mut response = reply::json(
                     StatusCode::UNAUTHORIZED,
                     &json!({ "error": "IDENTITY_INVALID", "message": error.to_string() }),
                 );
@@ -249,9 +216,12 @@ impl McpServer {
             }
         };
         note.caller(Some(&caller.tenant), &caller.principal.id);
-        // The body is read here, within the size and time limits, so that a body rmcp cannot
-        // parse can be answered as JSON-RPC (below), and nothing is called before it is whole.
-        let (mut parts, body) = request.into_parts();
+        let (parts, body) = request.into_parts();
+        if let Err(refusal) = self.router.check(&parts.method, &parts.headers) {
+            return refusal;
+        }
+        // The body is read here, within the size and time limits, and nothing is called
+        // before it is whole.
         let body = match self.listener.read_body(body).await {
             Ok(body) => body,
             Err(error) => {
@@ -261,125 +231,12 @@ impl McpServer {
                     BodyError::Unreadable(_) => (StatusCode::BAD_REQUEST, "bad_request"),
                 };
                 tracing::debug!(%error, "mcp request body refused");
-                return plain(
-                    status,
-                    &json!({ "error": code, "message": error.to_string() }),
-                );
+                return reply::plain(status, code, error.to_string());
             }
         };
-        let declares_json = is_json(&parts.headers);
-        // JSON is UTF-8 (RFC 8259), and serde_json skips a key or value that nothing reads
-        // without checking its bytes: unchecked, a `tools/call` carrying invalid UTF-8 in a
-        // field nobody reads would run, on the direct path and through rmcp alike.
-        if declares_json && std::str::from_utf8(&body).is_err() {
-            return unreadable_message(&body);
-        }
-        if declares_json && let Some(call) = self.direct.call(&parts.method, &parts.headers, &body)
-        {
-            return self
-                .call_directly(caller, call, parts.headers, note.clone())
-                .await;
-        }
-        let mut patch = None;
-        if declares_json && self.direct.checks(&parts.method, &parts.headers) {
-            match self.legacy.route(&self.gateway, &caller, &body).await {
-                Route::Answered(response) => return response,
-                Route::Patch(which) => patch = Some(which),
-                Route::Pass => {}
-            }
-        }
-        parts.extensions.insert(caller);
-        parts.extensions.insert(note.clone());
-        let request = Request::from_parts(parts, Full::new(body.clone()));
-        let response = self.service.handle(request).await;
-        // rmcp has checked Host, Origin, Accept and the content type, and answers a JSON body
-        // it cannot read as a JSON-RPC message with 415 and plain text. JSON-RPC says: a parse
-        // error (-32700) for what is not JSON, an invalid request (-32600) for JSON that is not
-        // a JSON-RPC message. A wrong content type keeps its 415.
-        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && declares_json {
-            return unreadable_message(&body);
-        }
-        match patch {
-            Some(which) if response.status() == StatusCode::OK => {
-                Legacy::patch(which, response).await
-            }
-            _ => response,
-        }
-    }
-
-    /// Answers a `tools/call` the direct path took, as rmcp's stateless JSON path would. The
-    /// call runs on a task of its own, as rmcp's handler does, so a client that hangs up does
-    /// not cut a governed call short.
-    async fn call_directly(
-        &self,
-        caller: Caller,
-        call: DirectCall,
-        headers: http::HeaderMap,
-        note: Note,
-    ) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
-        let gateway = self.gateway.clone();
-        let legacy = Arc::clone(&self.legacy);
-        let answered = tokio::spawn(async move {
-            let DirectCall {
-                id,
-                params,
-                meta,
-                task,
-            } = call;
-            let tool = params.name.to_string();
-            let called = gateway
-                .call(
-                    caller.clone(),
-                    params,
-                    &meta,
-                    Some(&headers),
-                    Some(&note),
-                    None,
-                )
-                .await;
-            if let Ok(result) = &called {
-                // A task asked for, or a paused call held for its approval (2025-11-25).
-                if let Some(task) = task {
-                    let response =
-                        Legacy::task_call(&gateway, &caller, &id, &tool, result, task.ttl).await;
-                    return Ok(Answer::Streamed(response));
-                }
-                if let Some(url) = legacy.holds(&gateway, &caller, result) {
-                    let response =
-                        legacy.hold(gateway, &caller, id, &tool, result.clone(), url, note);
-                    return Ok(Answer::Streamed(response));
-                }
-            }
-            // Only requests below 2026-07-28 come here: the answer is the one rmcp sends those.
-            match called.and_then(|result| response(&id, &result)) {
-                Ok(body) => Ok(Answer::Json(body)),
-                Err(error) => serde_json::to_vec(&ServerJsonRpcMessage::error(error, Some(id)))
-                    .map(Answer::Json),
-            }
-        })
-        .await;
-        match answered {
-            Ok(Ok(Answer::Streamed(response))) => response,
-            Ok(Ok(Answer::Json(body))) => {
-                let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
-                response.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                response
-            }
-            Ok(Err(error)) => plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &json!({ "error": "internal_error", "message": format!("the response does not serialize: {error}") }),
-            ),
-            Err(error) => {
-                tracing::error!(%error, "mcp call task failed");
-                plain(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &json!({ "error": "internal_error", "message": "the call failed inside the gateway" }),
-                )
-            }
-        }
+        self.router
+            .route(&self.gateway, caller, &parts.headers, &body, note)
+            .await
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains (see [`Serving::serve`]).
@@ -387,13 +244,6 @@ impl McpServer {
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         Serving::new(self).serve(listener, shutdown).await
     }
-}
-
-/// How the direct path answers a call: JSON in one piece, or a response of its own (a task, or a
-/// held approval's event stream).
-enum Answer {
-    Json(Vec<u8>),
-    Streamed(Response<BoxBody<Bytes, std::convert::Infallible>>),
 }
 
 /// An endpoint that can be replaced while it serves (`gatehouse serve` on SIGHUP): each
@@ -445,7 +295,7 @@ impl Serving {
 }
 
 impl Endpoint for Serving {
-    type Body = BoxBody<Bytes, std::convert::Infallible>;
+    type Body = Body;
 
     fn listener(&self) -> ListenerConfig {
         self.current().listener
@@ -484,41 +334,4 @@ fn resource_urls(config: &McpConfig) -> Result<(String, String, [Arc<str>; 2]), 
         format!("{origin}{suffixed}"),
         [Arc::from(METADATA_PATH), suffixed],
     ))
-}
-
-/// Whether the request says its body is `application/json`.
-fn is_json(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// The JSON-RPC error for a body that is not a JSON-RPC message, with HTTP 400 (Streamable
-/// HTTP: a refused input gets an error status, its body may be a JSON-RPC error without id).
-fn unreadable_message(body: &[u8]) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
-    let error = match serde_json::from_slice::<Value>(body) {
-        Err(error) => {
-            json!({ "code": -32700, "message": format!("Parse error: the body is not JSON: {error}") })
-        }
-        Ok(_) => json!({
-            "code": -32600,
-            "message": "Invalid Request: the body is JSON but not a JSON-RPC 2.0 request, notification or response MCP knows",
-        }),
-    };
-    plain(
-        StatusCode::BAD_REQUEST,
-        &json!({ "jsonrpc": "2.0", "id": null, "error": error }),
-    )
-}
-
-fn plain(status: StatusCode, body: &Value) -> Response<BoxBody<Bytes, std::convert::Infallible>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
 }

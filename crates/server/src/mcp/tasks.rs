@@ -9,7 +9,10 @@
 //! 2. **run** ([`run`], one loop per gateway): every [`POLL`] (and at once on a decision made
 //!    through this gateway), each `working` task whose approval was decided or expired runs its
 //!    call through the pipeline, under its approval and idempotency key, and stores the result:
-//!    `completed` once it ran, `failed` when its approval was rejected or expired. Gateways
+//!    `completed`, whether it ran or its approval was rejected or expired (the result says
+//!    which, with `isError`, as the tasks extension ends a call that returned a tool error);
+//!    `failed` only when the stored call cannot be read. On the 2025-11-25 wire a completed
+//!    task whose result is an error reads `failed`, as that version has it. Gateways
 //!    sharing a store may both pick a task up; gate 7 runs the call once, and the task takes the
 //!    first result stored (the update is conditional on `working`).
 //! 3. **read** (`tasks/get`, `tasks/result`, `tasks/list`): only the principal and tenant that
@@ -61,6 +64,21 @@ pub enum TaskError {
 impl From<gatehouse_store::StoreError> for TaskError {
     fn from(error: gatehouse_store::StoreError) -> Self {
         Self::Store(error.to_string())
+    }
+}
+
+/// A task error as the protocol's: an unknown (or another's) task, or one that ended, is
+/// invalid params; a store failure an internal error.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "a `map_err` function: it takes the error as `map_err` hands it over"
+)]
+pub fn task_error(error: TaskError) -> rmcp::ErrorData {
+    match error {
+        TaskError::Unknown(_) | TaskError::Ended { .. } => {
+            rmcp::ErrorData::invalid_params(error.to_string(), None)
+        }
+        TaskError::Store(_) => rmcp::ErrorData::internal_error(error.to_string(), None),
     }
 }
 
@@ -124,14 +142,16 @@ fn waiting_message(host: &Host, approval_id: &str) -> String {
     }
 }
 
-/// How a task whose call ended with `result` ends: `failed` when its approval was rejected or
-/// expired, or it was never allowed to run; `completed` otherwise (a tool error included).
+/// How a task whose call ended with `result` ends: `completed`, whatever the outcome (a tool
+/// error, a rejected or expired approval, a policy's refusal: each is a tool result with
+/// `isError` and the gateway's record, as the tasks extension asks); still `working` while its
+/// approval is pending. `failed` is kept for a task that could not run its call at all (its
+/// stored call does not read).
 fn ended(result: &ToolResultEnvelope) -> (TaskStatus, Option<String>) {
     let message = result.error.as_ref().map(|error| error.message.clone());
-    let status = match (result.status, result.outcome) {
-        (Status::Ok | Status::Failed, _) => TaskStatus::Completed,
-        (_, OutcomeCode::ApprovalRequired) => TaskStatus::Working,
-        (Status::Rejected | Status::Paused, _) => TaskStatus::Failed,
+    let status = match result.outcome {
+        OutcomeCode::ApprovalRequired if result.status == Status::Paused => TaskStatus::Working,
+        _ => TaskStatus::Completed,
     };
     (status, message)
 }

@@ -1,0 +1,269 @@
+//! Protocol 2025-11-25, and the versions before it that share its initialize handshake
+//! (2025-06-18, 2025-03-26, 2024-11-05): requests that rely on what `initialize` negotiated.
+//!
+//! The gateway keeps no session (no `Mcp-Session-Id`): each request stands alone, and what a
+//! caller declared at `initialize` is remembered per caller in this process ([`session`]). The
+//! methods:
+//! - `initialize`: the negotiated version (the client's, if it has a handshake, else
+//!   2025-11-25), the server's capabilities (tools, and tasks in both this version's shape,
+//!   `capabilities.tasks`, and the 2026-07-28 extension's), its name and instructions;
+//! - `ping`: `{}`;
+//! - `tools/list`: the caller's tools, each `execution.taskSupport: "optional"`;
+//! - `tools/call` through the shared call path; with `params.task`, a task (a
+//!   `CreateTaskResult`); a call paused for approval held on an event stream for a caller that
+//!   declared URL elicitation ([`session`]); else the result as JSON in one piece, written in
+//!   one pass ([`super::result::response`]);
+//! - `tasks/get`, `tasks/result` (which waits, up to the hold time, for a working task),
+//!   `tasks/list` and `tasks/cancel`, of the caller's own tasks;
+//! - anything else: -32601.
+//!
+//! Every JSON-RPC error is HTTP 200: these clients read one only from a 2xx answer.
+
+pub mod session;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, Response, StatusCode};
+use rmcp::ErrorData;
+use rmcp::model::{ListToolsResult, ProtocolVersion, RequestId};
+use serde_json::{Value, json};
+
+use self::session::Session;
+use super::approvals::ClientCan;
+use super::call::Gateway;
+use super::caller::Caller;
+use super::message::{Call, Params, Request};
+use super::reply::{self, Answer, Body, Era};
+use super::result::{response, to_mcp};
+use super::tasks::{self, task_error};
+use crate::access_log::Note;
+
+/// The `_meta` key that ties a task's result to its task (2025-11-25).
+const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
+
+/// Answers one request of `caller` at `version` (see the module docs).
+pub async fn answer(
+    gateway: &Gateway,
+    session: &Arc<Session>,
+    version: ProtocolVersion,
+    caller: Caller,
+    request: Request,
+    headers: &HeaderMap,
+    note: &Note,
+) -> Response<Body> {
+    let era = Era::Handshake(version);
+    let Request { id, method, params } = request;
+    let answer = match (method.as_str(), params) {
+        ("tools/call", Params::Call(call)) => {
+            return call_tool(gateway, session, caller, id, *call, headers, note).await;
+        }
+        ("initialize", Params::Other(params)) => {
+            session.remember(
+                &caller,
+                ClientCan::from_capabilities(params.get("capabilities")),
+            );
+            initialize(gateway, &params)
+        }
+        ("ping", _) => Ok(json!({})),
+        ("tools/list", _) => tools(gateway, &caller),
+        ("tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel", Params::Other(params)) => {
+            task_request(gateway, &caller, &method, &params).await
+        }
+        _ => Err(reply::Failure::no_method(&method)),
+    };
+    reply::answer(&era, &id, answer)
+}
+
+/// `initialize`: the negotiated version, capabilities, name and instructions.
+fn initialize(gateway: &Gateway, params: &serde_json::Map<String, Value>) -> Answer {
+    let requested = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .find(|known| known.as_str() == requested && known.has_initialize())
+        .cloned()
+        .unwrap_or(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let mut info = gateway.info();
+    info.protocol_version = version;
+    let mut result = serde_json::to_value(info).map_err(|e| {
+        ErrorData::internal_error(format!("the server's info does not serialize: {e}"), None)
+    })?;
+    result["capabilities"]["tasks"] = json!({
+        "list": {},
+        "cancel": {},
+        "requests": { "tools": { "call": {} } },
+    });
+    Ok(result)
+}
+
+/// `tools/list`: every tool may run as a task.
+fn tools(gateway: &Gateway, caller: &Caller) -> Answer {
+    let list = ListToolsResult::with_all_items(gateway.tools(caller)?);
+    let mut result = serde_json::to_value(list).map_err(|e| {
+        ErrorData::internal_error(format!("the tool list does not serialize: {e}"), None)
+    })?;
+    if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
+        for tool in tools {
+            tool["execution"] = json!({ "taskSupport": "optional" });
+        }
+    }
+    // This version knows no `resultType` nor caching hints.
+    if let Some(result) = result.as_object_mut() {
+        for key in ["resultType", "ttlMs", "cacheScope"] {
+            result.remove(key);
+        }
+    }
+    Ok(result)
+}
+
+/// `tools/call`, run on a task of its own, so that a client that hangs up does not cut a
+/// governed call short.
+async fn call_tool(
+    gateway: &Gateway,
+    session: &Arc<Session>,
+    caller: Caller,
+    id: RequestId,
+    call: Call,
+    headers: &HeaderMap,
+    note: &Note,
+) -> Response<Body> {
+    let (gateway, session, headers, note) = (
+        gateway.clone(),
+        Arc::clone(session),
+        headers.clone(),
+        note.clone(),
+    );
+    let answered = tokio::spawn(async move {
+        let Call { params, meta, task } = call;
+        let tool = params.name.to_string();
+        let called = gateway
+            .call(
+                caller.clone(),
+                params,
+                &meta,
+                Some(&headers),
+                Some(&note),
+                None,
+            )
+            .await;
+        let result = match called {
+            Ok(result) => result,
+            Err(error) => {
+                return reply::answer(&era_2025(), &id, Err(error.into()));
+            }
+        };
+        // A task asked for, or a paused call held for its approval.
+        if let Some(task) = task {
+            let created = tasks::create(gateway.host(), &caller, &tool, &result, task.ttl)
+                .await
+                .map(|task| json!({ "task": tasks::wire(&task, false) }))
+                .map_err(|error| task_error(error).into());
+            return reply::answer(&era_2025(), &id, created);
+        }
+        if let Some(url) = session.holds(&gateway, &caller, &result) {
+            return session.hold(gateway, &caller, id, &tool, result, url, note);
+        }
+        match response(&id, &result) {
+            Ok(body) => reply::bytes(StatusCode::OK, body.into()),
+            Err(error) => reply::answer(&era_2025(), &id, Err(error.into())),
+        }
+    })
+    .await;
+    answered.unwrap_or_else(|error| {
+        tracing::error!(%error, "mcp call task failed");
+        reply::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the call failed inside the gateway",
+        )
+    })
+}
+
+/// The era of every answer here: errors are HTTP 200 whatever the version.
+fn era_2025() -> Era {
+    Era::Handshake(ProtocolVersion::V_2025_11_25)
+}
+
+/// `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel`, of `caller`'s own tasks.
+async fn task_request(
+    gateway: &Gateway,
+    caller: &Caller,
+    method: &str,
+    params: &serde_json::Map<String, Value>,
+) -> Answer {
+    let host = gateway.shared_host();
+    if method == "tasks/list" {
+        let cursor = params.get("cursor").and_then(Value::as_str);
+        let (tasks, next) = tasks::list(&host, caller, cursor)
+            .await
+            .map_err(task_error)?;
+        let mut page = json!({
+            "tasks": tasks.iter().map(|t| tasks::wire(t, false)).collect::<Vec<_>>(),
+        });
+        if let Some(next) = next {
+            page["nextCursor"] = json!(next);
+        }
+        return Ok(page);
+    }
+    let task_id = task_id(params)?;
+    match method {
+        "tasks/get" => Ok(tasks::owned(&host, caller, task_id)
+            .await
+            .map(|task| tasks::wire(&task, false))
+            .map_err(task_error)?),
+        "tasks/cancel" => Ok(tasks::cancel(&host, caller, task_id)
+            .await
+            .map(|task| tasks::wire(&task, false))
+            .map_err(task_error)?),
+        _ => task_result(gateway, caller, task_id).await,
+    }
+}
+
+/// `tasks/result`: the task's result once it ended, waiting for it (up to the hold time)
+/// while it works.
+async fn task_result(gateway: &Gateway, caller: &Caller, task_id: &str) -> Answer {
+    let host = gateway.shared_host();
+    let until = tokio::time::Instant::now() + gateway.approvals().hold();
+    loop {
+        let task = tasks::owned(&host, caller, task_id)
+            .await
+            .map_err(task_error)?;
+        if task.status.is_terminal() {
+            let Some(result) = tasks::result_of(&task) else {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "task `{task_id}` ended {} without a result: {}",
+                        task.status.as_str(),
+                        task.status_message.unwrap_or_default()
+                    ),
+                    None,
+                )
+                .into());
+            };
+            let mut mcp = serde_json::to_value(to_mcp(&result)?).unwrap_or_default();
+            mcp["_meta"][RELATED_TASK_META] = json!({ "taskId": task.id });
+            return Ok(mcp);
+        }
+        if tokio::time::Instant::now() >= until {
+            return Err(ErrorData::internal_error(
+                format!(
+                    "task `{task_id}` is still {}; ask for its result again",
+                    task.status.as_str()
+                ),
+                None,
+            )
+            .into());
+        }
+        tokio::time::sleep(tasks::POLL / 2).await;
+    }
+}
+
+/// `params.taskId`.
+pub(in crate::mcp) fn task_id(params: &serde_json::Map<String, Value>) -> Result<&str, ErrorData> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorData::invalid_params("params.taskId must be a string", None))
+}

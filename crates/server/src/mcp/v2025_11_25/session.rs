@@ -1,0 +1,267 @@
+//! What a 2025-11-25 client needs remembered between its requests, which a stateless server
+//! sees one at a time, in this process:
+//!
+//! 1. **what a caller declared**: a `tools/call` says nothing of the client, so the
+//!    capabilities of a caller's last `initialize` are remembered per caller (tenant and
+//!    principal), at most [`REMEMBERED`] callers; a caller not remembered (another gateway saw
+//!    its `initialize`, or this one restarted since) is taken to declare nothing, so it gets
+//!    the paused result;
+//! 2. **a held approval**: a paused `tools/call` from a caller that declared URL elicitation is
+//!    answered on an event stream: an `elicitation/create` of the approval's console page
+//!    first, then, once an approver decides (within `[mcp] approval_hold_ms`),
+//!    `notifications/elicitation/complete` and the call's result (run once), or, past the hold,
+//!    the URL elicitation error (-32042) naming the page, for the client to call again later;
+//! 3. **the client's answers** to those elicitations come as JSON-RPC responses in POSTs of
+//!    their own, matched to the held request by id in this process (answered 202). A decline
+//!    or an error ends the hold with the paused result; an answer that reaches another gateway
+//!    changes nothing, and the hold ends with the decision or the hold time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
+use http::Response;
+use rmcp::model::RequestId;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::access_log::Note;
+use crate::mcp::approvals::{self, ClientCan};
+use crate::mcp::call::Gateway;
+use crate::mcp::caller::Caller;
+use crate::mcp::reply::{self, Body};
+use crate::mcp::result::to_mcp;
+
+/// The most callers whose `initialize` capabilities are remembered; past it the memory starts
+/// over (a caller forgotten gets the paused result until it initializes again).
+pub const REMEMBERED: usize = 10_000;
+
+/// The prefix of the ids of gatehouse's own requests to clients (elicitations).
+pub const OWN_ID: &str = "gatehouse-elicitation-";
+
+/// The 2025-11-25 state of one gateway process: remembered capabilities, held elicitations.
+#[derive(Debug, Default)]
+pub struct Session {
+    remembered: Mutex<HashMap<(String, String), ClientCan>>,
+    /// Held elicitations by their (random) request id: whose they are, and where the answer
+    /// goes.
+    elicitations: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
+}
+
+impl Session {
+    /// What the caller declared at its last `initialize` seen here.
+    pub fn remembered(&self, caller: &Caller) -> ClientCan {
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Remembers what `caller` declared at `initialize`.
+    pub fn remember(&self, caller: &Caller, can: ClientCan) {
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if remembered.len() >= REMEMBERED {
+            remembered.clear();
+        }
+        remembered.insert((caller.tenant.clone(), caller.principal.id.clone()), can);
+    }
+
+    /// Whether a paused call of `caller` is held on an event stream: it declared URL
+    /// elicitation and the approval has a console page. `Some`: the page.
+    pub fn holds(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        result: &ToolResultEnvelope,
+    ) -> Option<String> {
+        if result.outcome != OutcomeCode::ApprovalRequired || !self.remembered(caller).url {
+            return None;
+        }
+        let approval = result.approval_id.as_deref()?;
+        gateway.host().approval_url(approval)
+    }
+
+    /// The held answer to `caller`'s request `id`, a paused call of `tool` (item 2 of the module
+    /// docs): an event stream that elicits `url`, waits for the decision, then runs the call
+    /// once.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one held request's parts, each used once by the task it starts"
+    )]
+    pub fn hold(
+        self: &Arc<Self>,
+        gateway: Gateway,
+        caller: &Caller,
+        id: RequestId,
+        tool: &str,
+        paused: ToolResultEnvelope,
+        url: String,
+        note: Note,
+    ) -> Response<Body> {
+        let (sender, response) = reply::events();
+        let approval_id = paused.approval_id.clone().unwrap_or_default();
+        // Random, so that nobody else can answer (or cancel) this hold by guessing its id; and
+        // only its caller's answer counts.
+        let own = format!("{OWN_ID}{}", gatehouse_core::ids::random_hex(16));
+        let (answer_to, answer) = oneshot::channel();
+        self.elicitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(own.clone(), (caller.clone(), answer_to));
+        let message = approvals::url_message(tool, &approval_id);
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let elicitation = json!({
+                "jsonrpc": "2.0",
+                "id": own,
+                "method": "elicitation/create",
+                "params": { "mode": "url", "elicitationId": approval_id, "url": url, "message": message },
+            });
+            let _ = sender.send(reply::event(&elicitation)).await;
+            gateway.held(&approval_id).await;
+            let host = gateway.shared_host();
+            let until = tokio::time::Instant::now() + gateway.approvals().hold();
+            let declined = async {
+                match answer.await {
+                    Ok(answer)
+                        if answer.get("action").and_then(Value::as_str) == Some("accept") =>
+                    {
+                        std::future::pending::<()>().await;
+                    }
+                    // Declined, cancelled, an error, or dropped: stop holding.
+                    _ => {}
+                }
+            };
+            let decided = tokio::select! {
+                decided = host.await_decision(&approval_id, until) => decided.ok().flatten(),
+                () = declined => None,
+                // The client hung up: nobody waits here any more (its retry runs the call).
+                () = sender.closed() => {
+                    this.forget(&own);
+                    return;
+                }
+            };
+            this.forget(&own);
+            let last = match decided {
+                Some(approval)
+                    if approval.status != gatehouse_store::ApprovalStatus::Pending
+                        || approval.expired(gatehouse_store::now_ms()) =>
+                {
+                    let complete = json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/elicitation/complete",
+                        "params": { "elicitationId": approval_id },
+                    });
+                    let _ = sender.send(reply::event(&complete)).await;
+                    let result = match gateway.resume(&approval_id, Some(&note)).await {
+                        Ok(Some(result)) => result,
+                        _ => paused,
+                    };
+                    answer_of(&id, &result)
+                }
+                Some(_) => {
+                    let data = json!({
+                        "elicitations": [{ "mode": "url", "elicitationId": approval_id, "url": url, "message": message }],
+                    });
+                    json!({
+                        "jsonrpc": "2.0",
+                        "id": id,
+                        "error": {
+                            "code": -32042,
+                            "message": format!("{message} Call again once it is approved."),
+                            "data": data,
+                        },
+                    })
+                }
+                None => answer_of(&id, &paused),
+            };
+            let _ = sender.send(reply::event(&last)).await;
+        });
+        response
+    }
+
+    fn forget(&self, id: &str) {
+        self.elicitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// Delivers `caller`'s answer to the request of the gateway's with this id; `false`: none
+    /// of `caller`'s requests here has that id (another caller's answer is dropped).
+    pub fn answered(&self, caller: &Caller, id: &RequestId, answer: Value) -> bool {
+        let RequestId::String(id) = id else {
+            return false;
+        };
+        let mut elicitations = self
+            .elicitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if elicitations
+            .get(id.as_ref())
+            .is_some_and(|(owner, _)| owner == caller)
+            && let Some((_, waiting)) = elicitations.remove(id.as_ref())
+        {
+            let _ = waiting.send(answer);
+            return true;
+        }
+        false
+    }
+}
+
+/// The JSON-RPC response to `id` carrying `result` as a tool result.
+fn answer_of(id: &RequestId, result: &ToolResultEnvelope) -> Value {
+    match to_mcp(result) {
+        Ok(mcp) => json!({ "jsonrpc": "2.0", "id": id, "result": mcp }),
+        Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::caller::caller;
+
+    #[test]
+    fn memory_is_per_caller_and_bounded() {
+        let session = Session::default();
+        let alice = caller("acme", "alice".into());
+        let bob = caller("acme", "bob".into());
+        let can = ClientCan {
+            url: true,
+            form: true,
+            tasks: false,
+        };
+        session.remember(&alice, can);
+        assert_eq!(session.remembered(&alice), can);
+        assert_eq!(session.remembered(&bob), ClientCan::default());
+        for n in 0..REMEMBERED {
+            session.remember(&caller("t", format!("p{n}")), can);
+        }
+        assert!(session.remembered.lock().unwrap().len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn only_its_callers_answer_reaches_a_hold() {
+        let session = Session::default();
+        let alice = caller("acme", "alice".into());
+        let bob = caller("acme", "bob".into());
+        let (to, mut answer) = oneshot::channel();
+        let id = "gatehouse-elicitation-0f";
+        session
+            .elicitations
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), (alice.clone(), to));
+        let request = RequestId::String(id.into());
+        assert!(!session.answered(&bob, &request, json!({ "action": "decline" })));
+        assert!(answer.try_recv().is_err(), "bob's answer is dropped");
+        assert!(session.answered(&alice, &request, json!({ "action": "accept" })));
+        assert_eq!(answer.try_recv().unwrap()["action"], "accept");
+    }
+}

@@ -1,0 +1,331 @@
+//! Protocol 2026-07-28: self-contained requests, no handshake, no session.
+//!
+//! Every request carries its own `_meta` (`io.modelcontextprotocol/protocolVersion` and
+//! `.../clientCapabilities`, optionally `.../clientInfo`) and the SEP-2243 headers
+//! (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`: [`headers`]). In order:
+//! 1. the headers agree with the body, else -32020 (HTTP 400);
+//! 2. `_meta` has the required keys, else -32602 (HTTP 400);
+//! 3. the version is one gatehouse serves, else -32022 with `data.supported` and
+//!    `data.requested` (HTTP 400);
+//! 4. the method: `server/discover`; `tools/list` (with `resultType`, `ttlMs: 0` and
+//!    `cacheScope: "private"`: a listing is the caller's tenant's); `tools/call` through the
+//!    shared call path, a paused call answered as [`super::approvals`] says (an
+//!    `InputRequiredResult` with the gateway's signed `requestState`, or a task); the tasks
+//!    extension's `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that declared it
+//!    (-32021 otherwise). Methods this version removed (`ping`, `logging/setLevel`,
+//!    `resources/subscribe`, ...) and unknown ones are -32601 (HTTP 404).
+
+pub mod headers;
+
+use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
+use gatehouse_core::model::ApprovalMode;
+use gatehouse_store::{Task, TaskStatus};
+use http::{HeaderMap, Response};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResponse, ClientCapabilities, CreateTaskResult, DiscoverResult, GetTaskResult,
+    InputResponses, ListToolsResult, ProtocolVersion, RequestMetaObject, ResultType, ServerResult,
+};
+use serde_json::{Value, json};
+
+use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan, Sent};
+use super::call::{Gateway, meta_str};
+use super::caller::Caller;
+use super::message::{Call, Params, Request};
+use super::meta::{IDEMPOTENCY_KEY_META, RESULT_META};
+use super::reply::{self, Answer, Body, Era, Failure};
+use super::result::to_mcp;
+use super::tasks::{self, TaskError, task_error};
+use crate::access_log::Note;
+
+/// The protocol versions gatehouse serves, in `server/discover` and a -32022's `data`.
+pub fn supported() -> Vec<ProtocolVersion> {
+    ProtocolVersion::KNOWN_VERSIONS.to_vec()
+}
+
+/// Answers one 2026-07-28 request of `caller` (see the module docs).
+pub async fn answer(
+    gateway: &Gateway,
+    caller: Caller,
+    request: Request,
+    headers: &HeaderMap,
+    note: &Note,
+) -> Response<Body> {
+    let id = request.id.clone();
+    let answered = checked(gateway, &caller, &request, headers);
+    let answer = match answered {
+        Err(failure) => Err(failure),
+        Ok(meta) => dispatch(gateway, caller, request, meta, headers, note).await,
+    };
+    reply::answer(&Era::Stateless, &id, answer)
+}
+
+/// Steps 1-3 of the module docs: the request's `_meta`, once its headers and keys check.
+fn checked(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &Request,
+    headers: &HeaderMap,
+) -> Result<RequestMetaObject, Failure> {
+    headers::check(headers, request, |name| gateway.input_schema(caller, name))
+        .map_err(|reason| Failure::from(ErrorData::header_mismatch(reason, None)))?;
+    let meta = request
+        .meta()
+        .ok_or_else(|| Failure::meta("request _meta must be an object"))?;
+    let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+    if !missing.is_empty() {
+        return Err(Failure::meta(format!(
+            "request _meta is missing or has malformed required fields: {}",
+            missing.join(", ")
+        )));
+    }
+    let supported = supported();
+    match meta.protocol_version() {
+        Some(version) if supported.contains(&version) => Ok(meta),
+        Some(version) => Err(ErrorData::unsupported_protocol_version(version, &supported).into()),
+        None => Err(Failure::meta("request _meta has no protocolVersion")),
+    }
+}
+
+async fn dispatch(
+    gateway: &Gateway,
+    caller: Caller,
+    request: Request,
+    meta: RequestMetaObject,
+    headers: &HeaderMap,
+    note: &Note,
+) -> Answer {
+    let can = ClientCan::from_capabilities(meta.get(approvals::CLIENT_CAPABILITIES_META));
+    let Request { method, params, .. } = request;
+    match (method.as_str(), params) {
+        ("server/discover", _) => {
+            let discover = DiscoverResult::from_server_info(supported(), gateway.info());
+            to_value(&discover)
+        }
+        ("tools/list", _) => {
+            let mut list = to_value(&ListToolsResult::with_all_items(gateway.tools(&caller)?))?;
+            cacheable(&mut list);
+            Ok(list)
+        }
+        ("tools/call", Params::Call(call)) => {
+            let response = call_tool(gateway, caller, *call, can, headers, note).await?;
+            let mut value = to_value(&ServerResult::from(response))?;
+            if value.get("resultType").is_none() {
+                value["resultType"] = json!(ResultType::COMPLETE);
+            }
+            Ok(value)
+        }
+        ("tasks/get" | "tasks/update" | "tasks/cancel", Params::Other(params)) => {
+            if !can.tasks {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                )
+                .into());
+            }
+            let task_id = params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ErrorData::invalid_params("params.taskId must be a string", None))?;
+            let host = gateway.shared_host();
+            match method.as_str() {
+                "tasks/get" => {
+                    let task = tasks::owned(&host, &caller, task_id)
+                        .await
+                        .map_err(task_error)?;
+                    to_value(&detailed(&task)?)
+                }
+                "tasks/update" => {
+                    tasks::owned(&host, &caller, task_id)
+                        .await
+                        .map_err(task_error)?;
+                    Err(ErrorData::invalid_params(
+                        format!(
+                            "task `{task_id}` asks for no input: it waits for an approver's decision"
+                        ),
+                        None,
+                    )
+                    .into())
+                }
+                _ => match tasks::cancel(&host, &caller, task_id).await {
+                    // The extension's cancel is an acknowledgement, whatever the task's state.
+                    Ok(_) | Err(TaskError::Ended { .. }) => {
+                        Ok(json!({ "resultType": ResultType::COMPLETE }))
+                    }
+                    Err(error) => Err(task_error(error).into()),
+                },
+            }
+        }
+        _ => Err(Failure::no_method(&method)),
+    }
+}
+
+/// A `tools/call`: a retry's `requestState` verified and its approval waited for, the call
+/// run, and a paused result answered as the client can take it.
+async fn call_tool(
+    gateway: &Gateway,
+    caller: Caller,
+    call: Call,
+    can: ClientCan,
+    headers: &HeaderMap,
+    note: &Note,
+) -> Result<CallToolResponse, ErrorData> {
+    let Call {
+        params: mut request,
+        meta,
+        task: _,
+    } = call;
+    let state = request.request_state.take();
+    let responses = request.input_responses.take().unwrap_or_default();
+    let tool = request.name.to_string();
+    let args = request.arguments.clone().unwrap_or_default();
+    let key = meta_str(&meta, IDEMPOTENCY_KEY_META)?.map(str::to_owned);
+    let sent = Sent {
+        tool: &tool,
+        args: &args,
+        key: key.as_deref(),
+    };
+    let mut resume = None;
+    if let Some(state) = &state {
+        let approval = gateway
+            .approvals()
+            .open(state, &caller, &sent)
+            .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
+        if let Some(allow) = responses
+            .get(CONSENT_INPUT)
+            .and_then(approvals::consent_answer)
+        {
+            gateway.consent(&caller, &approval, allow).await?;
+        }
+        gateway.held(&approval).await;
+        let until = tokio::time::Instant::now() + gateway.approvals().hold();
+        if let Err(error) = gateway.host().await_decision(&approval, until).await {
+            tracing::warn!(%error, approval = %approval, "cannot read the approval a retry waits on");
+        }
+        resume = Some(approval);
+    }
+    let result = gateway
+        .call(
+            caller.clone(),
+            request,
+            &meta,
+            Some(headers),
+            Some(note),
+            resume.as_deref(),
+        )
+        .await?;
+    if result.outcome != OutcomeCode::ApprovalRequired {
+        return Ok(CallToolResponse::Complete(to_mcp(&result)?));
+    }
+    paused(gateway, &caller, &sent, &result, can, &responses).await
+}
+
+/// A call paused for approval, as the client can take it: a task, a consent form, the
+/// approval's console page (with the state to resume with), or the paused result.
+async fn paused(
+    gateway: &Gateway,
+    caller: &Caller,
+    sent: &Sent<'_>,
+    result: &ToolResultEnvelope,
+    can: ClientCan,
+    answered: &InputResponses,
+) -> Result<CallToolResponse, ErrorData> {
+    let paused = || to_mcp(result).map(CallToolResponse::Complete);
+    let Some(approval_id) = &result.approval_id else {
+        return paused();
+    };
+    let (host, tool) = (gateway.host(), sent.tool);
+    if can.tasks {
+        let task = tasks::create(host, caller, tool, result, None)
+            .await
+            .map_err(task_error)?;
+        return Ok(CallToolResponse::Task(created(&task)?));
+    }
+    let approval = match host.approval(approval_id).await {
+        Ok(Some(approval)) => approval,
+        Ok(None) | Err(_) => return paused(),
+    };
+    let state = gateway
+        .approvals()
+        .seal(caller, sent, &approval, gatehouse_store::now_ms());
+    if can.form
+        && gateway.approvals().consent_applies(result)
+        && !answered.contains_key(CONSENT_INPUT)
+    {
+        let mode = result
+            .approval_mode_effective
+            .unwrap_or(ApprovalMode::Delegated);
+        let args = approval.call.get("args").cloned().unwrap_or(Value::Null);
+        let inputs = approvals::consent_request(tool, &host.approver_view(tool, &args), mode);
+        return Ok(CallToolResponse::InputRequired(Approvals::input_required(
+            Some(inputs),
+            state,
+        )));
+    }
+    if can.url
+        && let Some(url) = host.approval_url(approval_id)
+    {
+        let inputs = (!answered.contains_key(APPROVAL_INPUT))
+            .then(|| approvals::url_request(&url, tool, approval_id));
+        return Ok(CallToolResponse::InputRequired(Approvals::input_required(
+            inputs, state,
+        )));
+    }
+    paused()
+}
+
+/// A listing's caching hints: never cached beyond the request, and never shared, since what a
+/// caller may see is its tenant's (SEP-2549).
+fn cacheable(result: &mut Value) {
+    result["resultType"] = json!(ResultType::COMPLETE);
+    result["ttlMs"] = json!(0);
+    result["cacheScope"] = json!("private");
+}
+
+fn to_value(value: &impl serde::Serialize) -> Answer {
+    serde_json::to_value(value).map_err(|e| {
+        ErrorData::internal_error(format!("the answer does not serialize: {e}"), None).into()
+    })
+}
+
+/// A new task as the tasks extension answers a `tools/call`.
+fn created(task: &Task) -> Result<CreateTaskResult, ErrorData> {
+    let mut wire = tasks::wire(task, true);
+    wire["resultType"] = json!("task");
+    serde_json::from_value(wire)
+        .map_err(|e| ErrorData::internal_error(format!("a task does not serialize: {e}"), None))
+}
+
+/// A task as the extension's `tasks/get` answers: its status and, once it ended, its result
+/// (`completed`) or error (`failed`).
+fn detailed(task: &Task) -> Result<GetTaskResult, ErrorData> {
+    let mut wire = tasks::wire(task, true);
+    wire["resultType"] = json!("complete");
+    if let Some(result) = tasks::result_of(task) {
+        match task.status {
+            TaskStatus::Completed => {
+                let mut mcp = serde_json::to_value(to_mcp(&result)?).unwrap_or_default();
+                mcp["resultType"] = json!("complete");
+                wire["result"] = mcp;
+            }
+            TaskStatus::Failed => {
+                let message = result.error.as_ref().map_or_else(
+                    || "the task failed".to_owned(),
+                    |e| format!("{}: {}", e.code, e.message),
+                );
+                wire["error"] = json!({
+                    "code": -32000,
+                    "message": message,
+                    "data": { RESULT_META: result },
+                });
+            }
+            _ => {}
+        }
+    } else if task.status == TaskStatus::Failed {
+        wire["error"] = json!({
+            "code": -32000,
+            "message": task.status_message.clone().unwrap_or_else(|| "the task failed".to_owned()),
+        });
+    }
+    serde_json::from_value(wire)
+        .map_err(|e| ErrorData::internal_error(format!("a task does not serialize: {e}"), None))
+}
