@@ -276,7 +276,7 @@ async fn a_changed_tool_list_is_drift() {
     let (code, same) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
     assert_eq!(
         (code, same.trim()),
-        (0, "no drift: the 11 imported tools are as pinned")
+        (0, "no drift: the 14 imported tools are as pinned")
     );
     // `echo` gone, `exfiltrate` new.
     std::fs::write(
@@ -410,6 +410,28 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     let (text, _) = call("membomb", json!({})).await;
     assert!(text.starts_with("refused: MemoryError"), "{text}");
     still_serving().await;
+    // Shared memory and tmpfs files count against `memory_mib` too: the address space of
+    // each process, and half of it for each of /tmp and /dev/shm; the root and /dev are
+    // read-only.
+    let (text, _) = call("shared", json!({ "mib": 1024 })).await;
+    assert_eq!(text, "refused: Cannot allocate memory");
+    for tmpfs in ["/tmp/hoard", "/dev/shm/hoard"] {
+        let (text, _) = call("fill", json!({ "path": tmpfs, "mib": 1024 })).await;
+        let written: u32 = text
+            .strip_prefix("refused after ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{tmpfs}: {text}"));
+        assert!(written <= 128, "{tmpfs}: {text}");
+    }
+    for path in ["/hoard", "/dev/hoard"] {
+        let (text, _) = call("fill", json!({ "path": path, "mib": 1 })).await;
+        assert_eq!(text, "refused after 0 MiB: Read-only file system", "{path}");
+    }
+    still_serving().await;
+    // No descriptor of the gateway's: only its standard streams.
+    let (text, _) = call("fds", json!({})).await;
+    assert_eq!(text, "0 1 2");
 
     // Megabytes on stdout without a newline: refused, the process restarted.
     let (text, record) = call("flood", json!({})).await;
@@ -487,6 +509,10 @@ async fn a_granted_server_reaches_its_destination_only_through_the_proxy() {
     assert!(text.starts_with("refused"), "{text}");
     assert!(other.seen().is_empty());
     assert_eq!(upstream.seen().len(), 1);
+    // No descriptor of the gateway's (nor the pipes its proxy was put in with): only its
+    // standard streams.
+    let (text, _) = call("fds", json!({})).await;
+    assert_eq!(text, "0 1 2");
 }
 
 /// Calls echo until it answers (a restarted server waits out its backoff).

@@ -16,6 +16,7 @@
 //! idle_stop_seconds = 300            # 0: never stopped for idleness
 //! max_in_flight = 16                 # calls sent to a process and not yet answered
 //! pool = 1                           # processes at most; more start only while all are busy
+//! isolate = "shared"                 # or "tenant": a process serves one tenant's calls only
 //! max_message_kib = 4096             # a longer stdout message restarts the process
 //! memory_mib = 1024                  # data segment per process (RLIMIT_DATA)
 //! cpu_seconds = 600                  # CPU time per process (RLIMIT_CPU)
@@ -58,6 +59,22 @@ pub enum Start {
     FirstUse,
     /// When the adapter is loaded; a server that fails to start then fails the load.
     AtStart,
+}
+
+/// Which calls one process of a server may serve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolate {
+    /// Every tenant's (the default): one process serves the calls of every tenant, so it
+    /// sees every tenant's arguments and may keep them (in memory, in its `/tmp`), and a
+    /// request it sends through its egress proxy while serving calls of more than one
+    /// tenant is refused, since no one call can be charged with it.
+    #[default]
+    Shared,
+    /// One tenant's: each process of the pool is started for one tenant and serves no
+    /// other's calls; another tenant's call takes an empty place of the pool, or replaces a
+    /// process of another tenant that holds no call, or waits for one within its deadline.
+    Tenant,
 }
 
 /// One value of the server's environment: a fixed value, or a secret from the gateway's
@@ -108,6 +125,11 @@ pub struct ServerConfig {
     /// limits and MCP session. Default: 1.
     #[serde(default = "default_pool")]
     pub pool: u32,
+    /// Whose calls one process serves: `shared` (every tenant's) or `tenant` (one tenant's;
+    /// the pool's processes are shared out among tenants, so give it a `pool` of about the
+    /// tenants that call it at once). Default: `shared`.
+    #[serde(default)]
+    pub isolate: Isolate,
     /// The longest message (one line of stdout) accepted, in KiB: a longer one is refused and
     /// the process restarted. Default: 4096 (4 MiB).
     #[serde(default = "default_message_kib")]
@@ -177,6 +199,7 @@ impl ServerConfig {
             idle_stop_seconds: default_idle(),
             max_in_flight: default_in_flight(),
             pool: default_pool(),
+            isolate: Isolate::Shared,
             max_message_kib: default_message_kib(),
             memory_mib: default_memory_mib(),
             cpu_seconds: default_cpu_seconds(),
@@ -238,6 +261,7 @@ mod tests {
                 server.idle_stop_seconds,
                 server.max_in_flight,
                 server.pool,
+                server.isolate,
                 server.max_message_kib,
                 server.memory_mib,
                 server.cpu_seconds,
@@ -245,7 +269,7 @@ mod tests {
                 server.open_files,
                 server.bare,
             ),
-            (300, 16, 1, 4096, 1024, 600, 64, 256, false)
+            (300, 16, 1, Isolate::Shared, 4096, 1024, 600, 64, 256, false)
         );
         assert!((60_000..65_000).contains(&server.run_as()));
         assert_eq!(server.run_as(), ServerConfig::new("acme.fs").run_as());
