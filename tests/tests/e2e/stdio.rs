@@ -162,6 +162,16 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         "{status}"
     );
     assert!(status["pid"].is_u64(), "{status}");
+    // The memory limit that applied (`memory_mib = 2048`, the import's default), and whose
+    // calls its process serves.
+    assert_eq!(
+        (&status["memory"], &status["isolate"]),
+        (
+            &json!({ "process_bytes": 2u64 << 30, "file_bytes": 2u64 << 30, "tmpfs_bytes": 1u64 << 30 }),
+            &json!("shared")
+        ),
+        "{status}"
+    );
     assert_eq!(
         status["pids"],
         json!([status["pid"]]),
@@ -354,10 +364,14 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     assert_eq!(code, 0, "{printed}");
     // Tight limits for the bombs, and a short call budget for the hang.
     let snippet = out.join("config.toml");
-    let text = std::fs::read_to_string(&snippet)
-        .unwrap()
-        .replace("memory_mib = 1024", "memory_mib = 256")
-        .replace("processes = 64", "processes = 16");
+    let mut text = std::fs::read_to_string(&snippet).unwrap();
+    for (default, tight) in [
+        ("memory_mib = 2048", "memory_mib = 256"),
+        ("processes = 64", "processes = 16"),
+    ] {
+        assert!(text.contains(default), "{default}: {text}");
+        text = text.replace(default, tight);
+    }
     std::fs::write(&snippet, text).unwrap();
     let gateway = Imported::start(&out, id, &key).await;
     let client = gateway.client().await;

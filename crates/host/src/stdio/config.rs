@@ -18,7 +18,8 @@
 //! pool = 1                           # processes at most; more start only while all are busy
 //! isolate = "shared"                 # or "tenant": a process serves one tenant's calls only
 //! max_message_kib = 4096             # a longer stdout message restarts the process
-//! memory_mib = 1024                  # data segment per process (RLIMIT_DATA)
+//! memory_mib = 2048                  # address space and file size per process (RLIMIT_AS,
+//!                                    # RLIMIT_FSIZE); /tmp and /dev/shm get half each
 //! cpu_seconds = 600                  # CPU time per process (RLIMIT_CPU)
 //! processes = 64                     # processes and threads of its user (RLIMIT_NPROC)
 //! open_files = 256                   # per process (RLIMIT_NOFILE)
@@ -134,8 +135,11 @@ pub struct ServerConfig {
     /// the process restarted. Default: 4096 (4 MiB).
     #[serde(default = "default_message_kib")]
     pub max_message_kib: u64,
-    /// Memory per process, in MiB (`RLIMIT_DATA`: heap and private mappings; a runtime's
-    /// reserved but unused address space does not count). Default: 1024.
+    /// Memory per process, in MiB: its address space (`RLIMIT_AS`: heap, shared mappings
+    /// and a runtime's reserved address space, so Node needs about 1536) and the size of each
+    /// file it writes (`RLIMIT_FSIZE`, a `memfd` included); the sandbox's `/tmp` and
+    /// `/dev/shm` get half of it each. A limit per process, not per server (no cgroup): a
+    /// server that forks may hold `processes` times it. Default: 2048.
     #[serde(default = "default_memory_mib")]
     pub memory_mib: u64,
     /// CPU time per process, in seconds (`RLIMIT_CPU`); a process past it is killed and
@@ -175,8 +179,10 @@ pub const MAX_POOL: u32 = 16;
 fn default_message_kib() -> u64 {
     4096
 }
+/// Node reserves about 750 MiB of address space before it runs anything and needs about
+/// 1.5 GiB for a few hundred MiB of heap (its allocator's arenas count); 2 GiB leaves room.
 fn default_memory_mib() -> u64 {
-    1024
+    2048
 }
 fn default_cpu_seconds() -> u64 {
     600
@@ -269,7 +275,7 @@ mod tests {
                 server.open_files,
                 server.bare,
             ),
-            (300, 16, 1, Isolate::Shared, 4096, 1024, 600, 64, 256, false)
+            (300, 16, 1, Isolate::Shared, 4096, 2048, 600, 64, 256, false)
         );
         assert!((60_000..65_000).contains(&server.run_as()));
         assert_eq!(server.run_as(), ServerConfig::new("acme.fs").run_as());
