@@ -38,12 +38,13 @@
 //! values. A denial reaches the guest as `HTTP-request-denied`.
 //!
 //! A request to `stdio://<adapter id>` is the adapter's own stdio MCP server (an import of a
-//! stdio server): after step 2 it is answered by the supervised process (`stdio`), under the
-//! same budgets and record, and goes nowhere else. That server's own requests to the network
-//! come back through `proxy`, its egress proxy, and are charged to and judged as one of the
-//! calls it is serving: plain `http` through `send` with every check above, `CONNECT` for
-//! `https` checked on its scheme, host, port and address only, against a grant of the whole
-//! host.
+//! stdio server): after step 2 it is answered by a supervised process (`stdio`), under the
+//! same budgets and record, and goes nowhere else. That process's own requests to the network
+//! come back through `proxy`, its egress proxy, and are judged against every call the process
+//! is serving (and charged to and recorded on each; refused when they are of more than one
+//! tenant): plain `http` through `send` with every check above, `CONNECT` for `https` only on
+//! a grant of the whole host with every method ([`TUNNEL_METHODS`]), in calls whose approval
+//! mode allows writes, checked on its scheme, host, port and address.
 //!
 //! The gateway's own requests for an adapter (`[import] drift_check` asks an imported MCP
 //! server for its tools) take the same path: [`EgressGate::fetch`] hands a request to `send`
