@@ -48,7 +48,9 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use toml::de::{DeTable, Deserializer, ValueDeserializer};
 
-pub use crate::egress::{CredentialConfig, EgressConfig, GrantConfig, MethodName, UrlPattern};
+pub use crate::egress::{
+    CredentialConfig, EgressConfig, GrantConfig, MethodName, TUNNEL_METHODS, UrlPattern,
+};
 pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolGrant};
 pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLimit, RateScope};
 pub use crate::plugin::cache::CacheConfig;

@@ -162,6 +162,16 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         "{status}"
     );
     assert!(status["pid"].is_u64(), "{status}");
+    // The memory limit that applied (`memory_mib = 2048`, the import's default), and whose
+    // calls its process serves.
+    assert_eq!(
+        (&status["memory"], &status["isolate"]),
+        (
+            &json!({ "process_bytes": 2u64 << 30, "file_bytes": 2u64 << 30, "tmpfs_bytes": 1u64 << 30 }),
+            &json!("shared")
+        ),
+        "{status}"
+    );
     assert_eq!(
         status["pids"],
         json!([status["pid"]]),
@@ -276,7 +286,7 @@ async fn a_changed_tool_list_is_drift() {
     let (code, same) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
     assert_eq!(
         (code, same.trim()),
-        (0, "no drift: the 11 imported tools are as pinned")
+        (0, "no drift: the 14 imported tools are as pinned")
     );
     // `echo` gone, `exfiltrate` new.
     std::fs::write(
@@ -354,10 +364,14 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     assert_eq!(code, 0, "{printed}");
     // Tight limits for the bombs, and a short call budget for the hang.
     let snippet = out.join("config.toml");
-    let text = std::fs::read_to_string(&snippet)
-        .unwrap()
-        .replace("memory_mib = 1024", "memory_mib = 256")
-        .replace("processes = 64", "processes = 16");
+    let mut text = std::fs::read_to_string(&snippet).unwrap();
+    for (default, tight) in [
+        ("memory_mib = 2048", "memory_mib = 256"),
+        ("processes = 64", "processes = 16"),
+    ] {
+        assert!(text.contains(default), "{default}: {text}");
+        text = text.replace(default, tight);
+    }
     std::fs::write(&snippet, text).unwrap();
     let gateway = Imported::start(&out, id, &key).await;
     let client = gateway.client().await;
@@ -410,6 +424,28 @@ async fn a_hostile_server_stays_in_its_sandbox() {
     let (text, _) = call("membomb", json!({})).await;
     assert!(text.starts_with("refused: MemoryError"), "{text}");
     still_serving().await;
+    // Shared memory and tmpfs files count against `memory_mib` too: the address space of
+    // each process, and half of it for each of /tmp and /dev/shm; the root and /dev are
+    // read-only.
+    let (text, _) = call("shared", json!({ "mib": 1024 })).await;
+    assert_eq!(text, "refused: Cannot allocate memory");
+    for tmpfs in ["/tmp/hoard", "/dev/shm/hoard"] {
+        let (text, _) = call("fill", json!({ "path": tmpfs, "mib": 1024 })).await;
+        let written: u32 = text
+            .strip_prefix("refused after ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{tmpfs}: {text}"));
+        assert!(written <= 128, "{tmpfs}: {text}");
+    }
+    for path in ["/hoard", "/dev/hoard"] {
+        let (text, _) = call("fill", json!({ "path": path, "mib": 1 })).await;
+        assert_eq!(text, "refused after 0 MiB: Read-only file system", "{path}");
+    }
+    still_serving().await;
+    // No descriptor of the gateway's: only its standard streams.
+    let (text, _) = call("fds", json!({})).await;
+    assert_eq!(text, "0 1 2");
 
     // Megabytes on stdout without a newline: refused, the process restarted.
     let (text, record) = call("flood", json!({})).await;
@@ -487,6 +523,10 @@ async fn a_granted_server_reaches_its_destination_only_through_the_proxy() {
     assert!(text.starts_with("refused"), "{text}");
     assert!(other.seen().is_empty());
     assert_eq!(upstream.seen().len(), 1);
+    // No descriptor of the gateway's (nor the pipes its proxy was put in with): only its
+    // standard streams.
+    let (text, _) = call("fds", json!({})).await;
+    assert_eq!(text, "0 1 2");
 }
 
 /// Calls echo until it answers (a restarted server waits out its backoff).

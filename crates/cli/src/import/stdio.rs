@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use gatehouse_host::config::MethodName;
+use gatehouse_host::config::{MethodName, TUNNEL_METHODS};
 use gatehouse_host::stdio::pin::tree_digest;
 use gatehouse_host::stdio::{
     DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
@@ -62,11 +62,6 @@ pub struct Source {
     /// them.
     pub headers: Vec<HeaderCredential>,
 }
-
-/// The methods a `--net` destination is requested and granted with: all of HTTP's that
-/// change or read a resource. The pipeline's approval mode still decides, call by call,
-/// whether one that writes may go.
-const NET_METHODS: [&str; 7] = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"];
 
 impl Source {
     /// Parses `--env` values: `NAME=${ENV}` or `NAME=value`.
@@ -129,7 +124,9 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
                 .to_owned(),
         ));
     }
-    let methods: BTreeSet<MethodName> = NET_METHODS
+    // Every method a tunnel can carry, so an `https` destination can be reached through one;
+    // the call's approval mode still decides, call by call, whether one that writes may go.
+    let methods: BTreeSet<MethodName> = TUNNEL_METHODS
         .iter()
         .map(|m| MethodName::parse(m).expect("standard methods parse"))
         .collect();
@@ -174,7 +171,8 @@ pub async fn list(
     let deadline = Instant::now() + LIST_TIMEOUT;
     let fail = |e: gatehouse_host::stdio::StdioError| ImportError::Stdio(e.to_string());
     let listed = async {
-        server.initialized(deadline).await.map_err(fail)?;
+        // The gateway's own request: no tenant's.
+        let server = server.process("", deadline).await.map_err(fail)?;
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {

@@ -92,16 +92,29 @@ pub enum Denial {
         /// The budget.
         limit: u64,
     },
-    /// A stdio server's `CONNECT` names a host no grant gives whole: a tunnel carries any
-    /// path and method, so it needs a grant of `https://host[:port]/`.
+    /// A stdio server's `CONNECT` names a host no grant gives whole, with every method: a
+    /// tunnel carries any path and method, unseen, so it needs a grant of
+    /// `https://host[:port]/` with every method of [`super::TUNNEL_METHODS`].
     #[error(
-        "no egress grant for this adapter gives all of {destination}, which a tunnel (CONNECT) \
-         reaches: grant the whole host in `[[egress.grant]]`, or have the server send plain \
-         http through the proxy"
+        "no egress grant for this adapter gives all of {destination} with every method ({}), \
+         which a tunnel (CONNECT) can carry unseen: grant the whole host with those methods in \
+         `[[egress.grant]]`, or have the server send plain http through the proxy",
+        super::TUNNEL_METHODS.join(", ")
     )]
     TunnelNotGranted {
         /// The destination, `https://host:port/`.
         destination: String,
+    },
+    /// A stdio server's `CONNECT` while it serves a call whose effective approval mode does
+    /// not allow writes: a tunnel can carry any method, unseen.
+    #[error(
+        "a tunnel (CONNECT) can carry any method unseen, and a `{mode}` call may only use GET, \
+         HEAD and OPTIONS: the server reaches https destinations only in calls whose approval \
+         mode allows writes (`network` or above), or sends plain http through the proxy"
+    )]
+    TunnelApprovalMode {
+        /// The strictest effective approval mode of the calls the server's process serves.
+        mode: String,
     },
     /// The adapter's stdio server cannot run: no sandbox can be made, its package no longer
     /// matches the signed pin, or the gateway is shutting down.
@@ -122,7 +135,7 @@ impl Denial {
             Self::TimeBudget { .. } => "time_budget",
             Self::NoMatchingGrant { .. } => "no_matching_grant",
             Self::MethodNotGranted { .. } => "method_not_granted",
-            Self::ApprovalMode { .. } => "approval_mode",
+            Self::ApprovalMode { .. } | Self::TunnelApprovalMode { .. } => "approval_mode",
             Self::Resolve { .. } => "resolve_failed",
             Self::Address(_) => "address_not_allowed",
             Self::RequestBytes { .. } => "request_bytes_budget",
@@ -141,10 +154,15 @@ pub struct CallInfo {
     pub trace_id: String,
     /// Sent as `Idempotency-Key` on non-safe methods.
     pub idempotency_key: Option<String>,
+    /// The tenant the call is made for; empty for the gateway's own requests (such as
+    /// `[import] drift_check`). A stdio server's egress proxy never charges one tenant's call
+    /// with a request its process sent while serving another tenant's ([`InFlight`]).
+    pub tenant: String,
 }
 
 impl CallInfo {
-    /// Call facts for the gate.
+    /// Call facts for the gate, for no tenant (the gateway's own request); a tenant's call
+    /// names it with [`CallInfo::for_tenant`].
     pub fn new(
         approval_mode: ApprovalMode,
         trace_id: impl Into<String>,
@@ -154,7 +172,15 @@ impl CallInfo {
             approval_mode,
             trace_id: trace_id.into(),
             idempotency_key,
+            tenant: String::new(),
         }
+    }
+
+    /// The same facts, for a call of `tenant`.
+    #[must_use]
+    pub fn for_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = tenant.into();
+        self
     }
 }
 
@@ -164,6 +190,10 @@ pub(super) struct Ledger {
     pub(super) call: CallInfo,
     pub(super) deadline: Instant,
     pub(super) spent: Mutex<Spent>,
+    /// For a request a stdio server sends through its egress proxy ([`Ledger::joint`]): the
+    /// calls its process is serving, oldest first, each charged with the request and shown
+    /// its record. Empty for a call's own ledger.
+    pub(super) calls: Vec<Arc<Ledger>>,
 }
 
 #[derive(Debug, Default)]
@@ -173,9 +203,54 @@ pub(super) struct Spent {
     pub(super) response_bytes: u64,
     pub(super) attempts: Vec<EgressAttempt>,
     pub(super) dropped: usize,
+    /// A joint ledger's: for each of its attempts, where its copy is in each of `calls`'
+    /// records.
+    copies: Vec<Vec<Option<usize>>>,
 }
 
 impl Ledger {
+    /// The ledger of one call of an adapter with `grants`; its time budget starts now.
+    pub(super) fn new(grants: Arc<Grants>, call: CallInfo) -> Self {
+        Self {
+            deadline: Instant::now() + grants.max_total,
+            grants,
+            call,
+            spent: Mutex::new(Spent::default()),
+            calls: Vec::new(),
+        }
+    }
+
+    /// The ledger of one request a stdio server's process sends while serving `calls` (all of
+    /// one tenant, oldest first, at least one): it is judged against every one of them, so
+    /// it is allowed only if each allows it: the strictest call's approval mode, every call's
+    /// budgets and the earliest deadline. It is charged to and recorded on each of them, and
+    /// carries the oldest call's trace id, and an idempotency key only when there is one call
+    /// (a key names the write of one call).
+    pub(super) fn joint(grants: Arc<Grants>, calls: Vec<Arc<Ledger>>) -> Self {
+        let oldest = &calls[0].call;
+        let call = CallInfo {
+            approval_mode: calls
+                .iter()
+                .map(|c| c.call.approval_mode)
+                .min()
+                .unwrap_or(ApprovalMode::ReadOnly),
+            trace_id: oldest.trace_id.clone(),
+            idempotency_key: oldest.idempotency_key.clone().filter(|_| calls.len() == 1),
+            tenant: oldest.tenant.clone(),
+        };
+        Self {
+            deadline: calls
+                .iter()
+                .map(|c| c.deadline)
+                .min()
+                .unwrap_or_else(Instant::now),
+            grants,
+            call,
+            spent: Mutex::new(Spent::default()),
+            calls,
+        }
+    }
+
     pub(super) fn spent(&self) -> MutexGuard<'_, Spent> {
         // A panic while holding this lock cannot leave the counters half-updated in a way that
         // loosens a budget, so a poisoned lock is still usable.
@@ -184,11 +259,24 @@ impl Ledger {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records an attempt; returns its index if it was kept.
+    /// This ledger and the calls it charges besides ([`Ledger::joint`]): every budget a
+    /// request is counted against.
+    pub(super) fn payers(&self) -> impl Iterator<Item = &Ledger> {
+        std::iter::once(self).chain(self.calls.iter().map(AsRef::as_ref))
+    }
+
+    /// Records an attempt (and its copy on each call of a joint ledger); returns its index if
+    /// it was kept.
     pub(super) fn record(&self, attempt: EgressAttempt) -> Option<usize> {
+        let copies: Vec<Option<usize>> = self
+            .calls
+            .iter()
+            .map(|call| call.record(attempt.clone()))
+            .collect();
         let mut spent = self.spent();
         if spent.attempts.len() < MAX_RECORDED_ATTEMPTS {
             spent.attempts.push(attempt);
+            spent.copies.push(copies);
             Some(spent.attempts.len() - 1)
         } else {
             spent.dropped += 1;
@@ -196,94 +284,140 @@ impl Ledger {
         }
     }
 
-    /// Counts `len` request bytes against the call's budget: `Err` once they exceed it.
+    /// Counts `len` request bytes against the budget of each payer: `Err` once they exceed
+    /// one.
     pub(super) fn spend_request(&self, len: u64) -> Result<(), Denial> {
-        let limit = self.grants.max_request_bytes;
-        let mut spent = self.spent();
-        spent.request_bytes += len;
-        if spent.request_bytes > limit {
-            return Err(Denial::RequestBytes { limit });
-        }
-        Ok(())
+        self.payers().try_for_each(|payer| {
+            let limit = payer.grants.max_request_bytes;
+            let mut spent = payer.spent();
+            spent.request_bytes += len;
+            if spent.request_bytes > limit {
+                return Err(Denial::RequestBytes { limit });
+            }
+            Ok(())
+        })
     }
 
-    /// Counts `len` response bytes against the call's budget: `Err` with the reason once
-    /// they exceed it.
+    /// Counts `len` response bytes against the budget of each payer: `Err` with the reason
+    /// once they exceed one.
     pub(super) fn spend_response(&self, len: u64) -> Result<(), String> {
-        let limit = self.grants.max_response_bytes;
-        let mut spent = self.spent();
-        spent.response_bytes += len;
-        if spent.response_bytes > limit {
-            return Err(format!(
-                "the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)"
-            ));
-        }
-        Ok(())
+        self.payers().try_for_each(|payer| {
+            let limit = payer.grants.max_response_bytes;
+            let mut spent = payer.spent();
+            spent.response_bytes += len;
+            if spent.response_bytes > limit {
+                return Err(format!(
+                    "the response exceeded the call's response budget of {limit} bytes (`[egress] max_response_bytes`)"
+                ));
+            }
+            Ok(())
+        })
     }
 
+    /// Changes the attempt recorded at `index` (and its copy on each call of a joint ledger).
     pub(super) fn update(&self, index: Option<usize>, f: impl FnOnce(&mut EgressAttempt)) {
-        if let Some(i) = index
-            && let Some(attempt) = self.spent().attempts.get_mut(i)
-        {
+        let Some(i) = index else {
+            return;
+        };
+        let copied = {
+            let mut spent = self.spent();
+            let Some(attempt) = spent.attempts.get_mut(i) else {
+                return;
+            };
             f(attempt);
+            if self.calls.is_empty() {
+                return;
+            }
+            let attempt = attempt.clone();
+            (attempt, spent.copies.get(i).cloned().unwrap_or_default())
+        };
+        let (attempt, copies) = copied;
+        for (call, copy) in self.calls.iter().zip(copies) {
+            let mut spent = call.spent();
+            if let Some(recorded) = copy.and_then(|i| spent.attempts.get_mut(i)) {
+                *recorded = attempt.clone();
+            }
         }
     }
 }
 
-/// The calls an adapter's stdio server is serving right now (registered by the `stdio://`
-/// transport while it waits for the server's answer), so a request the server sends through
-/// its egress proxy is charged to, and recorded on, a call that caused it.
+/// The calls an adapter's stdio server is serving right now, each with the process serving
+/// it (registered by the `stdio://` transport while it waits for the server's answer), so a
+/// request a process sends through its egress proxy is judged against, charged to and
+/// recorded on the calls that process serves, and on no other.
+///
+/// Why every call, and not one: a request carries nothing that says which call caused it.
+/// Charging one (the oldest that allows it, as before) let a `read_only` call's write go
+/// out under another call's approval mode. Judged against every call the process serves, a
+/// request passes only what each of them may do. Why not a proxy endpoint per call: the
+/// server is one program with one `HTTP_PROXY`, and it cannot be told which of its
+/// concurrent calls a request belongs to; per process is as fine as the gate can see.
+/// Calls of different tenants on one process are never charged with each other's
+/// requests: such a request is refused (`isolate = "tenant"` gives each tenant processes
+/// of its own).
 #[derive(Debug, Default)]
 pub(super) struct InFlight {
-    /// Each call, with the sender whose drop tells its tunnels the call ended.
-    calls: Mutex<Vec<(Arc<Ledger>, tokio::sync::watch::Sender<()>)>>,
+    calls: Mutex<Vec<Served>>,
+}
+
+/// One call in flight on one process, with the sender whose drop tells its tunnels the call
+/// ended.
+#[derive(Debug)]
+struct Served {
+    process: u64,
+    ledger: Arc<Ledger>,
+    ended: tokio::sync::watch::Sender<()>,
 }
 
 /// Keeps a call registered in [`InFlight`] until dropped.
 pub(super) struct Serving<'a> {
     in_flight: &'a InFlight,
+    process: u64,
     ledger: Arc<Ledger>,
 }
 
+/// The calls a process is serving (oldest first), and receivers that see each of them end.
+pub(super) type ServedCalls = (Vec<Arc<Ledger>>, Vec<tokio::sync::watch::Receiver<()>>);
+
 impl InFlight {
-    fn calls(&self) -> MutexGuard<'_, Vec<(Arc<Ledger>, tokio::sync::watch::Sender<()>)>> {
+    fn calls(&self) -> MutexGuard<'_, Vec<Served>> {
         self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers `ledger`'s call as served until the guard is dropped.
-    pub(super) fn serve(&self, ledger: &Arc<Ledger>) -> Serving<'_> {
-        self.calls()
-            .push((Arc::clone(ledger), tokio::sync::watch::Sender::new(())));
+    /// Registers `ledger`'s call as served by process `process` until the guard is dropped.
+    pub(super) fn serve(&self, process: u64, ledger: &Arc<Ledger>) -> Serving<'_> {
+        self.calls().push(Served {
+            process,
+            ledger: Arc::clone(ledger),
+            ended: tokio::sync::watch::Sender::new(()),
+        });
         Serving {
             in_flight: self,
+            process,
             ledger: Arc::clone(ledger),
         }
     }
 
-    /// The call a request the server sends with a method that `writes` is charged to: the
-    /// oldest one in flight whose effective approval mode allows writes (when it writes),
-    /// else the oldest one (whose check then refuses a write), with a receiver that sees the
-    /// call end. `None` when no call is in flight: the server is not serving anyone, so
-    /// nothing it sends is caused by a call.
-    pub(super) fn charged(
-        &self,
-        writes: bool,
-    ) -> Option<(Arc<Ledger>, tokio::sync::watch::Receiver<()>)> {
-        let calls = self.calls();
-        calls
+    /// The calls process `process` is serving now, oldest first: empty when it serves none
+    /// (then nothing it sends is caused by a call).
+    pub(super) fn of(&self, process: u64) -> ServedCalls {
+        self.calls()
             .iter()
-            .find(|(l, _)| !writes || l.call.approval_mode >= ApprovalMode::Network)
-            .or_else(|| calls.first())
-            .map(|(ledger, ended)| (Arc::clone(ledger), ended.subscribe()))
+            .filter(|served| served.process == process)
+            .map(|served| (Arc::clone(&served.ledger), served.ended.subscribe()))
+            .unzip()
     }
 }
 
 impl Drop for Serving<'_> {
     fn drop(&mut self) {
         let mut calls = self.in_flight.calls();
-        if let Some(i) = calls.iter().position(|(l, _)| Arc::ptr_eq(l, &self.ledger)) {
+        if let Some(i) = calls
+            .iter()
+            .position(|s| s.process == self.process && Arc::ptr_eq(&s.ledger, &self.ledger))
+        {
             calls.remove(i);
         }
     }

@@ -19,6 +19,11 @@
 //! headers = ["x-api-version"]          # default: only the standard content-negotiation headers
 //! read_methods = ["POST"]              # default: none; read-only calls may use these here too
 //! ```
+//!
+//! A stdio server's `https` request is a `CONNECT` tunnel the gate cannot see into: any method
+//! and path can go inside, and no credential is injected. It opens only on a grant of the
+//! whole host (`https://api.example.com/`) whose `methods` hold every one of
+//! [`super::TUNNEL_METHODS`], in calls whose approval mode allows writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -127,7 +132,9 @@ pub struct GrantConfig {
     pub adapter: String,
     /// `scheme://host[:port][/path-prefix]`; must lie within a URL the manifest requested.
     pub url: UrlPattern,
-    /// Methods allowed there; each must be one the manifest requested for that URL.
+    /// Methods allowed there; each must be one the manifest requested for that URL. A stdio
+    /// server's tunnel (`CONNECT`) to the host opens only when the grant is of the whole host
+    /// and these are every one of [`super::TUNNEL_METHODS`]: a tunnel can carry any.
     pub methods: BTreeSet<MethodName>,
     /// Credential bindings by slot name; each slot must be one the manifest requested.
     #[serde(default)]

@@ -22,7 +22,7 @@ use http::{HeaderName, HeaderValue};
 use super::addr::AddressPolicy;
 use super::call::InFlight;
 use super::config::{CredentialConfig, EgressConfig};
-use super::rules::{EgressRequest, MethodName, UrlPattern};
+use super::rules::{EgressRequest, MethodName, TUNNEL_METHODS, UrlPattern};
 use super::tls::TlsClient;
 use crate::stdio::StdioServer;
 
@@ -122,6 +122,15 @@ pub struct Rule {
     pub headers: Vec<HeaderName>,
     /// Non-safe methods that read here: `read_only` and `local_write` calls may use them.
     pub read_methods: BTreeSet<MethodName>,
+}
+
+impl Rule {
+    /// Whether the rule allows every method a tunnel can carry ([`TUNNEL_METHODS`]).
+    pub fn allows_every_method(&self) -> bool {
+        TUNNEL_METHODS
+            .iter()
+            .all(|m| self.methods.iter().any(|granted| granted.0.as_str() == *m))
+    }
 }
 
 /// Guest request headers every rule passes upstream: content negotiation and conditional

@@ -38,12 +38,13 @@
 //! values. A denial reaches the guest as `HTTP-request-denied`.
 //!
 //! A request to `stdio://<adapter id>` is the adapter's own stdio MCP server (an import of a
-//! stdio server): after step 2 it is answered by the supervised process (`stdio`), under the
-//! same budgets and record, and goes nowhere else. That server's own requests to the network
-//! come back through `proxy`, its egress proxy, and are charged to and judged as one of the
-//! calls it is serving: plain `http` through `send` with every check above, `CONNECT` for
-//! `https` checked on its scheme, host, port and address only, against a grant of the whole
-//! host.
+//! stdio server): after step 2 it is answered by a supervised process (`stdio`), under the
+//! same budgets and record, and goes nowhere else. That process's own requests to the network
+//! come back through `proxy`, its egress proxy, and are judged against every call the process
+//! is serving (and charged to and recorded on each; refused when they are of more than one
+//! tenant): plain `http` through `send` with every check above, `CONNECT` for `https` only on
+//! a grant of the whole host with every method ([`TUNNEL_METHODS`]), in calls whose approval
+//! mode allows writes, checked on its scheme, host, port and address.
 //!
 //! The gateway's own requests for an adapter (`[import] drift_check` asks an imported MCP
 //! server for its tools) take the same path: [`EgressGate::fetch`] hands a request to `send`
@@ -76,7 +77,7 @@ mod transport;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -93,13 +94,13 @@ static DENIALS: gatehouse_core::throttle::Throttle =
 
 pub use addr::AddressPolicy;
 pub use call::{CallInfo, Denial};
-use call::{Ledger, MAX_RECORDED_URL, Spent, millis};
+use call::{Ledger, MAX_RECORDED_URL, millis};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
 pub use gatehouse_core::model::EgressAttempt;
 pub use grants::{GrantError, Grants, Rule, STANDARD_HEADERS};
 pub use rules::{
-    DestHost, Destination, DestinationError, EgressRequest, MethodName, PatternError, UrlPattern,
-    is_safe,
+    DestHost, Destination, DestinationError, EgressRequest, MethodName, PatternError,
+    TUNNEL_METHODS, UrlPattern, is_safe,
 };
 pub use tls::{TlsClient, TlsConfigError};
 use transport::MeteredBody;
@@ -117,12 +118,7 @@ impl EgressGate {
     /// budget starts now.
     pub fn new(grants: Arc<Grants>, call: CallInfo) -> Self {
         Self {
-            ledger: Arc::new(Ledger {
-                deadline: Instant::now() + grants.max_total,
-                grants,
-                call,
-                spent: Mutex::new(Spent::default()),
-            }),
+            ledger: Arc::new(Ledger::new(grants, call)),
         }
     }
 
@@ -335,18 +331,19 @@ fn refuse(ledger: &Ledger, mut attempt: EgressAttempt, denial: &Denial) -> HttpE
     HttpError::HttpRequestDenied
 }
 
-/// Step 2: counts the request against the call's budget, and refuses it when the count or
-/// the time is spent.
+/// Step 2: counts the request against the call's budget (each call's, for a stdio server's
+/// request judged against several), and refuses it when the count or the time is spent.
 fn charge(ledger: &Ledger) -> Result<(), Denial> {
     let grants = &ledger.grants;
-    let mut spent = ledger.spent();
-    if spent.requests >= grants.max_requests {
-        return Err(Denial::RequestBudget {
-            limit: grants.max_requests,
-        });
+    for payer in ledger.payers() {
+        let mut spent = payer.spent();
+        if spent.requests >= grants.max_requests {
+            return Err(Denial::RequestBudget {
+                limit: grants.max_requests,
+            });
+        }
+        spent.requests += 1;
     }
-    spent.requests += 1;
-    drop(spent);
     if Instant::now() >= ledger.deadline {
         return Err(Denial::TimeBudget {
             limit_ms: millis(grants.max_total),

@@ -7,22 +7,33 @@
 //! The server's environment names it (`HTTP_PROXY`, `HTTPS_PROXY`...). Everything else is
 //! unreachable: there is no route, no resolver and no other address.
 //!
-//! Every request is charged to, judged for and recorded on a call the server is serving now
-//! (the `stdio://` transport registers each call while it waits for the server's answer):
-//! the oldest such call whose effective approval mode allows the method, else the oldest.
-//! A request while the server serves no call is refused: nothing caused it.
+//! Each process of the server has a proxy of its own (the gateway gives it the process's
+//! number), and a request is judged against every call that process is serving now (the
+//! `stdio://` transport registers each call, with the process it went to, while it waits
+//! for the answer; see `InFlight` for why every call, and not a proxy endpoint per call):
+//! - none: refused (`no_call`), since nothing caused it;
+//! - calls of more than one tenant: refused (`several_tenants`), and recorded on none,
+//!   since no call may be charged with another tenant's traffic (`isolate = "tenant"` in the
+//!   server's `[[stdio.server]]` entry gives each tenant processes of its own);
+//! - calls of one tenant: the request is allowed only if each of them allows it (the
+//!   strictest approval mode, every call's budgets, the earliest deadline), and is charged to
+//!   and recorded on each.
+//!
+//! Then:
 //! - **Plain HTTP** (`GET http://host/path`, the proxy's absolute form) is the gate's own
 //!   request: it goes through `send` with every check of an adapter's request (the grant's
 //!   scheme, host, port, path and method, the approval mode, the address classes of the
 //!   resolved address, the budgets), the grant's credentials injected, the headers on the
 //!   allow list, and the response metered.
 //! - **`CONNECT host:port`** (how clients reach `https` through a proxy) opens a tunnel the
-//!   gate cannot see into. So it needs a grant of the whole host, `https://host[:port]/`
-//!   (a grant of a narrower path or a plain-`http` one does not open a tunnel), and only the
-//!   scheme, host and port are checked, with the resolved address's class; no credentials
-//!   are injected, and the method and path inside are the server's. The tunnel's bytes count
-//!   against the call's request and response budgets, and it is closed when the call ends or
-//!   its egress time is spent.
+//!   gate cannot see into: any method and path can go inside. So it needs a grant of the
+//!   whole host, `https://host[:port]/`, that allows every method of
+//!   [`super::TUNNEL_METHODS`] (a grant of a narrower path, of fewer methods or a plain-`http`
+//!   one does not open a tunnel), and calls whose approval mode allows writes (`network` or
+//!   above); only the scheme, host and port are checked, with the resolved address's class;
+//!   no credentials are injected, and the method and path inside are the server's. The
+//!   tunnel's bytes count against the calls' request and response budgets, and it is closed
+//!   when one of the calls ends or the egress time is spent.
 //! - A refusal is an HTTP 403 whose body is the gate's reason, with the denial's code in
 //!   `x-gatehouse-denial`; an upstream failure is a 502 with the reason. Both are recorded on
 //!   the call, as every attempt is.
@@ -41,7 +52,8 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 use super::call::{Denial, Ledger, millis};
 use super::grants::Grants;
 use super::rules::{Destination, DestinationError};
-use super::{DENIALS, FetchError, charge, is_safe, resolve, send};
+use super::{DENIALS, FetchError, charge, resolve, send};
+use gatehouse_core::model::ApprovalMode;
 
 /// The header that carries a refusal's code.
 const DENIAL_HEADER: &str = "x-gatehouse-denial";
@@ -51,13 +63,16 @@ const DENIAL_HEADER: &str = "x-gatehouse-denial";
 /// server, which holds this.
 pub fn network(grants: &Arc<Grants>) -> crate::stdio::Network {
     let grants = Arc::downgrade(grants);
-    crate::stdio::Network(Arc::new(move |listener| serve(grants.clone(), listener)))
+    crate::stdio::Network(Arc::new(move |listener, process| {
+        serve(grants.clone(), process, listener)
+    }))
 }
 
-/// Serves the proxy on `listener` until the returned handle is aborted (which also ends the
-/// connections it serves).
+/// Serves the proxy of process `process` on `listener` until the returned handle is aborted
+/// (which also ends the connections it serves).
 fn serve(
     grants: Weak<Grants>,
+    process: u64,
     listener: std::net::TcpListener,
 ) -> std::io::Result<tokio::task::AbortHandle> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -70,7 +85,7 @@ fn serve(
                         let grants = grants.clone();
                         connections.spawn(async move {
                             let service = hyper::service::service_fn(move |request| {
-                                handle(grants.clone(), request)
+                                handle(grants.clone(), process, request)
                             });
                             let served = hyper::server::conn::http1::Builder::new()
                                 .serve_connection(TokioIo::new(stream), service)
@@ -93,9 +108,10 @@ fn serve(
     Ok(task.abort_handle())
 }
 
-/// One request from the server.
+/// One request from process `process` of the server.
 async fn handle(
     grants: Weak<Grants>,
+    process: u64,
     request: Request<Incoming>,
 ) -> Result<Response<WasiBody>, Infallible> {
     let Some(grants) = grants.upgrade() else {
@@ -106,15 +122,28 @@ async fn handle(
         ));
     };
     let method = request.method().clone();
-    let writes = method != Method::CONNECT && !is_safe(&method);
-    let Some((ledger, call_ended)) = grants.serving.charged(writes) else {
-        let reason = "the server is serving no call, so no call can be charged with this \
-                      request; a stdio server reaches the network only while it serves one";
-        log_refusal(&method, &request.uri().to_string(), "no_call", reason);
-        return Ok(answer(StatusCode::FORBIDDEN, Some("no_call"), reason));
+    let (calls, calls_ended) = grants.serving.of(process);
+    let refusal = match calls.first() {
+        None => Some((
+            "no_call",
+            "the server is serving no call, so no call can be charged with this request; a \
+             stdio server reaches the network only while it serves one",
+        )),
+        Some(oldest) if calls.iter().any(|c| c.call.tenant != oldest.call.tenant) => Some((
+            "several_tenants",
+            "the server's process is serving calls of more than one tenant, so no one call \
+             can be charged with this request; set `isolate = \"tenant\"` in its \
+             [[stdio.server]] entry to give each tenant processes of its own",
+        )),
+        Some(_) => None,
     };
+    if let Some((code, reason)) = refusal {
+        log_refusal(&method, &request.uri().to_string(), code, reason);
+        return Ok(answer(StatusCode::FORBIDDEN, Some(code), reason));
+    }
+    let ledger = Arc::new(Ledger::joint(Arc::clone(&grants), calls));
     if method == Method::CONNECT {
-        return Ok(connect(ledger, call_ended, request).await);
+        return Ok(connect(ledger, calls_ended, request).await);
     }
     let request = request.map(|body| body.map_err(HttpError::from).boxed_unsync());
     match send(Arc::clone(&ledger), request, None).await {
@@ -134,10 +163,10 @@ async fn handle(
 }
 
 /// A `CONNECT`: checked, resolved, connected, answered 200, then tunnelled until either side
-/// closes, the call ends or its egress time is spent.
+/// closes, one of the calls ends or the egress time is spent.
 async fn connect(
     ledger: Arc<Ledger>,
-    call_ended: tokio::sync::watch::Receiver<()>,
+    calls_ended: Vec<tokio::sync::watch::Receiver<()>>,
     mut request: Request<Incoming>,
 ) -> Response<WasiBody> {
     let authority = request
@@ -155,17 +184,23 @@ async fn connect(
         };
         attempt.destination = dest.without_query();
         charge(&ledger)?;
-        // `dest`'s path is `/`, which only a grant of the whole host covers.
+        // `dest`'s path is `/`, which only a grant of the whole host covers; a tunnel carries
+        // any method, so the grant must allow every one.
         let whole_host = ledger
             .grants
             .rules
             .iter()
-            .find(|rule| rule.url.matches(&dest));
+            .find(|rule| rule.url.matches(&dest) && rule.allows_every_method());
         let Some(rule) = whole_host else {
             return Err(Denial::TunnelNotGranted {
                 destination: dest.without_query(),
             });
         };
+        if ledger.call.approval_mode < ApprovalMode::Network {
+            return Err(Denial::TunnelApprovalMode {
+                mode: ledger.call.approval_mode.to_string(),
+            });
+        }
         resolve(&dest, &rule.addresses, ledger.deadline).await
     }
     .await;
@@ -219,20 +254,25 @@ async fn connect(
                 return;
             }
         };
-        tunnel(&ledger, index, call_ended, client, upstream).await;
+        tunnel(&ledger, index, calls_ended, client, upstream).await;
     });
     answer(StatusCode::OK, None, "")
 }
 
-/// Copies both ways between the server and the upstream, each byte charged to the call, until
-/// both sides close, a budget is spent, the call ends or its egress time runs out.
+/// Copies both ways between the server and the upstream, each byte charged to the calls,
+/// until both sides close, a budget is spent, one of the calls ends or the egress time runs
+/// out.
 async fn tunnel(
     ledger: &Ledger,
     index: Option<usize>,
-    mut call_ended: tokio::sync::watch::Receiver<()>,
+    calls_ended: Vec<tokio::sync::watch::Receiver<()>>,
     client: impl AsyncRead + AsyncWrite,
     upstream: tokio::net::TcpStream,
 ) {
+    let mut call_ended = tokio::task::JoinSet::new();
+    for mut ended in calls_ended {
+        call_ended.spawn(async move { while ended.changed().await.is_ok() {} });
+    }
     let (mut from_client, mut to_client) = tokio::io::split(client);
     let (mut from_upstream, mut to_upstream) = upstream.into_split();
     let out = pump(&mut from_client, &mut to_upstream, |n| {
@@ -247,7 +287,7 @@ async fn tunnel(
             "the call's egress time budget of {} ms is spent (`[egress] max_total_ms`)",
             millis(ledger.grants.max_total)
         )),
-        _ = call_ended.changed() => Some("the call it was opened for ended".to_owned()),
+        _ = call_ended.join_next() => Some("a call it was opened for ended".to_owned()),
     };
     if let Some(reason) = why {
         tracing::info!(%reason, "egress tunnel closed");

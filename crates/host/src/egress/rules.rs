@@ -558,6 +558,11 @@ pub fn is_safe(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// The methods a stdio server's tunnel (`CONNECT`) can carry unseen, all of HTTP's that read
+/// or change a resource: a tunnel opens only where a grant of the whole host allows every one
+/// of them (and only in a call whose approval mode allows writes).
+pub const TUNNEL_METHODS: [&str; 7] = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

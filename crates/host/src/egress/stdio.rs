@@ -11,11 +11,13 @@
 //! 3. the body (one JSON-RPC message) is read against the request-byte budget;
 //! 4. the host holds the server's MCP session, so `initialize` is answered with what the
 //!    server answered when it started, and notifications (`notifications/initialized`) are
-//!    taken and dropped (202); every other request is sent to the process under a JSON-RPC id
-//!    of the host's ([`crate::stdio::StdioServer::request`]), within the call's time budget,
+//!    taken and dropped (202); every other request is sent to a process of the server for the
+//!    call's tenant ([`crate::stdio::StdioServer::process`], one of that tenant's own under
+//!    `isolate = "tenant"`) under a JSON-RPC id of the host's, within the call's time budget,
 //!    and its answer comes back with the guest's id, metered against the response-byte
-//!    budget; while it waits, the call is registered as one the server is serving, so a request the
-//!    server sends through its egress proxy ([`super::proxy`]) is charged to it;
+//!    budget; while it waits, the call is registered as one that process is serving, so a
+//!    request the process sends through its egress proxy ([`super::proxy`]) is judged against
+//!    it (and the other calls the process serves) and charged to it;
 //! 5. a server that crashed, hung, is busy or restarting answers HTTP 503 with the reason
 //!    (the adapter's `UPSTREAM_FAILED`, retryable); one that cannot run at all (no sandbox,
 //!    package changed, shut down) is a denial with code `stdio_refused`.
@@ -25,7 +27,6 @@
 //! adapter ran.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
@@ -93,10 +94,7 @@ pub(super) async fn send(
     attempt.request_bytes = body.len() as u64;
     let answer = match serde_json::from_slice::<Value>(&body) {
         Ok(message) if message.get("method").is_some_and(Value::is_string) => {
-            // While the server works on the call, what it sends through its egress proxy is
-            // charged to the call (`super::proxy`).
-            let _serving = ledger.grants.serving.serve(&ledger);
-            exchange(&server, message, ledger.deadline).await
+            exchange(&server, &ledger, message).await
         }
         _ => Ok(Some(json!({
             "jsonrpc": "2.0",
@@ -156,20 +154,26 @@ fn target(raw_uri: &str) -> Option<String> {
     valid.then(|| id.to_ascii_lowercase())
 }
 
-/// One JSON-RPC message from the adapter, answered: `None` for a notification.
+/// One JSON-RPC message from the adapter in the call of `ledger`, answered: `None` for a
+/// notification.
 async fn exchange(
     server: &crate::stdio::StdioServer,
+    ledger: &Arc<Ledger>,
     mut message: Value,
-    deadline: Instant,
 ) -> Result<Option<Value>, StdioError> {
     let Some(id) = message.get("id").cloned() else {
         return Ok(None);
     };
+    let deadline = ledger.deadline;
+    let process = server.process(&ledger.call.tenant, deadline).await?;
     let method = message["method"].as_str().unwrap_or_default().to_owned();
     let mut answer = if method == "initialize" {
-        json!({ "jsonrpc": "2.0", "result": server.initialized(deadline).await? })
+        json!({ "jsonrpc": "2.0", "result": process.initialized() })
     } else {
-        server
+        // While the process works on the call, what it sends through its egress proxy is
+        // judged against and charged to the call (`super::proxy`).
+        let _serving = ledger.grants.serving.serve(process.number(), ledger);
+        process
             .request(
                 &method,
                 message.get_mut("params").map(Value::take),

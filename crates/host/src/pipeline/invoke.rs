@@ -42,7 +42,8 @@ pub async fn invoke(
     let adapter = target.tool.adapter();
     let egress = EgressGate::new(
         adapter.grants(),
-        CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone()),
+        CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
+            .for_tenant(&call.tenant_id),
     );
     let report = sandbox
         .run_adapter(

@@ -16,8 +16,10 @@
 //! idle_stop_seconds = 300            # 0: never stopped for idleness
 //! max_in_flight = 16                 # calls sent to a process and not yet answered
 //! pool = 1                           # processes at most; more start only while all are busy
+//! isolate = "shared"                 # or "tenant": a process serves one tenant's calls only
 //! max_message_kib = 4096             # a longer stdout message restarts the process
-//! memory_mib = 1024                  # data segment per process (RLIMIT_DATA)
+//! memory_mib = 2048                  # address space and file size per process (RLIMIT_AS,
+//!                                    # RLIMIT_FSIZE); /tmp and /dev/shm get half each
 //! cpu_seconds = 600                  # CPU time per process (RLIMIT_CPU)
 //! processes = 64                     # processes and threads of its user (RLIMIT_NPROC)
 //! open_files = 256                   # per process (RLIMIT_NOFILE)
@@ -58,6 +60,22 @@ pub enum Start {
     FirstUse,
     /// When the adapter is loaded; a server that fails to start then fails the load.
     AtStart,
+}
+
+/// Which calls one process of a server may serve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolate {
+    /// Every tenant's (the default): one process serves the calls of every tenant, so it
+    /// sees every tenant's arguments and may keep them (in memory, in its `/tmp`), and a
+    /// request it sends through its egress proxy while serving calls of more than one
+    /// tenant is refused, since no one call can be charged with it.
+    #[default]
+    Shared,
+    /// One tenant's: each process of the pool is started for one tenant and serves no
+    /// other's calls; another tenant's call takes an empty place of the pool, or replaces a
+    /// process of another tenant that holds no call, or waits for one within its deadline.
+    Tenant,
 }
 
 /// One value of the server's environment: a fixed value, or a secret from the gateway's
@@ -108,12 +126,20 @@ pub struct ServerConfig {
     /// limits and MCP session. Default: 1.
     #[serde(default = "default_pool")]
     pub pool: u32,
+    /// Whose calls one process serves: `shared` (every tenant's) or `tenant` (one tenant's;
+    /// the pool's processes are shared out among tenants, so give it a `pool` of about the
+    /// tenants that call it at once). Default: `shared`.
+    #[serde(default)]
+    pub isolate: Isolate,
     /// The longest message (one line of stdout) accepted, in KiB: a longer one is refused and
     /// the process restarted. Default: 4096 (4 MiB).
     #[serde(default = "default_message_kib")]
     pub max_message_kib: u64,
-    /// Memory per process, in MiB (`RLIMIT_DATA`: heap and private mappings; a runtime's
-    /// reserved but unused address space does not count). Default: 1024.
+    /// Memory per process, in MiB: its address space (`RLIMIT_AS`: heap, shared mappings
+    /// and a runtime's reserved address space, so Node needs about 1536) and the size of each
+    /// file it writes (`RLIMIT_FSIZE`, a `memfd` included); the sandbox's `/tmp` and
+    /// `/dev/shm` get half of it each. A limit per process, not per server (no cgroup): a
+    /// server that forks may hold `processes` times it. Default: 2048.
     #[serde(default = "default_memory_mib")]
     pub memory_mib: u64,
     /// CPU time per process, in seconds (`RLIMIT_CPU`); a process past it is killed and
@@ -153,8 +179,10 @@ pub const MAX_POOL: u32 = 16;
 fn default_message_kib() -> u64 {
     4096
 }
+/// Node reserves about 750 MiB of address space before it runs anything and needs about
+/// 1.5 GiB for a few hundred MiB of heap (its allocator's arenas count); 2 GiB leaves room.
 fn default_memory_mib() -> u64 {
-    1024
+    2048
 }
 fn default_cpu_seconds() -> u64 {
     600
@@ -177,6 +205,7 @@ impl ServerConfig {
             idle_stop_seconds: default_idle(),
             max_in_flight: default_in_flight(),
             pool: default_pool(),
+            isolate: Isolate::Shared,
             max_message_kib: default_message_kib(),
             memory_mib: default_memory_mib(),
             cpu_seconds: default_cpu_seconds(),
@@ -238,6 +267,7 @@ mod tests {
                 server.idle_stop_seconds,
                 server.max_in_flight,
                 server.pool,
+                server.isolate,
                 server.max_message_kib,
                 server.memory_mib,
                 server.cpu_seconds,
@@ -245,7 +275,7 @@ mod tests {
                 server.open_files,
                 server.bare,
             ),
-            (300, 16, 1, 4096, 1024, 600, 64, 256, false)
+            (300, 16, 1, Isolate::Shared, 4096, 2048, 600, 64, 256, false)
         );
         assert!((60_000..65_000).contains(&server.run_as()));
         assert_eq!(server.run_as(), ServerConfig::new("acme.fs").run_as());

@@ -33,8 +33,8 @@ pub mod spec;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-pub use config::{EnvBinding, ServerConfig, Start, StdioConfig};
-pub use server::{Network, State, Status, StdioServer, Supervision};
+pub use config::{EnvBinding, Isolate, ServerConfig, Start, StdioConfig};
+pub use server::{Network, Served, State, Status, StdioServer, Supervision};
 pub use spec::{DirGrant, DirMode, PackagePin, Registry, StdioSpec};
 
 use sandbox::{Launch, Limits};
@@ -105,6 +105,19 @@ pub enum StdioError {
         /// The adapter.
         adapter: String,
     },
+    /// Under `isolate = "tenant"`, every process of the pool served other tenants' calls until
+    /// the deadline.
+    #[error(
+        "stdio server of `{adapter}` has all {pool} processes (`pool`) serving other tenants' \
+         calls (`isolate = \"tenant\"`); retry later, or raise `pool` in its [[stdio.server]] \
+         entry"
+    )]
+    PoolTaken {
+        /// The adapter.
+        adapter: String,
+        /// The pool's size.
+        pool: u32,
+    },
     /// Every place for a request was taken until the deadline.
     #[error(
         "stdio server of `{adapter}` has {max} requests in flight (`max_in_flight`); retry later"
@@ -138,6 +151,7 @@ impl StdioError {
             Self::Crashed { .. }
             | Self::Timeout { .. }
             | Self::Busy { .. }
+            | Self::PoolTaken { .. }
             | Self::Restarting { .. } => true,
             Self::NotGranted { .. }
             | Self::Grant { .. }
@@ -252,6 +266,7 @@ impl StdioServers {
         }
         let supervision = Supervision {
             pool: grant.pool,
+            isolate: grant.isolate,
             max_in_flight: grant.max_in_flight,
             max_message_bytes: usize::try_from(grant.max_message_kib.saturating_mul(1024))
                 .unwrap_or(usize::MAX),

@@ -8,7 +8,10 @@
 //!    `passwd`, `group`, time zone); never the rest of `/etc`, `/root`, `/home`, `/var` or the
 //!    gateway's config, store and keys;
 //! 2. a private `/tmp` (a fresh tmpfs, also `HOME` and `TMPDIR`), its own `/proc` and a
-//!    minimal `/dev`;
+//!    minimal `/dev` with a `/dev/shm` of its own; `/tmp` and `/dev/shm` are bounded to half
+//!    the memory limit each ([`Limits::tmpfs_bytes`]), and the root and `/dev` (tmpfs mounts
+//!    bubblewrap makes, sized at half the host's memory) are read-only, so files the server
+//!    writes hold at most the memory limit of the host's memory;
 //! 3. the package's install directory read-only, and only the directories its grant lists,
 //!    read-only or read-write, at the same paths;
 //! 4. its own user, PID, IPC, UTS, cgroup and network namespaces (`--unshare-all`): no
@@ -19,13 +22,23 @@
 //!    `PR_SET_NO_NEW_PRIVS`), every capability dropped, a new session (no terminal to
 //!    inject into); it dies with the gateway (`--die-with-parent`);
 //! 5. exactly the environment its grant names, besides `PATH`, `HOME` and `TMPDIR`;
-//! 6. limits on memory, CPU time, processes and open files (`prlimit`), and under a root
-//!    gateway a user of its own (`setpriv`), so the process limit counts its processes only
-//!    and it owns none of root's files.
+//! 6. limits on memory (the address space of each process, `RLIMIT_AS`, which counts shared
+//!    mappings and a runtime's reservations, and the size of each file it writes,
+//!    `RLIMIT_FSIZE`, which bounds a `memfd` too), CPU time, processes and open files
+//!    (`prlimit`), and under a root gateway a user of its own (`setpriv`), so the process
+//!    limit counts its processes only and it owns none of root's files;
+//! 7. no descriptor of the gateway's but its standard streams (and, for bubblewrap alone, the
+//!    two pipes of [`ProxyFds`]): every other is closed at `exec`, even one a library's
+//!    after-fork handler made inheritable (wasmtime re-opens `/proc/self/pagemap` with
+//!    `dup2`, which clears close-on-exec).
+//!
+//! The memory limit is per process, so a server that forks may hold up to `processes` times
+//! it; a cgroup would bound the whole server, and is not used (see
+//! `docs/hostile-input.md`).
 //!
 //! Where bubblewrap cannot make the sandbox ([`probe`]: not installed, no user namespaces),
 //! the server is refused, saying why, unless its grant says `bare = true`: then it runs with
-//! 5 and 6 only.
+//! 5, 6 and 7 only, and its files are bounded per file only ([`MemoryLimit`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -78,7 +91,8 @@ pub struct ProxyFds {
 /// The limits of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// `RLIMIT_DATA`, bytes.
+    /// `RLIMIT_AS` and `RLIMIT_FSIZE`, bytes; half of it bounds each of `/tmp` and
+    /// `/dev/shm`.
     pub memory_bytes: u64,
     /// `RLIMIT_CPU`, seconds.
     pub cpu_seconds: u64,
@@ -86,6 +100,37 @@ pub struct Limits {
     pub processes: u64,
     /// `RLIMIT_NOFILE`.
     pub open_files: u64,
+}
+
+impl Limits {
+    /// The size of each of the sandbox's `/tmp` and `/dev/shm`: half the memory limit, so
+    /// both together hold at most the limit (at least one page each).
+    pub fn tmpfs_bytes(&self) -> u64 {
+        (self.memory_bytes / 2).max(4096)
+    }
+
+    /// The memory limit that applies to a process started `sandboxed` or bare.
+    pub fn memory(&self, sandboxed: bool) -> MemoryLimit {
+        MemoryLimit {
+            process_bytes: self.memory_bytes,
+            file_bytes: self.memory_bytes,
+            tmpfs_bytes: sandboxed.then(|| self.tmpfs_bytes()),
+        }
+    }
+}
+
+/// The memory limit that applied to a server's processes, as `gatehouse admin plugins` shows
+/// it. There is no cgroup: each bound is per process, or per mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryLimit {
+    /// The address space of each process (`RLIMIT_AS`: heap, shared mappings and a runtime's
+    /// reservations), bytes.
+    pub process_bytes: u64,
+    /// The size of each file a process writes (`RLIMIT_FSIZE`, a `memfd` included), bytes.
+    pub file_bytes: u64,
+    /// The size of each of the sandbox's `/tmp` and `/dev/shm`, bytes; `None` for a server
+    /// run bare (`bare = true`), whose files are bounded per file only.
+    pub tmpfs_bytes: Option<u64>,
 }
 
 /// Everything needed to start one server's process.
@@ -140,7 +185,8 @@ impl Launch {
         let limits = &self.limits;
         argv.extend([
             "prlimit".to_owned(),
-            format!("--data={}", limits.memory_bytes),
+            format!("--as={}", limits.memory_bytes),
+            format!("--fsize={}", limits.memory_bytes),
             format!("--cpu={}", limits.cpu_seconds),
             format!("--nproc={}", limits.processes),
             format!("--nofile={}", limits.open_files),
@@ -172,6 +218,16 @@ impl Launch {
             command.env("PATH", PATH);
         }
         command.kill_on_drop(true);
+        let mut keep: Vec<i32> = proxy
+            .map(|fds| vec![fds.info, fds.block])
+            .unwrap_or_default();
+        keep.sort_unstable();
+        #[allow(unsafe_code, reason = "system calls between fork and exec")]
+        // SAFETY: runs in the forked child before `exec`, and makes system calls only (no
+        // allocation, no lock): `keep` was made before the fork.
+        unsafe {
+            command.pre_exec(move || inherit_only(&keep));
+        }
         command
     }
 
@@ -211,7 +267,26 @@ impl Launch {
                 (*path).to_owned(),
             ]);
         }
-        args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(str::to_owned));
+        let tmpfs = self.limits.tmpfs_bytes().to_string();
+        args.extend(
+            [
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--size",
+                &tmpfs,
+                "--tmpfs",
+                "/dev/shm",
+                "--remount-ro",
+                "/dev",
+                "--size",
+                &tmpfs,
+                "--tmpfs",
+                "/tmp",
+            ]
+            .map(str::to_owned),
+        );
         // A program outside the system and the package (e.g. a node under ~/.nvm) is shown
         // alone, read-only, at its path.
         let program = self.program.display().to_string();
@@ -235,6 +310,9 @@ impl Launch {
             };
             args.extend([option.to_owned(), path.clone(), path]);
         }
+        // Last of the mounts: the root tmpfs holds the mount points made above, and no file
+        // of the server's (non-recursive: `/tmp` and the granted directories stay as they are).
+        args.extend(["--remount-ro", "/"].map(str::to_owned));
         args.extend(
             [
                 "--chdir",
@@ -273,6 +351,65 @@ impl Launch {
         args.push("--".to_owned());
         args
     }
+}
+
+/// Between fork and exec: every descriptor above 2 is closed at `exec` but those of `keep`
+/// (sorted), which are made inheritable. Descriptors are marked close-on-exec rather than
+/// closed, so the one the standard library reports a failed `exec` on still works.
+fn inherit_only(keep: &[i32]) -> std::io::Result<()> {
+    let mut first = 3;
+    for &fd in keep {
+        let Ok(fd_number) = u32::try_from(fd) else {
+            continue;
+        };
+        if fd_number < first {
+            continue;
+        }
+        if fd_number > first {
+            close_on_exec(first, fd_number - 1)?;
+        }
+        // SAFETY: `fd` is one of the pipes the caller holds open across the spawn.
+        #[allow(unsafe_code, reason = "a descriptor the caller keeps open")]
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_setfd(borrowed, rustix::io::FdFlags::empty())?;
+        first = fd_number + 1;
+    }
+    close_on_exec(first, u32::MAX)
+}
+
+/// Marks the descriptors `first..=last` close-on-exec: `close_range(2)` (Linux 5.11), else
+/// one by one up to the open-file limit.
+fn close_on_exec(first: u32, last: u32) -> std::io::Result<()> {
+    #[allow(unsafe_code, reason = "system calls on plain integers")]
+    // SAFETY: `close_range`, `getrlimit` and `fcntl` take integers and a local struct, and are
+    // async-signal-safe.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            first,
+            last,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return Ok(());
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let end = u32::try_from(limit.rlim_cur.min(u64::from(last))).unwrap_or(last);
+        for fd in first..=end {
+            let Ok(fd) = i32::try_from(fd) else {
+                break;
+            };
+            // A descriptor not open fails with EBADF: nothing to mark.
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
 }
 
 /// A bubblewrap program, and whether it can make a sandbox here.
@@ -326,7 +463,8 @@ pub async fn probe(launch: &Launch) -> Result<(), String> {
             Ok(Ok(output)) if output.status.success() => Ok(()),
             Ok(Ok(output)) => Err(format!(
                 "bubblewrap ({}) cannot make the sandbox here: {}; it needs user namespaces \
-             (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)",
+             (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0), and \
+             bubblewrap 0.5 or later (`--size`, which bounds the sandbox's /tmp and /dev/shm)",
                 launch.bwrap.display(),
                 String::from_utf8_lossy(&output.stderr).trim()
             )),

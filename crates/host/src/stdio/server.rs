@@ -2,14 +2,18 @@
 //! newline-delimited JSON-RPC, restarted when it fails. A server may keep a small pool of
 //! processes (`pool`, each with its own sandbox and session): a request goes to a process
 //! holding none, and another process is started only while every running one holds requests.
+//! Under `isolate = "tenant"` each process is started for one tenant and serves only that
+//! tenant's requests ([`StdioServer::process`]): another tenant's request takes an empty
+//! place, or replaces a process of another tenant that holds no request, or waits for one.
 //!
 //! 1. **Start** (at the first request, or at load with `start = "at_start"`): the installed
 //!    package is checked against its pin again (it may have changed since the load), the
 //!    sandbox is probed ([`super::sandbox::probe`]), the process spawned, and the MCP session opened
 //!    (`initialize`, then `notifications/initialized`) within [`START_TIMEOUT`]. The host holds
 //!    this one session; the adapter's requests are sent on it.
-//! 2. **Requests** ([`StdioServer::request`]) are multiplexed on the process by JSON-RPC id:
-//!    each gets an id of the host's, and its answer is matched back by it. At most
+//! 2. **Requests** ([`Served::request`], on a process [`StdioServer::process`] picks) are
+//!    multiplexed on the process by JSON-RPC id: each gets an id of the host's, and its
+//!    answer is matched back by it. At most
 //!    `max_in_flight` are outstanding; a request past that waits for a place within its
 //!    deadline. Requests from the server (`roots/list`, `sampling/...`) are answered "method
 //!    not found": the host offers the server nothing; its notifications are dropped.
@@ -26,7 +30,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::os::fd::AsRawFd as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -37,7 +41,8 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio::task::AbortHandle;
 
 use super::StdioError;
-use super::sandbox::{Launch, ProxyFds, probe};
+use super::config::Isolate;
+use super::sandbox::{Launch, MemoryLimit, ProxyFds, probe};
 
 /// How long starting the process and opening its MCP session may take: an installed package
 /// starts in well under a second; a slow disk or a large runtime gets the rest.
@@ -70,6 +75,8 @@ pub struct Supervision {
     /// Processes at most (at least 1): a second is started only when every running one is
     /// answering a request, so a server used by one caller at a time keeps one.
     pub pool: u32,
+    /// Whose requests one process serves.
+    pub isolate: Isolate,
 }
 
 /// The state of a server, as `gatehouse admin plugins` and the console show it.
@@ -107,6 +114,10 @@ pub struct Status {
     pub last_failure: Option<String>,
     /// Whether it runs without the sandbox (`bare = true` where bubblewrap cannot run).
     pub bare: bool,
+    /// Whose calls one process serves (`isolate`).
+    pub isolate: Isolate,
+    /// The memory limit that applied to its last started process; `None` before the first.
+    pub memory: Option<MemoryLimit>,
     /// What runs: the pinned program and its arguments, the package's directory filled in.
     pub command: Vec<String>,
 }
@@ -130,12 +141,13 @@ struct Inner {
     network: OnceLock<Network>,
 }
 
-/// What serves a sandboxed server's network: given the listener made in the server's network
-/// namespace (at [`super::netns::PROXY`]), it serves the egress proxy on it until the handle
-/// it returns is aborted. Set by the loader from the adapter's grants (`crate::egress`).
+/// What serves a sandboxed server's network: given the listener made in one process's network
+/// namespace (at [`super::netns::PROXY`]) and that process's number ([`Served::number`]), it
+/// serves the egress proxy of that process on it until the handle it returns is aborted. Set
+/// by the loader from the adapter's grants (`crate::egress`).
 #[derive(Clone)]
 pub struct Network(
-    pub Arc<dyn Fn(std::net::TcpListener) -> std::io::Result<AbortHandle> + Send + Sync>,
+    pub Arc<dyn Fn(std::net::TcpListener, u64) -> std::io::Result<AbortHandle> + Send + Sync>,
 );
 
 impl std::fmt::Debug for Network {
@@ -157,7 +169,17 @@ impl Drop for AbortOnDrop {
 }
 
 /// One place of the pool.
-type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+#[derive(Debug, Default)]
+struct Slot {
+    /// Its live process, if any; a start holds the lock.
+    live: Arc<tokio::sync::Mutex<Option<Live>>>,
+    /// Under `isolate = "tenant"`: the tenant of its process, or of the one being started.
+    tenant: Mutex<Option<String>>,
+}
+
+/// Numbers every process of every server, so the egress proxy of one process charges the
+/// calls of that process only.
+static PROCESSES: AtomicU64 = AtomicU64::new(1);
 
 /// A running process and the means to kill it; dropping it kills the process.
 #[derive(Debug)]
@@ -174,6 +196,71 @@ impl Live {
     }
 }
 
+/// A process of a server held for one caller ([`StdioServer::process`]): the caller's
+/// requests go to it, and while it is held no other tenant's request replaces it and no idle
+/// stop takes it.
+#[derive(Debug)]
+pub struct Served {
+    inner: Arc<Inner>,
+    process: Arc<Process>,
+}
+
+impl Served {
+    fn new(inner: &Arc<Inner>, process: &Arc<Process>) -> Self {
+        process.users.fetch_add(1, Ordering::SeqCst);
+        Self {
+            inner: Arc::clone(inner),
+            process: Arc::clone(process),
+        }
+    }
+
+    /// The process's number, unique in the gateway: the one its egress proxy is given
+    /// ([`Network`]), so the calls registered under it are the ones its requests are
+    /// charged to.
+    pub fn number(&self) -> u64 {
+        self.process.number
+    }
+
+    /// What the process answered to `initialize` (its `serverInfo`, `protocolVersion`,
+    /// `capabilities`).
+    pub fn initialized(&self) -> Value {
+        self.process
+            .initialized
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Sends `method` with `params` to the process and returns its answer: the JSON-RPC
+    /// response message (with `result` or `error`; its `id` is the host's).
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        deadline: Instant,
+    ) -> Result<Value, StdioError> {
+        let answer = self
+            .inner
+            .send(&self.process, method, params, deadline)
+            .await;
+        if answer.is_ok() {
+            self.inner.books().failures = 0;
+        }
+        answer
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        *self
+            .process
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        self.process.users.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What the supervisor remembers across processes.
 #[derive(Debug)]
 struct Books {
@@ -183,11 +270,17 @@ struct Books {
     restarts: u64,
     last_failure: Option<String>,
     bare: bool,
+    memory: Option<MemoryLimit>,
 }
 
 /// One process: its stdin, the requests it holds, its place count.
 #[derive(Debug)]
 struct Process {
+    /// Its number, unique in the gateway ([`PROCESSES`]).
+    number: u64,
+    /// Callers holding it ([`Served`]), from the pick to the end of their request: a process
+    /// of another tenant is replaced only while it has none.
+    users: AtomicUsize,
     pid: Option<u32>,
     stdin: tokio::sync::Mutex<ChildStdin>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, StdioError>>>>,
@@ -222,12 +315,9 @@ impl Process {
         }
     }
 
-    /// Requests it holds.
-    fn load(&self) -> usize {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+    /// Callers holding it.
+    fn users(&self) -> usize {
+        self.users.load(Ordering::SeqCst)
     }
 
     fn is_ended(&self) -> bool {
@@ -276,6 +366,7 @@ impl StdioServer {
                     restarts: 0,
                     last_failure: None,
                     bare: false,
+                    memory: None,
                 }),
                 shut_down: AtomicBool::new(false),
                 network: OnceLock::new(),
@@ -308,7 +399,7 @@ impl StdioServer {
             .slots
             .iter()
             .filter_map(|slot| {
-                let slot = slot.try_lock().ok()?;
+                let slot = slot.live.try_lock().ok()?;
                 slot.as_ref()
                     .filter(|live| !live.process.is_ended())
                     .and_then(|live| live.process.pid)
@@ -328,44 +419,29 @@ impl StdioServer {
             restarts: books.restarts,
             last_failure: books.last_failure.clone(),
             bare: books.bare,
+            isolate: self.inner.supervision.isolate,
+            memory: books.memory,
             command: std::iter::once(self.inner.launch.program.display().to_string())
                 .chain(self.inner.launch.args.iter().cloned())
                 .collect(),
         }
     }
 
-    /// What the server answered to `initialize` (its `serverInfo`, `protocolVersion`,
-    /// `capabilities`), starting it if needed.
-    pub async fn initialized(&self, deadline: Instant) -> Result<Value, StdioError> {
-        let process = self.inner.ensure(deadline).await?;
-        Ok(process
-            .initialized
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone())
+    /// A process for requests of `tenant`, started if need be, held until the [`Served`] is
+    /// dropped. Under `isolate = "tenant"` it serves that tenant only: a process of its own,
+    /// else an empty place of the pool, else a process of another tenant holding no request
+    /// (replaced), else one of its busy ones; while every place serves other tenants'
+    /// requests, it waits until `deadline` ([`StdioError::PoolTaken`]).
+    pub async fn process(&self, tenant: &str, deadline: Instant) -> Result<Served, StdioError> {
+        let owner = (self.inner.supervision.isolate == Isolate::Tenant).then_some(tenant);
+        self.inner.ensure(owner, deadline).await
     }
 
-    /// Sends `method` with `params` and returns the server's answer: the JSON-RPC response
-    /// message (with `result` or `error`; its `id` is the host's). Starts the process if it
-    /// is not running.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        deadline: Instant,
-    ) -> Result<Value, StdioError> {
-        let process = self.inner.ensure(deadline).await?;
-        let answer = self.inner.send(&process, method, params, deadline).await;
-        if answer.is_ok() {
-            self.inner.books().failures = 0;
-        }
-        answer
-    }
-
-    /// Starts the process now if it is not running (for `start = "at_start"`).
+    /// Starts a process now if none is running (for `start = "at_start"`); under `isolate =
+    /// "tenant"` it serves the first tenant that calls.
     pub async fn start(&self) -> Result<(), StdioError> {
         self.inner
-            .ensure(Instant::now() + START_TIMEOUT)
+            .ensure(None, Instant::now() + START_TIMEOUT)
             .await
             .map(drop)
     }
@@ -374,7 +450,7 @@ impl StdioServer {
     pub async fn shutdown(&self) {
         self.inner.shut_down.store(true, Ordering::SeqCst);
         for slot in &self.inner.slots {
-            if let Some(mut live) = slot.lock().await.take() {
+            if let Some(mut live) = slot.live.lock().await.take() {
                 live.kill(SHUTDOWN_REASON.to_owned());
             }
         }
@@ -387,55 +463,105 @@ impl Inner {
         self.books.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The slot a request goes to: a running process holding no request; else an empty
-    /// slot, where a process is started (the pool grows while every process is busy); else
-    /// the running process holding the fewest; else (every slot starting) the first.
-    fn pick(&self) -> usize {
-        let mut least: Option<(usize, usize)> = None;
-        let mut empty = None;
+    /// The slot a request of `tenant` goes to (`None`: any process, as when the server is
+    /// shared): a process of its own holding no caller; else an empty slot, where a process
+    /// is started (the pool grows while every process is busy); else a slot whose process of
+    /// another tenant holds no caller (replaced); else its process holding the fewest
+    /// callers; else one being started for it. `None` while every slot serves (or is being
+    /// started for) other tenants' callers.
+    fn pick(&self, tenant: Option<&str>) -> Option<usize> {
+        let mut best: Option<((u8, usize), usize)> = None;
         for (i, slot) in self.slots.iter().enumerate() {
-            let Ok(slot) = slot.try_lock() else {
-                continue;
+            let owner = slot
+                .tenant
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let mine = tenant.is_none() || owner.is_none() || owner.as_deref() == tenant;
+            let key = match slot.live.try_lock() {
+                Err(_) if mine => (3, 0),
+                Err(_) => continue,
+                Ok(live) => match live.as_ref().filter(|live| !live.process.is_ended()) {
+                    None => (0, 0),
+                    Some(live) if mine && live.process.users() == 0 => return Some(i),
+                    Some(live) if mine => (2, live.process.users()),
+                    Some(live) if live.process.users() == 0 => (1, 0),
+                    Some(_) => continue,
+                },
             };
-            match slot.as_ref().filter(|live| !live.process.is_ended()) {
-                Some(live) => {
-                    let load = live.process.load();
-                    if least.is_none_or(|(_, fewest)| load < fewest) {
-                        least = Some((i, load));
-                    }
-                }
-                None => {
-                    empty.get_or_insert(i);
-                }
+            if best.is_none_or(|(better, _)| key < better) {
+                best = Some((key, i));
             }
         }
-        match (least, empty) {
-            (Some((i, 0)), _) | (Some((i, _)), None) => i,
-            (_, Some(i)) => i,
-            (None, None) => 0,
-        }
+        best.map(|(_, i)| i)
     }
 
-    /// A live process, started (after any backoff) if its slot has none.
-    async fn ensure(self: &Arc<Self>, deadline: Instant) -> Result<Arc<Process>, StdioError> {
-        if self.shut_down.load(Ordering::SeqCst) {
-            return Err(StdioError::ShutDown {
-                adapter: self.adapter.clone(),
-            });
-        }
-        let index = self.pick();
-        let mut slot =
-            tokio::time::timeout_at(deadline.into(), Arc::clone(&self.slots[index]).lock_owned())
-                .await
-                .map_err(|_| StdioError::Timeout {
+    /// A live process for `tenant` (see [`Inner::pick`]), held for the caller, started (after
+    /// any backoff) if its slot has none.
+    async fn ensure(
+        self: &Arc<Self>,
+        tenant: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Served, StdioError> {
+        let (index, mut slot) = loop {
+            if self.shut_down.load(Ordering::SeqCst) {
+                return Err(StdioError::ShutDown {
                     adapter: self.adapter.clone(),
-                })?;
-        if let Some(live) = slot.as_ref() {
-            if !live.process.is_ended() {
-                return Ok(Arc::clone(&live.process));
+                });
             }
-            *slot = None;
-        }
+            let Some(index) = self.pick(tenant) else {
+                if Instant::now() >= deadline {
+                    return Err(StdioError::PoolTaken {
+                        adapter: self.adapter.clone(),
+                        pool: self.supervision.pool,
+                    });
+                }
+                tokio::time::sleep(
+                    POOL_WAIT.min(deadline.saturating_duration_since(Instant::now())),
+                )
+                .await;
+                continue;
+            };
+            let slot = tokio::time::timeout_at(
+                deadline.into(),
+                Arc::clone(&self.slots[index].live).lock_owned(),
+            )
+            .await
+            .map_err(|_| StdioError::Timeout {
+                adapter: self.adapter.clone(),
+            })?;
+            let mut owner = self.slots[index]
+                .tenant
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(live) = slot.as_ref().filter(|live| !live.process.is_ended()) else {
+                *owner = tenant.map(str::to_owned);
+                break (index, slot);
+            };
+            match (tenant, owner.as_deref()) {
+                (None, _) => return Ok(Served::new(self, &live.process)),
+                (Some(tenant), None) => {
+                    // Started at load for no one yet: the first tenant's.
+                    *owner = Some(tenant.to_owned());
+                    return Ok(Served::new(self, &live.process));
+                }
+                (Some(tenant), Some(serving)) if tenant == serving => {
+                    return Ok(Served::new(self, &live.process));
+                }
+                (Some(tenant), Some(_)) if live.process.users() == 0 => {
+                    *owner = Some(tenant.to_owned());
+                    drop(owner);
+                    let mut slot = slot;
+                    if let Some(mut live) = slot.take() {
+                        live.kill(REPLACED.to_owned());
+                    }
+                    break (index, slot);
+                }
+                // Another tenant's caller took it since the pick: pick again.
+                (Some(_), Some(_)) => {}
+            }
+        };
+        *slot = None;
         let retry_at = self.books().retry_at;
         if let Some(at) = retry_at.filter(|at| *at > Instant::now()) {
             if at > deadline {
@@ -449,7 +575,9 @@ impl Inner {
         self.books().state = State::Starting;
         // The start runs to its own end (at most START_TIMEOUT), holding the slot, even when
         // this request's deadline comes first: a server slower to start than one call's
-        // budget is running for the next call, not started over by each.
+        // budget is running for the next call, not started over by each. The caller's hold
+        // is taken before the slot is let go (so no other tenant replaces the process in
+        // between), and dropped with the task's output if the caller is gone.
         let inner = Arc::clone(self);
         let start = tokio::spawn(async move {
             let started = match tokio::time::timeout(START_TIMEOUT, inner.spawn()).await {
@@ -464,7 +592,7 @@ impl Inner {
             };
             match started {
                 Ok(live) => {
-                    let process = Arc::clone(&live.process);
+                    let served = Served::new(&inner, &live.process);
                     *slot = Some(live);
                     if let Some(idle) = inner.supervision.idle_stop {
                         tokio::spawn(reap_when_idle(Arc::downgrade(&inner), index, idle));
@@ -474,7 +602,7 @@ impl Inner {
                     if books.retry_at.take().is_some() {
                         books.restarts += 1;
                     }
-                    Ok(process)
+                    Ok(served)
                 }
                 Err(error) => {
                     inner.failed(&error.to_string());
@@ -532,7 +660,12 @@ impl Inner {
                 });
             }
         };
-        self.books().bare = !sandboxed;
+        {
+            let mut books = self.books();
+            books.bare = !sandboxed;
+            books.memory = Some(self.launch.limits.memory(sandboxed));
+        }
+        let number = PROCESSES.fetch_add(1, Ordering::Relaxed);
         let start_failed = |reason: String| StdioError::Start {
             adapter: self.adapter.clone(),
             reason,
@@ -557,22 +690,6 @@ impl Inner {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        if let Some(fds) = fds {
-            #[allow(unsafe_code, reason = "one system call between fork and exec")]
-            // SAFETY: runs in the forked child before `exec`, and only clears close-on-exec
-            // on two descriptors (a system call), so bubblewrap inherits them.
-            unsafe {
-                command.pre_exec(move || {
-                    for fd in [fds.info, fds.block] {
-                        rustix::io::fcntl_setfd(
-                            std::os::fd::BorrowedFd::borrow_raw(fd),
-                            rustix::io::FdFlags::empty(),
-                        )?;
-                    }
-                    Ok(())
-                });
-            }
-        }
         let mut child = command.spawn().map_err(|e| {
             start_failed(format!("cannot run {}: {e}", self.launch.program.display()))
         })?;
@@ -580,7 +697,7 @@ impl Inner {
         let proxy = match (network, pipes) {
             (Some(network), Some(((info, info_writer), (block_reader, block)))) => {
                 drop((info_writer, block_reader));
-                match put_proxy(network, info, block).await {
+                match put_proxy(network, number, info, block).await {
                     Ok(handle) => AbortOnDrop(Some(handle)),
                     Err(reason) => {
                         let _ = child.kill().await;
@@ -598,6 +715,8 @@ impl Inner {
             unreachable!("all three streams are piped");
         };
         let process = Arc::new(Process {
+            number,
+            users: AtomicUsize::new(0),
             pid: child.id(),
             stdin: tokio::sync::Mutex::new(stdin),
             pending: Mutex::default(),
@@ -627,7 +746,8 @@ impl Inner {
                     reason
                 }
             };
-            let expected = [IDLE, SHUTDOWN_REASON, START_FAILED].contains(&reason.as_str());
+            let expected =
+                [IDLE, SHUTDOWN_REASON, START_FAILED, REPLACED].contains(&reason.as_str());
             let reason = format!("{reason}; {}", watched.tail());
             watched.end(&adapter, &reason);
             if let Some(inner) = weak.upgrade() {
@@ -777,7 +897,7 @@ impl Inner {
     /// Kills `process` if it is still a live one.
     async fn kill(&self, process: &Arc<Process>, reason: String) {
         for slot in &self.slots {
-            let mut slot = slot.lock().await;
+            let mut slot = slot.live.lock().await;
             if let Some(live) = slot.as_mut()
                 && Arc::ptr_eq(&live.process, process)
             {
@@ -830,12 +950,18 @@ const IDLE: &str = "idle";
 const SHUTDOWN_REASON: &str = "the gateway shut down";
 /// The reason a process that failed to open its session is stopped with (booked by the start).
 const START_FAILED: &str = "it failed to start";
+/// The reason a process of one tenant, holding no request, is stopped with when another
+/// tenant's request takes its place (`isolate = "tenant"`).
+const REPLACED: &str = "its place was given to another tenant";
+/// How often a request waits again for a place while every process serves other tenants.
+const POOL_WAIT: Duration = Duration::from_millis(50);
 
 /// Reads the sandbox's first process from bubblewrap's `info` pipe, makes the proxy's listener
 /// in its network namespace, starts `network` on it, and lets bubblewrap run the server
 /// (a byte on `block`).
 async fn put_proxy(
     network: &Network,
+    number: u64,
     info: std::io::PipeReader,
     block: std::io::PipeWriter,
 ) -> Result<AbortHandle, String> {
@@ -845,7 +971,7 @@ async fn put_proxy(
     })
     .await
     .map_err(|e| e.to_string())??;
-    let handle = (network.0)(listener).map_err(|e| e.to_string())?;
+    let handle = (network.0)(listener, number).map_err(|e| e.to_string())?;
     let mut block = block;
     if let Err(e) = std::io::Write::write_all(&mut block, b"1") {
         handle.abort();
@@ -910,19 +1036,20 @@ async fn reap_when_idle(server: Weak<Inner>, index: usize, idle: Duration) {
         let Some(inner) = server.upgrade() else {
             return;
         };
-        let mut slot = inner.slots[index].lock().await;
+        let mut slot = inner.slots[index].live.lock().await;
         let Some(live) = slot.as_mut() else {
             return;
         };
         if live.process.is_ended() {
             return;
         }
-        let quiet = live
-            .process
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty();
+        let quiet = live.process.users() == 0
+            && live
+                .process
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty();
         let last_used = *live
             .process
             .last_used

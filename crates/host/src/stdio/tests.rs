@@ -12,13 +12,38 @@ use super::server::PING_TIMEOUT;
 use super::*;
 
 /// Answers each `tools/call` on a thread of its own, by tool name: `echo`, `sleep` (for
-/// `ms`), `whoami` (after `ms`, a name this process drew at its start), `crash` (exits 3), `hang` (stops reading and answering), `ignore` (never answers
-/// this request, answers the rest), `flood` (a megabyte without a newline), `shout` (200
-/// stderr lines).
+/// `ms`), `whoami` (after `ms`, a name this process drew at its start), `crash` (exits 3),
+/// `hang` (stops reading and answering), `ignore` (never answers this request, answers the
+/// rest), `flood` (a megabyte without a newline), `shout` (200 stderr lines), `shared`
+/// (maps `mib` MiB of shared memory, touches it and keeps it), `fill` (writes `mib` MiB to a
+/// file at `path`, or a `memfd` for `path = "memfd"`, a MiB at a time, and keeps it).
 const SERVER: &str = r#"
-import json, os, sys, threading, time
+import json, mmap, os, sys, threading, time
 lock = threading.Lock()
 INSTANCE = os.urandom(6).hex()
+KEPT = []
+def shared(mib):
+    try:
+        m = mmap.mmap(-1, mib << 20, flags=mmap.MAP_SHARED)
+    except OSError as e:
+        return "refused: %s" % e.strerror
+    for at in range(0, mib << 20, 4096):
+        m[at] = 1
+    KEPT.append(m)
+    return "held %d MiB" % mib
+def fill(path, mib):
+    try:
+        fd = os.memfd_create("hoard") if path == "memfd" else os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError as e:
+        return "refused: %s" % e.strerror
+    KEPT.append(fd)
+    chunk = b"x" * (1 << 20)
+    for written in range(mib):
+        try:
+            os.write(fd, chunk)
+        except OSError as e:
+            return "refused after %d MiB: %s" % (written, e.strerror)
+    return "wrote %d MiB" % mib
 def send(message):
     with lock:
         sys.stdout.write(json.dumps(message) + "\n")
@@ -46,6 +71,10 @@ def answer(request):
             sys.stdout.write("x" * (1 << 20))
             sys.stdout.flush()
         return
+    elif name == "shared":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": shared(args["mib"])}]}})
+    elif name == "fill":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": fill(args["path"], args["mib"])}]}})
     elif name == "shout":
         for i in range(200):
             sys.stderr.write("line %d\n" % i)
@@ -105,7 +134,21 @@ fn supervision() -> Supervision {
         max_message_bytes: 64 * 1024,
         idle_stop: None,
         pool: 1,
+        isolate: Isolate::Shared,
     }
+}
+
+/// A server of a pool of `pool` processes, each serving one tenant.
+fn isolated(fake: &Fake, pool: u32) -> StdioServer {
+    StdioServer::new(
+        "test.isolated",
+        fake.launch.clone(),
+        Supervision {
+            pool,
+            isolate: Isolate::Tenant,
+            ..supervision()
+        },
+    )
 }
 
 fn soon(ms: u64) -> Instant {
@@ -118,7 +161,20 @@ async fn call(
     args: Value,
     ms: u64,
 ) -> Result<String, StdioError> {
+    call_for(server, "", tool, args, ms).await
+}
+
+/// [`call`] for a call of `tenant`.
+async fn call_for(
+    server: &StdioServer,
+    tenant: &str,
+    tool: &str,
+    args: Value,
+    ms: u64,
+) -> Result<String, StdioError> {
     let answer = server
+        .process(tenant, soon(ms))
+        .await?
         .request(
             "tools/call",
             Some(json!({ "name": tool, "arguments": args })),
@@ -159,7 +215,7 @@ async fn requests_are_multiplexed_on_one_process_by_id() {
         (status.state, status.restarts, status.bare),
         (State::Running, 0, false)
     );
-    let initialized = server.initialized(soon(1000)).await.unwrap();
+    let initialized = server.process("", soon(1000)).await.unwrap().initialized();
     assert_eq!(initialized["serverInfo"]["name"], "fake");
 }
 
@@ -533,4 +589,140 @@ where
         outputs.push(handle.await.unwrap());
     }
     outputs
+}
+
+/// `isolate = "tenant"`: a process serves one tenant. A second tenant takes an empty place, a
+/// third replaces a process holding no call, and while every process holds another tenant's
+/// call a tenant waits within its deadline.
+#[tokio::test]
+async fn a_pool_isolated_by_tenant_gives_each_tenant_processes_of_its_own() {
+    let fake = fake();
+    let server = isolated(&fake, 2);
+    let whoami = |tenant: &'static str, ms: u64| {
+        let server = server.clone();
+        async move {
+            call_for(&server, tenant, "whoami", json!({ "ms": ms }), 20_000)
+                .await
+                .unwrap()
+        }
+    };
+    let acme = whoami("acme", 0).await;
+    let globex = whoami("globex", 0).await;
+    assert_ne!(acme, globex, "a process each");
+    assert_eq!(whoami("acme", 0).await, acme);
+    assert_eq!(whoami("globex", 0).await, globex);
+    let status = server.status();
+    assert_eq!((status.isolate, status.pids.len()), (Isolate::Tenant, 2));
+
+    // Both hold a call: a third tenant waits, within its deadline, for a process of its own.
+    let held = tokio::spawn(futures_join(
+        [whoami("acme", 1500), whoami("globex", 1500)].into_iter(),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = call_for(&server, "initech", "whoami", json!({ "ms": 0 }), 400)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        StdioError::PoolTaken {
+            adapter: "test.isolated".to_owned(),
+            pool: 2
+        }
+    );
+    assert!(refused.retryable());
+    let initech = whoami("initech", 0).await;
+    assert_eq!(held.await.unwrap(), [acme.clone(), globex.clone()]);
+    assert!(
+        initech != acme && initech != globex,
+        "a process of its own, in the place of one holding no call"
+    );
+    assert_eq!(server.status().pids.len(), 2);
+    // One of the two kept its process; the other is started again for its next call.
+    let (acme_again, globex_again) = (whoami("acme", 0).await, whoami("globex", 0).await);
+    assert!(
+        (acme_again == acme) != (globex_again == globex),
+        "{acme} {globex} {acme_again} {globex_again}"
+    );
+    assert_eq!(
+        server.status().last_failure,
+        None,
+        "a replaced process is no failure"
+    );
+}
+
+/// The host's shared memory (`Shmem` in `/proc/meminfo`: tmpfs files and shared mappings), in
+/// bytes.
+fn host_shmem() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("Shmem:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Under `memory_mib = 64`, a server that maps 512 MiB of shared memory, or fills `/tmp`,
+/// `/dev/shm`, the root or `/dev` with 512 MiB, is refused, and the host's shared memory grows
+/// by no more than the limit while the process holds what it got; `admin plugins` shows the
+/// limit that applied.
+#[tokio::test]
+async fn memory_past_the_limit_is_refused_and_the_host_keeps_its_own() {
+    const LIMIT: u64 = 64 << 20;
+    let fake = fake();
+    let mut launch = fake.launch.clone();
+    launch.limits.memory_bytes = LIMIT;
+    let server = StdioServer::new("test.memory", launch, supervision());
+    assert_eq!(
+        call(&server, "echo", json!({}), 20_000).await.unwrap(),
+        "echo {}"
+    );
+    assert_eq!(
+        server.status().memory,
+        Some(sandbox::MemoryLimit {
+            process_bytes: LIMIT,
+            file_bytes: LIMIT,
+            tmpfs_bytes: Some(LIMIT / 2),
+        })
+    );
+    let before = host_shmem();
+    let attempt = |tool: &'static str, args: Value| {
+        let server = server.clone();
+        async move { call(&server, tool, args, 60_000).await.unwrap() }
+    };
+    let mapped = attempt("shared", json!({ "mib": 512 })).await;
+    assert_eq!(mapped, "refused: Cannot allocate memory");
+    for (path, limit_mib) in [("/tmp/hoard", 32), ("/dev/shm/hoard", 32)] {
+        let text = attempt("fill", json!({ "path": path, "mib": 512 })).await;
+        let written: u64 = text
+            .strip_prefix("refused after ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {text}"));
+        assert!(written <= limit_mib, "{path}: {text}");
+    }
+    for path in ["/hoard", "/dev/hoard"] {
+        let text = attempt("fill", json!({ "path": path, "mib": 512 })).await;
+        assert_eq!(text, "refused: Read-only file system", "{path}");
+    }
+    let grown = host_shmem().saturating_sub(before);
+    // What the process holds now (the files above) is at most the limit; the margin is for
+    // other processes of the host changing their shared memory meanwhile.
+    assert!(
+        grown <= LIMIT + (16 << 20),
+        "the host's shared memory grew by {} MiB",
+        grown >> 20
+    );
+    // One memfd is bounded by the file size limit.
+    let text = attempt("fill", json!({ "path": "memfd", "mib": 512 })).await;
+    assert!(
+        text.starts_with("refused after 64 MiB: File too large"),
+        "{text}"
+    );
+    assert_eq!(
+        server.status().state,
+        State::Running,
+        "the server is still serving"
+    );
+    server.shutdown().await;
 }
