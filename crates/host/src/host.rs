@@ -797,4 +797,17 @@ impl Host {
     pub async fn call_for_caller(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
         crate::pipeline::deliver::caller_view(&self.call(call).await)
     }
+
+    /// [`Host::call_for_caller`], with what the adapter tells and asks its caller while it
+    /// runs (contract 0.5.0: progress, log lines, elicitation, sampling, roots) carried to
+    /// `relay` ([`crate::relay`]).
+    pub async fn call_relayed(
+        &self,
+        call: ToolCallEnvelope,
+        relay: Arc<dyn crate::relay::Relay>,
+    ) -> ToolResultEnvelope {
+        // Contract 0.5.0's host calls are not linked yet: nothing reaches `relay`.
+        let _ = relay;
+        self.call_for_caller(call).await
+    }
 }

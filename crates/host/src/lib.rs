@@ -58,6 +58,7 @@ pub mod oci;
 mod pipeline;
 pub mod plugin;
 mod policy;
+pub mod relay;
 mod sandbox;
 mod skills;
 pub mod stdio;

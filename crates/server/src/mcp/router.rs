@@ -12,7 +12,8 @@
 //!    not one JSON-RPC message, the invalid request (-32600); both HTTP 400, nothing runs. A
 //!    notification gets 202; a response, 202 if it answers a request of this gateway's (an
 //!    elicitation of a held approval), else -32600.
-//! 3. **The era** of a request ([`era`]): `initialize` and any request without self-contained
+//! 3. **The era** of a request ([`era`]): `initialize` (unless its own `_meta` makes it a
+//!    2026-07-28 request, where the method is removed) and any request without self-contained
 //!    metadata at a version with the handshake (the `MCP-Protocol-Version` header, else
 //!    2025-03-26) go to [`super::v2025_11_25`]; `server/discover`, a request whose `_meta`
 //!    carries `io.modelcontextprotocol/protocolVersion` and `.../clientCapabilities`, or one
@@ -208,7 +209,15 @@ pub fn era(headers: &HeaderMap, request: &Request) -> Result<Era, ErrorData> {
             &v2026_07_28::supported(),
         ));
     }
-    if request.method == "initialize" {
+    let self_contained = request.method == "server/discover"
+        || meta
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+            .is_empty();
+    // An `initialize` starts the handshake, unless it is a self-contained request of a
+    // version without one (2026-07-28 removed the method: -32601 there).
+    if request.method == "initialize"
+        && !(self_contained && own.as_ref().is_some_and(|own| !own.has_initialize()))
+    {
         let asked = match &request.params {
             Params::Other(params) => params.get("protocolVersion").and_then(Value::as_str),
             Params::Call(_) => None,
@@ -244,10 +253,6 @@ pub fn era(headers: &HeaderMap, request: &Request) -> Result<Era, ErrorData> {
         }
         _ => {}
     }
-    let self_contained = request.method == "server/discover"
-        || meta
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-            .is_empty();
     let version = own
         .or_else(|| header.and_then(|h| serde_json::from_value(Value::String(h.to_owned())).ok()))
         .unwrap_or(ProtocolVersion::V_2025_03_26);
@@ -351,13 +356,20 @@ mod tests {
             ),
             (Some("2025-06-18"), initialize("2025-11-25"), Err(-32600)),
             (None, initialize("2026-07-28"), handshake("2025-11-25")),
+            // 2026-07-28 removed `initialize`: a self-contained one is answered -32601 there.
+            (
+                Some("2026-07-28"),
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                        "params": { "protocolVersion": "2026-07-28", "_meta": meta("2026-07-28") } }),
+                Ok(Era::Stateless),
+            ),
         ];
         for (header, body, expected) in cases {
             let got = era(&with_version(header), &request(&body));
             match (got, expected) {
                 (Ok(got), Ok(expected)) => {
                     // An initialize's version is negotiated where it is answered.
-                    if body["method"] != "initialize" {
+                    if body["method"] != "initialize" || expected == Era::Stateless {
                         assert_eq!(got, expected, "{header:?} {body}");
                     }
                 }

@@ -1,0 +1,127 @@
+//! What an adapter tells and asks the caller while its call runs (contract 0.5.0, the
+//! `caller` interface), carried to whoever serves the call: the MCP server renders progress and
+//! log lines as notifications on the call's stream, and asks (elicitation, sampling, roots) as
+//! requests to the client (2025-11-25) or an `InputRequiredResult` (2026-07-28).
+//!
+//! A front end hands its [`Relay`] to [`Host::call_relayed`](crate::Host::call_relayed); a call
+//! without one ([`Host::call`](crate::Host::call)) drops progress and log lines, and every ask
+//! is [`AskError::Unavailable`]. The host checks each use against the adapter's manifest (what it
+//! declares it may do) and the operator's grant (what it may do here, within which budgets)
+//! before the relay sees it, and records each ask and its answer in the call's audit record.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The severity of a log line for the caller (MCP's, syslog's eight levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Debug-level messages.
+    Debug,
+    /// Informational messages.
+    Info,
+    /// Normal but significant conditions.
+    Notice,
+    /// Warning conditions.
+    Warning,
+    /// Error conditions.
+    Error,
+    /// Critical conditions.
+    Critical,
+    /// Action must be taken immediately.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+/// What an adapter may ask of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskKind {
+    /// `elicitation/create`: a form, or a URL to open, for the user.
+    Elicitation,
+    /// `sampling/createMessage`: a completion by the caller's model.
+    Sampling,
+    /// `roots/list`: the caller's roots.
+    Roots,
+}
+
+impl AskKind {
+    /// The MCP method of the request.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+        }
+    }
+}
+
+/// One ask: its name within the call (2026-07-28's `inputRequests` key), what it is, and its
+/// params as MCP states them (`elicitation/create`'s, `sampling/createMessage`'s, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// The name of the ask within its call, chosen by the adapter (`user_name`): an answer
+    /// already sent under that name (a 2026-07-28 retry's `inputResponses`) answers it.
+    pub key: String,
+    /// What is asked.
+    pub kind: AskKind,
+    /// The request's params.
+    pub params: Value,
+}
+
+/// What the client declared it can be asked, as the front end learned it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallerCan {
+    /// Form-mode elicitation.
+    pub elicit_form: bool,
+    /// URL-mode elicitation.
+    pub elicit_url: bool,
+    /// Sampling.
+    pub sample: bool,
+    /// Roots.
+    pub roots: bool,
+}
+
+/// Why an ask has no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// Nobody can be asked: the call has no relay (a library call, a task running unattended).
+    #[error("nobody can be asked during this call: {0}")]
+    Unavailable(String),
+    /// The client did not declare it can answer this kind of request.
+    #[error("the client did not declare that it can answer `{0}`")]
+    NotSupported(&'static str),
+    /// The adapter's manifest does not declare it, or the operator did not grant it, or a
+    /// budget is spent: the host refused before asking.
+    #[error("refused by the gateway: {0}")]
+    Refused(String),
+    /// The client answered with an error, or hung up.
+    #[error("the client could not answer: {0}")]
+    Failed(String),
+    /// No answer within the time allowed.
+    #[error("no answer within {0} s")]
+    Timeout(u64),
+}
+
+/// An ask in flight.
+pub type AskFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, AskError>> + Send + 'a>>;
+
+/// Where what an adapter tells and asks its caller goes: implemented by the front end serving
+/// the call, once per call.
+pub trait Relay: Send + Sync {
+    /// What the client declared it can be asked.
+    fn can(&self) -> CallerCan;
+
+    /// Progress of the call (`notifications/progress`, when the request asked for it).
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>);
+
+    /// A log line for the caller (`notifications/message`, at or above the level it set).
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: &Value);
+
+    /// Asks the client, and waits for its answer (the result of its response, as JSON).
+    fn ask(&self, ask: Ask) -> AskFuture<'_>;
+}
