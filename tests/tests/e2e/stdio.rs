@@ -682,3 +682,80 @@ fn a_newline_in_an_argument_adds_nothing_to_the_signed_manifest() {
     let stdio = manifest.stdio.expect("the [stdio] table");
     assert_eq!(stdio.args, [script.to_str().unwrap(), injected]);
 }
+
+/// Under a root gateway a server runs as a user of its own, which must reach what its sandbox
+/// shows it. A packages directory under a private parent (a 0700 temporary directory) is
+/// named at import, with the uid, the directory in the way and the fix, before anything is
+/// installed; a granted directory whose parent turned private after the import is named when
+/// the gateway starts, and the fix the message gives lets it start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_the_servers_user_cannot_reach_is_named_with_the_fix() {
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(
+        std::fs::metadata("/proc/self").unwrap().uid(),
+        0,
+        "this test runs as root, as CI does: a root gateway runs its servers as other users"
+    );
+    let private = tempfile::tempdir().unwrap();
+    let dir = private.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let id = "test.private";
+    let uid = gatehouse_host::stdio::ServerConfig::new(id).run_as();
+    let package = npm_package(dir, "echo-server", "1.0.0");
+    let (code, printed, out, _) = import(dir, id, &[], &["npx", "-y", &package]);
+    assert_eq!(code, 2, "{printed}");
+    let packages = dir.join("packages");
+    assert!(
+        printed.contains(&format!(
+            "uid {uid} cannot read {}: {} (mode 0700, owner uid 0, gid 0) does not let it \
+             through; `chmod o+x {}`",
+            packages.display(),
+            dir.display(),
+            dir.display()
+        )),
+        "{printed}"
+    );
+    assert!(printed.contains("--packages-dir"), "{printed}");
+    assert!(!packages.join("npm").exists(), "nothing installed");
+    assert!(!out.exists(), "nothing written");
+
+    // At start: a granted directory whose parent is closed after the import.
+    let dir = open_dir();
+    let parent = dir.path().join("srv");
+    let docs = parent.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join("hostile.py");
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &[
+            "--dir",
+            &format!("{}:ro", docs.display()),
+            "--dir",
+            &format!("{}:ro", scripts.display()),
+        ],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let wasm = out.join(format!("{id}.wasm"));
+    let (started, _config) = checking_drift(&out, &key, &wasm, "off").await;
+    let Err(refused) = started else {
+        panic!("a gateway started a server whose directory its user cannot reach");
+    };
+    assert!(
+        refused.contains(&format!(
+            "stdio server of `{id}` runs as its own user under a root gateway, and uid {uid} \
+             cannot read {}: {} (mode 0700, owner uid 0, gid 0) does not let it through; \
+             `chmod o+x {}`",
+            docs.display(),
+            parent.display(),
+            parent.display()
+        )),
+        "{refused}"
+    );
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o701)).unwrap();
+    let (started, _config) = checking_drift(&out, &key, &wasm, "off").await;
+    assert!(started.is_ok(), "{:?}", started.err());
+}

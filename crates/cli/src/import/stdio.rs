@@ -16,7 +16,8 @@
 //!    A package's name and version make its install directory's name, so both are checked
 //!    ([`Registry::check_name`], [`Registry::check_version`]: never a path) before anything
 //!    is moved, removed or written there, and every such path must resolve to one directory
-//!    under the packages directory (`install_dir`).
+//!    under the packages directory (`install_dir`). Under a root gateway the server's own
+//!    user must be able to read the packages directory: checked before installing.
 //! 2. **List**: the server is started once, in the sandbox the gateway will run it in, with
 //!    the directories (`--dir`) and environment (`--env`) the import names, and asked for its
 //!    tools (every `tools/list` page).
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_host::config::MethodName;
 use gatehouse_host::stdio::pin::tree_digest;
+use gatehouse_host::stdio::reach::{self, Access};
 use gatehouse_host::stdio::{
     DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
 };
@@ -115,12 +117,17 @@ impl Source {
 /// Pins, lists and builds the import of `source` (see the module docs).
 pub async fn import(source: &Source, options: &Options) -> Result<Import, ImportError> {
     let packages = packages_dir(source);
-    let spec = pin(source, &packages)?;
     let grant = ServerConfig {
         dirs: source.dirs.clone(),
         env: source.env.clone(),
         ..ServerConfig::new(options.id.clone())
     };
+    if let Some(program) = source.command.first()
+        && matches!(base_name(program), "npx" | "uvx")
+    {
+        readable_packages(&packages, grant.run_as())?;
+    }
+    let spec = pin(source, &packages)?;
     let listing = list(&options.id, &spec, &grant, &packages).await?;
     let table = StdioConfig {
         packages_dir: source.packages_dir.clone(),
@@ -150,6 +157,24 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
         })
         .collect();
     build_with(options, &listing, spec, table, net)
+}
+
+/// Under a root gateway, makes sure the server's own user (`uid`) can read `packages`, where
+/// its package is about to be installed: said before anything is installed, rather than by
+/// bubblewrap when the server starts.
+fn readable_packages(packages: &Path, uid: u32) -> Result<(), ImportError> {
+    if !gatehouse_host::stdio::sandbox::is_root() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(packages)
+        .map_err(|e| ImportError::Stdio(format!("cannot create {}: {e}", packages.display())))?;
+    reach::check(uid, packages, Access::Read).map_err(|e| {
+        ImportError::Stdio(format!(
+            "the server runs as its own user under a root gateway, and {e}; or pass \
+             --packages-dir with a directory uid {uid} can read (and name it as `[stdio] \
+             packages_dir` in the gateway's config)"
+        ))
+    })
 }
 
 /// The packages directory: `source`'s, or the default of `[stdio] packages_dir`.
@@ -225,11 +250,7 @@ pub fn pin(source: &Source, packages: &Path) -> Result<StdioSpec, ImportError> {
                 .to_owned(),
         ));
     };
-    let base = Path::new(program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(program);
-    let (command, args, package) = match base {
+    let (command, args, package) = match base_name(program) {
         "npx" => npm(rest, packages)?,
         "uvx" => pypi(rest, packages)?,
         _ => (absolute(program)?, rest.to_vec(), None),
@@ -243,6 +264,14 @@ pub fn pin(source: &Source, packages: &Path) -> Result<StdioSpec, ImportError> {
     };
     spec.validate().map_err(ImportError::Stdio)?;
     Ok(spec)
+}
+
+/// The file name of `program`: `npx` of `/usr/bin/npx`.
+fn base_name(program: &str) -> &str {
+    Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program)
 }
 
 /// `program` as an absolute path, found on `PATH` when it is a bare name.
