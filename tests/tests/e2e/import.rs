@@ -1158,3 +1158,85 @@ async fn the_drift_check_leaves_openapi_imports_alone() {
     assert_eq!(service.seen().len(), 0, "{:?}", service.seen());
     drop(gateway);
 }
+
+/// The capability `id` of a manifest read as TOML.
+fn capability<'a>(manifest: &'a mut toml::Table, id: &str) -> &'a mut toml::Table {
+    manifest["capability"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter_map(toml::Value::as_table_mut)
+        .find(|c| c["id"].as_str() == Some(id))
+        .unwrap()
+}
+
+/// An imported tool without annotations is `act`/`network`: its calls need an idempotency key
+/// because of its class, which the manifest does not repeat. Reviewed down to
+/// `observe`/`read_only` and signed with `gatehouse pack`, it is called without a key. A
+/// manifest whose `idempotency` table still asks for one (an older import's) makes `pack`
+/// warn, saying what to remove.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_reviewed_down_to_read_only_needs_no_idempotency_key() {
+    let upstream = McpUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.upstream";
+    import(&upstream, id, dir.path(), &key_path);
+    let out = dir.path().join("out");
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let mut manifest: toml::Table = toml::from_str(&text).unwrap();
+    let add_note = capability(&mut manifest, "add_note");
+    assert_eq!(add_note["capability_class"].as_str(), Some("act"));
+    assert!(
+        !add_note.contains_key("idempotency"),
+        "the key follows from the class: {add_note:?}"
+    );
+    add_note.insert("capability_class".into(), "observe".into());
+    add_note.insert("approval_mode".into(), "read_only".into());
+    let reviewed = dir.path().join("reviewed.toml");
+    std::fs::write(&reviewed, toml::to_string(&manifest).unwrap()).unwrap();
+    let wasm = out.join(format!("{id}.wasm"));
+    let pack = |manifest: &Path, output: &Path| {
+        gatehouse(&[
+            "pack",
+            MCP_UPSTREAM.wasm,
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--key",
+            key_path.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ])
+    };
+    let (code, packed) = pack(&reviewed, &wasm);
+    assert_eq!(code, 0, "{packed}");
+    assert!(!packed.contains("warning"), "{packed}");
+
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let (_, record) = rmcp_call(
+        &client,
+        "test.upstream.add_note",
+        json!({ "text": "reviewed" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(upstream.calls("add_note"), 1);
+
+    let add_note = capability(&mut manifest, "add_note");
+    let mut idempotency = toml::Table::new();
+    idempotency.insert("required".into(), true.into());
+    add_note.insert("idempotency".into(), idempotency.into());
+    let older = dir.path().join("older.toml");
+    std::fs::write(&older, toml::to_string(&manifest).unwrap()).unwrap();
+    let (code, packed) = pack(&older, &dir.path().join("older.wasm"));
+    assert_eq!(code, 0, "{packed}");
+    assert!(
+        packed.contains(
+            "warning: capability `add_note`: `idempotency.required = true` asks every call for \
+             an idempotency key, though class `observe` at mode `read_only` needs none"
+        ),
+        "{packed}"
+    );
+}

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
-use gatehouse_host::plugin::manifest::{Capability, Idempotency};
+use gatehouse_host::plugin::manifest::Capability;
 use serde_json::{Map, Value, json};
 
 use super::headers::HeaderCredential;
@@ -137,7 +137,6 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
             methods.insert(method.to_uppercase());
             header_names.extend(op.headers.iter().cloned());
             let (class, mode) = defaults(method);
-            let write = class == CapabilityClass::Act;
             let description = [
                 operation["summary"].as_str(),
                 operation["description"].as_str(),
@@ -155,10 +154,8 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 input_schema: op.input_schema,
                 output_schema: None,
                 evidence_keys: Vec::new(),
-                idempotency: write.then_some(Idempotency {
-                    required: true,
-                    dedup_window_seconds: 86_400,
-                }),
+                // Derived from the class, as for an MCP tool.
+                idempotency: None,
                 approval_gate: (mode == ApprovalMode::Destructive)
                     .then(|| DESTRUCTIVE_GATE.to_owned()),
                 rollback: None,

@@ -82,7 +82,9 @@ fn imports_each_operation_kind() {
         (add.capability_class, add.approval_mode),
         (CapabilityClass::Act, ApprovalMode::Network)
     );
-    assert!(add.idempotency.as_ref().is_some_and(|i| i.required));
+    // The key follows from the class; the manifest does not repeat it.
+    assert!(add.requires_idempotency_key());
+    assert_eq!(add.idempotency, None);
     let pet = &add.input_schema["properties"]["body"];
     assert_eq!(add.input_schema["required"], json!(["body"]));
     assert_eq!(
