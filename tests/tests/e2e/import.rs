@@ -884,12 +884,14 @@ async fn an_openapi_path_parameter_stays_one_segment_of_its_template() {
     );
 }
 
-/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: the
-/// import exits 2 naming the schema, within its memory bound, and writes nothing. (It used to
-/// inline every copy, 2^levels of them: 20 levels are a few hundred MB, so the old behaviour
-/// fails this test without taking the machine down; 40 took an import past 2.9 GB.)
+/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: inlined,
+/// 2^20 copies (it used to be refused past 100,000 values, and before that inlined until
+/// memory ran out); imported, each schema is kept once in the input schema's `$defs`, and the
+/// gateway checks a call's arguments through those refs: a valid nested body reaches the
+/// upstream, a wrong type deep inside is refused with nothing sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
+async fn an_openapi_ref_fan_out_keeps_its_schemas_shared_and_checked() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
     let levels = 20;
     let mut schemas = serde_json::Map::new();
     schemas.insert("S0".into(), json!({ "type": "string" }));
@@ -903,36 +905,54 @@ async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
     let top = format!("#/components/schemas/S{}", levels - 1);
     let doc = json!({
         "openapi": "3.1.0",
-        "servers": [{ "url": "http://127.0.0.1:9/v1" }],
+        "servers": [{ "url": format!("http://127.0.0.1:{}/v1", service.port) }],
         "components": { "schemas": schemas },
         "paths": { "/things": { "post": { "operationId": "makeThing", "requestBody": {
             "content": { "application/json": { "schema": { "$ref": top } } } } } } },
     })
     .to_string();
     assert!(doc.len() < 4096, "{} bytes", doc.len());
-    let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("fan-out.json");
-    std::fs::write(&spec, doc).unwrap();
-    let out = dir.path().join("out");
-    let (code, text) = gatehouse(&[
-        "import",
-        "openapi",
-        spec.to_str().unwrap(),
-        "--id",
-        "test.fanout",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2, "{text}");
+    let id = "test.fanout";
+    let (dir, key, printed) = import_openapi("fan-out.json", &doc, id);
     assert!(
-        text.contains(&format!(
-            "the schema `{top}` (at /paths/~1things/post) expands to more than 100000 JSON values \
-             once its `$ref`s are inlined"
-        )),
-        "{text}"
+        printed.contains(
+            "note: POST /things: its input schema keeps the 20 component schemas it uses in \
+             `$defs`, once each"
+        ),
+        "{printed}"
     );
-    assert!(text.contains("--exclude 'makeThing'"), "{text}");
-    assert!(!out.exists(), "{out:?} was written");
+    let gateway = Imported::start(&dir.path().join("out"), id, &key).await;
+    let client = gateway.client().await;
+    // Every level an object with optional members, down to S0, a string.
+    let body = json!({ "a": { "b": { "a": {} } }, "b": {} });
+    let (_, record) = rmcp_call(
+        &client,
+        "test.fanout.makething",
+        json!({ "body": body }),
+        json!({ "gatehouse/idempotency_key": "fan-1" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    let (_, record) = rmcp_call(
+        &client,
+        "test.fanout.makething",
+        json!({ "body": { "a": { "b": { "a": "a string where S16, an object, goes" } } } }),
+        json!({ "gatehouse/idempotency_key": "fan-2" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "INVALID_ARGUMENTS", "{record}");
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("argument `/body/a/b/a` is invalid")),
+        "{record}"
+    );
+    let seen = service.seen();
+    assert_eq!(seen.len(), 1, "only the valid call was sent");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&seen[0].body).unwrap(),
+        body
+    );
 }
 
 /// GitHub's published description (13 MB, 1,223 operations, 25 operationIds longer than a

@@ -142,6 +142,9 @@ pub fn table(import: &Import) -> String {
     for skipped in &import.skipped {
         out.push_str(&format!("skipped {}: {}\n", skipped.source, skipped.reason));
     }
+    for note in &import.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
     out
 }
 
