@@ -638,9 +638,17 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
              a string",
         ));
     }
-    let Err(error) = jsonschema::draft202012::new(schema) else {
-        return Ok(());
-    };
+    match schema_problem(schema) {
+        Some(message) => Err(invalid(field, &message)),
+        None => Ok(()),
+    }
+}
+
+/// Why the host cannot compile `schema` as a JSON Schema (2020-12), as `pack`, `verify` and
+/// load compile a manifest's schemas, naming where (and, for a misspelt type, the nearest
+/// one); `None` if it compiles. (`gatehouse import` asks it of each schema it writes.)
+pub fn schema_problem(schema: &Value) -> Option<String> {
+    let error = jsonschema::draft202012::new(schema).err()?;
     let at = error.instance_path().to_string();
     let value = schema.pointer(&at);
     let mut message = format!("is not a valid JSON Schema (2020-12): at `{at}`: {error}");
@@ -658,7 +666,7 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
             message.push_str(&format!("; did you mean `{nearest}`?"));
         }
     }
-    Err(invalid(field, &message))
+    Some(message)
 }
 
 /// The one of `candidates` nearest to `name`, if it is near enough to be a typo of it.

@@ -19,7 +19,8 @@
 //!    them; a `pattern` in another regular-expression dialect is translated (`\A`, `\z`) or
 //!    dropped ([`patterns`]), noted. An operation with a construct the adapter
 //!    cannot send (a multipart, form or XML body, a cookie parameter, callbacks, a `$ref` to
-//!    another document) is skipped with the reason; the rest of the document is imported.
+//!    another document), or whose input schema the host cannot compile (`type: file`), is
+//!    skipped with the reason; the rest of the document is imported.
 //!
 //! Defaults from the method:
 //!
@@ -33,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
-use gatehouse_host::plugin::manifest::Capability;
+use gatehouse_host::plugin::manifest::{Capability, schema_problem};
 use serde_json::{Map, Value, json};
 
 use super::headers::HeaderCredential;
@@ -140,6 +141,17 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 Ok(mut op) => {
                     for note in patterns::translate(&mut op.input_schema) {
                         notes.push(format!("{source}: {note}"));
+                    }
+                    // One operation's schema the host cannot compile (`type: file`, say) would
+                    // refuse the whole manifest: that operation is left out, saying why.
+                    if let Some(problem) = schema_problem(&op.input_schema) {
+                        skipped.push(Skipped {
+                            source,
+                            reason: format!(
+                                "its input schema {problem}; correct the document to import it"
+                            ),
+                        });
+                        continue;
                     }
                     op
                 }

@@ -434,3 +434,35 @@ fn escaped_refs_resolve() {
         "the spec: `$ref` `#/components/parameters/bad%zz` (at /paths/~1a/get) does not resolve to anything in the document"
     );
 }
+
+/// An operation whose input schema the host cannot compile (Swagger 2.0's `type: file` left
+/// in a 3.0 document) is skipped saying where and why; the rest of the document is imported.
+#[test]
+fn an_operation_whose_schema_does_not_compile_is_skipped_saying_why() {
+    let doc = json!({
+        "openapi": "3.0.3", "servers": [{ "url": "https://h" }],
+        "paths": {
+            "/upload": { "post": { "operationId": "upload", "requestBody": { "content": {
+                "application/json": { "schema": { "type": "object",
+                    "properties": { "data": { "type": "file" } } } } } } } },
+            "/a": { "get": { "operationId": "getA" } },
+        },
+    });
+    let import = import(&doc.to_string(), None, &options()).unwrap();
+    assert_eq!(import.manifest.capabilities.len(), 1);
+    assert_eq!(import.manifest.capabilities[0].id, "geta");
+    assert_eq!(
+        import.skipped[0].source, "POST /upload",
+        "{:?}",
+        import.skipped
+    );
+    assert!(
+        import.skipped[0].reason.starts_with(
+            "its input schema is not a valid JSON Schema (2020-12): at \
+             `/properties/body/properties/data/type`, `file` is not a type (one of string, \
+             number, integer, boolean, object, array, null); correct the document to import it"
+        ),
+        "{}",
+        import.skipped[0].reason
+    );
+}
