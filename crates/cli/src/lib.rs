@@ -25,7 +25,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use gatehouse_host::Host;
-use gatehouse_host::plugin::manifest::{Manifest, PluginKind};
+use gatehouse_host::plugin::manifest::{Capability, Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
 
@@ -542,6 +542,15 @@ pub(crate) fn pack(
             .map_err(refused)?;
     for warning in warnings {
         say!(out, "warning: {warning}");
+    }
+    if let Manifest::Adapter(adapter) = &manifest {
+        for warning in adapter
+            .capabilities
+            .iter()
+            .filter_map(Capability::idempotency_disagreement)
+        {
+            say!(out, "warning: {warning}");
+        }
     }
     let signed = plugin::pack(&bytes, &manifest, &key).map_err(refused)?;
     let output = output.unwrap_or_else(|| {

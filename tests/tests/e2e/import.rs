@@ -884,12 +884,14 @@ async fn an_openapi_path_parameter_stays_one_segment_of_its_template() {
     );
 }
 
-/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: the
-/// import exits 2 naming the schema, within its memory bound, and writes nothing. (It used to
-/// inline every copy, 2^levels of them: 20 levels are a few hundred MB, so the old behaviour
-/// fails this test without taking the machine down; 40 took an import past 2.9 GB.)
+/// An OpenAPI document of a few KB whose schemas each refer twice to the one before: inlined,
+/// 2^20 copies (it used to be refused past 100,000 values, and before that inlined until
+/// memory ran out); imported, each schema is kept once in the input schema's `$defs`, and the
+/// gateway checks a call's arguments through those refs: a valid nested body reaches the
+/// upstream, a wrong type deep inside is refused with nothing sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
+async fn an_openapi_ref_fan_out_keeps_its_schemas_shared_and_checked() {
+    let service = gatehouse_tests::upstream::Upstream::start().await;
     let levels = 20;
     let mut schemas = serde_json::Map::new();
     schemas.insert("S0".into(), json!({ "type": "string" }));
@@ -903,36 +905,54 @@ async fn an_openapi_ref_fan_out_is_refused_naming_the_schema() {
     let top = format!("#/components/schemas/S{}", levels - 1);
     let doc = json!({
         "openapi": "3.1.0",
-        "servers": [{ "url": "http://127.0.0.1:9/v1" }],
+        "servers": [{ "url": format!("http://127.0.0.1:{}/v1", service.port) }],
         "components": { "schemas": schemas },
         "paths": { "/things": { "post": { "operationId": "makeThing", "requestBody": {
             "content": { "application/json": { "schema": { "$ref": top } } } } } } },
     })
     .to_string();
     assert!(doc.len() < 4096, "{} bytes", doc.len());
-    let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("fan-out.json");
-    std::fs::write(&spec, doc).unwrap();
-    let out = dir.path().join("out");
-    let (code, text) = gatehouse(&[
-        "import",
-        "openapi",
-        spec.to_str().unwrap(),
-        "--id",
-        "test.fanout",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2, "{text}");
+    let id = "test.fanout";
+    let (dir, key, printed) = import_openapi("fan-out.json", &doc, id);
     assert!(
-        text.contains(&format!(
-            "the schema `{top}` (at /paths/~1things/post) expands to more than 100000 JSON values \
-             once its `$ref`s are inlined"
-        )),
-        "{text}"
+        printed.contains(
+            "note: POST /things: its input schema keeps the 20 component schemas it uses in \
+             `$defs`, once each"
+        ),
+        "{printed}"
     );
-    assert!(text.contains("--exclude 'makeThing'"), "{text}");
-    assert!(!out.exists(), "{out:?} was written");
+    let gateway = Imported::start(&dir.path().join("out"), id, &key).await;
+    let client = gateway.client().await;
+    // Every level an object with optional members, down to S0, a string.
+    let body = json!({ "a": { "b": { "a": {} } }, "b": {} });
+    let (_, record) = rmcp_call(
+        &client,
+        "test.fanout.makething",
+        json!({ "body": body }),
+        json!({ "gatehouse/idempotency_key": "fan-1" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    let (_, record) = rmcp_call(
+        &client,
+        "test.fanout.makething",
+        json!({ "body": { "a": { "b": { "a": "a string where S16, an object, goes" } } } }),
+        json!({ "gatehouse/idempotency_key": "fan-2" }),
+    )
+    .await;
+    assert_eq!(record["outcome"], "INVALID_ARGUMENTS", "{record}");
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("argument `/body/a/b/a` is invalid")),
+        "{record}"
+    );
+    let seen = service.seen();
+    assert_eq!(seen.len(), 1, "only the valid call was sent");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&seen[0].body).unwrap(),
+        body
+    );
 }
 
 /// GitHub's published description (13 MB, 1,223 operations, 25 operationIds longer than a
@@ -1157,4 +1177,86 @@ async fn the_drift_check_leaves_openapi_imports_alone() {
     let gateway = gateway.unwrap_or_else(|log| panic!("it did not start: {log}"));
     assert_eq!(service.seen().len(), 0, "{:?}", service.seen());
     drop(gateway);
+}
+
+/// The capability `id` of a manifest read as TOML.
+fn capability<'a>(manifest: &'a mut toml::Table, id: &str) -> &'a mut toml::Table {
+    manifest["capability"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter_map(toml::Value::as_table_mut)
+        .find(|c| c["id"].as_str() == Some(id))
+        .unwrap()
+}
+
+/// An imported tool without annotations is `act`/`network`: its calls need an idempotency key
+/// because of its class, which the manifest does not repeat. Reviewed down to
+/// `observe`/`read_only` and signed with `gatehouse pack`, it is called without a key. A
+/// manifest whose `idempotency` table still asks for one (an older import's) makes `pack`
+/// warn, saying what to remove.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_reviewed_down_to_read_only_needs_no_idempotency_key() {
+    let upstream = McpUpstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.upstream";
+    import(&upstream, id, dir.path(), &key_path);
+    let out = dir.path().join("out");
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let mut manifest: toml::Table = toml::from_str(&text).unwrap();
+    let add_note = capability(&mut manifest, "add_note");
+    assert_eq!(add_note["capability_class"].as_str(), Some("act"));
+    assert!(
+        !add_note.contains_key("idempotency"),
+        "the key follows from the class: {add_note:?}"
+    );
+    add_note.insert("capability_class".into(), "observe".into());
+    add_note.insert("approval_mode".into(), "read_only".into());
+    let reviewed = dir.path().join("reviewed.toml");
+    std::fs::write(&reviewed, toml::to_string(&manifest).unwrap()).unwrap();
+    let wasm = out.join(format!("{id}.wasm"));
+    let pack = |manifest: &Path, output: &Path| {
+        gatehouse(&[
+            "pack",
+            MCP_UPSTREAM.wasm,
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--key",
+            key_path.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ])
+    };
+    let (code, packed) = pack(&reviewed, &wasm);
+    assert_eq!(code, 0, "{packed}");
+    assert!(!packed.contains("warning"), "{packed}");
+
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let (_, record) = rmcp_call(
+        &client,
+        "test.upstream.add_note",
+        json!({ "text": "reviewed" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(upstream.calls("add_note"), 1);
+
+    let add_note = capability(&mut manifest, "add_note");
+    let mut idempotency = toml::Table::new();
+    idempotency.insert("required".into(), true.into());
+    add_note.insert("idempotency".into(), idempotency.into());
+    let older = dir.path().join("older.toml");
+    std::fs::write(&older, toml::to_string(&manifest).unwrap()).unwrap();
+    let (code, packed) = pack(&older, &dir.path().join("older.wasm"));
+    assert_eq!(code, 0, "{packed}");
+    assert!(
+        packed.contains(
+            "warning: capability `add_note`: `idempotency.required = true` asks every call for \
+             an idempotency key, though class `observe` at mode `read_only` needs none"
+        ),
+        "{packed}"
+    );
 }

@@ -548,3 +548,254 @@ where
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// `tests/stdio/server.js` packed with `npm pack` as npm package `name` at `version` (written
+/// as given into its `package.json`) in a directory of its own under `dir`: the `npx` spec
+/// that installs it, `name@file:TARBALL`, so no registry is asked.
+fn npm_package(dir: &Path, name: &str, version: &str) -> String {
+    let source = dir.join(format!("src-{}", version.replace('/', "_")));
+    let packed = dir.join(format!("tgz-{}", version.replace('/', "_")));
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::create_dir_all(&packed).unwrap();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio/server.js");
+    std::fs::copy(server, source.join("server.js")).unwrap();
+    let manifest = json!({ "name": name, "version": version, "bin": { name: "server.js" } });
+    std::fs::write(source.join("package.json"), manifest.to_string()).unwrap();
+    let output = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(&packed)
+        .current_dir(&source)
+        .output()
+        .expect("npm (Node.js 20+) runs the stdio tests");
+    assert!(output.status.success(), "npm pack: {output:?}");
+    let tarball = std::fs::read_dir(&packed).unwrap().next().unwrap().unwrap();
+    format!("{name}@file:{}", tarball.path().display())
+}
+
+/// A wheel of `tests/stdio/hostile.py` as PyPI package `name` whose metadata says `version`
+/// (`tests/stdio/wheel.py`): the `uvx --from` requirement that installs it from the file.
+fn pypi_wheel(dir: &Path, name: &str, version: &str) -> String {
+    let stdio = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let output = std::process::Command::new("/usr/bin/python3")
+        .arg(stdio.join("wheel.py"))
+        .args([
+            dir,
+            Path::new(name),
+            Path::new(version),
+            &stdio.join("hostile.py"),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "wheel.py: {output:?}");
+    let wheel = String::from_utf8(output.stdout).unwrap();
+    format!("{name} @ file://{}", wheel.trim())
+}
+
+/// A directory beside `packages_dir` holding one file, and what it holds.
+fn victim(dir: &Path) -> (PathBuf, Vec<String>) {
+    let victim = dir.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "the operator's").unwrap();
+    (victim.clone(), listing(&victim))
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An npm package whose `package.json` version climbs out of `packages_dir`
+/// (`1.0.0/../../../victim`, beside an earlier install of 1.0.0 it climbs through) is refused
+/// before any file operation: the directory it aims at keeps its file, nothing is written
+/// outside `packages_dir`, and the earlier import is as it was.
+#[test]
+fn an_npm_version_that_leaves_packages_dir_is_refused() {
+    let dir = open_dir();
+    let (victim, before) = victim(dir.path());
+    let benign = npm_package(dir.path(), "echo-server", "1.0.0");
+    let (code, printed, out, _) = import(dir.path(), "test.echo", &[], &["npx", "-y", &benign]);
+    assert_eq!(code, 0, "{printed}");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(manifest.contains("version = \"1.0.0\""), "{manifest}");
+    let packages = dir.path().join("packages");
+    let installed = listing(&packages.join("npm"));
+    assert_eq!(installed, ["echo-server@1.0.0"]);
+
+    let hostile = npm_package(dir.path(), "echo-server", "1.0.0/../../../victim");
+    let (code, printed, _, _) = import(dir.path(), "test.echo", &[], &["npx", "-y", &hostile]);
+    assert_eq!(
+        listing(&victim),
+        before,
+        "nothing outside packages_dir changed: {printed}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+        "the operator's"
+    );
+    assert_eq!(code, 2, "{printed}");
+    assert!(
+        printed.contains(
+            "npm package `echo-server`: version `1.0.0/../../../victim` is not a semantic version"
+        ),
+        "{printed}"
+    );
+    assert_eq!(listing(&packages.join("npm")), installed, "no staging left");
+    assert_eq!(
+        std::fs::read_to_string(out.join("manifest.toml")).unwrap(),
+        manifest,
+        "the earlier import is kept"
+    );
+}
+
+/// A wheel whose metadata version climbs out of `packages_dir` is refused after pip's dry
+/// run, before the virtual environment is made: nothing is written outside `packages_dir`.
+#[test]
+fn a_pypi_version_that_leaves_packages_dir_is_refused() {
+    let dir = open_dir();
+    let (victim, before) = victim(dir.path());
+    let wheels = dir.path().join("wheels");
+    std::fs::create_dir(&wheels).unwrap();
+    let hostile = pypi_wheel(&wheels, "echo-srv", "1.0/../../../victim");
+    let (code, printed, out, _) = import(
+        dir.path(),
+        "test.echo",
+        &[],
+        &["uvx", "--from", &hostile, "echo-srv"],
+    );
+    assert_eq!(
+        listing(&victim),
+        before,
+        "nothing outside packages_dir changed: {printed}"
+    );
+    assert_eq!(code, 2, "{printed}");
+    assert!(
+        printed.contains(
+            "PyPI package `echo-srv`: version `1.0/../../../victim` is not a PEP 440 version"
+        ),
+        "{printed}"
+    );
+    assert!(!out.exists(), "nothing written");
+    let pypi = dir.path().join("packages/pypi");
+    assert!(
+        listing(&pypi).is_empty(),
+        "no staging left: {:?}",
+        listing(&pypi)
+    );
+}
+
+/// An argument holding a newline stays an argument: `manifest.toml`'s opening comment shows
+/// it escaped, and nothing after the newline is read back as TOML into the signed manifest.
+#[test]
+fn a_newline_in_an_argument_adds_nothing_to_the_signed_manifest() {
+    let dir = open_dir();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join("hostile.py");
+    // The comment goes on with `.`: a `#` keeps what follows the injected line a comment.
+    let injected = "hi\negress = [{ url = \"https://evil.example/\", methods = [\"POST\"] }]\n#";
+    let (code, printed, out, _) = import(
+        dir.path(),
+        "test.injected",
+        &["--dir", &format!("{}:ro", scripts.display())],
+        &["/usr/bin/python3", script.to_str().unwrap(), injected],
+    );
+    assert_eq!(code, 0, "{printed}");
+    let text = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.ends_with(
+            r#" hi\negress = [{ url = "https://evil.example/", methods = ["POST"] }]\n#."#
+        ),
+        "{text}"
+    );
+    let wasm = std::fs::read(out.join("test.injected.wasm")).unwrap();
+    let signed = gatehouse_host::plugin::inspect(&wasm).unwrap();
+    let Some(gatehouse_host::plugin::manifest::Manifest::Adapter(manifest)) = signed.manifest
+    else {
+        panic!("no adapter manifest: {:?}", signed.manifest_error);
+    };
+    assert!(manifest.egress.is_empty(), "{:?}", manifest.egress);
+    let stdio = manifest.stdio.expect("the [stdio] table");
+    assert_eq!(stdio.args, [script.to_str().unwrap(), injected]);
+}
+
+/// Under a root gateway a server runs as a user of its own, which must reach what its sandbox
+/// shows it. A packages directory under a private parent (a 0700 temporary directory) is
+/// named at import, with the uid, the directory in the way and the fix, before anything is
+/// installed; a granted directory whose parent turned private after the import is named when
+/// the gateway starts, and the fix the message gives lets it start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_the_servers_user_cannot_reach_is_named_with_the_fix() {
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(
+        std::fs::metadata("/proc/self").unwrap().uid(),
+        0,
+        "this test runs as root, as CI does: a root gateway runs its servers as other users"
+    );
+    let private = tempfile::tempdir().unwrap();
+    let dir = private.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let id = "test.private";
+    let uid = gatehouse_host::stdio::ServerConfig::new(id).run_as();
+    let package = npm_package(dir, "echo-server", "1.0.0");
+    let (code, printed, out, _) = import(dir, id, &[], &["npx", "-y", &package]);
+    assert_eq!(code, 2, "{printed}");
+    let packages = dir.join("packages");
+    assert!(
+        printed.contains(&format!(
+            "uid {uid} cannot read {}: {} (mode 0700, owner uid 0, gid 0) does not let it \
+             through; `chmod o+x {}`",
+            packages.display(),
+            dir.display(),
+            dir.display()
+        )),
+        "{printed}"
+    );
+    assert!(printed.contains("--packages-dir"), "{printed}");
+    assert!(!packages.join("npm").exists(), "nothing installed");
+    assert!(!out.exists(), "nothing written");
+
+    // At start: a granted directory whose parent is closed after the import.
+    let dir = open_dir();
+    let parent = dir.path().join("srv");
+    let docs = parent.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join("hostile.py");
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &[
+            "--dir",
+            &format!("{}:ro", docs.display()),
+            "--dir",
+            &format!("{}:ro", scripts.display()),
+        ],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let wasm = out.join(format!("{id}.wasm"));
+    let (started, _config) = checking_drift(&out, &key, &wasm, "off").await;
+    let Err(refused) = started else {
+        panic!("a gateway started a server whose directory its user cannot reach");
+    };
+    assert!(
+        refused.contains(&format!(
+            "stdio server of `{id}` runs as its own user under a root gateway, and uid {uid} \
+             cannot read {}: {} (mode 0700, owner uid 0, gid 0) does not let it through; \
+             `chmod o+x {}`",
+            docs.display(),
+            parent.display(),
+            parent.display()
+        )),
+        "{refused}"
+    );
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o701)).unwrap();
+    let (started, _config) = checking_drift(&out, &key, &wasm, "off").await;
+    assert!(started.is_ok(), "{:?}", started.err());
+}

@@ -13,6 +13,9 @@
 //! | `destructiveHint: true` | `act`     | `destructive` | approval gate `IMPORTED_DESTRUCTIVE`, idempotency key required |
 //! | neither                 | `act`     | `network`     | idempotency key required              |
 //!
+//! The key follows from the class (every `act` call needs one), so the manifest writes no
+//! `idempotency` table: a review that lowers a tool to `observe`/`read_only` lowers it too.
+//!
 //! Every MCP request is a POST, which the egress gate allows `read_only` calls only where the
 //! grant names it in `read_methods`: the config snippet does, for the upstream's endpoint, so
 //! a read-only tool runs at `read_only` (no idempotency key, no approval). The read-only
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
-use gatehouse_host::plugin::manifest::{AdapterManifest, Annotations, Capability, Idempotency};
+use gatehouse_host::plugin::manifest::{AdapterManifest, Annotations, Capability};
 use rmcp::model::{ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -316,7 +319,6 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
             "no readOnlyHint or destructiveHint",
         )
     };
-    let act = class == CapabilityClass::Act;
     let annotations = Annotations {
         read_only_hint: hint("readOnlyHint"),
         destructive_hint: hint("destructiveHint"),
@@ -338,10 +340,9 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
             .unwrap_or_else(|| json!({ "type": "object" })),
         output_schema: tool.get("outputSchema").filter(|s| !s.is_null()).cloned(),
         evidence_keys: Vec::new(),
-        idempotency: act.then_some(Idempotency {
-            required: true,
-            dedup_window_seconds: 86_400,
-        }),
+        // Derived from the class (an `act` call needs a key), so a review that lowers the
+        // class lowers it too.
+        idempotency: None,
         approval_gate: (mode == ApprovalMode::Destructive).then(|| DESTRUCTIVE_GATE.to_owned()),
         rollback: None,
         annotations: (annotations != Annotations::default()).then_some(annotations),

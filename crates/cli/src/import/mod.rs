@@ -97,6 +97,10 @@ pub struct Import {
     pub choices: Vec<Choice>,
     /// Source items left out, with the reason (filtered out, or unsupported).
     pub skipped: Vec<Skipped>,
+    /// What the import changed or assumed to make the source fit, for the reviewer: an
+    /// OpenAPI server without a scheme taken as https, schemas kept in `$defs`, patterns
+    /// translated or dropped.
+    pub notes: Vec<String>,
 }
 
 /// How one source item became a capability, for the table an operator reviews.
@@ -223,6 +227,7 @@ fn assemble(
         stdio,
         choices,
         skipped,
+        notes: Vec::new(),
     })
 }
 

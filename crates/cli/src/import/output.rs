@@ -21,12 +21,28 @@ pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportErro
     let body = Manifest::Adapter(import.manifest.clone())
         .to_toml()
         .map_err(|e| ImportError::Manifest(format!("it cannot be written as TOML: {e}")))?;
+    let source = comment(source);
     Ok(format!(
         "# Written by `gatehouse import` from {source}.\n\
          # Review every capability (class, approval mode, schemas) and the egress request before\n\
          # signing: what is signed is what runs. The `upstream` tables pin each tool's definition;\n\
          # `gatehouse import mcp --check DIR` reports what changed upstream since.\n\n{body}"
     ))
+}
+
+/// `text` as it may stand in a `#` comment: each control character (a newline would end the
+/// comment, and what follows it would be read as TOML into the manifest that is signed) as
+/// its Rust escape, `\n`, `\u{1b}`.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -125,6 +141,9 @@ pub fn table(import: &Import) -> String {
     }
     for skipped in &import.skipped {
         out.push_str(&format!("skipped {}: {}\n", skipped.source, skipped.reason));
+    }
+    for note in &import.notes {
+        out.push_str(&format!("note: {note}\n"));
     }
     out
 }

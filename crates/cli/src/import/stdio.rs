@@ -12,6 +12,12 @@
 //!      `<packages_dir>/pypi/<name>@<version>`; the command is its console script, and the pin
 //!      records the version, the sha256 of the distribution pip installed, and the digest;
 //!    - any other program: its absolute path (found on `PATH` if need be) and the arguments.
+//!
+//!    A package's name and version make its install directory's name, so both are checked
+//!    ([`Registry::check_name`], [`Registry::check_version`]: never a path) before anything
+//!    is moved, removed or written there, and every such path must resolve to one directory
+//!    under the packages directory (`install_dir`). Under a root gateway the server's own
+//!    user must be able to read the packages directory: checked before installing.
 //! 2. **List**: the server is started once, in the sandbox the gateway will run it in, with
 //!    the directories (`--dir`) and environment (`--env`) the import names, and asked for its
 //!    tools (every `tools/list` page).
@@ -29,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_host::config::{MethodName, TUNNEL_METHODS};
 use gatehouse_host::stdio::pin::tree_digest;
+use gatehouse_host::stdio::reach::{self, Access};
 use gatehouse_host::stdio::{
     DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
 };
@@ -105,12 +112,17 @@ impl Source {
 /// Pins, lists and builds the import of `source` (see the module docs).
 pub async fn import(source: &Source, options: &Options) -> Result<Import, ImportError> {
     let packages = packages_dir(source);
-    let spec = pin(source, &packages)?;
     let grant = ServerConfig {
         dirs: source.dirs.clone(),
         env: source.env.clone(),
         ..ServerConfig::new(options.id.clone())
     };
+    if let Some(program) = source.command.first()
+        && matches!(base_name(program), "npx" | "uvx")
+    {
+        readable_packages(&packages, grant.run_as())?;
+    }
+    let spec = pin(source, &packages)?;
     let listing = list(&options.id, &spec, &grant, &packages).await?;
     let table = StdioConfig {
         packages_dir: source.packages_dir.clone(),
@@ -142,6 +154,24 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
         })
         .collect();
     build_with(options, &listing, spec, table, net)
+}
+
+/// Under a root gateway, makes sure the server's own user (`uid`) can read `packages`, where
+/// its package is about to be installed: said before anything is installed, rather than by
+/// bubblewrap when the server starts.
+fn readable_packages(packages: &Path, uid: u32) -> Result<(), ImportError> {
+    if !gatehouse_host::stdio::sandbox::is_root() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(packages)
+        .map_err(|e| ImportError::Stdio(format!("cannot create {}: {e}", packages.display())))?;
+    reach::check(uid, packages, Access::Read).map_err(|e| {
+        ImportError::Stdio(format!(
+            "the server runs as its own user under a root gateway, and {e}; or pass \
+             --packages-dir with a directory uid {uid} can read (and name it as `[stdio] \
+             packages_dir` in the gateway's config)"
+        ))
+    })
 }
 
 /// The packages directory: `source`'s, or the default of `[stdio] packages_dir`.
@@ -218,11 +248,7 @@ pub fn pin(source: &Source, packages: &Path) -> Result<StdioSpec, ImportError> {
                 .to_owned(),
         ));
     };
-    let base = Path::new(program)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(program);
-    let (command, args, package) = match base {
+    let (command, args, package) = match base_name(program) {
         "npx" => npm(rest, packages)?,
         "uvx" => pypi(rest, packages)?,
         _ => (absolute(program)?, rest.to_vec(), None),
@@ -236,6 +262,14 @@ pub fn pin(source: &Source, packages: &Path) -> Result<StdioSpec, ImportError> {
     };
     spec.validate().map_err(ImportError::Stdio)?;
     Ok(spec)
+}
+
+/// The file name of `program`: `npx` of `/usr/bin/npx`.
+fn base_name(program: &str) -> &str {
+    Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program)
 }
 
 /// `program` as an absolute path, found on `PATH` when it is a bare name.
@@ -290,6 +324,44 @@ fn staging(parent: &Path) -> Result<tempfile::TempDir, ImportError> {
         })
 }
 
+/// Where `pin` is installed: one directory of `<packages>/<registry>`, checked before
+/// anything is removed or written there. [`PackagePin::check`] has made sure its name and
+/// version are no path; this holds that the joined path and, links followed, its parent (made
+/// by [`staging`]) lie within `packages`.
+fn install_dir(pin: &PackagePin, packages: &Path) -> Result<PathBuf, ImportError> {
+    pin.check().map_err(ImportError::Stdio)?;
+    let dir = pin.install_dir(packages);
+    let outside = || {
+        ImportError::Stdio(format!(
+            "{} package `{}` {}: its install directory {} is not within `packages_dir` {}; \
+             nothing was installed",
+            pin.registry.label(),
+            pin.name,
+            pin.version,
+            dir.display(),
+            packages.display()
+        ))
+    };
+    let relative = dir.strip_prefix(packages).map_err(|_| outside())?;
+    let parts: Vec<_> = relative.components().collect();
+    if parts.len() != 2
+        || !parts
+            .iter()
+            .all(|part| matches!(part, std::path::Component::Normal(_)))
+    {
+        return Err(outside());
+    }
+    let resolved = |path: &Path| {
+        std::fs::canonicalize(path)
+            .map_err(|e| ImportError::Stdio(format!("{}: {e}", path.display())))
+    };
+    let parent = dir.parent().ok_or_else(outside)?;
+    if !resolved(parent)?.starts_with(resolved(packages)?) {
+        return Err(outside());
+    }
+    Ok(dir)
+}
+
 /// Moves the finished install at `from` to `to`, replacing an earlier install of the same
 /// version, and makes it readable by the server's user.
 fn settle(from: &Path, to: &Path) -> Result<(), ImportError> {
@@ -333,11 +405,17 @@ fn npm(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         )));
     }
     let args: Vec<String> = rest.cloned().collect();
-    // `@scope/name@1.2.3`: the version is after the last `@` that is not the first character.
-    let name = match spec[1..].rfind('@') {
+    // `@scope/name@1.2.3`, `name@file:PATH`: the version (or what npm installs from) is after
+    // the first `@` that is not the first character; a name holds no other.
+    let name = match spec[1..].find('@') {
         Some(at) => &spec[..=at],
         None => spec.as_str(),
     };
+    Registry::Npm.check_name(name).map_err(|e| {
+        ImportError::Stdio(format!(
+            "{e}; a local tarball or directory is written `NAME@file:PATH`"
+        ))
+    })?;
     let parent = packages.join(Registry::Npm.as_str());
     let stage = staging(&parent)?;
     run(
@@ -400,6 +478,11 @@ fn npm(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         }
     };
     let bin = bin.trim_start_matches("./");
+    if Path::new(bin).is_absolute() || bin.split(['/', '\\']).any(|part| part == "..") {
+        return Err(ImportError::Stdio(format!(
+            "{name}@{version}: its `bin` program `{bin}` is not a path inside the package"
+        )));
+    }
     let pin = PackagePin {
         registry: Registry::Npm,
         name: name.to_owned(),
@@ -407,7 +490,7 @@ fn npm(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         integrity,
         digest: String::new(),
     };
-    let dir = pin.install_dir(packages);
+    let dir = install_dir(&pin, packages)?;
     settle(stage.path(), &dir)?;
     let digest = tree_digest(&dir).map_err(ImportError::Stdio)?;
     let mut args = args;
@@ -434,10 +517,13 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         [] => return Err(ImportError::Stdio("uvx: name the package".to_owned())),
     };
     let name = requirement
-        .split(['=', '<', '>', '~', '!', '[', ' '])
+        .split(['=', '<', '>', '~', '!', '[', ' ', ';', '@'])
         .next()
         .unwrap_or_default()
         .to_owned();
+    Registry::Pypi
+        .check_name(&name)
+        .map_err(ImportError::Stdio)?;
     // The system's Python, so that the interpreter is one the sandbox shows (under /usr).
     let python = "/usr/bin/python3";
     let parent = packages.join(Registry::Pypi.as_str());
@@ -472,7 +558,7 @@ fn pypi(rest: &[String], packages: &Path) -> Result<Pinned, ImportError> {
         integrity: String::new(),
         digest: String::new(),
     };
-    let dir = pin.install_dir(packages);
+    let dir = install_dir(&pin, packages)?;
     remove_earlier(&dir)?;
     // A virtual environment holds its own path in its scripts, so it is made where it stays.
     let made = (|| {
@@ -560,6 +646,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no such directory"), "{err}");
+    }
+
+    /// An install directory is one directory under `<packages>/<registry>`, links followed: a
+    /// registry directory that is a link out of `packages`, or a version that is a path, is
+    /// refused before anything is removed or written.
+    #[test]
+    fn an_install_directory_outside_the_packages_directory_is_refused() {
+        let packages = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let pin = PackagePin {
+            registry: Registry::Npm,
+            name: "echo-server".to_owned(),
+            version: "1.0.0".to_owned(),
+            integrity: String::new(),
+            digest: String::new(),
+        };
+        std::fs::create_dir(packages.path().join("npm")).unwrap();
+        assert_eq!(
+            install_dir(&pin, packages.path()).unwrap(),
+            packages.path().join("npm/echo-server@1.0.0")
+        );
+        std::fs::remove_dir(packages.path().join("npm")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), packages.path().join("npm")).unwrap();
+        let err = install_dir(&pin, packages.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("npm package `echo-server` 1.0.0: its install directory")
+                && err.contains("is not within `packages_dir`"),
+            "{err}"
+        );
+        let hostile = PackagePin {
+            version: "1.0.0/../../../victim".to_owned(),
+            ..pin
+        };
+        let err = install_dir(&hostile, packages.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a semantic version"), "{err}");
     }
 
     #[test]

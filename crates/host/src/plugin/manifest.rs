@@ -142,9 +142,37 @@ impl Capability {
     /// (`act`, or a declared maximum of `local_write` or above), or one whose `idempotency`
     /// table says `required`.
     pub fn requires_idempotency_key(&self) -> bool {
+        self.writes() || self.idempotency.as_ref().is_some_and(|i| i.required)
+    }
+
+    /// Whether it is write-class: `act`, or a declared maximum of `local_write` or above. Its
+    /// calls need an idempotency key whatever its `idempotency` table says.
+    fn writes(&self) -> bool {
         self.capability_class == CapabilityClass::Act
             || self.approval_mode >= ApprovalMode::LocalWrite
-            || self.idempotency.as_ref().is_some_and(|i| i.required)
+    }
+
+    /// How its `idempotency.required` disagrees with its class and mode, if it does (`pack`
+    /// warns): `true` where the class needs no key (a class reviewed down, its table left as
+    /// an older import wrote it: every call is refused without a key), or `false` where the
+    /// class needs one anyway (it has no effect).
+    pub fn idempotency_disagreement(&self) -> Option<String> {
+        let required = self.idempotency.as_ref()?.required;
+        let (id, class, mode) = (&self.id, self.capability_class, self.approval_mode);
+        match (required, self.writes()) {
+            (true, false) => Some(format!(
+                "capability `{id}`: `idempotency.required = true` asks every call for an \
+                 idempotency key, though class `{class}` at mode `{mode}` needs none; if the \
+                 review lowered its class, remove the `idempotency` table (or set `required = \
+                 false`)"
+            )),
+            (false, true) => Some(format!(
+                "capability `{id}`: `idempotency.required = false` has no effect: class \
+                 `{class}` at mode `{mode}` needs an idempotency key on every call; remove it, \
+                 or lower the class and mode if the tool only reads"
+            )),
+            _ => None,
+        }
     }
 
     /// Whether a key means something to its calls: it is required, the capability declares
@@ -610,9 +638,17 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
              a string",
         ));
     }
-    let Err(error) = jsonschema::draft202012::new(schema) else {
-        return Ok(());
-    };
+    match schema_problem(schema) {
+        Some(message) => Err(invalid(field, &message)),
+        None => Ok(()),
+    }
+}
+
+/// Why the host cannot compile `schema` as a JSON Schema (2020-12), as `pack`, `verify` and
+/// load compile a manifest's schemas, naming where (and, for a misspelt type, the nearest
+/// one); `None` if it compiles. (`gatehouse import` asks it of each schema it writes.)
+pub fn schema_problem(schema: &Value) -> Option<String> {
+    let error = jsonschema::draft202012::new(schema).err()?;
     let at = error.instance_path().to_string();
     let value = schema.pointer(&at);
     let mut message = format!("is not a valid JSON Schema (2020-12): at `{at}`: {error}");
@@ -630,7 +666,7 @@ fn check_schema(field: &str, schema: &Value) -> Result<(), ManifestError> {
             message.push_str(&format!("; did you mean `{nearest}`?"));
         }
     }
-    Err(invalid(field, &message))
+    Some(message)
 }
 
 /// The one of `candidates` nearest to `name`, if it is near enough to be a typo of it.
@@ -816,6 +852,61 @@ mod tests {
             )),
             "{error}"
         );
+    }
+
+    /// The class decides whether a key is needed; `idempotency.required` saying otherwise is
+    /// named, both ways, and agreeing or absent says nothing.
+    #[test]
+    fn an_idempotency_table_that_disagrees_with_the_class_is_named() {
+        let Manifest::Adapter(echo) = Manifest::from_toml(ECHO).unwrap() else {
+            panic!("an adapter");
+        };
+        let base = echo.capabilities[0].clone();
+        let with = |class, mode, required: Option<bool>| Capability {
+            capability_class: class,
+            approval_mode: mode,
+            idempotency: required.map(|required| Idempotency {
+                required,
+                dedup_window_seconds: 86_400,
+            }),
+            ..base.clone()
+        };
+        use ApprovalMode::{Network, ReadOnly};
+        use CapabilityClass::{Act, Observe};
+        for (capability, disagreement) in [
+            (
+                with(Observe, ReadOnly, Some(true)),
+                Some(
+                    "capability `echo`: `idempotency.required = true` asks every call for an \
+                     idempotency key, though class `observe` at mode `read_only` needs none; if \
+                     the review lowered its class, remove the `idempotency` table (or set \
+                     `required = false`)",
+                ),
+            ),
+            (
+                with(Act, Network, Some(false)),
+                Some(
+                    "capability `echo`: `idempotency.required = false` has no effect: class \
+                     `act` at mode `network` needs an idempotency key on every call; remove it, \
+                     or lower the class and mode if the tool only reads",
+                ),
+            ),
+            (with(Act, Network, Some(true)), None),
+            (with(Observe, ReadOnly, Some(false)), None),
+            (with(Act, Network, None), None),
+            (with(Observe, ReadOnly, None), None),
+        ] {
+            assert_eq!(
+                capability.idempotency_disagreement().as_deref(),
+                disagreement,
+                "{:?} {:?} {:?}",
+                capability.capability_class,
+                capability.approval_mode,
+                capability.idempotency
+            );
+        }
+        assert!(with(Act, Network, None).requires_idempotency_key());
+        assert!(!with(Observe, ReadOnly, None).requires_idempotency_key());
     }
 
     #[test]

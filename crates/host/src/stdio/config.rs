@@ -153,8 +153,10 @@ pub struct ServerConfig {
     #[serde(default = "default_open_files")]
     pub open_files: u64,
     /// The user (and group) id the server runs as when the gateway runs as root, so its
-    /// process limit counts its own processes only and it owns none of root's files.
-    /// Default: 60000 plus a number from the adapter id (60000-64999); written by the import.
+    /// process limit counts its own processes only and it owns none of root's files. It must
+    /// reach the program, the package and the granted directories: checked at load
+    /// ([`super::reach`]), naming the path in the way and the fix. Default: 60000 plus a
+    /// number from the adapter id (60000-64999); written by the import.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<u32>,
     /// Run the server without the sandbox where bubblewrap cannot make one (no bubblewrap,

@@ -17,7 +17,8 @@
 //!    limits, when it starts, and whether it may run bare where no sandbox can be made.
 //! 3. **Load** ([`StdioServers::prepare`], once per adapter): the grant is checked against the
 //!    request, secrets are read, the installed package is checked against its pin (a
-//!    changed package is refused), and the [`StdioServer`] is made, not started.
+//!    changed package is refused), under a root gateway the server's own user is checked to
+//!    reach what its sandbox binds ([`reach`]), and the [`StdioServer`] is made, not started.
 //! 4. **Run** ([`server`]): started on first use in the sandbox ([`sandbox`]), supervised,
 //!    stopped when idle and at shutdown. A server whose adapter's egress grant names
 //!    destinations gets the egress proxy in its sandbox ([`netns`], `crate::egress`), its
@@ -26,6 +27,7 @@
 pub mod config;
 pub mod netns;
 pub mod pin;
+pub mod reach;
 pub mod sandbox;
 pub mod server;
 pub mod spec;
@@ -69,6 +71,18 @@ pub enum StdioError {
         /// The adapter.
         adapter: String,
         /// What was found and the fix.
+        reason: String,
+    },
+    /// Under a root gateway, the user the server runs as cannot reach a path its sandbox
+    /// binds (bubblewrap would fail with `Can't find source path`).
+    #[error(
+        "stdio server of `{adapter}` runs as its own user under a root gateway, and {reason}; \
+         or set `uid` in its [[stdio.server]] entry to a user that can"
+    )]
+    Unreachable {
+        /// The adapter.
+        adapter: String,
+        /// Which uid cannot reach which path, what is in the way, and the fix.
         reason: String,
     },
     /// The sandbox cannot be made on this host, and the grant does not allow running bare.
@@ -156,6 +170,7 @@ impl StdioError {
             Self::NotGranted { .. }
             | Self::Grant { .. }
             | Self::Package { .. }
+            | Self::Unreachable { .. }
             | Self::NoSandbox { .. }
             | Self::Start { .. }
             | Self::ShutDown { .. } => false,
@@ -257,6 +272,12 @@ impl StdioServers {
             bwrap: self.config.bwrap.clone().unwrap_or_else(|| "bwrap".into()),
             bare: grant.bare,
         };
+        if sandbox::is_root() {
+            reach::check_launch(&launch).map_err(|reason| StdioError::Unreachable {
+                adapter: adapter.to_owned(),
+                reason,
+            })?;
+        }
         if !(1..=config::MAX_POOL).contains(&grant.pool) {
             return Err(problem(format!(
                 "pool = {} is not between 1 and {}",

@@ -159,8 +159,9 @@ pub struct Launch {
     pub bare: bool,
 }
 
-/// Whether the gateway runs as root (the owner of its own `/proc/self`).
-pub(super) fn is_root() -> bool {
+/// Whether the gateway runs as root (the owner of its own `/proc/self`): then each server
+/// runs as a user of its own.
+pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }

@@ -21,7 +21,9 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
+use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 /// The placeholder in `command` and `args` that stands for the package's install directory.
@@ -85,11 +87,97 @@ impl Registry {
             Self::Pypi => "pypi",
         }
     }
+
+    /// The registry's own name, for messages: `npm` or `PyPI`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Npm => "npm",
+            Self::Pypi => "PyPI",
+        }
+    }
+
+    /// Checks that `name` is a package name of this registry: npm's (`name` or
+    /// `@scope/name`, each part of the characters a URL keeps as they are, not starting with
+    /// `.` or `_`, at most 214 characters) or PyPI's (PEP 508: letters, digits, `.`, `_` and
+    /// `-`, starting and ending with a letter or digit). Either way it holds no path separator
+    /// but a scope's one `/`, and is never `.` or `..`: the name is part of the install
+    /// directory's name, so a name that is not one could move it out of `packages_dir`.
+    pub fn check_name(self, name: &str) -> Result<(), String> {
+        static NPM: LazyLock<Regex> = LazyLock::new(|| {
+            let part = r"[A-Za-z0-9\-~!*'()][A-Za-z0-9._\-~!*'()]*";
+            Regex::new(&format!("^(@{part}/)?{part}$")).expect("a valid pattern")
+        });
+        static PYPI: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new("^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$").expect("a valid pattern")
+        });
+        let (valid, rule) = match self {
+            Self::Npm => (
+                NPM.is_match(name) && name.len() <= 214,
+                "npm's rules: `name` or `@scope/name`, letters, digits and `-._~!*'()`, not \
+                 starting with `.` or `_`",
+            ),
+            Self::Pypi => (
+                PYPI.is_match(name),
+                "PEP 508: letters, digits, `.`, `_` and `-`, starting and ending with a letter \
+                 or digit",
+            ),
+        };
+        if valid {
+            return Ok(());
+        }
+        Err(format!(
+            "{} package name `{name}` is not a package name ({rule}); name the package as the \
+             registry does",
+            self.label()
+        ))
+    }
+
+    /// Checks that `version` is a version of this registry: a semantic version for npm
+    /// (`1.2.3`, `1.2.3-rc.1+build.5`), a PEP 440 version for PyPI (`2026.10.19`, `1.0rc1`,
+    /// `1!2.0.post1+local.7`). Neither holds a path separator or `..`: the version is part
+    /// of the install directory's name.
+    pub fn check_version(self, name: &str, version: &str) -> Result<(), String> {
+        // PEP 440's appendix B, anchored.
+        static PEP_440: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(
+                r"(?i)^v?([0-9]+!)?[0-9]+(\.[0-9]+)*([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]*)?((-[0-9]+)|([-_.]?(post|rev|r)[-_.]?[0-9]*))?([-_.]?dev[-_.]?[0-9]*)?(\+[a-z0-9]+([-_.][a-z0-9]+)*)?$",
+            )
+            .expect("a valid pattern")
+        });
+        let (valid, kind) = match self {
+            Self::Npm => (
+                semver::Version::parse(version).is_ok(),
+                "a semantic version (MAJOR.MINOR.PATCH, e.g. `1.2.3`)",
+            ),
+            Self::Pypi => (
+                PEP_440.is_match(version),
+                "a PEP 440 version (e.g. `1.2.3`)",
+            ),
+        };
+        if valid {
+            return Ok(());
+        }
+        Err(format!(
+            "{} package `{name}`: version `{version}` is not {kind}; the version names its \
+             install directory under `packages_dir`, so the package is refused: pin a \
+             published version",
+            self.label()
+        ))
+    }
 }
 
 impl PackagePin {
+    /// Checks the name and version as [`Registry::check_name`] and
+    /// [`Registry::check_version`] do: what [`Self::install_dir`] joins must stay one
+    /// directory under `packages_dir`.
+    pub fn check(&self) -> Result<(), String> {
+        self.registry.check_name(&self.name)?;
+        self.registry.check_version(&self.name, &self.version)
+    }
+
     /// The directory the package is installed in under `packages_dir`:
-    /// `<registry>/<name with / as +>@<version>`.
+    /// `<registry>/<name with / as +>@<version>`; a pin that passes [`Self::check`] names
+    /// one directory there.
     pub fn install_dir(&self, packages_dir: &Path) -> PathBuf {
         packages_dir.join(self.registry.as_str()).join(format!(
             "{}@{}",
@@ -171,7 +259,7 @@ impl From<DirGrant> for String {
 
 impl StdioSpec {
     /// Checks what can be checked without the host: an absolute command, environment variable
-    /// names, a package whose fields are set.
+    /// names, a package whose fields are set, with a name and version of its registry.
     pub fn validate(&self) -> Result<(), String> {
         let command = self.command.replace(PACKAGE_PLACEHOLDER, "/package");
         if !Path::new(&command).is_absolute() {
@@ -191,15 +279,19 @@ impl StdioSpec {
                  starting with a digit)"
             ));
         }
-        if let Some(package) = &self.package
-            && (package.name.is_empty()
+        if let Some(package) = &self.package {
+            if package.name.is_empty()
                 || package.version.is_empty()
-                || !package.digest.starts_with("sha256:"))
-        {
-            return Err(format!(
-                "[stdio.package] `{}` needs a name, a version and a `sha256:` digest",
-                package.name
-            ));
+                || !package.digest.starts_with("sha256:")
+            {
+                return Err(format!(
+                    "[stdio.package] `{}` needs a name, a version and a `sha256:` digest",
+                    package.name
+                ));
+            }
+            package
+                .check()
+                .map_err(|e| format!("[stdio.package]: {e}"))?;
         }
         Ok(())
     }
@@ -256,6 +348,93 @@ mod tests {
         assert!(DirGrant::parse("/srv/docs:ro").unwrap().within(&rw));
         assert!(!DirGrant::parse("/srv/docs:rw").unwrap().within(&ro));
         assert!(!DirGrant::parse("/srvx:ro").unwrap().within(&ro));
+    }
+
+    #[test]
+    fn accepts_package_names_and_versions_of_each_registry() {
+        for (registry, name, version) in [
+            (
+                Registry::Npm,
+                "@modelcontextprotocol/server-filesystem",
+                "2026.8.31",
+            ),
+            (Registry::Npm, "left-pad", "1.3.0"),
+            (Registry::Npm, "JSONStream", "1.3.5-rc.1+build.7"),
+            (Registry::Pypi, "mcp-server-time", "2026.10.19"),
+            (
+                Registry::Pypi,
+                "Zope.Interface_x",
+                "1!2.0rc1.post3.dev4+local.7",
+            ),
+            (Registry::Pypi, "a", "v1.0"),
+        ] {
+            let pin = PackagePin {
+                registry,
+                name: name.to_owned(),
+                version: version.to_owned(),
+                integrity: String::new(),
+                digest: String::new(),
+            };
+            assert_eq!(pin.check(), Ok(()), "{name} {version}");
+            let dir = pin.install_dir(Path::new("/p"));
+            assert_eq!(dir.parent().unwrap().parent(), Some(Path::new("/p")));
+        }
+    }
+
+    #[test]
+    fn rejects_names_and_versions_that_are_no_one_directory() {
+        for (registry, name, problem) in [
+            (
+                Registry::Npm,
+                "..",
+                "npm package name `..` is not a package name",
+            ),
+            (Registry::Npm, ".hidden", "not a package name"),
+            (Registry::Npm, "a/b", "not a package name"),
+            (Registry::Npm, "@s/a/b", "not a package name"),
+            (Registry::Npm, "@s/..", "not a package name"),
+            (Registry::Npm, "", "not a package name"),
+            (Registry::Pypi, "../victim", "PyPI package name `../victim`"),
+            (Registry::Pypi, "a b", "not a package name"),
+            (Registry::Pypi, "-a", "not a package name"),
+        ] {
+            let err = registry.check_name(name).unwrap_err();
+            assert!(err.contains(problem), "{name}: {err}");
+        }
+        for (registry, version) in [
+            (Registry::Npm, "1.0.0/../../../victim"),
+            (Registry::Npm, ".."),
+            (Registry::Npm, "1.0"),
+            (Registry::Npm, "1.0.0\\..\\x"),
+            (Registry::Pypi, "1.0/../../../victim"),
+            (Registry::Pypi, "1..0"),
+            (Registry::Pypi, ".."),
+            (Registry::Pypi, ""),
+        ] {
+            let err = registry.check_version("p", version).unwrap_err();
+            assert!(
+                err.contains(&format!("version `{version}` is not")),
+                "{version}: {err}"
+            );
+        }
+        let spec = StdioSpec {
+            command: "/usr/bin/node".to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            dirs: Vec::new(),
+            package: Some(PackagePin {
+                registry: Registry::Npm,
+                name: "echo-server".to_owned(),
+                version: "1.0.0/../../../victim".to_owned(),
+                integrity: "sha512-x".to_owned(),
+                digest: "sha256:x".to_owned(),
+            }),
+        };
+        let err = spec.validate().unwrap_err();
+        assert!(
+            err.starts_with("[stdio.package]: npm package `echo-server`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! OpenAPI document (3.0 or 3.1, JSON or YAML).
 //!
 //! 1. Parse the document ([`parse`]); Swagger 2.0 is refused, naming the version.
-//! 2. Pick the server: `--server`, else the first of `servers` with its variables' defaults.
+//! 2. Pick the server: `--server`, else the first of `servers` with its variables' defaults
+//!    (a scheme-relative one, `//api.example.com`, as `https:`, noted).
 //! 3. Credential slots from `components.securitySchemes`: HTTP bearer and basic
 //!    (`authorization`, with the scheme), API keys in a header. An API key in the query or a
 //!    cookie, and OAuth flows, are noted and skipped: the egress gate injects credentials as
@@ -10,12 +11,16 @@
 //! 4. One capability per operation: path- and operation-level parameters (path, query,
 //!    header) and a JSON request body (argument `body`) make the input schema, local `$ref`s
 //!    inlined ([`refs`]) within [`MAX_SCHEMA_VALUES`] JSON values per operation and
-//!    [`MAX_IMPORT_VALUES`] for the whole import (a document whose schemas refer to each other
-//!    several times over is refused naming the schema, not expanded until memory runs out);
-//!    3.0's `nullable` and boolean `exclusiveMinimum`/`exclusiveMaximum` rewritten as JSON
-//!    Schema 2020-12 says them. An operation with a construct the adapter
+//!    [`MAX_IMPORT_VALUES`] for the whole import. An operation whose schemas refer to each
+//!    other several times over, past the bound once inlined, keeps the component schemas it
+//!    uses once each in its input schema's `$defs` instead (noted); one still past it is
+//!    refused naming the schema, not expanded until memory runs out. 3.0's `nullable` and
+//!    boolean `exclusiveMinimum`/`exclusiveMaximum` are rewritten as JSON Schema 2020-12 says
+//!    them; a `pattern` in another regular-expression dialect is translated (`\A`, `\z`) or
+//!    dropped ([`patterns`]), noted. An operation with a construct the adapter
 //!    cannot send (a multipart, form or XML body, a cookie parameter, callbacks, a `$ref` to
-//!    another document) is skipped with the reason; the rest of the document is imported.
+//!    another document), or whose input schema the host cannot compile (`type: file`), is
+//!    skipped with the reason; the rest of the document is imported.
 //!
 //! Defaults from the method:
 //!
@@ -29,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
-use gatehouse_host::plugin::manifest::{Capability, Idempotency};
+use gatehouse_host::plugin::manifest::{Capability, schema_problem};
 use serde_json::{Map, Value, json};
 
 use super::headers::HeaderCredential;
@@ -37,6 +42,7 @@ use super::mcp::DESTRUCTIVE_GATE;
 use super::names::{Filter, Ids};
 use super::{Choice, Destination, Import, ImportError, Options, Reach, Skipped, assemble};
 
+pub mod patterns;
 pub mod refs;
 
 use refs::{Budget, RefError};
@@ -83,7 +89,8 @@ pub fn parse(text: &str) -> Result<Value, ImportError> {
 pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Import, ImportError> {
     let doc = parse(text)?;
     let legacy = version(&doc)?;
-    let base = server_url(&doc, server)?;
+    let mut notes = Vec::new();
+    let base = server_url(&doc, server, &mut notes)?;
     let filter = Filter::new(&options.include, &options.exclude)?;
     let mut skipped = Vec::new();
     let credentials = credentials(&doc, &options.id, &mut skipped);
@@ -115,9 +122,39 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
             }
             // What is left of the import's budget, at most one operation's.
             let mut budget = Budget::new(MAX_SCHEMA_VALUES.min(total.left));
-            let op = match operation_of(&doc, legacy, path, method, (item, operation), &mut budget)
-            {
-                Ok(op) => op,
+            let parts = (item, operation);
+            let mut result = operation_of(&doc, (legacy, false), path, method, parts, &mut budget);
+            if matches!(result, Err(Unsupported::TooLarge { .. })) {
+                // Too large inlined: its component schemas kept once each, in `$defs`.
+                budget = Budget::new(MAX_SCHEMA_VALUES.min(total.left));
+                result = operation_of(&doc, (legacy, true), path, method, parts, &mut budget);
+                if let Ok(op) = &result {
+                    notes.push(format!(
+                        "{source}: its input schema keeps the {} component schemas it uses in \
+                         `$defs`, once each (inlined, they would take it past its bound of JSON \
+                         values)",
+                        op.input_schema["$defs"].as_object().map_or(0, Map::len)
+                    ));
+                }
+            }
+            let op = match result {
+                Ok(mut op) => {
+                    for note in patterns::translate(&mut op.input_schema) {
+                        notes.push(format!("{source}: {note}"));
+                    }
+                    // One operation's schema the host cannot compile (`type: file`, say) would
+                    // refuse the whole manifest: that operation is left out, saying why.
+                    if let Some(problem) = schema_problem(&op.input_schema) {
+                        skipped.push(Skipped {
+                            source,
+                            reason: format!(
+                                "its input schema {problem}; correct the document to import it"
+                            ),
+                        });
+                        continue;
+                    }
+                    op
+                }
                 Err(Unsupported::Skip(reason)) => {
                     skipped.push(Skipped { source, reason });
                     continue;
@@ -137,7 +174,6 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
             methods.insert(method.to_uppercase());
             header_names.extend(op.headers.iter().cloned());
             let (class, mode) = defaults(method);
-            let write = class == CapabilityClass::Act;
             let description = [
                 operation["summary"].as_str(),
                 operation["description"].as_str(),
@@ -155,10 +191,8 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 input_schema: op.input_schema,
                 output_schema: None,
                 evidence_keys: Vec::new(),
-                idempotency: write.then_some(Idempotency {
-                    required: true,
-                    dedup_window_seconds: 86_400,
-                }),
+                // Derived from the class, as for an MCP tool.
+                idempotency: None,
                 approval_gate: (mode == ApprovalMode::Destructive)
                     .then(|| DESTRUCTIVE_GATE.to_owned()),
                 rollback: None,
@@ -194,7 +228,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
         read_methods: BTreeSet::new(),
     };
     let operations = choices.len() + skipped.len();
-    assemble(
+    let mut import = assemble(
         options,
         format!(
             "Operations of the HTTP service at {base}, imported by `gatehouse import openapi`."
@@ -206,7 +240,9 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 "the document has {operations} operations the filters and the adapter leave none of"
             )
         },
-    )
+    )?;
+    import.notes = notes;
+    Ok(import)
 }
 
 /// Whether the document is OpenAPI 3.0 (whose schemas need rewriting); refuses others.
@@ -230,8 +266,14 @@ fn version(doc: &Value) -> Result<bool, ImportError> {
     }
 }
 
-/// `--server`, else the first server with its variables' defaults; it must be absolute.
-fn server_url(doc: &Value, given: Option<&str>) -> Result<String, ImportError> {
+/// `--server`, else the first server with its variables' defaults; it must be absolute, or
+/// scheme-relative (`//api.example.com/v1`: relative to wherever the document was served
+/// from, which an import from a file does not know), taken as `https:` and noted.
+fn server_url(
+    doc: &Value,
+    given: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Result<String, ImportError> {
     let url = match given {
         Some(url) => url.to_owned(),
         None => {
@@ -249,6 +291,13 @@ fn server_url(doc: &Value, given: Option<&str>) -> Result<String, ImportError> {
                     let default = variable["default"].as_str().unwrap_or_default();
                     url = url.replace(&format!("{{{name}}}"), default);
                 }
+            }
+            if url.starts_with("//") {
+                notes.push(format!(
+                    "server `{url}` names no scheme: https is assumed; pass --server \
+                     http:{url} for plain http"
+                ));
+                url = format!("https:{url}");
             }
             url
         }
@@ -352,14 +401,14 @@ fn too_large(reference: Option<&str>, at: &str, name: &str, whole_import: bool) 
     };
     ImportError::Spec(if whole_import {
         format!(
-            "{schema} takes the import's input schemas past {MAX_IMPORT_VALUES} JSON values once \
-             their `$ref`s are inlined; import fewer operations with --include or --exclude"
+            "{schema} takes the import's input schemas past {MAX_IMPORT_VALUES} JSON values; \
+             import fewer operations with --include or --exclude"
         )
     } else {
         format!(
-            "{schema} expands to more than {MAX_SCHEMA_VALUES} JSON values once its `$ref`s are \
-             inlined (schemas that refer to one another several times over multiply); leave the \
-             operation out with --exclude '{name}', or make the document refer to it fewer times"
+            "{schema} expands to more than {MAX_SCHEMA_VALUES} JSON values, even with each \
+             component schema it uses kept once in `$defs`; leave the operation out with \
+             --exclude '{name}'"
         )
     })
 }
@@ -370,10 +419,12 @@ fn unresolved(pointer: &str, at: &str) -> ImportError {
     ))
 }
 
-/// What `operation` (of path `item`) becomes; its `$ref`s inlined from `budget`.
+/// What `operation` (of path `item`) becomes; its `$ref`s inlined from `budget`, or, when
+/// `shared`, its component schemas kept in `$defs` ([`refs::share`]). `legacy`: an OpenAPI
+/// 3.0 document, whose schemas are rewritten as 2020-12.
 fn operation_of(
     doc: &Value,
-    legacy: bool,
+    (legacy, shared): (bool, bool),
     path: &str,
     method: &str,
     (item, operation): (&Value, &Value),
@@ -383,8 +434,14 @@ fn operation_of(
         "/paths/{}/{method}",
         path.replace('~', "~0").replace('/', "~1")
     );
+    let mut defs = Map::new();
     let mut inline = |value: &Value| -> Result<Value, Unsupported> {
-        match refs::inline(doc, value, budget) {
+        let resolved = if shared {
+            refs::share(doc, value, budget, &mut defs)
+        } else {
+            refs::inline(doc, value, budget)
+        };
+        match resolved {
             Ok(mut value) => {
                 if legacy {
                     to_2020_12(&mut value);
@@ -517,6 +574,13 @@ fn operation_of(
     });
     if !required.is_empty() {
         input_schema["required"] = Value::Array(required);
+    }
+    if !defs.is_empty() {
+        let mut defs = Value::Object(defs);
+        if legacy {
+            to_2020_12(&mut defs);
+        }
+        input_schema["$defs"] = defs;
     }
     Ok(Operation {
         input_schema,

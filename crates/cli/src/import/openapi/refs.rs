@@ -1,18 +1,41 @@
-//! Local `$ref`s of an OpenAPI document, resolved by inlining: JSON pointers into the same
-//! document (`#/components/schemas/Pet`), nested refs followed, a recursive ref cut off (the
-//! schema at the cycle is replaced by one that accepts anything and says why).
+//! Local `$ref`s of an OpenAPI document: JSON pointers into the same document
+//! (`#/components/schemas/Pet`, `#/paths/~1pets/get/parameters/0`, percent-encoded as a URI
+//! fragment may be: `#/components/schemas/Pet%20Owner`), resolved one of two ways:
+//!
+//! - [`inline`]: each `$ref` replaced by a copy of what it points to, nested refs followed, a
+//!   recursive ref cut off (the schema at the cycle is replaced by one that accepts anything
+//!   and says why). What the importer does first: a model reads one schema, no references.
+//! - [`share`]: a `$ref` to a whole component schema (`#/components/schemas/NAME`) becomes a
+//!   `$ref` to `#/$defs/NAME` of the input schema, and the schema is copied there once, its
+//!   own refs shared the same way (recursion included); any other ref is inlined. What the
+//!   importer does for an operation whose inlined schema is too large.
 //!
 //! Inlining copies a schema once per place that refers to it, so a small document can ask for
 //! an enormous result: 40 schemas each referring twice to the one before make 2^40 copies of
-//! the first. Every inline therefore draws on a [`Budget`] of JSON values and stops with
-//! [`RefError::TooLarge`], naming the schema it was expanding, the moment the budget is spent:
-//! what an import holds in memory is bounded by the budget, whatever the document.
+//! the first. Shared, each is copied once per operation. Either way each value is paid from a
+//! [`Budget`] of JSON values, and resolution stops with [`RefError::TooLarge`], naming the
+//! schema it was expanding, the moment the budget is spent: what an import holds in memory is
+//! bounded by the budget, whatever the document.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::{Map, Value};
 
 /// How deep nested refs are inlined before the rest is accepted as is: deeper than any
 /// hand-written schema.
 const MAX_DEPTH: usize = 32;
+
+/// Where a shared component schema is put: the input schema's `$defs` (JSON Schema 2020-12).
+const DEFS: &str = "#/$defs/";
+
+/// The prefix of a `$ref` to a component schema, which [`share`] keeps shared.
+const COMPONENT_SCHEMAS: &str = "#/components/schemas/";
+
+/// Every byte but RFC 3986's unreserved characters: what a `$ref` this module writes encodes.
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// Why a `$ref` cannot be inlined.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,55 +89,150 @@ impl Budget {
     }
 }
 
-/// The value at the JSON pointer `#/a/b~1c` in `root`.
+/// The value at the local ref `#/a/b~1c` in `root`: a JSON pointer in a URI fragment, so
+/// percent-decoded first (`#/components/schemas/a%20b` is `a b`).
 pub fn lookup<'a>(root: &'a Value, reference: &str) -> Result<&'a Value, RefError> {
-    let pointer = reference
+    let fragment = reference
         .strip_prefix('#')
         .ok_or_else(|| RefError::External(reference.to_owned()))?;
-    root.pointer(pointer)
-        .ok_or_else(|| RefError::Unresolved(reference.to_owned()))
+    let unresolved = || RefError::Unresolved(reference.to_owned());
+    let pointer = percent_decoded(fragment).ok_or_else(unresolved)?;
+    root.pointer(&pointer).ok_or_else(unresolved)
 }
 
 /// `value` with every `$ref` inlined, each value of the result paid from `budget`.
 pub fn inline(root: &Value, value: &Value, budget: &mut Budget) -> Result<Value, RefError> {
-    let mut stack = Vec::new();
-    expand(root, value, &mut stack, budget)
+    Resolver {
+        root,
+        budget,
+        stack: Vec::new(),
+        shared: None,
+    }
+    .expand(value)
 }
 
-fn expand(
+/// `value` with each `$ref` to a component schema made a `$ref` into `defs` (the input
+/// schema's `$defs`), where the schema is put once, and every other `$ref` inlined; each value
+/// of the result and of what it adds to `defs` paid from `budget`. Call it for each part of
+/// one input schema with the same `defs`.
+pub fn share(
     root: &Value,
     value: &Value,
-    stack: &mut Vec<String>,
     budget: &mut Budget,
+    defs: &mut Map<String, Value>,
 ) -> Result<Value, RefError> {
-    budget.spend(stack)?;
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::String(reference)) = map.get("$ref") {
-                if stack.iter().any(|r| r == reference) || stack.len() >= MAX_DEPTH {
-                    return Ok(serde_json::json!({
-                        "description": format!("recursive: another {reference}")
-                    }));
-                }
-                let target = lookup(root, reference)?;
-                stack.push(reference.clone());
-                let expanded = expand(root, target, stack, budget);
-                stack.pop();
-                return expanded;
-            }
-            let mut out = Map::with_capacity(map.len());
-            for (key, item) in map {
-                out.insert(key.clone(), expand(root, item, stack, budget)?);
-            }
-            Ok(Value::Object(out))
+    let mut resolver = Resolver {
+        root,
+        budget,
+        stack: Vec::new(),
+        shared: Some(Shared {
+            defs,
+            pending: Vec::new(),
+        }),
+    };
+    let shared = resolver.expand(value)?;
+    // Each schema met is expanded here, after the one that met it, not inside it: a chain of
+    // schemas as long as the document's takes no deeper recursion than one schema's nesting.
+    while let Some((name, reference)) = resolver.shared.as_mut().and_then(|s| s.pending.pop()) {
+        let target = lookup(root, &reference)?;
+        resolver.stack = vec![reference];
+        let expanded = resolver.expand(target)?;
+        if let Some(shared) = &mut resolver.shared {
+            shared.defs.insert(name, expanded);
         }
-        Value::Array(items) => items
-            .iter()
-            .map(|item| expand(root, item, stack, budget))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
     }
+    Ok(shared)
+}
+
+/// The component schemas met while sharing: `defs` holds each by name (a placeholder until it
+/// is expanded), `pending` those still to expand, with their refs.
+struct Shared<'a> {
+    defs: &'a mut Map<String, Value>,
+    pending: Vec<(String, String)>,
+}
+
+struct Resolver<'a, 'b> {
+    root: &'a Value,
+    budget: &'b mut Budget,
+    /// The refs being inlined, outermost first.
+    stack: Vec<String>,
+    /// `Some` when component schemas are shared ([`share`]).
+    shared: Option<Shared<'b>>,
+}
+
+impl Resolver<'_, '_> {
+    fn expand(&mut self, value: &Value) -> Result<Value, RefError> {
+        self.budget.spend(&self.stack)?;
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(reference)) = map.get("$ref") {
+                    return self.reference(reference);
+                }
+                let mut out = Map::with_capacity(map.len());
+                for (key, item) in map {
+                    out.insert(key.clone(), self.expand(item)?);
+                }
+                Ok(Value::Object(out))
+            }
+            Value::Array(items) => items
+                .iter()
+                .map(|item| self.expand(item))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// What `{"$ref": reference}` becomes.
+    fn reference(&mut self, reference: &str) -> Result<Value, RefError> {
+        if let Some(shared) = &mut self.shared
+            && let Some(name) = component_schema(reference)
+        {
+            // The ref object is paid for; its string.
+            self.budget.spend(&self.stack)?;
+            if !shared.defs.contains_key(&name) {
+                // Resolved now, so a dangling ref is refused where it is met.
+                lookup(self.root, reference)?;
+                shared.defs.insert(name.clone(), Value::Bool(true));
+                shared.pending.push((name.clone(), reference.to_owned()));
+            }
+            return Ok(serde_json::json!({ "$ref": format!("{DEFS}{}", fragment_segment(&name)) }));
+        }
+        if self.stack.iter().any(|r| r == reference) || self.stack.len() >= MAX_DEPTH {
+            return Ok(serde_json::json!({
+                "description": format!("recursive: another {reference}")
+            }));
+        }
+        let target = lookup(self.root, reference)?;
+        self.stack.push(reference.to_owned());
+        let expanded = self.expand(target);
+        self.stack.pop();
+        expanded
+    }
+}
+
+/// The name of the component schema `reference` names whole (`#/components/schemas/NAME`,
+/// one pointer segment, unescaped), if it does.
+fn component_schema(reference: &str) -> Option<String> {
+    let segment = percent_decoded(reference.strip_prefix(COMPONENT_SCHEMAS)?)?;
+    (!segment.contains('/')).then(|| segment.replace("~1", "/").replace("~0", "~"))
+}
+
+/// `name` as one segment of a JSON pointer in a URI fragment: `~` and `/` escaped as the
+/// pointer does (`~0`, `~1`), then every byte but RFC 3986's unreserved characters
+/// percent-encoded.
+fn fragment_segment(name: &str) -> String {
+    let escaped = name.replace('~', "~0").replace('/', "~1");
+    utf8_percent_encode(&escaped, NOT_UNRESERVED).to_string()
+}
+
+/// `text` with its `%XX` escapes decoded (a `%` not followed by two hex digits stays as it
+/// is); `None` if the result is not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// `levels` schemas `S0`..., each referring twice to the one before: 2^levels copies of `S0`

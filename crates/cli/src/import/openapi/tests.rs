@@ -82,7 +82,9 @@ fn imports_each_operation_kind() {
         (add.capability_class, add.approval_mode),
         (CapabilityClass::Act, ApprovalMode::Network)
     );
-    assert!(add.idempotency.as_ref().is_some_and(|i| i.required));
+    // The key follows from the class; the manifest does not repeat it.
+    assert!(add.requires_idempotency_key());
+    assert_eq!(add.idempotency, None);
     let pet = &add.input_schema["properties"]["body"];
     assert_eq!(add.input_schema["required"], json!(["body"]));
     assert_eq!(
@@ -251,34 +253,216 @@ fn fan_out(levels: usize, bodies: &[usize]) -> String {
         .to_string()
 }
 
-/// Each schema referring twice to the one before doubles the inlined size per level: the
-/// import stops at the budget, naming the schema and the operation, instead of running out of
-/// memory (a 4 KB document of this shape took an import to 2.9 GB).
+/// Each schema referring twice to the one before doubles the inlined size per level: past the
+/// bound, the operation keeps each schema once in its input schema's `$defs` (a 6 KB document
+/// of this shape used to be refused, and before that took an import to 2.9 GB), and the table
+/// says so.
 #[test]
-fn a_ref_fan_out_is_refused_naming_the_schema() {
+fn a_ref_fan_out_keeps_its_schemas_shared() {
     let doc = fan_out(64, &[63]);
     assert!(
         doc.len() < 8 * 1024,
         "a small document: {} bytes",
         doc.len()
     );
+    let shared = import(&doc, None, &options()).unwrap();
+    let schema = &shared.manifest.capabilities[0].input_schema;
     assert_eq!(
-        error(&doc),
-        "the spec: the schema `#/components/schemas/S63` (at /paths/~1things~10/post) expands to \
-         more than 100000 JSON values once its `$ref`s are inlined (schemas that refer to one \
-         another several times over multiply); leave the operation out with --exclude 'make0', \
-         or make the document refer to it fewer times"
+        schema["properties"]["body"],
+        json!({ "$ref": "#/$defs/S63" })
     );
-    // Under the bound per operation, but not together: 34 operations of S13 (57,343 values
-    // each) fit in the import's budget, and the 35th in the document's order, `/things/34`,
-    // does not.
-    let per_operation = fan_out(14, &[13; 40]);
-    let many = import(&fan_out(14, &[13; 3]), None, &options()).unwrap();
-    assert_eq!(many.manifest.capabilities.len(), 3);
+    let defs = schema["$defs"].as_object().unwrap();
+    assert_eq!(defs.len(), 64);
     assert_eq!(
-        error(&per_operation),
-        "the spec: the schema `#/components/schemas/S13` (at /paths/~1things~134/post) takes \
-         the import's input schemas past 2000000 JSON values once their `$ref`s are inlined; \
-         import fewer operations with --include or --exclude"
+        defs["S1"],
+        json!({ "type": "object", "properties": { "a": { "$ref": "#/$defs/S0" }, "b": { "$ref": "#/$defs/S0" } } })
+    );
+    assert_eq!(defs["S0"], json!({ "type": "string" }));
+    Manifest::Adapter(shared.manifest.clone())
+        .validate()
+        .unwrap();
+    let table = crate::import::output::table(&shared);
+    assert!(
+        table.contains(
+            "note: POST /things/0: its input schema keeps the 64 component schemas it uses in \
+             `$defs`, once each"
+        ),
+        "{table}"
+    );
+    // Under the bound, a schema is inlined as before.
+    let small = import(&fan_out(4, &[3]), None, &options()).unwrap();
+    let body = &small.manifest.capabilities[0].input_schema["properties"]["body"];
+    assert_eq!(body["properties"]["a"]["properties"]["b"]["type"], "object");
+    assert!(
+        small.manifest.capabilities[0]
+            .input_schema
+            .get("$defs")
+            .is_none()
+    );
+}
+
+/// A schema too large even kept once (an `enum` of more values than the bound) is refused
+/// naming it and the operation; so is an import whose operations share one schema of 99,994
+/// values more times than the import's bound holds (the 21st, `/things/20`).
+#[test]
+fn a_schema_past_the_bound_even_shared_is_refused_naming_it() {
+    let document = |values: usize, operations: usize| {
+        let big = json!({ "type": "string", "enum": (0..values).map(|i| i.to_string()).collect::<Vec<_>>() });
+        let paths: Map<String, Value> = (0..operations)
+            .map(|n| {
+                let body = json!({ "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Big" } } } });
+                (format!("/things/{n}"), json!({ "post": { "operationId": format!("make{n}"), "requestBody": body } }))
+            })
+            .collect();
+        json!({ "openapi": "3.1.0", "servers": [{ "url": "http://h" }],
+                "components": { "schemas": { "Big": big } }, "paths": paths })
+        .to_string()
+    };
+    assert_eq!(
+        error(&document(100_000, 1)),
+        "the spec: the schema `#/components/schemas/Big` (at /paths/~1things~10/post) expands \
+         to more than 100000 JSON values, even with each component schema it uses kept once in \
+         `$defs`; leave the operation out with --exclude 'make0'"
+    );
+    assert_eq!(
+        error(&document(99_990, 21)),
+        "the spec: the schema `#/components/schemas/Big` (at /paths/~1things~120/post) takes \
+         the import's input schemas past 2000000 JSON values; import fewer operations with \
+         --include or --exclude"
+    );
+    assert_eq!(
+        import(&document(99_990, 20), None, &options())
+            .unwrap()
+            .manifest
+            .capabilities
+            .len(),
+        20
+    );
+}
+
+/// A document of one operation, `GET /a` (`getA`) with `parameters`, served at `server`.
+fn one_get(server: &str, parameters: &Value) -> String {
+    json!({ "openapi": "3.0.3", "servers": [{ "url": server }],
+            "paths": { "/a": { "get": { "operationId": "getA", "parameters": parameters } } } })
+    .to_string()
+}
+
+/// A scheme-relative server (`//host/base`, relative to wherever the document was served from)
+/// is taken as https, and the table says so and how to choose http.
+#[test]
+fn a_scheme_relative_server_is_https_noted() {
+    let import = import(
+        &one_get("//api.example.com/v1", &json!([])),
+        None,
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(
+        import.manifest.capabilities[0].upstream.as_ref().unwrap()["url"],
+        "https://api.example.com/v1/a"
+    );
+    assert_eq!(
+        import.grants[0].url.to_string(),
+        "https://api.example.com:443/v1"
+    );
+    let table = crate::import::output::table(&import);
+    assert!(
+        table.contains(
+            "note: server `//api.example.com/v1` names no scheme: https is assumed; pass \
+             --server http://api.example.com/v1 for plain http"
+        ),
+        "{table}"
+    );
+}
+
+/// A pattern anchored the Ruby way (`\A…\z`) is written as ECMA-262's `^…$`, one JSON Schema
+/// cannot compile at all is dropped; the table says which, and the operation is imported.
+#[test]
+fn a_pattern_in_another_dialect_is_translated_or_dropped_noted() {
+    let parameters = json!([
+        { "name": "slug", "in": "query", "schema": { "type": "string", "pattern": "\\A[a-z0-9-]+\\z" } },
+        { "name": "code", "in": "query", "schema": { "type": "string", "pattern": "\\A[A-Z]{3}\\Z" } },
+        { "name": "odd", "in": "query", "schema": { "type": "string", "pattern": "(?<=x" } },
+    ]);
+    let import = import(&one_get("https://h", &parameters), None, &options()).unwrap();
+    let schema = &import.manifest.capabilities[0].input_schema;
+    assert_eq!(schema["properties"]["slug"]["pattern"], "^[a-z0-9-]+$");
+    assert_eq!(schema["properties"]["code"]["pattern"], "^[A-Z]{3}$");
+    assert_eq!(schema["properties"]["odd"], json!({ "type": "string" }));
+    let table = crate::import::output::table(&import);
+    for note in [
+        "note: GET /a: pattern `\\A[a-z0-9-]+\\z` at /properties/slug/pattern written as `^[a-z0-9-]+$`",
+        "note: GET /a: pattern `(?<=x` at /properties/odd/pattern dropped",
+    ] {
+        assert!(table.contains(note), "{note}\n{table}");
+    }
+}
+
+/// A `$ref` is a JSON pointer in a URI fragment: `~1` for `/` and percent-encoding (`%7B`,
+/// `%20`) both resolve, in a parameter, a path item's operation and a schema.
+#[test]
+fn escaped_refs_resolve() {
+    let doc = json!({
+        "openapi": "3.1.0", "servers": [{ "url": "https://h" }],
+        "components": { "schemas": {
+            "a/b": { "type": "integer" },
+            "Pet Owner": { "type": "object", "properties": { "n": { "$ref": "#/components/schemas/a~1b" } } },
+        } },
+        "paths": {
+            "/pets/{id}": { "get": { "operationId": "getPet", "parameters": [
+                { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } } ] } },
+            "/owners/{id}": { "put": { "operationId": "putOwner",
+                "parameters": [{ "$ref": "#/paths/~1pets~1%7Bid%7D/get/parameters/0" }],
+                "requestBody": { "content": { "application/json": {
+                    "schema": { "$ref": "#/components/schemas/Pet%20Owner" } } } } } },
+        },
+    });
+    let import = import(&doc.to_string(), None, &options()).unwrap();
+    let put = import.manifest.capability("putowner").unwrap();
+    assert_eq!(
+        put.input_schema["properties"]["id"],
+        json!({ "type": "string" })
+    );
+    assert_eq!(
+        put.input_schema["properties"]["body"],
+        json!({ "type": "object", "properties": { "n": { "type": "integer" } } })
+    );
+    assert_eq!(
+        error(
+            r##"{"openapi": "3.1.0", "servers": [{"url": "http://h"}], "paths": {"/a": {"get": {"parameters": [{"$ref": "#/components/parameters/bad%zz"}]}}}}"##
+        ),
+        "the spec: `$ref` `#/components/parameters/bad%zz` (at /paths/~1a/get) does not resolve to anything in the document"
+    );
+}
+
+/// An operation whose input schema the host cannot compile (Swagger 2.0's `type: file` left
+/// in a 3.0 document) is skipped saying where and why; the rest of the document is imported.
+#[test]
+fn an_operation_whose_schema_does_not_compile_is_skipped_saying_why() {
+    let doc = json!({
+        "openapi": "3.0.3", "servers": [{ "url": "https://h" }],
+        "paths": {
+            "/upload": { "post": { "operationId": "upload", "requestBody": { "content": {
+                "application/json": { "schema": { "type": "object",
+                    "properties": { "data": { "type": "file" } } } } } } } },
+            "/a": { "get": { "operationId": "getA" } },
+        },
+    });
+    let import = import(&doc.to_string(), None, &options()).unwrap();
+    assert_eq!(import.manifest.capabilities.len(), 1);
+    assert_eq!(import.manifest.capabilities[0].id, "geta");
+    assert_eq!(
+        import.skipped[0].source, "POST /upload",
+        "{:?}",
+        import.skipped
+    );
+    assert!(
+        import.skipped[0].reason.starts_with(
+            "its input schema is not a valid JSON Schema (2020-12): at \
+             `/properties/body/properties/data/type`, `file` is not a type (one of string, \
+             number, integer, boolean, object, array, null); correct the document to import it"
+        ),
+        "{}",
+        import.skipped[0].reason
     );
 }
