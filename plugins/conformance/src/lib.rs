@@ -157,10 +157,23 @@ mod tests {
     #[test]
     fn the_2020_12_schema_resolves_its_defs() {
         let args =
-            json!({ "name": "Ada", "address": { "street": "1 Main St", "city": "Springfield" } });
+            json!({
+            "name": "Ada",
+            "address": { "street": "1 Main St", "city": "Springfield" },
+            "contactMethod": "email",
+            "email": "ada@example.com"
+        });
         let checked: gatehouse_sdk::serde_json::Value =
             check_args(MANIFEST, "json_schema_2020_12_tool", &args);
         let out = call("json_schema_2020_12_tool", &checked.to_string()).unwrap();
         assert_eq!(out.content, [Content::text(format!("received: {args}"))]);
+        // if/then: a phone contact must carry the phone number.
+        let phone_missing = json!({ "name": "Ada", "contactMethod": "phone", "email": "a@b.c" });
+        let refused = gatehouse_sdk::testing::try_check_args::<gatehouse_sdk::serde_json::Value>(
+            MANIFEST,
+            "json_schema_2020_12_tool",
+            &phone_missing,
+        );
+        assert!(refused.is_err(), "{refused:?}");
     }
 }
