@@ -69,7 +69,7 @@ impl std::fmt::Debug for Approvals {
     }
 }
 
-/// What a client declared it can do, as far as approvals go.
+/// What a client declared it can do: be asked (elicitation, sampling, roots) and follow tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClientCan {
     /// URL-mode elicitation.
@@ -78,6 +78,10 @@ pub struct ClientCan {
     pub form: bool,
     /// The tasks extension (2026-07-28).
     pub tasks: bool,
+    /// Sampling.
+    pub sampling: bool,
+    /// Roots.
+    pub roots: bool,
 }
 
 impl ClientCan {
@@ -95,6 +99,18 @@ impl ClientCan {
             tasks: capabilities
                 .pointer("/extensions/io.modelcontextprotocol~1tasks")
                 .is_some(),
+            sampling: capabilities.get("sampling").is_some_and(Value::is_object),
+            roots: capabilities.get("roots").is_some_and(Value::is_object),
+        }
+    }
+
+    /// What the host may ask of this client during a call.
+    pub fn asks(self) -> gatehouse_host::relay::CallerCan {
+        gatehouse_host::relay::CallerCan {
+            elicit_form: self.form,
+            elicit_url: self.url,
+            sample: self.sampling,
+            roots: self.roots,
         }
     }
 }
@@ -112,10 +128,23 @@ pub struct Sent<'a> {
     pub key: Option<&'a str>,
 }
 
-/// What a sealed `requestState` holds.
-#[derive(Serialize, Deserialize)]
-struct State {
-    approval: String,
+/// What a sealed `requestState` resumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Resumes {
+    /// A call paused for approval: its approval.
+    Approval {
+        /// The approval's id.
+        approval: String,
+    },
+    /// A call held in this gateway while its adapter waits for the client's answers
+    /// ([`super::v2026_07_28::held`]), at this round (each round's state differs).
+    Held {
+        /// The held call's id.
+        held: String,
+        /// How many rounds it has had.
+        round: u32,
+    },
 }
 
 /// Why a `requestState` is refused; nothing runs.
@@ -175,29 +204,40 @@ impl Approvals {
         approval: &Approval,
         now_ms: u64,
     ) -> String {
-        let binding = binding(caller, sent);
         let ttl = Duration::from_millis(approval.expires_at_ms.saturating_sub(now_ms).max(1_000));
-        let state = State {
+        let resumes = Resumes::Approval {
             approval: approval.id.clone(),
         };
+        self.seal_state(caller, sent, &resumes, ttl)
+    }
+
+    /// A state for `caller`'s request `sent`, resuming what `resumes` names, valid for `ttl`.
+    pub fn seal_state(
+        &self,
+        caller: &Caller,
+        sent: &Sent<'_>,
+        resumes: &Resumes,
+        ttl: Duration,
+    ) -> String {
+        let binding = binding(caller, sent);
         let options = SealOptions::new().associated_data(&binding).ttl(ttl);
-        match self.codec.seal_json_with(&state, &options) {
+        match self.codec.seal_json_with(resumes, &options) {
             Ok(sealed) => sealed,
-            // A struct of one string always serializes.
+            // Strings and a number always serialize.
             Err(error) => unreachable!("a request state does not serialize: {error}"),
         }
     }
 
-    /// The approval a state resumes, if it verifies for this caller and request.
+    /// What a state resumes, if it verifies for this caller and request.
     pub fn open(
         &self,
         sealed: &str,
         caller: &Caller,
         sent: &Sent<'_>,
-    ) -> Result<String, StateRefusal> {
+    ) -> Result<Resumes, StateRefusal> {
         let binding = binding(caller, sent);
-        match self.codec.open_json_with::<State>(sealed, &binding) {
-            Ok(state) => Ok(state.approval),
+        match self.codec.open_json_with::<Resumes>(sealed, &binding) {
+            Ok(resumes) => Ok(resumes),
             Err(RequestStateError::Expired) => Err(StateRefusal::Expired),
             Err(_) => Err(StateRefusal::Invalid),
         }
@@ -435,7 +475,9 @@ mod tests {
             approvals
                 .open(&sealed, &caller("acme", "agent"), &sent)
                 .unwrap(),
-            "apr_1"
+            Resumes::Approval {
+                approval: "apr_1".to_owned()
+            }
         );
         let two = args(2);
         for (who, tool, args, key) in [
@@ -505,15 +547,14 @@ mod tests {
             ClientCan {
                 url: true,
                 form: true,
-                tasks: false
+                ..ClientCan::default()
             }
         );
         assert_eq!(
             ClientCan::from_capabilities(Some(&json!({"elicitation": {}}))),
             ClientCan {
-                url: false,
                 form: true,
-                tasks: false
+                ..ClientCan::default()
             }
         );
         assert_eq!(
@@ -521,9 +562,18 @@ mod tests {
                 &json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
             )),
             ClientCan {
-                url: false,
-                form: false,
-                tasks: true
+                tasks: true,
+                ..ClientCan::default()
+            }
+        );
+        assert_eq!(
+            ClientCan::from_capabilities(Some(
+                &json!({"sampling": {}, "roots": {"listChanged": true}, "elicitation": "no"})
+            )),
+            ClientCan {
+                sampling: true,
+                roots: true,
+                ..ClientCan::default()
             }
         );
         assert_eq!(ClientCan::from_capabilities(None), ClientCan::default());

@@ -13,6 +13,7 @@ use gatehouse_core::envelope::{OutcomeCode, ToolCallEnvelope, ToolResultEnvelope
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Capability;
+use gatehouse_host::relay::Relay;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, Implementation, RequestMetaObject, ServerCapabilities, ServerConfig,
@@ -27,6 +28,19 @@ use super::caller::Caller;
 use super::keys::{self, KeyArgument};
 use super::meta::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
 use crate::access_log::Note;
+
+/// What a `tools/call` brings besides its params ([`Gateway::call`]).
+#[derive(Default)]
+pub struct How<'a> {
+    /// The HTTP request's headers (a `traceparent`).
+    pub headers: Option<&'a http::HeaderMap>,
+    /// The request's access line, which gets the call.
+    pub note: Option<&'a Note>,
+    /// The approval a verified `requestState` resumes.
+    pub resume: Option<&'a str>,
+    /// Where what the adapter tells and asks its caller goes; none: dropped.
+    pub relay: Option<Arc<dyn Relay>>,
+}
 
 /// The call path: the host, the `[mcp.aliases]`, the key argument and how approvals reach
 /// clients. Cheap to clone.
@@ -64,19 +78,22 @@ impl Gateway {
         Arc::clone(&self.host)
     }
 
-    /// `tools/call` for `caller`, in every protocol version: `meta` is the request's `_meta`,
-    /// `headers` the HTTP request's; `note` gets the call for the request's access line. The
-    /// result is the caller's view of the envelope, which each version maps to its wire.
-    /// `resume` is the approval a verified `requestState` resumes.
+    /// `tools/call` for `caller`, in every protocol version: `meta` is the request's `_meta`;
+    /// `how` says what else the request brings ([`How`]). The result is the caller's view of
+    /// the envelope, which each version maps to its wire.
     pub async fn call(
         &self,
         caller: Caller,
         request: CallToolRequestParams,
         meta: &RequestMetaObject,
-        headers: Option<&http::HeaderMap>,
-        note: Option<&Note>,
-        resume: Option<&str>,
+        how: How<'_>,
     ) -> Result<ToolResultEnvelope, ErrorData> {
+        let How {
+            headers,
+            note,
+            resume,
+            relay,
+        } = how;
         let mut args = request.arguments.unwrap_or_default();
         let name = self.aliases.tool(&request.name).unwrap_or(&request.name);
         let meta = request.meta.as_ref().unwrap_or(meta);
@@ -128,7 +145,7 @@ impl Gateway {
             call = call.with_mode(mode);
         }
         let span = mcp_span(&request.name, traceparent.as_deref());
-        let result = self.run(call, span, note).await;
+        let result = self.run(call, span, note, relay).await;
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
@@ -145,8 +162,12 @@ impl Gateway {
         call: ToolCallEnvelope,
         span: tracing::Span,
         note: Option<&Note>,
+        relay: Option<Arc<dyn Relay>>,
     ) -> ToolResultEnvelope {
-        let mut result = self.host.call_for_caller(call).instrument(span).await;
+        let mut result = match relay {
+            Some(relay) => self.host.call_relayed(call, relay).instrument(span).await,
+            None => self.host.call_for_caller(call).instrument(span).await,
+        };
         self.keys.name_in(&mut result);
         if let Some(note) = note {
             note.call(&result);
@@ -170,7 +191,7 @@ impl Gateway {
         call.tool_call_id = gatehouse_core::ids::tool_call_id();
         call.approval_id = Some(approval.id);
         let span = mcp_span(&call.capability_id, None);
-        Ok(Some(self.run(call, span, note).await))
+        Ok(Some(self.run(call, span, note, None).await))
     }
 
     /// Records that a request now holds for approval `id`'s decision, until the hold time
@@ -266,9 +287,14 @@ impl Gateway {
 
     /// What the server tells a client at `initialize` (2025-11-25) and `server/discover`
     /// (2026-07-28): its capabilities, name and instructions.
+    #[expect(
+        deprecated,
+        reason = "SEP-2577 deprecates logging with no change on the wire; 2025-11-25 clients still set a level, and adapters still write lines for their callers"
+    )]
     pub fn info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tasks()
                 .build(),

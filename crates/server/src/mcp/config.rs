@@ -124,6 +124,13 @@ pub struct McpConfig {
     /// (60 s in the TypeScript SDK). Default: 25000.
     #[serde(default = "defaults::approval_hold_ms")]
     pub approval_hold_ms: u64,
+    /// How long a 2026-07-28 call whose adapter asked its caller something (elicitation,
+    /// sampling, roots) is held in this gateway for the client's retry with the answers, in
+    /// milliseconds. Past it the call's asks fail (the adapter gets an error and finishes) and
+    /// its `requestState` no longer resumes anything. A retry must reach the gateway that holds
+    /// the call. Default: 300000 (five minutes: time for a person to fill in a form).
+    #[serde(default = "defaults::input_wait_ms")]
+    pub input_wait_ms: u64,
     /// The file of the key that signs `requestState`s: at least 32 bytes, as 64 or more hex
     /// digits or raw. Created (random, mode 0600) if it does not exist. Gateways sharing a store
     /// must share it, or a retry that reaches another gateway is refused. Default: none, and
@@ -249,6 +256,10 @@ mod defaults {
     pub fn approval_hold_ms() -> u64 {
         25_000
     }
+    /// Time for a person to read and fill in a form.
+    pub fn input_wait_ms() -> u64 {
+        300_000
+    }
 }
 
 impl Default for McpConfig {
@@ -272,6 +283,7 @@ impl Default for McpConfig {
             aliases: ToolAliases::default(),
             idempotency_key_argument: KeyArgumentName::default(),
             approval_hold_ms: defaults::approval_hold_ms(),
+            input_wait_ms: defaults::input_wait_ms(),
             request_state_key_file: None,
             consent_modes: Vec::new(),
         }

@@ -53,6 +53,7 @@ pub mod keys;
 mod message;
 mod meta;
 mod origins;
+mod relay;
 mod reply;
 mod result;
 mod router;

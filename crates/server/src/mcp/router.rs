@@ -23,6 +23,7 @@
 //!    each HTTP 400.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
@@ -36,6 +37,7 @@ use super::message::{Message, Params, Request, Unreadable};
 use super::origins::AllowedOrigins;
 use super::reply::{self, Body, Era, Failure};
 use super::v2025_11_25::session::{OWN_ID, Session};
+use super::v2026_07_28::held::Held;
 use super::{v2025_11_25, v2026_07_28};
 use crate::access_log::Note;
 use crate::listener::AllowedHosts;
@@ -46,16 +48,19 @@ pub struct Router {
     hosts: AllowedHosts,
     origins: AllowedOrigins,
     session: Arc<Session>,
+    held: Arc<Held>,
 }
 
 impl Router {
-    /// With `[mcp] allowed_hosts` and the origins allowed (the loopback ones included where
-    /// they apply).
-    pub fn new(allowed_hosts: &[String], allowed_origins: &[String]) -> Self {
+    /// With `[mcp] allowed_hosts`, the origins allowed (the loopback ones included where
+    /// they apply), and how long a 2026-07-28 call waiting for its caller's answers is held
+    /// (`[mcp] input_wait_ms`).
+    pub fn new(allowed_hosts: &[String], allowed_origins: &[String], input_wait: Duration) -> Self {
         Self {
             hosts: AllowedHosts::new(allowed_hosts),
             origins: AllowedOrigins::new(allowed_origins),
             session: Arc::default(),
+            held: Arc::new(Held::new(input_wait)),
         }
     }
 
@@ -173,7 +178,7 @@ impl Router {
                 .await
             }
             Ok(Era::Stateless) => {
-                v2026_07_28::answer(gateway, caller, request, headers, note).await
+                v2026_07_28::answer(gateway, &self.held, caller, request, headers, note).await
             }
         }
     }

@@ -120,7 +120,11 @@ impl McpServer {
         if config.listen.ip().is_loopback() {
             origins.extend(LOOPBACK_ORIGINS.iter().map(|&origin| origin.to_owned()));
         }
-        let router = Router::new(&config.allowed_hosts, &origins);
+        let router = Router::new(
+            &config.allowed_hosts,
+            &origins,
+            Duration::from_millis(config.input_wait_ms),
+        );
         let key_argument = KeyArgument::new(config.idempotency_key_argument.0.as_deref());
         if config.consent_modes.contains(&ApprovalMode::Destructive) {
             return Err(ServerConfigError::DestructiveConsent);

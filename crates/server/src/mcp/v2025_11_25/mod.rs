@@ -8,11 +8,15 @@
 //!   2025-11-25), the server's capabilities (tools, and tasks in both this version's shape,
 //!   `capabilities.tasks`, and the 2026-07-28 extension's), its name and instructions;
 //! - `ping`: `{}`;
+//! - `logging/setLevel`: the level of the log lines the caller's calls tell it from now on
+//!   ([`session`]; none before it sets one);
 //! - `tools/list`: the caller's tools, each `execution.taskSupport: "optional"`;
 //! - `tools/call` through the shared call path; with `params.task`, a task (a
 //!   `CreateTaskResult`); a call paused for approval held on an event stream for a caller that
-//!   declared URL elicitation ([`session`]); else the result as JSON in one piece, written in
-//!   one pass ([`super::result::response`]);
+//!   declared URL elicitation ([`session`]); a call whose adapter tells or asks its caller
+//!   something (progress, log lines, elicitation, sampling, roots: [`super::relay`]) answered
+//!   on an event stream, its asks as requests the client answers in POSTs of their own; else
+//!   the result as JSON in one piece, written in one pass ([`super::result::response`]);
 //! - `tasks/get`, `tasks/result` (which waits, up to the hold time, for a working task),
 //!   `tasks/list` and `tasks/cancel`, of the caller's own tasks;
 //! - anything else: -32601.
@@ -23,16 +27,21 @@ pub mod session;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use gatehouse_core::envelope::ToolResultEnvelope;
+use gatehouse_host::relay::{AskError, Relay};
 use http::{HeaderMap, Response, StatusCode};
 use rmcp::ErrorData;
 use rmcp::model::{ListToolsResult, ProtocolVersion, RequestId};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use self::session::Session;
 use super::approvals::ClientCan;
-use super::call::Gateway;
+use super::call::{Gateway, How};
 use super::caller::Caller;
 use super::message::{Call, Params, Request};
+use super::relay::{self, Event, Wants};
 use super::reply::{self, Answer, Body, Era};
 use super::result::{response, to_mcp};
 use super::tasks::{self, task_error};
@@ -65,6 +74,19 @@ pub async fn answer(
             initialize(gateway, &params)
         }
         ("ping", _) => Ok(json!({})),
+        ("logging/setLevel", Params::Other(params)) => {
+            match params.get("level").and_then(Value::as_str).and_then(relay::level) {
+                Some(level) => {
+                    session.set_level(&caller, level);
+                    Ok(json!({}))
+                }
+                None => Err(ErrorData::invalid_params(
+                    "params.level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+                    None,
+                )
+                .into()),
+            }
+        }
         ("tools/list", _) => tools(gateway, &caller),
         ("tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel", Params::Other(params)) => {
             task_request(gateway, &caller, &method, &params).await
@@ -119,7 +141,9 @@ fn tools(gateway: &Gateway, caller: &Caller) -> Answer {
 }
 
 /// `tools/call`, run on a task of its own, so that a client that hangs up does not cut a
-/// governed call short.
+/// governed call short. Answered as JSON in one piece, unless the adapter tells or asks its
+/// caller something while it runs: then an event stream, which carries that, and the result
+/// last ([`stream`]).
 async fn call_tool(
     gateway: &Gateway,
     session: &Arc<Session>,
@@ -138,21 +162,65 @@ async fn call_tool(
     let answered = tokio::spawn(async move {
         let Call { params, meta, task } = call;
         let tool = params.name.to_string();
-        let called = gateway
-            .call(
-                caller.clone(),
-                params,
-                &meta,
-                Some(&headers),
-                Some(&note),
-                None,
-            )
-            .await;
-        let result = match called {
-            Ok(result) => result,
-            Err(error) => {
-                return reply::answer(&era_2025(), &id, Err(error.into()));
+        // A task runs unattended: nobody is there to be told or asked.
+        let (relay, mut events) = match task {
+            Some(_) => (None, None),
+            None => {
+                let wants = Wants {
+                    can: session.remembered(&caller).asks(),
+                    progress_token: meta.get("progressToken").cloned(),
+                    log_level: session.level(&caller),
+                };
+                let (relay, events) = relay::channel(wants);
+                (Some(relay as Arc<dyn Relay>), Some(events))
             }
+        };
+        let mut run = tokio::spawn({
+            let (gateway, caller, headers, note) = (
+                gateway.clone(),
+                caller.clone(),
+                headers.clone(),
+                note.clone(),
+            );
+            async move {
+                let how = How {
+                    headers: Some(&headers),
+                    note: Some(&note),
+                    resume: None,
+                    relay,
+                };
+                gateway.call(caller, params, &meta, how).await
+            }
+        });
+        let first = tokio::select! {
+            biased;
+            joined = &mut run => Err(joined),
+            Some(event) = async { events.as_mut()?.recv().await } => Ok(event),
+        };
+        let joined = match first {
+            Ok(event) => {
+                let (sender, response) = reply::events();
+                let events = events.unwrap_or_else(|| unreachable!("an event came from them"));
+                tokio::spawn(stream(Streaming {
+                    sender,
+                    first: event,
+                    events,
+                    run,
+                    session,
+                    gateway,
+                    caller,
+                    id,
+                    tool,
+                    note,
+                }));
+                return response;
+            }
+            Err(joined) => joined,
+        };
+        let result = match joined {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => return reply::answer(&era_2025(), &id, Err(error.into())),
+            Err(error) => return failed_inside(&error),
         };
         // A task asked for, or a paused call held for its approval.
         if let Some(task) = task {
@@ -171,14 +239,114 @@ async fn call_tool(
         }
     })
     .await;
-    answered.unwrap_or_else(|error| {
-        tracing::error!(%error, "mcp call task failed");
-        reply::plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            "the call failed inside the gateway",
-        )
-    })
+    answered.unwrap_or_else(|error| failed_inside(&error))
+}
+
+/// A call whose task failed inside the gateway (a panic): the internal error, and the log.
+fn failed_inside(error: &tokio::task::JoinError) -> Response<Body> {
+    tracing::error!(%error, "mcp call task failed");
+    reply::plain(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        "the call failed inside the gateway",
+    )
+}
+
+/// A call streaming to its caller: what [`stream`] needs.
+struct Streaming {
+    sender: mpsc::Sender<Bytes>,
+    first: Event,
+    events: mpsc::Receiver<Event>,
+    run: tokio::task::JoinHandle<Result<ToolResultEnvelope, ErrorData>>,
+    session: Arc<Session>,
+    gateway: Gateway,
+    caller: Caller,
+    id: RequestId,
+    tool: String,
+    note: Note,
+}
+
+/// The event stream of a call that tells or asks its caller something: each notification as
+/// an event; each ask as a request with an id of the gateway's, whose answer the client posts
+/// ([`Session::answered`]); the result last (or, paused for approval, the hold on the same
+/// stream). A client that hangs up loses the rest; the call runs on, and its asks fail.
+async fn stream(streaming: Streaming) {
+    let Streaming {
+        sender,
+        first,
+        mut events,
+        mut run,
+        session,
+        gateway,
+        caller,
+        id,
+        tool,
+        note,
+    } = streaming;
+    let mut asked = Vec::new();
+    let mut next = Some(first);
+    let joined = loop {
+        if let Some(event) = next.take() {
+            match event {
+                Event::Notify(message) => {
+                    let _ = sender.send(reply::event(&message)).await;
+                }
+                Event::Ask(ask, answer_to) => {
+                    let (own, answer) = session.expect(&caller, ask.kind.method());
+                    asked.push(own.clone());
+                    let request = json!({
+                        "jsonrpc": "2.0",
+                        "id": own,
+                        "method": ask.kind.method(),
+                        "params": ask.params,
+                    });
+                    let _ = sender.send(reply::event(&request)).await;
+                    tokio::spawn(async move {
+                        let answer = match answer.await {
+                            Ok(answer) => relay::answered(answer),
+                            Err(_) => Err(AskError::Failed(
+                                "the client's request ended before it answered".to_owned(),
+                            )),
+                        };
+                        let _ = answer_to.send(answer);
+                    });
+                }
+            }
+        }
+        tokio::select! {
+            biased;
+            joined = &mut run => break joined,
+            event = events.recv() => next = event,
+            () = sender.closed() => {
+                // Nobody reads any more: what is asked is never answered.
+                for own in asked.drain(..) {
+                    session.forget(&own);
+                }
+                events.close();
+            }
+        }
+    };
+    for own in asked {
+        session.forget(&own);
+    }
+    let last = match joined {
+        Ok(Ok(result)) => {
+            if let Some(url) = session.holds(&gateway, &caller, &result) {
+                session
+                    .hold_on(sender, gateway, caller, id, tool, result, url, note)
+                    .await;
+                return;
+            }
+            session::answer_of(&id, &result)
+        }
+        Ok(Err(error)) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+        Err(error) => {
+            tracing::error!(%error, "mcp call task failed");
+            let error = ErrorData::internal_error("the call failed inside the gateway", None);
+            json!({ "jsonrpc": "2.0", "id": id, "error": error })
+        }
+    };
+    let _ = sender.send(reply::event(&last)).await;
 }
 
 /// The era of every answer here: errors are HTTP 200 whatever the version.

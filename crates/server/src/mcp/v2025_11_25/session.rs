@@ -11,19 +11,25 @@
 //!    first, then, once an approver decides (within `[mcp] approval_hold_ms`),
 //!    `notifications/elicitation/complete` and the call's result (run once), or, past the hold,
 //!    the URL elicitation error (-32042) naming the page, for the client to call again later;
-//! 3. **the client's answers** to those elicitations come as JSON-RPC responses in POSTs of
-//!    their own, matched to the held request by id in this process (answered 202). A decline
-//!    or an error ends the hold with the paused result; an answer that reaches another gateway
-//!    changes nothing, and the hold ends with the decision or the hold time.
+//! 3. **the client's answers** to the gateway's requests (those elicitations, and what an
+//!    adapter asks during a call: [`crate::mcp::relay`]) come as JSON-RPC responses in POSTs of
+//!    their own, matched to the waiting request by id in this process (answered 202), and only
+//!    from the caller it was sent to. A decline or an error ends a hold with the paused result;
+//!    an answer that reaches another gateway changes nothing, and the hold ends with the
+//!    decision or the hold time;
+//! 4. **the log level** a caller set (`logging/setLevel`): log lines an adapter writes for its
+//!    caller reach it at or above that level; a caller that set none gets none.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use bytes::Bytes;
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
+use gatehouse_host::relay::LogLevel;
 use http::Response;
 use rmcp::model::RequestId;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::access_log::Note;
 use crate::mcp::approvals::{self, ClientCan};
@@ -36,16 +42,18 @@ use crate::mcp::result::to_mcp;
 /// over (a caller forgotten gets the paused result until it initializes again).
 pub const REMEMBERED: usize = 10_000;
 
-/// The prefix of the ids of gatehouse's own requests to clients (elicitations).
-pub const OWN_ID: &str = "gatehouse-elicitation-";
+/// The prefix of the ids of gatehouse's own requests to clients.
+pub const OWN_ID: &str = "gatehouse-";
 
-/// The 2025-11-25 state of one gateway process: remembered capabilities, held elicitations.
+/// The 2025-11-25 state of one gateway process: remembered capabilities and log levels, and
+/// the gateway's requests waiting for their answers.
 #[derive(Debug, Default)]
 pub struct Session {
     remembered: Mutex<HashMap<(String, String), ClientCan>>,
-    /// Held elicitations by their (random) request id: whose they are, and where the answer
-    /// goes.
-    elicitations: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
+    levels: Mutex<HashMap<(String, String), LogLevel>>,
+    /// The gateway's requests waiting for an answer, by their (random) id: whose they are, and
+    /// where the answer goes.
+    waiting: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
 }
 
 impl Session {
@@ -69,6 +77,37 @@ impl Session {
             remembered.clear();
         }
         remembered.insert((caller.tenant.clone(), caller.principal.id.clone()), can);
+    }
+
+    /// The log level `caller` set last, if any.
+    pub fn level(&self, caller: &Caller) -> Option<LogLevel> {
+        self.levels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
+            .copied()
+    }
+
+    /// Remembers the log level `caller` set.
+    pub fn set_level(&self, caller: &Caller, level: LogLevel) {
+        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
+        if levels.len() >= REMEMBERED {
+            levels.clear();
+        }
+        levels.insert((caller.tenant.clone(), caller.principal.id.clone()), level);
+    }
+
+    /// A new id for a request of the gateway's to `caller` (`kind` says what it is), and where
+    /// its answer will come: random, so nobody else can answer it by guessing, and only its
+    /// caller's answer counts ([`Session::answered`]).
+    pub fn expect(&self, caller: &Caller, kind: &str) -> (String, oneshot::Receiver<Value>) {
+        let id = format!("{OWN_ID}{kind}-{}", gatehouse_core::ids::random_hex(16));
+        let (answer_to, answer) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), (caller.clone(), answer_to));
+        (id, answer)
     }
 
     /// Whether a paused call of `caller` is held on an event stream: it declared URL
@@ -104,89 +143,107 @@ impl Session {
         note: Note,
     ) -> Response<Body> {
         let (sender, response) = reply::events();
-        let approval_id = paused.approval_id.clone().unwrap_or_default();
-        // Random, so that nobody else can answer (or cancel) this hold by guessing its id; and
-        // only its caller's answer counts.
-        let own = format!("{OWN_ID}{}", gatehouse_core::ids::random_hex(16));
-        let (answer_to, answer) = oneshot::channel();
-        self.elicitations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(own.clone(), (caller.clone(), answer_to));
-        let message = approvals::url_message(tool, &approval_id);
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            let elicitation = json!({
-                "jsonrpc": "2.0",
-                "id": own,
-                "method": "elicitation/create",
-                "params": { "mode": "url", "elicitationId": approval_id, "url": url, "message": message },
-            });
-            let _ = sender.send(reply::event(&elicitation)).await;
-            gateway.held(&approval_id).await;
-            let host = gateway.shared_host();
-            let until = tokio::time::Instant::now() + gateway.approvals().hold();
-            let declined = async {
-                match answer.await {
-                    Ok(answer)
-                        if answer.get("action").and_then(Value::as_str) == Some("accept") =>
-                    {
-                        std::future::pending::<()>().await;
-                    }
-                    // Declined, cancelled, an error, or dropped: stop holding.
-                    _ => {}
-                }
-            };
-            let decided = tokio::select! {
-                decided = host.await_decision(&approval_id, until) => decided.ok().flatten(),
-                () = declined => None,
-                // The client hung up: nobody waits here any more (its retry runs the call).
-                () = sender.closed() => {
-                    this.forget(&own);
-                    return;
-                }
-            };
-            this.forget(&own);
-            let last = match decided {
-                Some(approval)
-                    if approval.status != gatehouse_store::ApprovalStatus::Pending
-                        || approval.expired(gatehouse_store::now_ms()) =>
-                {
-                    let complete = json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/elicitation/complete",
-                        "params": { "elicitationId": approval_id },
-                    });
-                    let _ = sender.send(reply::event(&complete)).await;
-                    let result = match gateway.resume(&approval_id, Some(&note)).await {
-                        Ok(Some(result)) => result,
-                        _ => paused,
-                    };
-                    answer_of(&id, &result)
-                }
-                Some(_) => {
-                    let data = json!({
-                        "elicitations": [{ "mode": "url", "elicitationId": approval_id, "url": url, "message": message }],
-                    });
-                    json!({
-                        "jsonrpc": "2.0",
-                        "id": id,
-                        "error": {
-                            "code": -32042,
-                            "message": format!("{message} Call again once it is approved."),
-                            "data": data,
-                        },
-                    })
-                }
-                None => answer_of(&id, &paused),
-            };
-            let _ = sender.send(reply::event(&last)).await;
-        });
+        tokio::spawn(Arc::clone(self).hold_on(
+            sender,
+            gateway,
+            caller.clone(),
+            id,
+            tool.to_owned(),
+            paused,
+            url,
+            note,
+        ));
         response
     }
 
-    fn forget(&self, id: &str) {
-        self.elicitations
+    /// [`Session::hold`] on an event stream already open (`sender`): the call's own, where it
+    /// told its caller something before it paused.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one held request's parts, each used once"
+    )]
+    pub async fn hold_on(
+        self: Arc<Self>,
+        sender: mpsc::Sender<Bytes>,
+        gateway: Gateway,
+        caller: Caller,
+        id: RequestId,
+        tool: String,
+        paused: ToolResultEnvelope,
+        url: String,
+        note: Note,
+    ) {
+        let approval_id = paused.approval_id.clone().unwrap_or_default();
+        let (own, answer) = self.expect(&caller, "elicitation");
+        let message = approvals::url_message(&tool, &approval_id);
+        let elicitation = json!({
+            "jsonrpc": "2.0",
+            "id": own,
+            "method": "elicitation/create",
+            "params": { "mode": "url", "elicitationId": approval_id, "url": url, "message": message },
+        });
+        let _ = sender.send(reply::event(&elicitation)).await;
+        gateway.held(&approval_id).await;
+        let host = gateway.shared_host();
+        let until = tokio::time::Instant::now() + gateway.approvals().hold();
+        let declined = async {
+            match answer.await {
+                Ok(answer) if answer.get("action").and_then(Value::as_str) == Some("accept") => {
+                    std::future::pending::<()>().await;
+                }
+                // Declined, cancelled, an error, or dropped: stop holding.
+                _ => {}
+            }
+        };
+        let decided = tokio::select! {
+            decided = host.await_decision(&approval_id, until) => decided.ok().flatten(),
+            () = declined => None,
+            // The client hung up: nobody waits here any more (its retry runs the call).
+            () = sender.closed() => {
+                self.forget(&own);
+                return;
+            }
+        };
+        self.forget(&own);
+        let last = match decided {
+            Some(approval)
+                if approval.status != gatehouse_store::ApprovalStatus::Pending
+                    || approval.expired(gatehouse_store::now_ms()) =>
+            {
+                let complete = json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/elicitation/complete",
+                    "params": { "elicitationId": approval_id },
+                });
+                let _ = sender.send(reply::event(&complete)).await;
+                let result = match gateway.resume(&approval_id, Some(&note)).await {
+                    Ok(Some(result)) => result,
+                    _ => paused,
+                };
+                answer_of(&id, &result)
+            }
+            Some(_) => {
+                let data = json!({
+                    "elicitations": [{ "mode": "url", "elicitationId": approval_id, "url": url, "message": message }],
+                });
+                json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {
+                        "code": -32042,
+                        "message": format!("{message} Call again once it is approved."),
+                        "data": data,
+                    },
+                })
+            }
+            None => answer_of(&id, &paused),
+        };
+        let _ = sender.send(reply::event(&last)).await;
+    }
+
+    /// Drops the wait for the answer to request `id` (its caller hung up).
+    pub fn forget(&self, id: &str) {
+        self.waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
@@ -198,14 +255,11 @@ impl Session {
         let RequestId::String(id) = id else {
             return false;
         };
-        let mut elicitations = self
-            .elicitations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if elicitations
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiting
             .get(id.as_ref())
             .is_some_and(|(owner, _)| owner == caller)
-            && let Some((_, waiting)) = elicitations.remove(id.as_ref())
+            && let Some((_, waiting)) = waiting.remove(id.as_ref())
         {
             let _ = waiting.send(answer);
             return true;
@@ -215,7 +269,7 @@ impl Session {
 }
 
 /// The JSON-RPC response to `id` carrying `result` as a tool result.
-fn answer_of(id: &RequestId, result: &ToolResultEnvelope) -> Value {
+pub(super) fn answer_of(id: &RequestId, result: &ToolResultEnvelope) -> Value {
     match to_mcp(result) {
         Ok(mcp) => json!({ "jsonrpc": "2.0", "id": id, "result": mcp }),
         Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
@@ -235,7 +289,7 @@ mod tests {
         let can = ClientCan {
             url: true,
             form: true,
-            tasks: false,
+            ..ClientCan::default()
         };
         session.remember(&alice, can);
         assert_eq!(session.remembered(&alice), can);
@@ -254,7 +308,7 @@ mod tests {
         let (to, mut answer) = oneshot::channel();
         let id = "gatehouse-elicitation-0f";
         session
-            .elicitations
+            .waiting
             .lock()
             .unwrap()
             .insert(id.to_owned(), (alice.clone(), to));

@@ -16,27 +16,39 @@
 //!    `resources/subscribe`, ...) and unknown ones are -32601 (HTTP 404).
 
 pub mod headers;
+pub mod held;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
+use gatehouse_host::relay::Relay;
 use gatehouse_store::{Task, TaskStatus};
 use http::{HeaderMap, Response};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, CreateTaskResult, DiscoverResult, GetTaskResult,
-    InputResponses, ListToolsResult, ProtocolVersion, RequestMetaObject, ResultType, ServerResult,
+    InputResponses, JsonObject, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject,
+    ResultType, ServerResult,
 };
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
-use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan, Sent};
-use super::call::{Gateway, meta_str};
+use self::held::{Held, Running, Step};
+use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan, Resumes, Sent};
+use super::call::{Gateway, How, meta_str};
 use super::caller::Caller;
 use super::message::{Call, Params, Request};
 use super::meta::{IDEMPOTENCY_KEY_META, RESULT_META};
+use super::relay::{self, Wants};
 use super::reply::{self, Answer, Body, Era, Failure};
 use super::result::to_mcp;
 use super::tasks::{self, TaskError, task_error};
 use crate::access_log::Note;
+
+/// `_meta` key of the lowest level of log lines a 2026-07-28 request wants.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// The protocol versions gatehouse serves, in `server/discover` and a -32022's `data`.
 pub fn supported() -> Vec<ProtocolVersion> {
@@ -46,17 +58,31 @@ pub fn supported() -> Vec<ProtocolVersion> {
 /// Answers one 2026-07-28 request of `caller` (see the module docs).
 pub async fn answer(
     gateway: &Gateway,
+    held: &Arc<Held>,
     caller: Caller,
     request: Request,
     headers: &HeaderMap,
     note: &Note,
 ) -> Response<Body> {
     let id = request.id.clone();
-    let answered = checked(gateway, &caller, &request, headers);
-    let answer = match answered {
-        Err(failure) => Err(failure),
-        Ok(meta) => dispatch(gateway, caller, request, meta, headers, note).await,
+    let meta = match checked(gateway, &caller, &request, headers) {
+        Ok(meta) => meta,
+        Err(failure) => return reply::answer(&Era::Stateless, &id, Err(failure)),
     };
+    if let Params::Call(call) = request.params {
+        let asked = Asked {
+            gateway: gateway.clone(),
+            held: Arc::clone(held),
+            caller,
+            id,
+            call: *call,
+            meta,
+            headers: headers.clone(),
+            note: note.clone(),
+        };
+        return call_tool(asked).await;
+    }
+    let answer = dispatch(gateway, caller, request, meta).await;
     reply::answer(&Era::Stateless, &id, answer)
 }
 
@@ -92,8 +118,6 @@ async fn dispatch(
     caller: Caller,
     request: Request,
     meta: RequestMetaObject,
-    headers: &HeaderMap,
-    note: &Note,
 ) -> Answer {
     let can = ClientCan::from_capabilities(meta.get(approvals::CLIENT_CAPABILITIES_META));
     let Request { method, params, .. } = request;
@@ -106,14 +130,6 @@ async fn dispatch(
             let mut list = to_value(&ListToolsResult::with_all_items(gateway.tools(&caller)?))?;
             cacheable(&mut list);
             Ok(list)
-        }
-        ("tools/call", Params::Call(call)) => {
-            let response = call_tool(gateway, caller, *call, can, headers, note).await?;
-            let mut value = to_value(&ServerResult::from(response))?;
-            if value.get("resultType").is_none() {
-                value["resultType"] = json!(ResultType::COMPLETE);
-            }
-            Ok(value)
         }
         ("tasks/get" | "tasks/update" | "tasks/cancel", Params::Other(params)) => {
             if !can.tasks {
@@ -159,64 +175,282 @@ async fn dispatch(
     }
 }
 
-/// A `tools/call`: a retry's `requestState` verified and its approval waited for, the call
-/// run, and a paused result answered as the client can take it.
-async fn call_tool(
-    gateway: &Gateway,
+/// A `tools/call` and what it needs, moved onto the task that runs it.
+struct Asked {
+    gateway: Gateway,
+    held: Arc<Held>,
     caller: Caller,
+    id: RequestId,
     call: Call,
+    meta: RequestMetaObject,
+    headers: HeaderMap,
+    note: Note,
+}
+
+/// A `tools/call`, on a task of its own (a client that hangs up does not cut a governed call
+/// short): a retry's `requestState` verified (the approval it waits for, or the call it
+/// resumes: [`held`]), the call run (or run on), and its answer: the result; a paused result
+/// as the client can take it; an `InputRequiredResult` while the adapter waits for answers;
+/// all of it on an event stream once the call told its caller something.
+async fn call_tool(asked: Asked) -> Response<Body> {
+    let id = asked.id.clone();
+    let answered = tokio::spawn(async move {
+        let Asked {
+            gateway,
+            held,
+            caller,
+            id,
+            call,
+            meta,
+            headers,
+            note,
+        } = asked;
+        let Call {
+            params: mut request,
+            meta: _,
+            task: _,
+        } = call;
+        let can = ClientCan::from_capabilities(meta.get(approvals::CLIENT_CAPABILITIES_META));
+        let state = request.request_state.take();
+        let mut responses = request.input_responses.take().unwrap_or_default();
+        let tool = request.name.to_string();
+        let args = request.arguments.clone().unwrap_or_default();
+        let key = match meta_str(&meta, IDEMPOTENCY_KEY_META) {
+            Ok(key) => key.map(str::to_owned),
+            Err(error) => return reply::answer(&Era::Stateless, &id, Err(error.into())),
+        };
+        let sent = Sent {
+            tool: &tool,
+            args: &args,
+            key: key.as_deref(),
+        };
+        let resumes = match &state {
+            None => None,
+            Some(state) => match gateway.approvals().open(state, &caller, &sent) {
+                Ok(resumes) => Some(resumes),
+                Err(refusal) => {
+                    let error = ErrorData::invalid_params(refusal.to_string(), None);
+                    return reply::answer(&Era::Stateless, &id, Err(error.into()));
+                }
+            },
+        };
+        let (held_id, running) = match resumes {
+            Some(Resumes::Held {
+                held: held_id,
+                round,
+            }) => match held.resume(&caller, &held_id, round) {
+                Ok((held_id, running)) => (Some(held_id), running),
+                Err(error) => return reply::answer(&Era::Stateless, &id, Err(error.into())),
+            },
+            approval => {
+                let approval = match approval {
+                    Some(Resumes::Approval { approval }) => {
+                        if let Err(error) =
+                            wait_for_approval(&gateway, &caller, &approval, &responses).await
+                        {
+                            return reply::answer(&Era::Stateless, &id, Err(error.into()));
+                        }
+                        Some(approval)
+                    }
+                    _ => None,
+                };
+                let wants = Wants {
+                    can: can.asks(),
+                    progress_token: meta.get("progressToken").cloned(),
+                    log_level: meta
+                        .get(LOG_LEVEL_META)
+                        .and_then(Value::as_str)
+                        .and_then(relay::level),
+                };
+                let (relay, events) = relay::channel(wants);
+                let run = tokio::spawn({
+                    let (gateway, caller, headers, note, meta) = (
+                        gateway.clone(),
+                        caller.clone(),
+                        headers.clone(),
+                        note.clone(),
+                        meta.clone(),
+                    );
+                    async move {
+                        let how = How {
+                            headers: Some(&headers),
+                            note: Some(&note),
+                            resume: approval.as_deref(),
+                            relay: Some(relay as Arc<dyn Relay>),
+                        };
+                        gateway.call(caller, request, &meta, how).await
+                    }
+                });
+                (None, Box::new(Running::new(run, events)))
+            }
+        };
+        let mut round = Round {
+            gateway,
+            held,
+            caller,
+            can,
+            held_id,
+            wait: Duration::ZERO,
+        };
+        round.wait = round.held.wait();
+        match running.step(&mut responses).await {
+            Step::Notify(message, running) => {
+                let (sender, response) = reply::events();
+                let owned = Owned {
+                    tool,
+                    args,
+                    key,
+                    responses,
+                };
+                tokio::spawn(async move {
+                    let _ = sender.send(reply::event(&message)).await;
+                    let answer = round.on_stream(running, owned, &sender).await;
+                    let last = match answer {
+                        Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+                        Err(failure) => {
+                            json!({ "jsonrpc": "2.0", "id": id, "error": failure.error })
+                        }
+                    };
+                    let _ = sender.send(reply::event(&last)).await;
+                });
+                response
+            }
+            step => {
+                let answer = round.end(step, &sent, &responses).await;
+                reply::answer(&Era::Stateless, &id, answer)
+            }
+        }
+    })
+    .await;
+    answered.unwrap_or_else(|error| {
+        tracing::error!(%error, "mcp call task failed");
+        let error = ErrorData::internal_error("the call failed inside the gateway", None);
+        reply::answer(&Era::Stateless, &id, Err(error.into()))
+    })
+}
+
+/// A call's request as sent, owned (for a round that goes on on an event stream).
+struct Owned {
+    tool: String,
+    args: JsonObject,
+    key: Option<String>,
+    responses: InputResponses,
+}
+
+/// What a round of a call needs besides the call.
+struct Round {
+    gateway: Gateway,
+    held: Arc<Held>,
+    caller: Caller,
     can: ClientCan,
-    headers: &HeaderMap,
-    note: &Note,
-) -> Result<CallToolResponse, ErrorData> {
-    let Call {
-        params: mut request,
-        meta,
-        task: _,
-    } = call;
-    let state = request.request_state.take();
-    let responses = request.input_responses.take().unwrap_or_default();
-    let tool = request.name.to_string();
-    let args = request.arguments.clone().unwrap_or_default();
-    let key = meta_str(&meta, IDEMPOTENCY_KEY_META)?.map(str::to_owned);
-    let sent = Sent {
-        tool: &tool,
-        args: &args,
-        key: key.as_deref(),
-    };
-    let mut resume = None;
-    if let Some(state) = &state {
-        let approval = gateway
-            .approvals()
-            .open(state, &caller, &sent)
-            .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
-        if let Some(allow) = responses
-            .get(CONSENT_INPUT)
-            .and_then(approvals::consent_answer)
-        {
-            gateway.consent(&caller, &approval, allow).await?;
+    /// The id the call is held under, once it was.
+    held_id: Option<String>,
+    wait: Duration,
+}
+
+impl Round {
+    /// The rest of a round on an event stream: each notification sent as it comes, then the
+    /// request's answer.
+    async fn on_stream(
+        self,
+        mut running: Box<Running>,
+        owned: Owned,
+        sender: &mpsc::Sender<bytes::Bytes>,
+    ) -> Answer {
+        let Owned {
+            tool,
+            args,
+            key,
+            mut responses,
+        } = owned;
+        let sent = Sent {
+            tool: &tool,
+            args: &args,
+            key: key.as_deref(),
+        };
+        loop {
+            match running.step(&mut responses).await {
+                Step::Notify(message, next) => {
+                    let _ = sender.send(reply::event(&message)).await;
+                    running = next;
+                }
+                step => return self.end(step, &sent, &responses).await,
+            }
         }
-        gateway.held(&approval).await;
-        let until = tokio::time::Instant::now() + gateway.approvals().hold();
-        if let Err(error) = gateway.host().await_decision(&approval, until).await {
-            tracing::warn!(%error, approval = %approval, "cannot read the approval a retry waits on");
+    }
+
+    /// The request's answer once the round ended: the call's result, or its asks.
+    async fn end(self, step: Step, sent: &Sent<'_>, responses: &InputResponses) -> Answer {
+        let step = match step {
+            Step::Done(joined) => Ok(*joined),
+            Step::Input(running) => Err(running),
+            Step::Notify(..) => unreachable!("a notification does not end a round"),
+        };
+        match step {
+            Ok(Ok(Ok(result))) => {
+                let response = if result.outcome == OutcomeCode::ApprovalRequired {
+                    paused(
+                        &self.gateway,
+                        &self.caller,
+                        sent,
+                        &result,
+                        self.can,
+                        responses,
+                    )
+                    .await?
+                } else {
+                    CallToolResponse::Complete(to_mcp(&result)?)
+                };
+                let mut value = to_value(&ServerResult::from(response))?;
+                if value.get("resultType").is_none() {
+                    value["resultType"] = json!(ResultType::COMPLETE);
+                }
+                Ok(value)
+            }
+            Ok(Ok(Err(error))) => Err(error.into()),
+            Ok(Err(error)) => {
+                tracing::error!(%error, "mcp call task failed");
+                Err(ErrorData::internal_error("the call failed inside the gateway", None).into())
+            }
+            Err(running) => {
+                let (state, requests) = self.held.hold(
+                    self.gateway.approvals(),
+                    &self.caller,
+                    sent,
+                    self.held_id,
+                    running,
+                    self.wait,
+                )?;
+                Ok(json!({
+                    "resultType": "input_required",
+                    "inputRequests": requests,
+                    "requestState": state,
+                }))
+            }
         }
-        resume = Some(approval);
     }
-    let result = gateway
-        .call(
-            caller.clone(),
-            request,
-            &meta,
-            Some(headers),
-            Some(note),
-            resume.as_deref(),
-        )
-        .await?;
-    if result.outcome != OutcomeCode::ApprovalRequired {
-        return Ok(CallToolResponse::Complete(to_mcp(&result)?));
+}
+
+/// A retry resuming approval `approval`: the calling user's consent applied (if it sent one),
+/// then a wait for the decision, up to the hold time.
+async fn wait_for_approval(
+    gateway: &Gateway,
+    caller: &Caller,
+    approval: &str,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    if let Some(allow) = responses
+        .get(CONSENT_INPUT)
+        .and_then(approvals::consent_answer)
+    {
+        gateway.consent(caller, approval, allow).await?;
     }
-    paused(gateway, &caller, &sent, &result, can, &responses).await
+    gateway.held(approval).await;
+    let until = tokio::time::Instant::now() + gateway.approvals().hold();
+    if let Err(error) = gateway.host().await_decision(approval, until).await {
+        tracing::warn!(%error, approval = %approval, "cannot read the approval a retry waits on");
+    }
+    Ok(())
 }
 
 /// A call paused for approval, as the client can take it: a task, a consent form, the
