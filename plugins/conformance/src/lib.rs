@@ -11,6 +11,7 @@
 //! | `test_multiple_content_types` | tools-call-mixed-content | text, image, JSON resource |
 //! | `test_error_handling` | tools-call-error | a tool error |
 //! | `json_schema_2020_12_tool` | json-schema-2020-12 | the arguments, as text |
+//! | `test_header_param` | http-custom-header-server-validation | `region: <region>` |
 //!
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
@@ -65,9 +66,20 @@ impl Adapter for Conformance {
                 "received: {}",
                 call.args_value()?
             ))),
+            "test_header_param" => {
+                let args: RegionArgs = call.args()?;
+                Ok(ToolOutput::text(format!("region: {}", args.region)))
+            }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
+}
+
+/// `test_header_param`'s arguments.
+#[derive(gatehouse_sdk::serde::Deserialize)]
+#[serde(crate = "gatehouse_sdk::serde")]
+struct RegionArgs {
+    region: String,
 }
 
 /// 0.1 s of silence: a RIFF/WAVE file, PCM, mono, 8 kHz, 8 bits per sample.
@@ -156,8 +168,7 @@ mod tests {
 
     #[test]
     fn the_2020_12_schema_resolves_its_defs() {
-        let args =
-            json!({
+        let args = json!({
             "name": "Ada",
             "address": { "street": "1 Main St", "city": "Springfield" },
             "contactMethod": "email",
@@ -175,5 +186,14 @@ mod tests {
             &phone_missing,
         );
         assert!(refused.is_err(), "{refused:?}");
+    }
+
+    #[test]
+    fn the_header_tool_returns_its_region() {
+        let args = json!({ "region": "eu-west-1" });
+        let checked: gatehouse_sdk::serde_json::Value =
+            check_args(MANIFEST, "test_header_param", &args);
+        let out = call("test_header_param", &checked.to_string()).unwrap();
+        assert_eq!(out.content, [Content::text("region: eu-west-1")]);
     }
 }

@@ -642,11 +642,12 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 /// The MCP conformance suite's fixed tool names, as `[mcp.aliases]` maps them.
-const SUITE_TOOLS: [&str; 7] = [
+const SUITE_TOOLS: [&str; 8] = [
     "json_schema_2020_12_tool",
     "test_audio_content",
     "test_embedded_resource",
     "test_error_handling",
+    "test_header_param",
     "test_image_content",
     "test_multiple_content_types",
     "test_simple_text",
