@@ -18,6 +18,7 @@ use std::time::Duration;
 /// Runs the command line in this process with `args` (without the program name): the exit code
 /// and stdout. Not from an async test: use [`gatehouse_async`] there.
 pub fn gatehouse<S: AsRef<str>>(args: &[S]) -> (u8, String) {
+    relaunch_as_child();
     let args = std::iter::once("gatehouse").chain(args.iter().map(AsRef::as_ref));
     let mut out = Vec::new();
     let code = gatehouse_cli::run(args, &mut out);
@@ -53,8 +54,15 @@ pub fn run_gatehouse_child() {
         return;
     };
     let args: Vec<String> = serde_json::from_str(&args).expect("the child's arguments");
+    relaunch_as_child();
     let code = gatehouse_cli::main_with(std::iter::once("gatehouse".to_owned()).chain(args));
     std::process::exit(i32::from(code));
+}
+
+/// The command line's own child processes (`pack` compiles in one) are `gatehouse` run the way
+/// [`gatehouse_child`] runs it: this test binary is not `gatehouse`.
+fn relaunch_as_child() {
+    gatehouse_cli::relaunch_with(|args| gatehouse_child(&serde_json::json!(args)));
 }
 
 /// A command that runs `gatehouse` with `args` in a child process: this test binary again,

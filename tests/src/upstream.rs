@@ -284,6 +284,17 @@ async fn answer(
                 .to_string(),
             )))
             .expect("valid response"),
+        "/secrets/spellings" => ok
+            .body(Full::new(Bytes::from(
+                serde_json::Value::Object(
+                    spellings()
+                        .into_iter()
+                        .map(|spelling| (spelling.key, spelling.value))
+                        .collect(),
+                )
+                .to_string(),
+            )))
+            .expect("valid response"),
         "/redirect/metadata" => redirect("http://169.254.169.254/latest/meta-data/"),
         "/redirect/local" => redirect("/api/ok"),
         _ => ok
@@ -317,6 +328,68 @@ pub fn secrets() -> [(&'static str, String); 5] {
             ),
         ),
         ("high_entropy", "Zq8r2Lw0Vx7Nf3Jk9Pd5Tb1Hm6Yc4G".to_owned()),
+    ]
+}
+
+/// A secret spelled as people spell it, as one entry of a JSON object.
+pub struct Spelling {
+    /// The kind `gatehouse.secrets` finds (`jwt`).
+    pub kind: &'static str,
+    /// The entry's key, which may be the secret itself.
+    pub key: String,
+    /// The entry's value.
+    pub value: serde_json::Value,
+    /// The JSON pointer of the entry in its object, as found: a key that is a secret is
+    /// pointed at masked (`/[SECRET:cloud_access_key]`).
+    pub at: String,
+    /// The secret: what must appear nowhere once found.
+    pub secret: String,
+}
+
+/// The five ordinary spellings `gatehouse.secrets` once missed (issue 57, item 6): an access
+/// key as an object key, an access key after `_`, a GitHub token after a letter, a JWT after
+/// `_`, and `Bearer` with a no-break space. Made up, as [`secrets`]; `GET /secrets/spellings`
+/// answers with all five entries.
+pub fn spellings() -> [Spelling; 5] {
+    let aws = format!("AKIA{}", "W3XQ9TEXAMPLE7KD");
+    let other = format!("AKIA{}", "M5RT2VEXAMPLE4PJ");
+    let github = format!("ghp_{}", "Z9y8X7w6V5u4T3s2R1q0".repeat(2));
+    let jwt = format!(
+        "eyJhbGciOiJIUzI1NiJ9.{}.c2lnbmVkLWJ5LXRoZS10ZXN0",
+        "eyJzdWIiOiJzcGVsbGluZyJ9"
+    );
+    let token = "tok_8e1d4c7a2b9f6e3d".to_owned();
+    let entry = |kind, key: &str, value: serde_json::Value, secret: &str| Spelling {
+        kind,
+        key: key.to_owned(),
+        value,
+        at: format!("/{key}"),
+        secret: secret.to_owned(),
+    };
+    [
+        Spelling {
+            at: "/[SECRET:cloud_access_key]".to_owned(),
+            ..entry("cloud_access_key", &aws, "read-only".into(), &aws)
+        },
+        entry(
+            "cloud_access_key",
+            "env",
+            format!("aws_key_{other}").into(),
+            &other,
+        ),
+        entry(
+            "bearer_token",
+            "config",
+            format!("token{github}").into(),
+            &github,
+        ),
+        entry("jwt", "cookie", format!("session_{jwt}").into(), &jwt),
+        entry(
+            "bearer_token",
+            "header",
+            format!("Bearer\u{a0}{token}").into(),
+            &token,
+        ),
     ]
 }
 

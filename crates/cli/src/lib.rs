@@ -48,6 +48,7 @@ mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod drift;
+mod examine;
 mod exit;
 pub mod import;
 mod new;
@@ -255,6 +256,17 @@ enum Command {
     /// sign it with the project's development key (or --key). The JavaScript and Python
     /// toolchains are installed on first use into a per-user cache.
     Build(build::BuildArgs),
+    /// Internal: `pack`'s look at the code, run by `pack` in a child process within bounds.
+    #[command(name = examine::WORKER, hide = true)]
+    Examine {
+        /// The world the component implements.
+        #[arg(long, value_enum)]
+        kind: examine::Kind,
+        /// The component.
+        component: PathBuf,
+        /// Where to write what was found.
+        out: PathBuf,
+    },
     /// Run the host on its built-in defaults with the first-party plugins, signed with a
     /// throwaway key, through a short tour of governed calls.
     #[cfg(feature = "demo")]
@@ -263,6 +275,35 @@ enum Command {
         #[arg(long)]
         export: Option<PathBuf>,
     },
+}
+
+/// How this process runs `gatehouse` again with some arguments, for work done in a child
+/// process (`pack`'s compile, within bounds): set by an embedder whose program is not
+/// `gatehouse` ([`relaunch_with`]).
+static RELAUNCH: std::sync::OnceLock<fn(&[String]) -> std::process::Command> =
+    std::sync::OnceLock::new();
+
+/// Sets how this process runs `gatehouse` again with some arguments, for the work the command
+/// line does in a child process (`pack` compiles the component in one, within bounds). By
+/// default the program is this process's own executable, which is right for the `gatehouse`
+/// binary; a program that runs the command line through [`run`] or [`main_with`] and is not
+/// `gatehouse` itself (a test binary) sets a command that ends in [`main_with`] with those
+/// arguments. The first setting stays.
+pub fn relaunch_with(command: fn(&[String]) -> std::process::Command) {
+    let _ = RELAUNCH.set(command);
+}
+
+/// The command that runs `gatehouse args...` in a child process ([`relaunch_with`]).
+fn relaunch(args: &[String]) -> std::process::Command {
+    match RELAUNCH.get() {
+        Some(command) => command(args),
+        None => {
+            let program = std::env::current_exe().unwrap_or_else(|_| "gatehouse".into());
+            let mut command = std::process::Command::new(program);
+            command.args(args);
+            command
+        }
+    }
 }
 
 /// Runs the `gatehouse` binary: logs to stderr (`RUST_LOG` filters, default `warn`); with
@@ -452,6 +493,11 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Policy { command } => policy::policy(command, out),
         Command::New(args) => new::new(&args, out),
         Command::Build(args) => build::build(&args, out),
+        Command::Examine {
+            kind,
+            component,
+            out: file,
+        } => examine::worker(kind.into(), &component, &file).map_err(usage),
         Command::Idempotency { command, config } => state::idempotency(command, &config, out),
         Command::Replay {
             tool_call_id,
@@ -536,10 +582,23 @@ pub(crate) fn pack(
     let bytes = read_file(component).map_err(usage)?;
     let manifest = Manifest::from_file(manifest_path).map_err(usage)?;
     let key = SigningKey::from_file(key).map_err(usage)?;
-    // The world, and the ids the code handles, checked against the manifest and recorded.
-    let (bytes, warnings) =
-        plugin::handles::record(&bytes, &manifest, &manifest_path.display().to_string())
-            .map_err(refused)?;
+    // The world, and the ids the code handles, checked against the manifest and recorded; the
+    // code compiled and asked in a child process within bounds.
+    let bounds = examine::Bounds::from_env().map_err(usage)?;
+    let handles = examine::examine(
+        &bytes,
+        manifest.kind(),
+        &component.display().to_string(),
+        &bounds,
+    )
+    .map_err(refused)?;
+    let (bytes, warnings) = plugin::handles::record(
+        &bytes,
+        &manifest,
+        handles,
+        &manifest_path.display().to_string(),
+    )
+    .map_err(refused)?;
     for warning in warnings {
         say!(out, "warning: {warning}");
     }

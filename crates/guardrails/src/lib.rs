@@ -6,20 +6,29 @@
 //! - the host carries out the `mask-secrets` and `mask-identifiers` obligations with [`Masks`]:
 //!   on every text of the result, and on the arguments wherever it keeps or shows them.
 //!
-//! A [`Finding`] names a kind and a place (a JSON pointer), never the value.
+//! A [`Finding`] names a kind and a place (a JSON pointer), never the value. In JSON, object
+//! keys are looked at as the values are (`{"AKIA…": …}` is a finding, pointed at by its masked
+//! key).
 //!
-//! The kinds ([`SecretKind`]), as configs and records spell them:
+//! The kinds ([`SecretKind`]), as configs and records spell them, each found wherever it stands
+//! in a string (after `_`, after a letter, glued to a word), unless the kind says otherwise:
 //! - `private_key`: a PEM private key block, from its `BEGIN` line to its `END` line (or the
 //!   end of the text, if cut);
 //! - `cloud_access_key`: AWS access key ids (`AKIA`, `ASIA` and the other documented prefixes
-//!   followed by 16 upper-case letters and digits) and Google API keys (`AIza` + 35);
-//! - `bearer_token`: `Bearer <token>` (8+ token characters), GitHub tokens (`ghp_`, `gho_`,
+//!   followed by 16 upper-case letters and digits, as a whole run of upper-case letters and
+//!   digits: `aws_key_AKIA…` holds one, `XAKIA…` does not) and Google API keys (`AIza` + 35);
+//! - `bearer_token`: `Bearer <token>` (any case, after any spaces, a no-break space too; 8+
+//!   token characters; not inside a word, as in `forbearer`), GitHub tokens (`ghp_`, `gho_`,
 //!   `ghu_`, `ghs_`, `ghr_` + 36, `github_pat_` + 22) and Slack tokens (`xoxb-` and kin);
 //! - `jwt`: three base64url segments of which the first two start `eyJ` (a JSON object);
 //! - `high_entropy`: a string of 20+ characters without white space and with 3.5+ bits of
 //!   Shannon entropy per character, as the value of a field the operator names (compared
-//!   without case). Found in JSON only; where the same value repeats in a text (an SDK's
-//!   text block repeating the structured result), that copy is masked too.
+//!   without case), once the other kinds in it are masked (`<entropic>_<jwt>` holds both).
+//!   Found in JSON only; where the same value repeats in a text (an SDK's text block
+//!   repeating the structured result), that copy is masked too.
+//!
+//! Patterns are regular expressions of the `regex` crate, so finding takes time linear in the
+//! text; not `\b`-anchored, since `_` is a word character to `\b`.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -72,29 +81,44 @@ impl SecretKind {
     }
 
     /// The patterns of a kind found in text (none for `high-entropy`, found by field).
-    fn patterns(self) -> &'static [Regex] {
-        static PRIVATE_KEY: LazyLock<[Regex; 1]> = LazyLock::new(|| {
-            [regex(
+    fn patterns(self) -> &'static [Pattern] {
+        static PRIVATE_KEY: LazyLock<[Pattern; 1]> = LazyLock::new(|| {
+            [Pattern::anywhere(
                 r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)",
             )]
         });
-        static CLOUD: LazyLock<[Regex; 2]> = LazyLock::new(|| {
+        static CLOUD: LazyLock<[Pattern; 2]> = LazyLock::new(|| {
             [
-                regex(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-                regex(r"\bAIza[0-9A-Za-z_\-]{35}"),
+                // Google's first: an AWS key glued to one is judged by the mask beside it, as
+                // masking the text again would judge it (the fuzz target found `AKIA…AIza…`
+                // masked in two rounds).
+                Pattern::anywhere(r"AIza[0-9A-Za-z_\-]{35}"),
+                // A key id is a whole run of upper-case letters and digits: `aws_key_AKIA…`
+                // and `awsKeyAKIA…` are keys, `XAKIA…` (21 of them) is not.
+                Pattern::alone(
+                    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{16}",
+                    |c| c.is_ascii_uppercase() || c.is_ascii_digit(),
+                    |c| c.is_ascii_uppercase() || c.is_ascii_digit(),
+                ),
             ]
         });
-        static BEARER: LazyLock<[Regex; 4]> = LazyLock::new(|| {
+        static BEARER: LazyLock<[Pattern; 4]> = LazyLock::new(|| {
             [
-                regex(r"(?i)\bbearer[ \t]+[A-Za-z0-9\-._~+/]{8,}=*"),
-                regex(r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
-                regex(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-                regex(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+                // Any space between (a no-break space too), and not inside a word
+                // (`forbearer`), but after `_` (`auth_Bearer …`).
+                Pattern::alone(
+                    r"(?i)bearer[\t\p{Zs}]+[A-Za-z0-9\-._~+/]{8,}=*",
+                    char::is_alphanumeric,
+                    |_| false,
+                ),
+                Pattern::anywhere(r"gh[pousr]_[A-Za-z0-9]{36,}"),
+                Pattern::anywhere(r"github_pat_[A-Za-z0-9_]{22,}"),
+                Pattern::anywhere(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
             ]
         });
-        static JWT: LazyLock<[Regex; 1]> = LazyLock::new(|| {
-            [regex(
-                r"\beyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
+        static JWT: LazyLock<[Pattern; 1]> = LazyLock::new(|| {
+            [Pattern::anywhere(
+                r"eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
             )]
         });
         match self {
@@ -107,14 +131,73 @@ impl SecretKind {
     }
 }
 
+/// A pattern of secrets in text, and the characters that may not touch a match: next to one
+/// of them, the match is part of a longer word, not a secret. Not `\b`: `_` is a word
+/// character to `\b`, and `aws_key_AKIA…` holds a key all the same.
+struct Pattern {
+    regex: Regex,
+    /// Characters that may not stand right before a match.
+    before: fn(char) -> bool,
+    /// Characters that may not stand right after a match.
+    after: fn(char) -> bool,
+}
+
+impl Pattern {
+    /// A pattern distinctive enough to be a secret whatever stands around it (`ghp_` + 36).
+    fn anywhere(pattern: &str) -> Self {
+        Self::alone(pattern, |_| false, |_| false)
+    }
+
+    /// A pattern that is a secret only when neither a `before` character precedes it nor an
+    /// `after` character follows it.
+    fn alone(pattern: &str, before: fn(char) -> bool, after: fn(char) -> bool) -> Self {
+        Self {
+            regex: Regex::new(pattern).expect("a valid built-in pattern"),
+            before,
+            after,
+        }
+    }
+
+    /// `text` with each secret replaced by `mask`, or `None` when there is none.
+    ///
+    /// After a match refused for what touches it, the search goes on from the match's second
+    /// character, since a secret may start inside it. The time stays linear in the text: a
+    /// refused access key is 20 characters long, and a refused `Bearer` match overlaps the next
+    /// one (which starts inside its token) at most by its token, holding no space.
+    fn replace(&self, text: &str, mask: &str) -> Option<String> {
+        let mut masked = String::new();
+        let (mut copied, mut from) = (0, 0);
+        while let Some(found) = self.regex.find_at(text, from) {
+            let touched = text[..found.start()]
+                .chars()
+                .next_back()
+                .is_some_and(self.before)
+                || text[found.end()..].chars().next().is_some_and(self.after);
+            if touched {
+                from = found.start()
+                    + text[found.start()..]
+                        .chars()
+                        .next()
+                        .map_or(1, char::len_utf8);
+                continue;
+            }
+            masked.push_str(&text[copied..found.start()]);
+            masked.push_str(mask);
+            copied = found.end();
+            from = found.end();
+        }
+        // A secret was masked where the mask (never empty) was written.
+        (!masked.is_empty()).then(|| {
+            masked.push_str(&text[copied..]);
+            masked
+        })
+    }
+}
+
 impl std::fmt::Display for SecretKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-fn regex(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("a valid built-in pattern")
 }
 
 /// What was found, and where: never the value.
@@ -254,7 +337,7 @@ impl Masks {
             .filter(|k| self.kinds.contains(k))
         {
             for pattern in kind.patterns() {
-                if let Cow::Owned(masked) = pattern.replace_all(text, kind.mask().as_str()) {
+                if let Some(masked) = pattern.replace(text, &kind.mask()) {
                     *text = masked;
                     push_once(&mut found, kind.name());
                 }
@@ -272,9 +355,10 @@ impl Masks {
         found
     }
 
-    /// Masks every string of `value` (keys stay), and the high-entropy values of the named
-    /// fields whole. Each finding with its JSON pointer under `at`; the high-entropy values
-    /// masked, for the caller to mask where the same value is repeated as text.
+    /// Masks every string of `value`, object keys included, and the high-entropy values of
+    /// the named fields whole. Each finding with its JSON pointer under `at` (a masked key is
+    /// pointed at as masked); the high-entropy values masked, for the caller to mask where the
+    /// same value is repeated as text.
     pub fn mask_value(&self, value: &mut Value, at: &str) -> (Vec<Finding>, Vec<String>) {
         let mut findings = Vec::new();
         let mut entropic = Vec::new();
@@ -299,20 +383,21 @@ impl Masks {
         match value {
             Value::String(s) => {
                 let found = self.mask_text(s);
-                if found.is_empty()
-                    && named
+                for kind in found {
+                    findings.push(Finding {
+                        kind,
+                        at: at.clone(),
+                    });
+                }
+                // What is left of a named field's value once the patterns are masked:
+                // `<entropic>_<jwt>` hides a secret of each kind.
+                if named
                     && self.kinds.contains(&SecretKind::HighEntropy)
-                    && high_entropy(s)
+                    && high_entropy(&unmasked(s))
                 {
                     entropic.push(std::mem::replace(s, SecretKind::HighEntropy.mask()));
                     findings.push(Finding {
                         kind: SecretKind::HighEntropy.name().to_owned(),
-                        at: at.clone(),
-                    });
-                }
-                for kind in found {
-                    findings.push(Finding {
-                        kind,
                         at: at.clone(),
                     });
                 }
@@ -327,17 +412,63 @@ impl Masks {
                 }
             }
             Value::Object(map) => {
-                for (key, item) in map.iter_mut() {
+                for (key, found, mut item) in self.mask_keys(map) {
                     let len = at.len();
                     at.push('/');
                     at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                    for kind in found {
+                        findings.push(Finding {
+                            kind,
+                            at: at.clone(),
+                        });
+                    }
                     let named = self.fields.contains(&key.to_ascii_lowercase());
-                    self.walk(item, at, named, findings, entropic);
+                    self.walk(&mut item, at, named, findings, entropic);
                     at.truncate(len);
+                    map.insert(key, item);
                 }
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
+    }
+
+    /// Empties `map` into its entries, in order, each key masked, with what was found in it.
+    /// A masked key that another key already spells gets `#2`, `#3`... so no entry is lost;
+    /// keys with nothing found stay as they are.
+    fn mask_keys(
+        &self,
+        map: &mut serde_json::Map<String, Value>,
+    ) -> Vec<(String, Vec<String>, Value)> {
+        let mut entries: Vec<(String, Vec<String>, Value)> = std::mem::take(map)
+            .into_iter()
+            .map(|(mut key, item)| {
+                let found = self.mask_text(&mut key);
+                (key, found, item)
+            })
+            .collect();
+        let mut taken: BTreeSet<String> = entries
+            .iter()
+            .filter(|(_, found, _)| found.is_empty())
+            .map(|(key, _, _)| key.clone())
+            .collect();
+        // The next number to try for each masked key: thousands of keys that mask alike take
+        // linear time, not quadratic.
+        let mut next: HashMap<String, usize> = HashMap::new();
+        for (key, found, _) in &mut entries {
+            if found.is_empty() {
+                continue;
+            }
+            let mut n = next.get(key.as_str()).copied().unwrap_or(1);
+            let mut unique = key.clone();
+            while taken.contains(&unique) {
+                n += 1;
+                unique = format!("{key}#{n}");
+            }
+            next.insert(key.clone(), n);
+            taken.insert(unique.clone());
+            *key = unique;
+        }
+        entries
     }
 }
 
@@ -366,6 +497,17 @@ fn push_once(found: &mut Vec<String>, name: &str) {
     }
 }
 
+/// `text` without the masks of secrets it holds.
+fn unmasked(text: &str) -> Cow<'_, str> {
+    let mut left = Cow::Borrowed(text);
+    for kind in SecretKind::ALL {
+        if left.contains(&kind.mask()) {
+            left = Cow::Owned(left.replace(&kind.mask(), ""));
+        }
+    }
+    left
+}
+
 /// 20+ characters, no white space, 3.5+ bits of Shannon entropy per character.
 fn high_entropy(s: &str) -> bool {
     let len = s.chars().count();
@@ -387,5 +529,7 @@ fn high_entropy(s: &str) -> bool {
     entropy >= 3.5
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -18,7 +18,21 @@ fn jwt() -> String {
 fn github() -> String {
     format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0".repeat(2))
 }
+fn google_key() -> String {
+    format!("AIza{}", "SyA-1234567890abcdefghijklmnopqrstu")
+}
+fn slack() -> String {
+    format!("xoxb-{}", "1234567890-abcdefABCDEF")
+}
+fn github_pat() -> String {
+    format!(
+        "github_pat_{}",
+        "11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789"
+    )
+}
 const ENTROPIC: &str = "q8Zr2Lw0Vx7Nf3Jk9Pd5Tb1Hm6Yc4Gs";
+/// A bearer token's value (what must not be seen after `Bearer`).
+const TOKEN: &str = "tok_5f2a9c1e7b3d8a6f";
 
 fn all() -> Masks {
     Masks::new().secrets(&SecretKind::ALL, &["password".to_owned()])
@@ -61,6 +75,13 @@ fn ordinary_text_is_left_alone() {
         "AKIA is a prefix",
         "the password is in the vault",
         "eyJ alone",
+        // Not access keys: inside a longer run of upper-case letters and digits.
+        "XAKIAIOSFODNN7EXAMPLE",
+        "AKIAIOSFODNN7EXAMPLEX",
+        "1AKIAIOSFODNN7EXAMPLE",
+        // `bearer` inside a word.
+        "the forbearer statements",
+        "unbearable 1234567890",
     ] {
         let mut same = text.to_owned();
         assert!(all().mask_text(&mut same).is_empty(), "{text}");
@@ -159,4 +180,256 @@ fn identifiers_are_masked_with_their_names_and_bad_ones_refused() {
             .unwrap_err()
             .contains("not valid")
     );
+}
+
+/// One row of [`each_spelling_of_each_kind_is_found_and_masked`]: a value holding one secret,
+/// its kind, where it is found, and the secret (what must not be left).
+struct Spelling {
+    value: Value,
+    kind: &'static str,
+    at: String,
+    secret: String,
+}
+
+fn spelling(value: Value, kind: &'static str, at: &str, secret: String) -> Spelling {
+    Spelling {
+        value,
+        kind,
+        at: at.to_owned(),
+        secret,
+    }
+}
+
+/// A secret as an object's key, found under its mask.
+fn keyed(key: String, kind: &'static str, secret: String) -> Spelling {
+    Spelling {
+        value: Value::Object([(key, Value::Bool(true))].into_iter().collect()),
+        kind,
+        at: format!("/[SECRET:{kind}]"),
+        secret,
+    }
+}
+
+/// A secret in the text of field `note`.
+fn noted(text: String, kind: &'static str, secret: String) -> Spelling {
+    spelling(
+        json!({ "note": Value::String(text) }),
+        kind,
+        "/note",
+        secret,
+    )
+}
+
+fn spellings() -> Vec<Spelling> {
+    let (key, aws, jwt, github) = (private_key(), aws_key(), jwt(), github());
+    let asia = format!("ASIA{}", "Q7ZP4TEXAMPLE2GH");
+    vec![
+        // private_key
+        noted(private_key(), "private_key", key.clone()),
+        noted(format!("key:\n{key}\nbye"), "private_key", key.clone()),
+        noted(format!("pem_{key}"), "private_key", key.clone()),
+        noted(
+            key.replace("RSA PRIVATE", "OPENSSH PRIVATE"),
+            "private_key",
+            "MIIEowIBAAKCAQEA".to_owned(),
+        ),
+        noted(
+            "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBCut".to_owned(),
+            "private_key",
+            "MHcCAQEEIBCut".to_owned(),
+        ),
+        keyed(key.clone(), "private_key", key.clone()),
+        // cloud_access_key
+        noted(aws.clone(), "cloud_access_key", aws.clone()),
+        noted(format!("id {aws} ok"), "cloud_access_key", aws.clone()),
+        noted(format!("aws_key_{aws}"), "cloud_access_key", aws.clone()),
+        noted(format!("awsKey{aws}"), "cloud_access_key", aws.clone()),
+        noted(format!("{aws}_prod"), "cloud_access_key", aws.clone()),
+        noted(format!("\"{asia}\""), "cloud_access_key", asia.clone()),
+        noted(
+            format!("https://s3/x?AWSAccessKeyId={aws}&Expires=1"),
+            "cloud_access_key",
+            aws.clone(),
+        ),
+        noted(google_key(), "cloud_access_key", google_key()),
+        noted(
+            format!("google_{}", google_key()),
+            "cloud_access_key",
+            google_key(),
+        ),
+        keyed(aws.clone(), "cloud_access_key", aws.clone()),
+        spelling(
+            json!({ "creds": { format!("aws_key_{aws}"): 1 } }),
+            "cloud_access_key",
+            "/creds/aws_key_[SECRET:cloud_access_key]",
+            aws.clone(),
+        ),
+        // bearer_token
+        noted(
+            format!("Authorization: Bearer {TOKEN}"),
+            "bearer_token",
+            TOKEN.to_owned(),
+        ),
+        noted(
+            format!("authorization: bearer {TOKEN}"),
+            "bearer_token",
+            TOKEN.to_owned(),
+        ),
+        noted(format!("BEARER\t{TOKEN}"), "bearer_token", TOKEN.to_owned()),
+        noted(
+            format!("Bearer\u{a0}{TOKEN}"),
+            "bearer_token",
+            TOKEN.to_owned(),
+        ),
+        noted(
+            format!("Bearer\u{202f}{TOKEN}"),
+            "bearer_token",
+            TOKEN.to_owned(),
+        ),
+        noted(
+            format!("auth_Bearer {TOKEN}"),
+            "bearer_token",
+            TOKEN.to_owned(),
+        ),
+        noted(format!("token {github}"), "bearer_token", github.clone()),
+        noted(format!("token{github}"), "bearer_token", github.clone()),
+        noted(format!("gh_token_{github}"), "bearer_token", github.clone()),
+        noted(
+            format!("x{}", github.replace("ghp_", "gho_")),
+            "bearer_token",
+            github.replace("ghp_", "gho_"),
+        ),
+        noted(format!("pat{}", github_pat()), "bearer_token", github_pat()),
+        noted(format!("slack_{}", slack()), "bearer_token", slack()),
+        keyed(github.clone(), "bearer_token", github.clone()),
+        keyed(format!("Bearer {TOKEN}"), "bearer_token", TOKEN.to_owned()),
+        // jwt
+        noted(jwt.clone(), "jwt", jwt.clone()),
+        noted(format!("Bearer {jwt}"), "jwt", jwt.clone()),
+        noted(format!("session_{jwt}"), "jwt", jwt.clone()),
+        noted(format!("id{jwt}"), "jwt", jwt.clone()),
+        noted(
+            format!("https://app/cb?token={jwt}&x=1"),
+            "jwt",
+            jwt.clone(),
+        ),
+        keyed(jwt.clone(), "jwt", jwt.clone()),
+        spelling(
+            json!([{ "a/b": [jwt.clone()] }]),
+            "jwt",
+            "/0/a~1b/0",
+            jwt.clone(),
+        ),
+        // high_entropy: the value of a named field, whatever the field's case, and what is
+        // left of it once the other kinds are masked
+        spelling(
+            json!({ "password": ENTROPIC }),
+            "high_entropy",
+            "/password",
+            ENTROPIC.to_owned(),
+        ),
+        spelling(
+            json!({ "PassWord": ENTROPIC }),
+            "high_entropy",
+            "/PassWord",
+            ENTROPIC.to_owned(),
+        ),
+        spelling(
+            json!({ "login": { "password": [ENTROPIC] } }),
+            "high_entropy",
+            "/login/password/0",
+            ENTROPIC.to_owned(),
+        ),
+        spelling(
+            json!({ "password": format!("{ENTROPIC}_{jwt}") }),
+            "high_entropy",
+            "/password",
+            ENTROPIC.to_owned(),
+        ),
+    ]
+}
+
+#[test]
+fn each_spelling_of_each_kind_is_found_and_masked() {
+    // Every row is checked, and every miss named.
+    let mut missed = Vec::new();
+    for Spelling {
+        mut value,
+        kind,
+        at,
+        secret,
+    } in spellings()
+    {
+        let shown = value.to_string();
+        let findings = find(&all(), &value);
+        let wanted = Finding {
+            kind: kind.to_owned(),
+            at: at.clone(),
+        };
+        if !findings.contains(&wanted) {
+            missed.push(format!("{kind} at {at} not found in {shown}: {findings:?}"));
+        }
+        if format!("{findings:?}").contains(&secret) {
+            missed.push(format!(
+                "a finding in {shown} holds the secret: {findings:?}"
+            ));
+        }
+        all().mask_value(&mut value, "");
+        let masked = value.to_string();
+        if masked.contains(&secret) || !masked.contains(&format!("[SECRET:{kind}]")) {
+            missed.push(format!("{shown} masked as {masked}"));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "{} misses:\n{}",
+        missed.len(),
+        missed.join("\n")
+    );
+}
+
+#[test]
+fn secrets_in_keys_that_mask_alike_keep_every_entry() {
+    let other = format!("AKIA{}", "Q7ZP4TEXAMPLE2GH");
+    let mut value = json!({ aws_key(): 1, "[SECRET:cloud_access_key]": 2, other: 3, "z": 4 });
+    let mut findings = all().mask_value(&mut value, "").0;
+    findings.sort();
+    assert_eq!(
+        value,
+        json!({
+            "[SECRET:cloud_access_key]#2": 1,
+            "[SECRET:cloud_access_key]": 2,
+            "[SECRET:cloud_access_key]#3": 3,
+            "z": 4,
+        })
+    );
+    assert_eq!(
+        findings,
+        [
+            Finding {
+                kind: "cloud_access_key".into(),
+                at: "/[SECRET:cloud_access_key]#2".into()
+            },
+            Finding {
+                kind: "cloud_access_key".into(),
+                at: "/[SECRET:cloud_access_key]#3".into()
+            },
+        ]
+    );
+}
+
+/// Found by the fuzz target: an AWS key glued before a Google key was judged by the `A` of
+/// `AIza`, so masking left it, and masking again found it beside the Google key's mask.
+#[test]
+fn an_aws_key_glued_before_a_google_key_is_masked_in_one_round() {
+    let text = format!("aws_key_AKIA{}{}", "AKIAIOSFODNN7EXA", google_key());
+    let mut once = text.clone();
+    assert_eq!(all().mask_text(&mut once), ["cloud_access_key"]);
+    assert_eq!(
+        once,
+        "aws_key_[SECRET:cloud_access_key][SECRET:cloud_access_key]"
+    );
+    let mut twice = once.clone();
+    assert!(all().mask_text(&mut twice).is_empty(), "{twice}");
+    assert_eq!(twice, once);
 }

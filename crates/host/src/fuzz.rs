@@ -12,9 +12,9 @@
 //! Failures are not persisted to files: a crash found is fixed with a named regression test
 //! next to the target.
 //!
-//! Beside these, four coverage-guided fuzz targets (issue 43, item 12), one per parser an
-//! attacker or a careless file reaches, each a thin function over the real parser, in the crate
-//! that owns it:
+//! Beside these, five coverage-guided fuzz targets (issue 43, item 12; issue 57, item 6), one
+//! per parser an attacker or a careless file reaches, each a thin function over the real
+//! parser, in the crate that owns it:
 //!
 //! | target (test path)                 | file                                      | input |
 //! |------------------------------------|-------------------------------------------|-------|
@@ -22,6 +22,7 @@
 //! | `config::fuzz::serve_config`       | `crates/cli/src/config/fuzz.rs`           | `gatehouse.toml` as `gatehouse serve` reads it |
 //! | `import::openapi::fuzz::document`  | `crates/cli/src/import/openapi/fuzz.rs`   | an OpenAPI document, JSON or YAML |
 //! | `mcp::fuzz::request`               | `crates/server/src/mcp/fuzz.rs`           | the body of a POST to the MCP endpoint |
+//! | `fuzz::masks`                      | `crates/guardrails/src/fuzz.rs`           | text and JSON the secrets finder masks |
 //!
 //! They are [bolero](https://docs.rs/bolero) targets with its libFuzzer engine, chosen because
 //! it is the one that works here, on the pinned stable toolchain:

@@ -474,6 +474,67 @@ fn js_and_python_components_pack_verify_and_inspect_unchanged() {
     }
 }
 
+/// `pack` compiles the code in a child process within bounds of time and memory
+/// (`GATEHOUSE_COMPILE_SECONDS`, `GATEHOUSE_COMPILE_MIB`): the Python component, which takes
+/// about 20 s of CPU and 475 MiB to compile and ask, is refused under bounds lowered below
+/// that, naming the bound passed and the variable that raises it, and nothing is written. A
+/// bound that is not a number is bad usage.
+#[test]
+fn pack_stops_a_compile_past_its_time_or_memory_bound() {
+    use gatehouse_tests::artifacts::PY_ORDERS;
+    // `bytes()` says how to install the toolchain if the component was not built.
+    assert!(!PY_ORDERS.bytes().is_empty());
+    let publisher = Publisher::new();
+    let key = publisher.path("alice.secret.toml");
+    let output = publisher.path("orders.signed.wasm");
+    let pack = |env: &[(&str, &str)]| {
+        gatehouse_output(
+            &[
+                "pack",
+                PY_ORDERS.wasm,
+                "--manifest",
+                PY_ORDERS.manifest,
+                "--key",
+                s(&key),
+                "-o",
+                s(&output),
+            ],
+            env,
+        )
+    };
+    for (var, bound, says) in [
+        (
+            "GATEHOUSE_COMPILE_SECONDS",
+            "1",
+            "took longer than 1 s, and was stopped",
+        ),
+        (
+            "GATEHOUSE_COMPILE_MIB",
+            "200",
+            "took more than 200 MiB of memory",
+        ),
+    ] {
+        let (code, out) = pack(&[(var, bound)]);
+        assert_eq!(code, 1, "{var}={bound}: {out}");
+        assert!(out.contains(says), "{var}={bound}: {out}");
+        assert!(
+            out.contains(&format!("raise the bound: {var}=<")),
+            "{var}={bound}: {out}"
+        );
+        assert!(
+            !output.exists(),
+            "{var}={bound}: a signed component was written"
+        );
+    }
+    let (code, out) = pack(&[("GATEHOUSE_COMPILE_MIB", "lots")]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("GATEHOUSE_COMPILE_MIB must be a whole number above 0, not `lots`"),
+        "{out}"
+    );
+    assert!(!output.exists());
+}
+
 /// `gatehouse serve` in a child process with the library tables of `host`, then `more`, in
 /// `dir/gatehouse.toml`, and `--policy` for each of `policies`: a config it refuses, so it
 /// exits. Returns its exit code and stderr; kills it and fails if it is still up after a

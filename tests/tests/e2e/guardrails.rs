@@ -11,7 +11,7 @@ use gatehouse_tests::artifacts::{REST, SECRETS};
 use gatehouse_tests::bind;
 use gatehouse_tests::cli::s;
 use gatehouse_tests::mcp::record;
-use gatehouse_tests::upstream::{Upstream, field, secrets};
+use gatehouse_tests::upstream::{Upstream, field, secrets, spellings};
 use serde_json::{Value, json};
 
 /// A gateway serving `gatehouse.rest` (granted the upstream) beside echo and the ledger, with
@@ -84,6 +84,22 @@ fn store_bytes(gateway: &AdminGateway) -> String {
 /// The part of a secret that must not appear: the value without its `Bearer ` prefix.
 fn core(secret: &str) -> &str {
     secret.strip_prefix("Bearer ").unwrap_or(secret)
+}
+
+/// What the upstream serves at `path`, got through `gatehouse.rest`: the caller's result and
+/// the call's audit entry.
+async fn served(gateway: &AdminGateway, upstream: &Upstream, path: &str) -> (Value, Value) {
+    let got = gateway
+        .call(
+            "gatehouse.rest.get",
+            json!({ "url": upstream.url(path) }),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(record(&got)["outcome"], "OK", "{got}");
+    assert_eq!(upstream.seen().len(), 1, "the upstream served the secrets");
+    let audit = gateway.audit_entry(&got).await;
+    (got, audit)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,17 +175,8 @@ async fn each_kind_of_secret_in_an_argument_stops_the_call_and_is_kept_nowhere()
 async fn each_kind_of_secret_in_a_result_is_masked_and_named_and_kept_nowhere() {
     let upstream = Upstream::start().await;
     let gateway = gateway(&upstream).await;
-    let got = gateway
-        .call(
-            "gatehouse.rest.get",
-            json!({ "url": upstream.url("/secrets") }),
-            Value::Null,
-        )
-        .await;
-    assert_eq!(record(&got)["outcome"], "OK", "{got}");
-    assert_eq!(upstream.seen().len(), 1, "the upstream served the secrets");
+    let (got, audit) = served(&gateway, &upstream, "/secrets").await;
     let delivered = got.to_string();
-    let audit = gateway.audit_entry(&got).await;
     let masked = &audit["record"]["result"]["policy_decision"]["masked"];
     assert!(masked.is_array(), "{audit}");
     for (kind, secret) in secrets() {
@@ -196,6 +203,89 @@ async fn each_kind_of_secret_in_a_result_is_masked_and_named_and_kept_nowhere() 
         assert!(!store.contains(core(&secret)), "{kind} in the store file");
         assert!(!log.contains(core(&secret)), "{kind} in the log:\n{log}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ordinary_spelling_of_a_secret_in_an_argument_stops_the_call() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let url = upstream.url("/orders");
+    for (i, spelling) in spellings().into_iter().enumerate() {
+        let mut body = json!({ "to": "ann" });
+        body[&spelling.key] = spelling.value.clone();
+        let sent = gateway
+            .call(
+                "gatehouse.rest.send",
+                json!({ "url": url, "method": "POST", "body": body }),
+                json!({ "gatehouse/idempotency_key": format!("spelled-{i}") }),
+            )
+            .await;
+        let (kind, secret, said) = (spelling.kind, &spelling.secret, sent.to_string());
+        assert_eq!(record(&sent)["outcome"], "POLICY_BLOCKED", "{kind}: {sent}");
+        assert!(
+            said.contains(&format!("{kind} at /body{}", spelling.at)),
+            "{kind}: {sent}"
+        );
+        assert!(!said.contains(secret), "{kind} in the reply: {sent}");
+
+        let audit = gateway.audit_entry(&sent).await;
+        assert!(
+            !audit.to_string().contains(secret),
+            "{kind} in the audit log: {audit}"
+        );
+        let entry = &audit["record"];
+        let module = &entry["result"]["policy_decision"]["modules"][0];
+        assert_eq!(module["module_id"], "gatehouse.secrets", "{entry}");
+        assert_eq!(
+            module["reasons"][0]["code"], "SECRET_IN_ARGUMENTS",
+            "{entry}"
+        );
+        assert!(
+            entry["call"]["args"]["body"]
+                .to_string()
+                .contains(&format!("[SECRET:{kind}]")),
+            "{entry}"
+        );
+        assert!(upstream.seen().is_empty(), "{kind}: {:?}", upstream.seen());
+    }
+    let (store, log) = (store_bytes(&gateway), gateway.log());
+    for spelling in spellings() {
+        let (kind, secret) = (spelling.kind, &spelling.secret);
+        assert!(!store.contains(secret), "{kind} in the store file");
+        assert!(!log.contains(secret), "{kind} in the log:\n{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ordinary_spelling_of_a_secret_in_a_result_is_masked() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let (got, audit) = served(&gateway, &upstream, "/secrets/spellings").await;
+    let delivered = got.to_string();
+    let masked = &audit["record"]["result"]["policy_decision"]["masked"];
+    let (store, log) = (store_bytes(&gateway), gateway.log());
+    for spelling in spellings() {
+        let (kind, secret) = (spelling.kind, &spelling.secret);
+        assert!(!delivered.contains(secret), "{kind} delivered: {got}");
+        assert!(
+            masked.as_array().unwrap().contains(
+                &json!({ "kind": kind, "at": format!("structured_content/body{}", spelling.at) })
+            ),
+            "{kind} at {} not named: {masked}",
+            spelling.at
+        );
+        assert!(
+            !audit.to_string().contains(secret),
+            "{kind} in the audit log"
+        );
+        assert!(!store.contains(secret), "{kind} in the store file");
+        assert!(!log.contains(secret), "{kind} in the log:\n{log}");
+    }
+    // The key that was an access key, delivered masked.
+    assert_eq!(
+        got["structuredContent"]["body"]["[SECRET:cloud_access_key]"], "read-only",
+        "{got}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gatehouse_host::plugin::check_world;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
@@ -238,7 +237,15 @@ fn write(
             // What is signed is exactly what manifest.toml says: read back from its text.
             let manifest = Manifest::from_toml(&manifest_text)
                 .map_err(|e| refused(format!("the written manifest does not read back: {e}")))?;
-            check_world(&component, PluginKind::Adapter).map_err(refused)?;
+            // Compiled in a child process within bounds, as `pack` compiles.
+            let bounds = crate::examine::Bounds::from_env().map_err(usage)?;
+            crate::examine::examine(
+                &component,
+                PluginKind::Adapter,
+                &format!("the component of {id}"),
+                &bounds,
+            )
+            .map_err(refused)?;
             let signed = plugin::pack(&component, &manifest, &key).map_err(refused)?;
             let digest = plugin::inspect(&signed).map_err(refused)?.digest;
             Some((signed, key.key_id, digest))

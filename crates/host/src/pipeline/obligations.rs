@@ -12,7 +12,8 @@
 //!    resource cannot be inspected, so a result carrying one is withheld. Images and audio are
 //!    delivered as they are (no text to mask).
 //! 3. **mask secrets and identifiers** (contract 0.3.0, found by `gatehouse-guardrails`):
-//!    masked in every string as personal data is, with high-entropy values of named fields
+//!    masked in every string as personal data is, and in the keys of the structured result
+//!    (a key that masks like another gets `#2`, `#3`...), with high-entropy values of named fields
 //!    found in the structured result and masked wherever a text repeats them; a blob resource
 //!    withholds the result. What was masked, kind and place, is added to the decision record
 //!    (`masked`). These masks also apply to the call's arguments wherever the host keeps or

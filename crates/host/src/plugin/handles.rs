@@ -9,9 +9,10 @@
 //!    SDK's `Adapter` its methods, the Rust SDK's `Adapter::CAPABILITIES`. Code that does not
 //!    say (an older SDK, a dispatch of its own) answers as for any unknown id, and is not
 //!    checked.
-//! 2. **Pack records it** ([`record`]): `gatehouse pack` (and `build`) runs the component once,
-//!    in a throwaway sandbox with no egress, asks [`PROBE`], and writes the answer into the
-//!    signed component as the [`SECTION`] custom section (a JSON list).
+//! 2. **Pack records it**: `gatehouse pack` (and `build`) runs the component once, in a
+//!    throwaway sandbox with no egress, and asks [`PROBE`] ([`examine`], in a child process
+//!    within bounds of time and memory), then writes the answer into the signed component as
+//!    the [`SECTION`] custom section, a JSON list ([`record`]).
 //! 3. **Pack, verify and load compare** ([`check`]): a manifest capability the code does not
 //!    handle is refused, naming the id and the nearest id the code handles; an id the code
 //!    handles that the manifest lacks is a warning. Ids compare with `-` read as `_` (the
@@ -19,7 +20,7 @@
 
 use std::collections::BTreeSet;
 
-use super::manifest::AdapterManifest;
+use super::manifest::{AdapterManifest, PluginKind};
 use crate::sandbox::{PreparedAdapter, Sandbox};
 
 /// The custom section that holds the ids, as a JSON list of strings.
@@ -84,22 +85,30 @@ pub fn recorded(list: &[super::sections::Section<'_>]) -> Option<Vec<String>> {
         .and_then(|data| serde_json::from_slice(data).ok())
 }
 
-/// Checks `component` against `manifest` before it is signed (`gatehouse pack`), compiling it
-/// once: it implements the manifest's world ([`super::check_world`]), and for an adapter whose
-/// code says which ids it handles ([`PROBE`]), the manifest declares none it does not. Returns
-/// the component with those ids recorded ([`SECTION`], replacing any) and the warnings of
-/// [`check`]; a policy module, or code that does not say, unchanged. `file` names the manifest
-/// in messages.
+/// Compiles `component` once, in a throwaway sandbox with no egress: it must implement the
+/// world of `kind` ([`super::check_world`]); an adapter is then asked [`PROBE`]. The ids its
+/// code handles, or `None` for a policy module or code that does not say. Compiling is not
+/// bounded here: `gatehouse pack` runs this in a child process that is (gatehouse-cli's
+/// `examine`).
+pub fn examine(component: &[u8], kind: PluginKind) -> Result<Option<Vec<String>>, String> {
+    match super::compile_checked(component, kind)? {
+        (sandbox, Some(prepared)) => probe(&sandbox, &prepared),
+        (_, None) => Ok(None),
+    }
+}
+
+/// Checks `component` against `manifest` before it is signed (`gatehouse pack`), given the ids
+/// [`examine`] found its code handles: for an adapter whose code says, the manifest declares
+/// none it does not. Returns the component with those ids recorded ([`SECTION`], replacing
+/// any) and the warnings of [`check`]; a policy module, or code that does not say, unchanged.
+/// `file` names the manifest in messages.
 pub fn record(
     component: &[u8],
     manifest: &super::manifest::Manifest,
+    handles: Option<Vec<String>>,
     file: &str,
 ) -> Result<(Vec<u8>, Vec<String>), String> {
-    let (sandbox, prepared) = super::compile_checked(component, manifest.kind())?;
-    let (super::manifest::Manifest::Adapter(adapter), Some(prepared)) = (manifest, prepared) else {
-        return Ok((component.to_vec(), Vec::new()));
-    };
-    let Some(handles) = probe(&sandbox, &prepared)? else {
+    let (super::manifest::Manifest::Adapter(adapter), Some(handles)) = (manifest, handles) else {
         return Ok((component.to_vec(), Vec::new()));
     };
     let warnings = check(adapter, &handles, file)?;

@@ -298,7 +298,8 @@ pub fn pack(
 }
 
 /// Compiles a component in a throwaway engine and checks that it implements the world of
-/// `kind`, so an author learns at pack time (`gatehouse pack`, `gatehouse import --component`),
+/// `kind`, so an author learns at pack time (`gatehouse policy pack`; for `gatehouse pack` and
+/// `gatehouse import --key`, [`handles::examine`] does it, in a child process within bounds),
 /// not at an operator's load time. Checks no signature and runs nothing.
 pub fn check_world(bytes: &[u8], kind: PluginKind) -> Result<(), String> {
     compile_checked(bytes, kind).map(drop)
@@ -337,7 +338,7 @@ pub fn pre_initialize(component: &[u8], input: &str) -> Result<Vec<u8>, String> 
 }
 
 /// [`check_world`]'s throwaway engine, and for an adapter the component prepared in it (to
-/// run it once: [`handles::record`]).
+/// run it once: [`handles::examine`]).
 fn compile_checked(
     bytes: &[u8],
     kind: PluginKind,
