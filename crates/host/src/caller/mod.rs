@@ -28,7 +28,8 @@
 //!      [`MAX_ANSWER`] bytes is `failed`;
 //! 4. **record**: [`CallerGate::into_record`], the call's [`CallerRecord`]: progress and log
 //!    lines counted, each ask (at most [`MAX_ASK_RECORDS`]) with its params, answer or
-//!    reason and wait, a form's sensitive fields hashed ([`record`]).
+//!    reason and wait, a form's sensitive fields hashed ([`record`]), and the params of an
+//!    ask refused for carrying a credential hashed whole.
 //!
 //! The sandbox pauses the call's time budget around an ask ([`crate::sandbox`]); the ask's
 //! own timeout is the grant's.
@@ -350,6 +351,12 @@ impl CallerGate {
                     Ok(answer)
                 }
             });
+            // One that carried a credential is refused; its params are kept only as a hash, so
+            // the audit log does not hold the credential either.
+            let params = match params {
+                Some(params) if self.credential_in(&params).is_some() => Some(redacted(&params)),
+                params => params,
+            };
             self.keep(&question, params, &result, waited);
             results.push(result);
         }
