@@ -11,12 +11,28 @@
 //! | `test_multiple_content_types` | tools-call-mixed-content | text, image, JSON resource |
 //! | `test_error_handling` | tools-call-error | a tool error |
 //! | `json_schema_2020_12_tool` | json-schema-2020-12 | the arguments, as text |
+//! | `test_tool_with_progress` | tools-call-with-progress | progress 0, 50, 100 of 100 |
+//! | `test_tool_with_logging` | tools-call-with-logging | three `info` log lines |
+//! | `test_sampling` | tools-call-sampling | the caller's model's answer to `prompt` |
+//! | `test_elicitation` | tools-call-elicitation | the user's answer to a form |
+//! | `test_elicitation_sep1034_defaults` | elicitation-sep1034-defaults | a form with defaults |
+//! | `test_elicitation_sep1330_enums` | elicitation-sep1330-enums | a form of every enum kind |
+//! | `test_input_required_result_multiple_inputs` | input-required-result-multiple-input-requests | a form, a sampling request and the roots, asked at once |
+//!
+//! The last seven talk to their caller through the `caller` interface (contract 0.5.0, the
+//! manifest's `[caller]` table): progress and log lines reach the caller as notifications, asks
+//! as requests to the client (or an `InputRequiredResult`) once the operator grants them
+//! (`[[caller.grant]]`). An ask the gateway refuses, or the caller cannot answer, is the
+//! tool's error.
 //!
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
 //! `gatehouse demo --export` writes does).
 
+use gatehouse_sdk::caller::{self, LogLevel, Request};
+use gatehouse_sdk::serde_json::{Value, json};
 use gatehouse_sdk::{Adapter, Call, CallContext, Content, EmbeddedResource, ToolError, ToolOutput};
+use serde::Deserialize;
 
 /// A 1x1 red pixel, as PNG.
 const RED_PIXEL_PNG: [u8; 69] = [
@@ -65,9 +81,163 @@ impl Adapter for Conformance {
                 "received: {}",
                 call.args_value()?
             ))),
+            "test_tool_with_progress" => {
+                for step in [0.0, 50.0, 100.0] {
+                    caller::progress(
+                        step,
+                        Some(100.0),
+                        Some(&format!("Completed step {step} of 100")),
+                    );
+                }
+                Ok(ToolOutput::text("Progress reported: 0, 50 and 100 of 100"))
+            }
+            "test_tool_with_logging" => {
+                for line in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    caller::notify(LogLevel::Info, Some("conformance"), &json!(line));
+                }
+                Ok(ToolOutput::text("Tool with logging executed successfully"))
+            }
+            "test_sampling" => {
+                #[derive(Deserialize)]
+                struct Args {
+                    prompt: String,
+                }
+                let args: Args = call.args()?;
+                let answer = caller::ask(Request::sample("sample", &args.prompt, 100))?;
+                let text = answer["content"]["text"].as_str().unwrap_or_default();
+                Ok(ToolOutput::text(format!("LLM response: {text}")))
+            }
+            "test_elicitation" => {
+                #[derive(Deserialize)]
+                struct Args {
+                    message: String,
+                }
+                let args: Args = call.args()?;
+                let answer = caller::ask(Request::form(
+                    "user_info",
+                    &args.message,
+                    json!({
+                        "type": "object",
+                        "properties": {
+                            "username": { "type": "string", "description": "Your user name" },
+                            "email": { "type": "string", "description": "Your email address" }
+                        },
+                        "required": ["username", "email"]
+                    }),
+                ))?;
+                Ok(ToolOutput::text(format!("User response: {answer}")))
+            }
+            "test_elicitation_sep1034_defaults" => elicited(Request::form(
+                "defaults",
+                "Please review and update the form fields with defaults",
+                sep1034_schema(),
+            )),
+            "test_elicitation_sep1330_enums" => elicited(Request::form(
+                "enums",
+                "Please choose from each list",
+                sep1330_schema(),
+            )),
+            "test_input_required_result_multiple_inputs" => {
+                let [name, greeting, roots] = asked_together()?;
+                let name = name["content"]["name"].as_str().unwrap_or("unknown");
+                let greeting = greeting["content"]["text"]
+                    .as_str()
+                    .unwrap_or("Hello there!");
+                let roots = roots["roots"].as_array().map_or(0, Vec::len);
+                Ok(ToolOutput::text(format!(
+                    "Name: {name}; Greeting: {greeting}; Roots: {roots}"
+                )))
+            }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
+}
+
+/// Asks the form of `request`, and says what came back.
+fn elicited(request: Request) -> Result<ToolOutput, ToolError> {
+    let answer = caller::ask(request)?;
+    Ok(ToolOutput::text(format!(
+        "Elicitation completed: action={}, content={}",
+        answer["action"].as_str().unwrap_or("none"),
+        answer.get("content").unwrap_or(&Value::Null)
+    )))
+}
+
+/// A form (`user_name`), a sampling request (`greeting`) and the roots (`client_roots`), in
+/// one `ask-all`: the caller gets the three together.
+fn asked_together() -> Result<[Value; 3], ToolError> {
+    let requests = vec![
+        Request::form(
+            "user_name",
+            "What is your name?",
+            json!({ "type": "object", "properties": { "name": { "type": "string" } }, "required": ["name"] }),
+        ),
+        Request::sample("greeting", "Write a one-line greeting.", 50),
+        Request::roots("client_roots"),
+    ];
+    let mut answers = caller::ask_all(requests).into_iter();
+    let mut next = || {
+        answers
+            .next()
+            .unwrap_or_else(|| Err(caller::AskError::Failed("an answer is missing".to_owned())))
+    };
+    Ok([next()?, next()?, next()?])
+}
+
+/// The SEP-1034 form: one field of each type, each with its default.
+fn sep1034_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "default": "John Doe" },
+            "age": { "type": "integer", "default": 30 },
+            "score": { "type": "number", "default": 95.5 },
+            "status": { "type": "string", "enum": ["active", "inactive", "pending"], "default": "active" },
+            "verified": { "type": "boolean", "default": true }
+        },
+        "required": []
+    })
+}
+
+/// The SEP-1330 form: single and multiple choice, titled and not, and the legacy
+/// `enumNames`.
+fn sep1330_schema() -> Value {
+    let titled = |title: &str| {
+        json!([
+            { "const": "value1", "title": format!("First {title}") },
+            { "const": "value2", "title": format!("Second {title}") },
+            { "const": "value3", "title": format!("Third {title}") }
+        ])
+    };
+    json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": { "type": "string", "enum": ["option1", "option2", "option3"] },
+            "titledSingle": { "type": "string", "oneOf": titled("Option") },
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]
+            },
+            "untitledMulti": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "type": "string", "enum": ["option1", "option2", "option3"] }
+            },
+            "titledMulti": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "anyOf": titled("Choice") }
+            }
+        },
+        "required": []
+    })
 }
 
 /// 0.1 s of silence: a RIFF/WAVE file, PCM, mono, 8 kHz, 8 bits per sample.
@@ -152,6 +322,55 @@ mod tests {
             (err.kind, err.message.as_str()),
             (ErrorKind::Internal, ERROR_MESSAGE)
         );
+    }
+
+    #[test]
+    fn the_forms_have_the_shapes_their_scenarios_check() {
+        let defaults = sep1034_schema();
+        for (field, default) in [
+            ("name", json!("John Doe")),
+            ("age", json!(30)),
+            ("score", json!(95.5)),
+            ("status", json!("active")),
+            ("verified", json!(true)),
+        ] {
+            assert_eq!(defaults["properties"][field]["default"], default, "{field}");
+        }
+        let enums = &sep1330_schema()["properties"];
+        assert!(enums["untitledSingle"].get("oneOf").is_none());
+        assert!(enums["titledSingle"].get("enum").is_none());
+        assert_eq!(enums["titledSingle"]["oneOf"][1]["const"], "value2");
+        assert_eq!(enums["legacyEnum"]["enumNames"][0], "Option One");
+        assert!(enums["untitledMulti"]["items"].get("anyOf").is_none());
+        assert!(enums["titledMulti"]["items"].get("enum").is_none());
+    }
+
+    #[test]
+    fn without_a_caller_an_asking_tool_fails_saying_so_and_the_others_answer() {
+        // Natively nobody can be asked, as in a call from the command line.
+        for (tool, args) in [
+            (
+                "test_sampling",
+                json!({ "prompt": "Test prompt for sampling" }),
+            ),
+            (
+                "test_elicitation",
+                json!({ "message": "Please provide your information" }),
+            ),
+            ("test_elicitation_sep1034_defaults", json!({})),
+            ("test_elicitation_sep1330_enums", json!({})),
+            ("test_input_required_result_multiple_inputs", json!({})),
+        ] {
+            let checked: Value = check_args(MANIFEST, tool, &args);
+            let err = call(tool, &checked.to_string()).unwrap_err();
+            assert_eq!(err.code, "CALLER_UNAVAILABLE", "{tool}");
+        }
+        let out = call("test_tool_with_logging", "{}").unwrap();
+        assert_eq!(
+            out.content,
+            [Content::text("Tool with logging executed successfully")]
+        );
+        assert!(call("test_tool_with_progress", "{}").is_ok());
     }
 
     #[test]

@@ -642,14 +642,21 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 /// The MCP conformance suite's fixed tool names, as `[mcp.aliases]` maps them.
-const SUITE_TOOLS: [&str; 7] = [
+const SUITE_TOOLS: [&str; 14] = [
     "json_schema_2020_12_tool",
     "test_audio_content",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
     "test_embedded_resource",
     "test_error_handling",
     "test_image_content",
+    "test_input_required_result_multiple_inputs",
     "test_multiple_content_types",
+    "test_sampling",
     "test_simple_text",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
 ];
 
 /// A 1x1 red PNG, base64: what `test_image_content` returns.
