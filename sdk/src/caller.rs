@@ -116,11 +116,9 @@ impl Request {
     /// (`requestedSchema`). The answer is `{"action": "accept" | "decline" | "cancel",
     /// "content": {...}}`.
     pub fn form(key: impl Into<String>, message: &str, schema: Value) -> Self {
-        Self::new(
-            key,
-            AskKind::Elicitation,
-            json!({ "message": message, "requestedSchema": schema }),
-        )
+        let mut params = json!({ "message": message });
+        params["requestedSchema"] = schema;
+        Self::new(key, AskKind::Elicitation, params)
     }
 
     /// A URL for the user to open (`"mode": "url"`), under `elicitation_id`.
@@ -241,17 +239,16 @@ pub fn ask_all(requests: Vec<Request>) -> Vec<Result<Value, AskError>> {
     host::ask_all(requests)
 }
 
-/// An answer's JSON text parsed; the host sends JSON, so this fails only on a broken host.
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-fn parse(answer: String) -> Result<Value, AskError> {
-    serde_json::from_str(&answer)
-        .map_err(|e| AskError::Failed(format!("the answer is not JSON: {e}")))
-}
-
 #[cfg(target_arch = "wasm32")]
 mod host {
-    use super::{AskError, AskKind, Can, LogLevel, Request, parse};
+    use super::{AskError, AskKind, Can, LogLevel, Request};
     use crate::adapter::bindings::gatehouse::plugin::caller as wit;
+
+    /// An answer's JSON text parsed; the host sends JSON, so this fails only on a broken host.
+    fn parse(answer: &str) -> Result<serde_json::Value, AskError> {
+        serde_json::from_str(answer)
+            .map_err(|e| AskError::Failed(format!("the answer is not JSON: {e}")))
+    }
 
     pub fn can() -> Can {
         let can = wit::can();
@@ -295,7 +292,7 @@ mod host {
             .collect();
         (wit::ask_all(&requests).into_iter())
             .map(|answer| match answer {
-                Ok(text) => parse(text),
+                Ok(text) => parse(&text),
                 Err(wit::AskError::Unavailable(why)) => Err(AskError::Unavailable(why)),
                 Err(wit::AskError::NotSupported(why)) => Err(AskError::NotSupported(why)),
                 Err(wit::AskError::Refused(why)) => Err(AskError::Refused(why)),

@@ -377,8 +377,7 @@ mod tests {
     fn the_2020_12_schema_resolves_its_defs() {
         let args =
             json!({ "name": "Ada", "address": { "street": "1 Main St", "city": "Springfield" } });
-        let checked: gatehouse_sdk::serde_json::Value =
-            check_args(MANIFEST, "json_schema_2020_12_tool", &args);
+        let checked: Value = check_args(MANIFEST, "json_schema_2020_12_tool", &args);
         let out = call("json_schema_2020_12_tool", &checked.to_string()).unwrap();
         assert_eq!(out.content, [Content::text(format!("received: {args}"))]);
     }

@@ -119,7 +119,7 @@ fn probe_host(config: HostConfig, declared: Option<CallerRequest>) -> Host {
 }
 
 fn call(capability: &str, args: Value) -> ToolCallEnvelope {
-    ToolCallEnvelope::new("default", &format!("test.caller-probe.{capability}"), args)
+    ToolCallEnvelope::new("default", format!("test.caller-probe.{capability}"), args)
 }
 
 /// `ask` with these requests, one `ask` each or together.

@@ -51,7 +51,7 @@ fn grant(declared: &CallerRequest, config: &str, secret: &str) -> Arc<CallerGran
     Arc::new(CallerGrant::for_adapter(
         &config,
         "acme.forms",
-        &declared,
+        declared,
         secrets,
     ))
 }
