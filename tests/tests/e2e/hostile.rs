@@ -232,6 +232,8 @@ fn every_test_program_has_a_test_here() {
         // the released 0.4.0, driven by tests/caller.rs.
         "caller-probe",
         "contract-0-4-adapter",
+        // A policy built for 0.4.0, driven by tests/pipeline.rs.
+        "contract-0-4",
     ];
     for program in TEST_PROGRAMS {
         assert!(
