@@ -400,6 +400,22 @@ async fn an_ask_nobody_granted_or_the_caller_cannot_answer_is_not_sent() {
     // No caller at all.
     let result = host.call(asks(&[form("f", "Who?")], false)).await;
     assert_eq!(error_of(&answers(&result)[0]).0, "unavailable");
+    // The full envelope (the operator's record), its caller record included, matches the
+    // checked-in schema.
+    let caller = result.caller.as_ref().expect("the ask is recorded");
+    assert_eq!(
+        caller.asks[0].outcome,
+        gatehouse_host::model::AskOutcome::Unavailable
+    );
+    let schema: Value = serde_json::from_str(include_str!(
+        "../../../schemas/tool_result_envelope.schema.json"
+    ))
+    .unwrap();
+    let schema = jsonschema::draft202012::new(&schema).unwrap();
+    let value = serde_json::to_value(&result).unwrap();
+    if let Err(e) = schema.validate(&value) {
+        panic!("result envelope {value}: {e} at {}", e.instance_path());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
