@@ -990,6 +990,44 @@ mod tests {
     }
 
     #[test]
+    fn the_caller_table_and_client_capabilities_are_checked_naming_the_fix() {
+        let with = |caller: &str, required: &str| {
+            ECHO.replace(
+                "[[capability]]",
+                &format!("[caller]\n{caller}\n[[capability]]"),
+            ) + required
+        };
+        let manifest = Manifest::from_toml(&with(
+            "progress = true\nask = [\"sampling\"]",
+            "client_capabilities = [\"sampling\"]",
+        ))
+        .unwrap();
+        let Manifest::Adapter(adapter) = manifest else {
+            panic!("an adapter");
+        };
+        assert!(adapter.caller.progress && !adapter.caller.log);
+        assert_eq!(
+            adapter.capabilities[0].client_capabilities,
+            [AskKind::Sampling]
+        );
+        let err = error_of(&with(
+            "ask = [\"roots\"]",
+            "client_capabilities = [\"sampling\"]",
+        ));
+        assert!(
+            err.contains(
+                "`sampling` is required of the client, but the adapter does not declare \
+                          it may ask for it: add \"sampling\" to `ask` in the `[caller]` table"
+            ),
+            "{err}"
+        );
+        let err = error_of(&with("ask = [\"roots\", \"roots\"]", ""));
+        assert!(err.contains("`roots` is listed twice"), "{err}");
+        let err = error_of(&with("asks = [\"roots\"]", ""));
+        assert!(err.contains("unknown field `asks`"), "{err}");
+    }
+
+    #[test]
     fn rejects_unknown_kind() {
         let err = error_of(&ECHO.replace("kind = \"adapter\"", "kind = \"gadget\""));
         assert!(err.contains("gadget"), "{err}");
