@@ -46,6 +46,10 @@
 //! gatehouse_sdk::export_adapter!(Echo);
 //! ```
 //!
+//! Adapters report progress, log to their caller and ask it questions (elicitation, sampling,
+//! roots) through [`caller`] (contract 0.5.0), as far as their manifest's `[caller]` table
+//! declares and the operator grants.
+//!
 //! Adapters reach their upstream with the blocking [`http`] client; a request the gateway
 //! refuses comes back as [`http::HttpError::Denied`], and `?` turns it (like every
 //! [`http::HttpError`] and `serde_json::Error`) into the documented [`ToolError`]. Policies
@@ -55,6 +59,7 @@
 #![deny(missing_docs)]
 
 pub mod adapter;
+pub mod caller;
 mod error;
 pub mod http;
 pub mod log;

@@ -17,9 +17,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use gatehouse_cli::import::Options;
@@ -205,33 +203,13 @@ where
             times
         }
     });
-    let mut all: Vec<Duration> = join_all(runs.collect())
+    let mut all: Vec<Duration> = futures_util::future::join_all(runs)
         .await
         .into_iter()
         .flatten()
         .collect();
     all.sort();
     all
-}
-
-/// Runs `futures` concurrently on this task: their outputs, in order.
-async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => *output = Some(value),
-                    Poll::Pending => done = false,
-                }
-            }
-        }
-        if done { Poll::Ready(()) } else { Poll::Pending }
-    })
-    .await;
-    outputs.into_iter().map(|o| o.expect("ready")).collect()
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {

@@ -26,12 +26,14 @@ use gatehouse_core::envelope::ToolResultEnvelope;
 use gatehouse_core::model::{Glob, Tenants};
 use gatehouse_host::Host;
 use gatehouse_host::HostConfig;
+use gatehouse_host::config::AskGrant;
 use gatehouse_host::config::PolicyDefault;
 use gatehouse_host::config::PublisherConfig;
 use gatehouse_host::config::ToolGrant;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, sections};
+use gatehouse_host::relay::AskKind;
 use serde_json::{Value, json};
 
 /// The first-party plugins, built from source by build.rs: (name, component, manifest).
@@ -337,8 +339,10 @@ fn export_governed(
 }
 
 /// `gatehouse serve`'s config for the MCP conformance suite: the demo's trust and tool grants,
-/// a store of its own in `dir`, callers admitted without a key (the suite sends none), and
-/// `[mcp.aliases]` giving each conformance tool the bare name the suite calls.
+/// a store of its own in `dir`, callers admitted without a key (the suite sends none), the
+/// conformance adapter granted to ask its callers what its scenarios ask (elicitation,
+/// sampling, roots: `[[caller.grant]]`), and `[mcp.aliases]` giving each conformance tool the
+/// bare name the suite calls.
 fn conformance_config(
     dir: &Path,
     tools: &[String],
@@ -346,6 +350,13 @@ fn conformance_config(
 ) -> std::io::Result<String> {
     let mut config = config.clone();
     config.store.path = Some(std::path::absolute(dir)?.join("conformance.db"));
+    config.caller.grants.push(AskGrant {
+        adapter: Glob::new(&format!("gatehouse.{CONFORMANCE}")).map_err(std::io::Error::other)?,
+        ask: vec![AskKind::Elicitation, AskKind::Sampling, AskKind::Roots],
+        max_asks: 3,
+        max_sampling_tokens: 100,
+        ask_timeout_seconds: 60,
+    });
     let host = toml::to_string_pretty(&config).map_err(std::io::Error::other)?;
     let aliases: String = tools
         .iter()

@@ -15,8 +15,8 @@ use crate::ids;
 use crate::model::{ApprovalMode, Claims, ContentBlock, ErrorBody, Principal};
 
 pub use crate::model::{
-    DecisionRecord, EgressAttempt, ModuleDecision, POLICY_DEFAULT, POLICY_FAILED,
-    POLICY_MODULE_MISSING, PluginRef,
+    AskOutcome, AskRecord, CallerRecord, DecisionRecord, EgressAttempt, ModuleDecision,
+    POLICY_DEFAULT, POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef, Told,
 };
 
 /// Version tag of the call envelope format.
@@ -305,6 +305,11 @@ pub struct ToolResultEnvelope {
     /// Outbound requests attempted (the call's mutation refs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressAttempt>,
+    /// What the adapter told and asked its caller (contract 0.5.0): each ask with its
+    /// answer, progress and log lines counted. Absent when it did neither. The operator's
+    /// record only: the caller's view leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<CallerRecord>,
     /// Budgets this call used; absent when no adapter ran for it: a call stopped before gate
     /// 8, and a replay (`replay_of`), whose fuel was spent, and is counted, once, by the
     /// call it replays.
@@ -333,6 +338,7 @@ impl ToolResultEnvelope {
             error: None,
             policy_decision: None,
             egress: Vec::new(),
+            caller: None,
             usage: None,
         }
     }

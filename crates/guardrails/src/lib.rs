@@ -38,6 +38,35 @@ use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Field names (JSON object keys, compared without case) whose values are secrets whatever
+/// they look like: the secrets guardrail's default `fields` for `high_entropy`, and the form
+/// fields whose answers the host keeps as hashes in the audit log (an adapter's elicitation,
+/// contract 0.5.0).
+pub const SENSITIVE_FIELDS: [&str; 15] = [
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+    "api_key",
+    "apikey",
+    "access_key",
+    "secret_key",
+    "secret_access_key",
+    "token",
+    "access_token",
+    "refresh_token",
+    "private_key",
+    "credential",
+    "credentials",
+];
+
+/// Whether `name` is one of [`SENSITIVE_FIELDS`], compared without case.
+pub fn is_sensitive_field(name: &str) -> bool {
+    SENSITIVE_FIELDS
+        .iter()
+        .any(|field| field.eq_ignore_ascii_case(name))
+}
+
 /// A kind of secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -39,6 +39,10 @@
 //! [[stdio.server]]       # an imported stdio MCP server, in its sandbox (see StdioConfig)
 //! adapter = "acme.fs"
 //! dirs = ["/srv/docs:rw"]
+//!
+//! [[caller.grant]]       # what adapters may ask their callers (see CallerConfig)
+//! adapter = "acme.forms"
+//! ask = ["elicitation"]
 //! ```
 
 use std::path::Path;
@@ -48,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use toml::de::{DeTable, Deserializer, ValueDeserializer};
 
+pub use crate::caller::{AskGrant, CallerConfig, CallerConfigError};
 pub use crate::egress::{
     CredentialConfig, EgressConfig, GrantConfig, MethodName, TUNNEL_METHODS, UrlPattern,
 };
@@ -91,6 +96,11 @@ pub struct HostConfig {
     /// are installed. Default: none. See [`StdioConfig`].
     #[serde(default, skip_serializing_if = "is_default")]
     pub stdio: StdioConfig,
+    /// What adapters may ask their callers during a call (contract 0.5.0: elicitation,
+    /// sampling, roots), within which budgets. Default: nothing; every ask is refused. See
+    /// [`CallerConfig`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub caller: CallerConfig,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -159,7 +169,9 @@ pub struct Document<'a> {
 }
 
 /// [`HostConfig`]'s tables, in the order serde lists them in an unknown-table error.
-const HOST_TABLES: [&str; 6] = ["sandbox", "cache", "trust", "egress", "pipeline", "store"];
+const HOST_TABLES: [&str; 8] = [
+    "sandbox", "cache", "trust", "egress", "pipeline", "store", "stdio", "caller",
+];
 
 impl<'a> Document<'a> {
     /// Parses config text.
@@ -249,7 +261,7 @@ mod tests {
         assert!(
             err.contains(
                 "unknown field `mpc`, expected one of `sandbox`, `cache`, `trust`, `egress`, \
-                 `pipeline`, `store`, `mcp`, `watch`"
+                 `pipeline`, `store`, `stdio`, `caller`, `mcp`, `watch`"
             ),
             "{err}"
         );

@@ -1,6 +1,7 @@
 //! Every error an embedder can meet, by where it comes from. Each says what is wrong and, where
 //! there is one, the fix.
 
+pub use crate::caller::CallerConfigError;
 pub use crate::config::ConfigError;
 pub use crate::egress::{FetchError, GrantError, PatternError, TlsConfigError};
 pub use crate::host::{FloorError, HostError, InstallError};

@@ -11,6 +11,7 @@ use gatehouse_store::{
 };
 use serde_json::Value;
 
+use crate::caller::{CallerConfig, CallerConfigError};
 use crate::config::HostConfig;
 use crate::decisions::{self, Decisions};
 use crate::egress::{CallInfo, EgressConfig, EgressGate, FetchError, TlsClient, TlsConfigError};
@@ -40,6 +41,9 @@ pub enum HostError {
     /// A `[sandbox]` budget is out of range.
     #[error(transparent)]
     Sandbox(#[from] SandboxConfigError),
+    /// A `[caller]` grant is out of range.
+    #[error(transparent)]
+    Caller(#[from] CallerConfigError),
     /// The engine could not be created.
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
@@ -116,6 +120,7 @@ pub struct Host {
     cache: Option<CompileCache>,
     egress: EgressConfig,
     stdio: Arc<StdioServers>,
+    caller: CallerConfig,
     tls: TlsClient,
     pipeline: Pipeline,
     metrics: Metrics,
@@ -162,6 +167,7 @@ impl Host {
     /// opened; its approval settings still apply).
     pub fn with_store(config: HostConfig, store: Arc<dyn Store>) -> Result<Self, HostError> {
         config.sandbox.check()?;
+        config.caller.check()?;
         let trust = TrustStore::new(&config.trust)?;
         let pipeline = Pipeline::new(&config.pipeline, store, config.store.clone())?;
         let tls = TlsClient::from_config(&config.egress)?;
@@ -181,6 +187,7 @@ impl Host {
             cache,
             egress: config.egress,
             stdio: Arc::new(StdioServers::new(config.stdio)),
+            caller: config.caller,
             tls,
             metrics: Metrics::new(pipeline.commits.clone()),
             pipeline,
@@ -240,15 +247,13 @@ impl Host {
         bytes: &[u8],
         verified: Verified,
     ) -> Result<LoadedAdapter, LoadError> {
-        plugin::load_adapter(
-            &self.sandbox,
-            self.cache.as_ref(),
-            &self.egress,
-            &self.tls,
-            &self.stdio,
-            bytes,
-            verified,
-        )
+        let grants = plugin::AdapterGrants {
+            egress: &self.egress,
+            tls: &self.tls,
+            stdio: &self.stdio,
+            caller: &self.caller,
+        };
+        plugin::load_adapter(&self.sandbox, self.cache.as_ref(), &grants, bytes, verified)
     }
 
     /// Verifies, compiles (or loads from the cache) and pre-instantiates a policy module.
@@ -785,8 +790,17 @@ impl Host {
     /// errors): deliver [`Host::call_for_caller`] (or [`crate::caller_view`] of this) to the
     /// caller that asked.
     pub async fn call(&self, call: ToolCallEnvelope) -> ToolResultEnvelope {
+        self.run(call, None).await
+    }
+
+    /// [`Host::call`], its adapter's host calls to its caller carried to `relay`.
+    async fn run(
+        &self,
+        call: ToolCallEnvelope,
+        relay: Option<Arc<dyn crate::relay::Relay>>,
+    ) -> ToolResultEnvelope {
         let started = std::time::Instant::now();
-        let result = self.pipeline.run(&self.sandbox, call).await;
+        let result = self.pipeline.run(&self.sandbox, call, relay).await;
         self.metrics.observe(&result, started.elapsed());
         result
     }
@@ -800,14 +814,13 @@ impl Host {
 
     /// [`Host::call_for_caller`], with what the adapter tells and asks its caller while it
     /// runs (contract 0.5.0: progress, log lines, elicitation, sampling, roots) carried to
-    /// `relay` ([`crate::relay`]).
+    /// `relay` ([`crate::relay`]), as far as its manifest declares and the operator grants.
+    /// The full record, with each ask and its answer, is in the logs and the audit log.
     pub async fn call_relayed(
         &self,
         call: ToolCallEnvelope,
         relay: Arc<dyn crate::relay::Relay>,
     ) -> ToolResultEnvelope {
-        // Contract 0.5.0's host calls are not linked yet: nothing reaches `relay`.
-        let _ = relay;
-        self.call_for_caller(call).await
+        crate::pipeline::deliver::caller_view(&self.run(call, Some(relay)).await)
     }
 }

@@ -41,10 +41,11 @@
 #![deny(unsafe_code)]
 
 // Layers, top to bottom (see crates/host/README.md): watch -> host, oci -> config, metrics ->
-// pipeline -> policy -> plugin -> sandbox -> egress -> skills, telemetry, bindings,
-// atomic_file; below them the crates gatehouse-store and gatehouse-core.
+// pipeline -> policy -> plugin -> sandbox -> egress, caller -> skills, telemetry, bindings,
+// relay, atomic_file; below them the crates gatehouse-store and gatehouse-core.
 mod atomic_file;
 mod bindings;
+mod caller;
 pub mod config;
 pub mod decisions;
 mod egress;

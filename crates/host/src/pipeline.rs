@@ -68,6 +68,7 @@ use crate::pipeline::registry::{InstalledAdapter, Registry, ToolGrantError};
 use crate::pipeline::validate::ValidateError;
 use crate::plugin::LoadedAdapter;
 use crate::policy::{self, PolicyStore};
+use crate::relay::Relay;
 use crate::sandbox::Sandbox;
 use crate::skills::Skills;
 
@@ -157,7 +158,14 @@ impl Pipeline {
 
     /// Runs one governed call through every gate, in order. Never fails: every refusal or
     /// failure is a result envelope with a status and an outcome code.
-    pub async fn run(&self, sandbox: &Sandbox, call: ToolCallEnvelope) -> ToolResultEnvelope {
+    /// What its adapter tells and asks its caller goes to `relay` (none: dropped, and every ask
+    /// `unavailable`).
+    pub async fn run(
+        &self,
+        sandbox: &Sandbox,
+        call: ToolCallEnvelope,
+        relay: Option<Arc<dyn Relay>>,
+    ) -> ToolResultEnvelope {
         let span =
             crate::telemetry::call_span(&call.tool_call_id, &call.capability_id, &call.trace_id);
         let now_unix_ms = gatehouse_store::now_ms();
@@ -180,9 +188,10 @@ impl Pipeline {
                 &call.args,
             )?;
             let (tool, capability) = (&target.tool, target.tool.capability());
-            // The adapter's own deadline (`[sandbox]`, or its `[[sandbox.plugin]]` entry)
-            // bounds a wait for an in-flight holder of the same key, and the key's lease.
-            let timeout = tool.adapter().limits().timeout;
+            // The adapter's own deadline (`[sandbox]`, or its `[[sandbox.plugin]]` entry),
+            // and the longest it may wait for its caller's answers, bound a wait for an
+            // in-flight holder of the same key, and the key's lease.
+            let timeout = tool.adapter().limits().timeout + tool.adapter().caller().max_wait();
             let deadline = entered + timeout;
             result.capability_id.clone_from(&tool.name);
             result.resolved_from.clone_from(&target.via_meta_tool);
@@ -335,8 +344,16 @@ impl Pipeline {
 
             // 8. Invoke.
             let run = invariants::run_mode(mode, requested);
-            let output =
-                invoke::invoke(sandbox, skills.text, &call, &target, run, &mut result).await?;
+            let output = invoke::invoke(
+                sandbox,
+                skills.text,
+                &call,
+                &target,
+                run,
+                relay,
+                &mut result,
+            )
+            .await?;
 
             // 9. Verify, then apply obligations to everything delivered.
             let structured = verify::parse(output.structured.as_deref())?;

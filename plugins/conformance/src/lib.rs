@@ -12,12 +12,37 @@
 //! | `test_error_handling` | tools-call-error | a tool error |
 //! | `json_schema_2020_12_tool` | json-schema-2020-12 | the arguments, as text |
 //! | `test_header_param` | http-custom-header-server-validation | `region: <region>` |
+//! | `test_tool_with_progress` | tools-call-with-progress | progress 0, 50, 100 of 100 |
+//! | `test_tool_with_logging` | tools-call-with-logging | three `info` log lines |
+//! | `test_sampling` | tools-call-sampling | the caller's model's answer to `prompt` |
+//! | `test_elicitation` | tools-call-elicitation | the user's answer to a form |
+//! | `test_elicitation_sep1034_defaults` | elicitation-sep1034-defaults | a form with defaults |
+//! | `test_elicitation_sep1330_enums` | elicitation-sep1330-enums | a form of every enum kind |
+//! | `test_input_required_result_multiple_inputs` | input-required-result-multiple-input-requests | a form, a sampling request and the roots, asked at once |
+//!
+//! | `test_input_required_result_elicitation` | input-required-result-basic-elicitation, -result-type, -validate-input | `Hello, <name>!` |
+//! | `test_input_required_result_sampling` | input-required-result-basic-sampling | the model's answer |
+//! | `test_input_required_result_list_roots` | input-required-result-basic-list-roots | how many roots |
+//! | `test_input_required_result_request_state` | input-required-result-request-state | `state-ok` |
+//! | `test_input_required_result_multi_round` | input-required-result-multi-round | a name, then a color |
+//! | `test_input_required_result_tampered_state` | input-required-result-tampered-state | `state-ok` |
+//! | `test_input_required_result_capabilities` | input-required-result-capability-check | what it could ask |
+//! | `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool` | server-stateless | a word; a greeting; three log lines |
+//!
+//! The tools from `test_tool_with_progress` on talk to their caller through the `caller` interface (contract 0.5.0, the
+//! manifest's `[caller]` table): progress and log lines reach the caller as notifications, asks
+//! as requests to the client (or an `InputRequiredResult`) once the operator grants them
+//! (`[[caller.grant]]`). An ask the gateway refuses, or the caller cannot answer, is the
+//! tool's error.
 //!
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
 //! `gatehouse demo --export` writes does).
 
+use gatehouse_sdk::caller::{self, LogLevel, Request};
+use gatehouse_sdk::serde_json::{Value, json};
 use gatehouse_sdk::{Adapter, Call, CallContext, Content, EmbeddedResource, ToolError, ToolOutput};
+use serde::Deserialize;
 
 /// A 1x1 red pixel, as PNG.
 const RED_PIXEL_PNG: [u8; 69] = [
@@ -70,16 +95,254 @@ impl Adapter for Conformance {
                 let args: RegionArgs = call.args()?;
                 Ok(ToolOutput::text(format!("region: {}", args.region)))
             }
+            "test_tool_with_progress" => {
+                for step in [0.0, 50.0, 100.0] {
+                    caller::progress(
+                        step,
+                        Some(100.0),
+                        Some(&format!("Completed step {step} of 100")),
+                    );
+                }
+                Ok(ToolOutput::text("Progress reported: 0, 50 and 100 of 100"))
+            }
+            "test_tool_with_logging" => {
+                for line in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    caller::notify(LogLevel::Info, Some("conformance"), &json!(line));
+                }
+                Ok(ToolOutput::text("Tool with logging executed successfully"))
+            }
+            "test_sampling" => {
+                #[derive(Deserialize)]
+                struct Args {
+                    prompt: String,
+                }
+                let args: Args = call.args()?;
+                let answer = caller::ask(Request::sample("sample", &args.prompt, 100))?;
+                let text = answer["content"]["text"].as_str().unwrap_or_default();
+                Ok(ToolOutput::text(format!("LLM response: {text}")))
+            }
+            "test_elicitation" => {
+                #[derive(Deserialize)]
+                struct Args {
+                    message: String,
+                }
+                let args: Args = call.args()?;
+                let answer = caller::ask(Request::form(
+                    "user_info",
+                    &args.message,
+                    json!({
+                        "type": "object",
+                        "properties": {
+                            "username": { "type": "string", "description": "Your user name" },
+                            "email": { "type": "string", "description": "Your email address" }
+                        },
+                        "required": ["username", "email"]
+                    }),
+                ))?;
+                Ok(ToolOutput::text(format!("User response: {answer}")))
+            }
+            "test_elicitation_sep1034_defaults" => elicited(Request::form(
+                "defaults",
+                "Please review and update the form fields with defaults",
+                sep1034_schema(),
+            )),
+            "test_elicitation_sep1330_enums" => elicited(Request::form(
+                "enums",
+                "Please choose from each list",
+                sep1330_schema(),
+            )),
+            "test_input_required_result_multiple_inputs" => {
+                let [name, greeting, roots] = asked_together()?;
+                let name = name["content"]["name"].as_str().unwrap_or("unknown");
+                let greeting = greeting["content"]["text"]
+                    .as_str()
+                    .unwrap_or("Hello there!");
+                let roots = roots["roots"].as_array().map_or(0, Vec::len);
+                Ok(ToolOutput::text(format!(
+                    "Name: {name}; Greeting: {greeting}; Roots: {roots}"
+                )))
+            }
+            "test_input_required_result_elicitation" | "test_streaming_elicitation" => {
+                if call.capability() == "test_streaming_elicitation" {
+                    caller::notify(LogLevel::Info, Some("conformance"), &json!("asking a name"));
+                }
+                let name = ask_name("user_name")?;
+                Ok(ToolOutput::text(format!("Hello, {name}!")))
+            }
+            "test_input_required_result_sampling" => {
+                let answer = caller::ask(Request::sample(
+                    "sample_request",
+                    "What is the capital of France?",
+                    100,
+                ))?;
+                let text = answer["content"]["text"].as_str().unwrap_or_default();
+                Ok(ToolOutput::text(format!("LLM response: {text}")))
+            }
+            "test_input_required_result_list_roots" => {
+                let answer = caller::ask(Request::roots("roots"))?;
+                let roots = answer["roots"].as_array().map_or(0, Vec::len);
+                Ok(ToolOutput::text(format!("Roots: {roots}")))
+            }
+            "test_input_required_result_request_state"
+            | "test_input_required_result_tampered_state" => {
+                let answer = caller::ask(Request::form(
+                    "confirm",
+                    "Confirm to go on",
+                    json!({ "type": "object", "properties": { "ok": { "type": "boolean" } }, "required": ["ok"] }),
+                ))?;
+                Ok(ToolOutput::text(format!(
+                    "state-ok: {}",
+                    answer["content"]["ok"]
+                )))
+            }
+            "test_input_required_result_multi_round" => {
+                let name = ask_name("user_name")?;
+                let answer = caller::ask(Request::form(
+                    "favorite_color",
+                    "What is your favorite color?",
+                    json!({ "type": "object", "properties": { "color": { "type": "string" } }, "required": ["color"] }),
+                ))?;
+                let color = answer["content"]["color"].as_str().unwrap_or("none");
+                Ok(ToolOutput::text(format!(
+                    "Hello, {name}: your color is {color}"
+                )))
+            }
+            "test_input_required_result_capabilities" => {
+                let can = caller::can();
+                let mut requests = Vec::new();
+                if can.elicit_form {
+                    requests.push(name_form("user_name"));
+                }
+                if can.sample {
+                    requests.push(Request::sample("word", "Say one word.", 10));
+                }
+                let answers = caller::ask_all(requests);
+                Ok(ToolOutput::text(format!(
+                    "Answered: {}",
+                    answers.iter().filter(|a| a.is_ok()).count()
+                )))
+            }
+            "test_missing_capability" => {
+                let answer = caller::ask(Request::sample("word", "Say one word.", 10))?;
+                let text = answer["content"]["text"].as_str().unwrap_or_default();
+                Ok(ToolOutput::text(format!("LLM response: {text}")))
+            }
+            "test_logging_tool" => {
+                for line in ["first", "second", "third"] {
+                    caller::notify(LogLevel::Info, Some("conformance"), &json!(line));
+                }
+                Ok(ToolOutput::text("Logged three lines"))
+            }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
 }
 
 /// `test_header_param`'s arguments.
-#[derive(gatehouse_sdk::serde::Deserialize)]
-#[serde(crate = "gatehouse_sdk::serde")]
+#[derive(Deserialize)]
 struct RegionArgs {
     region: String,
+}
+
+/// A form asking the user's name, under `key`.
+fn name_form(key: &str) -> Request {
+    Request::form(
+        key,
+        "What is your name?",
+        json!({ "type": "object", "properties": { "name": { "type": "string" } }, "required": ["name"] }),
+    )
+}
+
+/// Asks the user's name, under `key`.
+fn ask_name(key: &str) -> Result<String, ToolError> {
+    let answer = caller::ask(name_form(key))?;
+    Ok(answer["content"]["name"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned())
+}
+
+/// Asks the form of `request`, and says what came back.
+fn elicited(request: Request) -> Result<ToolOutput, ToolError> {
+    let answer = caller::ask(request)?;
+    Ok(ToolOutput::text(format!(
+        "Elicitation completed: action={}, content={}",
+        answer["action"].as_str().unwrap_or("none"),
+        answer.get("content").unwrap_or(&Value::Null)
+    )))
+}
+
+/// A form (`user_name`), a sampling request (`greeting`) and the roots (`client_roots`), in
+/// one `ask-all`: the caller gets the three together.
+fn asked_together() -> Result<[Value; 3], ToolError> {
+    let requests = vec![
+        name_form("user_name"),
+        Request::sample("greeting", "Write a one-line greeting.", 50),
+        Request::roots("client_roots"),
+    ];
+    let mut answers = caller::ask_all(requests).into_iter();
+    let mut next = || {
+        answers
+            .next()
+            .unwrap_or_else(|| Err(caller::AskError::Failed("an answer is missing".to_owned())))
+    };
+    Ok([next()?, next()?, next()?])
+}
+
+/// The SEP-1034 form: one field of each type, each with its default.
+fn sep1034_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "default": "John Doe" },
+            "age": { "type": "integer", "default": 30 },
+            "score": { "type": "number", "default": 95.5 },
+            "status": { "type": "string", "enum": ["active", "inactive", "pending"], "default": "active" },
+            "verified": { "type": "boolean", "default": true }
+        },
+        "required": []
+    })
+}
+
+/// The SEP-1330 form: single and multiple choice, titled and not, and the legacy
+/// `enumNames`.
+fn sep1330_schema() -> Value {
+    let titled = |title: &str| {
+        json!([
+            { "const": "value1", "title": format!("First {title}") },
+            { "const": "value2", "title": format!("Second {title}") },
+            { "const": "value3", "title": format!("Third {title}") }
+        ])
+    };
+    json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": { "type": "string", "enum": ["option1", "option2", "option3"] },
+            "titledSingle": { "type": "string", "oneOf": titled("Option") },
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]
+            },
+            "untitledMulti": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "type": "string", "enum": ["option1", "option2", "option3"] }
+            },
+            "titledMulti": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": { "anyOf": titled("Choice") }
+            }
+        },
+        "required": []
+    })
 }
 
 /// 0.1 s of silence: a RIFF/WAVE file, PCM, mono, 8 kHz, 8 bits per sample.
@@ -167,6 +430,55 @@ mod tests {
     }
 
     #[test]
+    fn the_forms_have_the_shapes_their_scenarios_check() {
+        let defaults = sep1034_schema();
+        for (field, default) in [
+            ("name", json!("John Doe")),
+            ("age", json!(30)),
+            ("score", json!(95.5)),
+            ("status", json!("active")),
+            ("verified", json!(true)),
+        ] {
+            assert_eq!(defaults["properties"][field]["default"], default, "{field}");
+        }
+        let enums = &sep1330_schema()["properties"];
+        assert!(enums["untitledSingle"].get("oneOf").is_none());
+        assert!(enums["titledSingle"].get("enum").is_none());
+        assert_eq!(enums["titledSingle"]["oneOf"][1]["const"], "value2");
+        assert_eq!(enums["legacyEnum"]["enumNames"][0], "Option One");
+        assert!(enums["untitledMulti"]["items"].get("anyOf").is_none());
+        assert!(enums["titledMulti"]["items"].get("enum").is_none());
+    }
+
+    #[test]
+    fn without_a_caller_an_asking_tool_fails_saying_so_and_the_others_answer() {
+        // Natively nobody can be asked, as in a call from the command line.
+        for (tool, args) in [
+            (
+                "test_sampling",
+                json!({ "prompt": "Test prompt for sampling" }),
+            ),
+            (
+                "test_elicitation",
+                json!({ "message": "Please provide your information" }),
+            ),
+            ("test_elicitation_sep1034_defaults", json!({})),
+            ("test_elicitation_sep1330_enums", json!({})),
+            ("test_input_required_result_multiple_inputs", json!({})),
+        ] {
+            let checked: Value = check_args(MANIFEST, tool, &args);
+            let err = call(tool, &checked.to_string()).unwrap_err();
+            assert_eq!(err.code, "CALLER_UNAVAILABLE", "{tool}");
+        }
+        let out = call("test_tool_with_logging", "{}").unwrap();
+        assert_eq!(
+            out.content,
+            [Content::text("Tool with logging executed successfully")]
+        );
+        assert!(call("test_tool_with_progress", "{}").is_ok());
+    }
+
+    #[test]
     fn the_2020_12_schema_resolves_its_defs() {
         let args = json!({
             "name": "Ada",
@@ -174,13 +486,12 @@ mod tests {
             "contactMethod": "email",
             "email": "ada@example.com"
         });
-        let checked: gatehouse_sdk::serde_json::Value =
-            check_args(MANIFEST, "json_schema_2020_12_tool", &args);
+        let checked: Value = check_args(MANIFEST, "json_schema_2020_12_tool", &args);
         let out = call("json_schema_2020_12_tool", &checked.to_string()).unwrap();
         assert_eq!(out.content, [Content::text(format!("received: {args}"))]);
         // if/then: a phone contact must carry the phone number.
         let phone_missing = json!({ "name": "Ada", "contactMethod": "phone", "email": "a@b.c" });
-        let refused = gatehouse_sdk::testing::try_check_args::<gatehouse_sdk::serde_json::Value>(
+        let refused = gatehouse_sdk::testing::try_check_args::<Value>(
             MANIFEST,
             "json_schema_2020_12_tool",
             &phone_missing,
@@ -191,8 +502,7 @@ mod tests {
     #[test]
     fn the_header_tool_returns_its_region() {
         let args = json!({ "region": "eu-west-1" });
-        let checked: gatehouse_sdk::serde_json::Value =
-            check_args(MANIFEST, "test_header_param", &args);
+        let checked: Value = check_args(MANIFEST, "test_header_param", &args);
         let out = call("test_header_param", &checked.to_string()).unwrap();
         assert_eq!(out.content, [Content::text("region: eu-west-1")]);
     }

@@ -11,7 +11,7 @@
 //! agree on what a secret is. Bind it first in the chain: a module that denies before it stops
 //! the chain, and its masks with it.
 
-use gatehouse_guardrails::{Masks, SecretKind, find};
+use gatehouse_guardrails::{Masks, SENSITIVE_FIELDS, SecretKind, find};
 use gatehouse_sdk::serde_json::{self, Value};
 use gatehouse_sdk::{Action, Decision, Obligation, Policy};
 use serde::Deserialize;
@@ -37,25 +37,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             kinds: SecretKind::ALL.to_vec(),
-            fields: [
-                "password",
-                "passwd",
-                "secret",
-                "client_secret",
-                "api_key",
-                "apikey",
-                "access_key",
-                "secret_key",
-                "secret_access_key",
-                "token",
-                "access_token",
-                "refresh_token",
-                "private_key",
-                "credential",
-                "credentials",
-            ]
-            .map(str::to_owned)
-            .to_vec(),
+            fields: SENSITIVE_FIELDS.map(str::to_owned).to_vec(),
             arguments: OnArguments::Deny,
         }
     }

@@ -28,13 +28,13 @@ const ON_BOTH: &[&str] = &[
     "tools-call-embedded-resource",
     "tools-call-mixed-content",
     "tools-call-error",
+    "tools-call-with-progress",
     "json-schema-2020-12",
     "dns-rebinding-protection",
 ];
 
 /// The scenarios run on one wire, by its version. Not yet here, by what they need (issue 56):
-/// resources, prompts and `completion/complete`; the fixtures that report progress, log,
-/// sample and elicit; the tasks extension's fixtures.
+/// resources, prompts and `completion/complete`; the tasks extension's fixtures.
 const ON_ONE: &[(&str, &[&str])] = &[
     (
         "2025-11-25",
@@ -48,6 +48,18 @@ const ON_ONE: &[(&str, &[&str])] = &[
             "http-custom-header-server-validation",
             "input-required-result-unsupported-methods",
             "input-required-result-validate-input",
+            "input-required-result-basic-elicitation",
+            "input-required-result-basic-sampling",
+            "input-required-result-basic-list-roots",
+            "input-required-result-request-state",
+            "input-required-result-multiple-input-requests",
+            "input-required-result-multi-round",
+            "input-required-result-missing-input-response",
+            "input-required-result-result-type",
+            "input-required-result-tampered-state",
+            "input-required-result-capability-check",
+            "input-required-result-ignore-extra-params",
+            "server-stateless",
         ],
     ),
 ];

@@ -156,7 +156,7 @@ async fn a_component_for_the_wrong_world_is_refused_at_load() {
         .to_string();
     assert!(
         err.starts_with(
-            "the component does not implement the `adapter` world of gatehouse:plugin@0.4.0"
+            "the component does not implement the `adapter` world of gatehouse:plugin@0.5.0"
         ),
         "{err}"
     );
@@ -228,12 +228,18 @@ fn every_test_program_has_a_test_here() {
         "contract-0-1",
         "contract-0-3-adapter",
         "contract-0-3",
+        // Not hostile: the caller interface's probe (contract 0.5.0) and an adapter built for
+        // the released 0.4.0, driven by tests/caller.rs.
+        "caller-probe",
+        "contract-0-4-adapter",
+        // A policy built for 0.4.0, driven by tests/pipeline.rs.
+        "contract-0-4",
     ];
     for program in TEST_PROGRAMS {
         assert!(
             covered.contains(program),
-            "tests/plugins/{program} has no test in hostile.rs, egress.rs, adapters.rs or \
-             pipeline.rs"
+            "tests/plugins/{program} has no test in hostile.rs, egress.rs, adapters.rs, \
+             pipeline.rs or caller.rs"
         );
     }
 }

@@ -7,6 +7,7 @@ mod admin;
 mod agents;
 mod audit;
 mod cache;
+mod caller;
 mod capacity;
 mod cedar;
 mod cli;

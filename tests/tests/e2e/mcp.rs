@@ -642,15 +642,32 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 /// The MCP conformance suite's fixed tool names, as `[mcp.aliases]` maps them.
-const SUITE_TOOLS: [&str; 8] = [
+const SUITE_TOOLS: [&str; 25] = [
     "json_schema_2020_12_tool",
     "test_audio_content",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
     "test_embedded_resource",
     "test_error_handling",
     "test_header_param",
     "test_image_content",
+    "test_input_required_result_capabilities",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_request_state",
+    "test_input_required_result_sampling",
+    "test_input_required_result_tampered_state",
+    "test_logging_tool",
+    "test_missing_capability",
     "test_multiple_content_types",
+    "test_sampling",
     "test_simple_text",
+    "test_streaming_elicitation",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
 ];
 
 /// A 1x1 red PNG, base64: what `test_image_content` returns.

@@ -7,7 +7,9 @@ use gatehouse_host::envelope::POLICY_FAILED;
 use gatehouse_host::model::Verdict;
 use gatehouse_host::model::{ApprovalMode, Claims, Principal, PrincipalKind};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
-use gatehouse_tests::artifacts::{BASELINE, CONTRACT_0_3, ECHO, LEDGER, POLICY_PROBE, REDACT};
+use gatehouse_tests::artifacts::{
+    BASELINE, CONTRACT_0_3, CONTRACT_0_4, ECHO, LEDGER, POLICY_PROBE, REDACT,
+};
 use gatehouse_tests::{bind, config, grant};
 use serde_json::{Value, json};
 
@@ -284,6 +286,30 @@ async fn composition_deny_beats_approval_beats_allow_and_abstain_falls_to_defaul
     allow_default.pipeline.policy_default = PolicyDefault::Allow;
     let host = host_with(allow_default, &[probe("abstain", 0)]);
     assert_outcome(&host.call(transfer(1.0)).await, Status::Ok, OutcomeCode::Ok);
+}
+
+/// A policy built for the released contract 0.4.0 (before the `caller` interface), from that
+/// WIT as released: it installs, its `log@0.4.0` import is linked, and it is passed the
+/// action's claims, which 0.4.0 added.
+#[tokio::test]
+async fn a_policy_built_for_contract_0_4_keeps_loading_and_deciding() {
+    let host = host_with(
+        base_config(),
+        &[(&CONTRACT_0_4, bind("test.contract-0-4", "*", 0, json!({})))],
+    );
+    let call = ToolCallEnvelope::new("acme", "gatehouse.echo.echo", json!({ "message": "hi" }))
+        .with_claims(Claims {
+            roles: vec!["refunds".into(), "audit".into()],
+            groups: Vec::new(),
+        });
+    let result = host.call(call).await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    let module = &result.policy_decision.as_ref().unwrap().modules[0];
+    assert_eq!(
+        (module.module_id.as_str(), module.verdict),
+        ("test.contract-0-4", Verdict::Allow)
+    );
+    assert_eq!(module.reasons[0].message, "tenant=acme roles=refunds,audit");
 }
 
 /// A policy built for the released contract 0.3.0 (before the action carried `claims` and

@@ -347,6 +347,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         rollback: None,
         annotations: (annotations != Annotations::default()).then_some(annotations),
         sensitive: false,
+        client_capabilities: Vec::new(),
         upstream: Some(json!({
             "url": url,
             "tool": name,

@@ -30,7 +30,7 @@ use std::net::IpAddr;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::{GrantConfig, MethodName, UrlPattern};
 use gatehouse_host::plugin::manifest::EgressRequest;
-use gatehouse_host::plugin::manifest::{AdapterManifest, Capability, Manifest};
+use gatehouse_host::plugin::manifest::{AdapterManifest, CallerRequest, Capability, Manifest};
 use gatehouse_host::stdio::{StdioConfig, StdioSpec};
 use headers::{HeaderCredential, bindings};
 use ipnet::IpNet;
@@ -216,6 +216,7 @@ fn assemble(
         description,
         egress,
         stdio: spec.map(Box::new),
+        caller: CallerRequest::default(),
         capabilities,
     };
     Manifest::Adapter(manifest.clone())

@@ -18,8 +18,9 @@ use serde_json::Value;
 pub use content::{ContentBlock, ErrorBody, ErrorKind, ResourceContents};
 pub use decision::{IdentifierPattern, Obligation, PiiKind, Reason, SecretKind, Verdict};
 pub use record::{
-    ActionRecord, DecisionRecord, EgressAttempt, Finding, ModuleDecision, POLICY_DEFAULT,
-    POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef, ShadowDecision,
+    ActionRecord, AskOutcome, AskRecord, CallerRecord, DecisionRecord, EgressAttempt, Finding,
+    ModuleDecision, POLICY_DEFAULT, POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef,
+    ShadowDecision, Told,
 };
 pub use select::{Glob, GlobError, Tenants};
 

@@ -1,13 +1,15 @@
 //! What the records of a call cite: the plugin that ran ([`PluginRef`]), each outbound request of
-//! its adapter ([`EgressAttempt`]), the action its policies evaluated ([`ActionRecord`]) and the
-//! policy gate's decision ([`DecisionRecord`], one [`ModuleDecision`] per module). Plain data: the
-//! layers that produce them (plugin loading, the egress gate, policy evaluation) live in
+//! its adapter ([`EgressAttempt`]), what it told and asked its caller ([`CallerRecord`]), the
+//! action its policies evaluated ([`ActionRecord`]) and the policy gate's decision
+//! ([`DecisionRecord`], one [`ModuleDecision`] per module). Plain data: the layers that produce
+//! them (plugin loading, the egress gate, the caller gate, policy evaluation) live in
 //! `gatehouse-host`.
 
 use std::net::SocketAddr;
 
 pub use gatehouse_guardrails::Finding;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{ApprovalMode, CapabilityClass, Claims, Obligation, Principal, Reason, Verdict};
 
@@ -54,6 +56,109 @@ pub struct EgressAttempt {
     pub request_bytes: u64,
     /// Response body bytes delivered to the guest.
     pub response_bytes: u64,
+}
+
+/// What an adapter told and asked its caller during one call (contract 0.5.0's `caller`
+/// interface): progress and log lines counted, each ask kept with its answer. Absent from the
+/// record of a call whose adapter did neither.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallerRecord {
+    /// Progress notifications.
+    #[serde(default, skip_serializing_if = "Told::is_empty")]
+    pub progress: Told,
+    /// Log lines for the caller.
+    #[serde(default, skip_serializing_if = "Told::is_empty")]
+    pub log: Told,
+    /// Each ask, in order, with its answer or why it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<AskRecord>,
+    /// Asks made beyond the ones kept in `asks` (at most 64 per call are kept; each was
+    /// refused or answered all the same).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub asks_unrecorded: u32,
+}
+
+impl CallerRecord {
+    /// Whether nothing was told or asked.
+    pub fn is_empty(&self) -> bool {
+        self.progress.is_empty()
+            && self.log.is_empty()
+            && self.asks.is_empty()
+            && self.asks_unrecorded == 0
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How many notifications of one kind (progress, log lines) an adapter sent, and what became
+/// of them. They are counted, not kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Told {
+    /// Handed to the caller's relay.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub relayed: u32,
+    /// Dropped by the host.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u32,
+    /// Why the first dropped one was: not declared in the manifest, no caller attached, over
+    /// the per-call cap, malformed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_because: Option<String>,
+}
+
+impl Told {
+    /// Whether none was sent.
+    pub fn is_empty(&self) -> bool {
+        self.relayed == 0 && self.dropped == 0
+    }
+}
+
+/// One ask of an adapter to its caller, and its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRecord {
+    /// Its name within the call, as the adapter chose it.
+    pub key: String,
+    /// The MCP request: `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: String,
+    /// The request's params as the adapter sent them (null when they were not JSON): an
+    /// elicitation's message and schema, a sampling request's messages. A form's sensitive
+    /// fields' defaults are kept as hashes; all of it is, for a capability declared
+    /// `sensitive`.
+    pub params: Value,
+    /// How it ended.
+    pub outcome: AskOutcome,
+    /// The caller's answer (the result of its response): an elicitation's action and content
+    /// (a form's sensitive fields as hashes), a sampling result, the roots. A hash of it all,
+    /// for a capability declared `sensitive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+    /// Why it has no answer.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// How long the caller took, in milliseconds (0 for an ask that was not sent).
+    #[serde(default)]
+    pub waited_ms: u64,
+}
+
+/// How an ask ended: answered, or the `ask-error` case the adapter got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskOutcome {
+    /// The caller answered.
+    Answered,
+    /// Nobody could be asked (no caller attached to the call).
+    Unavailable,
+    /// The caller did not declare it can answer this kind of request; nothing was sent.
+    NotSupported,
+    /// The host refused it (manifest, operator grant, budget, malformed, a credential);
+    /// nothing was sent.
+    Refused,
+    /// The caller answered with an error, hung up, or answered too much.
+    Failed,
+    /// No answer within the ask's timeout.
+    Timeout,
 }
 
 /// Reason code recorded when a module failed to evaluate (trap, fuel, deadline).

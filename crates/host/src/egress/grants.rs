@@ -105,6 +105,16 @@ pub struct Credential {
     pub header: HeaderName,
     /// The value, marked sensitive (HTTP tooling and `Debug` never print it).
     pub value: HeaderValue,
+    /// Where the secret starts in `value` (after the scheme and its space, if any).
+    secret_at: usize,
+}
+
+impl Credential {
+    /// The secret itself, without the scheme written before it: what an adapter's ask to its
+    /// caller may not carry ([`crate::caller`]).
+    pub fn secret(&self) -> &[u8] {
+        &self.value.as_bytes()[self.secret_at..]
+    }
 }
 
 /// One granted destination: the intersection of a manifest request and an operator grant.
@@ -358,9 +368,9 @@ fn load_credential(slot: &str, binding: &CredentialConfig) -> Result<Credential,
     let secret = gatehouse_core::secret::read(binding.env.as_deref(), binding.file.as_deref())?;
     let header = HeaderName::from_bytes(binding.header.as_bytes())
         .map_err(|_| format!("`{}` is not a valid header name", binding.header))?;
-    let text = match &binding.scheme {
-        Some(scheme) => format!("{scheme} {}", secret.expose()),
-        None => secret.expose().to_owned(),
+    let (text, secret_at) = match &binding.scheme {
+        Some(scheme) => (format!("{scheme} {}", secret.expose()), scheme.len() + 1),
+        None => (secret.expose().to_owned(), 0),
     };
     let mut value = HeaderValue::from_str(&text)
         .map_err(|_| "the secret contains characters not allowed in a header value".to_owned())?;
@@ -369,5 +379,6 @@ fn load_credential(slot: &str, binding: &CredentialConfig) -> Result<Credential,
         slot: slot.to_owned(),
         header,
         value,
+        secret_at,
     })
 }

@@ -6,7 +6,8 @@
 //! 1. kept: ids, the tool, status, outcome, approval mode and id, replay marker, the adapter's
 //!    content, structured content and evidence refs (after obligations), the adapter that ran;
 //! 2. dropped: the policy decision record (module digests, fuel, failure details), the egress
-//!    attempts (internal addresses, resolver errors, config hints) and usage;
+//!    attempts (internal addresses, resolver errors, config hints), the caller record (the
+//!    caller saw its own asks; the record keeps why others were refused) and usage;
 //! 3. rewritten: the error of an outcome whose message comes from the engine, the sandbox, the
 //!    store or the verifier (traps and guest stderr, config keys, output values) gets a fixed
 //!    message and remediation for that outcome; a policy denial lists the policies' reasons,
@@ -24,6 +25,7 @@ pub fn caller_view(full: &ToolResultEnvelope) -> ToolResultEnvelope {
     let mut view = full.clone();
     view.policy_decision = None;
     view.egress = Vec::new();
+    view.caller = None;
     view.usage = None;
     let Some(error) = &mut view.error else {
         return view;

@@ -1,26 +1,33 @@
 //! Gate 8, invoke: a per-call egress gate, and the adapter run in a fresh sandboxed instance
 //! with the skills context resolved for the call (before the policy gate, which sees the
-//! skills' names). What the call spent (fuel, time, egress) is
-//! recorded on the result whatever the outcome.
+//! skills' names), what it tells and asks its caller through a per-call caller gate. What the
+//! call spent (fuel, time, egress) and what it told and asked its caller are recorded on the
+//! result whatever the outcome.
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope, Usage};
 use gatehouse_core::model::{ApprovalMode, EgressAttempt, ErrorBody, ErrorKind};
 use tracing::Instrument;
 
+use std::sync::Arc;
+
 use crate::bindings::types as wit;
+use crate::caller::CallerGate;
 use crate::egress::{CallInfo, EgressGate};
 use crate::pipeline::normalize::Target;
 use crate::pipeline::outcome::Stop;
+use crate::relay::Relay;
 use crate::sandbox::Sandbox;
 
 /// Gate 8: runs the target capability at approval mode `mode`, with the resolved skills'
-/// text as its `skill-context`; returns its output, or why there is none.
+/// text as its `skill-context`, what it tells and asks its caller going to `relay`; returns its
+/// output, or why there is none.
 pub async fn invoke(
     sandbox: &Sandbox,
     skill_context: Option<String>,
     call: &ToolCallEnvelope,
     target: &Target,
     mode: ApprovalMode,
+    relay: Option<Arc<dyn Relay>>,
     result: &mut ToolResultEnvelope,
 ) -> Result<wit::ToolOutput, Stop> {
     let ctx = wit::CallContext {
@@ -45,11 +52,13 @@ pub async fn invoke(
         CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
             .for_tenant(&call.tenant_id),
     );
+    let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);
     let report = sandbox
         .run_adapter(
             adapter.pre(),
             adapter.limits(),
             egress,
+            caller,
             &ctx,
             &target.tool.capability().id,
             &target.args.to_string(),
@@ -67,6 +76,7 @@ pub async fn invoke(
         tracing::info!(target: "gatehouse::plugin", dropped = report.logs_dropped, "log lines beyond the per-call cap were dropped");
     }
     result.egress = report.egress;
+    result.caller = report.caller;
     result.usage = Some(Usage {
         fuel_consumed: report.fuel_consumed,
         duration_ms: u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),

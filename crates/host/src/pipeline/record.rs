@@ -8,14 +8,15 @@
 //! The record is stored lean (format 3 of [`gatehouse_store::audit::record`]): each id and the
 //! arguments once, and nothing the rest of the entry restores. Arguments and results of a
 //! capability that declares `sensitive = true` are kept as SHA-256 hashes in the audit entry,
-//! never in clear.
+//! never in clear; so are its adapter's asks to its caller, and a form's sensitive fields in
+//! any capability's (the [caller gate](crate::caller) records them so).
 
 use std::borrow::Cow;
 
 use gatehouse_core::canonical::redacted;
 use gatehouse_core::envelope::{
-    DecisionRecord, EgressAttempt, ModuleDecision, PluginRef, Status, ToolCallEnvelope,
-    ToolResultEnvelope, Usage,
+    CallerRecord, DecisionRecord, EgressAttempt, ModuleDecision, PluginRef, Status,
+    ToolCallEnvelope, ToolResultEnvelope, Usage,
 };
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{
@@ -331,6 +332,8 @@ struct LeanResult<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     egress: &'a [EgressAttempt],
     #[serde(skip_serializing_if = "Option::is_none")]
+    caller: Option<&'a CallerRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<&'a Usage>,
 }
 
@@ -354,6 +357,7 @@ impl<'a> LeanResult<'a> {
             error,
             policy_decision,
             egress,
+            caller,
             usage,
         } = result;
         Self {
@@ -376,6 +380,7 @@ impl<'a> LeanResult<'a> {
                 .as_ref()
                 .map(|decision| LeanDecision::of(decision, *approval_mode_effective)),
             egress,
+            caller: caller.as_ref(),
             usage: usage.as_ref(),
         }
     }

@@ -155,6 +155,7 @@ async fn ask(sandbox: &Sandbox, pre: &PreparedAdapter) -> Option<Vec<String>> {
             pre,
             sandbox.limits(),
             crate::egress::EgressGate::deny_all(),
+            crate::caller::CallerGate::none(),
             &ctx,
             PROBE,
             "{}",

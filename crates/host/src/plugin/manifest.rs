@@ -37,7 +37,9 @@ use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::caller::CallerRequest;
 pub use crate::egress::EgressRequest;
+pub use crate::relay::AskKind;
 use crate::stdio::StdioSpec;
 
 /// A plugin manifest: either an adapter's or a policy module's, told apart by `kind`.
@@ -71,6 +73,12 @@ pub struct AdapterManifest {
     /// pinned. Nothing runs until the operator's `[[stdio.server]]` entry grants it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdio: Option<Box<StdioSpec>>,
+    /// What it tells and asks its caller while a call runs (contract 0.5.0's `caller`
+    /// interface): `progress`, `log`, and the kinds it may `ask` (`elicitation`, `sampling`,
+    /// `roots`). A use not declared is dropped (progress, log lines) or refused (an ask); an
+    /// ask also needs the operator's `[[caller.grant]]`. Default: nothing.
+    #[serde(default, skip_serializing_if = "CallerRequest::is_empty")]
+    pub caller: CallerRequest,
     /// The capabilities (tools) it offers. At least one.
     #[serde(rename = "capability", alias = "capabilities")]
     pub capabilities: Vec<Capability>,
@@ -135,6 +143,13 @@ pub struct Capability {
         skip_serializing_if = "Option::is_none"
     )]
     pub upstream: Option<Value>,
+    /// What the client calling it must have declared it can be asked (`sampling`,
+    /// `elicitation`, `roots`: MCP's client capabilities), because the capability cannot do
+    /// without: the MCP server refuses a call from a client that did not declare them, before
+    /// anything runs (-32021). Each must be one the adapter may ask (`[caller] ask`).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_capabilities: Vec<AskKind>,
 }
 
 impl Capability {
@@ -581,6 +596,32 @@ impl AdapterManifest {
                     &format!("names `{target}`, which is not a capability of this adapter"),
                 ));
             }
+            let mut required = BTreeSet::new();
+            for kind in &cap.client_capabilities {
+                let name = crate::caller::name(*kind);
+                if !required.insert(name) {
+                    return Err(invalid(
+                        &at("client_capabilities"),
+                        &format!("`{name}` is listed twice"),
+                    ));
+                }
+                if !self.caller.asks(*kind) {
+                    return Err(invalid(
+                        &at("client_capabilities"),
+                        &format!(
+                            "`{name}` is required of the client, but the adapter does not \
+                             declare it may ask for it: add \"{name}\" to `ask` in the \
+                             `[caller]` table, or remove it here"
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(kind) = self.caller.repeated() {
+            return Err(invalid(
+                "caller.ask",
+                &format!("`{}` is listed twice", crate::caller::name(kind)),
+            ));
         }
         if let Some(stdio) = &self.stdio {
             stdio.validate().map_err(|e| invalid("stdio", &e))?;
@@ -780,6 +821,19 @@ fn locate(text: &str, field: &str) -> Option<(usize, usize)> {
     let header = |line: &str| line.trim_start().starts_with('[');
     let first_header = lines.iter().position(|l| header(l)).unwrap_or(lines.len());
     let Some((table, rest)) = field.split_once('[') else {
+        // `caller.ask`: the key in its `[caller]` table, or the dotted key at the top.
+        if let Some((table, key)) = field.split_once('.') {
+            let start = lines
+                .iter()
+                .position(|l| l.trim_start().starts_with(&format!("[{table}]")));
+            if let Some(start) = start {
+                let end = (start + 1..lines.len())
+                    .find(|&i| header(lines[i]))
+                    .unwrap_or(lines.len());
+                return key_line(start + 1, end, key).or(Some((start + 1, 1)));
+            }
+            return key_line(0, first_header, table);
+        }
         return key_line(0, first_header, field);
     };
     let (index, key) = rest.split_once("].")?;
@@ -933,6 +987,44 @@ mod tests {
     fn rejects_unknown_fields_naming_them() {
         let err = error_of(&format!("{ECHO}\nrisk = \"low\""));
         assert!(err.contains("unknown field `risk`"), "{err}");
+    }
+
+    #[test]
+    fn the_caller_table_and_client_capabilities_are_checked_naming_the_fix() {
+        let with = |caller: &str, required: &str| {
+            ECHO.replace(
+                "[[capability]]",
+                &format!("[caller]\n{caller}\n[[capability]]"),
+            ) + required
+        };
+        let manifest = Manifest::from_toml(&with(
+            "progress = true\nask = [\"sampling\"]",
+            "client_capabilities = [\"sampling\"]",
+        ))
+        .unwrap();
+        let Manifest::Adapter(adapter) = manifest else {
+            panic!("an adapter");
+        };
+        assert!(adapter.caller.progress && !adapter.caller.log);
+        assert_eq!(
+            adapter.capabilities[0].client_capabilities,
+            [AskKind::Sampling]
+        );
+        let err = error_of(&with(
+            "ask = [\"roots\"]",
+            "client_capabilities = [\"sampling\"]",
+        ));
+        assert!(
+            err.contains(
+                "`sampling` is required of the client, but the adapter does not declare \
+                          it may ask for it: add \"sampling\" to `ask` in the `[caller]` table"
+            ),
+            "{err}"
+        );
+        let err = error_of(&with("ask = [\"roots\", \"roots\"]", ""));
+        assert!(err.contains("`roots` is listed twice"), "{err}");
+        let err = error_of(&with("asks = [\"roots\"]", ""));
+        assert!(err.contains("unknown field `asks`"), "{err}");
     }
 
     #[test]

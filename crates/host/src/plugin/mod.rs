@@ -10,7 +10,8 @@
 //!    them ([`handles`]);
 //! 5. check the key may publish this plugin id (out of scope);
 //! 6. for adapters, intersect the operator's egress grants with the manifest's egress requests
-//!    and read the bound credentials;
+//!    and read the bound credentials, and keep what its manifest declares of its caller
+//!    (`[caller]`) with the operator's `[[caller.grant]]`;
 //! 7. compile, through the digest-keyed, integrity-checked compile cache;
 //! 8. pre-instantiate against the world's linker (component not implementing the world).
 //!
@@ -40,6 +41,7 @@ use signature::{ComponentDigest, SignatureBlock, SignatureError, SigningKey};
 use trust::{TrustError, TrustStore};
 use wasmtime::component::Component;
 
+use crate::caller::{CallerConfig, CallerGrant};
 use crate::egress::{EgressConfig, GrantError, Grants, TlsClient};
 use crate::sandbox::{
     Limits, PreparedAdapter, PreparedPolicy, Sandbox, SandboxConfig, WorldMismatch,
@@ -122,6 +124,7 @@ pub struct LoadedAdapter {
     plugin: PluginRef,
     cache: CacheOutcome,
     egress: Arc<Grants>,
+    caller: Arc<CallerGrant>,
     limits: Limits,
     pre: PreparedAdapter,
 }
@@ -153,6 +156,12 @@ impl LoadedAdapter {
     /// What it may reach: the operator's grants intersected with the manifest's requests.
     pub(crate) fn grants(&self) -> Arc<Grants> {
         Arc::clone(&self.egress)
+    }
+
+    /// What it may tell and ask its caller: its manifest's `[caller]` table with the
+    /// operator's `[[caller.grant]]`.
+    pub(crate) fn caller(&self) -> Arc<CallerGrant> {
+        Arc::clone(&self.caller)
     }
 
     /// The budgets of each of its calls (`[sandbox]`, or its `[[sandbox.plugin]]` entry).
@@ -366,16 +375,29 @@ fn read_manifest(list: &[sections::Section<'_>]) -> Result<Manifest, LoadError> 
     }
 }
 
+/// What [`load_adapter`] grants from the operator's config: egress (with the TLS client of
+/// its `https` requests), stdio servers, and what adapters may ask their callers.
+pub(crate) struct AdapterGrants<'a> {
+    pub egress: &'a EgressConfig,
+    pub tls: &'a TlsClient,
+    pub stdio: &'a StdioServers,
+    pub caller: &'a CallerConfig,
+}
+
 /// Steps 6-8 for an adapter, after [`verify`].
 pub(crate) fn load_adapter(
     sandbox: &Sandbox,
     cache: Option<&CompileCache>,
-    egress: &EgressConfig,
-    tls: &TlsClient,
-    stdio: &StdioServers,
+    config: &AdapterGrants<'_>,
     bytes: &[u8],
     verified: Verified,
 ) -> Result<LoadedAdapter, LoadError> {
+    let AdapterGrants {
+        egress,
+        tls,
+        stdio,
+        caller,
+    } = config;
     let Manifest::Adapter(manifest) = verified.manifest else {
         return Err(LoadError::WrongKind {
             expected: PluginKind::Adapter,
@@ -399,6 +421,16 @@ pub(crate) fn load_adapter(
         // Its grant names destinations: the server reaches them through the egress proxy.
         server.set_network(crate::egress::network(&egress));
     }
+    let secrets = (egress.rules.iter())
+        .flat_map(|rule| &rule.credentials)
+        .map(|credential| (credential.slot.clone(), credential.secret().to_vec()))
+        .collect();
+    let caller = Arc::new(CallerGrant::for_adapter(
+        caller,
+        &manifest.id,
+        &manifest.caller,
+        secrets,
+    ));
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
     Ok(LoadedAdapter {
@@ -407,6 +439,7 @@ pub(crate) fn load_adapter(
         plugin,
         cache,
         egress,
+        caller,
         pre,
     })
 }

@@ -14,6 +14,7 @@ use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
 use super::Sandbox;
 use super::state::CallState;
+use crate::caller::CallerGate;
 use crate::egress::EgressGate;
 
 /// The export the initializer is.
@@ -32,7 +33,8 @@ impl Sandbox {
         let compiled = Component::new(&self.engine, &instrumented)
             .map_err(|e| format!("the instrumented component does not compile: {e:#}"))?;
         let limits = self.limits.clone();
-        let (mut store, _) = self.prepare(&limits, EgressGate::deny_all(), true);
+        let (mut store, _) =
+            self.prepare(&limits, EgressGate::deny_all(), CallerGate::none(), true);
         let instance = self
             .policy_linker
             .instantiate_async(&mut store, &compiled)

@@ -5,17 +5,19 @@
 //!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
 //!    environment, no sockets) and the `log` import of every released contract version
-//!    (`gatehouse:plugin/log@0.4.0`, `@0.3.0`, `@0.2.0` and `@0.1.0`); only the adapter linker
-//!    has `wasi:http`, served by the [egress gate](crate::egress). A policy's store has stopped clocks and a
-//!    fixed random sequence, so its decision replays exactly.
+//!    (`gatehouse:plugin/log@0.5.0`, `@0.4.0`, `@0.3.0`, `@0.2.0` and `@0.1.0`); only the
+//!    adapter linker has `wasi:http`, served by the [egress gate](crate::egress), and the
+//!    `caller` interface (0.5.0), served by the [caller gate](crate::caller). A policy's store
+//!    has stopped clocks and a fixed random sequence, so its decision replays exactly.
 //! 2. **load** (once per plugin): compiling refuses a component with more core instances,
 //!    memories or tables than an instance may have (the pool's per-component caps);
 //!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
 //!    linker; a component that does not implement the world is refused here. A component
 //!    built for a released contract before the current one is prepared against that version's
 //!    world ([`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_1`], [`PreparedPolicy::V0_2`],
-//!    [`PreparedPolicy::V0_3`]; a 0.2.0 or 0.3.0 adapter has the current world's shape) and
-//!    its values adapted per call (`crate::bindings::v0_1`, `v0_2`, `v0_3`).
+//!    [`PreparedPolicy::V0_3`]; a 0.2.0, 0.3.0 or 0.4.0 adapter, and a 0.4.0 policy, have the
+//!    current world's shape) and its values adapted per call (`crate::bindings::v0_1`, `v0_2`,
+//!    `v0_3`).
 //!    Each plugin runs with its own [`Limits`]: `[sandbox]`'s defaults, or its
 //!    `[[sandbox.plugin]]` override (an interpreter-based component, JavaScript or Python,
 //!    needs more fuel and memory than a Rust one), never above `[sandbox]`'s `max_*` ceilings.
@@ -24,7 +26,10 @@
 //!    instance slot (a call beyond `max_concurrent_calls` waits for one, at most its own
 //!    `timeout_ms`, then fails as [`SandboxError::Busy`]), and a new [`Store`] with fuel, an
 //!    epoch deadline and the memory limit (all the instance's memories together). The deadline starts once the
-//!    slot is held, so a call that queued still gets its whole budget.
+//!    slot is held, so a call that queued still gets its whole budget, and it does not run
+//!    while an adapter waits for its caller's answer (an ask, [`state::Paused`]): the epoch
+//!    deadline is extended by the time paused when it is reached, and so is the host's
+//!    timeout around the call.
 //! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
 //!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
 
@@ -36,17 +41,24 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
 
 use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::adapter_0_1::gatehouse::plugin::log as log_0_1;
+use crate::bindings::caller;
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::policy_0_2::gatehouse::plugin::log as log_0_2;
 use crate::bindings::policy_0_3::gatehouse::plugin::log as log_0_3;
+use crate::bindings::policy_0_4::gatehouse::plugin::log as log_0_4;
 use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
 use crate::bindings::{adapter_0_1, policy_0_1, policy_0_2, policy_0_3, v0_1, v0_2, v0_3};
+use crate::caller::CallerGate;
 use crate::egress::{EgressAttempt, EgressGate};
-pub use state::{CallState, LogLine, MemoryLimitExceeded, escape};
+use gatehouse_core::model::CallerRecord;
+pub use state::{CallState, LogLine, MemoryLimitExceeded, Paused, escape};
 
 /// How often the epoch advances. Deadlines are rounded up to whole ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -403,8 +415,8 @@ fn stderr_suffix(stderr: &str) -> String {
 /// A component does not implement the world it claims, in any released contract version.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the component does not implement the `{world}` world of gatehouse:plugin@0.4.0 (nor of \
-     the released 0.3.0, 0.2.0 or 0.1.0): {detail}"
+    "the component does not implement the `{world}` world of gatehouse:plugin@0.5.0 (nor of \
+     the released 0.4.0, 0.3.0, 0.2.0 or 0.1.0): {detail}"
 )]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
@@ -415,8 +427,8 @@ pub struct WorldMismatch {
 
 /// An adapter pre-instantiated against the world of the contract version it was built for.
 pub enum PreparedAdapter {
-    /// The current contract, `gatehouse:plugin@0.4.0`, or the released 0.3.0 or 0.2.0, whose
-    /// adapter worlds have the same shape.
+    /// The current contract, `gatehouse:plugin@0.5.0`, or the released 0.4.0, 0.3.0 or 0.2.0,
+    /// whose adapter worlds have the same shape less the `caller` import.
     Current(AdapterPre<CallState>),
     /// The released `gatehouse:plugin@0.1.0`: its call context has no `upstream`.
     V0_1(adapter_0_1::AdapterPre<CallState>),
@@ -435,7 +447,8 @@ impl PreparedAdapter {
 /// A policy module pre-instantiated against the world of the contract version it was built
 /// for.
 pub enum PreparedPolicy {
-    /// The current contract, `gatehouse:plugin@0.4.0`.
+    /// The current contract, `gatehouse:plugin@0.5.0`, or the released 0.4.0, whose policy
+    /// world is the same but for its version.
     Current(PolicyPre<CallState>),
     /// The released `gatehouse:plugin@0.3.0`: its action has no claims or skills.
     V0_3(policy_0_3::PolicyPre<CallState>),
@@ -460,6 +473,8 @@ pub struct CallReport<T> {
     pub logs_dropped: usize,
     /// Outbound requests it attempted.
     pub egress: Vec<EgressAttempt>,
+    /// What it told and asked its caller (an adapter of contract 0.5.0), if anything.
+    pub caller: Option<CallerRecord>,
 }
 
 /// The engine and its linkers. Cheap to share (`Arc` it); one per host.
@@ -519,6 +534,8 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut adapter_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        caller::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        log_0_4::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
@@ -526,6 +543,7 @@ impl Sandbox {
         let mut policy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+        log_0_4::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_1::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
@@ -608,12 +626,18 @@ impl Sandbox {
         }
     }
 
-    /// Prepare + invoke: runs one adapter capability in a fresh instance.
+    /// Prepare + invoke: runs one adapter capability in a fresh instance, its requests through
+    /// `egress`, what it tells and asks its caller through `caller`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call's every input, each distinct"
+    )]
     pub async fn run_adapter(
         &self,
         pre: &PreparedAdapter,
         limits: &Limits,
         egress: EgressGate,
+        caller: CallerGate,
         ctx: &CallContext,
         capability: &str,
         args: &str,
@@ -623,6 +647,7 @@ impl Sandbox {
                 &ctx.tenant,
                 limits,
                 egress,
+                caller,
                 false,
                 async |store| match pre {
                     PreparedAdapter::Current(pre) => {
@@ -679,6 +704,7 @@ impl Sandbox {
                 &action.tenant,
                 limits,
                 EgressGate::deny_all(),
+                CallerGate::none(),
                 true,
                 async |store| match pre {
                     PreparedPolicy::Current(pre) => {
@@ -710,6 +736,7 @@ impl Sandbox {
         tenant: &str,
         limits: &Limits,
         egress: EgressGate,
+        caller: CallerGate,
         deterministic: bool,
         call: impl AsyncFnOnce(&mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> CallReport<T> {
@@ -743,15 +770,20 @@ impl Sandbox {
                 },
             );
         };
-        let (mut store, started) = self.prepare(limits, egress, deterministic);
-        let outcome =
-            match tokio::time::timeout(limits.timeout + HOST_GRACE, call(&mut store)).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(classify(&error, limits, &store)),
-                Err(_elapsed) => Err(SandboxError::Deadline {
-                    timeout: limits.timeout,
-                }),
-            };
+        let (mut store, started) = self.prepare(limits, egress, caller, deterministic);
+        let paused = std::sync::Arc::clone(&store.data().paused);
+        let outcome = tokio::select! {
+            biased;
+            outcome = call(&mut store) => Some(outcome),
+            () = running_out(&paused, started, limits.timeout + HOST_GRACE) => None,
+        };
+        let outcome = match outcome {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(error)) => Err(classify(&error, limits, &store)),
+            None => Err(SandboxError::Deadline {
+                timeout: limits.timeout,
+            }),
+        };
         finish(store, started, limits, outcome)
     }
 
@@ -779,6 +811,7 @@ impl Sandbox {
             logs: Vec::new(),
             logs_dropped: 0,
             egress: Vec::new(),
+            caller: None,
         }
     }
 
@@ -786,19 +819,30 @@ impl Sandbox {
         &self,
         limits: &Limits,
         egress: EgressGate,
+        caller: CallerGate,
         deterministic: bool,
     ) -> (Store<CallState>, Instant) {
         let mut store = Store::new(
             &self.engine,
-            CallState::new(limits.memory_bytes, egress, deterministic),
+            CallState::new(limits.memory_bytes, egress, caller, deterministic),
         );
         store.limiter(|state| state);
         store
             .set_fuel(limits.fuel)
             .expect("fuel consumption is enabled on this engine");
+        let started = Instant::now();
         store.set_epoch_deadline(deadline_ticks(limits.timeout));
-        store.epoch_deadline_trap();
-        (store, Instant::now())
+        // Reached: the time the call waited for its caller does not count; what is left of
+        // the budget, if anything, is the new deadline.
+        let timeout = limits.timeout;
+        store.epoch_deadline_callback(move |store| {
+            let running = store.data().paused.running_since(started);
+            Ok(match timeout.checked_sub(running) {
+                Some(left) if !left.is_zero() => UpdateDeadline::Continue(deadline_ticks(left)),
+                _ => UpdateDeadline::Interrupt,
+            })
+        });
+        (store, started)
     }
 }
 
@@ -817,6 +861,18 @@ fn finish<T>(
         logs: std::mem::take(&mut state.logs),
         logs_dropped: state.logs_dropped,
         egress: state.egress.take_attempts(),
+        caller: std::mem::replace(&mut state.caller, CallerGate::none()).into_record(),
+    }
+}
+
+/// Ends when the call has run `budget`, the time it waited for its caller not counted.
+async fn running_out(paused: &Paused, started: Instant, budget: Duration) {
+    loop {
+        let running = paused.running_since(started);
+        match budget.checked_sub(running) {
+            Some(left) if !left.is_zero() => tokio::time::sleep(left).await,
+            _ => return,
+        }
     }
 }
 

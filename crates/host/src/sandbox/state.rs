@@ -4,6 +4,13 @@
 //! empty on purpose: no preopened directories, no environment variables, no arguments, stdin
 //! closed, TCP, UDP and name lookup disabled. stderr goes to a small bounded buffer so a
 //! guest panic message can be reported; stdout is discarded.
+//!
+//! An adapter's store also holds its call's [caller gate](crate::caller) (what the adapter
+//! tells and asks its caller) and the [`Paused`] clock of its asks, which the call's time
+//! budget does not count.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Result};
@@ -13,6 +20,8 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::LogLevel;
 use crate::bindings::adapter::gatehouse::plugin::log;
+use crate::bindings::caller;
+use crate::caller::{CallerGate, Question};
 use crate::egress::EgressGate;
 
 /// How much guest stderr is kept (enough for a panic message and its location). A guest that
@@ -79,17 +88,58 @@ pub struct CallState {
     stderr: MemoryOutputPipe,
     pub(crate) logs: Vec<LogLine>,
     pub(crate) logs_dropped: usize,
+    pub(crate) caller: CallerGate,
+    pub(crate) paused: Arc<Paused>,
+}
+
+/// The time a call spent waiting for its caller's answers: its time budget (the epoch deadline
+/// and the host's timeout around the call) runs only while it is not waiting.
+#[derive(Debug, Default)]
+pub struct Paused(Mutex<PausedTime>);
+
+#[derive(Debug, Default)]
+struct PausedTime {
+    /// Finished waits, summed.
+    total: Duration,
+    /// When the wait under way began.
+    since: Option<Instant>,
+}
+
+impl Paused {
+    /// A wait for the caller begins.
+    fn start(&self) {
+        self.lock().since = Some(Instant::now());
+    }
+
+    /// It ends.
+    fn stop(&self) {
+        let mut time = self.lock();
+        if let Some(since) = time.since.take() {
+            time.total += since.elapsed();
+        }
+    }
+
+    /// The time since `started` that counts against the budget: all of it but the waits.
+    pub fn running_since(&self, started: Instant) -> Duration {
+        let time = self.lock();
+        let waiting = time.since.map_or(Duration::ZERO, |since| since.elapsed());
+        started.elapsed().saturating_sub(time.total + waiting)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PausedTime> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A wall clock stopped at the Unix epoch: policies read time from the action instead.
 struct Epoch;
 
 impl wasmtime_wasi::HostWallClock for Epoch {
-    fn resolution(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(1)
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
     }
-    fn now(&self) -> std::time::Duration {
-        std::time::Duration::ZERO
+    fn now(&self) -> Duration {
+        Duration::ZERO
     }
 }
 
@@ -109,7 +159,14 @@ impl CallState {
     /// `deterministic` (policy evaluations): the guest's clocks are stopped and its random
     /// numbers are a fixed sequence, so a decision depends only on the action and the config
     /// and replays exactly (the time a policy may use is `action.context.now_unix_ms`).
-    pub(crate) fn new(memory_limit: usize, egress: EgressGate, deterministic: bool) -> Self {
+    /// `caller` carries what an adapter tells and asks its caller ([`CallerGate::none`] for a
+    /// policy).
+    pub(crate) fn new(
+        memory_limit: usize,
+        egress: EgressGate,
+        caller: CallerGate,
+        deterministic: bool,
+    ) -> Self {
         use rand::SeedableRng as _;
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let mut builder = WasiCtx::builder();
@@ -138,6 +195,8 @@ impl CallState {
             stderr,
             logs: Vec::new(),
             logs_dropped: 0,
+            caller,
+            paused: Arc::default(),
         }
     }
 
@@ -243,6 +302,17 @@ impl crate::bindings::policy_0_3::gatehouse::plugin::log::Host for CallState {
     }
 }
 
+/// A plugin built for the released contract 0.4.0 logs through `gatehouse:plugin/log@0.4.0`.
+impl crate::bindings::policy_0_4::gatehouse::plugin::log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: crate::bindings::policy_0_4::gatehouse::plugin::log::Level,
+        message: String,
+    ) {
+        log::Host::log(self, level.into(), message).await;
+    }
+}
+
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_LINES {
@@ -254,5 +324,55 @@ impl log::Host for CallState {
         let level: &'static str = level.into();
         tracing::debug!(target: "gatehouse::plugin", level, %message);
         self.logs.push(LogLine { level, message });
+    }
+}
+
+/// Contract 0.5.0's `caller` interface, through the call's [`CallerGate`]. An ask's wait is
+/// [`Paused`]: the call's time budget does not run down while the caller answers.
+impl caller::Host for CallState {
+    async fn can(&mut self) -> caller::CallerCan {
+        self.caller.can().into()
+    }
+
+    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        self.caller.progress(progress, total, message);
+    }
+
+    async fn notify(&mut self, level: caller::LogLevel, logger: Option<String>, data: String) {
+        self.caller.notify(level.into(), logger, data);
+    }
+
+    async fn ask(
+        &mut self,
+        key: String,
+        kind: caller::AskKind,
+        params: String,
+    ) -> Result<String, caller::AskError> {
+        let request = caller::InputRequest { key, kind, params };
+        let mut answers = caller::Host::ask_all(self, vec![request]).await;
+        answers.pop().unwrap_or_else(|| {
+            Err(caller::AskError::Failed(
+                "the gateway lost the answer".to_owned(),
+            ))
+        })
+    }
+
+    async fn ask_all(
+        &mut self,
+        requests: Vec<caller::InputRequest>,
+    ) -> Vec<Result<String, caller::AskError>> {
+        let questions = (requests.into_iter())
+            .map(|request| Question {
+                key: request.key,
+                kind: request.kind.into(),
+                params: request.params,
+            })
+            .collect();
+        self.paused.start();
+        let answers = self.caller.ask_all(questions).await;
+        self.paused.stop();
+        (answers.into_iter())
+            .map(|answer| answer.map(|value| value.to_string()).map_err(Into::into))
+            .collect()
     }
 }

@@ -13,17 +13,17 @@ use gatehouse_core::envelope::{OutcomeCode, ToolCallEnvelope, ToolResultEnvelope
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Capability;
-use gatehouse_host::relay::Relay;
+use gatehouse_host::relay::{AskKind, Relay};
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, Implementation, RequestMetaObject, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, ClientCapabilities, Implementation, RequestMetaObject,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use serde_json::Value;
 use tracing::Instrument;
 
 use super::aliases::ToolAliases;
-use super::approvals::Approvals;
+use super::approvals::{Approvals, ClientCan};
 use super::caller::Caller;
 use super::keys::{self, KeyArgument};
 use super::meta::{APPROVAL_ID_META, APPROVAL_MODE_META, IDEMPOTENCY_KEY_META};
@@ -283,6 +283,38 @@ impl Gateway {
             .into_iter()
             .find(|(listed, _)| *listed == name)
             .map(|(_, capability)| capability.input_schema)
+    }
+
+    /// The client capabilities tool `name` cannot do without (its manifest's
+    /// `client_capabilities`) that `can` lacks, as MCP's `ClientCapabilities`; `None` when it
+    /// lacks none (or there is no such tool: the call path says so).
+    pub fn lacking(
+        &self,
+        caller: &Caller,
+        name: &str,
+        can: ClientCan,
+    ) -> Option<ClientCapabilities> {
+        let name = self.aliases.tool(name).unwrap_or(name);
+        let (_, capability) = self
+            .host
+            .tool_catalog(&caller.tenant)
+            .into_iter()
+            .find(|(listed, _)| *listed == name)?;
+        let lacking: serde_json::Map<String, Value> = capability
+            .client_capabilities
+            .iter()
+            .filter_map(|kind| match kind {
+                AskKind::Elicitation if !(can.form || can.url) => Some("elicitation"),
+                AskKind::Sampling if !can.sampling => Some("sampling"),
+                AskKind::Roots if !can.roots => Some("roots"),
+                _ => None,
+            })
+            .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
+            .collect();
+        if lacking.is_empty() {
+            return None;
+        }
+        serde_json::from_value(Value::Object(lacking)).ok()
     }
 
     /// What the server tells a client at `initialize` (2025-11-25) and `server/discover`

@@ -198,6 +198,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 rollback: None,
                 annotations: None,
                 sensitive: false,
+                client_capabilities: Vec::new(),
                 upstream: Some(json!({
                     "method": method.to_uppercase(),
                     "url": format!("{}{path}", base.trim_end_matches('/')),

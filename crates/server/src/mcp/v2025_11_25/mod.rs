@@ -192,10 +192,12 @@ async fn call_tool(
                 gateway.call(caller, params, &meta, how).await
             }
         });
+        // Events first: a call that told its caller something and ended at once still
+        // streams what it told (the relay is dropped, and the channel closed, only after).
         let first = tokio::select! {
             biased;
-            joined = &mut run => Err(joined),
             Some(event) = async { events.as_mut()?.recv().await } => Ok(event),
+            joined = &mut run => Err(joined),
         };
         let joined = match first {
             Ok(event) => {
@@ -285,11 +287,16 @@ async fn stream(streaming: Streaming) {
     } = streaming;
     let mut asked = Vec::new();
     let mut next = Some(first);
+    let mut gone = false;
     let joined = loop {
         if let Some(event) = next.take() {
             match event {
                 Event::Notify(message) => {
                     let _ = sender.send(reply::event(&message)).await;
+                }
+                Event::Ask(_, answer_to) if gone => {
+                    let ended = "the client's request has ended".to_owned();
+                    let _ = answer_to.send(Err(AskError::Failed(ended)));
                 }
                 Event::Ask(ask, answer_to) => {
                     let (own, answer) = session.expect(&caller, ask.kind.method());
@@ -315,14 +322,15 @@ async fn stream(streaming: Streaming) {
         }
         tokio::select! {
             biased;
+            Some(event) = events.recv() => next = Some(event),
             joined = &mut run => break joined,
-            event = events.recv() => next = event,
-            () = sender.closed() => {
+            () = sender.closed(), if !gone => {
                 // Nobody reads any more: what is asked is never answered.
                 for own in asked.drain(..) {
                     session.forget(&own);
                 }
                 events.close();
+                gone = true;
             }
         }
     };

@@ -22,7 +22,7 @@
 //! Progress and log lines ride the request's response: as soon as there is one, the answer is
 //! an event stream, with the request's answer as its last event.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -45,12 +45,18 @@ pub type Run = JoinHandle<Result<ToolResultEnvelope, ErrorData>>;
 /// its asks refused (the adapter sees an error), not held.
 pub const MOST_HELD: usize = 1_000;
 
+/// How long a round waits for the next of several asks handed over together (see
+/// [`Running::gather`]) before it ends with the asks it has.
+const TOGETHER: Duration = Duration::from_millis(20);
+
 /// A call in progress across rounds.
 pub struct Running {
     run: Run,
     events: mpsc::Receiver<Event>,
     /// Asks waiting for the client's answer, by key.
     waiting: BTreeMap<String, (Ask, oneshot::Sender<Result<Value, AskError>>)>,
+    /// Notifications received while gathering asks, sent at the next step.
+    told: VecDeque<Value>,
     round: u32,
 }
 
@@ -71,6 +77,7 @@ impl Running {
             run,
             events,
             waiting: BTreeMap::new(),
+            told: VecDeque::new(),
             round: 0,
         }
     }
@@ -78,6 +85,9 @@ impl Running {
     /// Runs the call on until it ends, tells its caller something, or waits for an answer that
     /// `responses` (the request's `inputResponses`) does not hold.
     pub async fn step(mut self: Box<Self>, responses: &mut InputResponses) -> Step {
+        if let Some(message) = self.told.pop_front() {
+            return Step::Notify(message, self);
+        }
         let keys: Vec<String> = self.waiting.keys().cloned().collect();
         for key in keys {
             if let Some(answer) = take(responses, &key, self.waiting[&key].0.kind)
@@ -91,8 +101,8 @@ impl Running {
         }
         loop {
             tokio::select! {
+                // Events first: what the call told its caller before it ended is sent.
                 biased;
-                joined = &mut self.run => return Step::Done(Box::new(joined)),
                 event = self.events.recv() => match event {
                     Some(Event::Notify(message)) => return Step::Notify(message, self),
                     Some(Event::Ask(ask, answer_to)) => {
@@ -102,6 +112,7 @@ impl Running {
                             }
                             None => {
                                 self.waiting.insert(ask.key.clone(), (ask, answer_to));
+                                self.gather(responses).await;
                                 return Step::Input(self);
                             }
                         }
@@ -109,6 +120,27 @@ impl Running {
                     // The relay is gone: the call is about to end.
                     None => return Step::Done(Box::new((&mut self.run).await)),
                 },
+                joined = &mut self.run => return Step::Done(Box::new(joined)),
+            }
+        }
+    }
+
+    /// The asks that come right behind an unanswered one (an adapter's `ask-all` hands them
+    /// over together, microseconds apart), gathered into the same round: each event that
+    /// arrives within [`TOGETHER`] of the last. A notification among them waits for the next
+    /// step.
+    async fn gather(&mut self, responses: &mut InputResponses) {
+        while let Ok(Some(event)) = tokio::time::timeout(TOGETHER, self.events.recv()).await {
+            match event {
+                Event::Ask(ask, answer_to) => match take(responses, &ask.key, ask.kind) {
+                    Some(answer) => {
+                        let _ = answer_to.send(Ok(answer));
+                    }
+                    None => {
+                        self.waiting.insert(ask.key.clone(), (ask, answer_to));
+                    }
+                },
+                Event::Notify(message) => self.told.push_back(message),
             }
         }
     }

@@ -8,8 +8,9 @@
 //! 3. the version is one gatehouse serves, else -32022 with `data.supported` and
 //!    `data.requested` (HTTP 400);
 //! 4. the method: `server/discover`; `tools/list` (with `resultType`, `ttlMs: 0` and
-//!    `cacheScope: "private"`: a listing is the caller's tenant's); `tools/call` through the
-//!    shared call path, a paused call answered as [`super::approvals`] says (an
+//!    `cacheScope: "private"`: a listing is the caller's tenant's); `tools/call` (-32021 before
+//!    anything runs when the request's client capabilities lack one its tool's manifest names
+//!    in `client_capabilities`) through the shared call path, a paused call answered as [`super::approvals`] says (an
 //!    `InputRequiredResult` with the gateway's signed `requestState`, or a task); the tasks
 //!    extension's `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that declared it
 //!    (-32021 otherwise). Methods this version removed (`ping`, `logging/setLevel`,
@@ -211,6 +212,10 @@ async fn call_tool(asked: Asked) -> Response<Body> {
             task: _,
         } = call;
         let can = ClientCan::from_capabilities(meta.get(approvals::CLIENT_CAPABILITIES_META));
+        if let Some(required) = gateway.lacking(&caller, &request.name, can) {
+            let error = ErrorData::missing_required_client_capability(required);
+            return reply::answer(&Era::Stateless, &id, Err(error.into()));
+        }
         let state = request.request_state.take();
         let mut responses = request.input_responses.take().unwrap_or_default();
         let tool = request.name.to_string();
