@@ -264,8 +264,8 @@ fn pack_names_each_manifest_mistake_where_it_is() {
             "a table name with a typo",
             original.replace("[[capability]]", "[[capabilty]]"),
             "line 7, column 1: unknown field `capabilty`, expected one of `id`, `version`, \
-             `publisher`, `description`, `egress`, `stdio`, `capabilities`, `capability`; did \
-             you mean `capability`?",
+             `publisher`, `description`, `egress`, `stdio`, `caller`, `capabilities`, \
+             `capability`; did you mean `capability`?",
         ),
         (
             "a field with a typo",
@@ -273,7 +273,7 @@ fn pack_names_each_manifest_mistake_where_it_is() {
             "unknown field `titel`, expected one of `id`, `title`, `description`, \
              `capability_class`, `approval_mode`, `input_schema`, `output_schema`, \
              `evidence_keys`, `idempotency`, `approval_gate`, `rollback`, `annotations`, \
-             `sensitive`, `upstream`; did you mean `title`?",
+             `sensitive`, `upstream`, `client_capabilities`; did you mean `title`?",
         ),
         (
             "a kind with a typo",
@@ -579,7 +579,7 @@ fn a_typo_in_a_table_name_lists_every_valid_table() {
     assert!(
         stderr.contains(
             "unknown field `mpc`, expected one of `sandbox`, `cache`, `trust`, `egress`, \
-             `pipeline`, `store`, `mcp`, `admin`, `watch`, `import`"
+             `pipeline`, `store`, `stdio`, `caller`, `mcp`, `admin`, `watch`, `import`"
         ),
         "{stderr}"
     );

@@ -28,10 +28,33 @@ use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 /// port is always free; 3128 is the customary proxy port.
 pub const PROXY: SocketAddrV4 = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3128);
 
+/// How often, and how long apart, [`listen_in`] tries again while the namespace has no
+/// loopback address yet: up to a second in all.
+const LOOPBACK_TRIES: u32 = 100;
+const LOOPBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A listener at `addr` in the network namespace of process `pid` (the sandbox's first
 /// process, as bubblewrap's `--info-fd` names it), non-blocking. Blocks: call it from a
 /// blocking task.
+///
+/// bubblewrap reports the pid before its child has brought the namespace's loopback up, so
+/// on a busy machine the bind can come first and fail with `EADDRNOTAVAIL` (seen under a full
+/// test run): then it is tried again, [`LOOPBACK_TRIES`] times [`LOOPBACK_WAIT`] apart.
 pub fn listen_in(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
+    let mut tries = 0;
+    loop {
+        match listen_once(pid, addr) {
+            Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable && tries < LOOPBACK_TRIES => {
+                tries += 1;
+                std::thread::sleep(LOOPBACK_WAIT);
+            }
+            done => return done,
+        }
+    }
+}
+
+/// One try of [`listen_in`].
+fn listen_once(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
     let user = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
     let net = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
     // Entering the user namespace one is already in fails; a gateway that runs bubblewrap
