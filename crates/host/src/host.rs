@@ -28,6 +28,8 @@ use crate::skills::Resolution;
 use crate::stdio::StdioServers;
 
 mod floor;
+#[cfg(test)]
+mod tests;
 
 pub use floor::{AllowedDowngrade, FloorError};
 use floor::{Floors, check_downgrade};

@@ -70,7 +70,7 @@ pub use proxy::network;
 mod rules;
 mod stdio;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod tls;
 pub use tls::install_default_provider;
 mod transport;

@@ -15,7 +15,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use super::*;
 
 mod pool;
-mod proxy;
+pub(crate) mod proxy;
 
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]
@@ -28,13 +28,13 @@ struct Seen {
 
 /// A loopback HTTP/1.1 server recording every request. `/big` answers 64 KiB, `/slow` waits
 /// a second, everything else answers `{"ok":true}`.
-struct Upstream {
+pub(crate) struct Upstream {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Upstream {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
