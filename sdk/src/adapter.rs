@@ -6,8 +6,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::content::{Completion, CompletionRef, Prompt};
 use crate::error::ToolError;
-use crate::output::ToolOutput;
+use crate::output::{EmbeddedResource, ToolOutput};
 use crate::types::{ApprovalMode, Principal};
 use crate::wit;
 
@@ -182,6 +183,43 @@ pub trait Adapter {
 
     /// Runs `call` in `ctx`.
     fn invoke(ctx: &CallContext, call: &Call) -> Result<ToolOutput, ToolError>;
+
+    /// Reads the resource at `uri` (contract 0.6.0): one the manifest declares as a
+    /// `[[resource]]`, or one that matches a `[[resource_template]]` (the host checked the URI
+    /// and the template's parameters first). `ctx.upstream` is that entry's `upstream` table.
+    /// Default: not found (an adapter that declares no resources).
+    fn read_resource(ctx: &CallContext, uri: &str) -> Result<Vec<EmbeddedResource>, ToolError> {
+        let _ = ctx;
+        Err(ToolError::not_found(
+            "RESOURCE_NOT_FOUND",
+            format!("this adapter serves no resource at `{uri}`"),
+        ))
+    }
+
+    /// Fills in the prompt `id` (a `[[prompt]]` of the manifest) with `args`, a JSON object of
+    /// its arguments (strings; the host checked them against the declared ones) (contract
+    /// 0.6.0). Default: not found (an adapter that declares no prompts).
+    fn get_prompt(ctx: &CallContext, id: &str, args: &Value) -> Result<Prompt, ToolError> {
+        let _ = (ctx, args);
+        Err(ToolError::not_found(
+            "PROMPT_NOT_FOUND",
+            format!("this adapter serves no prompt `{id}`"),
+        ))
+    }
+
+    /// Suggests values for `argument` of a prompt or of a resource template's parameter,
+    /// given what the user typed so far (`value`) and the arguments already given (`context`,
+    /// a JSON object) (contract 0.6.0). Default: no suggestions.
+    fn complete(
+        ctx: &CallContext,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &Value,
+    ) -> Result<Completion, ToolError> {
+        let _ = (ctx, reference, argument, value, context);
+        Ok(Completion::default())
+    }
 }
 
 /// The reserved capability id `gatehouse pack` asks the handled ids with (no capability id
@@ -215,6 +253,40 @@ macro_rules! export_adapter {
                 > {
                     $crate::adapter::__invoke::<$ty>(ctx, capability, args)
                 }
+
+                fn read_resource(
+                    ctx: $crate::adapter::bindings::CallContext,
+                    uri: ::std::string::String,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::adapter::bindings::EmbeddedResource>,
+                    $crate::adapter::bindings::ToolError,
+                > {
+                    $crate::adapter::__read_resource::<$ty>(ctx, &uri)
+                }
+
+                fn get_prompt(
+                    ctx: $crate::adapter::bindings::CallContext,
+                    name: ::std::string::String,
+                    args: ::std::string::String,
+                ) -> ::core::result::Result<
+                    $crate::adapter::bindings::Prompt,
+                    $crate::adapter::bindings::ToolError,
+                > {
+                    $crate::adapter::__get_prompt::<$ty>(ctx, name, args)
+                }
+
+                fn complete(
+                    ctx: $crate::adapter::bindings::CallContext,
+                    reference: $crate::adapter::bindings::CompletionRef,
+                    argument: ::std::string::String,
+                    value: ::std::string::String,
+                    context: ::std::string::String,
+                ) -> ::core::result::Result<
+                    $crate::adapter::bindings::Completion,
+                    $crate::adapter::bindings::ToolError,
+                > {
+                    $crate::adapter::__complete::<$ty>(ctx, reference, &argument, &value, &context)
+                }
             }
 
             $crate::adapter::bindings::__export_adapter_world!(
@@ -240,6 +312,51 @@ pub fn __invoke<A: Adapter>(
     let ctx = CallContext::from(ctx);
     let call = Call::new(capability, args);
     A::invoke(&ctx, &call).map(Into::into).map_err(Into::into)
+}
+
+/// The body of the generated `read-resource` export.
+#[doc(hidden)]
+pub fn __read_resource<A: Adapter>(
+    ctx: wit::CallContext,
+    uri: &str,
+) -> Result<Vec<wit::EmbeddedResource>, wit::ToolError> {
+    let contents = A::read_resource(&CallContext::from(ctx), uri).map_err(wit::ToolError::from)?;
+    Ok(contents.into_iter().map(Into::into).collect())
+}
+
+/// The body of the generated `get-prompt` export.
+#[doc(hidden)]
+pub fn __get_prompt<A: Adapter>(
+    ctx: wit::CallContext,
+    id: String,
+    args: String,
+) -> Result<wit::Prompt, wit::ToolError> {
+    let call = Call::new(id, args);
+    let args = call.args_value().map_err(wit::ToolError::from)?;
+    A::get_prompt(&CallContext::from(ctx), call.capability(), &args)
+        .map(Into::into)
+        .map_err(Into::into)
+}
+
+/// The body of the generated `complete` export.
+#[doc(hidden)]
+pub fn __complete<A: Adapter>(
+    ctx: wit::CallContext,
+    reference: wit::CompletionRef,
+    argument: &str,
+    value: &str,
+    context: &str,
+) -> Result<wit::Completion, wit::ToolError> {
+    let context = serde_json::from_str(context).unwrap_or(Value::Object(Default::default()));
+    A::complete(
+        &CallContext::from(ctx),
+        &reference.into(),
+        argument,
+        value,
+        &context,
+    )
+    .map(Into::into)
+    .map_err(Into::into)
 }
 
 impl From<wit::CallContext> for CallContext {

@@ -46,6 +46,10 @@
 //! gatehouse_sdk::export_adapter!(Echo);
 //! ```
 //!
+//! Adapters serve resources and prompts besides their tools (contract 0.6.0) with
+//! [`Adapter::read_resource`], [`Adapter::get_prompt`] and [`Adapter::complete`], for what
+//! their manifest declares (`[[resource]]`, `[[resource_template]]`, `[[prompt]]`).
+//!
 //! Adapters report progress, log to their caller and ask it questions (elicitation, sampling,
 //! roots) through [`caller`] (contract 0.5.0), as far as their manifest's `[caller]` table
 //! declares and the operator grants.
@@ -60,6 +64,7 @@
 
 pub mod adapter;
 pub mod caller;
+pub mod content;
 mod error;
 pub mod http;
 pub mod log;
@@ -73,6 +78,7 @@ mod types;
 use adapter::bindings::gatehouse::plugin::types as wit;
 
 pub use adapter::{Adapter, Call, CallContext};
+pub use content::{Completion, CompletionRef, Prompt, PromptMessage, Role};
 pub use error::{ErrorKind, ToolError};
 pub use output::{Blob, Content, EmbeddedResource, ToolOutput};
 pub use policy::{

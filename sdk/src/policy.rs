@@ -39,8 +39,8 @@ pub mod bindings {
         export_macro_name: "__export_policy_world",
         default_bindings_module: "gatehouse_sdk::policy::bindings",
         with: {
-            "gatehouse:plugin/types@0.5.0": crate::adapter::bindings::gatehouse::plugin::types,
-            "gatehouse:plugin/log@0.5.0": crate::adapter::bindings::gatehouse::plugin::log,
+            "gatehouse:plugin/types@0.6.0": crate::adapter::bindings::gatehouse::plugin::types,
+            "gatehouse:plugin/log@0.6.0": crate::adapter::bindings::gatehouse::plugin::log,
         },
     });
 }

@@ -11,6 +11,12 @@
 //! 4. `Delete Everything` (destructiveHint): text `deleted`;
 //! 5. `whoami`: structured `{ authorization }`, the header the call arrived with.
 //!
+//! Resources, a template and a prompt, for imports of what a server offers besides tools:
+//! the resource `notes://today` (text), the template `notes://day/{date}` (text naming the
+//! date), the prompt `Review Code` (argument `code`, required: one user message quoting it),
+//! and completions of the template's `date` (two dates, by prefix). Each read and fill-in
+//! counts as a call of `read <uri>` and `prompt <name>`.
+//!
 //! It counts the calls of each tool ([`McpUpstream::calls`]), records the headers of every
 //! HTTP request ([`McpUpstream::requests`]), and can change `get_forecast`'s input schema
 //! ([`McpUpstream::change_forecast_schema`]) to show drift.
@@ -25,9 +31,11 @@ use hyper::header::HeaderMap;
 use hyper::service::service_fn;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod, DiscoverResult,
-    ErrorData, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    DiscoverRequestMethod, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -42,6 +50,7 @@ struct State {
     calls: Mutex<BTreeMap<String, usize>>,
     requests: Mutex<Vec<HeaderMap>>,
     schema_changed: AtomicBool,
+    prompt_changed: AtomicBool,
 }
 
 /// The rmcp handler: the tools above.
@@ -74,12 +83,23 @@ impl Handler {
         ]);
         serde_json::from_value(tools).expect("tool definitions")
     }
+
+    fn count(&self, what: String) {
+        *self.state.calls.lock().unwrap().entry(what).or_default() += 1;
+    }
 }
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("e2e-upstream", "1.0.0"))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(Implementation::new("e2e-upstream", "1.0.0"))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -109,6 +129,97 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(serde_json::from_value(json!({ "resources": [
+            { "uri": "notes://today", "name": "Today's notes", "mimeType": "text/plain",
+              "description": "What was noted today." },
+        ] }))
+        .expect("a resource list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(serde_json::from_value(json!({ "resourceTemplates": [
+            { "uriTemplate": "notes://day/{date}", "name": "Notes of a day", "mimeType": "text/plain" },
+        ] }))
+        .expect("a template list"))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        self.count(format!("read {uri}"));
+        let text = match uri.strip_prefix("notes://day/") {
+            Some(date) => format!("notes of {date}: call ann@example.com"),
+            None if uri == "notes://today" => "today: buy milk".to_owned(),
+            None => return Err(ErrorData::resource_not_found(format!("no {uri}"), None)),
+        };
+        Ok(ReadResourceResponse::Complete(
+            serde_json::from_value(json!({ "contents": [
+                { "uri": uri, "mimeType": "text/plain", "text": text },
+            ] }))
+            .expect("a read result"),
+        ))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(serde_json::from_value(json!({ "prompts": [
+            { "name": "Review Code", "description": if self.state.prompt_changed.load(Ordering::SeqCst) { "Asks for a harsh review." } else { "Asks for a review." },
+              "arguments": [{ "name": "code", "description": "The code", "required": true }] },
+        ] }))
+        .expect("a prompt list"))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.count(format!("prompt {}", request.name));
+        let code = (request.arguments.as_ref())
+            .and_then(|args| args.get("code"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(GetPromptResponse::Complete(
+            serde_json::from_value(json!({
+                "description": "A review",
+                "messages": [{ "role": "user", "content": { "type": "text", "text": format!("Please review: {code}") } }],
+            }))
+            .expect("a prompt"),
+        ))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let typed = request.argument.value.clone();
+        let values: Vec<&str> = ["2026-11-27", "2026-11-28"]
+            .into_iter()
+            .filter(|date| date.starts_with(&typed))
+            .collect();
+        Ok(
+            serde_json::from_value(json!({ "completion": { "values": values, "hasMore": false } }))
+                .expect("a completion"),
+        )
     }
 
     async fn call_tool(
@@ -241,6 +352,11 @@ impl McpUpstream {
     /// The headers of every HTTP request so far, oldest first.
     pub fn requests(&self) -> Vec<HeaderMap> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// From now on the prompt `Review Code` says another description: its definition changes.
+    pub fn change_prompt(&self) {
+        self.state.prompt_changed.store(true, Ordering::SeqCst);
     }
 
     /// From now on `get_forecast` takes a `days` argument too: its definition changes.

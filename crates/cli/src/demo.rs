@@ -111,7 +111,11 @@ pub fn prepare() -> Result<Demo, DemoError> {
                     "the conformance plugin is not an adapter".to_owned(),
                 ));
             };
-            let ids = adapter.capabilities.iter().map(|c| c.id.clone()).collect();
+            // Its tools and its prompts, which the suite calls by their bare names.
+            let tools = adapter.capabilities.iter().map(|c| c.id.clone());
+            let ids = tools
+                .chain(adapter.prompts.iter().map(|p| p.id.clone()))
+                .collect();
             conformance = Some((signed, ids));
         } else {
             plugins.push((*name, signed));
@@ -341,8 +345,8 @@ fn export_governed(
 /// `gatehouse serve`'s config for the MCP conformance suite: the demo's trust and tool grants,
 /// a store of its own in `dir`, callers admitted without a key (the suite sends none), the
 /// conformance adapter granted to ask its callers what its scenarios ask (elicitation,
-/// sampling, roots: `[[caller.grant]]`), and `[mcp.aliases]` giving each conformance tool the
-/// bare name the suite calls.
+/// sampling, roots: `[[caller.grant]]`), and `[mcp.aliases]` giving each conformance tool and
+/// prompt the bare name the suite calls.
 fn conformance_config(
     dir: &Path,
     tools: &[String],

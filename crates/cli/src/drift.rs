@@ -1,24 +1,25 @@
-//! `[import] drift_check`: at start-up, `serve` compares the tools each served adapter written
-//! by `gatehouse import mcp` pins (their definitions' digests) with what its MCP server offers
-//! now, and warns or refuses to start.
+//! `[import] drift_check`: at start-up, `serve` compares the tools, resources, resource
+//! templates and prompts each served adapter written by `gatehouse import mcp` pins (their
+//! definitions' digests) with what its MCP server offers now, and warns or refuses to start.
 //!
 //! ```toml
 //! [import]
 //! drift_check = "refuse"   # default "off"; or "warn"
 //! ```
 //!
-//! 1. Only `mcp-upstream` manifests are checked: every capability's `upstream` table is that
-//!    adapter's mapping (`url`, `tool`, `protocol`, `digest`, nothing else). Any other
-//!    manifest, an OpenAPI import's included, is left alone.
+//! 1. Only `mcp-upstream` manifests are checked: every `upstream` table is that adapter's
+//!    mapping (`url`, `protocol`, `digest` and one of `tool`, `uri`, `prompt`, nothing else).
+//!    Any other manifest, an OpenAPI import's included, is left alone.
 //! 2. The server is asked through the egress gate, as the adapter's own `read_only` calls go
 //!    ([`Host::fetch_for_adapter`]): only where that adapter's grants reach, with the address
 //!    checks, and with the credentials of the grant that matches, never another's. The URL
 //!    comes from the signed manifest, so a publisher could point it anywhere; the gate is
 //!    what decides where the gateway connects.
-//! 3. It speaks the protocol version the import recorded: 2026-07-28 asks `tools/list` in
-//!    one request per page; 2025-11-25 first `initialize`s (and sends
-//!    `notifications/initialized`). Each tool is read through rmcp's `Tool`, as the import
-//!    read it, so the digests compare like with like.
+//! 3. It speaks the protocol version the import recorded: 2026-07-28 asks `tools/list` (and
+//!    `resources/list`, `resources/templates/list`, `prompts/list`, for a manifest that pins
+//!    any) in one request per page; 2025-11-25 first `initialize`s (and sends
+//!    `notifications/initialized`). Each item is read through rmcp's model type (`Tool`,
+//!    `Resource`, ...), as the import read it, so the digests compare like with like.
 //!
 //! A stdio server's import (`stdio://<id>`) is checked the same way: the gate answers from
 //! the adapter's own supervised server, started for the check if it is not running.
@@ -43,23 +44,35 @@ const STATELESS: &str = "2026-07-28";
 /// forever (4096 capabilities at most per adapter, so far more pages than any import needs).
 const MAX_PAGES: usize = 64;
 
-/// One capability's `upstream` table as `gatehouse import mcp` writes it, and nothing else.
+/// One `upstream` table as `gatehouse import mcp` writes it (a capability's names its `tool`;
+/// a resource's or template's its `uri`; a prompt's its `prompt`), and nothing else.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct McpMapping {
     url: String,
-    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
-    tool: String,
     protocol: String,
     #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
     digest: String,
+    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
+    #[serde(default)]
+    tool: Option<String>,
+    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
+    #[serde(default)]
+    uri: Option<String>,
+    #[expect(dead_code, reason = "read only to recognize the mapping's shape")]
+    #[serde(default)]
+    prompt: Option<String>,
 }
 
 /// The upstream URL and protocol of an `mcp-upstream` manifest; `None` for any other.
 fn mcp_upstream(adapter: &AdapterManifest) -> Option<(String, String)> {
+    let tables = (adapter.capabilities.iter().map(|c| &c.upstream))
+        .chain(adapter.resources.iter().map(|r| &r.upstream))
+        .chain(adapter.resource_templates.iter().map(|t| &t.upstream))
+        .chain(adapter.prompts.iter().map(|p| &p.upstream));
     let mut found = None;
-    for capability in &adapter.capabilities {
-        let mapping: McpMapping = serde_json::from_value(capability.upstream.clone()?).ok()?;
+    for table in tables {
+        let mapping: McpMapping = serde_json::from_value(table.clone()?).ok()?;
         found.get_or_insert((mapping.url, mapping.protocol));
     }
     found
@@ -111,7 +124,7 @@ async fn drift_of(
         adapter: &adapter.id,
         url,
     };
-    let listing = session.list(protocol).await?;
+    let listing = session.list(protocol, adapter).await?;
     let drift = mcp::drift(adapter, &Options::new(adapter.id.clone()), &listing)
         .map_err(|e| e.to_string())?;
     if drift.changed.is_empty() && drift.removed.is_empty() {
@@ -127,6 +140,58 @@ async fn drift_of(
     Ok(Some(said.join(" and ")))
 }
 
+/// One listing conversation: the session's headers, and how it names itself.
+struct Lister<'a> {
+    session: &'a Session<'a>,
+    protocol: &'a str,
+    headers: Vec<(&'static str, String)>,
+    client: Value,
+}
+
+impl Lister<'_> {
+    /// Every page of `method`'s list under `key`, each item read through `T` (rmcp's model
+    /// type, as the import read it) and written back as JSON.
+    async fn all<T: serde::de::DeserializeOwned + serde::Serialize>(
+        &self,
+        method: &str,
+        key: &str,
+    ) -> Result<Vec<Value>, String> {
+        let mut headers = self.headers.clone();
+        if self.protocol == STATELESS {
+            headers.push(("mcp-method", method.to_owned()));
+        }
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 1..=MAX_PAGES {
+            let mut params = json!({});
+            if self.protocol == STATELESS {
+                params["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": STATELESS,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": self.client,
+                });
+            }
+            if let Some(cursor) = &cursor {
+                params["cursor"] = Value::String(cursor.clone());
+            }
+            let id = u64::try_from(page).unwrap_or(u64::MAX);
+            let (result, _) = self.session.request(&headers, id, method, params).await?;
+            for item in result[key].as_array().into_iter().flatten() {
+                let item: T = serde_json::from_value(item.clone())
+                    .map_err(|e| format!("its {method} listed an item that is not MCP's: {e}"))?;
+                items.push(serde_json::to_value(item).map_err(|e| e.to_string())?);
+            }
+            match result["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(items),
+            }
+        }
+        Err(format!(
+            "it handed out more than {MAX_PAGES} pages of {method}"
+        ))
+    }
+}
+
 /// Requests to one adapter's MCP server, sent through the host's egress gate for it.
 struct Session<'a> {
     host: &'a Host,
@@ -135,14 +200,14 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// The server's tools, in `protocol`.
-    async fn list(&self, protocol: &str) -> Result<Listing, String> {
+    /// What the server offers now, in `protocol`, of what `adapter` pins: its tools; its
+    /// resources and templates, if it pins any; its prompts, if it pins any. Each read through
+    /// rmcp's model type, as the import read it, so the digests compare.
+    async fn list(&self, protocol: &str, adapter: &AdapterManifest) -> Result<Listing, String> {
         let client =
             json!({ "name": "gatehouse-drift-check", "version": env!("CARGO_PKG_VERSION") });
         let mut headers = vec![("mcp-protocol-version", protocol.to_owned())];
-        if protocol == STATELESS {
-            headers.push(("mcp-method", "tools/list".to_owned()));
-        } else {
+        if protocol != STATELESS {
             let init =
                 json!({ "protocolVersion": protocol, "capabilities": {}, "clientInfo": client });
             let (_, session) = self.request(&[], 0, "initialize", init).await?;
@@ -160,41 +225,36 @@ impl Session<'_> {
                 ));
             }
         }
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for page in 1..=MAX_PAGES {
-            let mut params = json!({});
-            if protocol == STATELESS {
-                params["_meta"] = json!({
-                    "io.modelcontextprotocol/protocolVersion": STATELESS,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": client,
-                });
-            }
-            if let Some(cursor) = &cursor {
-                params["cursor"] = Value::String(cursor.clone());
-            }
-            let id = u64::try_from(page).unwrap_or(u64::MAX);
-            let (result, _) = self.request(&headers, id, "tools/list", params).await?;
-            for tool in result["tools"].as_array().into_iter().flatten() {
-                // As the import read it: through rmcp's `Tool`, so the digests compare.
-                let tool: rmcp::model::Tool = serde_json::from_value(tool.clone())
-                    .map_err(|e| format!("it listed a tool that is not an MCP tool: {e}"))?;
-                tools.push(serde_json::to_value(tool).map_err(|e| e.to_string())?);
-            }
-            match result["nextCursor"].as_str() {
-                Some(next) => cursor = Some(next.to_owned()),
-                None => {
-                    return Ok(Listing {
-                        protocol: protocol.to_owned(),
-                        tools,
-                    });
-                }
-            }
+        let lister = Lister {
+            session: self,
+            protocol,
+            headers,
+            client,
+        };
+        let mut listing = Listing {
+            protocol: protocol.to_owned(),
+            tools: lister
+                .all::<rmcp::model::Tool>("tools/list", "tools")
+                .await?,
+            ..Listing::default()
+        };
+        if !(adapter.resources.is_empty() && adapter.resource_templates.is_empty()) {
+            listing.resources = lister
+                .all::<rmcp::model::Resource>("resources/list", "resources")
+                .await?;
+            listing.templates = lister
+                .all::<rmcp::model::ResourceTemplate>(
+                    "resources/templates/list",
+                    "resourceTemplates",
+                )
+                .await?;
         }
-        Err(format!(
-            "it handed out more than {MAX_PAGES} pages of tools"
-        ))
+        if !adapter.prompts.is_empty() {
+            listing.prompts = lister
+                .all::<rmcp::model::Prompt>("prompts/list", "prompts")
+                .await?;
+        }
+        Ok(listing)
     }
 
     /// The request `method` with `id` and `params`: its `result`, and the session the server

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids;
-use crate::model::{ApprovalMode, Claims, ContentBlock, ErrorBody, Principal};
+use crate::model::{ApprovalMode, Claims, ContentBlock, ErrorBody, Operation, Principal};
 
 pub use crate::model::{
     AskOutcome, AskRecord, CallerRecord, DecisionRecord, EgressAttempt, ModuleDecision,
@@ -44,8 +44,12 @@ pub struct ToolCallEnvelope {
     /// The calling principal's claims, as its identify step admitted them (roles, groups).
     #[serde(default, skip_serializing_if = "Claims::is_empty")]
     pub claims: Claims,
-    /// Tool name as called: `<adapter id>.<capability id>`, or a meta-tool's name.
+    /// Tool name as called: `<adapter id>.<capability id>`, or a meta-tool's name; for a
+    /// resource read or a prompt, `<adapter id>.<its id>`.
     pub capability_id: String,
+    /// What the call does: a tool call (the default), a resource read or a prompt fill-in.
+    #[serde(default, skip_serializing_if = "Operation::is_call_tool")]
+    pub operation: Operation,
     /// Arguments (a JSON object).
     #[serde(default = "crate::model::empty_object")]
     pub args: Value,
@@ -78,11 +82,18 @@ impl ToolCallEnvelope {
             principal_chain: Vec::new(),
             claims: Claims::default(),
             capability_id: tool.into(),
+            operation: Operation::CallTool,
             args,
             approval_mode_requested: None,
             idempotency_key: None,
             approval_id: None,
         }
+    }
+
+    /// Doing `operation` (a resource read or a prompt fill-in) rather than a tool call.
+    pub fn with_operation(mut self, operation: Operation) -> Self {
+        self.operation = operation;
+        self
     }
 
     /// With an idempotency key.

@@ -4,26 +4,29 @@ use std::sync::Arc;
 
 use gatehouse_core::canonical::canonical_json;
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
-use gatehouse_core::model::ApprovalMode;
+use gatehouse_core::model::{ApprovalMode, Operation};
 use gatehouse_store::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEntry, AuditEvent, AuditQuery,
     CallRecord, Decision, PluginChange, Store, StoreError, VerifyReport, now_ms,
 };
 use serde_json::Value;
 
+use crate::bindings::types::{Completion, CompletionRef};
 use crate::caller::{CallerConfig, CallerConfigError};
 use crate::config::HostConfig;
 use crate::decisions::{self, Decisions};
 use crate::egress::{CallInfo, EgressConfig, EgressGate, FetchError, TlsClient, TlsConfigError};
 use crate::metrics::{ApprovalCounts, Metrics};
+use crate::pipeline::registry::Listed;
 use crate::pipeline::{Pipeline, PipelineError};
 use crate::plugin::cache::CompileCache;
+use crate::plugin::content::{Prompt, Resource, ResourceTemplate};
 use crate::plugin::manifest::Capability;
 use crate::plugin::manifest::PluginKind;
 use crate::plugin::trust::{TrustConfigError, TrustStore};
 use crate::plugin::{self, LoadError, LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 use crate::policy::PolicyError;
-use crate::sandbox::{Limits, Sandbox, SandboxConfigError};
+use crate::sandbox::{Export, Limits, Sandbox, SandboxConfigError, Served};
 use crate::skills::Resolution;
 use crate::stdio::StdioServers;
 
@@ -33,6 +36,9 @@ mod tests;
 
 pub use floor::{AllowedDowngrade, FloorError};
 use floor::{Floors, check_downgrade};
+
+/// The most values a completion answers (MCP's limit).
+const MAX_COMPLETIONS: usize = 100;
 
 /// Why a host could not be built from its config.
 #[derive(Debug, thiserror::Error)]
@@ -594,6 +600,106 @@ impl Host {
     /// `tools/list` shows).
     pub fn tool_catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
         self.pipeline.registry.catalog(tenant)
+    }
+
+    /// The resources `tenant` may read, sorted by name (what MCP `resources/list` shows).
+    pub fn resource_catalog(&self, tenant: &str) -> Vec<Listed<Resource>> {
+        self.pipeline.registry.resources(tenant)
+    }
+
+    /// The resource templates `tenant` may read, sorted by name (`resources/templates/list`).
+    pub fn template_catalog(&self, tenant: &str) -> Vec<Listed<ResourceTemplate>> {
+        self.pipeline.registry.templates(tenant)
+    }
+
+    /// The prompts `tenant` may fill in, sorted by name (`prompts/list`).
+    pub fn prompt_catalog(&self, tenant: &str) -> Vec<Listed<Prompt>> {
+        self.pipeline.registry.prompts(tenant)
+    }
+
+    /// The resource `tenant` may read at `uri`: its name (`<adapter id>.<id>`) and the read's
+    /// arguments, for a call with [`Operation::ReadResource`](gatehouse_core::model::Operation).
+    /// `None` if no resource the tenant may see is at `uri`.
+    pub fn resource_at(&self, tenant: &str, uri: &str) -> Option<(String, Value)> {
+        self.pipeline.registry.resource_at(tenant, uri)
+    }
+
+    /// Suggested values for an argument of a prompt (by its name, `<adapter id>.<id>`) or a
+    /// parameter of a resource template (by its URI template) `tenant` may see: the adapter's
+    /// `complete` export, run in the sandbox within its limits, its requests through its
+    /// egress grants at mode `read_only`. Not a governed call (it reads nothing the caller
+    /// gets but names of values, and is not recorded). `None` if there is no such prompt or
+    /// template for the tenant; an adapter's failure is an empty completion, logged.
+    pub async fn complete(
+        &self,
+        tenant: &str,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &Value,
+    ) -> Option<Completion> {
+        let registry = &self.pipeline.registry;
+        let (tool, reference) = match reference {
+            CompletionRef::Prompt(name) => {
+                let tool = registry.lookup(tenant, name, Operation::GetPrompt)?;
+                let id = tool.capability().id.clone();
+                (tool, CompletionRef::Prompt(id))
+            }
+            CompletionRef::Resource(template) => {
+                let listed = (registry.templates(tenant).into_iter())
+                    .find(|t| &t.entry.uri_template == template)?;
+                let tool = registry.lookup(tenant, &listed.name, Operation::ReadResource)?;
+                (tool, CompletionRef::Resource(template.clone()))
+            }
+        };
+        let adapter = tool.adapter();
+        let trace_id = gatehouse_core::ids::trace_id();
+        let ctx = crate::bindings::types::CallContext {
+            tool_call_id: gatehouse_core::ids::tool_call_id(),
+            trace_id: trace_id.clone(),
+            tenant: tenant.to_owned(),
+            principals: Vec::new(),
+            approval_mode: ApprovalMode::ReadOnly.into(),
+            idempotency_key: None,
+            skill_context: None,
+            upstream: tool.capability().upstream.as_ref().map(ToString::to_string),
+        };
+        let egress = EgressGate::new(
+            adapter.grants(),
+            CallInfo::new(ApprovalMode::ReadOnly, &trace_id, None).for_tenant(tenant),
+        );
+        let report = self
+            .sandbox
+            .run_adapter(
+                adapter.pre(),
+                adapter.limits(),
+                egress,
+                crate::caller::CallerGate::none(),
+                &ctx,
+                Export::Complete {
+                    reference: &reference,
+                    argument,
+                    value,
+                    context: &context.to_string(),
+                },
+            )
+            .await;
+        let mut completion = match report.outcome {
+            Ok(Ok(Served::Completion(completion))) => completion,
+            other => {
+                tracing::warn!(tool = %tool.name, outcome = ?other.map(|r| r.map(drop)), "a completion failed; answering none");
+                Completion {
+                    values: Vec::new(),
+                    total: None,
+                    has_more: false,
+                }
+            }
+        };
+        if completion.values.len() > MAX_COMPLETIONS {
+            completion.values.truncate(MAX_COMPLETIONS);
+            completion.has_more = true;
+        }
+        Some(completion)
     }
 
     /// Whether `tool`, as `tenant` sees it, declares the top-level argument `argument` in its

@@ -73,6 +73,9 @@ pub use gatehouse_core::model;
 /// The state store (the `gatehouse-store` crate).
 pub use gatehouse_store as state;
 
+/// What a completion completes and answers (contract 0.6.0's `completion-ref` and
+/// `completion`).
+pub use bindings::types::{Completion, CompletionRef};
 pub use config::HostConfig;
 pub use egress::{TlsClient, install_default_provider};
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
@@ -84,6 +87,7 @@ pub use model::{
 pub use pipeline::deliver::caller_view;
 pub use pipeline::invariants::MAX_IDEMPOTENCY_KEY;
 pub use pipeline::obligations::apply_to_value as apply_obligations;
+pub use pipeline::registry::Listed;
 pub use plugin::{LoadedAdapter, LoadedPolicy, PluginRef, Verified};
 pub use skills::{Level as SkillLevel, Resolution, Traced as SkillTrace};
 

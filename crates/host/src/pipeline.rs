@@ -185,6 +185,7 @@ impl Pipeline {
                 &self.meta_tools,
                 &call.tenant_id,
                 &call.capability_id,
+                call.operation,
                 &call.args,
             )?;
             let (tool, capability) = (&target.tool, target.tool.capability());

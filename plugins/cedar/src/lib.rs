@@ -18,7 +18,7 @@ mod bindings {
             package gatehouse:cedar;
 
             world cedar {
-                include gatehouse:plugin/policy@0.5.0;
+                include gatehouse:plugin/policy@0.6.0;
 
                 /// Parses the rules (a `gatehouse_cedar::Packed` as JSON). Run once, by
                 /// `gatehouse policy pack`, before the snapshot; once the rules are set, a

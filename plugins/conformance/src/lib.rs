@@ -35,13 +35,29 @@
 //! (`[[caller.grant]]`). An ask the gateway refuses, or the caller cannot answer, is the
 //! tool's error.
 //!
+//! It serves the suite's resources and prompts too (contract 0.6.0):
+//!
+//! | resource or prompt | scenario | contents |
+//! |---|---|---|
+//! | `test://static-text` | resources-read-text | a sentence, `text/plain` |
+//! | `test://static-binary` | resources-read-binary | the 1x1 red PNG |
+//! | `test://watched-resource` | resources-subscribe, -unsubscribe | a sentence |
+//! | `test://template/{id}/data` | resources-templates-read | JSON with the id |
+//! | `test_simple_prompt` | prompts-get-simple | one user message |
+//! | `test_prompt_with_arguments` | prompts-get-with-args | both arguments in a message |
+//! | `test_prompt_with_embedded_resource` | prompts-get-embedded-resource | a resource, then text |
+//! | `test_prompt_with_image` | prompts-get-with-image | an image, then text |
+//!
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
 //! `gatehouse demo --export` writes does).
 
 use gatehouse_sdk::caller::{self, LogLevel, Request};
 use gatehouse_sdk::serde_json::{Value, json};
-use gatehouse_sdk::{Adapter, Call, CallContext, Content, EmbeddedResource, ToolError, ToolOutput};
+use gatehouse_sdk::{
+    Adapter, Call, CallContext, Completion, CompletionRef, Content, EmbeddedResource, Prompt,
+    PromptMessage, ToolError, ToolOutput,
+};
 use serde::Deserialize;
 
 /// A 1x1 red pixel, as PNG.
@@ -239,6 +255,99 @@ impl Adapter for Conformance {
             }
             other => Err(ToolError::unknown_capability(other)),
         }
+    }
+
+    fn read_resource(_ctx: &CallContext, uri: &str) -> Result<Vec<EmbeddedResource>, ToolError> {
+        let resource = match uri {
+            "test://static-text" => {
+                EmbeddedResource::text(uri, "This is the content of the static text resource.")
+                    .with_mime_type("text/plain")
+            }
+            "test://static-binary" => {
+                EmbeddedResource::binary(uri, RED_PIXEL_PNG).with_mime_type("image/png")
+            }
+            "test://watched-resource" => {
+                EmbeddedResource::text(uri, "This resource is watched for changes.")
+                    .with_mime_type("text/plain")
+            }
+            _ => match uri
+                .strip_prefix("test://template/")
+                .and_then(|rest| rest.strip_suffix("/data"))
+            {
+                Some(id) => {
+                    let data = json!({
+                        "id": id,
+                        "templateTest": true,
+                        "data": format!("Data for ID: {id}"),
+                    });
+                    EmbeddedResource::text(uri, data.to_string()).with_mime_type("application/json")
+                }
+                None => {
+                    return Err(ToolError::not_found(
+                        "RESOURCE_NOT_FOUND",
+                        format!("no resource at `{uri}`"),
+                    ));
+                }
+            },
+        };
+        Ok(vec![resource])
+    }
+
+    fn get_prompt(_ctx: &CallContext, id: &str, args: &Value) -> Result<Prompt, ToolError> {
+        let arg = |name: &str| args[name].as_str().unwrap_or_default().to_owned();
+        let messages = match id {
+            "test_simple_prompt" => vec![PromptMessage::user(Content::text(
+                "This is a simple prompt for testing.",
+            ))],
+            "test_prompt_with_arguments" => vec![PromptMessage::user(Content::text(format!(
+                "Prompt with arguments: arg1='{}', arg2='{}'",
+                arg("arg1"),
+                arg("arg2")
+            )))],
+            "test_prompt_with_embedded_resource" => vec![
+                PromptMessage::user(Content::Resource(
+                    EmbeddedResource::text(
+                        arg("resourceUri"),
+                        "Embedded resource content for testing.",
+                    )
+                    .with_mime_type("text/plain"),
+                )),
+                PromptMessage::user(Content::text("Please process the embedded resource above.")),
+            ],
+            "test_prompt_with_image" => vec![
+                PromptMessage::user(Content::image(RED_PIXEL_PNG, "image/png")),
+                PromptMessage::user(Content::text("Please analyze the image above.")),
+            ],
+            other => {
+                return Err(ToolError::not_found(
+                    "PROMPT_NOT_FOUND",
+                    format!("no prompt `{other}`"),
+                ));
+            }
+        };
+        Ok(Prompt::new(messages))
+    }
+
+    fn complete(
+        _ctx: &CallContext,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        _context: &Value,
+    ) -> Result<Completion, ToolError> {
+        // Suggestions for the prompt's first argument, by prefix; nothing else.
+        let known: &[&str] = match (reference, argument) {
+            (CompletionRef::Prompt(id), "arg1") if id == "test_prompt_with_arguments" => {
+                &["paris", "park", "parse"]
+            }
+            _ => &[],
+        };
+        Ok(Completion::of(
+            (known.iter())
+                .filter(|v| v.starts_with(value))
+                .map(|v| (*v).to_owned())
+                .collect(),
+        ))
     }
 }
 

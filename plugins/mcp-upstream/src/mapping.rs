@@ -1,4 +1,5 @@
-//! The signed `upstream` table of a capability: which tool of which MCP server it forwards to.
+//! The signed `upstream` table of a capability, resource, resource template or prompt: which
+//! MCP server it forwards to, and which of its tools or prompts.
 
 use gatehouse_sdk::{CallContext, ToolError};
 use serde::Deserialize;
@@ -8,14 +9,23 @@ pub const STATELESS: &str = "2026-07-28";
 /// The protocol version with a session: `initialize` first.
 pub const SESSION: &str = "2025-11-25";
 
-/// One capability's `upstream` table, as `gatehouse import mcp` writes it.
+/// One `upstream` table, as `gatehouse import mcp` writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mapping {
     /// The upstream's Streamable HTTP endpoint, e.g. `https://tools.example.com/mcp`.
     pub url: String,
-    /// The tool's name on the upstream (the capability id is its sanitized form).
+    /// A capability's: the tool's name on the upstream (the capability id is its sanitized
+    /// form).
+    #[serde(default)]
     pub tool: String,
+    /// A prompt's: its name on the upstream (the prompt id is its sanitized form).
+    #[serde(default)]
+    pub prompt: String,
+    /// A resource's or resource template's: its URI or URI template on the upstream (read at
+    /// the URI the caller asked for, which the host matched against it).
+    #[serde(default)]
+    pub uri: String,
     /// The protocol version the upstream answered at import: `2026-07-28` or `2025-11-25`.
     pub protocol: String,
     /// SHA-256 of the tool's definition at import. Not used here: `gatehouse import mcp
@@ -24,8 +34,9 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// The mapping of `capability` from the call context; a missing or malformed one, or a
-    /// protocol version this adapter does not speak, is an `internal` error.
+    /// The mapping of `capability` (or resource, or prompt) from the call context; a missing
+    /// or malformed one, or a protocol version this adapter does not speak, is an `internal`
+    /// error.
     pub fn of(ctx: &CallContext, capability: &str) -> Result<Self, ToolError> {
         let mapping: Self = ctx.upstream_table(capability)?;
         if mapping.protocol != STATELESS && mapping.protocol != SESSION {
@@ -86,7 +97,7 @@ mod tests {
         );
         let err = Mapping::of(&ctx(Some(r#"{"url":"u"}"#)), "x").unwrap_err();
         assert!(
-            err.message.contains("missing field `tool`"),
+            err.message.contains("missing field `protocol`"),
             "{}",
             err.message
         );

@@ -1,9 +1,13 @@
-//! The upstream's `tools/call` result as the call's result: content blocks and
-//! `structuredContent` as they came; `isError` as the structured error `UPSTREAM_TOOL_ERROR`.
+//! The upstream's results as the adapter's: a `tools/call` result's content blocks and
+//! `structuredContent` as they came, `isError` as the structured error `UPSTREAM_TOOL_ERROR`;
+//! a `resources/read` result's contents; a `prompts/get` result's messages; a
+//! `completion/complete` result's values. What is not of MCP's shape is `UPSTREAM_NOT_MCP`.
 
 use base64::Engine as _;
 use gatehouse_sdk::serde_json::Value;
-use gatehouse_sdk::{Content, EmbeddedResource, ToolError, ToolOutput};
+use gatehouse_sdk::{
+    Completion, Content, EmbeddedResource, Prompt, PromptMessage, Role, ToolError, ToolOutput,
+};
 
 use crate::mapping::Mapping;
 use crate::rpc::quote;
@@ -53,6 +57,103 @@ pub fn output(mapping: &Mapping, result: &Value) -> Result<ToolOutput, ToolError
     Ok(output)
 }
 
+/// An answer to `method` that is not of MCP's shape.
+fn not_mcp(mapping: &Mapping, method: &str, why: &str) -> ToolError {
+    ToolError::upstream(
+        "UPSTREAM_NOT_MCP",
+        format!(
+            "the MCP server at {} answered `{method}` with a result that is not MCP's: {why}",
+            mapping.url
+        ),
+    )
+}
+
+/// A `resources/read` result's contents, each a resource (text or a base64 `blob`).
+pub fn contents(mapping: &Mapping, result: &Value) -> Result<Vec<EmbeddedResource>, ToolError> {
+    let Some(contents) = result["contents"].as_array() else {
+        return Err(not_mcp(
+            mapping,
+            "resources/read",
+            "`contents` is not a list",
+        ));
+    };
+    (contents.iter().enumerate())
+        .map(|(i, contents)| {
+            resource(contents)
+                .map_err(|why| not_mcp(mapping, "resources/read", &format!("contents[{i}]: {why}")))
+        })
+        .collect()
+}
+
+/// A `prompts/get` result as a prompt: its description and messages.
+pub fn prompt(mapping: &Mapping, result: &Value) -> Result<Prompt, ToolError> {
+    let Some(messages) = result["messages"].as_array() else {
+        return Err(not_mcp(mapping, "prompts/get", "`messages` is not a list"));
+    };
+    let messages = (messages.iter().enumerate())
+        .map(|(i, message)| {
+            let role = match message["role"].as_str() {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                other => {
+                    return Err(not_mcp(
+                        mapping,
+                        "prompts/get",
+                        &format!("messages[{i}]: unknown role {other:?}"),
+                    ));
+                }
+            };
+            let content = content(&message["content"])
+                .map_err(|why| not_mcp(mapping, "prompts/get", &format!("messages[{i}]: {why}")))?;
+            Ok(PromptMessage { role, content })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Prompt {
+        description: result["description"].as_str().map(str::to_owned),
+        messages,
+    })
+}
+
+/// A `completion/complete` result's values (strings only).
+pub fn completion(mapping: &Mapping, result: &Value) -> Result<Completion, ToolError> {
+    let completion = &result["completion"];
+    let Some(values) = completion["values"].as_array() else {
+        return Err(not_mcp(
+            mapping,
+            "completion/complete",
+            "`completion.values` is not a list",
+        ));
+    };
+    Ok(Completion {
+        values: values
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        total: completion["total"]
+            .as_u64()
+            .and_then(|t| u32::try_from(t).ok()),
+        has_more: completion["hasMore"].as_bool().unwrap_or(false),
+    })
+}
+
+/// MCP resource contents: a URI, and text or a base64 `blob`.
+fn resource(contents: &Value) -> Result<EmbeddedResource, String> {
+    let uri = (contents["uri"].as_str()).ok_or("`resource.uri` is not a string")?;
+    let mut embedded = match (contents["text"].as_str(), contents["blob"].as_str()) {
+        (Some(text), _) => EmbeddedResource::text(uri, text),
+        (None, Some(blob)) => EmbeddedResource::binary(
+            uri,
+            base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .map_err(|e| format!("`resource.blob` is not base64: {e}"))?,
+        ),
+        (None, None) => return Err("`resource` has neither `text` nor `blob`".to_owned()),
+    };
+    embedded.mime_type = contents["mimeType"].as_str().map(str::to_owned);
+    Ok(embedded)
+}
+
 /// One MCP content block. A `resource_link` becomes a resource with its URI and no contents.
 fn content(block: &Value) -> Result<Content, String> {
     let text = |field: &str| {
@@ -69,24 +170,7 @@ fn content(block: &Value) -> Result<Content, String> {
         Some("text") => Ok(Content::text(text("text")?)),
         Some("image") => Ok(Content::image(bytes("data")?, text("mimeType")?)),
         Some("audio") => Ok(Content::audio(bytes("data")?, text("mimeType")?)),
-        Some("resource") => {
-            let resource = &block["resource"];
-            let uri = resource["uri"]
-                .as_str()
-                .ok_or("`resource.uri` is not a string")?;
-            let mut embedded = match (resource["text"].as_str(), resource["blob"].as_str()) {
-                (Some(text), _) => EmbeddedResource::text(uri, text),
-                (None, Some(blob)) => EmbeddedResource::binary(
-                    uri,
-                    base64::engine::general_purpose::STANDARD
-                        .decode(blob)
-                        .map_err(|e| format!("`resource.blob` is not base64: {e}"))?,
-                ),
-                (None, None) => return Err("`resource` has neither `text` nor `blob`".to_owned()),
-            };
-            embedded.mime_type = resource["mimeType"].as_str().map(str::to_owned);
-            Ok(Content::Resource(embedded))
-        }
+        Some("resource") => resource(&block["resource"]).map(Content::Resource),
         Some("resource_link") => Ok(Content::Resource(EmbeddedResource {
             uri: text("uri")?.to_owned(),
             mime_type: block["mimeType"].as_str().map(str::to_owned),
@@ -108,6 +192,8 @@ mod tests {
         Mapping {
             url: "http://127.0.0.1:1/mcp".into(),
             tool: "forecast".into(),
+            prompt: String::new(),
+            uri: String::new(),
             protocol: "2026-07-28".into(),
             digest: "sha256:00".into(),
         }
@@ -181,5 +267,67 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn reads_contents_prompts_and_completions() {
+        let contents = contents(
+            &mapping(),
+            &json!({ "contents": [
+                { "uri": "docs://a", "mimeType": "text/plain", "text": "hello" },
+                { "uri": "docs://b", "blob": "iVBO" },
+            ] }),
+        )
+        .unwrap();
+        assert_eq!(
+            contents,
+            [
+                EmbeddedResource::text("docs://a", "hello").with_mime_type("text/plain"),
+                EmbeddedResource::binary("docs://b", vec![0x89, 0x50, 0x4e]),
+            ]
+        );
+        let err = contents_error(&json!({ "contents": [{ "uri": "docs://a" }] }));
+        assert!(
+            err.ends_with("contents[0]: `resource` has neither `text` nor `blob`"),
+            "{err}"
+        );
+
+        let prompt = prompt(
+            &mapping(),
+            &json!({ "description": "d", "messages": [
+                { "role": "assistant", "content": { "type": "text", "text": "hi" } },
+            ] }),
+        )
+        .unwrap();
+        assert_eq!(prompt.description.as_deref(), Some("d"));
+        assert_eq!(
+            prompt.messages,
+            [PromptMessage::assistant(Content::text("hi"))]
+        );
+        let err = super::prompt(
+            &mapping(),
+            &json!({ "messages": [{ "role": "system", "content": { "type": "text", "text": "x" } }] }),
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .ends_with("messages[0]: unknown role Some(\"system\")"),
+            "{}",
+            err.message
+        );
+
+        let completion = completion(
+            &mapping(),
+            &json!({ "completion": { "values": ["a", 1, "b"], "total": 9, "hasMore": true } }),
+        )
+        .unwrap();
+        assert_eq!(
+            (completion.values, completion.total, completion.has_more),
+            (vec!["a".to_owned(), "b".to_owned()], Some(9), true)
+        );
+    }
+
+    fn contents_error(result: &Value) -> String {
+        contents(&mapping(), result).unwrap_err().message
     }
 }

@@ -1,5 +1,6 @@
-//! The call of one upstream tool in the mapping's protocol version: 2026-07-28 needs one
-//! request; 2025-11-25 a session (`initialize`, `notifications/initialized`, then the call).
+//! One request of the upstream in the mapping's protocol version (a `tools/call`,
+//! `resources/read`, `prompts/get` or `completion/complete`): 2026-07-28 needs one request;
+//! 2025-11-25 a session (`initialize`, `notifications/initialized`, then the request).
 //! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
 //! the session as it would a client that went away.
 
@@ -16,26 +17,37 @@ fn client_info() -> Value {
 
 /// Calls the mapping's tool with `arguments`: the upstream's `tools/call` result.
 pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolError> {
+    let params = json!({ "name": mapping.tool, "arguments": arguments });
+    request(mapping, "tools/call", Some(&mapping.tool), params)
+}
+
+/// Sends `method` with `params` to the mapping's upstream: its result. `name` is what the
+/// 2026-07-28 `Mcp-Name` header carries for it (a tool's or prompt's name, a URI).
+pub fn request(
+    mapping: &Mapping,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+) -> Result<Value, ToolError> {
     if mapping.protocol == STATELESS {
+        let mut headers = vec![
+            ("mcp-protocol-version", STATELESS.to_owned()),
+            ("mcp-method", method.to_owned()),
+        ];
+        if let Some(name) = name {
+            headers.push(("mcp-name", header_value(name)));
+        }
         let exchange = Exchange {
             url: &mapping.url,
-            headers: vec![
-                ("mcp-protocol-version", STATELESS.to_owned()),
-                ("mcp-method", "tools/call".to_owned()),
-                ("mcp-name", header_value(&mapping.tool)),
-            ],
+            headers,
         };
-        let meta = json!({
+        params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": STATELESS,
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": client_info(),
         });
         return exchange
-            .request(
-                1,
-                "tools/call",
-                &json!({ "name": mapping.tool, "arguments": arguments, "_meta": meta }),
-            )
+            .request(1, method, &params)
             .map(|reply| reply.result);
     }
     let mut exchange = Exchange {
@@ -58,11 +70,7 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
     }
     exchange.notify("notifications/initialized")?;
     exchange
-        .request(
-            1,
-            "tools/call",
-            &json!({ "name": mapping.tool, "arguments": arguments }),
-        )
+        .request(1, method, &params)
         .map(|reply| reply.result)
 }
 

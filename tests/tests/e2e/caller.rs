@@ -12,7 +12,7 @@ use gatehouse_host::plugin::manifest::CallerRequest;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::relay::{Ask, AskError, AskFuture, AskKind, CallerCan, LogLevel, Relay};
 use gatehouse_host::{ContentBlock, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::{CALLER_PROBE, CONTRACT_0_4_ADAPTER};
+use gatehouse_tests::artifacts::{CALLER_PROBE, CONTRACT_0_4_ADAPTER, CONTRACT_0_5_ADAPTER};
 use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::{TOKEN, audit_record, publisher, token_file};
 use serde_json::{Value, json};
@@ -503,4 +503,37 @@ async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
         }]
     );
     assert_eq!(relay.seen(), Vec::<Value>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_built_for_0_5_0_still_loads_and_tells_its_caller() {
+    let host = HostBuilder::trusting(&["test.*"], &[]).build();
+    host.install_adapter(&CONTRACT_0_5_ADAPTER.signed())
+        .expect("a 0.5.0 adapter installs");
+    let relay = TestRelay::new(everything(), Duration::ZERO);
+    let result = host
+        .call_relayed(
+            ToolCallEnvelope::new("default", "test.contract-0-5-adapter.whoami", json!({})),
+            relay.clone(),
+        )
+        .await;
+    assert_eq!(
+        (result.status, result.outcome),
+        (Status::Ok, OutcomeCode::Ok),
+        "{result:#?}"
+    );
+    assert_eq!(
+        result.content,
+        vec![ContentBlock::Text {
+            text: "built for 0.5.0, called by default".to_owned()
+        }]
+    );
+    // Its `caller@0.5.0` import reached the relay, as the current one does.
+    assert_eq!(
+        relay.seen(),
+        vec![
+            json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
+            json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),
+        ]
+    );
 }

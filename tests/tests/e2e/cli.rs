@@ -265,7 +265,8 @@ fn pack_names_each_manifest_mistake_where_it_is() {
             original.replace("[[capability]]", "[[capabilty]]"),
             "line 7, column 1: unknown field `capabilty`, expected one of `id`, `version`, \
              `publisher`, `description`, `egress`, `stdio`, `caller`, `capabilities`, \
-             `capability`; did you mean `capability`?",
+             `capability`, `resource`, `resources`, `resource_template`, `resource_templates`, \
+             `prompt`, `prompts`; did you mean `capability`?",
         ),
         (
             "a field with a typo",

@@ -31,10 +31,21 @@ const ON_BOTH: &[&str] = &[
     "tools-call-with-progress",
     "json-schema-2020-12",
     "dns-rebinding-protection",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "completion-complete",
 ];
 
 /// The scenarios run on one wire, by its version. Not yet here, by what they need (issue 56):
-/// resources, prompts and `completion/complete`; the tasks extension's fixtures.
+/// resource subscriptions (`resources-subscribe`, `-unsubscribe`); the tasks extension's
+/// fixtures.
 const ON_ONE: &[(&str, &[&str])] = &[
     (
         "2025-11-25",
@@ -60,6 +71,8 @@ const ON_ONE: &[(&str, &[&str])] = &[
             "input-required-result-capability-check",
             "input-required-result-ignore-extra-params",
             "server-stateless",
+            "sep-2164-resource-not-found",
+            "caching",
         ],
     ),
 ];

@@ -156,7 +156,7 @@ async fn a_component_for_the_wrong_world_is_refused_at_load() {
         .to_string();
     assert!(
         err.starts_with(
-            "the component does not implement the `adapter` world of gatehouse:plugin@0.5.0"
+            "the component does not implement the `adapter` world of gatehouse:plugin@0.6.0"
         ),
         "{err}"
     );
@@ -232,6 +232,8 @@ fn every_test_program_has_a_test_here() {
         // the released 0.4.0, driven by tests/caller.rs.
         "caller-probe",
         "contract-0-4-adapter",
+        // An adapter built for the released 0.5.0, driven by tests/caller.rs.
+        "contract-0-5-adapter",
         // A policy built for 0.4.0, driven by tests/pipeline.rs.
         "contract-0-4",
     ];

@@ -376,7 +376,11 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
         let (code, text) = gatehouse(&["import", "mcp", "--check", out_arg]);
         assert_eq!(
             (code, text.as_str()),
-            (0, "no drift: the 5 imported tools are as pinned\n")
+            (
+                0,
+                "no drift: the 5 imported tools and 3 resources, resource templates and prompts \
+                 are as pinned\n"
+            )
         );
         upstream.change_forecast_schema();
         let (code, text) = gatehouse(&["import", "mcp", "--check", out_arg]);
@@ -1259,4 +1263,133 @@ async fn a_tool_reviewed_down_to_read_only_needs_no_idempotency_key() {
         ),
         "{packed}"
     );
+}
+
+/// What a server offers besides its tools, imported, pinned and served governed in both
+/// protocol versions: its resources, template and prompt listed, read and filled in through
+/// the gateway (the upstream counts each), completions forwarded, a template parameter outside
+/// the operator's constraint refused before the upstream sees a read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_servers_resources_and_prompts_are_served_governed() {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        Reference,
+    };
+    for (upstream, protocol) in [
+        (McpUpstream::start().await, "2026-07-28"),
+        (McpUpstream::start_legacy().await, "2025-11-25"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, key_path) = key_file(dir.path());
+        let id = "test.notes";
+        let printed = import(&upstream, id, dir.path(), &key_path);
+        for line in [
+            "resource notes://today as `today_s_notes`: classification `unreviewed`",
+            "resource template notes://day/{date} as `notes_of_a_day`",
+            "prompt `review_code`: pinned",
+        ] {
+            assert!(printed.contains(line), "{line}\n{printed}");
+        }
+        let out = dir.path().join("out");
+        let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+        for pinned in [
+            "[[resource]]",
+            "[[resource_template]]",
+            "[[prompt]]",
+            "prompt = \"Review Code\"",
+        ] {
+            assert!(manifest.contains(pinned), "{pinned}\n{manifest}");
+        }
+        // The operator constrains the template's parameter for the default tenant.
+        let constraint = "[[pipeline.tool]]\ntools = \"test.notes.notes_of_a_day\"\ntenants = [\"default\"]\narg_constraints = { date = { pattern = \"2026-[0-9]{2}-[0-9]{2}\" } }\n";
+        let gateway =
+            Imported::start_with(&out, id, &key, (TOKEN_ENV, UPSTREAM_TOKEN), constraint).await;
+        let client = gateway.client().await;
+
+        let resources = client.list_all_resources().await.unwrap();
+        assert_eq!(
+            resources.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>(),
+            ["notes://today"],
+            "{protocol}"
+        );
+        let templates = client.list_all_resource_templates().await.unwrap();
+        assert_eq!(templates[0].uri_template, "notes://day/{date}");
+        let prompts = client.list_all_prompts().await.unwrap();
+        assert_eq!(
+            prompts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["test.notes.review_code"]
+        );
+
+        let read = |uri: &str| {
+            let client = &client;
+            let uri = uri.to_owned();
+            async move {
+                client
+                    .read_resource(ReadResourceRequestParams::new(uri))
+                    .await
+            }
+        };
+        let today = serde_json::to_value(read("notes://today").await.unwrap()).unwrap();
+        assert_eq!(today["contents"][0]["text"], "today: buy milk", "{today}");
+        let day = serde_json::to_value(read("notes://day/2026-11-28").await.unwrap()).unwrap();
+        assert!(
+            day["contents"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("notes of 2026-11-28"),
+            "{day}"
+        );
+        assert_eq!(upstream.calls("read notes://today"), 1);
+        assert_eq!(upstream.calls("read notes://day/2026-11-28"), 1);
+        // Outside the constraint: refused, and the upstream saw no read.
+        let refused = read("notes://day/yesterday").await.unwrap_err().to_string();
+        assert!(refused.contains("date"), "{refused}");
+        assert_eq!(upstream.calls("read notes://day/yesterday"), 0);
+        // Not a resource the server offers: not found, nothing forwarded.
+        assert!(read("notes://elsewhere").await.is_err());
+        assert_eq!(upstream.calls("read notes://elsewhere"), 0);
+
+        let prompt = client
+            .get_prompt(
+                GetPromptRequestParams::new("test.notes.review_code").with_arguments(
+                    serde_json::from_value(json!({ "code": "fn main() {}" })).unwrap(),
+                ),
+            )
+            .await
+            .unwrap();
+        let prompt = serde_json::to_value(prompt).unwrap();
+        assert_eq!(
+            prompt["messages"][0]["content"]["text"], "Please review: fn main() {}",
+            "{prompt}"
+        );
+        assert_eq!(upstream.calls("prompt Review Code"), 1);
+
+        let completion = client
+            .complete(CompleteRequestParams::new(
+                Reference::for_resource("notes://day/{date}"),
+                ArgumentInfo::new("date", "2026-11-2"),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            completion.completion.values,
+            ["2026-11-27", "2026-11-28"],
+            "{protocol}"
+        );
+
+        // A prompt changed upstream is drift, as a tool is.
+        upstream.change_prompt();
+        let (code, text) = gatehouse(&["import", "mcp", "--check", out.to_str().unwrap()]);
+        assert_eq!(
+            (code, text),
+            (
+                1,
+                format!(
+                    "changed: prompt Review Code\ndrift: {} changed since the import; review and \
+                     import again\n",
+                    upstream.url
+                )
+            )
+        );
+    }
 }

@@ -13,6 +13,7 @@ mod cedar;
 mod cli;
 mod conformance;
 mod console;
+mod content;
 mod crates;
 mod demo_export;
 mod egress;

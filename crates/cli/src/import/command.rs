@@ -349,11 +349,22 @@ fn report(
 ) -> Result<u8, Failure> {
     let drift = mcp::drift(manifest, options, listing).map_err(usage)?;
     if drift.is_empty() {
-        say!(
-            out,
-            "no drift: the {} imported tools are as pinned",
-            manifest.capabilities.len()
-        );
+        let served =
+            manifest.resources.len() + manifest.resource_templates.len() + manifest.prompts.len();
+        if served == 0 {
+            say!(
+                out,
+                "no drift: the {} imported tools are as pinned",
+                manifest.capabilities.len()
+            );
+        } else {
+            say!(
+                out,
+                "no drift: the {} imported tools and {served} resources, resource templates \
+                 and prompts are as pinned",
+                manifest.capabilities.len()
+            );
+        }
         return Ok(0);
     }
     for (what, names) in [

@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
-use gatehouse_host::plugin::manifest::{AdapterManifest, Annotations, Capability};
+use gatehouse_host::plugin::manifest::{
+    AdapterManifest, Annotations, Capability, Prompt, PromptArgument, Resource, ResourceTemplate,
+};
 use rmcp::model::{ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -36,7 +38,8 @@ use serde_json::{Value, json};
 use super::headers::{HeaderCredential, values_now};
 use super::names::{Filter, Ids};
 use super::{
-    Choice, Destination, Import, ImportError, Options, Parts, Reach, Skipped, assemble, digest,
+    Choice, Destination, Import, ImportError, Options, Parts, Reach, Served, Skipped, assemble,
+    digest,
 };
 use gatehouse_host::stdio::{StdioConfig, StdioSpec};
 
@@ -56,13 +59,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// take: generous for a large server, short enough that a silent one is reported.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the server offers: the protocol version it answered in, and its tools as JSON.
-#[derive(Debug, Clone)]
+/// What the server offers: the protocol version it answered in, and its tools, resources,
+/// resource templates and prompts as JSON.
+#[derive(Debug, Clone, Default)]
 pub struct Listing {
     /// `2026-07-28` or `2025-11-25`.
     pub protocol: String,
     /// Each tool's definition, as the server sent it.
     pub tools: Vec<Value>,
+    /// Each resource's, if the server offers resources.
+    pub resources: Vec<Value>,
+    /// Each resource template's, if the server offers resources.
+    pub templates: Vec<Value>,
+    /// Each prompt's, if the server offers prompts.
+    pub prompts: Vec<Value>,
 }
 
 /// Imports the tools of the MCP server at `url` (credentials from `headers`).
@@ -148,16 +158,45 @@ pub async fn list(url: &str, headers: &[(String, String)]) -> Result<Listing, Im
             .peer_info()
             .map(|info| info.protocol_version.to_string())
             .unwrap_or_default();
-        let tools = client
-            .list_all_tools()
-            .await
-            .map_err(|e| not_mcp(format!("tools/list failed: {e}")))?;
+        let offers = client
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default();
+        let mut listing = Listing {
+            protocol,
+            tools: (client.list_all_tools().await)
+                .map_err(|e| not_mcp(format!("tools/list failed: {e}")))?
+                .iter()
+                .map(json)
+                .collect(),
+            ..Listing::default()
+        };
+        if offers.resources.is_some() {
+            listing.resources = (client.list_all_resources().await)
+                .map_err(|e| not_mcp(format!("resources/list failed: {e}")))?
+                .iter()
+                .map(json)
+                .collect();
+            listing.templates = (client.list_all_resource_templates().await)
+                .map_err(|e| not_mcp(format!("resources/templates/list failed: {e}")))?
+                .iter()
+                .map(json)
+                .collect();
+        }
+        if offers.prompts.is_some() {
+            listing.prompts = (client.list_all_prompts().await)
+                .map_err(|e| not_mcp(format!("prompts/list failed: {e}")))?
+                .iter()
+                .map(json)
+                .collect();
+        }
         let _closed = client.cancel().await;
-        Ok::<_, ImportError>((protocol, tools))
+        Ok::<_, ImportError>(listing)
     };
-    let (protocol, tools) = tokio::time::timeout(LIST_TIMEOUT, conversation)
+    let listing = tokio::time::timeout(LIST_TIMEOUT, conversation)
         .await
         .map_err(|_| not_mcp(format!("no complete answer within {LIST_TIMEOUT:?}")))??;
+    let protocol = &listing.protocol;
     if protocol != ProtocolVersion::V_2026_07_28.as_str()
         && protocol != ProtocolVersion::V_2025_11_25.as_str()
     {
@@ -165,11 +204,12 @@ pub async fn list(url: &str, headers: &[(String, String)]) -> Result<Listing, Im
             "it speaks protocol version `{protocol}`; the adapter speaks 2026-07-28 and 2025-11-25"
         )));
     }
-    let tools = tools
-        .iter()
-        .map(|tool| serde_json::to_value(tool).expect("rmcp tools serialize"))
-        .collect();
-    Ok(Listing { protocol, tools })
+    Ok(listing)
+}
+
+/// An rmcp model value (a tool, resource, template or prompt) as the JSON the server sent.
+fn json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).expect("rmcp's model types serialize")
 }
 
 /// An rmcp client of the server at `url`, started in `lifecycle` (whose `initialize` asks for
@@ -209,11 +249,13 @@ pub fn build(
         // Every MCP request is a POST, a read-only tool's too.
         read_methods: post,
     };
+    let (parts, served) = capabilities(url, options, listing)?;
     assemble(
         options,
         format!("Tools of the MCP server at {url}, imported by `gatehouse import mcp`."),
         Reach::Http(destination),
-        capabilities(url, options, listing)?,
+        parts,
+        served,
         || empty(listing),
     )
 }
@@ -243,25 +285,31 @@ pub fn build_with(
             command.join(" ")
         ),
     };
+    let (parts, served) = capabilities(&url, options, listing)?;
     assemble(
         options,
         description,
         Reach::Stdio(spec, grant, net),
-        capabilities(&url, options, listing)?,
+        parts,
+        served,
         || empty(listing),
     )
 }
 
 fn empty(listing: &Listing) -> String {
     format!(
-        "the server lists {} tools and the filters leave none",
+        "the server lists {} tools and the filters leave none, and no resources or prompts",
         listing.tools.len()
     )
 }
 
 /// The capabilities of `listing`'s tools, forwarding to `url`, with their choices and the
-/// tools the filters leave out.
-fn capabilities(url: &str, options: &Options, listing: &Listing) -> Result<Parts, ImportError> {
+/// tools the filters leave out; and its resources, templates and prompts ([`served`]).
+fn capabilities(
+    url: &str,
+    options: &Options,
+    listing: &Listing,
+) -> Result<(Parts, Served), ImportError> {
     let filter = Filter::new(&options.include, &options.exclude)?;
     let mut ids = Ids::default();
     let mut capabilities = Vec::new();
@@ -281,7 +329,139 @@ fn capabilities(url: &str, options: &Options, listing: &Listing) -> Result<Parts
         capabilities.push(capability);
         choices.push(choice);
     }
-    Ok((capabilities, choices, skipped))
+    let served = served(
+        url,
+        &listing.protocol,
+        &mut ids,
+        listing,
+        &filter,
+        &mut skipped,
+    )?;
+    Ok(((capabilities, choices, skipped), served))
+}
+
+/// The resources, resource templates and prompts of `listing`, each pinned with an
+/// `upstream` table (the URL, the protocol, its URI, URI template or prompt name, and the
+/// digest of its definition, which `--check` compares) and ids shared with the tools'. A
+/// resource's classification is `unreviewed` until the operator reviews it. The filters
+/// apply to their names as to tools'. A template the gateway cannot match (an RFC 6570
+/// operator, a parameter named as the host's own) is left out, with the reason.
+fn served(
+    url: &str,
+    protocol: &str,
+    ids: &mut Ids,
+    listing: &Listing,
+    filter: &Filter,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Served, ImportError> {
+    let kept = |name: &str, skipped: &mut Vec<Skipped>| match filter.refuses(name) {
+        Some(reason) => {
+            skipped.push(Skipped {
+                source: name.to_owned(),
+                reason: reason.to_owned(),
+            });
+            false
+        }
+        None => true,
+    };
+    let text = |value: &Value, key: &str| value[key].as_str().map(str::to_owned);
+    let pin = |value: &Value, key: &str, name: &str| json!({ "url": url, "protocol": protocol, key: name, "digest": digest::of(&served_definition(value)) });
+    let mut served = Served::default();
+    for resource in &listing.resources {
+        let uri = resource["uri"].as_str().unwrap_or_default();
+        let name = text(resource, "name").unwrap_or_else(|| uri.to_owned());
+        if !kept(&name, skipped) {
+            continue;
+        }
+        served.resources.push(Resource {
+            id: ids.assign(&name)?,
+            uri: uri.to_owned(),
+            name: Some(name),
+            title: text(resource, "title"),
+            description: text(resource, "description").unwrap_or_default(),
+            mime_type: text(resource, "mimeType"),
+            size: resource["size"].as_u64(),
+            classification: Some(UNREVIEWED.to_owned()),
+            sensitive: false,
+            upstream: Some(pin(resource, "uri", uri)),
+        });
+    }
+    for template in &listing.templates {
+        let uri_template = template["uriTemplate"].as_str().unwrap_or_default();
+        let name = text(template, "name").unwrap_or_else(|| uri_template.to_owned());
+        if !kept(&name, skipped) {
+            continue;
+        }
+        let matchable = gatehouse_host::plugin::content::parameter_names(uri_template).and_then(
+            |names| match names
+                .iter()
+                .find(|n| ["uri", "classification"].contains(&n.as_str()))
+            {
+                Some(name) => Err(format!(
+                    "its parameter `{name}` is a name the gateway gives the read's own arguments"
+                )),
+                None if names.is_empty() => Err("it has no parameter".to_owned()),
+                None => Ok(()),
+            },
+        );
+        if let Err(why) = matchable {
+            skipped.push(Skipped {
+                source: uri_template.to_owned(),
+                reason: format!("a resource template the gateway cannot match: {why}"),
+            });
+            continue;
+        }
+        served.templates.push(ResourceTemplate {
+            id: ids.assign(&name)?,
+            uri_template: uri_template.to_owned(),
+            name: Some(name),
+            title: text(template, "title"),
+            description: text(template, "description").unwrap_or_default(),
+            mime_type: text(template, "mimeType"),
+            classification: Some(UNREVIEWED.to_owned()),
+            parameters: serde_json::Map::new(),
+            sensitive: false,
+            upstream: Some(pin(template, "uri", uri_template)),
+        });
+    }
+    for prompt in &listing.prompts {
+        let name = prompt["name"].as_str().unwrap_or_default();
+        if !kept(name, skipped) {
+            continue;
+        }
+        let arguments = (prompt["arguments"].as_array().into_iter().flatten())
+            .filter_map(|argument| {
+                Some(PromptArgument {
+                    name: argument["name"].as_str()?.to_owned(),
+                    title: text(argument, "title"),
+                    description: text(argument, "description"),
+                    required: argument["required"].as_bool().unwrap_or(false),
+                })
+            })
+            .collect();
+        served.prompts.push(Prompt {
+            id: ids.assign(name)?,
+            title: text(prompt, "title"),
+            description: text(prompt, "description").unwrap_or_default(),
+            arguments,
+            upstream: Some(pin(prompt, "prompt", name)),
+        });
+    }
+    Ok(served)
+}
+
+/// The classification an imported resource or template has until the operator reviews it.
+pub const UNREVIEWED: &str = "unreviewed";
+
+/// The definition of a resource, template or prompt a digest is pinned over: what it is and
+/// says, not what it holds now (a resource's size changes with its contents).
+fn served_definition(value: &Value) -> Value {
+    let mut definition = value.clone();
+    if let Some(fields) = definition.as_object_mut() {
+        fields.remove("size");
+        fields.remove("_meta");
+    }
+    definition
 }
 
 /// The definition a digest is pinned over: name, description, schemas and annotations.
@@ -366,14 +546,17 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
     (capability, choice)
 }
 
-/// What changed upstream since an import.
+/// What changed upstream since an import: tools by name, the rest as `resource <uri>`,
+/// `resource template <uri template>` and `prompt <name>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drift {
-    /// Imported tools whose definition changed (name, description, schemas, annotations).
+    /// Imported tools, resources, templates and prompts whose definition changed (for a tool:
+    /// name, description, schemas, annotations).
     pub changed: Vec<String>,
-    /// Tools the server lists that the import does not have (and the filters let through).
+    /// What the server lists that the import does not have (tools: that the filters let
+    /// through).
     pub added: Vec<String>,
-    /// Imported tools the server no longer lists.
+    /// What the import has that the server no longer lists.
     pub removed: Vec<String>,
 }
 
@@ -384,50 +567,92 @@ impl Drift {
     }
 }
 
-/// Compares the tools pinned in `manifest` with `listing`, what the server offers now;
-/// `options` carries the filters the import was made with.
+/// Compares the tools, resources, resource templates and prompts pinned in `manifest` with
+/// `listing`, what the server offers now; `options` carries the filters the import was made
+/// with (they apply to names, as at the import). A tool is named as the server names it; the rest as
+/// `resource <uri>`, `resource template <uri template>` and `prompt <name>`.
 pub fn drift(
     manifest: &AdapterManifest,
     options: &Options,
     listing: &Listing,
 ) -> Result<Drift, ImportError> {
     let filter = Filter::new(&options.include, &options.exclude)?;
-    let pinned: BTreeMap<&str, &str> = manifest
-        .capabilities
-        .iter()
-        .filter_map(|c| {
-            let upstream = c.upstream.as_ref()?;
-            Some((upstream["tool"].as_str()?, upstream["digest"].as_str()?))
-        })
+    let pinned_of = |upstream: Option<&Value>, key: &str, kind: &str| {
+        let upstream = upstream?;
+        let name = upstream[key].as_str()?;
+        Some((
+            format!("{kind}{name}"),
+            upstream["digest"].as_str()?.to_owned(),
+        ))
+    };
+    let pinned: BTreeMap<String, String> = (manifest.capabilities.iter())
+        .filter_map(|c| pinned_of(c.upstream.as_ref(), "tool", ""))
+        .chain(
+            (manifest.resources.iter())
+                .filter_map(|r| pinned_of(r.upstream.as_ref(), "uri", "resource ")),
+        )
+        .chain(
+            (manifest.resource_templates.iter())
+                .filter_map(|t| pinned_of(t.upstream.as_ref(), "uri", "resource template ")),
+        )
+        .chain(
+            (manifest.prompts.iter())
+                .filter_map(|p| pinned_of(p.upstream.as_ref(), "prompt", "prompt ")),
+        )
         .collect();
+    let tools = (listing.tools.iter()).map(|tool| {
+        let name = tool["name"].as_str().unwrap_or_default().to_owned();
+        (name.clone(), digest::of(&definition(tool)), name)
+    });
+    let current = tools
+        .chain(offered(&listing.resources, "uri", "resource "))
+        .chain(offered(
+            &listing.templates,
+            "uriTemplate",
+            "resource template ",
+        ))
+        .chain(offered(&listing.prompts, "name", "prompt "));
     let mut drift = Drift::default();
     let mut seen = BTreeSet::new();
-    for tool in &listing.tools {
-        let name = tool["name"].as_str().unwrap_or_default();
-        seen.insert(name);
-        match pinned.get(name) {
-            Some(&pinned) if pinned != digest::of(&definition(tool)) => {
-                drift.changed.push(name.to_owned());
-            }
+    for (name, digest, filtered_as) in current {
+        match pinned.get(&name) {
+            Some(pinned) if *pinned != digest => drift.changed.push(name.clone()),
             Some(_) => {}
-            None if filter.refuses(name).is_none() => drift.added.push(name.to_owned()),
+            None if filter.refuses(&filtered_as).is_none() => drift.added.push(name.clone()),
             None => {}
         }
+        seen.insert(name);
     }
     drift.removed = pinned
         .keys()
         .filter(|name| !seen.contains(*name))
-        .map(|name| (*name).to_owned())
+        .cloned()
         .collect();
     Ok(drift)
 }
 
-/// The upstream URL an imported manifest forwards to (every capability's is the same).
+/// The resources, templates or prompts of a listing (`list`), each named as [`drift`] names
+/// it (`kind` and its `key`), with the digest of its definition and the name the import's
+/// filters saw (its `name`).
+fn offered<'a>(
+    list: &'a [Value],
+    key: &'a str,
+    kind: &'a str,
+) -> impl Iterator<Item = (String, String, String)> + 'a {
+    list.iter().map(move |value| {
+        let name = format!("{kind}{}", value[key].as_str().unwrap_or_default());
+        let filtered_as = value["name"].as_str().unwrap_or_default().to_owned();
+        (name, digest::of(&served_definition(value)), filtered_as)
+    })
+}
+
+/// The upstream URL an imported manifest forwards to (every `upstream` table's is the same).
 pub fn upstream_url(manifest: &AdapterManifest) -> Option<&str> {
-    manifest
-        .capabilities
-        .iter()
-        .find_map(|c| c.upstream.as_ref()?["url"].as_str())
+    (manifest.capabilities.iter().map(|c| &c.upstream))
+        .chain(manifest.resources.iter().map(|r| &r.upstream))
+        .chain(manifest.resource_templates.iter().map(|t| &t.upstream))
+        .chain(manifest.prompts.iter().map(|p| &p.upstream))
+        .find_map(|upstream| upstream.as_ref()?["url"].as_str())
 }
 
 #[cfg(test)]
@@ -446,6 +671,7 @@ mod tests {
                 .iter()
                 .map(|name| json!({ "name": name, "inputSchema": { "type": "object" } }))
                 .collect(),
+            ..Listing::default()
         };
         let import = build(
             "http://127.0.0.1:9/mcp",

@@ -30,7 +30,9 @@ use std::net::IpAddr;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::{GrantConfig, MethodName, UrlPattern};
 use gatehouse_host::plugin::manifest::EgressRequest;
-use gatehouse_host::plugin::manifest::{AdapterManifest, CallerRequest, Capability, Manifest};
+use gatehouse_host::plugin::manifest::{
+    AdapterManifest, CallerRequest, Capability, Manifest, Prompt, Resource, ResourceTemplate,
+};
 use gatehouse_host::stdio::{StdioConfig, StdioSpec};
 use headers::{HeaderCredential, bindings};
 use ipnet::IpNet;
@@ -133,6 +135,24 @@ pub struct Skipped {
 /// An import's capabilities, with their choices and the source items left out.
 type Parts = (Vec<Capability>, Vec<Choice>, Vec<Skipped>);
 
+/// What an import serves besides its capabilities (an MCP server's resources, resource
+/// templates and prompts), pinned in the manifest as they are.
+#[derive(Debug, Clone, Default)]
+pub struct Served {
+    /// `[[resource]]` entries.
+    pub resources: Vec<Resource>,
+    /// `[[resource_template]]` entries.
+    pub templates: Vec<ResourceTemplate>,
+    /// `[[prompt]]` entries.
+    pub prompts: Vec<Prompt>,
+}
+
+impl Served {
+    fn len(&self) -> usize {
+        self.resources.len() + self.templates.len() + self.prompts.len()
+    }
+}
+
 /// What an imported adapter reaches: one HTTP destination, or its own stdio server.
 #[derive(Debug, Clone)]
 enum Reach<'a> {
@@ -159,22 +179,24 @@ pub struct Destination<'a> {
     read_methods: BTreeSet<MethodName>,
 }
 
-/// The import of `capabilities` (with their `choices` and the `skipped` rest), reaching
-/// `destination`: refused if there is nothing to import (`empty` says why), too much, or the
+/// The import of `capabilities` (with their `choices` and the `skipped` rest) and what it
+/// `served` besides, reaching `destination`: refused if there is nothing to import (`empty` says why), too much, or the
 /// manifest is not valid.
 fn assemble(
     options: &Options,
     description: String,
     reach: Reach<'_>,
     (capabilities, choices, skipped): Parts,
+    served: Served,
     empty: impl FnOnce() -> String,
 ) -> Result<Import, ImportError> {
-    if capabilities.is_empty() {
+    if capabilities.is_empty() && served.len() == 0 {
         return Err(ImportError::Empty { reason: empty() });
     }
-    if capabilities.len() > MAX_CAPABILITIES {
+    let count = capabilities.len() + served.len();
+    if count > MAX_CAPABILITIES {
         return Err(ImportError::TooMany {
-            count: capabilities.len(),
+            count,
             max: MAX_CAPABILITIES,
         });
     }
@@ -218,6 +240,9 @@ fn assemble(
         stdio: spec.map(Box::new),
         caller: CallerRequest::default(),
         capabilities,
+        resources: served.resources,
+        resource_templates: served.templates,
+        prompts: served.prompts,
     };
     Manifest::Adapter(manifest.clone())
         .validate()

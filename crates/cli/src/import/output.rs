@@ -25,7 +25,8 @@ pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportErro
     Ok(format!(
         "# Written by `gatehouse import` from {source}.\n\
          # Review every capability (class, approval mode, schemas) and the egress request before\n\
-         # signing: what is signed is what runs. The `upstream` tables pin each tool's definition;\n\
+         # signing: what is signed is what runs. The `upstream` tables pin each tool's, resource's\n\
+         # and prompt's definition (review each resource's `classification`, `unreviewed` as imported);\n\
          # `gatehouse import mcp --check DIR` reports what changed upstream since.\n\n{body}"
     ))
 }
@@ -137,6 +138,30 @@ pub fn table(import: &Import) -> String {
             choice.source,
             choice.capability,
             super::names::SUFFIX_LEN
+        ));
+    }
+    let manifest = &import.manifest;
+    for resource in &manifest.resources {
+        out.push_str(&format!(
+            "resource {} as `{}`: classification `{}`; review it (policies see it)\n",
+            resource.uri,
+            resource.id,
+            resource.classification.as_deref().unwrap_or("none")
+        ));
+    }
+    for template in &manifest.resource_templates {
+        out.push_str(&format!(
+            "resource template {} as `{}`: classification `{}`; constrain its parameters in \
+             `parameters` (any string until you do)\n",
+            template.uri_template,
+            template.id,
+            template.classification.as_deref().unwrap_or("none")
+        ));
+    }
+    for prompt in &manifest.prompts {
+        out.push_str(&format!(
+            "prompt `{}`: pinned; a change upstream is drift\n",
+            prompt.id
         ));
     }
     for skipped in &import.skipped {

@@ -203,41 +203,63 @@ pub async fn list(
     let listed = async {
         // The gateway's own request: no tenant's.
         let server = server.process("", deadline).await.map_err(fail)?;
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-            let mut answer = server
-                .request("tools/list", params, deadline)
-                .await
-                .map_err(fail)?;
-            if let Some(error) = answer.get("error") {
-                return Err(ImportError::Stdio(format!(
-                    "the server answered tools/list with an error: {error}"
-                )));
-            }
-            let result = answer["result"].take();
-            let Some(page) = result["tools"].as_array() else {
-                return Err(ImportError::Stdio(
-                    "the server's tools/list result has no `tools` list".to_owned(),
-                ));
-            };
-            tools.extend(page.iter().cloned());
-            match result["nextCursor"].as_str() {
-                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-                _ => return Ok(tools),
-            }
+        let offers = server.initialized()["capabilities"].clone();
+        let pages = |method, key| pages(&server, method, key, deadline);
+        let mut listing = Listing {
+            protocol: SESSION.to_owned(),
+            tools: pages("tools/list", "tools").await?,
+            ..Listing::default()
+        };
+        if offers.get("resources").is_some() {
+            listing.resources = pages("resources/list", "resources").await?;
+            listing.templates = pages("resources/templates/list", "resourceTemplates").await?;
         }
-        Err(ImportError::Stdio(format!(
-            "the server's tools/list has more than {MAX_PAGES} pages"
-        )))
+        if offers.get("prompts").is_some() {
+            listing.prompts = pages("prompts/list", "prompts").await?;
+        }
+        Ok::<_, ImportError>(listing)
     };
-    let tools = listed.await;
+    let listing = listed.await;
     servers.shutdown().await;
-    Ok(Listing {
-        protocol: SESSION.to_owned(),
-        tools: tools?,
-    })
+    listing
+}
+
+/// Every page of `method`'s list under `key`, as the server sent each item.
+async fn pages(
+    server: &gatehouse_host::stdio::Served,
+    method: &str,
+    key: &str,
+    deadline: Instant,
+) -> Result<Vec<Value>, ImportError> {
+    let fail = |e: gatehouse_host::stdio::StdioError| ImportError::Stdio(e.to_string());
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+        let mut answer = server
+            .request(method, params, deadline)
+            .await
+            .map_err(fail)?;
+        if let Some(error) = answer.get("error") {
+            return Err(ImportError::Stdio(format!(
+                "the server answered {method} with an error: {error}"
+            )));
+        }
+        let result = answer["result"].take();
+        let Some(page) = result[key].as_array() else {
+            return Err(ImportError::Stdio(format!(
+                "the server's {method} result has no `{key}` list"
+            )));
+        };
+        items.extend(page.iter().cloned());
+        match result["nextCursor"].as_str() {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+            _ => return Ok(items),
+        }
+    }
+    Err(ImportError::Stdio(format!(
+        "the server's {method} has more than {MAX_PAGES} pages"
+    )))
 }
 
 /// Step 1: what runs, pinned, installing a package into `packages` when the command names one.

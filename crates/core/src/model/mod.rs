@@ -24,6 +24,28 @@ pub use record::{
 };
 pub use select::{Glob, GlobError, Tenants};
 
+/// What a governed call asks of an adapter: MCP's `tools/call`, `resources/read` or
+/// `prompts/get`. A resource read and a prompt fill-in pass every gate a tool call passes, as
+/// calls of read-only capabilities (`gatehouse_host::plugin::content`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Run a tool.
+    #[default]
+    CallTool,
+    /// Read a resource: the arguments hold its `uri`.
+    ReadResource,
+    /// Fill in a prompt with its arguments.
+    GetPrompt,
+}
+
+impl Operation {
+    /// Whether it is the default, a tool call.
+    pub fn is_call_tool(&self) -> bool {
+        *self == Self::CallTool
+    }
+}
+
 /// The kind of operation a capability performs (spec 000, "Capability classification").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -173,19 +173,26 @@ impl From<wit::PiiKind> for PiiKind {
     }
 }
 
-/// A 0.4.0 plugin's log level: 0.4.0's `log` interface is the current one's, at its version.
-impl From<super::policy_0_4::gatehouse::plugin::log::Level> for LogLevel {
-    fn from(level: super::policy_0_4::gatehouse::plugin::log::Level) -> Self {
-        use super::policy_0_4::gatehouse::plugin::log::Level as Old;
-        match level {
-            Old::Trace => Self::Trace,
-            Old::Debug => Self::Debug,
-            Old::Info => Self::Info,
-            Old::Warn => Self::Warn,
-            Old::Error => Self::Error,
+/// A 0.4.0 or 0.5.0 plugin's log level: their `log` interface is the current one's, at their
+/// version.
+macro_rules! log_level {
+    ($($old:ident)::+) => {
+        impl From<$($old)::+> for LogLevel {
+            fn from(level: $($old)::+) -> Self {
+                use $($old)::+ as Old;
+                match level {
+                    Old::Trace => Self::Trace,
+                    Old::Debug => Self::Debug,
+                    Old::Info => Self::Info,
+                    Old::Warn => Self::Warn,
+                    Old::Error => Self::Error,
+                }
+            }
         }
-    }
+    };
 }
+log_level!(super::policy_0_4::gatehouse::plugin::log::Level);
+log_level!(super::adapter_0_5::gatehouse::plugin::log::Level);
 
 impl From<LogLevel> for &'static str {
     /// The level's name, as plugin log lines record it.
@@ -292,58 +299,76 @@ impl From<&wit::Principal> for Principal {
     }
 }
 
+/// The conversions between one version's `caller` interface (`wit`, in scope where it is
+/// expanded) and the [`crate::relay`] vocabulary: the current one's and 0.5.0's are the same
+/// interface at two versions.
+macro_rules! caller_values {
+    () => {
+        impl From<CallerCan> for wit::CallerCan {
+            fn from(can: CallerCan) -> Self {
+                Self {
+                    elicit_form: can.elicit_form,
+                    elicit_url: can.elicit_url,
+                    sample: can.sample,
+                    roots: can.roots,
+                }
+            }
+        }
+
+        impl From<wit::LogLevel> for LogLevel {
+            fn from(level: wit::LogLevel) -> Self {
+                match level {
+                    wit::LogLevel::Debug => Self::Debug,
+                    wit::LogLevel::Info => Self::Info,
+                    wit::LogLevel::Notice => Self::Notice,
+                    wit::LogLevel::Warning => Self::Warning,
+                    wit::LogLevel::Error => Self::Error,
+                    wit::LogLevel::Critical => Self::Critical,
+                    wit::LogLevel::Alert => Self::Alert,
+                    wit::LogLevel::Emergency => Self::Emergency,
+                }
+            }
+        }
+
+        impl From<wit::AskKind> for AskKind {
+            fn from(kind: wit::AskKind) -> Self {
+                match kind {
+                    wit::AskKind::Elicitation => Self::Elicitation,
+                    wit::AskKind::Sampling => Self::Sampling,
+                    wit::AskKind::Roots => Self::Roots,
+                }
+            }
+        }
+
+        impl From<AskError> for wit::AskError {
+            fn from(error: AskError) -> Self {
+                let message = error.to_string();
+                match error {
+                    AskError::Unavailable(_) => Self::Unavailable(message),
+                    AskError::NotSupported(_) => Self::NotSupported(message),
+                    AskError::Refused(_) => Self::Refused(message),
+                    AskError::Failed(_) => Self::Failed(message),
+                    AskError::Timeout(seconds) => Self::Timeout(seconds),
+                }
+            }
+        }
+    };
+}
+
 mod caller {
     //! The `caller` interface's values and the [`crate::relay`] vocabulary.
 
     use super::super::caller as wit;
     use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
 
-    impl From<CallerCan> for wit::CallerCan {
-        fn from(can: CallerCan) -> Self {
-            Self {
-                elicit_form: can.elicit_form,
-                elicit_url: can.elicit_url,
-                sample: can.sample,
-                roots: can.roots,
-            }
-        }
-    }
+    caller_values!();
+}
 
-    impl From<wit::LogLevel> for LogLevel {
-        fn from(level: wit::LogLevel) -> Self {
-            match level {
-                wit::LogLevel::Debug => Self::Debug,
-                wit::LogLevel::Info => Self::Info,
-                wit::LogLevel::Notice => Self::Notice,
-                wit::LogLevel::Warning => Self::Warning,
-                wit::LogLevel::Error => Self::Error,
-                wit::LogLevel::Critical => Self::Critical,
-                wit::LogLevel::Alert => Self::Alert,
-                wit::LogLevel::Emergency => Self::Emergency,
-            }
-        }
-    }
+mod caller_0_5 {
+    //! Contract 0.5.0's `caller` interface's values and the [`crate::relay`] vocabulary.
 
-    impl From<wit::AskKind> for AskKind {
-        fn from(kind: wit::AskKind) -> Self {
-            match kind {
-                wit::AskKind::Elicitation => Self::Elicitation,
-                wit::AskKind::Sampling => Self::Sampling,
-                wit::AskKind::Roots => Self::Roots,
-            }
-        }
-    }
+    use super::super::adapter_0_5::gatehouse::plugin::caller as wit;
+    use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
 
-    impl From<AskError> for wit::AskError {
-        fn from(error: AskError) -> Self {
-            let message = error.to_string();
-            match error {
-                AskError::Unavailable(_) => Self::Unavailable(message),
-                AskError::NotSupported(_) => Self::NotSupported(message),
-                AskError::Refused(_) => Self::Refused(message),
-                AskError::Failed(_) => Self::Failed(message),
-                AskError::Timeout(seconds) => Self::Timeout(seconds),
-            }
-        }
-    }
+    caller_values!();
 }

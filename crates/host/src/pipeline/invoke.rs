@@ -15,8 +15,9 @@ use crate::caller::CallerGate;
 use crate::egress::{CallInfo, EgressGate};
 use crate::pipeline::normalize::Target;
 use crate::pipeline::outcome::Stop;
+use crate::pipeline::registry::Kind;
 use crate::relay::Relay;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Export, Sandbox, Served};
 
 /// Gate 8: runs the target capability at approval mode `mode`, with the resolved skills'
 /// text as its `skill-context`, what it tells and asks its caller going to `relay`; returns its
@@ -53,6 +54,21 @@ pub async fn invoke(
             .for_tenant(&call.tenant_id),
     );
     let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);
+    let args = target.args.to_string();
+    let id = &target.tool.capability().id;
+    let export = match target.tool.kind() {
+        Kind::Tool => Export::Invoke {
+            capability: id,
+            args: &args,
+        },
+        Kind::Resource(_) | Kind::Template(_) => Export::ReadResource {
+            uri: target.args["uri"].as_str().unwrap_or_default(),
+        },
+        Kind::Prompt(_) => Export::GetPrompt {
+            name: id,
+            args: &args,
+        },
+    };
     let report = sandbox
         .run_adapter(
             adapter.pre(),
@@ -60,8 +76,7 @@ pub async fn invoke(
             egress,
             caller,
             &ctx,
-            &target.tool.capability().id,
-            &target.args.to_string(),
+            export,
         )
         .instrument(tracing::info_span!(
             "adapter",
@@ -82,13 +97,51 @@ pub async fn invoke(
         duration_ms: u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
     });
     match report.outcome {
-        Ok(Ok(output)) => Ok(output),
+        Ok(Ok(served)) => Ok(as_output(served)),
         Ok(Err(tool_error)) => {
             let mut error = ErrorBody::from(tool_error);
             refused_by_the_gate(&mut error, &result.egress);
             Err(Stop::Tool(error))
         }
         Err(failure) => Err(Stop::Sandbox(failure)),
+    }
+}
+
+/// What an export answered, as the tool output the later gates check, mask and record: a
+/// resource's contents as `resource` blocks (their URIs its evidence); a prompt's messages'
+/// contents as blocks, in order, with its description and each message's role in the
+/// structured part (`{"description", "roles"}`), which the MCP server puts back together.
+fn as_output(served: Served) -> wit::ToolOutput {
+    match served {
+        Served::Output(output) => output,
+        Served::Contents(contents) => wit::ToolOutput {
+            evidence_refs: contents.iter().map(|c| c.uri.clone()).collect(),
+            content: contents.into_iter().map(wit::Content::Resource).collect(),
+            structured: None,
+        },
+        Served::Prompt(prompt) => {
+            let roles: Vec<&str> = (prompt.messages.iter())
+                .map(|m| match m.role {
+                    wit::Role::User => "user",
+                    wit::Role::Assistant => "assistant",
+                })
+                .collect();
+            let structured = serde_json::json!({
+                "description": prompt.description,
+                "roles": roles,
+            });
+            wit::ToolOutput {
+                content: prompt.messages.into_iter().map(|m| m.content).collect(),
+                structured: Some(structured.to_string()),
+                evidence_refs: Vec::new(),
+            }
+        }
+        // Completions are not governed calls (`Host::complete`).
+        Served::Completion(_) => wit::ToolOutput {
+            content: Vec::new(),
+            structured: None,
+            evidence_refs: Vec::new(),
+        },
     }
 }
 

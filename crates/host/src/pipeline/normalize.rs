@@ -6,12 +6,13 @@
 //! record sees. A tool the tenant may not see is reported exactly like a missing one.
 
 use gatehouse_core::envelope::ToolCallEnvelope;
-use gatehouse_core::model::ApprovalMode;
-use serde_json::Value;
+use gatehouse_core::model::{ApprovalMode, Operation};
+use serde_json::{Map, Value};
 
 use crate::bindings::types as wit;
 use crate::pipeline::config::MetaTool;
-use crate::pipeline::registry::{Registry, Tool};
+use crate::pipeline::registry::{Kind, Registry, Tool};
+use crate::plugin::content::read_args;
 
 /// Why a call was not resolved to a tool.
 #[derive(Debug, thiserror::Error)]
@@ -51,15 +52,18 @@ pub struct Target {
     pub args: Value,
 }
 
-/// Gate 2: resolves a meta-tool, then finds the capability the tenant may see.
+/// Gate 2: resolves a meta-tool (for a tool call), then finds the capability the tenant may
+/// see that `operation` reaches: a tool, or the resource, resource template or prompt.
 pub fn resolve(
     registry: &Registry,
     meta_tools: &[MetaTool],
     tenant: &str,
     tool: &str,
+    operation: Operation,
     args: &Value,
 ) -> Result<Target, NormalizeError> {
-    let (tool, args, via_meta_tool) = match meta_tools.iter().find(|m| m.name == tool) {
+    let meta = (meta_tools.iter()).find(|m| operation == Operation::CallTool && m.name == tool);
+    let (tool, args, via_meta_tool) = match meta {
         Some(meta) => {
             let target = args
                 .get(&meta.target_arg)
@@ -82,11 +86,36 @@ pub fn resolve(
         }
         None => (tool, args.clone(), None),
     };
+    let unknown = || NormalizeError::Unknown {
+        tool: tool.to_owned(),
+    };
     let tool = registry
-        .lookup(tenant, tool)
-        .ok_or_else(|| NormalizeError::Unknown {
-            tool: tool.to_owned(),
-        })?;
+        .lookup(tenant, tool, operation)
+        .ok_or_else(unknown)?;
+    // A read's arguments are the host's, made from its URI: the parameters its template gives,
+    // the reviewed classification. A URI the entry does not serve is not there to read.
+    let args = match tool.kind() {
+        Kind::Resource(resource) => {
+            let uri = args.get("uri").and_then(Value::as_str);
+            if uri != Some(resource.uri.as_str()) {
+                return Err(unknown());
+            }
+            read_args(
+                &resource.uri,
+                Map::new(),
+                resource.classification.as_deref(),
+            )
+        }
+        Kind::Template(template) => {
+            let uri = args
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or_else(unknown)?;
+            let parameters = template.matches(uri).ok_or_else(unknown)?;
+            read_args(uri, parameters, template.classification.as_deref())
+        }
+        Kind::Tool | Kind::Prompt(_) => args,
+    };
     Ok(Target {
         tool,
         via_meta_tool,
@@ -106,6 +135,12 @@ impl Target {
         skills: Vec<String>,
     ) -> wit::Action {
         let capability = self.tool.capability();
+        // A resource's reviewed classification is data the call touches.
+        let classification = match self.tool.kind() {
+            Kind::Resource(resource) => resource.classification.clone(),
+            Kind::Template(template) => template.classification.clone(),
+            Kind::Tool | Kind::Prompt(_) => None,
+        };
         wit::Action {
             tool_call_id: call.tool_call_id.clone(),
             adapter_id: self.tool.adapter().manifest().id.clone(),
@@ -120,7 +155,7 @@ impl Target {
             context: wit::ActionContext {
                 now_unix_ms,
                 prior_actions: Vec::new(),
-                data_classification: Vec::new(),
+                data_classification: classification.into_iter().collect(),
                 skills,
             },
             risk_signals: Vec::new(),

@@ -20,8 +20,8 @@ use gatehouse_core::envelope::{
 };
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::{
-    ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, Finding, Obligation, Principal,
-    PrincipalKind, ShadowDecision, Verdict,
+    ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, Finding, Obligation, Operation,
+    Principal, PrincipalKind, ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey};
@@ -153,6 +153,8 @@ struct LeanCall<'a> {
     claims: &'a Claims,
     #[serde(skip_serializing_if = "Option::is_none")]
     capability_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Operation::is_call_tool")]
+    operation: Operation,
     args: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     approval_mode_requested: Option<ApprovalMode>,
@@ -173,6 +175,7 @@ impl<'a> LeanCall<'a> {
             principal_chain,
             claims,
             capability_id,
+            operation,
             args: _,
             approval_mode_requested,
             idempotency_key,
@@ -188,6 +191,7 @@ impl<'a> LeanCall<'a> {
                 .collect(),
             claims,
             capability_id: unless(capability_id, tool),
+            operation: *operation,
             args,
             approval_mode_requested: *approval_mode_requested,
             idempotency_key: idempotency_key.as_deref(),

@@ -5,13 +5,22 @@
 //! any serving version of the same id atomically (calls in flight keep the one they resolved).
 //! A tool is visible to a tenant when some `[[pipeline.tool]]` grant's glob matches its name
 //! and lists the tenant; the constraints of every matching grant apply to its arguments.
+//!
+//! What an adapter serves besides its tools (resources, resource templates, prompts:
+//! [`crate::plugin::content`]) is installed beside them, each as the read-only capability a
+//! read or fill-in of it is, named `<adapter id>.<id>` like a tool, visible under the same
+//! grants, and resolved only for its own [`Operation`]: a resource is never a tool to call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use gatehouse_core::model::Operation;
+use serde_json::Value;
+
 use crate::pipeline::config::ToolGrant;
 use crate::pipeline::validate::{CompiledConstraints, Schemas, ValidateError};
 use crate::plugin::LoadedAdapter;
+use crate::plugin::content::{self, Prompt, Resource, ResourceTemplate};
 use crate::plugin::manifest::Capability;
 
 /// A `[[pipeline.tool]]` grant that cannot be used (reported at start-up).
@@ -24,24 +33,72 @@ pub struct ToolGrantError {
     pub source: ValidateError,
 }
 
+/// What one entry of an adapter is.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// A tool: one of the manifest's capabilities.
+    Tool,
+    /// A resource, read at its URI.
+    Resource(Resource),
+    /// A resource template, read at a URI that matches it.
+    Template(ResourceTemplate),
+    /// A prompt, filled in with its arguments.
+    Prompt(Prompt),
+}
+
+impl Kind {
+    /// The operation that reaches it.
+    pub fn operation(&self) -> Operation {
+        match self {
+            Self::Tool => Operation::CallTool,
+            Self::Resource(_) | Self::Template(_) => Operation::ReadResource,
+            Self::Prompt(_) => Operation::GetPrompt,
+        }
+    }
+}
+
+/// One thing an adapter serves, as the pipeline governs it.
+#[derive(Debug)]
+struct Entry {
+    kind: Kind,
+    capability: Capability,
+    schemas: Schemas,
+}
+
 /// An installed adapter with its capabilities' compiled schemas.
 #[derive(Debug)]
 pub struct InstalledAdapter {
     loaded: LoadedAdapter,
-    /// Compiled schemas, in the order of the manifest's capabilities.
-    schemas: Vec<Schemas>,
+    /// Its tools, then its resources, resource templates and prompts, each with its compiled
+    /// schemas.
+    entries: Vec<Entry>,
 }
 
 impl InstalledAdapter {
-    /// Compiles the schemas of every capability of `adapter`.
+    /// Compiles the schemas of every capability of `adapter`, and of the capabilities its
+    /// resources, resource templates and prompts are.
     pub fn new(loaded: LoadedAdapter) -> Result<Self, ValidateError> {
-        let schemas = loaded
-            .manifest()
-            .capabilities
-            .iter()
-            .map(Schemas::compile)
+        let manifest = loaded.manifest();
+        let tools = (manifest.capabilities.iter()).map(|c| (Kind::Tool, c.clone()));
+        let resources =
+            (manifest.resources.iter()).map(|r| (Kind::Resource(r.clone()), r.capability()));
+        let templates = (manifest.resource_templates.iter())
+            .map(|t| (Kind::Template(t.clone()), t.capability()));
+        let prompts = (manifest.prompts.iter()).map(|p| (Kind::Prompt(p.clone()), p.capability()));
+        let entries = (tools.chain(resources).chain(templates).chain(prompts))
+            .map(|(kind, capability)| {
+                Ok(Entry {
+                    schemas: Schemas::compile(&capability)?,
+                    kind,
+                    capability,
+                })
+            })
             .collect::<Result<_, _>>()?;
-        Ok(Self { loaded, schemas })
+        Ok(Self { loaded, entries })
+    }
+
+    fn entry(&self, id: &str) -> Option<usize> {
+        self.entries.iter().position(|e| e.capability.id == id)
     }
 }
 
@@ -64,13 +121,29 @@ impl Tool {
 
     /// The capability.
     pub fn capability(&self) -> &Capability {
-        &self.adapter.loaded.manifest().capabilities[self.capability]
+        &self.adapter.entries[self.capability].capability
     }
 
     /// The capability's compiled schemas.
     pub fn schemas(&self) -> &Schemas {
-        &self.adapter.schemas[self.capability]
+        &self.adapter.entries[self.capability].schemas
     }
+
+    /// What it is: a tool, a resource, a resource template or a prompt.
+    pub fn kind(&self) -> &Kind {
+        &self.adapter.entries[self.capability].kind
+    }
+}
+
+/// A resource, resource template or prompt a tenant may read or fill in, with its name
+/// `<adapter id>.<id>` (what `resources/list`, `resources/templates/list` and `prompts/list`
+/// show).
+#[derive(Debug, Clone)]
+pub struct Listed<T> {
+    /// `<adapter id>.<id>`.
+    pub name: String,
+    /// What the manifest declares of it.
+    pub entry: T,
 }
 
 struct Grant {
@@ -148,25 +221,86 @@ impl Registry {
     /// The tools `tenant` may see, sorted by name, with their capabilities (what tools/list
     /// shows).
     pub fn catalog(&self, tenant: &str) -> Vec<(String, Capability)> {
-        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
-        let mut tools: Vec<(String, Capability)> = adapters
-            .values()
-            .flat_map(|a| {
-                let manifest = a.loaded.manifest();
-                manifest
-                    .capabilities
-                    .iter()
-                    .map(move |c| (format!("{}.{}", manifest.id, c.id), c.clone()))
-            })
-            .filter(|(tool, _)| self.grants_for(tenant, tool).next().is_some())
-            .collect();
-        tools.sort_by(|a, b| a.0.cmp(&b.0));
-        tools
+        self.visible(tenant, |entry| {
+            matches!(entry.kind, Kind::Tool).then(|| entry.capability.clone())
+        })
     }
 
-    /// The tool `name` if `tenant` may see it; `None` if it does not exist or is hidden (the
-    /// two are indistinguishable on purpose).
-    pub fn lookup(&self, tenant: &str, name: &str) -> Option<Tool> {
+    /// The resources `tenant` may read, sorted by name.
+    pub fn resources(&self, tenant: &str) -> Vec<Listed<Resource>> {
+        self.listed(tenant, |kind| match kind {
+            Kind::Resource(resource) => Some(resource.clone()),
+            _ => None,
+        })
+    }
+
+    /// The resource templates `tenant` may read, sorted by name.
+    pub fn templates(&self, tenant: &str) -> Vec<Listed<ResourceTemplate>> {
+        self.listed(tenant, |kind| match kind {
+            Kind::Template(template) => Some(template.clone()),
+            _ => None,
+        })
+    }
+
+    /// The prompts `tenant` may fill in, sorted by name.
+    pub fn prompts(&self, tenant: &str) -> Vec<Listed<Prompt>> {
+        self.listed(tenant, |kind| match kind {
+            Kind::Prompt(prompt) => Some(prompt.clone()),
+            _ => None,
+        })
+    }
+
+    /// The resource `tenant` may read at `uri`: its name and the read's arguments (the URI,
+    /// a template's parameters, the classification). A fixed URI before a template; among
+    /// several, the first by name. `None` if there is none, or the tenant may see none.
+    pub fn resource_at(&self, tenant: &str, uri: &str) -> Option<(String, Value)> {
+        let fixed = self.resources(tenant).into_iter().find_map(|r| {
+            (r.entry.uri == uri).then(|| {
+                let args = content::read_args(
+                    uri,
+                    serde_json::Map::new(),
+                    r.entry.classification.as_deref(),
+                );
+                (r.name, args)
+            })
+        });
+        fixed.or_else(|| {
+            self.templates(tenant).into_iter().find_map(|t| {
+                let parameters = t.entry.matches(uri)?;
+                let args = content::read_args(uri, parameters, t.entry.classification.as_deref());
+                Some((t.name, args))
+            })
+        })
+    }
+
+    /// What `tenant` may see of every adapter's entries, by `pick`, sorted by name.
+    fn visible<T>(&self, tenant: &str, pick: impl Fn(&Entry) -> Option<T>) -> Vec<(String, T)> {
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        let pick = &pick;
+        let mut list: Vec<(String, T)> = adapters
+            .values()
+            .flat_map(|a| {
+                let id = &a.loaded.manifest().id;
+                (a.entries.iter()).filter_map(move |e| {
+                    pick(e).map(|picked| (format!("{id}.{}", e.capability.id), picked))
+                })
+            })
+            .filter(|(name, _)| self.grants_for(tenant, name).next().is_some())
+            .collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list
+    }
+
+    fn listed<T>(&self, tenant: &str, pick: impl Fn(&Kind) -> Option<T>) -> Vec<Listed<T>> {
+        (self.visible(tenant, |entry| pick(&entry.kind)).into_iter())
+            .map(|(name, entry)| Listed { name, entry })
+            .collect()
+    }
+
+    /// The tool (or resource, resource template or prompt) `name` if `tenant` may see it and
+    /// `operation` reaches it; `None` if it does not exist, is hidden, or is something else
+    /// (the three are indistinguishable on purpose).
+    pub fn lookup(&self, tenant: &str, name: &str, operation: Operation) -> Option<Tool> {
         let constraints: Vec<CompiledConstraints> = self
             .grants_for(tenant, name)
             .map(|g| g.constraints.clone())
@@ -181,12 +315,10 @@ impl Registry {
             .unwrap_or_else(PoisonError::into_inner)
             .get(adapter_id)
             .cloned()?;
-        let capability = adapter
-            .loaded
-            .manifest()
-            .capabilities
-            .iter()
-            .position(|c| c.id == capability_id)?;
+        let capability = adapter.entry(capability_id)?;
+        if adapter.entries[capability].kind.operation() != operation {
+            return None;
+        }
         Some(Tool {
             name: name.to_owned(),
             adapter,
@@ -216,11 +348,9 @@ impl Registry {
         let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
         adapters.get(adapter_id).is_some_and(|adapter| {
             adapter
-                .loaded
-                .manifest()
-                .capabilities
+                .entries
                 .iter()
-                .any(|c| c.id == capability_id && what(c))
+                .any(|e| e.capability.id == capability_id && what(&e.capability))
         })
     }
 

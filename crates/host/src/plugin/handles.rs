@@ -157,11 +157,13 @@ async fn ask(sandbox: &Sandbox, pre: &PreparedAdapter) -> Option<Vec<String>> {
             crate::egress::EgressGate::deny_all(),
             crate::caller::CallerGate::none(),
             &ctx,
-            PROBE,
-            "{}",
+            crate::sandbox::Export::Invoke {
+                capability: PROBE,
+                args: "{}",
+            },
         )
         .await;
-    let Ok(Ok(output)) = report.outcome else {
+    let Ok(Ok(crate::sandbox::Served::Output(output))) = report.outcome else {
         return None;
     };
     output

@@ -37,6 +37,7 @@ use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::content::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use crate::caller::CallerRequest;
 pub use crate::egress::EgressRequest;
 pub use crate::relay::AskKind;
@@ -79,9 +80,34 @@ pub struct AdapterManifest {
     /// ask also needs the operator's `[[caller.grant]]`. Default: nothing.
     #[serde(default, skip_serializing_if = "CallerRequest::is_empty")]
     pub caller: CallerRequest,
-    /// The capabilities (tools) it offers. At least one.
-    #[serde(rename = "capability", alias = "capabilities")]
+    /// The capabilities (tools) it offers. An adapter offers at least one capability,
+    /// resource, resource template or prompt.
+    #[serde(rename = "capability", alias = "capabilities", default)]
     pub capabilities: Vec<Capability>,
+    /// The resources it serves (contract 0.6.0's `read-resource`). Default: none.
+    #[serde(
+        rename = "resource",
+        alias = "resources",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resources: Vec<Resource>,
+    /// The resource templates it serves (contract 0.6.0's `read-resource`). Default: none.
+    #[serde(
+        rename = "resource_template",
+        alias = "resource_templates",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resource_templates: Vec<ResourceTemplate>,
+    /// The prompts it serves (contract 0.6.0's `get-prompt`). Default: none.
+    #[serde(
+        rename = "prompt",
+        alias = "prompts",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub prompts: Vec<Prompt>,
 }
 
 /// One capability (an MCP tool) of an adapter.
@@ -474,6 +500,16 @@ impl Manifest {
                     cap.output_schema.iter_mut().for_each(for_toml);
                     cap.upstream.iter_mut().for_each(for_toml);
                 }
+                for resource in &mut m.resources {
+                    resource.upstream.iter_mut().for_each(for_toml);
+                }
+                for template in &mut m.resource_templates {
+                    template.parameters.values_mut().for_each(for_toml);
+                    template.upstream.iter_mut().for_each(for_toml);
+                }
+                for prompt in &mut m.prompts {
+                    prompt.upstream.iter_mut().for_each(for_toml);
+                }
             }
             Self::Policy(m) => for_toml(&mut m.config_schema),
         }
@@ -544,6 +580,112 @@ impl std::fmt::Display for PluginKind {
 }
 
 impl AdapterManifest {
+    /// Whether it declares resources, resource templates or prompts, which only an adapter
+    /// built for contract 0.6.0 or later serves.
+    pub fn serves_content(&self) -> bool {
+        !(self.resources.is_empty()
+            && self.resource_templates.is_empty()
+            && self.prompts.is_empty())
+    }
+
+    /// The rules of `[[resource]]`, `[[resource_template]]` and `[[prompt]]`: ids unique among
+    /// everything the adapter serves (`seen` holds the capabilities'), URIs unique, templates of simple expressions whose parameters' schemas compile, prompt
+    /// arguments named once.
+    fn validate_content<'a>(&'a self, seen: &mut BTreeSet<&'a str>) -> Result<(), ManifestError> {
+        let mut id = |field: String, id: &'a str| {
+            if !is_name(id, false) {
+                return Err(invalid(
+                    &field,
+                    &format!("`{id}` must be 1-64 of [a-z0-9_-], starting with a letter or digit"),
+                ));
+            }
+            if !seen.insert(id) {
+                return Err(invalid(
+                    &field,
+                    &format!(
+                        "`{id}` is declared twice (capabilities, resources, resource templates \
+                         and prompts share one set of ids)"
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let mut uris = BTreeSet::new();
+        for (i, resource) in self.resources.iter().enumerate() {
+            id(format!("resource[{i}].id"), &resource.id)?;
+            if resource.uri.is_empty() || !resource.uri.contains(':') {
+                return Err(invalid(
+                    &format!("resource[{i}].uri"),
+                    &format!("`{}` is not a URI (scheme:rest)", resource.uri),
+                ));
+            }
+            if !uris.insert(resource.uri.as_str()) {
+                return Err(invalid(
+                    &format!("resource[{i}].uri"),
+                    &format!("`{}` is declared twice", resource.uri),
+                ));
+            }
+            if resource.upstream.as_ref().is_some_and(|u| !u.is_object()) {
+                return Err(invalid(
+                    &format!("resource[{i}].upstream"),
+                    "must be a table",
+                ));
+            }
+        }
+        for (i, template) in self.resource_templates.iter().enumerate() {
+            let at = |field: &str| format!("resource_template[{i}].{field}");
+            id(at("id"), &template.id)?;
+            let names = super::content::parameter_names(&template.uri_template)
+                .map_err(|message| invalid(&at("uri_template"), &message))?;
+            if names.is_empty() {
+                return Err(invalid(
+                    &at("uri_template"),
+                    "has no `{parameter}`: declare a fixed URI as a [[resource]]",
+                ));
+            }
+            if let Some(name) = names
+                .iter()
+                .find(|n| ["uri", "classification"].contains(&n.as_str()))
+            {
+                return Err(invalid(
+                    &at("uri_template"),
+                    &format!(
+                        "`{{{name}}}` is a name the host gives the read's own arguments: rename the parameter"
+                    ),
+                ));
+            }
+            for (name, schema) in &template.parameters {
+                if !names.contains(name) {
+                    return Err(invalid(
+                        &at("parameters"),
+                        &format!("`{name}` is not a parameter of `{}`", template.uri_template),
+                    ));
+                }
+                check_schema(&at(&format!("parameters.{name}")), schema)?;
+            }
+            if template.upstream.as_ref().is_some_and(|u| !u.is_object()) {
+                return Err(invalid(&at("upstream"), "must be a table"));
+            }
+        }
+        for (i, prompt) in self.prompts.iter().enumerate() {
+            let at = |field: &str| format!("prompt[{i}].{field}");
+            id(at("id"), &prompt.id)?;
+            let mut arguments = BTreeSet::new();
+            for (j, argument) in prompt.arguments.iter().enumerate() {
+                if argument.name.is_empty() || !arguments.insert(argument.name.as_str()) {
+                    return Err(invalid(
+                        &at(&format!("arguments[{j}].name")),
+                        &format!("`{}` is empty or declared twice", argument.name),
+                    ));
+                }
+            }
+            if prompt.upstream.as_ref().is_some_and(|u| !u.is_object()) {
+                return Err(invalid(&at("upstream"), "must be a table"));
+            }
+        }
+        Ok(())
+    }
+
     /// Looks a capability up by id.
     pub fn capability(&self, id: &str) -> Option<&Capability> {
         self.capabilities.iter().find(|c| c.id == id)
@@ -551,8 +693,12 @@ impl AdapterManifest {
 
     fn validate(&self) -> Result<(), ManifestError> {
         check_common(&self.id, &self.version)?;
-        if self.capabilities.is_empty() {
-            return Err(invalid("capability", "declare at least one [[capability]]"));
+        if self.capabilities.is_empty() && !self.serves_content() {
+            return Err(invalid(
+                "capability",
+                "declare at least one [[capability]] (or [[resource]], [[resource_template]] \
+                 or [[prompt]])",
+            ));
         }
         let mut seen = BTreeSet::new();
         for (i, cap) in self.capabilities.iter().enumerate() {
@@ -617,6 +763,7 @@ impl AdapterManifest {
                 }
             }
         }
+        self.validate_content(&mut seen)?;
         if let Some(kind) = self.caller.repeated() {
             return Err(invalid(
                 "caller.ask",
@@ -905,6 +1052,98 @@ mod tests {
                 "line {line}, column 9: manifest field `capability[1].approval_mode`"
             )),
             "{error}"
+        );
+    }
+
+    /// Resources, templates and prompts: their rules, each error naming its field; an adapter
+    /// of resources alone needs no capability; and the manifest round-trips through TOML.
+    #[test]
+    fn resources_templates_and_prompts_are_checked() {
+        const SERVED: &str = r#"
+            kind = "adapter"
+            id = "acme.docs"
+            version = "0.1.0"
+            publisher = "acme"
+            [[resource]]
+            id = "handbook"
+            uri = "docs://handbook"
+            classification = "internal"
+            [[resource_template]]
+            id = "page"
+            uri_template = "docs://pages/{page}"
+            parameters = { page = { type = "string", pattern = "^[a-z]+$" } }
+            [[prompt]]
+            id = "summarize"
+            arguments = [{ name = "text", required = true }]
+        "#;
+        let manifest = Manifest::from_toml(SERVED).expect("resources alone make an adapter");
+        let Manifest::Adapter(adapter) = &manifest else {
+            panic!("an adapter");
+        };
+        assert!(adapter.serves_content() && adapter.capabilities.is_empty());
+        let again = Manifest::from_toml(&manifest.to_toml().unwrap()).unwrap();
+        assert_eq!(again, manifest);
+        for (from, to, field, says) in [
+            (
+                "id = \"page\"",
+                "id = \"handbook\"",
+                "resource_template[0].id",
+                "declared twice",
+            ),
+            (
+                "docs://pages/{page}",
+                "docs://pages/{+page}",
+                "resource_template[0].uri_template",
+                "not a simple expression",
+            ),
+            (
+                "docs://pages/{page}",
+                "docs://pages/all",
+                "resource_template[0].uri_template",
+                "declare a fixed URI",
+            ),
+            (
+                "docs://pages/{page}",
+                "docs://pages/{uri}",
+                "resource_template[0].uri_template",
+                "rename the parameter",
+            ),
+            (
+                "parameters = { page",
+                "parameters = { other",
+                "resource_template[0].parameters",
+                "not a parameter",
+            ),
+            (
+                "uri = \"docs://handbook\"",
+                "uri = \"handbook\"",
+                "resource[0].uri",
+                "not a URI",
+            ),
+            (
+                "id = \"summarize\"",
+                "id = \"Sum Up\"",
+                "prompt[0].id",
+                "1-64 of [a-z0-9_-]",
+            ),
+            (
+                "{ name = \"text\", required = true }",
+                "{ name = \"t\" }, { name = \"t\" }",
+                "prompt[0].arguments[1].name",
+                "declared twice",
+            ),
+        ] {
+            let error = error_of(&SERVED.replace(from, to));
+            assert!(
+                error.contains(&format!("`{field}`")) && error.contains(says),
+                "{from} -> {to}: {error}"
+            );
+        }
+        let nothing = "kind = \"adapter\"\nid = \"a.b\"\nversion = \"0.1.0\"\npublisher = \"p\"\n";
+        assert!(
+            error_of(nothing).contains("[[resource]]"),
+            "{}",
+            error_of(nothing)
         );
     }
 

@@ -19,6 +19,7 @@
 //! only reads.
 
 pub(crate) mod cache;
+pub mod content;
 #[cfg(test)]
 mod fuzz;
 pub mod handles;
@@ -97,6 +98,15 @@ pub enum LoadError {
     /// grant, or its installed package no longer matches the signed pin.
     #[error(transparent)]
     Stdio(#[from] StdioError),
+    /// The manifest declares resources, resource templates or prompts, but the component was
+    /// built for a contract before 0.6.0, which serves tools only.
+    #[error(
+        "the manifest declares resources, resource templates or prompts, but the component \
+         was built for gatehouse:plugin@0.5.0 or before, which serves tools only; rebuild it \
+         against 0.6.0 (gatehouse-sdk's `Adapter::read_resource` and `get_prompt`), or remove \
+         them from the manifest"
+    )]
+    ServesToolsOnly,
 }
 
 fn article(kind: PluginKind) -> &'static str {
@@ -433,6 +443,9 @@ pub(crate) fn load_adapter(
     ));
     let (component, cache) = compile(sandbox, cache, &verified.digest, bytes)?;
     let pre = sandbox.prepare_adapter(&component)?;
+    if manifest.serves_content() && !pre.serves_content() {
+        return Err(LoadError::ServesToolsOnly);
+    }
     Ok(LoadedAdapter {
         limits: sandbox.limits_for(&manifest.id),
         manifest,

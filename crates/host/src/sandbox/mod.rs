@@ -48,13 +48,19 @@ use wasmtime::{
 
 use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::adapter_0_1::gatehouse::plugin::log as log_0_1;
+use crate::bindings::adapter_0_5::gatehouse::plugin::{caller as caller_0_5, log as log_0_5};
 use crate::bindings::caller;
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::policy_0_2::gatehouse::plugin::log as log_0_2;
 use crate::bindings::policy_0_3::gatehouse::plugin::log as log_0_3;
 use crate::bindings::policy_0_4::gatehouse::plugin::log as log_0_4;
-use crate::bindings::types::{Action, CallContext, Decision, ToolError, ToolOutput};
-use crate::bindings::{adapter_0_1, policy_0_1, policy_0_2, policy_0_3, v0_1, v0_2, v0_3};
+use crate::bindings::types::{
+    Action, CallContext, Completion, CompletionRef, Decision, EmbeddedResource, Prompt, ToolError,
+    ToolOutput,
+};
+use crate::bindings::{
+    adapter_0_1, adapter_0_5, policy_0_1, policy_0_2, policy_0_3, v0_1, v0_2, v0_3,
+};
 use crate::caller::CallerGate;
 use crate::egress::{EgressAttempt, EgressGate};
 use gatehouse_core::model::CallerRecord;
@@ -415,8 +421,8 @@ fn stderr_suffix(stderr: &str) -> String {
 /// A component does not implement the world it claims, in any released contract version.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the component does not implement the `{world}` world of gatehouse:plugin@0.5.0 (nor of \
-     the released 0.4.0, 0.3.0, 0.2.0 or 0.1.0): {detail}"
+    "the component does not implement the `{world}` world of gatehouse:plugin@0.6.0 (nor of \
+     the released 0.5.0, 0.4.0, 0.3.0, 0.2.0 or 0.1.0): {detail}"
 )]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
@@ -427,9 +433,11 @@ pub struct WorldMismatch {
 
 /// An adapter pre-instantiated against the world of the contract version it was built for.
 pub enum PreparedAdapter {
-    /// The current contract, `gatehouse:plugin@0.5.0`, or the released 0.4.0, 0.3.0 or 0.2.0,
-    /// whose adapter worlds have the same shape less the `caller` import.
+    /// The current contract, `gatehouse:plugin@0.6.0`: tools, resources and prompts.
     Current(AdapterPre<CallState>),
+    /// The released `gatehouse:plugin@0.5.0`, or 0.4.0, 0.3.0 or 0.2.0, whose adapter worlds
+    /// have the same shape less the `caller` import: tools only (`invoke`).
+    V0_5(adapter_0_5::AdapterPre<CallState>),
     /// The released `gatehouse:plugin@0.1.0`: its call context has no `upstream`.
     V0_1(adapter_0_1::AdapterPre<CallState>),
 }
@@ -439,9 +447,63 @@ impl PreparedAdapter {
     pub fn engine(&self) -> &Engine {
         match self {
             Self::Current(pre) => pre.engine(),
+            Self::V0_5(pre) => pre.engine(),
             Self::V0_1(pre) => pre.engine(),
         }
     }
+
+    /// Whether it serves resources and prompts (built for contract 0.6.0 or later).
+    pub fn serves_content(&self) -> bool {
+        matches!(self, Self::Current(_))
+    }
+}
+
+/// What a call asks of an adapter: one of its exports.
+#[derive(Debug, Clone, Copy)]
+pub enum Export<'a> {
+    /// `invoke`: run a tool (a capability) with JSON arguments.
+    Invoke {
+        /// The capability id.
+        capability: &'a str,
+        /// Its arguments, a JSON object.
+        args: &'a str,
+    },
+    /// `read-resource` (0.6.0).
+    ReadResource {
+        /// The resource's URI.
+        uri: &'a str,
+    },
+    /// `get-prompt` (0.6.0).
+    GetPrompt {
+        /// The prompt's name.
+        name: &'a str,
+        /// Its arguments, a JSON object of strings.
+        args: &'a str,
+    },
+    /// `complete` (0.6.0).
+    Complete {
+        /// The prompt or resource template.
+        reference: &'a CompletionRef,
+        /// The argument's name.
+        argument: &'a str,
+        /// What the user typed so far.
+        value: &'a str,
+        /// The values of the arguments already given, a JSON object.
+        context: &'a str,
+    },
+}
+
+/// What an export answered.
+#[derive(Debug)]
+pub enum Served {
+    /// `invoke`'s tool output.
+    Output(ToolOutput),
+    /// `read-resource`'s contents.
+    Contents(Vec<EmbeddedResource>),
+    /// `get-prompt`'s prompt.
+    Prompt(Prompt),
+    /// `complete`'s suggestions.
+    Completion(Completion),
 }
 
 /// A policy module pre-instantiated against the world of the contract version it was built
@@ -535,6 +597,8 @@ impl Sandbox {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         caller::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        log_0_5::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        caller_0_5::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_4::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
@@ -543,6 +607,7 @@ impl Sandbox {
         let mut policy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+        log_0_5::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_4::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_3::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_2::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
@@ -585,7 +650,8 @@ impl Sandbox {
     }
 
     /// Load phase: pre-instantiates an adapter, checking it implements the `adapter` world of
-    /// the current contract or, failing that, of the released 0.1.0. A component that
+    /// the current contract or, failing that, of the released 0.5.0 (which 0.2.0 to 0.4.0
+    /// adapters satisfy too), then 0.1.0. A component that
     /// implements neither is refused with what the current world misses.
     pub fn prepare_adapter(&self, component: &Component) -> Result<PreparedAdapter, WorldMismatch> {
         let mismatch = |e: wasmtime::Error| WorldMismatch {
@@ -596,12 +662,18 @@ impl Sandbox {
             .adapter_linker
             .instantiate_pre(component)
             .map_err(mismatch)?;
-        match AdapterPre::new(pre.clone()) {
-            Ok(current) => Ok(PreparedAdapter::Current(current)),
-            Err(current) => adapter_0_1::AdapterPre::new(pre)
-                .map(PreparedAdapter::V0_1)
-                .map_err(|_| mismatch(current)),
+        if let Ok(current) = AdapterPre::new(pre.clone()) {
+            return Ok(PreparedAdapter::Current(current));
         }
+        // What 0.5.0's world misses is what every version's does (`invoke`, say); the current
+        // one's first miss may be only one of the exports 0.6.0 added.
+        adapter_0_5::AdapterPre::new(pre.clone())
+            .map(PreparedAdapter::V0_5)
+            .or_else(|older| {
+                adapter_0_1::AdapterPre::new(pre)
+                    .map(PreparedAdapter::V0_1)
+                    .map_err(|_| mismatch(older))
+            })
     }
 
     /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world
@@ -626,8 +698,11 @@ impl Sandbox {
         }
     }
 
-    /// Prepare + invoke: runs one adapter capability in a fresh instance, its requests through
-    /// `egress`, what it tells and asks its caller through `caller`.
+    /// Prepare + invoke: runs one adapter export in a fresh instance, its requests through
+    /// `egress`, what it tells and asks its caller through `caller`. An adapter built for a
+    /// contract before 0.6.0 has only `invoke`: asked for another export, it answers an
+    /// `internal` tool error (the host refuses to install one whose manifest declares
+    /// resources or prompts, so only a bug gets here).
     #[allow(
         clippy::too_many_arguments,
         reason = "one call's every input, each distinct"
@@ -639,9 +714,8 @@ impl Sandbox {
         egress: EgressGate,
         caller: CallerGate,
         ctx: &CallContext,
-        capability: &str,
-        args: &str,
-    ) -> CallReport<Result<ToolOutput, ToolError>> {
+        export: Export<'_>,
+    ) -> CallReport<Result<Served, ToolError>> {
         let mut report = self
             .run(
                 &ctx.tenant,
@@ -649,16 +723,48 @@ impl Sandbox {
                 egress,
                 caller,
                 false,
-                async |store| match pre {
-                    PreparedAdapter::Current(pre) => {
+                async |store| match (pre, export) {
+                    (PreparedAdapter::Current(pre), export) => {
                         let adapter = pre.instantiate_async(&mut *store).await?;
-                        adapter.call_invoke(store, ctx, capability, args).await
+                        Ok(match export {
+                            Export::Invoke { capability, args } => adapter
+                                .call_invoke(store, ctx, capability, args)
+                                .await?
+                                .map(Served::Output),
+                            Export::ReadResource { uri } => adapter
+                                .call_read_resource(store, ctx, uri)
+                                .await?
+                                .map(Served::Contents),
+                            Export::GetPrompt { name, args } => adapter
+                                .call_get_prompt(store, ctx, name, args)
+                                .await?
+                                .map(Served::Prompt),
+                            Export::Complete {
+                                reference,
+                                argument,
+                                value,
+                                context,
+                            } => adapter
+                                .call_complete(store, ctx, reference, argument, value, context)
+                                .await?
+                                .map(Served::Completion),
+                        })
                     }
-                    PreparedAdapter::V0_1(pre) => {
+                    (PreparedAdapter::V0_5(pre), Export::Invoke { capability, args }) => {
+                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        let result = adapter.call_invoke(store, ctx, capability, args).await?;
+                        Ok(result.map(Served::Output))
+                    }
+                    (PreparedAdapter::V0_1(pre), Export::Invoke { capability, args }) => {
                         let adapter = pre.instantiate_async(&mut *store).await?;
                         let ctx = v0_1::call_context(ctx);
                         let result = adapter.call_invoke(store, &ctx, capability, args).await?;
-                        Ok(result.map(ToolOutput::from).map_err(ToolError::from))
+                        Ok(result
+                            .map(|output| Served::Output(output.into()))
+                            .map_err(ToolError::from))
+                    }
+                    (PreparedAdapter::V0_5(_) | PreparedAdapter::V0_1(_), _) => {
+                        Ok(Err(older_serves_tools_only()))
                     }
                 },
             )
@@ -667,7 +773,7 @@ impl Sandbox {
         // message (say, a whole upstream body) through the error path.
         let limit = limits.max_output_bytes;
         let size = match &report.outcome {
-            Ok(Ok(output)) => output_size(output),
+            Ok(Ok(served)) => served_size(served),
             Ok(Err(error)) => {
                 error.code.len()
                     + error.message.len()
@@ -949,24 +1055,53 @@ fn decision_size(decision: &Decision) -> usize {
 }
 
 pub fn output_size(output: &ToolOutput) -> usize {
-    use crate::bindings::types::Content;
-    let content: usize = output
-        .content
-        .iter()
-        .map(|block| match block {
-            Content::Text(text) => text.len(),
-            Content::Image(blob) | Content::Audio(blob) => blob.data.len() + blob.mime_type.len(),
-            Content::Resource(r) => {
-                r.uri.len()
-                    + r.mime_type.as_ref().map_or(0, String::len)
-                    + r.text.as_ref().map_or(0, String::len)
-                    + r.data.as_ref().map_or(0, Vec::len)
-            }
-        })
-        .sum();
-    content
+    output.content.iter().map(content_size).sum::<usize>()
         + output.structured.as_ref().map_or(0, String::len)
         + output.evidence_refs.iter().map(String::len).sum::<usize>()
+}
+
+/// The size of what an export answered, as [`output_size`] counts a tool's output.
+fn served_size(served: &Served) -> usize {
+    match served {
+        Served::Output(output) => output_size(output),
+        Served::Contents(contents) => contents.iter().map(resource_size).sum(),
+        Served::Prompt(prompt) => {
+            prompt.description.as_ref().map_or(0, String::len)
+                + (prompt.messages.iter())
+                    .map(|message| content_size(&message.content))
+                    .sum::<usize>()
+        }
+        Served::Completion(completion) => completion.values.iter().map(String::len).sum(),
+    }
+}
+
+fn content_size(block: &crate::bindings::types::Content) -> usize {
+    use crate::bindings::types::Content;
+    match block {
+        Content::Text(text) => text.len(),
+        Content::Image(blob) | Content::Audio(blob) => blob.data.len() + blob.mime_type.len(),
+        Content::Resource(resource) => resource_size(resource),
+    }
+}
+
+fn resource_size(resource: &EmbeddedResource) -> usize {
+    resource.uri.len()
+        + resource.mime_type.as_ref().map_or(0, String::len)
+        + resource.text.as_ref().map_or(0, String::len)
+        + resource.data.as_ref().map_or(0, Vec::len)
+}
+
+/// What an adapter built for a contract before 0.6.0 answers when asked for anything but a
+/// tool.
+fn older_serves_tools_only() -> ToolError {
+    ToolError {
+        kind: crate::bindings::types::ErrorKind::Internal,
+        code: "NOT_SERVED".to_owned(),
+        message: "this adapter was built for a contract before 0.6.0, which serves tools only"
+            .to_owned(),
+        retryable: false,
+        remediation: Some("rebuild it against gatehouse:plugin@0.6.0".to_owned()),
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::LogLevel;
 use crate::bindings::adapter::gatehouse::plugin::log;
-use crate::bindings::caller;
 use crate::caller::{CallerGate, Question};
 use crate::egress::EgressGate;
 
@@ -313,6 +312,17 @@ impl crate::bindings::policy_0_4::gatehouse::plugin::log::Host for CallState {
     }
 }
 
+/// A plugin built for the released contract 0.5.0 logs through `gatehouse:plugin/log@0.5.0`.
+impl crate::bindings::adapter_0_5::gatehouse::plugin::log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: crate::bindings::adapter_0_5::gatehouse::plugin::log::Level,
+        message: String,
+    ) {
+        log::Host::log(self, level.into(), message).await;
+    }
+}
+
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_LINES {
@@ -327,52 +337,82 @@ impl log::Host for CallState {
     }
 }
 
-/// Contract 0.5.0's `caller` interface, through the call's [`CallerGate`]. An ask's wait is
-/// [`Paused`]: the call's time budget does not run down while the caller answers.
-impl caller::Host for CallState {
-    async fn can(&mut self) -> caller::CallerCan {
-        self.caller.can().into()
-    }
+/// The `caller` interface (since contract 0.5.0), through the call's [`CallerGate`]. An ask's
+/// wait is [`Paused`]: the call's time budget does not run down while the caller answers.
+/// The current interface and 0.5.0's are the same at two versions (`caller` names the one in
+/// scope where this is expanded).
+macro_rules! caller_host {
+    () => {
+        impl caller::Host for CallState {
+            async fn can(&mut self) -> caller::CallerCan {
+                self.caller.can().into()
+            }
 
-    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        self.caller.progress(progress, total, message);
-    }
+            async fn progress(
+                &mut self,
+                progress: f64,
+                total: Option<f64>,
+                message: Option<String>,
+            ) {
+                self.caller.progress(progress, total, message);
+            }
 
-    async fn notify(&mut self, level: caller::LogLevel, logger: Option<String>, data: String) {
-        self.caller.notify(level.into(), logger, data);
-    }
+            async fn notify(
+                &mut self,
+                level: caller::LogLevel,
+                logger: Option<String>,
+                data: String,
+            ) {
+                self.caller.notify(level.into(), logger, data);
+            }
 
-    async fn ask(
-        &mut self,
-        key: String,
-        kind: caller::AskKind,
-        params: String,
-    ) -> Result<String, caller::AskError> {
-        let request = caller::InputRequest { key, kind, params };
-        let mut answers = caller::Host::ask_all(self, vec![request]).await;
-        answers.pop().unwrap_or_else(|| {
-            Err(caller::AskError::Failed(
-                "the gateway lost the answer".to_owned(),
-            ))
-        })
-    }
+            async fn ask(
+                &mut self,
+                key: String,
+                kind: caller::AskKind,
+                params: String,
+            ) -> Result<String, caller::AskError> {
+                let request = caller::InputRequest { key, kind, params };
+                let mut answers = caller::Host::ask_all(self, vec![request]).await;
+                answers.pop().unwrap_or_else(|| {
+                    Err(caller::AskError::Failed(
+                        "the gateway lost the answer".to_owned(),
+                    ))
+                })
+            }
 
-    async fn ask_all(
-        &mut self,
-        requests: Vec<caller::InputRequest>,
-    ) -> Vec<Result<String, caller::AskError>> {
-        let questions = (requests.into_iter())
-            .map(|request| Question {
-                key: request.key,
-                kind: request.kind.into(),
-                params: request.params,
-            })
-            .collect();
-        self.paused.start();
-        let answers = self.caller.ask_all(questions).await;
-        self.paused.stop();
-        (answers.into_iter())
-            .map(|answer| answer.map(|value| value.to_string()).map_err(Into::into))
-            .collect()
-    }
+            async fn ask_all(
+                &mut self,
+                requests: Vec<caller::InputRequest>,
+            ) -> Vec<Result<String, caller::AskError>> {
+                let questions = (requests.into_iter())
+                    .map(|request| Question {
+                        key: request.key,
+                        kind: request.kind.into(),
+                        params: request.params,
+                    })
+                    .collect();
+                self.paused.start();
+                let answers = self.caller.ask_all(questions).await;
+                self.paused.stop();
+                (answers.into_iter())
+                    .map(|answer| answer.map(|value| value.to_string()).map_err(Into::into))
+                    .collect()
+            }
+        }
+    };
+}
+
+mod caller_host {
+    use super::{CallState, Question};
+    use crate::bindings::caller;
+
+    caller_host!();
+}
+
+mod caller_host_0_5 {
+    use super::{CallState, Question};
+    use crate::bindings::adapter_0_5::gatehouse::plugin::caller;
+
+    caller_host!();
 }

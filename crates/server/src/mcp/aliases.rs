@@ -1,8 +1,8 @@
-//! `[mcp.aliases]`: MCP tool names for gatehouse tools, for clients that call fixed names.
+//! `[mcp.aliases]`: MCP names for gatehouse tools and prompts, for clients that call fixed names.
 //!
 //! A gatehouse tool is named `<adapter id>.<capability id>`. Some clients (test suites, agents
 //! with hard-wired tool names) call a name of their own, such as `test_simple_text`. An alias
-//! maps such a name to one tool:
+//! maps such a name to one tool (or prompt: `prompts/list` and `prompts/get` use the same table):
 //!
 //! ```toml
 //! [mcp.aliases]

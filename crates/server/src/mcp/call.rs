@@ -3,7 +3,8 @@
 //! caller's view of its [`ToolResultEnvelope`] out. Each version's folder maps that result to
 //! its own wire shapes; nothing here knows a protocol version.
 //!
-//! Also shared: the tool listing ([`Gateway::tools`]), a decided approval's call run again
+//! Also shared: resources, prompts and completion ([`super::content`]), the tool listing
+//! ([`Gateway::tools`]), a decided approval's call run again
 //! ([`Gateway::resume`]), the record of a request held for a decision ([`Gateway::held`]),
 //! and a calling user's consent ([`Gateway::consent`]).
 
@@ -71,6 +72,11 @@ impl Gateway {
     /// How paused calls reach clients.
     pub(crate) fn approvals(&self) -> &Approvals {
         &self.approvals
+    }
+
+    /// The `[mcp.aliases]`.
+    pub(crate) fn aliases(&self) -> &ToolAliases {
+        &self.aliases
     }
 
     /// The host the calls run on, shared.
@@ -327,6 +333,9 @@ impl Gateway {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_logging()
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
                 .enable_tools()
                 .enable_tasks()
                 .build(),

@@ -45,6 +45,7 @@ pub mod approvals;
 mod call;
 mod caller;
 pub mod config;
+pub(crate) mod content;
 #[cfg(test)]
 mod fuzz;
 pub mod identity;

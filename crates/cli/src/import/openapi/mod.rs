@@ -40,7 +40,7 @@ use serde_json::{Map, Value, json};
 use super::headers::HeaderCredential;
 use super::mcp::DESTRUCTIVE_GATE;
 use super::names::{Filter, Ids};
-use super::{Choice, Destination, Import, ImportError, Options, Reach, Skipped, assemble};
+use super::{Choice, Destination, Import, ImportError, Options, Reach, Served, Skipped, assemble};
 
 pub mod patterns;
 pub mod refs;
@@ -236,6 +236,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
         ),
         Reach::Http(destination),
         (capabilities, choices, skipped),
+        Served::default(),
         || {
             format!(
                 "the document has {operations} operations the filters and the adapter leave none of"

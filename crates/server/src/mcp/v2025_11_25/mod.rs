@@ -11,6 +11,9 @@
 //! - `logging/setLevel`: the level of the log lines the caller's calls tell it from now on
 //!   ([`session`]; none before it sets one);
 //! - `tools/list`: the caller's tools, each `execution.taskSupport: "optional"`;
+//! - `resources/list`, `resources/templates/list`, `resources/read`, `prompts/list`,
+//!   `prompts/get` and `completion/complete` ([`super::content`]); no subscriptions yet
+//!   (`resources/subscribe` is -32601, and the capabilities do not offer it);
 //! - `tools/call` through the shared call path; with `params.task`, a task (a
 //!   `CreateTaskResult`); a call paused for approval held on an event stream for a caller that
 //!   declared URL elicitation ([`session`]); a call whose adapter tells or asks its caller
@@ -88,6 +91,12 @@ pub async fn answer(
             }
         }
         ("tools/list", _) => tools(gateway, &caller),
+        ("resources/list", _) => Ok(gateway.resource_list(&caller)),
+        ("resources/templates/list", _) => Ok(gateway.template_list(&caller)),
+        ("prompts/list", _) => Ok(gateway.prompt_list(&caller)),
+        ("resources/read", Params::Other(params)) => gateway.read_resource(&caller, &params).await,
+        ("prompts/get", Params::Other(params)) => gateway.get_prompt(&caller, &params).await,
+        ("completion/complete", Params::Other(params)) => gateway.complete(&caller, &params).await,
         ("tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel", Params::Other(params)) => {
             task_request(gateway, &caller, &method, &params).await
         }

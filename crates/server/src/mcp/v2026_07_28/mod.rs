@@ -7,8 +7,10 @@
 //! 2. `_meta` has the required keys, else -32602 (HTTP 400);
 //! 3. the version is one gatehouse serves, else -32022 with `data.supported` and
 //!    `data.requested` (HTTP 400);
-//! 4. the method: `server/discover`; `tools/list` (with `resultType`, `ttlMs: 0` and
-//!    `cacheScope: "private"`: a listing is the caller's tenant's); `tools/call` (-32021 before
+//! 4. the method: `server/discover`; `tools/list`, `resources/list`,
+//!    `resources/templates/list`, `prompts/list` and `resources/read` (with `resultType`,
+//!    `ttlMs: 0` and `cacheScope: "private"`: a listing, and a read, is the caller's tenant's);
+//!    `prompts/get` and `completion/complete` ([`super::content`]); `tools/call` (-32021 before
 //!    anything runs when the request's client capabilities lack one its tool's manifest names
 //!    in `client_capabilities`) through the shared call path, a paused call answered as [`super::approvals`] says (an
 //!    `InputRequiredResult` with the gateway's signed `requestState`, or a task); the tasks
@@ -131,6 +133,30 @@ async fn dispatch(
             let mut list = to_value(&ListToolsResult::with_all_items(gateway.tools(&caller)?))?;
             cacheable(&mut list);
             Ok(list)
+        }
+        ("resources/list" | "resources/templates/list" | "prompts/list", _) => {
+            let mut list = match method.as_str() {
+                "resources/list" => gateway.resource_list(&caller),
+                "resources/templates/list" => gateway.template_list(&caller),
+                _ => gateway.prompt_list(&caller),
+            };
+            cacheable(&mut list);
+            Ok(list)
+        }
+        ("resources/read", Params::Other(params)) => {
+            let mut contents = gateway.read_resource(&caller, &params).await?;
+            cacheable(&mut contents);
+            Ok(contents)
+        }
+        ("prompts/get", Params::Other(params)) => {
+            let mut prompt = gateway.get_prompt(&caller, &params).await?;
+            prompt["resultType"] = json!(ResultType::COMPLETE);
+            Ok(prompt)
+        }
+        ("completion/complete", Params::Other(params)) => {
+            let mut completion = gateway.complete(&caller, &params).await?;
+            completion["resultType"] = json!(ResultType::COMPLETE);
+            Ok(completion)
         }
         ("tasks/get" | "tasks/update" | "tasks/cancel", Params::Other(params)) => {
             if !can.tasks {
