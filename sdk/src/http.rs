@@ -53,7 +53,7 @@ use crate::adapter::bindings::wasi::http::outgoing_handler;
 use crate::adapter::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
-use crate::adapter::bindings::wasi::io::streams::StreamError;
+use crate::adapter::bindings::wasi::io::streams::{InputStream, StreamError};
 use crate::error::ToolError;
 
 /// Redirects followed before giving up; each is a new request through the gate.
@@ -286,6 +286,33 @@ impl Request {
     }
 
     fn send_once(&self) -> Result<Response, HttpError> {
+        let (status, headers, body) = self.begin()?;
+        Ok(Response {
+            status,
+            headers,
+            body: read_body(body)?,
+        })
+    }
+
+    /// Sends the request once (no redirects followed) and returns as soon as the response's
+    /// status and headers arrive: its body is read as it comes ([`Streaming::next_chunk`]).
+    /// For a response that goes on while the adapter acts on what it said so far, such as an
+    /// MCP server's event stream asking a question mid-call.
+    pub fn send_streaming(self) -> Result<Streaming, HttpError> {
+        let (status, headers, body) = self.begin()?;
+        let stream = body
+            .stream()
+            .map_err(|()| HttpError::Transport("response body stream already taken".to_owned()))?;
+        Ok(Streaming {
+            status,
+            headers,
+            stream: Some(stream),
+            body: Some(body),
+        })
+    }
+
+    /// Sends the request once: the response's status, headers and unread body.
+    fn begin(&self) -> Result<Head, HttpError> {
         let url = Url::parse(&self.url)?;
         let entries: Vec<(String, Vec<u8>)> = self.headers.clone();
         let headers =
@@ -329,11 +356,7 @@ impl Request {
         let body = response
             .consume()
             .map_err(|()| HttpError::Transport("response body already taken".to_owned()))?;
-        Ok(Response {
-            status,
-            headers,
-            body: read_body(body)?,
-        })
+        Ok((status, headers, body))
     }
 }
 
@@ -381,6 +404,13 @@ fn read_body(body: IncomingBody) -> Result<Vec<u8>, HttpError> {
             }
         }
     }
+    finish(body)?;
+    Ok(out)
+}
+
+/// Ends a body read to its end: waits for its trailers (which the gate reports a refusal or
+/// a spent budget through).
+fn finish(body: IncomingBody) -> Result<(), HttpError> {
     let trailers = IncomingBody::finish(body);
     loop {
         if let Some(result) = trailers.get() {
@@ -389,7 +419,70 @@ fn read_body(body: IncomingBody) -> Result<Vec<u8>, HttpError> {
         }
         trailers.subscribe().block();
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The first value of header `name` in `headers` (case-insensitive), if it is UTF-8.
+fn header_in<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+/// A response's status, headers and unread body.
+type Head = (u16, Vec<(String, Vec<u8>)>, IncomingBody);
+
+/// A response whose body is read as it arrives ([`Request::send_streaming`]).
+pub struct Streaming {
+    status: u16,
+    headers: Vec<(String, Vec<u8>)>,
+    // Dropped before `body` is finished: a body's stream is its child resource.
+    stream: Option<InputStream>,
+    body: Option<IncomingBody>,
+}
+
+impl Streaming {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The first value of header `name` (case-insensitive), if it is valid UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header_in(&self.headers, name)
+    }
+
+    /// The next bytes of the body, as soon as some arrive; `None` once it has ended.
+    pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpError> {
+        let Some(stream) = &self.stream else {
+            return Ok(None);
+        };
+        match stream.blocking_read(READ_CHUNK) {
+            Ok(chunk) => Ok(Some(chunk)),
+            Err(StreamError::Closed) => {
+                self.stream = None;
+                match self.body.take() {
+                    Some(body) => finish(body).map(|()| None),
+                    None => Ok(None),
+                }
+            }
+            Err(e) => Err(stream_error(&e)),
+        }
+    }
+
+    /// The whole response: the rest of the body read to its end.
+    pub fn into_response(mut self) -> Result<Response, HttpError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk()? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Response {
+            status: self.status,
+            headers: std::mem::take(&mut self.headers),
+            body,
+        })
+    }
 }
 
 fn stream_error(error: &StreamError) -> HttpError {
@@ -412,10 +505,7 @@ impl Response {
 
     /// The first value of a header (case-insensitive name), if it is UTF-8.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        header_in(&self.headers, name)
     }
 
     /// All headers, in order.

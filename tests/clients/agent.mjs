@@ -21,6 +21,8 @@
 //   --task-get ID      poll task ID to its end, then tasks/result (2025-11-25)
 //   --task-cancel ID   cancel task ID (2025-11-25)
 //   --timeout MS       each request's timeout (default 120000)
+//   --progress         ask for the call's progress; print each notification (`progress`)
+//   --log-level L      2025-11-25: `logging/setLevel` L first; print each log line (`log`)
 import process from 'node:process';
 
 const argv = process.argv.slice(2);
@@ -46,6 +48,8 @@ const taskCreate = flag('--task-create');
 const taskGet = option('--task-get');
 const taskCancel = option('--task-cancel');
 const timeout = Number(option('--timeout', '120000'));
+const progress = flag('--progress');
+const logLevel = option('--log-level');
 const [url, version, tool, argsJson = '{}'] = argv;
 if (!url || !version || !tool) {
     console.error('usage: agent.mjs URL 2025-11-25|2026-07-28 TOOL [JSON_ARGS] [options]');
@@ -133,10 +137,16 @@ async function run() {
             emit('task', { task: created.task });
             if (taskCreate) return 0;
             result = await pollTask(client, types, created.task.taskId);
-        } else if (sdk === 'v1') {
-            result = await client.callTool({ name: tool, arguments: args }, undefined, { timeout });
         } else {
-            result = await client.callTool({ name: tool, arguments: args }, { timeout });
+            const options = { timeout, ...(progress ? { onprogress: p => emit('progress', { progress: p }) } : {}) };
+            if (logLevel) {
+                client.setNotificationHandler(sdk === 'v1' ? types.LoggingMessageNotificationSchema : 'notifications/message',
+                    message => emit('log', { params: message.params }));
+                await client.setLoggingLevel(logLevel);
+            }
+            result = sdk === 'v1'
+                ? await client.callTool({ name: tool, arguments: args }, undefined, options)
+                : await client.callTool({ name: tool, arguments: args }, options);
         }
         emit('result', { result });
         return 0;

@@ -17,6 +17,9 @@
 //! and completions of the template's `date` (two dates, by prefix). Each read and fill-in
 //! counts as a call of `read <uri>` and `prompt <name>`.
 //!
+//! [`McpUpstream::start_asking`] adds `ask_name`, which asks its client a question (see
+//! `Handler::ask_name`) and records the answer ([`McpUpstream::answers`]).
+//!
 //! It counts the calls of each tool ([`McpUpstream::calls`]), records the headers of every
 //! HTTP request ([`McpUpstream::requests`]), and can change `get_forecast`'s input schema
 //! ([`McpUpstream::change_forecast_schema`]) to show drift.
@@ -47,6 +50,10 @@ use wasmtime_wasi_http::io::TokioIo;
 /// What the server shares with its handle.
 #[derive(Debug, Default)]
 struct State {
+    /// Whether it offers `ask_name` ([`McpUpstream::start_asking`]).
+    asking: bool,
+    /// What `ask_name` got back for its question: the client's answer, or the error.
+    answers: Mutex<Vec<Value>>,
     calls: Mutex<BTreeMap<String, usize>>,
     requests: Mutex<Vec<HeaderMap>>,
     schema_changed: AtomicBool,
@@ -81,7 +88,85 @@ impl Handler {
             { "name": "whoami", "description": "The authorization the call arrived with.", "inputSchema": { "type": "object" },
               "annotations": { "readOnlyHint": true } },
         ]);
-        serde_json::from_value(tools).expect("tool definitions")
+        let mut tools: Vec<Tool> = serde_json::from_value(tools).expect("tool definitions");
+        if self.state.asking {
+            tools.push(
+                serde_json::from_value(json!({
+                    "name": "ask_name", "description": "Asks the user's name, then greets them.",
+                    "inputSchema": { "type": "object" }, "annotations": { "readOnlyHint": true },
+                }))
+                .expect("a tool definition"),
+            );
+        }
+        tools
+    }
+
+    /// `ask_name`: the question it asks, the progress and the log line it reports first.
+    /// 2025-11-25 (with sessions): progress, a log line, then `elicitation/create` on the
+    /// call's event stream, and the answer in its result. 2026-07-28: an
+    /// `InputRequiredResult` asking the same, whose retry (with `requestState` `asked-once`)
+    /// has the answer.
+    async fn ask_name(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        self.count("ask_name".to_owned());
+        let question = json!({
+            "mode": "form",
+            "message": "Your name?",
+            "requestedSchema": { "type": "object", "properties": { "approve": { "type": "boolean" } } },
+        });
+        let answer = if self.legacy {
+            let meta = serde_json::to_value(&request.meta).unwrap_or_default();
+            let token = (context.meta.get_progress_token())
+                .map(|token| serde_json::to_value(token).unwrap_or_default())
+                .or_else(|| meta.get("progressToken").cloned());
+            if let Some(token) = token {
+                let progress = json!({ "progressToken": token, "progress": 1, "total": 2, "message": "asking" });
+                let _sent = context
+                    .peer
+                    .notify_progress(serde_json::from_value(progress).expect("progress"))
+                    .await;
+            }
+            let line =
+                json!({ "level": "info", "logger": "upstream", "data": "asking for a name" });
+            #[allow(deprecated, reason = "2025-11-25 still has log lines")]
+            let _sent = context
+                .peer
+                .notify_logging_message(serde_json::from_value(line).expect("a log line"))
+                .await;
+            match context
+                .peer
+                .create_elicitation(serde_json::from_value(question).expect("a question"))
+                .await
+            {
+                Ok(answer) => serde_json::to_value(answer).unwrap_or_default(),
+                Err(error) => json!({ "error": error.to_string() }),
+            }
+        } else {
+            let Some(responses) = &request.input_responses else {
+                let asked = json!({
+                    "resultType": "input_required",
+                    "inputRequests": { "name": { "method": "elicitation/create", "params": question } },
+                    "requestState": "asked-once",
+                });
+                return CallToolResponse::InputRequired(
+                    serde_json::from_value(asked).expect("an input request"),
+                );
+            };
+            if request.request_state.as_deref() != Some("asked-once") {
+                json!({ "error": "the retry did not carry the requestState" })
+            } else {
+                serde_json::to_value(responses).unwrap_or_default()["name"].clone()
+            }
+        };
+        self.state.answers.lock().unwrap().push(answer.clone());
+        let result = json!({
+            "content": [{ "type": "text", "text": format!("answered: {}", answer["content"]) }],
+            "isError": answer.get("error").is_some(),
+        });
+        CallToolResponse::Complete(serde_json::from_value(result).expect("a tool result"))
     }
 
     fn count(&self, what: String) {
@@ -90,9 +175,11 @@ impl Handler {
 }
 
 impl ServerHandler for Handler {
+    #[allow(deprecated, reason = "2025-11-25 servers still offer log lines")]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_completions()
                 .enable_prompts()
                 .enable_resources()
@@ -129,6 +216,15 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    #[allow(deprecated, reason = "2025-11-25 servers still take a log level")]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn list_resources(
@@ -228,6 +324,9 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        if name == "ask_name" {
+            return Ok(self.ask_name(&request, &context).await);
+        }
         *self
             .state
             .calls
@@ -283,16 +382,25 @@ pub struct McpUpstream {
 impl McpUpstream {
     /// Serves 2026-07-28 and older versions, statelessly, with JSON responses.
     pub async fn start() -> Self {
-        Self::serve(false).await
+        Self::serve(false, false).await
     }
 
     /// Serves only 2025-11-25, with sessions and SSE responses.
     pub async fn start_legacy() -> Self {
-        Self::serve(true).await
+        Self::serve(true, false).await
     }
 
-    async fn serve(legacy: bool) -> Self {
-        let state = Arc::new(State::default());
+    /// [`McpUpstream::start_legacy`] (`legacy`) or [`McpUpstream::start`], offering
+    /// `ask_name` too.
+    pub async fn start_asking(legacy: bool) -> Self {
+        Self::serve(legacy, true).await
+    }
+
+    async fn serve(legacy: bool, asking: bool) -> Self {
+        let state = Arc::new(State {
+            asking,
+            ..State::default()
+        });
         let handler = Handler {
             state: state.clone(),
             legacy,
@@ -352,6 +460,12 @@ impl McpUpstream {
     /// The headers of every HTTP request so far, oldest first.
     pub fn requests(&self) -> Vec<HeaderMap> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// What `ask_name` got back for its questions, in order: the client's answers, or
+    /// `{ "error": ... }`.
+    pub fn answers(&self) -> Vec<Value> {
+        self.state.answers.lock().unwrap().clone()
     }
 
     /// From now on the prompt `Review Code` says another description: its definition changes.

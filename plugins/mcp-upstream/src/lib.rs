@@ -13,6 +13,8 @@
 //!    within the call's egress budget. Each request goes through `gatehouse_sdk::http`, so the
 //!    host's egress gate decides where it may go and injects the operator's credential for
 //!    the upstream; this code never sees one, and a header it has no grant for is dropped;
+//!    What the upstream tells and asks its client meanwhile (progress, log lines, elicitation,
+//!    sampling, roots) reaches the caller through the gateway's caller gate ([`relay`]);
 //! 3. turn the answer (JSON, or an SSE stream: [`rpc`]) into the call's result ([`result`]):
 //!    content blocks and `structuredContent` as the upstream returned them; an `isError`
 //!    result is the structured error `UPSTREAM_TOOL_ERROR`, a JSON-RPC error
@@ -26,6 +28,7 @@ use gatehouse_sdk::{
 };
 
 mod mapping;
+mod relay;
 mod result;
 mod rpc;
 mod session;

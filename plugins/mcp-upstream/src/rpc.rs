@@ -2,7 +2,7 @@
 //! from a JSON body or an SSE stream.
 
 use gatehouse_sdk::ToolError;
-use gatehouse_sdk::http::{Request, Response};
+use gatehouse_sdk::http::{Request, Response, Streaming};
 use gatehouse_sdk::serde_json::{self, Value};
 
 /// Bytes of what the upstream said that an error message quotes, at most.
@@ -31,14 +31,74 @@ impl Exchange<'_> {
     /// error is `UPSTREAM_RPC_ERROR`; an answer that is not MCP `UPSTREAM_NOT_MCP`; HTTP 429
     /// and 5xx `UPSTREAM_FAILED` (retryable); the client's errors as the SDK maps them.
     pub fn request(&self, id: u64, method: &str, params: &Value) -> Result<Reply, ToolError> {
+        self.request_relayed(id, method, params, &mut |_, _| Ok(()))
+    }
+
+    /// [`Exchange::request`], reading an event stream as it arrives: what the upstream says
+    /// before its answer (its notifications, and its requests to the client, which it may wait
+    /// on before it answers) goes to `meanwhile` at once, in order.
+    pub fn request_relayed(
+        &self,
+        id: u64,
+        method: &str,
+        params: &Value,
+        meanwhile: &mut dyn FnMut(&Self, Value) -> Result<(), ToolError>,
+    ) -> Result<Reply, ToolError> {
         let body =
             serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let mut streaming = self.post_streaming(&body)?;
+        let status = streaming.status();
+        if status >= 300 || !is_event_stream(streaming.header("content-type")) {
+            return self.answer(id, method, &streaming.into_response()?);
+        }
+        let session = streaming.header("mcp-session-id").map(str::to_owned);
+        let mut events = Events::default();
+        while let Some(chunk) = streaming.next_chunk()? {
+            for mut message in events.push(&chunk) {
+                if message.get("id") != Some(&Value::from(id)) || message.get("method").is_some() {
+                    meanwhile(self, message)?;
+                } else if message["error"].is_object() {
+                    return Err(self.rpc_error(method, &message["error"]));
+                } else if message.get("result").is_some() {
+                    return Ok(Reply {
+                        result: message["result"].take(),
+                        session,
+                    });
+                }
+            }
+        }
+        Err(ToolError::upstream(
+            "UPSTREAM_NOT_MCP",
+            format!(
+                "the MCP server at {} ended its event stream for `{method}` without an answer",
+                self.url
+            ),
+        ))
+    }
+
+    /// Answers the upstream's request `id` (made on an event stream) with `outcome`: its
+    /// `result`, or its JSON-RPC `error`. The upstream must accept it (any 2xx).
+    pub fn respond(&self, id: &Value, outcome: Result<Value, Value>) -> Result<(), ToolError> {
+        let mut body = serde_json::json!({ "jsonrpc": "2.0", "id": id });
+        match outcome {
+            Ok(result) => body["result"] = result,
+            Err(error) => body["error"] = error,
+        }
         let response = self.post(&body)?;
+        match response.status() {
+            200..=299 => Ok(()),
+            429 | 500.. => Err(self.failed("a response", &response)),
+            _ => Err(self.not_mcp("a response", &response)),
+        }
+    }
+
+    /// The answer to request `id` in `response`, read whole (JSON, or an event stream).
+    fn answer(&self, id: u64, method: &str, response: &Response) -> Result<Reply, ToolError> {
         let status = response.status();
         if status == 429 || status >= 500 {
-            return Err(self.failed(method, &response));
+            return Err(self.failed(method, response));
         }
-        let message = if is_event_stream(&response) {
+        let message = if is_event_stream(response.header("content-type")) {
             events(&response.text())
                 .into_iter()
                 .find(|m| m.get("id") == Some(&Value::from(id)))
@@ -55,7 +115,7 @@ impl Exchange<'_> {
             Some(m) if m["jsonrpc"] == "2.0" && m["error"].is_object() => {
                 Err(self.rpc_error(method, &m["error"]))
             }
-            _ => Err(self.not_mcp(method, &response)),
+            _ => Err(self.not_mcp(method, response)),
         }
     }
 
@@ -71,13 +131,21 @@ impl Exchange<'_> {
     }
 
     fn post(&self, body: &Value) -> Result<Response, ToolError> {
+        Ok(self.request_to(body)?.send()?)
+    }
+
+    fn post_streaming(&self, body: &Value) -> Result<Streaming, ToolError> {
+        Ok(self.request_to(body)?.send_streaming()?)
+    }
+
+    fn request_to(&self, body: &Value) -> Result<Request, ToolError> {
         let mut request = Request::post(self.url)
             .header("accept", ACCEPT)
             .no_redirects();
         for (name, value) in &self.headers {
             request = request.header(*name, value.as_bytes());
         }
-        Ok(request.json(body)?.send()?)
+        Ok(request.json(body)?)
     }
 
     fn failed(&self, method: &str, response: &Response) -> ToolError {
@@ -129,10 +197,27 @@ pub fn not_mcp(url: &str, method: &str, response: &Response) -> ToolError {
     .with_remediation("check that the manifest's upstream URL is the server's MCP endpoint")
 }
 
-fn is_event_stream(response: &Response) -> bool {
-    response
-        .header("content-type")
-        .is_some_and(|t| t.trim_start().starts_with("text/event-stream"))
+fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|t| t.trim_start().starts_with("text/event-stream"))
+}
+
+/// An event stream read as it arrives: bytes in, the JSON messages of the events completed so
+/// far out (an event ends at a blank line; a character cut between two reads waits for the
+/// rest).
+#[derive(Default)]
+struct Events {
+    pending: Vec<u8>,
+}
+
+impl Events {
+    fn push(&mut self, bytes: &[u8]) -> Vec<Value> {
+        self.pending.extend(bytes.iter().filter(|&&b| b != b'\r'));
+        let Some(end) = self.pending.windows(2).rposition(|pair| pair == b"\n\n") else {
+            return Vec::new();
+        };
+        let complete: Vec<u8> = self.pending.drain(..end + 2).collect();
+        events(&String::from_utf8_lossy(&complete))
+    }
 }
 
 /// The JSON messages of an SSE stream: the `data` of each event, joined by newlines, that
@@ -178,6 +263,24 @@ mod tests {
         let messages = events(stream);
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert_eq!(messages[1]["id"], 1);
+    }
+
+    #[test]
+    fn an_event_stream_read_in_pieces_gives_each_message_once_it_is_whole() {
+        let stream = "data: {\"id\":1,\r\ndata: \"x\":\"é\"}\r\n\r\ndata: {\"id\":2}\n\n";
+        let bytes = stream.as_bytes();
+        let mut events = Events::default();
+        let mut messages = Vec::new();
+        for piece in bytes.chunks(3) {
+            messages.extend(events.push(piece));
+        }
+        assert_eq!(
+            messages,
+            [
+                serde_json::json!({ "id": 1, "x": "é" }),
+                serde_json::json!({ "id": 2 })
+            ]
+        );
     }
 
     #[test]

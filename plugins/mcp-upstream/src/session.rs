@@ -8,17 +8,58 @@ use gatehouse_sdk::ToolError;
 use gatehouse_sdk::serde_json::{Value, json};
 
 use crate::mapping::{Mapping, SESSION, STATELESS};
+use crate::relay::{self, Relay};
 use crate::rpc::Exchange;
+
+/// Rounds of a 2026-07-28 `InputRequiredResult` one call answers at most.
+const MAX_ROUNDS: usize = 8;
+/// The progress token the upstream's progress notifications carry.
+const PROGRESS_TOKEN: &str = "gatehouse";
 
 /// How this client names itself to the upstream.
 fn client_info() -> Value {
     json!({ "name": "gatehouse-mcp-upstream", "version": env!("CARGO_PKG_VERSION") })
 }
 
-/// Calls the mapping's tool with `arguments`: the upstream's `tools/call` result.
+/// Calls the mapping's tool with `arguments`: the upstream's `tools/call` result. What the
+/// upstream tells and asks its client meanwhile reaches the caller ([`relay`]): its event
+/// stream's notifications and requests, and (2026-07-28) each `InputRequiredResult`'s
+/// requests, answered in a retry with the upstream's `requestState`.
 pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolError> {
-    let params = json!({ "name": mapping.tool, "arguments": arguments });
-    request(mapping, "tools/call", Some(&mapping.tool), params)
+    let mut relay = Relay::default();
+    let mut params = json!({
+        "name": mapping.tool,
+        "arguments": arguments,
+        "_meta": { "progressToken": PROGRESS_TOKEN },
+    });
+    for _ in 0..MAX_ROUNDS {
+        let result = request_relayed(
+            mapping,
+            "tools/call",
+            Some(&mapping.tool),
+            params.clone(),
+            &mut relay,
+        )?;
+        if result["resultType"] != "input_required" {
+            return Ok(result);
+        }
+        let requests = result["inputRequests"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        params["inputResponses"] = Relay::answers(&requests)?;
+        match result.get("requestState") {
+            Some(state) => params["requestState"] = state.clone(),
+            None => _ = params.as_object_mut().map(|p| p.remove("requestState")),
+        }
+    }
+    Err(ToolError::upstream(
+        "UPSTREAM_TOO_MANY_ROUNDS",
+        format!(
+            "the upstream tool `{}` asked for input more than {MAX_ROUNDS} times",
+            mapping.tool
+        ),
+    ))
 }
 
 /// Sends `method` with `params` to the mapping's upstream: its result. `name` is what the
@@ -27,8 +68,20 @@ pub fn request(
     mapping: &Mapping,
     method: &str,
     name: Option<&str>,
-    mut params: Value,
+    params: Value,
 ) -> Result<Value, ToolError> {
+    request_relayed(mapping, method, name, params, &mut Relay::default())
+}
+
+/// [`request`], what the upstream says on the way passed to `relay`.
+fn request_relayed(
+    mapping: &Mapping,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+    relay: &mut Relay,
+) -> Result<Value, ToolError> {
+    let mut meanwhile = |exchange: &Exchange, message: Value| relay.relay(exchange, &message);
     if mapping.protocol == STATELESS {
         let mut headers = vec![
             ("mcp-protocol-version", STATELESS.to_owned()),
@@ -41,13 +94,19 @@ pub fn request(
             url: &mapping.url,
             headers,
         };
+        let meta = params["_meta"].as_object_mut().map(std::mem::take);
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": STATELESS,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": relay::capabilities(),
             "io.modelcontextprotocol/clientInfo": client_info(),
+            // The caller's own level filters what reaches it: the upstream sends everything.
+            "io.modelcontextprotocol/logLevel": "debug",
         });
+        for (key, value) in meta.into_iter().flatten() {
+            params["_meta"][key] = value;
+        }
         return exchange
-            .request(1, method, &params)
+            .request_relayed(1, method, &params, &mut meanwhile)
             .map(|reply| reply.result);
     }
     let mut exchange = Exchange {
@@ -57,7 +116,11 @@ pub fn request(
     let initialized = exchange.request(
         0,
         "initialize",
-        &json!({ "protocolVersion": SESSION, "capabilities": {}, "clientInfo": client_info() }),
+        &json!({
+            "protocolVersion": SESSION,
+            "capabilities": relay::capabilities(),
+            "clientInfo": client_info(),
+        }),
     )?;
     let version = initialized.result["protocolVersion"]
         .as_str()
@@ -69,8 +132,13 @@ pub fn request(
         exchange.headers.push(("mcp-session-id", session));
     }
     exchange.notify("notifications/initialized")?;
+    // Its log lines, all of them: the caller's own level filters what reaches it. A server
+    // that offers logging but refuses the level still runs the call, without log lines.
+    if initialized.result["capabilities"].get("logging").is_some() {
+        let _unlogged = exchange.request(2, "logging/setLevel", &json!({ "level": "debug" }));
+    }
     exchange
-        .request(1, method, &params)
+        .request_relayed(1, method, &params, &mut meanwhile)
         .map(|reply| reply.result)
 }
 

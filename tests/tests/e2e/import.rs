@@ -38,9 +38,14 @@ pub(crate) fn key_file(dir: &Path) -> (SigningKey, PathBuf) {
 
 /// Imports `upstream` as adapter `id` into `dir/out`, signed: the command's output.
 fn import(upstream: &McpUpstream, id: &str, dir: &Path, key: &Path) -> String {
+    import_with(upstream, id, dir, key, &[])
+}
+
+/// [`import`] with `extra` arguments.
+fn import_with(upstream: &McpUpstream, id: &str, dir: &Path, key: &Path, extra: &[&str]) -> String {
     let out = dir.join("out");
     let header = format!("Authorization: Bearer ${{{TOKEN_ENV}}}");
-    let (code, text) = gatehouse(&[
+    let mut args = vec![
         "import",
         "mcp",
         &upstream.url,
@@ -54,7 +59,9 @@ fn import(upstream: &McpUpstream, id: &str, dir: &Path, key: &Path) -> String {
         key.to_str().unwrap(),
         "--component",
         MCP_UPSTREAM.wasm,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, text) = gatehouse(&args);
     assert_eq!(code, 0, "{text}");
     text
 }
@@ -1391,5 +1398,123 @@ async fn an_imported_servers_resources_and_prompts_are_served_governed() {
                 )
             )
         );
+    }
+}
+
+/// Runs the TypeScript SDK's agent (`tests/clients/agent.mjs`, `@modelcontextprotocol/client`)
+/// calling `tool` through the gateway on port `mcp` at `version`, with `options`: the JSON
+/// lines it printed.
+async fn typescript_agent(
+    mcp: u16,
+    version: &str,
+    tool: &str,
+    options: &[&str],
+) -> Vec<serde_json::Value> {
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
+    assert!(
+        clients
+            .join("node_modules/@modelcontextprotocol/client")
+            .exists(),
+        "the MCP TypeScript SDKs are not installed: run build-support/toolchains"
+    );
+    let mut command = std::process::Command::new("node");
+    command
+        .arg(clients.join("agent.mjs"))
+        .arg(format!("http://127.0.0.1:{mcp}/mcp"))
+        .args([version, tool, "{}", "--token", AGENT_KEY])
+        .args(options);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("node runs"))
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// What an imported server tells and asks its client during a call reaches the caller (an
+/// official SDK client) through the gateway, as an adapter's would: on a 2025-11-25 upstream,
+/// its progress and its `elicitation/create` on the call's event stream, the answer posted
+/// back; on a 2026-07-28 upstream, its `InputRequiredResult`, answered in a
+/// retry with its `requestState`. Without the operator's `[[caller.grant]]` nobody is asked:
+/// the upstream gets the protocol's error back (2025-11-25), or no retry (2026-07-28).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_servers_questions_reach_the_caller_under_the_operators_grant() {
+    for legacy in [true, false] {
+        let upstream = McpUpstream::start_asking(legacy).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (key, key_path) = key_file(dir.path());
+        let id = "test.asks";
+        let out = dir.path().join("out");
+        import_with(
+            &upstream,
+            id,
+            dir.path(),
+            &key_path,
+            &["--include", "ask_name"],
+        );
+        let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+        assert!(manifest.contains("[caller]"), "{manifest}");
+        let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+        assert!(config.contains("# [[caller.grant]]"), "{config}");
+
+        // Granted: the question reaches the client, its answer the upstream.
+        let grant = format!("[[caller.grant]]\nadapter = \"{id}\"\nask = [\"elicitation\"]\n");
+        let gateway =
+            Imported::start_with(&out, id, &key, (TOKEN_ENV, UPSTREAM_TOKEN), &grant).await;
+        let lines = typescript_agent(
+            gateway.mcp,
+            "2025-11-25",
+            "test.asks.ask_name",
+            &["--progress"],
+        )
+        .await;
+        let event = |kind: &'static str| lines.iter().filter(move |l| l["event"] == kind);
+        let asked: Vec<_> = event("elicitation").collect();
+        assert_eq!(asked.len(), 1, "legacy {legacy}: {lines:#?}");
+        assert_eq!(asked[0]["params"]["message"], "Your name?");
+        let result = event("result")
+            .next()
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert_eq!(
+            result["result"]["content"][0]["text"], "answered: {\"approve\":true}",
+            "{lines:#?}"
+        );
+        assert_eq!(
+            upstream.answers(),
+            [json!({ "action": "accept", "content": { "approve": true } })]
+        );
+        if legacy {
+            // On the upstream's event stream, before its question: its progress. (Its log
+            // line goes to the session's standalone stream, which rmcp's server uses for what
+            // is not tied to a request, and the adapter does not open: not relayed.)
+            let progress: Vec<_> = event("progress").collect();
+            assert_eq!(progress.len(), 1, "{lines:#?}");
+            assert_eq!(progress[0]["progress"]["message"], "asking");
+        }
+        drop(gateway);
+
+        // Not granted: the client is never asked.
+        let gateway = Imported::start(&out, id, &key).await;
+        let lines = typescript_agent(gateway.mcp, "2025-11-25", "test.asks.ask_name", &[]).await;
+        assert!(
+            lines.iter().all(|l| l["event"] != "elicitation"),
+            "legacy {legacy}: {lines:#?}"
+        );
+        let answers = upstream.answers();
+        if legacy {
+            // The upstream got the protocol's error for its question, not a hang.
+            assert_eq!(answers.len(), 2, "{answers:?}");
+            let error = answers[1]["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("-32603") || error.contains("refused") || error.contains("grant"),
+                "{error}"
+            );
+        } else {
+            // No retry reached the upstream: the call ends with the gateway's refusal.
+            assert_eq!(answers.len(), 1, "{answers:?}");
+            // Granted: the first call and its retry; refused: the first alone.
+            assert_eq!(upstream.calls("ask_name"), 3);
+        }
     }
 }

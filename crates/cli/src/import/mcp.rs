@@ -27,7 +27,8 @@ use std::time::Duration;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
 use gatehouse_host::plugin::manifest::{
-    AdapterManifest, Annotations, Capability, Prompt, PromptArgument, Resource, ResourceTemplate,
+    AdapterManifest, Annotations, AskKind, CallerRequest, Capability, Prompt, PromptArgument,
+    Resource, ResourceTemplate,
 };
 use rmcp::model::{ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
@@ -258,6 +259,7 @@ pub fn build(
         served,
         || empty(listing),
     )
+    .map(tells_and_asks)
 }
 
 /// The import of `listing`, the tools of the stdio server `spec` pins, granted by `grant` (a
@@ -294,6 +296,19 @@ pub fn build_with(
         served,
         || empty(listing),
     )
+    .map(tells_and_asks)
+}
+
+/// An imported server's adapter passes on what the server tells and asks its client
+/// (progress, log lines, elicitation, sampling, roots): its manifest declares all of it, and
+/// the operator's `[[caller.grant]]` decides which asks reach the caller (none by default).
+fn tells_and_asks(mut import: Import) -> Import {
+    import.manifest.caller = CallerRequest {
+        progress: true,
+        log: true,
+        ask: vec![AskKind::Elicitation, AskKind::Sampling, AskKind::Roots],
+    };
+    import
 }
 
 fn empty(listing: &Listing) -> String {

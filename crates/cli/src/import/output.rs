@@ -85,11 +85,26 @@ pub fn config_toml(import: &Import) -> String {
          # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n"
     }
     .replace("{id}", id);
+    // What the server may ask the caller through the gateway: nothing until the operator
+    // grants it.
+    let asks = if import.manifest.caller.ask.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n# The server may ask the calling user (elicitation), the caller's model (sampling)\n\
+             # and its roots during a call: nothing reaches the caller until you grant it here.\n\
+             # [[caller.grant]]\n\
+             # adapter = \"{id}\"\n\
+             # ask = [\"elicitation\", \"sampling\", \"roots\"]\n\
+             # max_asks = 4\n\
+             # max_sampling_tokens = 1000\n"
+        )
+    };
     format!(
         "# Operator config for adapter `{id}`, written by `gatehouse import`. Append it to your\n\
          {what}\n{grant}\n\
          # Who sees the imported tools: every tenant. Narrow `tenants` as needed.\n\
-         [[pipeline.tool]]\ntools = \"{id}.*\"\ntenants = [\"*\"]\n"
+         [[pipeline.tool]]\ntools = \"{id}.*\"\ntenants = [\"*\"]\n{asks}"
     )
 }
 
