@@ -95,8 +95,13 @@ pub struct ResourceTemplate {
     /// A JSON Schema (2020-12) for each of the template's parameters (each a string), by
     /// name: a parameter not listed is any string. "`file:///{path}` is not a permission model
     /// by itself": constrain what a parameter may be here, and per tenant with the grant's
-    /// `arg_constraints`.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    /// `arg_constraints`. In TOML, a schema may be written as a string of JSON text (as a
+    /// capability's `input_schema`).
+    #[serde(
+        default,
+        deserialize_with = "super::manifest::json_values",
+        skip_serializing_if = "Map::is_empty"
+    )]
     pub parameters: Map<String, Value>,
     /// Whether its contents are sensitive.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

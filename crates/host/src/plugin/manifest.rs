@@ -306,6 +306,17 @@ fn json_value_opt<'de, D: serde::Deserializer<'de>>(
     }
 }
 
+/// [`json_value`] for each value of a map (a template's `parameters`).
+pub(super) fn json_values<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<serde_json::Map<String, Value>, D::Error> {
+    let map = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+    Ok(map
+        .into_iter()
+        .map(|(key, value)| (key, from_text(value)))
+        .collect())
+}
+
 /// `value`, or the value a string holds as JSON text. A string that is not JSON text stays a
 /// string, which validation refuses naming the field (no schema or table is a string).
 fn from_text(value: Value) -> Value {
