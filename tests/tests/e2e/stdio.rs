@@ -799,3 +799,93 @@ async fn a_path_the_servers_user_cannot_reach_is_named_with_the_fix() {
     let (started, _config) = checking_drift(&out, &key, &wasm, "off").await;
     assert!(started.is_ok(), "{:?}", started.err());
 }
+
+/// npm's "everything" server, which offers every feature of the protocol.
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// Runs `tests/clients/survey.py` (the official MCP Python SDK) with `plan` and `target`
+/// (`--url ...` or `--stdio ...`): what it saw, with the times a dynamic resource says it
+/// was made at blanked (they differ between two reads).
+async fn survey(plan: &Value, target: Vec<String>) -> Value {
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
+    let python = clients.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the MCP Python SDK is not installed: run build-support/toolchains"
+    );
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(clients.join("survey.py"))
+        .arg(plan.to_string())
+        .args(target);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("python runs"))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let times = regex::Regex::new(r"created at [0-9:]+ ?[AP]?M?").unwrap();
+    serde_json::from_str(&times.replace_all(&text, "created at <time>"))
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A real server behind gatehouse: npm's everything server, imported over stdio and served in
+/// the sandbox, surveyed by the official Python SDK directly and through the gateway in both
+/// protocol versions. Its resources, templates, prompts, reads, fill-ins and completions are
+/// the same either way (the gateway names a prompt `<adapter id>.<name>`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_everything_servers_resources_and_prompts_are_the_same_through_gatehouse() {
+    let dir = open_dir();
+    let id = "test.every";
+    let (code, printed, out, key) =
+        import(dir.path(), id, &[], &["npx", "-y", EVERYTHING, "stdio"]);
+    assert_eq!(code, 0, "{printed}");
+    let plan = json!({
+        "reads": ["demo://resource/static/document/architecture.md", "demo://resource/dynamic/text/7"],
+        "gets": [
+            { "name": "simple-prompt" },
+            { "name": "args-prompt", "arguments": { "city": "Paris", "state": "TX" } },
+            { "name": "resource-prompt", "arguments": { "resourceType": "Text", "resourceId": "3" } },
+        ],
+        "completions": [
+            { "ref": { "type": "ref/prompt", "name": "completable-prompt" }, "argument": { "name": "department", "value": "E" } },
+        ],
+    });
+    let direct = survey(
+        &plan,
+        ["--stdio", "npx", "-y", EVERYTHING, "stdio"]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .await;
+    assert!(
+        direct["resources"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+            && direct["completions"] == json!([["Engineering"]]),
+        "{direct}"
+    );
+    let gateway = Imported::start_with_env(&out, id, &key, ("UNUSED", "")).await;
+    for version in ["2025-11-25", "2026-07-28"] {
+        let through = survey(
+            &plan,
+            [
+                "--prefix",
+                &format!("{id}."),
+                "--url",
+                &format!("http://127.0.0.1:{}/mcp", gateway.mcp),
+                "--version",
+                version,
+                "--token",
+                crate::import::AGENT_KEY,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        )
+        .await;
+        assert_eq!(through, direct, "{version}");
+    }
+}
