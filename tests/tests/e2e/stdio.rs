@@ -832,10 +832,11 @@ async fn survey(plan: &Value, target: Vec<String>) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
-/// A real server behind gatehouse: npm's everything server, imported over stdio and served in
-/// the sandbox, surveyed by the official Python SDK directly and through the gateway in both
-/// protocol versions. Its resources, templates, prompts, reads, fill-ins and completions are
-/// the same either way (the gateway names a prompt `<adapter id>.<name>`).
+/// A real server behind gatehouse: npm's everything server, imported over stdio (served in the
+/// sandbox) and over Streamable HTTP (the same package, run by the test), surveyed by the
+/// official Python SDK directly and through the gateway in both protocol versions. Its
+/// resources, templates, prompts, reads, fill-ins and completions are the same either way (the
+/// gateway names a prompt `<adapter id>.<name>`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_everything_servers_resources_and_prompts_are_the_same_through_gatehouse() {
     let dir = open_dir();
@@ -869,23 +870,108 @@ async fn the_everything_servers_resources_and_prompts_are_the_same_through_gateh
         "{direct}"
     );
     let gateway = Imported::start_with_env(&out, id, &key, ("UNUSED", "")).await;
-    for version in ["2025-11-25", "2026-07-28"] {
-        let through = survey(
-            &plan,
-            [
-                "--prefix",
-                &format!("{id}."),
-                "--url",
-                &format!("http://127.0.0.1:{}/mcp", gateway.mcp),
-                "--version",
-                version,
-                "--token",
-                crate::import::AGENT_KEY,
-            ]
-            .map(str::to_owned)
-            .to_vec(),
-        )
-        .await;
-        assert_eq!(through, direct, "{version}");
+    same_through(&plan, gateway.mcp, id, &direct).await;
+    drop(gateway);
+
+    // The same package over Streamable HTTP, from the directory the stdio import installed it
+    // into: imported from its URL, served, surveyed the same way.
+    let script = find(
+        &dir.path().join("packages"),
+        "server-everything/dist/index.js",
+    )
+    .expect("the stdio import installed the package");
+    let port = gatehouse_tests::free_port();
+    let server = Killed(
+        std::process::Command::new("node")
+            .arg(&script)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("node runs"),
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let http_dir = open_dir();
+    let (http_key, http_key_path) = key_file(http_dir.path());
+    let http_out = http_dir.path().join("out");
+    let http_id = "test.everyhttp";
+    let (code, printed) = gatehouse(&[
+        "import",
+        "mcp",
+        &url,
+        "--id",
+        http_id,
+        "--out",
+        s(&http_out),
+        "--key",
+        s(&http_key_path),
+        "--component",
+        MCP_UPSTREAM.wasm,
+    ]);
+    assert_eq!(code, 0, "{printed}");
+    let direct = survey(&plan, ["--url", url.as_str()].map(str::to_owned).to_vec()).await;
+    let gateway = Imported::start_with_env(&http_out, http_id, &http_key, ("UNUSED", "")).await;
+    same_through(&plan, gateway.mcp, http_id, &direct).await;
+    drop(server);
+}
+
+/// Surveys gatehouse on port `mcp`, serving adapter `id`, in both protocol versions: each the
+/// same as `direct`.
+async fn same_through(plan: &Value, mcp: u16, id: &str, direct: &Value) {
+    for version in ["2025-11-25", "2026-07-28"] {
+        let url = format!("http://127.0.0.1:{mcp}/mcp");
+        let prefix = format!("{id}.");
+        let args = [
+            "--prefix",
+            &prefix,
+            "--url",
+            &url,
+            "--version",
+            version,
+            "--token",
+        ];
+        let mut args: Vec<String> = args.map(str::to_owned).to_vec();
+        args.push(crate::import::AGENT_KEY.to_owned());
+        let through = survey(plan, args).await;
+        assert_eq!(&through, direct, "{id}, {version}");
+    }
+}
+
+/// A child process, killed when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The first file under `dir` whose path ends with `suffix`.
+fn find(dir: &Path, suffix: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.ends_with(suffix) {
+            return Some(path);
+        }
+        if entry
+            .file_type()
+            .is_ok_and(|t| t.is_dir() && !t.is_symlink())
+            && let Some(found) = find(&path, suffix)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
 }
