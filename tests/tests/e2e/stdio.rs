@@ -334,7 +334,11 @@ async fn a_pypi_server_is_pinned_and_called() {
     ] {
         assert!(manifest.contains(pinned), "{pinned}\n{manifest}");
     }
-    let gateway = Imported::start(&out, id, &key).await;
+    // The first call starts the Python server (an interpreter importing its packages) within
+    // its deadline: the tests' 2 s is tight for that on a busy machine, as for any
+    // interpreter-based plugin, so it gets its own.
+    let deadline = format!("[[sandbox.plugin]]\nid = \"{id}\"\ntimeout_ms = 15000\n");
+    let gateway = Imported::start_with(&out, id, &key, ("UNUSED", ""), &deadline).await;
     let client = gateway.client().await;
     let (result, record) = rmcp_call(
         &client,
