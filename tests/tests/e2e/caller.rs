@@ -479,15 +479,18 @@ async fn a_sensitive_capabilitys_asks_are_recorded_as_hashes() {
     assert!(!record.to_string().contains("Your name, Sir?"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
+/// Installs `adapter`, an adapter built for an older released contract, and calls its `whoami`
+/// with a relay that can be asked anything: the call's only block of text (after checking it
+/// ended `OK`), and what reached the relay.
+async fn whoami_of_older(adapter: &gatehouse_tests::Artifact) -> (String, Vec<Value>) {
     let host = HostBuilder::trusting(&["test.*"], &[]).build();
-    host.install_adapter(&CONTRACT_0_4_ADAPTER.signed())
-        .expect("a 0.4.0 adapter installs");
+    host.install_adapter(&adapter.signed())
+        .unwrap_or_else(|e| panic!("{} installs: {e}", adapter.name));
     let relay = TestRelay::new(everything(), Duration::ZERO);
+    let tool = format!("{}.whoami", adapter.manifest().id());
     let result = host
         .call_relayed(
-            ToolCallEnvelope::new("default", "test.contract-0-4-adapter.whoami", json!({})),
+            ToolCallEnvelope::new("default", tool, json!({})),
             relay.clone(),
         )
         .await;
@@ -496,41 +499,26 @@ async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
         (Status::Ok, OutcomeCode::Ok),
         "{result:#?}"
     );
-    assert_eq!(
-        result.content,
-        vec![ContentBlock::Text {
-            text: "built for 0.4.0, called by default with skills: none".to_owned()
-        }]
-    );
-    assert_eq!(relay.seen(), Vec::<Value>::new());
+    let [ContentBlock::Text { text }] = result.content.as_slice() else {
+        panic!("one text block: {result:#?}");
+    };
+    (text.clone(), relay.seen())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
+    let (text, seen) = whoami_of_older(&CONTRACT_0_4_ADAPTER).await;
+    assert_eq!(text, "built for 0.4.0, called by default with skills: none");
+    assert_eq!(seen, Vec::<Value>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adapter_built_for_0_5_0_still_loads_and_tells_its_caller() {
-    let host = HostBuilder::trusting(&["test.*"], &[]).build();
-    host.install_adapter(&CONTRACT_0_5_ADAPTER.signed())
-        .expect("a 0.5.0 adapter installs");
-    let relay = TestRelay::new(everything(), Duration::ZERO);
-    let result = host
-        .call_relayed(
-            ToolCallEnvelope::new("default", "test.contract-0-5-adapter.whoami", json!({})),
-            relay.clone(),
-        )
-        .await;
-    assert_eq!(
-        (result.status, result.outcome),
-        (Status::Ok, OutcomeCode::Ok),
-        "{result:#?}"
-    );
-    assert_eq!(
-        result.content,
-        vec![ContentBlock::Text {
-            text: "built for 0.5.0, called by default".to_owned()
-        }]
-    );
+    let (text, seen) = whoami_of_older(&CONTRACT_0_5_ADAPTER).await;
+    assert_eq!(text, "built for 0.5.0, called by default");
     // Its `caller@0.5.0` import reached the relay, as the current one does.
     assert_eq!(
-        relay.seen(),
+        seen,
         vec![
             json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
             json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),

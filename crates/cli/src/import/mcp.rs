@@ -332,11 +332,7 @@ fn capabilities(
     let mut skipped = Vec::new();
     for tool in &listing.tools {
         let name = tool["name"].as_str().unwrap_or_default();
-        if let Some(reason) = filter.refuses(name) {
-            skipped.push(Skipped {
-                source: name.to_owned(),
-                reason: reason.to_owned(),
-            });
+        if !kept(&filter, name, &mut skipped) {
             continue;
         }
         let id = ids.assign(name)?;
@@ -359,8 +355,9 @@ fn capabilities(
 /// `upstream` table (the URL, the protocol, its URI, URI template or prompt name, and the
 /// digest of its definition, which `--check` compares) and ids shared with the tools'. A
 /// resource's classification is `unreviewed` until the operator reviews it. The filters
-/// apply to their names as to tools'. A template the gateway cannot match (an RFC 6570
-/// operator, a parameter named as the host's own) is left out, with the reason.
+/// apply to their names as to tools'. A template the gateway cannot match (the manifest's
+/// rule, [`parameter_names`](gatehouse_host::plugin::content::parameter_names)) is left out,
+/// with the reason.
 fn served(
     url: &str,
     protocol: &str,
@@ -369,23 +366,13 @@ fn served(
     filter: &Filter,
     skipped: &mut Vec<Skipped>,
 ) -> Result<Served, ImportError> {
-    let kept = |name: &str, skipped: &mut Vec<Skipped>| match filter.refuses(name) {
-        Some(reason) => {
-            skipped.push(Skipped {
-                source: name.to_owned(),
-                reason: reason.to_owned(),
-            });
-            false
-        }
-        None => true,
-    };
     let text = |value: &Value, key: &str| value[key].as_str().map(str::to_owned);
     let pin = |value: &Value, key: &str, name: &str| json!({ "url": url, "protocol": protocol, key: name, "digest": digest::of(&served_definition(value)) });
     let mut served = Served::default();
     for resource in &listing.resources {
         let uri = resource["uri"].as_str().unwrap_or_default();
         let name = text(resource, "name").unwrap_or_else(|| uri.to_owned());
-        if !kept(&name, skipped) {
+        if !kept(filter, &name, skipped) {
             continue;
         }
         served.resources.push(Resource {
@@ -404,22 +391,10 @@ fn served(
     for template in &listing.templates {
         let uri_template = template["uriTemplate"].as_str().unwrap_or_default();
         let name = text(template, "name").unwrap_or_else(|| uri_template.to_owned());
-        if !kept(&name, skipped) {
+        if !kept(filter, &name, skipped) {
             continue;
         }
-        let matchable = gatehouse_host::plugin::content::parameter_names(uri_template).and_then(
-            |names| match names
-                .iter()
-                .find(|n| ["uri", "classification"].contains(&n.as_str()))
-            {
-                Some(name) => Err(format!(
-                    "its parameter `{name}` is a name the gateway gives the read's own arguments"
-                )),
-                None if names.is_empty() => Err("it has no parameter".to_owned()),
-                None => Ok(()),
-            },
-        );
-        if let Err(why) = matchable {
+        if let Err(why) = gatehouse_host::plugin::content::parameter_names(uri_template) {
             skipped.push(Skipped {
                 source: uri_template.to_owned(),
                 reason: format!("a resource template the gateway cannot match: {why}"),
@@ -441,7 +416,7 @@ fn served(
     }
     for prompt in &listing.prompts {
         let name = prompt["name"].as_str().unwrap_or_default();
-        if !kept(name, skipped) {
+        if !kept(filter, name, skipped) {
             continue;
         }
         let arguments = (prompt["arguments"].as_array().into_iter().flatten())
@@ -463,6 +438,18 @@ fn served(
         });
     }
     Ok(served)
+}
+
+/// Whether the filters keep `name`; if not, it is skipped, saying why.
+fn kept(filter: &Filter, name: &str, skipped: &mut Vec<Skipped>) -> bool {
+    let Some(reason) = filter.refuses(name) else {
+        return true;
+    };
+    skipped.push(Skipped {
+        source: name.to_owned(),
+        reason: reason.to_owned(),
+    });
+    false
 }
 
 /// The classification an imported resource or template has until the operator reviews it.

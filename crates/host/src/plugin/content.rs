@@ -303,7 +303,13 @@ pub fn read_args(uri: &str, parameters: Map<String, Value>, classification: Opti
     Value::Object(args)
 }
 
-/// The parameter names of a template of simple expressions, in order, or why it is not one.
+/// The names the host gives a read's own arguments, which a template's parameter may not take.
+const READ_ARGUMENTS: [&str; 2] = ["uri", "classification"];
+
+/// The parameter names of a template the host can match, in order, or why it cannot: a
+/// template of simple expressions, with at least one parameter, none named as a read's own
+/// arguments ([`read_args`]). The manifest's rule, and the one `gatehouse import` skips a
+/// server's template by.
 pub fn parameter_names(template: &str) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     let mut rest = template;
@@ -329,6 +335,16 @@ pub fn parameter_names(template: &str) -> Result<Vec<String>, String> {
     }
     if rest.contains('}') {
         return Err(format!("`{template}` has a `}}` that was never opened"));
+    }
+    if names.is_empty() {
+        return Err(format!(
+            "`{template}` has no `{{parameter}}`: declare a fixed URI as a [[resource]]"
+        ));
+    }
+    if let Some(name) = names.iter().find(|n| READ_ARGUMENTS.contains(&n.as_str())) {
+        return Err(format!(
+            "`{{{name}}}` is a name the host gives the read's own arguments: rename the parameter"
+        ));
     }
     Ok(names)
 }

@@ -648,23 +648,6 @@ impl AdapterManifest {
             id(at("id"), &template.id)?;
             let names = super::content::parameter_names(&template.uri_template)
                 .map_err(|message| invalid(&at("uri_template"), &message))?;
-            if names.is_empty() {
-                return Err(invalid(
-                    &at("uri_template"),
-                    "has no `{parameter}`: declare a fixed URI as a [[resource]]",
-                ));
-            }
-            if let Some(name) = names
-                .iter()
-                .find(|n| ["uri", "classification"].contains(&n.as_str()))
-            {
-                return Err(invalid(
-                    &at("uri_template"),
-                    &format!(
-                        "`{{{name}}}` is a name the host gives the read's own arguments: rename the parameter"
-                    ),
-                ));
-            }
             for (name, schema) in &template.parameters {
                 if !names.contains(name) {
                     return Err(invalid(
