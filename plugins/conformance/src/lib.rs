@@ -28,6 +28,13 @@
 //! | `test_input_required_result_tampered_state` | input-required-result-tampered-state | `state-ok` |
 //! | `test_input_required_result_capabilities` | input-required-result-capability-check | what it could ask |
 //! | `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool` | server-stateless | a word; a greeting; three log lines |
+//! | `greet` | tasks-* | `Hello, <name>!`, never as a task |
+//! | `slow_compute` | tasks-* | after `seconds` s; a task for a client that takes them |
+//! | `failing_job` | tasks-* | a tool error after 1 s; a task only (`required`) |
+//! | `protocol_error_job` | tasks-lifecycle | a crash (a trap) after 1 s |
+//! | `confirm_delete` | tasks-mrtr-input, -dispatch-and-envelope | after 1 s, asks to confirm |
+//! | `multi_input` | tasks-mrtr-input | after 1 s, asks two confirmations at once |
+//! | `test_tool_with_task` | tasks-mrtr-composition | asks a name, then works 1 s: a task (`required`) |
 //!
 //! The tools from `test_tool_with_progress` on talk to their caller through the `caller` interface (contract 0.5.0, the
 //! manifest's `[caller]` table): progress and log lines reach the caller as notifications, asks
@@ -51,6 +58,8 @@
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
 //! `gatehouse demo --export` writes does).
+
+use std::time::Duration;
 
 use gatehouse_sdk::caller::{self, LogLevel, Request};
 use gatehouse_sdk::serde_json::{Value, json};
@@ -253,6 +262,70 @@ impl Adapter for Conformance {
                 }
                 Ok(ToolOutput::text("Logged three lines"))
             }
+            "greet" => {
+                let args: NameArgs = call.args()?;
+                Ok(ToolOutput::text(format!("Hello, {}!", args.name)))
+            }
+            "slow_compute" => {
+                let args: ComputeArgs = call.args()?;
+                std::thread::sleep(Duration::from_secs(args.seconds));
+                Ok(ToolOutput::text(format!(
+                    "Computed {} in {} s",
+                    args.label, args.seconds
+                )))
+            }
+            "failing_job" => {
+                std::thread::sleep(Duration::from_secs(1));
+                Err(ToolError::internal(
+                    "JOB_FAILED",
+                    "the job failed, as it always does",
+                ))
+            }
+            "protocol_error_job" => {
+                std::thread::sleep(Duration::from_secs(1));
+                panic!("protocol_error_job crashes, as it always does")
+            }
+            "confirm_delete" => {
+                #[derive(Deserialize)]
+                struct Args {
+                    filename: String,
+                }
+                let args: Args = call.args()?;
+                // The lookup it stands for takes a while: past `[mcp] task_after_ms`, so a
+                // client that takes tasks is asked on the task.
+                std::thread::sleep(Duration::from_secs(1));
+                let answer = caller::ask(confirm_form("confirm", &args.filename))?;
+                Ok(ToolOutput::text(format!(
+                    "{} {}",
+                    if confirmed(&answer) {
+                        "Deleted"
+                    } else {
+                        "Kept"
+                    },
+                    args.filename
+                )))
+            }
+            "multi_input" => {
+                std::thread::sleep(Duration::from_secs(1));
+                let answers = caller::ask_all(vec![
+                    confirm_form("first", "a.txt"),
+                    confirm_form("second", "b.txt"),
+                ]);
+                let confirmed = answers
+                    .iter()
+                    .filter(|answer| answer.as_ref().is_ok_and(confirmed))
+                    .count();
+                Ok(ToolOutput::text(format!("Confirmed {confirmed} of 2")))
+            }
+            "test_tool_with_task" => {
+                // Asked at once (an `InputRequiredResult` round), then a while of work on the
+                // answer: the call goes on as a task.
+                let name = ask_name("user_name")?;
+                std::thread::sleep(Duration::from_secs(1));
+                Ok(ToolOutput::text(format!(
+                    "Hello, {name}! The task is done."
+                )))
+            }
             other => Err(ToolError::unknown_capability(other)),
         }
     }
@@ -355,6 +428,32 @@ impl Adapter for Conformance {
 #[derive(Deserialize)]
 struct RegionArgs {
     region: String,
+}
+
+#[derive(Deserialize)]
+struct NameArgs {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct ComputeArgs {
+    seconds: u64,
+    #[serde(default)]
+    label: String,
+}
+
+/// A form asking to confirm the deletion of `filename`, under `key`.
+fn confirm_form(key: &str, filename: &str) -> Request {
+    Request::form(
+        key,
+        &format!("Delete {filename}?"),
+        json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] }),
+    )
+}
+
+/// Whether a confirmation form was accepted with `confirm: true`.
+fn confirmed(answer: &Value) -> bool {
+    answer["action"] == "accept" && answer["content"]["confirm"] == true
 }
 
 /// A form asking the user's name, under `key`.

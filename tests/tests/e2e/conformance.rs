@@ -43,13 +43,28 @@ const ON_BOTH: &[&str] = &[
     "completion-complete",
 ];
 
-/// The scenarios run on one wire, by its version. Not yet here, by what they need (issue 56):
-/// resource subscriptions (`resources-subscribe`, `-unsubscribe`); the tasks extension's
-/// fixtures.
+/// The scenarios run on one wire, by its version, and the tasks extension's (`extension`: the
+/// suite runs them without a version). Not here, by what they need:
+/// - resource subscriptions (`resources-subscribe`, `-unsubscribe`; issue 56), and the tasks
+///   extension's status notifications (`tasks-status-notifications`, optional: it checks
+///   notifications on a `subscriptions/listen` stream, which the gateway does not serve yet);
+/// - a prompt that asks its caller (`input-required-result-non-tool-request`; issue 56);
+/// - a session (`server-session-lifecycle`, `server-sse-polling`, and on 2025-11-25
+///   `server-sse-multiple-streams`): the gateway is stateless, so the suite passes them with
+///   notes only, and the judge below counts that as no pass.
 const ON_ONE: &[(&str, &[&str])] = &[
     (
         "2025-11-25",
-        &["server-initialize", "ping", "logging-set-level"],
+        &[
+            "server-initialize",
+            "ping",
+            "logging-set-level",
+            "tools-call-with-logging",
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "elicitation-sep1034-defaults",
+            "elicitation-sep1330-enums",
+        ],
     ),
     (
         "2026-07-28",
@@ -73,6 +88,20 @@ const ON_ONE: &[(&str, &[&str])] = &[
             "server-stateless",
             "sep-2164-resource-not-found",
             "caching",
+        ],
+    ),
+    (
+        "extension",
+        &[
+            "tasks-lifecycle",
+            "tasks-capability-negotiation",
+            "tasks-wire-fields",
+            "tasks-request-state-removal",
+            "tasks-mrtr-input",
+            "tasks-request-headers",
+            "tasks-dispatch-and-envelope",
+            "tasks-required-task-error",
+            "tasks-mrtr-composition",
         ],
     ),
 ];
@@ -135,9 +164,13 @@ fn run(bin: &Path, url: &str, version: &str, scenario: &str, out: &Path) -> Outp
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .unwrap();
-    let mut child = Command::new(bin.join("conformance"))
-        .args(["server", "--url", url, "--scenario", scenario])
-        .args(["--spec-version", version, "-o", s(out)])
+    let mut command = Command::new(bin.join("conformance"));
+    command.args(["server", "--url", url, "--scenario", scenario]);
+    if version != "extension" {
+        command.args(["--spec-version", version]);
+    }
+    let mut child = command
+        .args(["-o", s(out)])
         .env("PATH", path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -11,7 +11,9 @@ use gatehouse_server::mcp::{ApiKeyConfig, McpConfig};
 use gatehouse_tests::artifacts::{CONFORMANCE, ECHO, EGRESS_PROBE, LEDGER, PANIC, TEXTKIT};
 use gatehouse_tests::cli::{gatehouse_async, s, serve_in_process};
 use gatehouse_tests::host::HostBuilder;
-use gatehouse_tests::mcp::{Client, client, client_speaking, mcp_post, texts, tool_names};
+use gatehouse_tests::mcp::{
+    Client, client, client_speaking, mcp_post, texts, tool_names, tools_call,
+};
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{Artifact, grant};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion, ResultType};
@@ -642,8 +644,14 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 /// The MCP conformance suite's fixed tool names, as `[mcp.aliases]` maps them.
-const SUITE_TOOLS: [&str; 25] = [
+const SUITE_TOOLS: [&str; 32] = [
+    "confirm_delete",
+    "failing_job",
+    "greet",
     "json_schema_2020_12_tool",
+    "multi_input",
+    "protocol_error_job",
+    "slow_compute",
     "test_audio_content",
     "test_elicitation",
     "test_elicitation_sep1034_defaults",
@@ -668,6 +676,7 @@ const SUITE_TOOLS: [&str; 25] = [
     "test_streaming_elicitation",
     "test_tool_with_logging",
     "test_tool_with_progress",
+    "test_tool_with_task",
 ];
 
 /// A 1x1 red PNG, base64: what `test_image_content` returns.
@@ -798,6 +807,85 @@ async fn aliased_conformance_tools_answer_what_the_suite_expects() {
         let refused = call("json_schema_2020_12_tool", bad.clone()).await;
         assert_eq!(record(&refused)["outcome"], "INVALID_ARGUMENTS", "{bad}");
     }
+}
+
+/// 2025-11-25 has the client choose a task (`params.task`); a tool's manifest says whether it
+/// may (`task_support`): a `forbidden` tool asked for a task and a `required` one called
+/// without are method not found, before anything runs; an `optional` one runs either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_support_decides_which_calls_may_be_tasks_on_2025_11_25() {
+    let aliases = json!({
+        "greet": "gatehouse.conformance.greet",
+        "failing_job": "gatehouse.conformance.failing_job",
+        "slow_compute": "gatehouse.conformance.slow_compute",
+    });
+    let gateway = gateway(|mcp| mcp.aliases = serde_json::from_value(aliases).unwrap()).await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let post = |tool: &str, args: Value, task: bool| {
+        let mut body: Value = serde_json::from_str(&tools_call(tool, args, Value::Null)).unwrap();
+        if task {
+            body["params"]["task"] = json!({ "ttl": 60_000 });
+        }
+        let auth = auth.clone();
+        async move {
+            let headers = [("authorization", auth.as_str())];
+            let (status, _, body) =
+                mcp_post(gateway.port, "/mcp", &headers, body.to_string()).await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<Value>(&body).unwrap()
+        }
+    };
+
+    let listed = post_list(gateway.port, &auth).await;
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == name)
+            .map(|tool| tool["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("greet"), Some(json!("forbidden")));
+    assert_eq!(support("failing_job"), Some(json!("required")));
+    assert_eq!(support("slow_compute"), Some(json!("optional")));
+    assert_eq!(support("gatehouse.echo.echo"), Some(json!("optional")));
+
+    let refused = post("greet", json!({ "name": "Ada" }), true).await;
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not run as a task")
+    );
+    let refused = post("failing_job", json!({}), false).await;
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("runs only as a task")
+    );
+
+    let greeted = post("greet", json!({ "name": "Ada" }), false).await;
+    assert_eq!(
+        greeted["result"]["content"][0]["text"], "Hello, Ada!",
+        "{greeted}"
+    );
+    let task = post(
+        "slow_compute",
+        json!({ "seconds": 0, "label": "now" }),
+        true,
+    )
+    .await;
+    assert_eq!(task["result"]["task"]["status"], "completed", "{task}");
+}
+
+/// `tools/list` on 2025-11-25 with `auth`, as JSON.
+async fn post_list(port: u16, auth: &str) -> Value {
+    let (status, _, body) = mcp_post(port, "/mcp", &[("authorization", auth)], LIST).await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -530,6 +530,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         annotations: (annotations != Annotations::default()).then_some(annotations),
         sensitive: false,
         client_capabilities: Vec::new(),
+        task_support: None,
         upstream: Some(json!({
             "url": url,
             "tool": name,

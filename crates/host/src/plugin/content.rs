@@ -174,6 +174,7 @@ fn read_only(
         sensitive,
         upstream: upstream.cloned(),
         client_capabilities: Vec::new(),
+        task_support: None,
     }
 }
 

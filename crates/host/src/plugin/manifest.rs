@@ -176,6 +176,36 @@ pub struct Capability {
     /// Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_capabilities: Vec<AskKind>,
+    /// Whether its calls run as MCP tasks (MCP's `execution.taskSupport`). Absent, a call
+    /// becomes a task only when it pauses for approval. `optional` or `required`: for a client
+    /// that declared the tasks extension, a call still running after `[mcp] task_after_ms`
+    /// goes on as a task; `required` also refuses a client that did not declare it.
+    /// `forbidden`: never a task, not even to wait for an approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<TaskSupport>,
+}
+
+/// MCP's `execution.taskSupport` of a capability: see [`Capability::task_support`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Never a task.
+    Forbidden,
+    /// A task for a client that takes tasks, once the call outlasts `[mcp] task_after_ms`.
+    Optional,
+    /// Always a task: a client that does not take tasks is refused.
+    Required,
+}
+
+impl TaskSupport {
+    /// MCP's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
 }
 
 impl Capability {

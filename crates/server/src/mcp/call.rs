@@ -13,14 +13,14 @@ use std::sync::Arc;
 use gatehouse_core::envelope::{OutcomeCode, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
-use gatehouse_host::plugin::manifest::Capability;
+use gatehouse_host::plugin::manifest::{Capability, TaskSupport};
 use gatehouse_host::relay::{AskKind, Relay};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, Implementation, RequestMetaObject,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::aliases::ToolAliases;
@@ -271,24 +271,57 @@ impl Gateway {
         &self.host
     }
 
-    /// The tools `caller`'s tenant may call, as MCP tools (hidden and missing tools look the
-    /// same: both are absent), under their `[mcp.aliases]` names.
-    pub fn tools(&self, caller: &Caller) -> Result<Vec<Tool>, ErrorData> {
-        self.host
+    /// `tools/list`: the tools `caller`'s tenant may call, as MCP tools (hidden and missing
+    /// tools look the same: both are absent), under their `[mcp.aliases]` names, each with
+    /// `execution.taskSupport` as its manifest declares it, else `default`.
+    pub fn tool_list(
+        &self,
+        caller: &Caller,
+        default: Option<TaskSupport>,
+    ) -> Result<Value, ErrorData> {
+        let tools = self
+            .host
             .tool_catalog(&caller.tenant)
             .into_iter()
-            .map(|(name, capability)| tool(self.aliases.listed_name(name), capability, &self.keys))
-            .collect()
+            .map(|(name, capability)| {
+                let support = capability.task_support.or(default);
+                let mut tool = serde_json::to_value(tool(
+                    self.aliases.listed_name(name),
+                    capability,
+                    &self.keys,
+                )?)
+                .map_err(|e| {
+                    ErrorData::internal_error(format!("a tool does not serialize: {e}"), None)
+                })?;
+                if let Some(support) = support {
+                    tool["execution"] = json!({ "taskSupport": support.as_str() });
+                }
+                Ok(tool)
+            })
+            .collect::<Result<Vec<Value>, ErrorData>>()?;
+        Ok(json!({ "tools": tools }))
     }
 
-    /// The input schema of tool `name` as `caller` calls it (an alias included), if it may.
-    pub fn input_schema(&self, caller: &Caller, name: &str) -> Option<Value> {
+    /// Tool `name` as `caller` calls it (an alias included), if it may.
+    fn capability(&self, caller: &Caller, name: &str) -> Option<Capability> {
         let name = self.aliases.tool(name).unwrap_or(name);
         self.host
             .tool_catalog(&caller.tenant)
             .into_iter()
             .find(|(listed, _)| *listed == name)
-            .map(|(_, capability)| capability.input_schema)
+            .map(|(_, capability)| capability)
+    }
+
+    /// The input schema of tool `name` as `caller` calls it (an alias included), if it may.
+    pub fn input_schema(&self, caller: &Caller, name: &str) -> Option<Value> {
+        self.capability(caller, name)
+            .map(|capability| capability.input_schema)
+    }
+
+    /// How tool `name` runs as a task (its manifest's `task_support`), if `caller` may call
+    /// it and it says.
+    pub fn task_support(&self, caller: &Caller, name: &str) -> Option<TaskSupport> {
+        self.capability(caller, name)?.task_support
     }
 
     /// The client capabilities tool `name` cannot do without (its manifest's
@@ -300,12 +333,7 @@ impl Gateway {
         name: &str,
         can: ClientCan,
     ) -> Option<ClientCapabilities> {
-        let name = self.aliases.tool(name).unwrap_or(name);
-        let (_, capability) = self
-            .host
-            .tool_catalog(&caller.tenant)
-            .into_iter()
-            .find(|(listed, _)| *listed == name)?;
+        let capability = self.capability(caller, name)?;
         let lacking: serde_json::Map<String, Value> = capability
             .client_capabilities
             .iter()

@@ -131,6 +131,12 @@ pub struct McpConfig {
     /// the call. Default: 300000 (five minutes: time for a person to fill in a form).
     #[serde(default = "defaults::input_wait_ms")]
     pub input_wait_ms: u64,
+    /// How long a 2026-07-28 call of a tool that may run as a task (its manifest's
+    /// `task_support` is `optional` or `required`), from a client that declared the tasks
+    /// extension, keeps its request waiting before it goes on as a task, in milliseconds: a
+    /// call that ends sooner answers at once. Default: 500.
+    #[serde(default = "defaults::task_after_ms")]
+    pub task_after_ms: u64,
     /// The file of the key that signs `requestState`s: at least 32 bytes, as 64 or more hex
     /// digits or raw. Created (random, mode 0600) if it does not exist. Gateways sharing a store
     /// must share it, or a retry that reaches another gateway is refused. Default: none, and
@@ -260,6 +266,10 @@ mod defaults {
     pub fn input_wait_ms() -> u64 {
         300_000
     }
+    /// Past what a person waiting on a tool notices, well under what a task is for.
+    pub fn task_after_ms() -> u64 {
+        500
+    }
 }
 
 impl Default for McpConfig {
@@ -284,6 +294,7 @@ impl Default for McpConfig {
             idempotency_key_argument: KeyArgumentName::default(),
             approval_hold_ms: defaults::approval_hold_ms(),
             input_wait_ms: defaults::input_wait_ms(),
+            task_after_ms: defaults::task_after_ms(),
             request_state_key_file: None,
             consent_modes: Vec::new(),
         }

@@ -54,13 +54,19 @@ pub struct Router {
 impl Router {
     /// With `[mcp] allowed_hosts`, the origins allowed (the loopback ones included where
     /// they apply), and how long a 2026-07-28 call waiting for its caller's answers is held
-    /// (`[mcp] input_wait_ms`).
-    pub fn new(allowed_hosts: &[String], allowed_origins: &[String], input_wait: Duration) -> Self {
+    /// (`[mcp] input_wait_ms`), and when a call that may run as a task goes on as one
+    /// (`[mcp] task_after_ms`).
+    pub fn new(
+        allowed_hosts: &[String],
+        allowed_origins: &[String],
+        input_wait: Duration,
+        task_after: Duration,
+    ) -> Self {
         Self {
             hosts: AllowedHosts::new(allowed_hosts),
             origins: AllowedOrigins::new(allowed_origins),
             session: Arc::default(),
-            held: Arc::new(Held::new(input_wait)),
+            held: Arc::new(Held::new(input_wait, task_after)),
         }
     }
 

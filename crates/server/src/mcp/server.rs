@@ -124,6 +124,7 @@ impl McpServer {
             &config.allowed_hosts,
             &origins,
             Duration::from_millis(config.input_wait_ms),
+            Duration::from_millis(config.task_after_ms),
         );
         let key_argument = KeyArgument::new(config.idempotency_key_argument.0.as_deref());
         if config.consent_modes.contains(&ApprovalMode::Destructive) {

@@ -19,6 +19,14 @@
 //!    made a task see it; to anyone else it does not exist.
 //! 4. **cancel** (`tasks/cancel`): withdraws the task's pending proposal (the approval ends
 //!    rejected, recorded as withdrawn by the caller) and cancels the task; nothing runs.
+//!
+//! The 2026-07-28 extension also has tasks the server directs ([`running`]): a call of a tool
+//! whose manifest says `task_support = "optional"` or `"required"`, from a client that declared
+//! the extension, still running after `[mcp] task_after_ms`, goes on as a task in the gateway
+//! that started it ([`super::v2026_07_28::held`]): `working`, `input_required` while its
+//! adapter waits for answers (`tasks/update`), then `completed`, `failed` for a protocol-level
+//! error ([`ended`]), or `cancelled`. The runner above leaves such tasks alone; one whose
+//! gateway stopped stays `working` until it expires.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,21 +100,7 @@ pub async fn create(
     result: &ToolResultEnvelope,
     ttl_ms: Option<u64>,
 ) -> Result<Task, TaskError> {
-    let now = now_ms();
-    let mut task = Task {
-        id: task_id(),
-        tenant: caller.tenant.clone(),
-        principal: caller.principal.id.clone(),
-        tool: tool.to_owned(),
-        approval_id: None,
-        call: Value::Null,
-        status: TaskStatus::Working,
-        status_message: None,
-        result: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        expires_at_ms: now + ttl_ms.unwrap_or(DEFAULT_TTL_MS).min(MAX_TTL_MS),
-    };
+    let mut task = new_task(caller, tool, ttl_ms);
     match (&result.approval_id, result.outcome) {
         (Some(approval_id), OutcomeCode::ApprovalRequired) => {
             let approval = host
@@ -142,18 +136,112 @@ fn waiting_message(host: &Host, approval_id: &str) -> String {
     }
 }
 
-/// How a task whose call ended with `result` ends: `completed`, whatever the outcome (a tool
-/// error, a rejected or expired approval, a policy's refusal: each is a tool result with
-/// `isError` and the gateway's record, as the tasks extension asks); still `working` while its
-/// approval is pending. `failed` is kept for a task that could not run its call at all (its
-/// stored call does not read).
+/// How a task whose call ended with `result` ends: `completed` for a call that ran or was
+/// refused (a tool error, a rejected or expired approval, a policy's refusal: each is a tool
+/// result with `isError` and the gateway's record, as the tasks extension asks); `failed` for
+/// a protocol-level error, where the adapter crashed (a trap, its memory limit) or the gateway
+/// failed; still `working` while its approval is pending. A task that could not run its call
+/// at all (its stored call does not read) is `failed` too.
 fn ended(result: &ToolResultEnvelope) -> (TaskStatus, Option<String>) {
     let message = result.error.as_ref().map(|error| error.message.clone());
     let status = match result.outcome {
         OutcomeCode::ApprovalRequired if result.status == Status::Paused => TaskStatus::Working,
+        OutcomeCode::ToolTrapped
+        | OutcomeCode::ToolMemoryLimit
+        | OutcomeCode::InternalError
+        | OutcomeCode::StoreUnavailable => TaskStatus::Failed,
         _ => TaskStatus::Completed,
     };
     (status, message)
+}
+
+/// Makes the task of a call of `tool` that goes on running in this gateway (the tasks
+/// extension's server-directed task: [`super::v2026_07_28::held`] runs it): `working`, no
+/// approval, kept [`DEFAULT_TTL_MS`] (or `ttl_ms`, within [`MAX_TTL_MS`]) from now.
+pub async fn running(
+    host: &Host,
+    caller: &Caller,
+    tool: &str,
+    ttl_ms: Option<u64>,
+) -> Result<Task, TaskError> {
+    let mut task = new_task(caller, tool, ttl_ms);
+    task.status_message = Some("running".to_owned());
+    Ok(host.store().create_task(task).await?)
+}
+
+/// A new `working` task of `caller`'s call of `tool`, kept `ttl_ms` from now (by default
+/// [`DEFAULT_TTL_MS`], at most [`MAX_TTL_MS`]).
+fn new_task(caller: &Caller, tool: &str, ttl_ms: Option<u64>) -> Task {
+    let now = now_ms();
+    Task {
+        id: task_id(),
+        tenant: caller.tenant.clone(),
+        principal: caller.principal.id.clone(),
+        tool: tool.to_owned(),
+        approval_id: None,
+        call: Value::Null,
+        status: TaskStatus::Working,
+        status_message: None,
+        result: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+        expires_at_ms: now + ttl_ms.unwrap_or(DEFAULT_TTL_MS).min(MAX_TTL_MS),
+    }
+}
+
+/// Moves running task `id` to `input_required` (`waiting`) or back to `working`, unless it
+/// ended meanwhile (was cancelled).
+pub async fn waits(host: &Host, id: &str, waiting: bool) -> Result<(), TaskError> {
+    let (from, status, message) = if waiting {
+        (
+            TaskStatus::Working,
+            TaskStatus::InputRequired,
+            "waiting for the caller's answers: see inputRequests, answer with tasks/update",
+        )
+    } else {
+        (TaskStatus::InputRequired, TaskStatus::Working, "running")
+    };
+    let update = TaskUpdate {
+        id: id.to_owned(),
+        from: vec![from],
+        status,
+        status_message: Some(message.to_owned()),
+        result: None,
+        now_ms: now_ms(),
+    };
+    host.store().update_task(update).await?;
+    Ok(())
+}
+
+/// Ends running task `id` with its call's `result` (see [`ended`]), or, where the call failed
+/// inside the gateway, `failed` with `error`; unless it ended meanwhile (was cancelled).
+pub async fn settle(
+    host: &Host,
+    id: &str,
+    result: Result<ToolResultEnvelope, String>,
+) -> Result<(), TaskError> {
+    let (status, message, result) = match result {
+        Ok(result) => {
+            let (status, message) = match ended(&result) {
+                // Paused for approval mid-task (the policy's input changed as it ran): its
+                // paused result is the answer; the caller calls again to resume it.
+                (TaskStatus::Working, message) => (TaskStatus::Completed, message),
+                ended => ended,
+            };
+            (status, message, serde_json::to_value(&result).ok())
+        }
+        Err(error) => (TaskStatus::Failed, Some(error), None),
+    };
+    let update = TaskUpdate {
+        id: id.to_owned(),
+        from: vec![TaskStatus::Working, TaskStatus::InputRequired],
+        status,
+        status_message: message,
+        result,
+        now_ms: now_ms(),
+    };
+    host.store().update_task(update).await?;
+    Ok(())
 }
 
 /// `caller`'s task `id`; another's is [`TaskError::Unknown`].
@@ -223,7 +311,15 @@ pub async fn cancel(host: &Host, caller: &Caller, id: &str) -> Result<Task, Task
         id: task.id.clone(),
         from: vec![TaskStatus::Working, TaskStatus::InputRequired],
         status: TaskStatus::Cancelled,
-        status_message: Some("cancelled by the caller; nothing ran".to_owned()),
+        status_message: Some(
+            if task.approval_id.is_some() {
+                "cancelled by the caller; nothing ran"
+            } else {
+                "cancelled by the caller as it ran: nothing waits for it, and the call's record \
+                 (with its result, if it ends) is kept in the audit log"
+            }
+            .to_owned(),
+        ),
         result: None,
         now_ms: now_ms(),
     };
@@ -266,13 +362,12 @@ async fn round(host: &Arc<Host>, running: &Arc<Mutex<HashSet<String>>>) -> Resul
         .await?;
     let now = now_ms();
     for task in tasks {
-        let due = match &task.approval_id {
-            Some(id) => match host.approval(id).await? {
-                Some(approval) => {
-                    approval.status != ApprovalStatus::Pending || approval.expired(now)
-                }
-                None => true,
-            },
+        // A task without an approval runs in the gateway that started it (see [`running`]).
+        let Some(approval_id) = &task.approval_id else {
+            continue;
+        };
+        let due = match host.approval(approval_id).await? {
+            Some(approval) => approval.status != ApprovalStatus::Pending || approval.expired(now),
             None => true,
         };
         if !due
@@ -404,6 +499,43 @@ pub fn rfc3339(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A result with `outcome`, as the pipeline reports a call that did not end `OK`.
+    fn ending(outcome: OutcomeCode) -> ToolResultEnvelope {
+        serde_json::from_value(json!({
+            "envelope_version": "1", "tool_call_id": "c", "trace_id": "t",
+            "capability_id": "x.y", "status": "failed", "outcome": outcome,
+            "content": [], "evidence_refs": [],
+            "error": { "kind": "upstream", "code": "E", "message": "it ended so", "retryable": false },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_tool_error_completes_a_task_and_a_crash_fails_it() {
+        for outcome in [
+            OutcomeCode::ToolError,
+            OutcomeCode::ToolTimeout,
+            OutcomeCode::PolicyBlocked,
+            OutcomeCode::ApprovalRejected,
+        ] {
+            assert_eq!(
+                ended(&ending(outcome)).0,
+                TaskStatus::Completed,
+                "{outcome:?}"
+            );
+        }
+        for outcome in [
+            OutcomeCode::ToolTrapped,
+            OutcomeCode::ToolMemoryLimit,
+            OutcomeCode::InternalError,
+            OutcomeCode::StoreUnavailable,
+        ] {
+            let (status, message) = ended(&ending(outcome));
+            assert_eq!(status, TaskStatus::Failed, "{outcome:?}");
+            assert_eq!(message.as_deref(), Some("it ended so"));
+        }
+    }
 
     #[test]
     fn timestamps_are_rfc3339() {

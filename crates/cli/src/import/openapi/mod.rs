@@ -199,6 +199,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 annotations: None,
                 sensitive: false,
                 client_capabilities: Vec::new(),
+                task_support: None,
                 upstream: Some(json!({
                     "method": method.to_uppercase(),
                     "url": format!("{}{path}", base.trim_end_matches('/')),

@@ -32,10 +32,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gatehouse_core::envelope::ToolResultEnvelope;
+use gatehouse_host::plugin::manifest::TaskSupport;
 use gatehouse_host::relay::{AskError, Relay};
 use http::{HeaderMap, Response, StatusCode};
 use rmcp::ErrorData;
-use rmcp::model::{ListToolsResult, ProtocolVersion, RequestId};
+use rmcp::model::{ErrorCode, ProtocolVersion, RequestId};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -129,24 +130,10 @@ fn initialize(gateway: &Gateway, params: &serde_json::Map<String, Value>) -> Ans
     Ok(result)
 }
 
-/// `tools/list`: every tool may run as a task.
+/// `tools/list`: a tool may run as a task (`params.task`) unless its manifest says
+/// `forbidden`.
 fn tools(gateway: &Gateway, caller: &Caller) -> Answer {
-    let list = ListToolsResult::with_all_items(gateway.tools(caller)?);
-    let mut result = serde_json::to_value(list).map_err(|e| {
-        ErrorData::internal_error(format!("the tool list does not serialize: {e}"), None)
-    })?;
-    if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
-        for tool in tools {
-            tool["execution"] = json!({ "taskSupport": "optional" });
-        }
-    }
-    // This version knows no `resultType` nor caching hints.
-    if let Some(result) = result.as_object_mut() {
-        for key in ["resultType", "ttlMs", "cacheScope"] {
-            result.remove(key);
-        }
-    }
-    Ok(result)
+    Ok(gateway.tool_list(caller, Some(TaskSupport::Optional))?)
 }
 
 /// `tools/call`, run on a task of its own, so that a client that hangs up does not cut a
@@ -171,6 +158,9 @@ async fn call_tool(
     let answered = tokio::spawn(async move {
         let Call { params, meta, task } = call;
         let tool = params.name.to_string();
+        if let Err(error) = task_support_allows(&gateway, &caller, &tool, task.is_some()) {
+            return reply::answer(&era_2025(), &id, Err(error.into()));
+        }
         // A task runs unattended: nobody is there to be told or asked.
         let (relay, mut events) = match task {
             Some(_) => (None, None),
@@ -251,6 +241,30 @@ async fn call_tool(
     })
     .await;
     answered.unwrap_or_else(|error| failed_inside(&error))
+}
+
+/// Whether a call of `tool`, as a task or not, is what its manifest's `task_support` allows:
+/// this version has a `required` tool called without `params.task`, and a `forbidden` one
+/// with it, refused as method not found (-32601), before anything runs.
+fn task_support_allows(
+    gateway: &Gateway,
+    caller: &Caller,
+    tool: &str,
+    as_task: bool,
+) -> Result<(), ErrorData> {
+    match (gateway.task_support(caller, tool), as_task) {
+        (Some(TaskSupport::Required), false) => Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("tool `{tool}` runs only as a task: call it with `params.task`"),
+            None,
+        )),
+        (Some(TaskSupport::Forbidden), true) => Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("tool `{tool}` does not run as a task: call it without `params.task`"),
+            None,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A call whose task failed inside the gateway (a panic): the internal error, and the log.

@@ -33,10 +33,13 @@ use rmcp::model::{InputResponses, JsonObject};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::mcp::approvals::{Approvals, Resumes, Sent};
+use crate::mcp::call::Gateway;
 use crate::mcp::caller::Caller;
 use crate::mcp::relay::Event;
+use crate::mcp::tasks;
 
 /// A call's run: its result, when it has one.
 pub type Run = JoinHandle<Result<ToolResultEnvelope, ErrorData>>;
@@ -58,6 +61,8 @@ pub struct Running {
     /// Notifications received while gathering asks, sent at the next step.
     told: VecDeque<Value>,
     round: u32,
+    /// When the round's client stops waiting and the call goes on as a task, if it may.
+    deadline: Option<Instant>,
 }
 
 /// How far a round got.
@@ -68,6 +73,8 @@ pub enum Step {
     Notify(Value, Box<Running>),
     /// It waits for answers the request did not carry.
     Input(Box<Running>),
+    /// It is still running at the round's deadline ([`Running::until`]).
+    Late(Box<Running>),
 }
 
 impl Running {
@@ -79,7 +86,14 @@ impl Running {
             waiting: BTreeMap::new(),
             told: VecDeque::new(),
             round: 0,
+            deadline: None,
         }
+    }
+
+    /// Sets when this round ends with [`Step::Late`] if the call is still running then (and
+    /// not waiting for answers): the client takes tasks, and the tool runs as one.
+    pub fn until(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
     }
 
     /// Runs the call on until it ends, tells its caller something, or waits for an answer that
@@ -99,6 +113,14 @@ impl Running {
         if !self.waiting.is_empty() {
             return Step::Input(self);
         }
+        let deadline = self.deadline;
+        let late = async move {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(late);
         loop {
             tokio::select! {
                 // Events first: what the call told its caller before it ended is sent.
@@ -121,6 +143,10 @@ impl Running {
                     None => return Step::Done(Box::new((&mut self.run).await)),
                 },
                 joined = &mut self.run => return Step::Done(Box::new(joined)),
+                () = &mut late => {
+                    self.deadline = None;
+                    return Step::Late(self);
+                }
             }
         }
     }
@@ -169,10 +195,30 @@ fn take(responses: &mut InputResponses, key: &str, kind: AskKind) -> Option<Valu
     valid.then_some(answer)
 }
 
-/// The calls held in this gateway, by id, and how long each is held.
+/// The calls held in this gateway, by id, and how long each is held; and the calls running
+/// here as tasks, by task id.
 pub struct Held {
     calls: Mutex<HashMap<String, (Caller, Box<Running>)>>,
     wait: Duration,
+    tasks: Mutex<HashMap<String, Live>>,
+    task_after: Duration,
+}
+
+/// A call running as a task in this gateway: whose it is, what its adapter waits for, and how
+/// `tasks/update` and `tasks/cancel` reach the loop that drives it ([`Held::run_as_task`]).
+struct Live {
+    caller: Caller,
+    /// The asks waiting for `tasks/update`, as `inputRequests`; empty while it runs.
+    pending: JsonObject,
+    to_driver: mpsc::UnboundedSender<Update>,
+}
+
+/// What reaches a task's driver.
+enum Update {
+    /// Answers to its asks, by key.
+    Answers(InputResponses),
+    /// `tasks/cancel`: stop waiting for the call.
+    Cancel,
 }
 
 impl std::fmt::Debug for Held {
@@ -182,11 +228,178 @@ impl std::fmt::Debug for Held {
 }
 
 impl Held {
-    /// Holding each call at most `wait` (`[mcp] input_wait_ms`).
-    pub fn new(wait: Duration) -> Self {
+    /// Holding each call at most `wait` (`[mcp] input_wait_ms`); a call that may run as a task
+    /// goes on as one once it ran `task_after` (`[mcp] task_after_ms`).
+    pub fn new(wait: Duration, task_after: Duration) -> Self {
         Self {
             calls: Mutex::default(),
             wait,
+            tasks: Mutex::default(),
+            task_after,
+        }
+    }
+
+    /// When a round of a call that may run as a task, starting now, goes on as one: `None`
+    /// while this gateway runs as many tasks as it may ([`MOST_HELD`]).
+    pub fn task_deadline(&self) -> Option<Instant> {
+        let tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        (tasks.len() < MOST_HELD).then(|| Instant::now() + self.task_after)
+    }
+
+    /// Runs `running` on as task `task` of `caller` (its store row made: see
+    /// [`tasks::running`]), until it ends, and stores how: its asks make the task
+    /// `input_required`, with the asks as its `inputRequests`, until `tasks/update` answers
+    /// them all ([`Held::answer`]); `tasks/cancel` ([`Held::cancel`]) stops the waiting: the
+    /// asks fail, the call's run goes on to its end unwatched (its audit record is written as
+    /// any call's), and the task stays cancelled. Progress and log lines have nobody to reach.
+    pub fn run_as_task(
+        self: &Arc<Self>,
+        gateway: Gateway,
+        caller: Caller,
+        task: String,
+        running: Box<Running>,
+    ) {
+        let (to_driver, updates) = mpsc::unbounded_channel();
+        let live = Live {
+            caller,
+            pending: JsonObject::new(),
+            to_driver,
+        };
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(task.clone(), live);
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let ended = this.drive(&gateway, &task, running, updates).await;
+            this.tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&task);
+            if let Some(ended) = ended
+                && let Err(error) = tasks::settle(gateway.host(), &task, ended).await
+            {
+                tracing::warn!(%task, %error, "a task's result could not be stored");
+            }
+        });
+    }
+
+    /// The loop of [`Held::run_as_task`]: how the call ended, or `None` if it was cancelled.
+    async fn drive(
+        &self,
+        gateway: &Gateway,
+        task: &str,
+        mut running: Box<Running>,
+        mut updates: mpsc::UnboundedReceiver<Update>,
+    ) -> Option<Result<ToolResultEnvelope, String>> {
+        let mut responses = InputResponses::new();
+        let mut queued = InputResponses::new();
+        loop {
+            let step = {
+                let step = running.step(&mut responses);
+                tokio::pin!(step);
+                loop {
+                    tokio::select! {
+                        step = &mut step => break step,
+                        update = updates.recv() => match update {
+                            // Answers that came behind others, while the call took those.
+                            Some(Update::Answers(answers)) => queued.extend(answers),
+                            // Cancelled: the call goes on unwatched (the step, and with it the
+                            // asks, drop).
+                            Some(Update::Cancel) | None => return None,
+                        },
+                    }
+                }
+            };
+            responses.append(&mut queued);
+            running = match step {
+                Step::Notify(_, running) | Step::Late(running) => running,
+                Step::Done(joined) => {
+                    return Some(match *joined {
+                        Ok(Ok(result)) => Ok(result),
+                        Ok(Err(error)) => Err(error.message.to_string()),
+                        Err(error) => {
+                            tracing::error!(%error, %task, "a task's call failed inside the gateway");
+                            Err("the call failed inside the gateway".to_owned())
+                        }
+                    });
+                }
+                Step::Input(running) => {
+                    let requests = running.requests();
+                    let answered = requests.keys().any(|key| responses.contains_key(key));
+                    self.set_pending(task, requests);
+                    // Unless answered already (the answers came while it ran): wait for them.
+                    if !answered {
+                        if let Err(error) = tasks::waits(gateway.host(), task, true).await {
+                            tracing::warn!(%task, %error, "a task's status could not be stored");
+                        }
+                        match updates.recv().await {
+                            Some(Update::Answers(answers)) => responses.extend(answers),
+                            Some(Update::Cancel) | None => return None,
+                        }
+                    }
+                    if self.pending(task).is_none_or(|pending| pending.is_empty())
+                        && let Err(error) = tasks::waits(gateway.host(), task, false).await
+                    {
+                        tracing::warn!(%task, %error, "a task's status could not be stored");
+                    }
+                    running
+                }
+            };
+        }
+    }
+
+    /// What task `task` of `caller` waits for, if it runs here: empty while it runs.
+    pub fn waits_for(&self, caller: &Caller, task: &str) -> Option<JsonObject> {
+        let tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = tasks.get(task).filter(|live| live.caller == *caller)?;
+        Some(live.pending.clone())
+    }
+
+    /// What task `task` waits for, if it runs here.
+    fn pending(&self, task: &str) -> Option<JsonObject> {
+        let tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks.get(task).map(|live| live.pending.clone())
+    }
+
+    /// Task `task` now waits for `requests`.
+    fn set_pending(&self, task: &str, requests: JsonObject) {
+        if let Some(live) = self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(task)
+        {
+            live.pending = requests;
+        }
+    }
+
+    /// `tasks/update`: hands `answers` to the asks of task `task` of `caller` waiting for
+    /// them. A subset may come at once (the rest stay pending); answers to what it does not
+    /// wait for, or to a task not running here, are ignored.
+    pub fn answer(&self, caller: &Caller, task: &str, answers: InputResponses) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(live) = tasks.get_mut(task).filter(|live| live.caller == *caller) else {
+            return;
+        };
+        let answered: InputResponses = answers
+            .into_iter()
+            .filter(|(key, _)| live.pending.remove(key).is_some())
+            .collect();
+        if !answered.is_empty() {
+            let _ = live.to_driver.send(Update::Answers(answered));
+        }
+    }
+
+    /// `tasks/cancel` of task `task`, if it runs here: its driver stops waiting for it.
+    pub fn cancel(&self, task: &str) {
+        if let Some(live) = self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(task)
+        {
+            let _ = live.to_driver.send(Update::Cancel);
         }
     }
 
@@ -296,7 +509,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_is_held_between_rounds_and_each_rounds_state_resumes_it_once() {
-        let (approvals, held) = (approvals(), Arc::new(Held::new(Duration::from_secs(60))));
+        let (approvals, held) = (
+            approvals(),
+            Arc::new(Held::new(
+                Duration::from_secs(60),
+                Duration::from_millis(500),
+            )),
+        );
         let caller = crate::mcp::caller::caller("acme", "alice".to_owned());
         let args = JsonObject::new();
         let sent = Sent {
@@ -372,7 +591,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_held_past_its_wait_is_let_go_and_its_asks_fail() {
-        let (approvals, held) = (approvals(), Arc::new(Held::new(Duration::from_millis(50))));
+        let (approvals, held) = (
+            approvals(),
+            Arc::new(Held::new(
+                Duration::from_millis(50),
+                Duration::from_millis(500),
+            )),
+        );
         let caller = crate::mcp::caller::caller("acme", "alice".to_owned());
         let args = JsonObject::new();
         let sent = Sent {

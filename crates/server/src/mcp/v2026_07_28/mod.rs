@@ -26,14 +26,15 @@ use std::time::Duration;
 
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
+use gatehouse_host::plugin::manifest::TaskSupport;
 use gatehouse_host::relay::Relay;
 use gatehouse_store::{Task, TaskStatus};
 use http::{HeaderMap, Response};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, CreateTaskResult, DiscoverResult, GetTaskResult,
-    InputResponses, JsonObject, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject,
-    ResultType, ServerResult,
+    InputResponses, JsonObject, ProtocolVersion, RequestId, RequestMetaObject, ResultType,
+    ServerResult,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -85,7 +86,7 @@ pub async fn answer(
         };
         return call_tool(asked).await;
     }
-    let answer = dispatch(gateway, caller, request, meta).await;
+    let answer = dispatch(gateway, held, caller, request, meta).await;
     reply::answer(&Era::Stateless, &id, answer)
 }
 
@@ -118,6 +119,7 @@ fn checked(
 
 async fn dispatch(
     gateway: &Gateway,
+    held: &Held,
     caller: Caller,
     request: Request,
     meta: RequestMetaObject,
@@ -130,7 +132,7 @@ async fn dispatch(
             to_value(&discover)
         }
         ("tools/list", _) => {
-            let mut list = to_value(&ListToolsResult::with_all_items(gateway.tools(&caller)?))?;
+            let mut list = gateway.tool_list(&caller, None)?;
             cacheable(&mut list);
             Ok(list)
         }
@@ -175,27 +177,38 @@ async fn dispatch(
                     let task = tasks::owned(&host, &caller, task_id)
                         .await
                         .map_err(task_error)?;
-                    to_value(&detailed(&task)?)
+                    let waits_for = held.waits_for(&caller, task_id);
+                    to_value(&detailed(&task, waits_for)?)
                 }
                 "tasks/update" => {
                     tasks::owned(&host, &caller, task_id)
                         .await
                         .map_err(task_error)?;
-                    Err(ErrorData::invalid_params(
-                        format!(
-                            "task `{task_id}` asks for no input: it waits for an approver's decision"
-                        ),
-                        None,
-                    )
-                    .into())
+                    let answers: InputResponses = match params.get("inputResponses") {
+                        Some(answers) => serde_json::from_value(answers.clone()).map_err(|_| {
+                            ErrorData::invalid_params(
+                                "params.inputResponses must be an object of answers by key",
+                                None,
+                            )
+                        })?,
+                        None => InputResponses::new(),
+                    };
+                    // The ack says the answers arrived; the next tasks/get what the task does.
+                    held.answer(&caller, task_id, answers);
+                    Ok(json!({ "resultType": ResultType::COMPLETE }))
                 }
-                _ => match tasks::cancel(&host, &caller, task_id).await {
-                    // The extension's cancel is an acknowledgement, whatever the task's state.
-                    Ok(_) | Err(TaskError::Ended { .. }) => {
-                        Ok(json!({ "resultType": ResultType::COMPLETE }))
+                _ => {
+                    let cancelled = tasks::cancel(&host, &caller, task_id).await;
+                    held.cancel(task_id);
+                    match cancelled {
+                        // The extension's cancel is an acknowledgement, whatever the task's
+                        // state.
+                        Ok(_) | Err(TaskError::Ended { .. }) => {
+                            Ok(json!({ "resultType": ResultType::COMPLETE }))
+                        }
+                        Err(error) => Err(task_error(error).into()),
                     }
-                    Err(error) => Err(task_error(error).into()),
-                },
+                }
             }
         }
         _ => Err(Failure::no_method(&method)),
@@ -242,6 +255,12 @@ async fn call_tool(asked: Asked) -> Response<Body> {
             let error = ErrorData::missing_required_client_capability(required);
             return reply::answer(&Era::Stateless, &id, Err(error.into()));
         }
+        let support = gateway.task_support(&caller, &request.name);
+        if support == Some(TaskSupport::Required) && !can.tasks {
+            let required = ClientCapabilities::builder().enable_tasks().build();
+            let error = ErrorData::missing_required_client_capability(required);
+            return reply::answer(&Era::Stateless, &id, Err(error.into()));
+        }
         let state = request.request_state.take();
         let mut responses = request.input_responses.take().unwrap_or_default();
         let tool = request.name.to_string();
@@ -265,7 +284,7 @@ async fn call_tool(asked: Asked) -> Response<Body> {
                 }
             },
         };
-        let (held_id, running) = match resumes {
+        let (held_id, mut running) = match resumes {
             Some(Resumes::Held {
                 held: held_id,
                 round,
@@ -315,6 +334,14 @@ async fn call_tool(asked: Asked) -> Response<Body> {
                 (None, Box::new(Running::new(run, events)))
             }
         };
+        // A client that takes tasks, calling a tool that runs as one, waits for this round
+        // until `[mcp] task_after_ms`; then the call goes on as a task (`Step::Late`).
+        let runs_as_task = matches!(support, Some(TaskSupport::Optional | TaskSupport::Required));
+        running.until(if can.tasks && runs_as_task {
+            held.task_deadline()
+        } else {
+            None
+        });
         let mut round = Round {
             gateway,
             held,
@@ -415,6 +442,7 @@ impl Round {
         let step = match step {
             Step::Done(joined) => Ok(*joined),
             Step::Input(running) => Err(running),
+            Step::Late(running) => return self.go_on_as_task(sent.tool, running).await,
             Step::Notify(..) => unreachable!("a notification does not end a round"),
         };
         match step {
@@ -459,6 +487,20 @@ impl Round {
                 }))
             }
         }
+    }
+}
+
+impl Round {
+    /// The call goes on as a task, in this gateway: its row made, then run on
+    /// ([`Held::run_as_task`]); the request's answer is the new task.
+    async fn go_on_as_task(self, tool: &str, running: Box<Running>) -> Answer {
+        let task = tasks::running(self.gateway.host(), &self.caller, tool, None)
+            .await
+            .map_err(task_error)?;
+        let answer = to_value(&created(&task)?)?;
+        self.held
+            .run_as_task(self.gateway, self.caller, task.id, running);
+        Ok(answer)
     }
 }
 
@@ -561,10 +603,18 @@ fn created(task: &Task) -> Result<CreateTaskResult, ErrorData> {
 }
 
 /// A task as the extension's `tasks/get` answers: its status and, once it ended, its result
-/// (`completed`) or error (`failed`).
-fn detailed(task: &Task) -> Result<GetTaskResult, ErrorData> {
+/// (`completed`) or error (`failed`). `waits_for` is what it waits for if it runs in this
+/// gateway: known here only, and ahead of the store (answers it just took leave it running).
+fn detailed(task: &Task, waits_for: Option<JsonObject>) -> Result<GetTaskResult, ErrorData> {
     let mut wire = tasks::wire(task, true);
     wire["resultType"] = json!("complete");
+    if task.status == TaskStatus::InputRequired {
+        match waits_for {
+            Some(pending) if !pending.is_empty() => wire["inputRequests"] = Value::Object(pending),
+            // Answered here, or not waiting here (another gateway runs it, or it stopped).
+            _ => wire["status"] = json!(TaskStatus::Working.as_str()),
+        }
+    }
     if let Some(result) = tasks::result_of(task) {
         match task.status {
             TaskStatus::Completed => {
