@@ -54,6 +54,7 @@
 //! | `test_prompt_with_arguments` | prompts-get-with-args | both arguments in a message |
 //! | `test_prompt_with_embedded_resource` | prompts-get-embedded-resource | a resource, then text |
 //! | `test_prompt_with_image` | prompts-get-with-image | an image, then text |
+//! | `test_input_required_result_prompt` | input-required-result-non-tool-request | asks a context (`user_context`), then one message with it |
 //!
 //! The suite calls the bare names; gatehouse names tools `gatehouse.conformance.<id>`, so the
 //! operator maps them with `[mcp.aliases]` (the `conformance.toml` that
@@ -391,6 +392,17 @@ impl Adapter for Conformance {
                 PromptMessage::user(Content::image(RED_PIXEL_PNG, "image/png")),
                 PromptMessage::user(Content::text("Please analyze the image above.")),
             ],
+            "test_input_required_result_prompt" => {
+                let answer = caller::ask(Request::form(
+                    "user_context",
+                    "What context should the prompt use?",
+                    json!({ "type": "object", "properties": { "context": { "type": "string" } }, "required": ["context"] }),
+                ))?;
+                let context = answer["content"]["context"].as_str().unwrap_or("none");
+                vec![PromptMessage::user(Content::text(format!(
+                    "Answer with this context in mind: {context}"
+                )))]
+            }
             other => {
                 return Err(ToolError::not_found(
                     "PROMPT_NOT_FOUND",

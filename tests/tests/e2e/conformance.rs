@@ -48,7 +48,6 @@ const ON_BOTH: &[&str] = &[
 /// - resource subscriptions (`resources-subscribe`, `-unsubscribe`; issue 56), and the tasks
 ///   extension's status notifications (`tasks-status-notifications`, optional: it checks
 ///   notifications on a `subscriptions/listen` stream, which the gateway does not serve yet);
-/// - a prompt that asks its caller (`input-required-result-non-tool-request`; issue 56);
 /// - a session (`server-session-lifecycle`, `server-sse-polling`, and on 2025-11-25
 ///   `server-sse-multiple-streams`): the gateway is stateless, so the suite passes them with
 ///   notes only, and the judge below counts that as no pass.
@@ -85,6 +84,7 @@ const ON_ONE: &[(&str, &[&str])] = &[
             "input-required-result-tampered-state",
             "input-required-result-capability-check",
             "input-required-result-ignore-extra-params",
+            "input-required-result-non-tool-request",
             "server-stateless",
             "sep-2164-resource-not-found",
             "caching",

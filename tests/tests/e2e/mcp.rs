@@ -881,6 +881,112 @@ async fn task_support_decides_which_calls_may_be_tasks_on_2025_11_25() {
     assert_eq!(task["result"]["task"]["status"], "completed", "{task}");
 }
 
+/// A 2026-07-28 `prompts/get` whose prompt asks its caller: an `InputRequiredResult` first,
+/// then, on the retry with the answer and the `requestState`, the messages, from the same
+/// call. The state resumes only that prompt with those arguments: not other arguments, and
+/// not a `tools/call` of the same name. Without the operator's `[[caller.grant]]`, nobody is
+/// asked and the prompt fails saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_asks_gets_an_input_round_and_its_state_resumes_only_itself() {
+    let aliases = || {
+        serde_json::from_value(json!({
+            "asking": "gatehouse.conformance.test_input_required_result_prompt",
+        }))
+        .unwrap()
+    };
+    let granted = gateway_with(
+        |config| {
+            config.caller = serde_json::from_value(json!({ "grant": [{
+                "adapter": "gatehouse.conformance", "ask": ["elicitation"],
+            }] }))
+            .unwrap();
+        },
+        &[],
+        |mcp| mcp.aliases = aliases(),
+    )
+    .await;
+    let auth = format!("Bearer {ACME_KEY}");
+    let post = |port: u16, method: &'static str, params: Value| {
+        let auth = auth.clone();
+        async move {
+            let mut params = params;
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+            });
+            let name = params["name"].as_str().unwrap().to_owned();
+            let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params });
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+                ("mcp-name", name.as_str()),
+            ];
+            let (_, _, body) =
+                gatehouse_tests::http(port, "POST", "/mcp", &headers, body.to_string()).await;
+            serde_json::from_slice::<Value>(&body).unwrap()
+        }
+    };
+
+    let first = post(granted.port, "prompts/get", json!({ "name": "asking" })).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let request = &first["result"]["inputRequests"]["user_context"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    let state = first["result"]["requestState"].clone();
+    let answer = json!({ "user_context": { "action": "accept", "content": { "context": "tea" } } });
+
+    // The state, under other arguments or on a tool call of the same name: refused.
+    let other = post(
+        granted.port,
+        "prompts/get",
+        json!({ "name": "asking", "arguments": { "x": "y" }, "requestState": state, "inputResponses": answer }),
+    )
+    .await;
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    let as_tool = post(
+        granted.port,
+        "tools/call",
+        json!({ "name": "asking", "arguments": {}, "requestState": state, "inputResponses": answer }),
+    )
+    .await;
+    assert_eq!(as_tool["error"]["code"], -32602, "{as_tool}");
+
+    let answered = post(
+        granted.port,
+        "prompts/get",
+        json!({ "name": "asking", "requestState": state, "inputResponses": answer }),
+    )
+    .await;
+    assert_eq!(answered["result"]["resultType"], "complete", "{answered}");
+    assert_eq!(
+        answered["result"]["messages"][0]["content"]["text"],
+        "Answer with this context in mind: tea",
+        "{answered}"
+    );
+    // Its round is over: the same state resumes nothing now.
+    let again = post(
+        granted.port,
+        "prompts/get",
+        json!({ "name": "asking", "requestState": state, "inputResponses": answer }),
+    )
+    .await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+
+    // No grant: nobody is asked, and the prompt says why.
+    let ungranted = gateway(|mcp| mcp.aliases = aliases()).await;
+    let refused = post(ungranted.port, "prompts/get", json!({ "name": "asking" })).await;
+    assert!(refused.get("error").is_some(), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ask"),
+        "{refused}"
+    );
+}
+
 /// `tools/list` on 2025-11-25 with `auth`, as JSON.
 async fn post_list(port: u16, auth: &str) -> Value {
     let (status, _, body) = mcp_post(port, "/mcp", &[("authorization", auth)], LIST).await;

@@ -121,6 +121,18 @@ impl Gateway {
     /// `prompts/get`: prompt `params.name` (a gatehouse name or an alias) filled in with
     /// `params.arguments` through the pipeline.
     pub async fn get_prompt(&self, caller: &Caller, params: &Map<String, Value>) -> Answer {
+        let (asked, call) = self.prompt_call(caller, params)?;
+        let result = self.run(call, mcp_span(&asked, None), None, None).await;
+        prompt(&asked, result)
+    }
+
+    /// The governed call of a `prompts/get` (`params`: its `name`, as asked, and its
+    /// `arguments`), and the name as asked.
+    pub fn prompt_call(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<(String, ToolCallEnvelope), ErrorData> {
         let asked = (params.get("name").and_then(Value::as_str))
             .ok_or_else(|| ErrorData::invalid_params("params.name must be a string", None))?;
         let name = self.aliases().tool(asked).unwrap_or(asked).to_owned();
@@ -131,27 +143,13 @@ impl Gateway {
                 return Err(ErrorData::invalid_params(
                     "params.arguments must be an object of strings",
                     None,
-                )
-                .into());
+                ));
             }
         };
-        let result = self
-            .governed(caller, &name, Operation::GetPrompt, args)
-            .await;
-        if result.outcome == OutcomeCode::UnknownCapability {
-            return Err(ErrorData::invalid_params(format!("unknown prompt: {asked}"), None).into());
-        }
-        refused(&result)?;
-        let structured = result.structured_content.unwrap_or_default();
-        let roles = structured["roles"].as_array().cloned().unwrap_or_default();
-        let messages: Vec<Value> = (roles.into_iter().zip(result.content))
-            .map(|(role, content)| json!({ "role": role, "content": content }))
-            .collect();
-        let mut answer = json!({ "messages": messages });
-        if let Some(description) = structured["description"].as_str() {
-            answer["description"] = json!(description);
-        }
-        Ok(answer)
+        Ok((
+            asked.to_owned(),
+            envelope(caller, &name, Operation::GetPrompt, args),
+        ))
     }
 
     /// `completion/complete`: suggestions for an argument of a prompt (`ref/prompt`, by its
@@ -205,12 +203,36 @@ impl Gateway {
         operation: Operation,
         args: Value,
     ) -> ToolResultEnvelope {
-        let call = ToolCallEnvelope::new(&caller.tenant, name, args)
-            .with_operation(operation)
-            .with_principal(caller.principal.clone())
-            .with_claims(caller.claims.clone());
+        let call = envelope(caller, name, operation, args);
         self.run(call, mcp_span(name, None), None, None).await
     }
+}
+
+/// `caller`'s call of `operation` on `name` with `args`.
+fn envelope(caller: &Caller, name: &str, operation: Operation, args: Value) -> ToolCallEnvelope {
+    ToolCallEnvelope::new(&caller.tenant, name, args)
+        .with_operation(operation)
+        .with_principal(caller.principal.clone())
+        .with_claims(caller.claims.clone())
+}
+
+/// A `prompts/get` of `asked` whose governed call ended with `result`: the prompt's messages;
+/// an unknown prompt is -32602, a refusal the error [`refused`] makes of it.
+pub fn prompt(asked: &str, result: ToolResultEnvelope) -> Answer {
+    if result.outcome == OutcomeCode::UnknownCapability {
+        return Err(ErrorData::invalid_params(format!("unknown prompt: {asked}"), None).into());
+    }
+    refused(&result)?;
+    let structured = result.structured_content.unwrap_or_default();
+    let roles = structured["roles"].as_array().cloned().unwrap_or_default();
+    let messages: Vec<Value> = (roles.into_iter().zip(result.content))
+        .map(|(role, content)| json!({ "role": role, "content": content }))
+        .collect();
+    let mut answer = json!({ "messages": messages });
+    if let Some(description) = structured["description"].as_str() {
+        answer["description"] = json!(description);
+    }
+    Ok(answer)
 }
 
 /// A read or fill-in that did not end `ok`, as a JSON-RPC error: -32602 for arguments the

@@ -41,8 +41,9 @@ use tokio::sync::mpsc;
 
 use self::held::{Held, Running, Step};
 use super::approvals::{self, APPROVAL_INPUT, Approvals, CONSENT_INPUT, ClientCan, Resumes, Sent};
-use super::call::{Gateway, How, meta_str};
+use super::call::{Gateway, How, mcp_span, meta_str};
 use super::caller::Caller;
+use super::content;
 use super::message::{Call, Params, Request};
 use super::meta::{IDEMPOTENCY_KEY_META, RESULT_META};
 use super::relay::{self, Wants};
@@ -119,7 +120,7 @@ fn checked(
 
 async fn dispatch(
     gateway: &Gateway,
-    held: &Held,
+    held: &Arc<Held>,
     caller: Caller,
     request: Request,
     meta: RequestMetaObject,
@@ -151,8 +152,10 @@ async fn dispatch(
             Ok(contents)
         }
         ("prompts/get", Params::Other(params)) => {
-            let mut prompt = gateway.get_prompt(&caller, &params).await?;
-            prompt["resultType"] = json!(ResultType::COMPLETE);
+            let mut prompt = get_prompt(gateway, held, caller, can, &params).await?;
+            if prompt.get("resultType").is_none() {
+                prompt["resultType"] = json!(ResultType::COMPLETE);
+            }
             Ok(prompt)
         }
         ("completion/complete", Params::Other(params)) => {
@@ -184,17 +187,8 @@ async fn dispatch(
                     tasks::owned(&host, &caller, task_id)
                         .await
                         .map_err(task_error)?;
-                    let answers: InputResponses = match params.get("inputResponses") {
-                        Some(answers) => serde_json::from_value(answers.clone()).map_err(|_| {
-                            ErrorData::invalid_params(
-                                "params.inputResponses must be an object of answers by key",
-                                None,
-                            )
-                        })?,
-                        None => InputResponses::new(),
-                    };
                     // The ack says the answers arrived; the next tasks/get what the task does.
-                    held.answer(&caller, task_id, answers);
+                    held.answer(&caller, task_id, input_responses(&params)?);
                     Ok(json!({ "resultType": ResultType::COMPLETE }))
                 }
                 _ => {
@@ -213,6 +207,103 @@ async fn dispatch(
         }
         _ => Err(Failure::no_method(&method)),
     }
+}
+
+/// `prompts/get`, whose adapter may ask its caller something as a tool's may: the request
+/// then ends with an `InputRequiredResult`, and the retry with the answers and the
+/// `requestState` (sealed to the prompt, as `prompts/get:<name>`, and its arguments) resumes the
+/// same call, held here ([`held`]). Progress and log lines have no stream to ride here.
+async fn get_prompt(
+    gateway: &Gateway,
+    held: &Arc<Held>,
+    caller: Caller,
+    can: ClientCan,
+    params: &JsonObject,
+) -> Answer {
+    let (asked, call) = gateway.prompt_call(&caller, params)?;
+    let mut responses = input_responses(params)?;
+    let bound = format!("prompts/get:{asked}");
+    let args = call.args.as_object().cloned().unwrap_or_default();
+    let sent = Sent {
+        tool: &bound,
+        args: &args,
+        key: None,
+    };
+    let (held_id, mut running) = match params.get("requestState").and_then(Value::as_str) {
+        Some(state) => match gateway.approvals().open(state, &caller, &sent) {
+            Ok(Resumes::Held { held: id, round }) => {
+                let (id, running) = held.resume(&caller, &id, round)?;
+                (Some(id), running)
+            }
+            Ok(Resumes::Approval { .. }) => {
+                return Err(ErrorData::invalid_params(
+                    "this requestState resumes an approval, which a prompt never waits for",
+                    None,
+                )
+                .into());
+            }
+            Err(refusal) => return Err(ErrorData::invalid_params(refusal.to_string(), None).into()),
+        },
+        None => {
+            let wants = Wants {
+                can: can.asks(),
+                progress_token: None,
+                log_level: None,
+            };
+            let (relay, events) = relay::channel(wants);
+            let gateway = gateway.clone();
+            let run = tokio::spawn(async move {
+                let span = mcp_span(&call.capability_id, None);
+                Ok(gateway
+                    .run(call, span, None, Some(relay as Arc<dyn Relay>))
+                    .await)
+            });
+            (None, Box::new(Running::new(run, events)))
+        }
+    };
+    loop {
+        running = match running.step(&mut responses).await {
+            Step::Notify(_, running) | Step::Late(running) => running,
+            Step::Input(running) => {
+                let wait = held.wait();
+                let (state, requests) =
+                    held.hold(gateway.approvals(), &caller, &sent, held_id, running, wait)?;
+                return Ok(json!({
+                    "resultType": "input_required",
+                    "inputRequests": requests,
+                    "requestState": state,
+                }));
+            }
+            Step::Done(joined) => {
+                return match *joined {
+                    Ok(Ok(result)) => content::prompt(&asked, result),
+                    Ok(Err(error)) => Err(error.into()),
+                    Err(error) => {
+                        tracing::error!(%error, "a prompts/get failed inside the gateway");
+                        Err(
+                            ErrorData::internal_error("the call failed inside the gateway", None)
+                                .into(),
+                        )
+                    }
+                };
+            }
+        };
+    }
+}
+
+/// A request's `params.inputResponses` (none: empty).
+fn input_responses(params: &JsonObject) -> Result<InputResponses, ErrorData> {
+    params.get("inputResponses").map_or_else(
+        || Ok(InputResponses::new()),
+        |answers| {
+            serde_json::from_value(answers.clone()).map_err(|_| {
+                ErrorData::invalid_params(
+                    "params.inputResponses must be an object of answers by key",
+                    None,
+                )
+            })
+        },
+    )
 }
 
 /// A `tools/call` and what it needs, moved onto the task that runs it.
