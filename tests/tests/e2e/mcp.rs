@@ -4,6 +4,7 @@
 //! MCP conformance suite calls them (`conformance.rs` runs the suite itself).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use gatehouse_host::HostConfig;
 use gatehouse_host::config::EgressConfig;
@@ -27,6 +28,7 @@ const GLOBEX_KEY: &str = "globex-key-93ab";
 struct Endpoint {
     url: String,
     port: u16,
+    host: Arc<gatehouse_host::Host>,
     _keys: tempfile::TempDir,
 }
 
@@ -69,10 +71,12 @@ async fn gateway_with(
         .adapters(&[ECHO, TEXTKIT, LEDGER, CONFORMANCE])
         .adapters(more)
         .build();
-    let port = gatehouse_tests::mcp::serve(Arc::new(host), &mcp).await;
+    let host = Arc::new(host);
+    let port = gatehouse_tests::mcp::serve(Arc::clone(&host), &mcp).await;
     Endpoint {
         url: format!("http://127.0.0.1:{port}/mcp"),
         port,
+        host,
         _keys: keys,
     }
 }
@@ -630,11 +634,7 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         .unwrap();
     // The gateway closes the connection (possibly after a 408) instead of waiting forever.
     let mut answer = Vec::new();
-    let read = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        stream.read_to_end(&mut answer),
-    )
-    .await;
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
     assert!(read.is_ok(), "the connection is still open after 5 s");
     let answer = String::from_utf8_lossy(&answer);
     assert!(
@@ -987,6 +987,183 @@ async fn a_prompt_that_asks_gets_an_input_round_and_its_state_resumes_only_itsel
     );
 }
 
+/// A 2025-11-25 caller's event stream (a `GET`): a resource it subscribed to is said to change
+/// when the adapter serving it is upgraded, one it did not subscribe to is not, and the tool
+/// list is said to change when an adapter is installed. It subscribes only to what it may
+/// read. The same from a 2026-07-28 `subscriptions/listen`, acknowledged first, each
+/// notification naming the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_tells_a_subscriber_what_changed_and_nothing_else() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let endpoint = gateway(|_| {}).await;
+    let port = endpoint.port;
+    let auth = format!("Bearer {ACME_KEY}");
+    let rpc = |method: &str, params: Value| {
+        json!({ "jsonrpc": "2.0", "id": 3, "method": method, "params": params }).to_string()
+    };
+    let headers = [("authorization", auth.as_str())];
+    let (_, _, body) = mcp_post(
+        port,
+        "/mcp",
+        &headers,
+        rpc(
+            "resources/subscribe",
+            json!({ "uri": "test://static-text" }),
+        ),
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["result"],
+        json!({}),
+        "{body}"
+    );
+    let (_, _, body) = mcp_post(
+        port,
+        "/mcp",
+        &headers,
+        rpc("resources/subscribe", json!({ "uri": "test://nowhere" })),
+    )
+    .await;
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{body}");
+    assert_eq!(refused["error"]["data"]["uri"], "test://nowhere", "{body}");
+
+    // A stream: the request's head as a client sends it, then server-sent events as they come.
+    let open = |head: String, body: String| async move {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).await.unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        reader
+    };
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n\
+         Accept: text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    let mut legacy = open(head, String::new()).await;
+    let listen = json!({
+        "jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {
+            "notifications": {
+                "toolsListChanged": true,
+                "resourceSubscriptions": ["test://static-text", "test://nowhere"],
+            },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\
+         Content-Length: {}\r\n\r\n",
+        listen.len()
+    );
+    let mut modern = open(head, listen).await;
+    // The next event's message, if one comes within `wait`.
+    async fn next(reader: &mut BufReader<tokio::net::TcpStream>, wait: Duration) -> Option<Value> {
+        let read = async {
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.unwrap() == 0 {
+                    return None;
+                }
+                if let Some(data) = line.strip_prefix("data: ") {
+                    return Some(serde_json::from_str::<Value>(data.trim()).unwrap());
+                }
+            }
+        };
+        tokio::time::timeout(wait, read).await.ok().flatten()
+    }
+    let ack = next(&mut modern, Duration::from_secs(5))
+        .await
+        .expect("the acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": ["test://static-text"] }),
+        "what it may read, and what the gateway offers: {ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    // Nothing changed: nothing said.
+    assert_eq!(next(&mut legacy, Duration::from_secs(5)).await, None);
+
+    // An upgrade of the adapter that serves the resource.
+    let mut manifest = CONFORMANCE.manifest();
+    if let gatehouse_host::plugin::manifest::Manifest::Adapter(adapter) = &mut manifest {
+        adapter.version = "0.1.1".to_owned();
+    }
+    let signed = gatehouse_host::plugin::pack(
+        &CONFORMANCE.bytes(),
+        &manifest,
+        gatehouse_tests::publisher(),
+    )
+    .unwrap();
+    endpoint.host.install_adapter(&signed).unwrap();
+    let updated = next(&mut legacy, Duration::from_secs(10))
+        .await
+        .expect("an update");
+    assert_eq!(
+        updated,
+        json!({ "jsonrpc": "2.0", "method": "notifications/resources/updated", "params": { "uri": "test://static-text" } })
+    );
+    let updated = next(&mut modern, Duration::from_secs(10))
+        .await
+        .expect("an update");
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "test://static-text");
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+
+    // Unsubscribed, then a new adapter: the tool list changed, and nothing else is said.
+    mcp_post(
+        port,
+        "/mcp",
+        &headers,
+        rpc(
+            "resources/unsubscribe",
+            json!({ "uri": "test://static-text" }),
+        ),
+    )
+    .await;
+    endpoint.host.install_adapter(&PANIC.signed()).unwrap();
+    let changed = next(&mut legacy, Duration::from_secs(10))
+        .await
+        .expect("a list change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    let changed = next(&mut modern, Duration::from_secs(10))
+        .await
+        .expect("a list change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(next(&mut legacy, Duration::from_secs(5)).await, None);
+}
+
 /// `tools/list` on 2025-11-25 with `auth`, as JSON.
 async fn post_list(port: u16, auth: &str) -> Value {
     let (status, _, body) = mcp_post(port, "/mcp", &[("authorization", auth)], LIST).await;
@@ -1136,11 +1313,7 @@ async fn exchange(port: u16, bytes: &[u8]) -> String {
     // A refused connection may be reset before or while we write: that is its answer.
     let _ = stream.write_all(bytes).await;
     let mut answer = Vec::new();
-    let read = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        stream.read_to_end(&mut answer),
-    )
-    .await;
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
     assert!(read.is_ok(), "the connection is still open after 5 s");
     String::from_utf8_lossy(&answer).into_owned()
 }
@@ -1186,17 +1359,14 @@ async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
     let started = std::time::Instant::now();
     let trickle = async {
         for _ in 0..3 {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
             stream.write_all(b" ").await.unwrap();
         }
         let mut answer = Vec::new();
-        tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            stream.read_to_end(&mut answer),
-        )
-        .await
-        .expect("the gateway answers and closes within 5 s")
-        .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("the gateway answers and closes within 5 s")
+            .unwrap();
         String::from_utf8_lossy(&answer).into_owned()
     };
     // While the attacker holds its body back, a normal client is answered.
@@ -1210,8 +1380,7 @@ async fn a_body_that_trickles_past_body_timeout_gets_408_and_calls_nothing() {
     let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_eq!(body["error"], "request_timeout", "{body}");
     assert!(
-        elapsed >= std::time::Duration::from_millis(400)
-            && elapsed < std::time::Duration::from_secs(3),
+        elapsed >= Duration::from_millis(400) && elapsed < Duration::from_secs(3),
         "answered after {elapsed:?}, body_timeout_ms is 500"
     );
     // The held call never ran: the same idempotency key now runs fresh, not as a replay.
@@ -1258,7 +1427,7 @@ async fn connections_beyond_max_connections_are_closed_unserved_until_one_frees(
         if !answer.is_empty() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("gatehouse.echo.echo"), "{answer}");

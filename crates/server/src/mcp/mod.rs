@@ -62,6 +62,7 @@ pub mod server;
 pub mod tasks;
 mod v2025_11_25;
 mod v2026_07_28;
+mod watch;
 
 pub use aliases::ToolAliases;
 pub use caller::Caller;

@@ -3,11 +3,12 @@
 //!
 //! 1. **HTTP checks**, the same for every version and method, before the body is read:
 //!    `Host` in `[mcp] allowed_hosts` (DNS rebinding; 403), `Origin` absent or allowed
-//!    ([`AllowedOrigins`]; 403), the method `POST` (405: the gateway keeps no session, so it
-//!    has no stream to `GET` and nothing to `DELETE`), `Accept` naming both
-//!    `application/json` and `text/event-stream` (406), `Content-Type` `application/json`
-//!    (415). They are checks, never path selectors: a request that passes them gets every
-//!    feature its version and declared capabilities allow.
+//!    ([`AllowedOrigins`]; 403), the method `POST`, or `GET` for a 2025-11-25 event stream
+//!    (405: the gateway keeps no session, so there is nothing to `DELETE`), `Accept` naming
+//!    both `application/json` and `text/event-stream` (a `GET`: the latter; 406),
+//!    `Content-Type` `application/json` (415). They are checks, never path selectors: a
+//!    request that passes them gets every feature its version and declared capabilities
+//!    allow. A `GET` is answered by [`Router::listen`], without a body.
 //! 2. **One message** ([`Message::read`]): not UTF-8 or not JSON, the parse error (-32700);
 //!    not one JSON-RPC message, the invalid request (-32600); both HTTP 400, nothing runs. A
 //!    notification gets 202; a response, 202 if it answers a request of this gateway's (an
@@ -38,6 +39,7 @@ use super::origins::AllowedOrigins;
 use super::reply::{self, Body, Era, Failure};
 use super::v2025_11_25::session::{OWN_ID, Session};
 use super::v2026_07_28::held::Held;
+use super::watch::Watchers;
 use super::{v2025_11_25, v2026_07_28};
 use crate::access_log::Note;
 use crate::listener::AllowedHosts;
@@ -49,6 +51,7 @@ pub struct Router {
     origins: AllowedOrigins,
     session: Arc<Session>,
     held: Arc<Held>,
+    watchers: Arc<Watchers>,
 }
 
 impl Router {
@@ -67,6 +70,7 @@ impl Router {
             origins: AllowedOrigins::new(allowed_origins),
             session: Arc::default(),
             held: Arc::new(Held::new(input_wait, task_after)),
+            watchers: Arc::default(),
         }
     }
 
@@ -90,18 +94,30 @@ impl Router {
                 "this endpoint does not answer pages of that Origin; an operator lists them in `[mcp] allowed_origins`",
             ));
         }
+        if method == Method::GET {
+            let (_, sse) = accepts(headers);
+            if !sse {
+                return Err(reply::plain(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "not_acceptable",
+                    "a GET of the endpoint opens an event stream: the client must accept text/event-stream",
+                ));
+            }
+            return Ok(());
+        }
         if method != Method::POST {
             let mut refused = reply::plain(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "the MCP endpoint takes POST only: the gateway keeps no session, so there is no stream to GET and nothing to DELETE",
+                "the MCP endpoint takes POST, and GET for a 2025-11-25 event stream: the gateway keeps no session, so there is nothing to DELETE",
             );
-            refused
-                .headers_mut()
-                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+            refused.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static("GET, POST"),
+            );
             return Err(refused);
         }
-        if !accepts_json_and_sse(headers) {
+        if accepts(headers) != (true, true) {
             return Err(reply::plain(
                 StatusCode::NOT_ACCEPTABLE,
                 "not_acceptable",
@@ -116,6 +132,32 @@ impl Router {
             ));
         }
         Ok(())
+    }
+
+    /// A `GET` of the endpoint (it passed [`Router::check`]): a 2025-11-25 caller's event
+    /// stream of list changes and of the resources it subscribed to ([`super::watch`]). A
+    /// 2026-07-28 client listens with `subscriptions/listen` instead (405).
+    pub fn listen(&self, gateway: &Gateway, caller: Caller, headers: &HeaderMap) -> Response<Body> {
+        let modern = headers
+            .get("mcp-protocol-version")
+            .is_some_and(|version| version.as_bytes() == b"2026-07-28");
+        if modern {
+            let mut refused = reply::plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "2026-07-28 has no GET stream: POST subscriptions/listen",
+            );
+            refused
+                .headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+            return refused;
+        }
+        v2025_11_25::listen(gateway, &self.session, &self.watchers, caller)
+    }
+
+    /// This configuration was replaced (a reload): its open streams end ([`super::watch`]).
+    pub fn retire(&self) {
+        self.watchers.retire();
     }
 
     /// Steps 2 and 3 of the module docs, then the version's answer.
@@ -184,7 +226,11 @@ impl Router {
                 .await
             }
             Ok(Era::Stateless) => {
-                v2026_07_28::answer(gateway, &self.held, caller, request, headers, note).await
+                let with = v2026_07_28::With {
+                    held: &self.held,
+                    watchers: &self.watchers,
+                };
+                v2026_07_28::answer(gateway, with, caller, request, headers, note).await
             }
         }
     }
@@ -281,8 +327,9 @@ fn parse_error(error: &str) -> ErrorData {
     )
 }
 
-/// `Accept` lists both media types of Streamable HTTP (their parameters aside).
-fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+/// Which of the two media types of Streamable HTTP `Accept` lists (their parameters aside):
+/// `application/json`, `text/event-stream`.
+fn accepts(headers: &HeaderMap) -> (bool, bool) {
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(http::header::ACCEPT) {
         let Ok(value) = value.to_str() else {
@@ -294,7 +341,7 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
             sse |= essence.eq_ignore_ascii_case("text/event-stream");
         }
     }
-    json && sse
+    (json, sse)
 }
 
 /// Whether the request says its body is `application/json`.
@@ -397,7 +444,7 @@ mod tests {
         let accept = |value: &str| {
             let mut headers = HeaderMap::new();
             headers.insert(http::header::ACCEPT, value.parse().unwrap());
-            accepts_json_and_sse(&headers)
+            accepts(&headers) == (true, true)
         };
         assert!(accept("application/json, text/event-stream"));
         assert!(accept("text/event-stream;q=1, APPLICATION/JSON"));

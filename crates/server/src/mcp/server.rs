@@ -225,6 +225,9 @@ impl McpServer {
         if let Err(refusal) = self.router.check(&parts.method, &parts.headers) {
             return refusal;
         }
+        if parts.method == http::Method::GET {
+            return self.router.listen(&self.gateway, caller, &parts.headers);
+        }
         // The body is read here, within the size and time limits, and nothing is called
         // before it is whole.
         let body = match self.listener.read_body(body).await {
@@ -265,7 +268,11 @@ impl Serving {
 
     /// Answers every request from now on with `server`.
     pub fn replace(&self, server: McpServer) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = server;
+        let old = std::mem::replace(
+            &mut *self.0.write().unwrap_or_else(PoisonError::into_inner),
+            server,
+        );
+        old.router.retire();
     }
 
     fn current(&self) -> McpServer {
@@ -276,16 +283,22 @@ impl Serving {
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains ([`listener::serve`]):
-    /// requests in flight finish for at most `[mcp] drain_timeout_ms`. Returns how many
-    /// connections were cut then. At most `[mcp] max_connections` (as configured when this
-    /// starts) are served at once; more are closed at accept. The MCP task runner
-    /// ([`super::tasks::run`]) runs beside it, on the host serving now, and stops with it; so
-    /// do the host's stdio servers, after the drain.
+    /// open event streams end, and requests in flight finish for at most
+    /// `[mcp] drain_timeout_ms`. Returns how many connections were cut then. At most
+    /// `[mcp] max_connections` (as configured when this starts) are served at once; more are
+    /// closed at accept. The MCP task runner ([`super::tasks::run`]) runs beside it, on the
+    /// host serving now, and stops with it; so do the host's stdio servers, after the drain.
     pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> usize {
         let serving = self.clone();
         let runner = tokio::spawn(super::tasks::run(move || {
             serving.current().gateway.shared_host()
         }));
+        // Open event streams end with the shutdown, not at the drain's timeout.
+        let retiring = self.clone();
+        let shutdown = async move {
+            shutdown.await;
+            retiring.current().router.retire();
+        };
         let cut = listener::serve(listener, self.clone(), shutdown).await;
         runner.abort();
         // No call is left to serve: the stdio servers stop now, not when the process ends.

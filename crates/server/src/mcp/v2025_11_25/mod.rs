@@ -10,12 +10,15 @@
 //! - `ping`: `{}`;
 //! - `logging/setLevel`: the level of the log lines the caller's calls tell it from now on
 //!   ([`session`]; none before it sets one);
-//! - `tools/list`: the caller's tools, each `execution.taskSupport: "optional"`;
+//! - `tools/list`: the caller's tools, each with its `execution.taskSupport` (`optional`
+//!   unless its manifest says otherwise);
 //! - `resources/list`, `resources/templates/list`, `resources/read`, `prompts/list`,
-//!   `prompts/get` and `completion/complete` ([`super::content`]); no subscriptions yet
-//!   (`resources/subscribe` is -32601, and the capabilities do not offer it);
+//!   `prompts/get` and `completion/complete` ([`super::content`]);
+//! - `resources/subscribe`, `resources/unsubscribe` ([`session`]), and a `GET` of the endpoint:
+//!   the caller's event stream of list changes and of updates of what it subscribed to
+//!   ([`listen`], [`super::watch`]);
 //! - `tools/call` through the shared call path; with `params.task`, a task (a
-//!   `CreateTaskResult`); a call paused for approval held on an event stream for a caller that
+//!   `CreateTaskResult`; a `required` tool without it, a `forbidden` one with it: -32601); a call paused for approval held on an event stream for a caller that
 //!   declared URL elicitation ([`session`]); a call whose adapter tells or asks its caller
 //!   something (progress, log lines, elicitation, sampling, roots: [`super::relay`]) answered
 //!   on an event stream, its asks as requests the client answers in POSTs of their own; else
@@ -49,6 +52,7 @@ use super::relay::{self, Event, Wants};
 use super::reply::{self, Answer, Body, Era};
 use super::result::{response, to_mcp};
 use super::tasks::{self, task_error};
+use super::watch::{Filter, Uris, Watchers};
 use crate::access_log::Note;
 
 /// The `_meta` key that ties a task's result to its task (2025-11-25).
@@ -96,6 +100,9 @@ pub async fn answer(
         ("resources/templates/list", _) => Ok(gateway.template_list(&caller)),
         ("prompts/list", _) => Ok(gateway.prompt_list(&caller)),
         ("resources/read", Params::Other(params)) => gateway.read_resource(&caller, &params).await,
+        ("resources/subscribe" | "resources/unsubscribe", Params::Other(params)) => {
+            subscription(gateway, session, &caller, &method, &params)
+        }
         ("prompts/get", Params::Other(params)) => gateway.get_prompt(&caller, &params).await,
         ("completion/complete", Params::Other(params)) => gateway.complete(&caller, &params).await,
         ("tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel", Params::Other(params)) => {
@@ -104,6 +111,60 @@ pub async fn answer(
         _ => Err(reply::Failure::no_method(&method)),
     };
     reply::answer(&era, &id, answer)
+}
+
+/// `resources/subscribe` of a resource `caller` may read (else -32602 with `data.uri`, as
+/// `resources/read` has it), and `resources/unsubscribe`: its event streams say when one it
+/// subscribed to changes ([`listen`]).
+fn subscription(
+    gateway: &Gateway,
+    session: &Session,
+    caller: &Caller,
+    method: &str,
+    params: &serde_json::Map<String, Value>,
+) -> Answer {
+    let uri = (params.get("uri").and_then(Value::as_str))
+        .ok_or_else(|| ErrorData::invalid_params("params.uri must be a string", None))?;
+    if method == "resources/unsubscribe" {
+        session.unsubscribe(caller, uri);
+        return Ok(json!({}));
+    }
+    if gateway.host().resource_at(&caller.tenant, uri).is_none() {
+        return Err(ErrorData::invalid_params(
+            format!("resource not found: {uri}"),
+            Some(json!({ "uri": uri })),
+        )
+        .into());
+    }
+    if !session.subscribe(caller, uri) {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "this caller is subscribed to {} resources, the most it may be; unsubscribe from one first",
+                session::MOST_SUBSCRIBED
+            ),
+            None,
+        )
+        .into());
+    }
+    Ok(json!({}))
+}
+
+/// A `GET` of the endpoint: `caller`'s event stream of list changes and of the resources it
+/// subscribed to, as it subscribes and unsubscribes ([`crate::mcp::watch`]).
+pub fn listen(
+    gateway: &Gateway,
+    session: &Arc<Session>,
+    watchers: &Arc<Watchers>,
+    caller: Caller,
+) -> Response<Body> {
+    let filter = Filter {
+        tools: true,
+        resources: true,
+        prompts: true,
+    };
+    let (session, subscriber) = (Arc::clone(session), caller.clone());
+    let uris = Uris::Subscribed(Box::new(move || session.subscribed(&subscriber)));
+    watchers.stream(gateway.clone(), caller, filter, uris, None, None)
 }
 
 /// `initialize`: the negotiated version, capabilities, name and instructions.

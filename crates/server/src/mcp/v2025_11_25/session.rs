@@ -18,9 +18,12 @@
 //!    an answer that reaches another gateway changes nothing, and the hold ends with the
 //!    decision or the hold time;
 //! 4. **the log level** a caller set (`logging/setLevel`): log lines an adapter writes for its
-//!    caller reach it at or above that level; a caller that set none gets none.
+//!    caller reach it at or above that level; a caller that set none gets none;
+//! 5. **the resources a caller subscribed to** (`resources/subscribe`, at most
+//!    [`MOST_SUBSCRIBED`] each): its event streams (a `GET`: [`crate::mcp::watch`]) say when
+//!    one changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -42,6 +45,9 @@ use crate::mcp::result::to_mcp;
 /// over (a caller forgotten gets the paused result until it initializes again).
 pub const REMEMBERED: usize = 10_000;
 
+/// The most resources one caller is subscribed to at once.
+pub const MOST_SUBSCRIBED: usize = 100;
+
 /// The prefix of the ids of gatehouse's own requests to clients.
 pub const OWN_ID: &str = "gatehouse-";
 
@@ -51,6 +57,7 @@ pub const OWN_ID: &str = "gatehouse-";
 pub struct Session {
     remembered: Mutex<HashMap<(String, String), ClientCan>>,
     levels: Mutex<HashMap<(String, String), LogLevel>>,
+    subscribed: Mutex<HashMap<(String, String), BTreeSet<String>>>,
     /// The gateway's requests waiting for an answer, by their (random) id: whose they are, and
     /// where the answer goes.
     waiting: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
@@ -95,6 +102,50 @@ impl Session {
             levels.clear();
         }
         levels.insert((caller.tenant.clone(), caller.principal.id.clone()), level);
+    }
+
+    /// Subscribes `caller` to the resource at `uri`; `false` past [`MOST_SUBSCRIBED`].
+    pub fn subscribe(&self, caller: &Caller, uri: &str) -> bool {
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if subscribed.len() >= REMEMBERED {
+            subscribed.clear();
+        }
+        let uris = subscribed
+            .entry((caller.tenant.clone(), caller.principal.id.clone()))
+            .or_default();
+        if uris.len() >= MOST_SUBSCRIBED && !uris.contains(uri) {
+            return false;
+        }
+        uris.insert(uri.to_owned());
+        true
+    }
+
+    /// Unsubscribes `caller` from the resource at `uri`.
+    pub fn unsubscribe(&self, caller: &Caller, uri: &str) {
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let who = (caller.tenant.clone(), caller.principal.id.clone());
+        if let Some(uris) = subscribed.get_mut(&who) {
+            uris.remove(uri);
+            if uris.is_empty() {
+                subscribed.remove(&who);
+            }
+        }
+    }
+
+    /// The resources `caller` is subscribed to.
+    pub fn subscribed(&self, caller: &Caller) -> BTreeSet<String> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// A new id for a request of the gateway's to `caller` (`kind` says what it is), and where

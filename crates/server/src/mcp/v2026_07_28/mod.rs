@@ -10,17 +10,22 @@
 //! 4. the method: `server/discover`; `tools/list`, `resources/list`,
 //!    `resources/templates/list`, `prompts/list` and `resources/read` (with `resultType`,
 //!    `ttlMs: 0` and `cacheScope: "private"`: a listing, and a read, is the caller's tenant's);
-//!    `prompts/get` and `completion/complete` ([`super::content`]); `tools/call` (-32021 before
-//!    anything runs when the request's client capabilities lack one its tool's manifest names
-//!    in `client_capabilities`) through the shared call path, a paused call answered as [`super::approvals`] says (an
-//!    `InputRequiredResult` with the gateway's signed `requestState`, or a task); the tasks
-//!    extension's `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that declared it
-//!    (-32021 otherwise). Methods this version removed (`ping`, `logging/setLevel`,
+//!    `prompts/get` (its adapter's asks as `InputRequiredResult` rounds) and
+//!    `completion/complete` ([`super::content`]); `tools/call` (-32021 before anything runs
+//!    when the request's client capabilities lack one its tool's manifest names in
+//!    `client_capabilities`, or the tasks extension for a `required` tool) through the shared
+//!    call path, a paused call answered as [`super::approvals`] says (an
+//!    `InputRequiredResult` with the gateway's signed `requestState`, or a task), a call of a
+//!    tool that runs as a task going on as one past `[mcp] task_after_ms` ([`held`]); the
+//!    tasks extension's `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that
+//!    declared it (-32021 otherwise); `subscriptions/listen`, an event stream
+//!    ([`super::watch`]). Methods this version removed (`ping`, `logging/setLevel`,
 //!    `resources/subscribe`, ...) and unknown ones are -32601 (HTTP 404).
 
 pub mod headers;
 pub mod held;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +39,7 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, CreateTaskResult, DiscoverResult, GetTaskResult,
     InputResponses, JsonObject, ProtocolVersion, RequestId, RequestMetaObject, ResultType,
-    ServerResult,
+    ServerResult, SubscriptionFilter,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -50,6 +55,7 @@ use super::relay::{self, Wants};
 use super::reply::{self, Answer, Body, Era, Failure};
 use super::result::to_mcp;
 use super::tasks::{self, TaskError, task_error};
+use super::watch::{Filter, Uris, Watchers};
 use crate::access_log::Note;
 
 /// `_meta` key of the lowest level of log lines a 2026-07-28 request wants.
@@ -60,20 +66,37 @@ pub fn supported() -> Vec<ProtocolVersion> {
     ProtocolVersion::KNOWN_VERSIONS.to_vec()
 }
 
+/// What this version keeps in the gateway: the calls held for their callers' answers or run
+/// as tasks, and the open streams.
+#[derive(Clone, Copy)]
+pub struct With<'a> {
+    /// The calls held here.
+    pub held: &'a Arc<Held>,
+    /// The streams open here.
+    pub watchers: &'a Arc<Watchers>,
+}
+
 /// Answers one 2026-07-28 request of `caller` (see the module docs).
 pub async fn answer(
     gateway: &Gateway,
-    held: &Arc<Held>,
+    with: With<'_>,
     caller: Caller,
     request: Request,
     headers: &HeaderMap,
     note: &Note,
 ) -> Response<Body> {
+    let With { held, watchers } = with;
     let id = request.id.clone();
     let meta = match checked(gateway, &caller, &request, headers) {
         Ok(meta) => meta,
         Err(failure) => return reply::answer(&Era::Stateless, &id, Err(failure)),
     };
+    if request.method == "subscriptions/listen" {
+        return match listen(gateway, watchers, caller, &request) {
+            Ok(stream) => stream,
+            Err(error) => reply::answer(&Era::Stateless, &id, Err(error.into())),
+        };
+    }
     if let Params::Call(call) = request.params {
         let asked = Asked {
             gateway: gateway.clone(),
@@ -207,6 +230,61 @@ async fn dispatch(
         }
         _ => Err(Failure::no_method(&method)),
     }
+}
+
+/// `subscriptions/listen`: an event stream of what `params.notifications` asks and the
+/// gateway offers ([`crate::mcp::watch`]): list changes, and updates of the resources named
+/// that the caller may read (the others are left out of the acknowledgement, which comes
+/// first). Each notification carries the request's id as its `subscriptionId`.
+fn listen(
+    gateway: &Gateway,
+    watchers: &Arc<Watchers>,
+    caller: Caller,
+    request: &Request,
+) -> Result<Response<Body>, ErrorData> {
+    let Params::Other(params) = &request.params else {
+        return Err(ErrorData::invalid_params(
+            "params.notifications must be an object",
+            None,
+        ));
+    };
+    let asked: SubscriptionFilter = params
+        .get("notifications")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| {
+            ErrorData::invalid_params(format!("params.notifications does not read: {e}"), None)
+        })?
+        .ok_or_else(|| ErrorData::invalid_params("params.notifications is missing", None))?;
+    let uris: BTreeSet<String> = (asked.resource_subscriptions.iter().flatten())
+        .filter(|uri| gateway.host().resource_at(&caller.tenant, uri).is_some())
+        .cloned()
+        .collect();
+    let mut accepted = asked.supported_by(&gateway.info().capabilities);
+    accepted.resource_subscriptions = (!uris.is_empty()).then(|| uris.iter().cloned().collect());
+    let filter = Filter {
+        tools: accepted.tools_list_changed == Some(true),
+        resources: accepted.resources_list_changed == Some(true),
+        prompts: accepted.prompts_list_changed == Some(true),
+    };
+    let subscription = serde_json::to_value(&request.id).unwrap_or_default();
+    let ack = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {
+            "notifications": accepted,
+            "_meta": { "io.modelcontextprotocol/subscriptionId": subscription },
+        },
+    });
+    Ok(watchers.stream(
+        gateway.clone(),
+        caller,
+        filter,
+        Uris::Fixed(uris),
+        Some(ack),
+        Some(subscription),
+    ))
 }
 
 /// `prompts/get`, whose adapter may ask its caller something as a tool's may: the request

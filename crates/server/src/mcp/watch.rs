@@ -1,0 +1,283 @@
+//! What a client may watch outside any call, on a stream of its own: its tenant's tools,
+//! resources and prompts changing (`notifications/tools/list_changed`, `.../resources/...`,
+//! `.../prompts/...`), and a resource it subscribed to changing
+//! (`notifications/resources/updated`). 2025-11-25 reads them on a `GET` of the endpoint, with
+//! the resources `resources/subscribe` named; 2026-07-28 on a `subscriptions/listen` request's
+//! event stream, with what its filter asks (acknowledged first, each notification carrying
+//! the request's id as `subscriptionId`).
+//!
+//! The gateway learns of a change by looking: every [`LOOK`] a stream compares what the
+//! caller's tenant is served with what it was served at the last look: each listing, and for a
+//! subscribed resource, the adapter (its id, version and digest) and the manifest entry that
+//! serve its URI. So an operator's hot swap, a push, an upgrade or a grant that changes what a
+//! caller sees reaches the caller's streams within a look; a reload (`SIGHUP`) ends them, each
+//! with every list-changed notification it carries, and the client reconnects to the new
+//! configuration. Contents an adapter changes on its own are not seen: nothing tells the
+//! gateway (the contract has no host call for it yet).
+//!
+//! Bounds: [`MOST_STREAMS`] streams per caller at once (more: 429), and a comment every
+//! [`KEEPALIVE`] so that a client that went away is noticed and its stream ends.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::call::Gateway;
+use super::caller::Caller;
+use super::reply::{self, Body};
+
+/// How often a stream looks for changes.
+pub const LOOK: Duration = Duration::from_secs(2);
+/// How long a stream stays silent at most: then a comment, which finds a client gone.
+pub const KEEPALIVE: Duration = Duration::from_secs(20);
+/// The most streams one caller (tenant and principal) holds open at once.
+pub const MOST_STREAMS: usize = 4;
+
+/// What a stream carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// `notifications/tools/list_changed`.
+    pub tools: bool,
+    /// `notifications/resources/list_changed`.
+    pub resources: bool,
+    /// `notifications/prompts/list_changed`.
+    pub prompts: bool,
+}
+
+/// Where a stream's subscribed resources come from.
+pub enum Uris {
+    /// A 2026-07-28 listen request's own, fixed.
+    Fixed(BTreeSet<String>),
+    /// A 2025-11-25 caller's, as it subscribes and unsubscribes meanwhile.
+    Subscribed(Box<dyn Fn() -> BTreeSet<String> + Send + Sync>),
+}
+
+impl Uris {
+    fn now(&self) -> BTreeSet<String> {
+        match self {
+            Self::Fixed(uris) => uris.clone(),
+            Self::Subscribed(current) => current(),
+        }
+    }
+}
+
+/// The streams open in this gateway, per caller, and the signal that this configuration was
+/// replaced (a reload).
+#[derive(Debug)]
+pub struct Watchers {
+    open: Mutex<HashMap<(String, String), usize>>,
+    retired: watch::Sender<bool>,
+}
+
+impl Default for Watchers {
+    fn default() -> Self {
+        Self {
+            open: Mutex::default(),
+            retired: watch::Sender::new(false),
+        }
+    }
+}
+
+impl Watchers {
+    /// This configuration is replaced: every stream sends what it carries of list changes, and
+    /// ends.
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    /// A stream for `caller` of `filter` and `uris`, `first` sent before anything (the
+    /// 2026-07-28 acknowledgement), each notification tagged with `subscription` (the listen
+    /// request's id) if given. 429 past [`MOST_STREAMS`].
+    pub fn stream(
+        self: &Arc<Self>,
+        gateway: Gateway,
+        caller: Caller,
+        filter: Filter,
+        uris: Uris,
+        first: Option<Value>,
+        subscription: Option<Value>,
+    ) -> Response<Body> {
+        let who = (caller.tenant.clone(), caller.principal.id.clone());
+        {
+            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let count = open.entry(who.clone()).or_default();
+            if *count >= MOST_STREAMS {
+                return reply::plain(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_streams",
+                    format!(
+                        "this caller holds {MOST_STREAMS} streams open already; close one first"
+                    ),
+                );
+            }
+            *count += 1;
+        }
+        let open = Open {
+            watchers: Arc::clone(self),
+            who,
+        };
+        let (sender, response) = reply::events();
+        let mut retired = self.retired.subscribe();
+        tokio::spawn(async move {
+            let _open = open;
+            let send = |message: Value| {
+                let sender = sender.clone();
+                async move { sender.send(reply::event(&message)).await.is_ok() }
+            };
+            if let Some(first) = first
+                && !send(first).await
+            {
+                return;
+            }
+            let notification = |method: &str, mut params: Value| {
+                if let Some(id) = &subscription {
+                    params["_meta"] = json!({ "io.modelcontextprotocol/subscriptionId": id });
+                }
+                let mut message = json!({ "jsonrpc": "2.0", "method": method });
+                if params.as_object().is_some_and(|p| !p.is_empty()) {
+                    message["params"] = params;
+                }
+                message
+            };
+            let mut seen = Seen::of(&gateway, &caller, &uris.now());
+            let mut quiet = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    () = sender.closed() => return,
+                    _ = retired.changed() => {
+                        for (wanted, method) in filter.methods() {
+                            if wanted {
+                                let _ = send(notification(method, json!({}))).await;
+                            }
+                        }
+                        return;
+                    }
+                    () = tokio::time::sleep(LOOK) => {}
+                }
+                let now = Seen::of(&gateway, &caller, &uris.now());
+                let mut told = Vec::new();
+                for ((wanted, method), changed) in filter.methods().into_iter().zip([
+                    seen.tools != now.tools,
+                    seen.resources != now.resources,
+                    seen.prompts != now.prompts,
+                ]) {
+                    if wanted && changed {
+                        told.push(notification(method, json!({})));
+                    }
+                }
+                for (uri, served) in &now.uris {
+                    // A resource subscribed since the last look is only noted.
+                    if seen.uris.get(uri).is_some_and(|before| before != served) {
+                        told.push(notification(
+                            "notifications/resources/updated",
+                            json!({ "uri": uri }),
+                        ));
+                    }
+                }
+                seen = now;
+                for message in told {
+                    if !send(message).await {
+                        return;
+                    }
+                    quiet = tokio::time::Instant::now();
+                }
+                if quiet.elapsed() >= KEEPALIVE {
+                    if sender
+                        .send(Bytes::from_static(b": keepalive\n\n"))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    quiet = tokio::time::Instant::now();
+                }
+            }
+        });
+        response
+    }
+}
+
+impl Filter {
+    /// Each kind of list change, whether wanted, and its notification.
+    fn methods(&self) -> [(bool, &'static str); 3] {
+        [
+            (self.tools, "notifications/tools/list_changed"),
+            (self.resources, "notifications/resources/list_changed"),
+            (self.prompts, "notifications/prompts/list_changed"),
+        ]
+    }
+}
+
+/// A stream counted open until dropped.
+struct Open {
+    watchers: Arc<Watchers>,
+    who: (String, String),
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let mut open = (self.watchers.open)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.who) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.who);
+            }
+        }
+    }
+}
+
+/// What a caller was served at one look, as fingerprints.
+struct Seen {
+    tools: u64,
+    resources: u64,
+    prompts: u64,
+    /// Each subscribed URI's: what serves it, or that nothing the caller may read does.
+    uris: BTreeMap<String, u64>,
+}
+
+impl Seen {
+    fn of(gateway: &Gateway, caller: &Caller, uris: &BTreeSet<String>) -> Self {
+        let tools = gateway
+            .tool_list(caller, None)
+            .unwrap_or_else(|error| json!({ "error": error.message }));
+        let resources = json!([gateway.resource_list(caller), gateway.template_list(caller)]);
+        let adapters = gateway.host().adapters();
+        let uris = uris
+            .iter()
+            .map(|uri| {
+                let served = gateway
+                    .host()
+                    .resource_at(&caller.tenant, uri)
+                    .map(|(name, args)| {
+                        let adapter = adapters.iter().find(|adapter| {
+                            name.strip_prefix(adapter.id.as_str())
+                                .is_some_and(|rest| rest.starts_with('.'))
+                        });
+                        json!([name, args, adapter])
+                    });
+                (uri.clone(), fingerprint(&json!(served)))
+            })
+            .collect();
+        Self {
+            tools: fingerprint(&tools),
+            resources: fingerprint(&resources),
+            prompts: fingerprint(&gateway.prompt_list(caller)),
+            uris,
+        }
+    }
+}
+
+fn fingerprint(value: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
