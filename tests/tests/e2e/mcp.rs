@@ -1164,6 +1164,65 @@ async fn a_stream_tells_a_subscriber_what_changed_and_nothing_else() {
     assert_eq!(next(&mut legacy, Duration::from_secs(5)).await, None);
 }
 
+/// A caller's event streams are bounded (four at once; the fifth is 429 until one closes),
+/// 2026-07-28 has no `GET` stream (405), and a `GET` must accept an event stream (406).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_are_bounded_per_caller_and_get_is_a_2025_stream_only() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let endpoint = gateway(|_| {}).await;
+    let port = endpoint.port;
+    let auth = format!("Bearer {ACME_KEY}");
+    let get = |version: &'static str, accept: &'static str| {
+        let auth = auth.clone();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            let head = format!(
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n\
+                 Accept: {accept}\r\nMCP-Protocol-Version: {version}\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut status = String::new();
+            reader.read_line(&mut status).await.unwrap();
+            (status, reader)
+        }
+    };
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        let (status, stream) = get("2025-11-25", "text/event-stream").await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        open.push(stream);
+    }
+    let (status, _) = get("2025-11-25", "text/event-stream").await;
+    assert!(
+        status.starts_with("HTTP/1.1 429"),
+        "a fifth stream: {status}"
+    );
+    drop(open.pop());
+    // The closed stream is noticed at its next look or keepalive, at most KEEPALIVE later.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, stream) = get("2025-11-25", "text/event-stream").await;
+        if status.starts_with("HTTP/1.1 200") {
+            open.push(stream);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a closed stream was never freed: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let (status, _) = get("2026-07-28", "text/event-stream").await;
+    assert!(status.starts_with("HTTP/1.1 405"), "{status}");
+    let (status, _) = get("2025-11-25", "application/json").await;
+    assert!(status.starts_with("HTTP/1.1 406"), "{status}");
+}
+
 /// `tools/list` on 2025-11-25 with `auth`, as JSON.
 async fn post_list(port: u16, auth: &str) -> Value {
     let (status, _, body) = mcp_post(port, "/mcp", &[("authorization", auth)], LIST).await;
