@@ -298,7 +298,6 @@ async fn installed(
     kind: PluginKind,
     plugin: &PluginRef,
 ) {
-    tracing::info!(reference = %tag, %pinned, id = %plugin.id, version = %plugin.version, "installed what the tag moved to");
     let replaced = (host.policies().into_iter())
         .find(|p| p.plugin.id == plugin.id)
         .and_then(|p| p.previous.last().cloned());
@@ -315,4 +314,6 @@ async fn installed(
     if let Err(e) = host.record_served(kind, plugin, ServedAs::Install).await {
         tracing::error!(reference = %tag, error = %e, "the install could not be recorded as served: a restart would not hold its version as the floor");
     }
+    // Said once it is on record, so whoever waits for the line finds the records written.
+    tracing::info!(reference = %tag, %pinned, id = %plugin.id, version = %plugin.version, "installed what the tag moved to");
 }

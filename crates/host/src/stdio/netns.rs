@@ -37,14 +37,21 @@ const LOOPBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 /// process, as bubblewrap's `--info-fd` names it), non-blocking. Blocks: call it from a
 /// blocking task.
 ///
-/// bubblewrap reports the pid before its child has brought the namespace's loopback up, so
-/// on a busy machine the bind can come first and fail with `EADDRNOTAVAIL` (seen under a full
-/// test run): then it is tried again, [`LOOPBACK_TRIES`] times [`LOOPBACK_WAIT`] apart.
+/// bubblewrap reports the pid before its child has finished setting the namespaces up, so on
+/// a busy machine the helper can come first: the bind fails with `EADDRNOTAVAIL` (no loopback
+/// yet), or entering the user namespace with `EPERM` (its uid map not written yet; both seen
+/// under a full test run). Then it is tried again, [`LOOPBACK_TRIES`] times [`LOOPBACK_WAIT`]
+/// apart.
 pub fn listen_in(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
     let mut tries = 0;
     loop {
         match listen_once(pid, addr) {
-            Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable && tries < LOOPBACK_TRIES => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::AddrNotAvailable | io::ErrorKind::PermissionDenied
+                ) && tries < LOOPBACK_TRIES =>
+            {
                 tries += 1;
                 std::thread::sleep(LOOPBACK_WAIT);
             }

@@ -171,6 +171,11 @@ impl Running {
         }
     }
 
+    /// Fails the asks waiting: nobody answered them in time.
+    fn let_go(&mut self) {
+        self.waiting.clear();
+    }
+
     /// The asks waiting, as `inputRequests`: each with its params as the adapter wrote them
     /// (rmcp's typed `InputRequest` would drop what it does not model).
     pub fn requests(&self) -> JsonObject {
@@ -249,7 +254,8 @@ impl Held {
     /// Runs `running` on as task `task` of `caller` (its store row made: see
     /// [`tasks::running`]), until it ends, and stores how: its asks make the task
     /// `input_required`, with the asks as its `inputRequests`, until `tasks/update` answers
-    /// them all ([`Held::answer`]); `tasks/cancel` ([`Held::cancel`]) stops the waiting: the
+    /// them all ([`Held::answer`]), or `[mcp] input_wait_ms` passes (then the asks fail, and
+    /// the adapter finishes with that); `tasks/cancel` ([`Held::cancel`]) stops the waiting: the
     /// asks fail, the call's run goes on to its end unwatched (its audit record is written as
     /// any call's), and the task stays cancelled. Progress and log lines have nobody to reach.
     pub fn run_as_task(
@@ -324,7 +330,7 @@ impl Held {
                         }
                     });
                 }
-                Step::Input(running) => {
+                Step::Input(mut running) => {
                     let requests = running.requests();
                     let answered = requests.keys().any(|key| responses.contains_key(key));
                     self.set_pending(task, requests);
@@ -333,9 +339,15 @@ impl Held {
                         if let Err(error) = tasks::waits(gateway.host(), task, true).await {
                             tracing::warn!(%task, %error, "a task's status could not be stored");
                         }
-                        match updates.recv().await {
-                            Some(Update::Answers(answers)) => responses.extend(answers),
-                            Some(Update::Cancel) | None => return None,
+                        // At most `[mcp] input_wait_ms`, as a held call: then its asks fail,
+                        // and the adapter finishes with that.
+                        match tokio::time::timeout(self.wait, updates.recv()).await {
+                            Ok(Some(Update::Answers(answers))) => responses.extend(answers),
+                            Ok(Some(Update::Cancel) | None) => return None,
+                            Err(_) => {
+                                running.let_go();
+                                self.set_pending(task, JsonObject::new());
+                            }
                         }
                     }
                     if self.pending(task).is_none_or(|pending| pending.is_empty())
