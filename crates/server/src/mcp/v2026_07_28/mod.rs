@@ -657,9 +657,7 @@ impl Round {
             }
         }
     }
-}
 
-impl Round {
     /// The call goes on as a task, in this gateway: its row made, then run on
     /// ([`Held::run_as_task`]); the request's answer is the new task.
     async fn go_on_as_task(self, tool: &str, running: Box<Running>) -> Answer {
@@ -710,7 +708,7 @@ async fn paused(
         return paused();
     };
     let (host, tool) = (gateway.host(), sent.tool);
-    if can.tasks {
+    if can.tasks && gateway.task_support(caller, tool) != Some(TaskSupport::Forbidden) {
         let task = tasks::create(host, caller, tool, result, None)
             .await
             .map_err(task_error)?;
