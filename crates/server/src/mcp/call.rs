@@ -325,8 +325,9 @@ impl Gateway {
     }
 
     /// The client capabilities tool `name` cannot do without (its manifest's
-    /// `client_capabilities`) that `can` lacks, as MCP's `ClientCapabilities`; `None` when it
-    /// lacks none (or there is no such tool: the call path says so).
+    /// `client_capabilities`, and the tasks extension where its `task_support` is `required`)
+    /// that `can` lacks, as MCP's `ClientCapabilities`; `None` when it lacks none (or there is
+    /// no such tool: the call path says so).
     pub fn lacking(
         &self,
         caller: &Caller,
@@ -345,6 +346,13 @@ impl Gateway {
             })
             .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
             .collect();
+        let mut lacking = lacking;
+        if capability.task_support == Some(TaskSupport::Required) && !can.tasks {
+            lacking.insert(
+                "extensions".to_owned(),
+                json!({ rmcp::model::TASKS_EXTENSION_ID: {} }),
+            );
+        }
         if lacking.is_empty() {
             return None;
         }

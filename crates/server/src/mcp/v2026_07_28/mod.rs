@@ -424,12 +424,12 @@ async fn call_tool(asked: Asked) -> Response<Body> {
             let error = ErrorData::missing_required_client_capability(required);
             return reply::answer(&Era::Stateless, &id, Err(error.into()));
         }
-        let support = gateway.task_support(&caller, &request.name);
-        if support == Some(TaskSupport::Required) && !can.tasks {
-            let required = ClientCapabilities::builder().enable_tasks().build();
-            let error = ErrorData::missing_required_client_capability(required);
-            return reply::answer(&Era::Stateless, &id, Err(error.into()));
-        }
+        // Only a client that takes tasks needs to know whether the tool runs as one.
+        let support = if can.tasks {
+            gateway.task_support(&caller, &request.name)
+        } else {
+            None
+        };
         let state = request.request_state.take();
         let mut responses = request.input_responses.take().unwrap_or_default();
         let tool = request.name.to_string();
