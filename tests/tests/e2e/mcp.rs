@@ -1164,7 +1164,7 @@ async fn a_stream_tells_a_subscriber_what_changed_and_nothing_else() {
     assert_eq!(next(&mut legacy, Duration::from_secs(5)).await, None);
 }
 
-/// A caller's event streams are bounded (four at once; the fifth is 429 until one closes),
+/// A caller's event streams are bounded (16 at once; the next is 429 until one closes),
 /// 2026-07-28 has no `GET` stream (405), and a `GET` must accept an event stream (406).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn event_streams_are_bounded_per_caller_and_get_is_a_2025_stream_only() {
@@ -1191,7 +1191,7 @@ async fn event_streams_are_bounded_per_caller_and_get_is_a_2025_stream_only() {
         }
     };
     let mut open = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..16 {
         let (status, stream) = get("2025-11-25", "text/event-stream").await;
         assert!(status.starts_with("HTTP/1.1 200"), "{status}");
         open.push(stream);
@@ -1199,7 +1199,7 @@ async fn event_streams_are_bounded_per_caller_and_get_is_a_2025_stream_only() {
     let (status, _) = get("2025-11-25", "text/event-stream").await;
     assert!(
         status.starts_with("HTTP/1.1 429"),
-        "a fifth stream: {status}"
+        "a seventeenth stream: {status}"
     );
     drop(open.pop());
     // The closed stream is noticed at its next look or keepalive, at most KEEPALIVE later.

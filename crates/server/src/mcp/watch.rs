@@ -37,8 +37,10 @@ use super::reply::{self, Body};
 pub const LOOK: Duration = Duration::from_secs(2);
 /// How long a stream stays silent at most: then a comment, which finds a client gone.
 pub const KEEPALIVE: Duration = Duration::from_secs(20);
-/// The most streams one caller (tenant and principal) holds open at once.
-pub const MOST_STREAMS: usize = 4;
+/// The most streams one caller (tenant and principal) holds open at once. The gateway keeps no
+/// session, so every agent process that uses one key is the same caller, each SDK client with
+/// a stream of its own.
+pub const MOST_STREAMS: usize = 16;
 
 /// What a stream carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
