@@ -129,6 +129,10 @@ impl Watchers {
         let mut retired = self.retired.subscribe();
         tokio::spawn(async move {
             let _open = open;
+            // Opened as a reload replaced this configuration: the client reconnects to the new.
+            if *retired.borrow_and_update() {
+                return;
+            }
             let send = |message: Value| {
                 let sender = sender.clone();
                 async move { sender.send(reply::event(&message)).await.is_ok() }
