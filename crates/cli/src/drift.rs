@@ -167,7 +167,7 @@ impl Lister<'_> {
             if self.protocol == STATELESS {
                 params["_meta"] = json!({
                     "io.modelcontextprotocol/protocolVersion": STATELESS,
-                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientCapabilities": mcp::client_capabilities(),
                     "io.modelcontextprotocol/clientInfo": self.client,
                 });
             }
@@ -208,8 +208,7 @@ impl Session<'_> {
             json!({ "name": "gatehouse-drift-check", "version": env!("CARGO_PKG_VERSION") });
         let mut headers = vec![("mcp-protocol-version", protocol.to_owned())];
         if protocol != STATELESS {
-            let init =
-                json!({ "protocolVersion": protocol, "capabilities": {}, "clientInfo": client });
+            let init = json!({ "protocolVersion": protocol, "capabilities": mcp::client_capabilities(), "clientInfo": client });
             let (_, session) = self.request(&[], 0, "initialize", init).await?;
             let mut notify = vec![("mcp-protocol-version", protocol.to_owned())];
             if let Some(session) = session {

@@ -60,6 +60,21 @@ impl AskKind {
     }
 }
 
+/// MCP's client capabilities of a client that can be asked `asks` (elicitation in both of
+/// its modes), as `initialize` and `_meta` declare them.
+pub fn client_capabilities(asks: &[AskKind]) -> Value {
+    let mut capabilities = serde_json::Map::new();
+    for ask in asks {
+        let (name, value) = match ask {
+            AskKind::Elicitation => ("elicitation", serde_json::json!({ "form": {}, "url": {} })),
+            AskKind::Sampling => ("sampling", serde_json::json!({})),
+            AskKind::Roots => ("roots", serde_json::json!({})),
+        };
+        capabilities.insert(name.to_owned(), value);
+    }
+    Value::Object(capabilities)
+}
+
 /// One ask: its name within the call (2026-07-28's `inputRequests` key), what it is, and its
 /// params as MCP states them (`elicitation/create`'s, `sampling/createMessage`'s, ...).
 #[derive(Debug, Clone, PartialEq)]

@@ -840,9 +840,14 @@ async fn survey(plan: &Value, target: Vec<String>) -> Value {
 /// sandbox) and over Streamable HTTP (the same package, run by the test), surveyed by the
 /// official Python SDK directly and through the gateway in both protocol versions. Its
 /// resources, templates, prompts, reads, fill-ins and completions are the same either way (the
-/// gateway names a prompt `<adapter id>.<name>`).
+/// gateway names a prompt `<adapter id>.<name>`); so are its tools' calls: the progress of a
+/// long operation, and a sampling request and an elicitation (tools the server offers only to
+/// a client that can be asked), each answered by the client's own handler, under the
+/// operator's `[[caller.grant]]`. Through the gateway the elicitation is answered after 4.5 s,
+/// longer than the call's egress budget (4 s) and its sandbox budget (2 s): neither runs while
+/// the caller answers, so the upstream's response is not cut off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_everything_servers_resources_and_prompts_are_the_same_through_gatehouse() {
+async fn the_everything_server_works_the_same_through_gatehouse() {
     let dir = open_dir();
     let id = "test.every";
     let (code, printed, out, key) =
@@ -858,6 +863,11 @@ async fn the_everything_servers_resources_and_prompts_are_the_same_through_gateh
         "completions": [
             { "ref": { "type": "ref/prompt", "name": "completable-prompt" }, "argument": { "name": "department", "value": "E" } },
         ],
+        "calls": [
+            { "name": "trigger-long-running-operation", "arguments": { "duration": 1, "steps": 2 } },
+            { "name": "trigger-sampling-request", "arguments": { "prompt": "say hi", "maxTokens": 20 }, "key": true },
+            { "name": "trigger-elicitation-request", "arguments": {}, "key": true },
+        ],
     });
     let direct = survey(
         &plan,
@@ -870,10 +880,16 @@ async fn the_everything_servers_resources_and_prompts_are_the_same_through_gateh
         direct["resources"]
             .as_array()
             .is_some_and(|r| !r.is_empty())
-            && direct["completions"] == json!([["Engineering"]]),
+            && direct["completions"] == json!([["Engineering"]])
+            && direct["calls"]["trigger-long-running-operation"]["progress"]
+                == json!([[1.0, 2.0], [2.0, 2.0]])
+            && direct["calls"]["trigger-sampling-request"]["asked"]
+                == json!(["sampling/createMessage"])
+            && direct["calls"]["trigger-elicitation-request"]["asked"]
+                == json!(["elicitation/create"]),
         "{direct}"
     );
-    let gateway = Imported::start_with_env(&out, id, &key, ("UNUSED", "")).await;
+    let gateway = Imported::start_with(&out, id, &key, ("UNUSED", ""), &asks(id)).await;
     same_through(&plan, gateway.mcp, id, &direct).await;
     drop(gateway);
 
@@ -921,9 +937,21 @@ async fn the_everything_servers_resources_and_prompts_are_the_same_through_gateh
     ]);
     assert_eq!(code, 0, "{printed}");
     let direct = survey(&plan, ["--url", url.as_str()].map(str::to_owned).to_vec()).await;
-    let gateway = Imported::start_with_env(&http_out, http_id, &http_key, ("UNUSED", "")).await;
+    let gateway = Imported::start_with(
+        &http_out,
+        http_id,
+        &http_key,
+        ("UNUSED", ""),
+        &asks(http_id),
+    )
+    .await;
     same_through(&plan, gateway.mcp, http_id, &direct).await;
     drop(server);
+}
+
+/// The operator's grant: adapter `id`'s server may ask the caller for elicitation and sampling.
+fn asks(id: &str) -> String {
+    format!("[[caller.grant]]\nadapter = \"{id}\"\nask = [\"elicitation\", \"sampling\"]\n")
 }
 
 /// Surveys gatehouse on port `mcp`, serving adapter `id`, in both protocol versions: each the
@@ -939,6 +967,8 @@ async fn same_through(plan: &Value, mcp: u16, id: &str, direct: &Value) {
             &url,
             "--version",
             version,
+            "--answer-after",
+            "4500",
             "--token",
         ];
         let mut args: Vec<String> = args.map(str::to_owned).to_vec();

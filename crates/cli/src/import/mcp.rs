@@ -227,6 +227,8 @@ async fn connect(
     );
     let mut info = ClientConfig::default();
     info.protocol_version = ProtocolVersion::V_2025_11_25;
+    info.capabilities =
+        serde_json::from_value(client_capabilities()).expect("client capabilities deserialize");
     info.client_info =
         rmcp::model::Implementation::new("gatehouse-import", env!("CARGO_PKG_VERSION"));
     info.serve_with_lifecycle(transport, lifecycle)
@@ -306,9 +308,20 @@ fn tells_and_asks(mut import: Import) -> Import {
     import.manifest.caller = CallerRequest {
         progress: true,
         log: true,
-        ask: vec![AskKind::Elicitation, AskKind::Sampling, AskKind::Roots],
+        ask: ASKS.to_vec(),
     };
     import
+}
+
+/// Everything a server may ask its client that the gateway can pass on to a caller: what an
+/// imported server's adapter declares, and what the import (and the drift check, and a stdio
+/// server's session) tells the server its client can be asked, so that it lists the tools
+/// that ask (a server may offer those only to a client that can be asked).
+pub const ASKS: [AskKind; 3] = [AskKind::Elicitation, AskKind::Sampling, AskKind::Roots];
+
+/// [`ASKS`] as MCP's client capabilities.
+pub fn client_capabilities() -> Value {
+    gatehouse_host::relay::client_capabilities(&ASKS)
 }
 
 fn empty(listing: &Listing) -> String {

@@ -196,7 +196,7 @@ pub async fn list(
         servers: vec![grant.clone()],
     });
     let server = servers
-        .prepare(adapter, spec)
+        .prepare(adapter, spec, &super::mcp::ASKS)
         .map_err(|e| ImportError::Stdio(e.to_string()))?;
     let deadline = Instant::now() + LIST_TIMEOUT;
     let fail = |e: gatehouse_host::stdio::StdioError| ImportError::Stdio(e.to_string());
@@ -237,7 +237,7 @@ async fn pages(
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
         let mut answer = server
-            .request(method, params, deadline)
+            .request(method, params, &|| deadline, None)
             .await
             .map_err(fail)?;
         if let Some(error) = answer.get("error") {

@@ -184,11 +184,61 @@ impl CallInfo {
     }
 }
 
+/// The time a call spent waiting for its caller's answers (an adapter's asks): its time
+/// budgets run only while it is not waiting: the sandbox's (the epoch deadline and the host's
+/// timeout around the call) and the egress gate's (an upstream that waits for the caller's
+/// answer before it answers, as an MCP server does for its elicitation, is not cut off).
+#[derive(Debug, Default)]
+pub struct Paused(Mutex<PausedTime>);
+
+#[derive(Debug, Default)]
+struct PausedTime {
+    /// Finished waits, summed.
+    total: Duration,
+    /// When the wait under way began.
+    since: Option<Instant>,
+}
+
+impl Paused {
+    /// A wait for the caller begins.
+    pub(crate) fn start(&self) {
+        self.lock().since = Some(Instant::now());
+    }
+
+    /// It ends.
+    pub(crate) fn stop(&self) {
+        let mut time = self.lock();
+        if let Some(since) = time.since.take() {
+            time.total += since.elapsed();
+        }
+    }
+
+    /// The time waited so far, the wait under way included.
+    pub fn waited(&self) -> Duration {
+        let time = self.lock();
+        time.total + time.since.map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    /// The time since `started` that counts against a budget: all of it but the waits.
+    pub fn running_since(&self, started: Instant) -> Duration {
+        started.elapsed().saturating_sub(self.waited())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PausedTime> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Ledger {
     pub(super) grants: Arc<Grants>,
     pub(super) call: CallInfo,
-    pub(super) deadline: Instant,
+    /// When its time budget started.
+    started: Instant,
+    /// Its call's waits for the caller, which its time budget does not count.
+    pub(super) paused: Arc<Paused>,
     pub(super) spent: Mutex<Spent>,
     /// For a request a stdio server sends through its egress proxy ([`Ledger::joint`]): the
     /// calls its process is serving, oldest first, each charged with the request and shown
@@ -212,7 +262,8 @@ impl Ledger {
     /// The ledger of one call of an adapter with `grants`; its time budget starts now.
     pub(super) fn new(grants: Arc<Grants>, call: CallInfo) -> Self {
         Self {
-            deadline: Instant::now() + grants.max_total,
+            started: Instant::now(),
+            paused: Arc::default(),
             grants,
             call,
             spent: Mutex::new(Spent::default()),
@@ -239,15 +290,22 @@ impl Ledger {
             tenant: oldest.tenant.clone(),
         };
         Self {
-            deadline: calls
-                .iter()
-                .map(|c| c.deadline)
-                .min()
-                .unwrap_or_else(Instant::now),
+            started: Instant::now(),
+            paused: Arc::default(),
             grants,
             call,
             spent: Mutex::new(Spent::default()),
             calls,
+        }
+    }
+
+    /// When its time budget runs out, as of now: the budget from its start, plus the time its
+    /// call waited for the caller so far (a later wait moves it again);
+    /// a joint ledger's is its calls' earliest.
+    pub(super) fn deadline(&self) -> Instant {
+        match self.calls.iter().map(|c| c.deadline()).min() {
+            Some(earliest) => earliest,
+            None => self.started + self.grants.max_total + self.paused.waited(),
         }
     }
 

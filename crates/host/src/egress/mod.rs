@@ -6,7 +6,8 @@
 //! one function, `send`, which in order:
 //! 1. parses the URL (WHATWG rules: dot segments resolved, host case-folded and punycoded) and
 //!    refuses userinfo;
-//! 2. charges the call's request-count and time budgets;
+//! 2. charges the call's request-count and time budgets (the time budget does not run while
+//!    the call waits for its caller's answer: [`Paused`]);
 //! 3. matches the adapter's granted rules (scheme, host, port, path prefix, then method);
 //! 4. checks the method against the call's effective approval mode: `read_only` and
 //!    `local_write` calls may only use GET, HEAD and OPTIONS, and the methods the matched
@@ -93,7 +94,7 @@ static DENIALS: gatehouse_core::throttle::Throttle =
     gatehouse_core::throttle::Throttle::new(gatehouse_core::throttle::INTERVAL);
 
 pub use addr::AddressPolicy;
-pub use call::{CallInfo, Denial};
+pub use call::{CallInfo, Denial, Paused};
 use call::{Ledger, MAX_RECORDED_URL, millis};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
 pub use gatehouse_core::model::EgressAttempt;
@@ -120,6 +121,12 @@ impl EgressGate {
         Self {
             ledger: Arc::new(Ledger::new(grants, call)),
         }
+    }
+
+    /// The call's clock of waits for its caller, which the sandbox runs around an ask: the
+    /// gate's time budget does not count them.
+    pub fn paused(&self) -> Arc<Paused> {
+        Arc::clone(&self.ledger.paused)
     }
 
     /// A gate that denies everything (for instances that have no egress, such as policies).
@@ -247,11 +254,10 @@ async fn send(
     *outgoing.headers_mut() = outgoing_headers(&ledger, &parts.headers, &checked, &method);
 
     // The guest may ask for a shorter wait for the response head; never a longer one.
+    let deadline = ledger.deadline();
     let head_deadline = options
         .and_then(|o| o.first_byte_timeout)
-        .map_or(ledger.deadline, |wait| {
-            ledger.deadline.min(Instant::now() + wait)
-        });
+        .map_or(deadline, |wait| deadline.min(Instant::now() + wait));
     let exchange = transport::exchange(
         &checked.addrs,
         &checked.dest,
@@ -271,7 +277,7 @@ async fn send(
             ledger.record(attempt);
             return Err(failure.error);
         }
-        Err(_elapsed) if head_deadline < ledger.deadline => {
+        Err(_elapsed) if head_deadline < deadline => {
             attempt.code = "upstream_timeout".to_owned();
             attempt.reason = "no response within the timeout the adapter set".to_owned();
             ledger.record(attempt);
@@ -291,7 +297,7 @@ async fn send(
     attempt.status = Some(response.status().as_u16());
     tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
     let index = ledger.record(attempt);
-    let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline.into()));
+    let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline().into()));
     Ok(response
         .map(|incoming| MeteredBody::new(incoming, ledger, index, sleep, reuse).boxed_unsync()))
 }
@@ -344,7 +350,7 @@ fn charge(ledger: &Ledger) -> Result<(), Denial> {
         }
         spent.requests += 1;
     }
-    if Instant::now() >= ledger.deadline {
+    if Instant::now() >= ledger.deadline() {
         return Err(Denial::TimeBudget {
             limit_ms: millis(grants.max_total),
         });
@@ -405,18 +411,18 @@ async fn check(
             mode: ledger.call.approval_mode.to_string(),
         }));
     }
-    let addrs = resolve(&dest, &grants.rules[rule].addresses, ledger.deadline)
+    let addrs = resolve(&dest, &grants.rules[rule].addresses, ledger.deadline())
         .await
         .map_err(deny)?;
-    let body = match tokio::time::timeout_at(ledger.deadline.into(), read_body(ledger, body)).await
-    {
-        Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
-        Err(_elapsed) => {
-            return Err(deny(Denial::TimeBudget {
-                limit_ms: millis(grants.max_total),
-            }));
-        }
-    };
+    let body =
+        match tokio::time::timeout_at(ledger.deadline().into(), read_body(ledger, body)).await {
+            Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
+            Err(_elapsed) => {
+                return Err(deny(Denial::TimeBudget {
+                    limit_ms: millis(grants.max_total),
+                }));
+            }
+        };
     Ok(Checked {
         dest,
         addrs,

@@ -201,7 +201,7 @@ async fn connect(
                 mode: ledger.call.approval_mode.to_string(),
             });
         }
-        resolve(&dest, &rule.addresses, ledger.deadline).await
+        resolve(&dest, &rule.addresses, ledger.deadline()).await
     }
     .await;
     let addrs = match checked {
@@ -212,7 +212,7 @@ async fn connect(
             return answer(StatusCode::FORBIDDEN, Some(denial.code()), &reason);
         }
     };
-    let connected = tokio::time::timeout_at(ledger.deadline.into(), async {
+    let connected = tokio::time::timeout_at(ledger.deadline().into(), async {
         let mut last = None;
         for addr in &addrs {
             match tokio::net::TcpStream::connect(addr).await {
@@ -283,7 +283,7 @@ async fn tunnel(
     });
     let why = tokio::select! {
         result = async { tokio::try_join!(out, back) } => result.err(),
-        _ = tokio::time::sleep_until(ledger.deadline.into()) => Some(format!(
+        _ = tokio::time::sleep_until(ledger.deadline().into()) => Some(format!(
             "the call's egress time budget of {} ms is spent (`[egress] max_total_ms`)",
             millis(ledger.grants.max_total)
         )),

@@ -18,7 +18,13 @@
 //!    budget; while it waits, the call is registered as one that process is serving, so a
 //!    request the process sends through its egress proxy ([`super::proxy`]) is judged against
 //!    it (and the other calls the process serves) and charged to it;
-//! 5. a server that crashed, hung, is busy or restarting answers HTTP 503 with the reason
+//! 5. what the server says about the request before it answers (its progress, log lines and
+//!    requests of its client: [`crate::stdio::Listener`]) makes the answer an event stream,
+//!    as a Streamable HTTP server's would be: each message an event as it comes, the answer
+//!    last, every byte metered; the adapter answers a request of the server's by POSTing its
+//!    JSON-RPC response, which goes to the process that asked if this call was asked it
+//!    (202; else 400 with the reason);
+//! 6. a server that crashed, hung, is busy or restarting answers HTTP 503 with the reason
 //!    (the adapter's `UPSTREAM_FAILED`, retryable); one that cannot run at all (no sandbox,
 //!    package changed, shut down) is a denial with code `stdio_refused`.
 //!
@@ -32,13 +38,14 @@ use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use gatehouse_core::model::EgressAttempt;
 
 use super::call::{Denial, Ledger, millis};
 use super::{Stop, read_body, refuse};
-use crate::stdio::{SCHEME, StdioError};
+use crate::stdio::{Listener, SCHEME, StdioError, TOLD_QUEUE};
 
 /// Whether `raw_uri` names a stdio server (`stdio:` scheme, any case).
 pub(super) fn is_stdio(raw_uri: &str) -> bool {
@@ -47,7 +54,7 @@ pub(super) fn is_stdio(raw_uri: &str) -> bool {
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case("stdio:"))
 }
 
-/// Step 2-5 for a request to `stdio://…` (the budgets of step 1 are charged by the caller).
+/// Step 2-6 for a request to `stdio://…` (the budgets of step 1 are charged by the caller).
 pub(super) async fn send(
     ledger: Arc<Ledger>,
     method: &Method,
@@ -75,36 +82,47 @@ pub(super) async fn send(
             },
         );
     }
-    let body = match tokio::time::timeout_at(ledger.deadline.into(), read_body(&ledger, body)).await
-    {
-        Ok(Ok(body)) => body,
-        Ok(Err(Stop::Denied(denial))) => return deny(attempt, denial),
-        Ok(Err(Stop::Failed(error))) => {
-            attempt.code = "request_body_error".to_owned();
-            attempt.reason = error.to_string();
-            ledger.record(attempt);
-            return Err(error);
-        }
-        Err(_elapsed) => {
-            let limit_ms = millis(ledger.grants.max_total);
-            return deny(attempt, Denial::TimeBudget { limit_ms });
-        }
-    };
+    let body =
+        match tokio::time::timeout_at(ledger.deadline().into(), read_body(&ledger, body)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(Stop::Denied(denial))) => return deny(attempt, denial),
+            Ok(Err(Stop::Failed(error))) => {
+                attempt.code = "request_body_error".to_owned();
+                attempt.reason = error.to_string();
+                ledger.record(attempt);
+                return Err(error);
+            }
+            Err(_elapsed) => {
+                let limit_ms = millis(ledger.grants.max_total);
+                return deny(attempt, Denial::TimeBudget { limit_ms });
+            }
+        };
     attempt.allowed = true;
     attempt.request_bytes = body.len() as u64;
-    let answer = match serde_json::from_slice::<Value>(&body) {
-        Ok(message) if message.get("method").is_some_and(Value::is_string) => {
+    let message = serde_json::from_slice::<Value>(&body).ok();
+    let answer = match message {
+        Some(message) if message.get("method").is_some_and(Value::is_string) => {
             exchange(&server, &ledger, message).await
         }
-        _ => Ok(Some(json!({
+        // The adapter's answer to a request of the server's.
+        Some(message) if message.get("id").is_some() && message.get("method").is_none() => {
+            let call = call_of(&ledger);
+            Ok(match server.respond(call, &message).await {
+                Ok(()) => Answer::Accepted,
+                Err(reason) => Answer::Refused(reason),
+            })
+        }
+        _ => Ok(Answer::Json(json!({
             "jsonrpc": "2.0",
             "id": null,
-            "error": { "code": -32600, "message": "not a JSON-RPC request" },
+            "error": { "code": -32600, "message": "not a JSON-RPC message" },
         }))),
     };
     let (status, body) = match answer {
-        Ok(Some(message)) => (StatusCode::OK, Bytes::from(message.to_string())),
-        Ok(None) => (StatusCode::ACCEPTED, Bytes::new()),
+        Ok(Answer::Json(message)) => (StatusCode::OK, Bytes::from(message.to_string())),
+        Ok(Answer::Accepted) => (StatusCode::ACCEPTED, Bytes::new()),
+        Ok(Answer::Refused(reason)) => (StatusCode::BAD_REQUEST, Bytes::from(reason)),
+        Ok(Answer::Events(events)) => return Ok(streamed(&ledger, attempt, events)),
         Err(error) if error.retryable() => (
             StatusCode::SERVICE_UNAVAILABLE,
             Bytes::from(error.to_string()),
@@ -142,6 +160,64 @@ pub(super) async fn send(
         .map_err(|e| HttpError::InternalError(Some(e.to_string())))
 }
 
+/// What the transport answers a message of the adapter's with.
+enum Answer {
+    /// The JSON-RPC answer, in one piece.
+    Json(Value),
+    /// What the server said before its answer, and the rest as it comes: an event stream.
+    Events(mpsc::Receiver<Value>),
+    /// A notification, or an answer to the server's request, taken (202).
+    Accepted,
+    /// An answer to a request of the server's that none awaits from this call (400).
+    Refused(String),
+}
+
+/// Who the call of `ledger` is, while its request is in flight: only it may answer what the
+/// server asked it.
+fn call_of(ledger: &Arc<Ledger>) -> usize {
+    Arc::as_ptr(ledger) as usize
+}
+
+/// The answer as an event stream: `events` (what the server said, its answer last), each as
+/// an SSE event, metered against the call's response-byte budget; the attempt is recorded at
+/// once and its bytes counted as they go.
+fn streamed(
+    ledger: &Arc<Ledger>,
+    mut attempt: EgressAttempt,
+    events: mpsc::Receiver<Value>,
+) -> Response<WasiBody> {
+    attempt.status = Some(StatusCode::OK.as_u16());
+    attempt.code = "ok".to_owned();
+    tracing::info!(method = %attempt.method, destination = %attempt.destination, status = 200, "egress sent (event stream)");
+    let index = ledger.record(attempt);
+    let ledger = Arc::clone(ledger);
+    let frames = futures_util::stream::unfold(Some(events), move |events| {
+        let ledger = Arc::clone(&ledger);
+        async move {
+            let mut events = events?;
+            let message = events.recv().await?;
+            let event = Bytes::from(format!("event: message\ndata: {message}\n\n"));
+            let len = event.len() as u64;
+            if let Err(reason) = ledger.spend_response(len) {
+                ledger.update(index, |a| {
+                    a.code = "response_bytes_budget".to_owned();
+                    a.reason = reason;
+                });
+                let limit = ledger.grants.max_response_bytes;
+                return Some((Err(HttpError::HttpResponseBodySize(Some(limit))), None));
+            }
+            ledger.update(index, |a| a.response_bytes += len);
+            Some((Ok(http_body::Frame::data(event)), Some(events)))
+        }
+    });
+    let mut response = Response::new(http_body_util::StreamBody::new(frames).boxed_unsync());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    response
+}
+
 /// The server a `stdio://ID` destination names: the id, lower-cased; `None` for anything else
 /// (a path, a port, userinfo, a query).
 fn target(raw_uri: &str) -> Option<String> {
@@ -154,35 +230,82 @@ fn target(raw_uri: &str) -> Option<String> {
     valid.then(|| id.to_ascii_lowercase())
 }
 
-/// One JSON-RPC message from the adapter in the call of `ledger`, answered: `None` for a
-/// notification.
+/// One JSON-RPC message from the adapter in the call of `ledger`, answered: a notification is
+/// taken; a request's answer comes whole, or, when the server says something about it first,
+/// as events, the answer last.
 async fn exchange(
     server: &crate::stdio::StdioServer,
     ledger: &Arc<Ledger>,
     mut message: Value,
-) -> Result<Option<Value>, StdioError> {
+) -> Result<Answer, StdioError> {
     let Some(id) = message.get("id").cloned() else {
-        return Ok(None);
+        return Ok(Answer::Accepted);
     };
-    let deadline = ledger.deadline;
-    let process = server.process(&ledger.call.tenant, deadline).await?;
+    let process = server
+        .process(&ledger.call.tenant, ledger.deadline())
+        .await?;
     let method = message["method"].as_str().unwrap_or_default().to_owned();
-    let mut answer = if method == "initialize" {
-        json!({ "jsonrpc": "2.0", "result": process.initialized() })
-    } else {
+    if method == "initialize" {
+        let result = process.initialized();
+        return Ok(Answer::Json(
+            json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        ));
+    }
+    let (to, mut told) = mpsc::channel(TOLD_QUEUE);
+    let listener = Listener {
+        to,
+        call: call_of(ledger),
+    };
+    let params = message.get_mut("params").map(Value::take);
+    let ledger = Arc::clone(ledger);
+    let own_id = id.clone();
+    let mut answered = Box::pin(async move {
         // While the process works on the call, what it sends through its egress proxy is
         // judged against and charged to the call (`super::proxy`).
-        let _serving = ledger.grants.serving.serve(process.number(), ledger);
-        process
-            .request(
-                &method,
-                message.get_mut("params").map(Value::take),
-                deadline,
-            )
-            .await?
+        let _serving = ledger.grants.serving.serve(process.number(), &ledger);
+        let deadline = || ledger.deadline();
+        let mut answer = process
+            .request(&method, params, &deadline, Some(listener))
+            .await?;
+        answer["id"] = id;
+        Ok::<_, StdioError>(answer)
+    });
+    let first = tokio::select! {
+        biased;
+        answer = &mut answered => return answer.map(Answer::Json),
+        // (Closed, once the request is answered: then the branch above ends it.)
+        Some(first) = told.recv() => first,
     };
-    answer["id"] = id;
-    Ok(Some(answer))
+    // The server said something first: the rest streams, the answer (or the error that ends
+    // the request) last.
+    let (events, stream) = mpsc::channel(TOLD_QUEUE);
+    let _ = events.try_send(first);
+    tokio::spawn(async move {
+        let last = loop {
+            tokio::select! {
+                biased;
+                Some(message) = told.recv() => {
+                    if events.send(message).await.is_err() {
+                        return;
+                    }
+                }
+                answer = &mut answered => break answer,
+            }
+        };
+        // What came before the answer, in order.
+        while let Ok(message) = told.try_recv() {
+            let _ = events.send(message).await;
+        }
+        let last = last.unwrap_or_else(|error| {
+            json!({
+                "jsonrpc": "2.0",
+                "id": own_id,
+                "error": { "code": -32603, "message": error.to_string() },
+            })
+        });
+        let _ = events.send(last).await;
+    });
+    Ok(Answer::Events(stream))
 }
 
 #[cfg(test)]

@@ -58,6 +58,25 @@ impl Upstream {
                                 headers: parts.headers,
                                 body,
                             });
+                            if path == "/slow/drip" {
+                                // Its head at once, its body in two parts 600 ms apart.
+                                let parts = futures_util::stream::unfold(0, |part| async move {
+                                    match part {
+                                        0 => Some((Bytes::from_static(b"first "), 1)),
+                                        1 => {
+                                            tokio::time::sleep(Duration::from_millis(600)).await;
+                                            Some((Bytes::from_static(b"second"), 2))
+                                        }
+                                        _ => None,
+                                    }
+                                });
+                                let frames = futures_util::StreamExt::map(parts, |part| {
+                                    Ok::<_, Infallible>(hyper::body::Frame::data(part))
+                                });
+                                return Ok(Response::new(
+                                    http_body_util::StreamBody::new(frames).boxed(),
+                                ));
+                            }
                             let body = match path.as_str() {
                                 "/big" => Bytes::from(vec![b'x'; 64 * 1024]),
                                 "/slow" => {
@@ -66,7 +85,7 @@ impl Upstream {
                                 }
                                 _ => Bytes::from_static(b"{\"ok\":true}"),
                             };
-                            Ok::<_, Infallible>(Response::new(Full::new(body)))
+                            Ok::<_, Infallible>(Response::new(Full::new(body).boxed()))
                         }
                     });
                     let _closed = hyper::server::conn::http1::Builder::new()
@@ -528,6 +547,40 @@ async fn time_budget_stops_a_slow_upstream() {
     assert_eq!(gate.take_attempts().pop().unwrap().code, "time_budget");
     let attempt = denied(&gate, request("GET", &upstream.url("/api"), &[], b"")).await;
     assert_eq!(attempt.code, "time_budget");
+}
+
+/// The time budget does not run while the call waits for its caller's answer: an upstream
+/// whose response goes on after the caller answered (an MCP server that asked its client
+/// something) is not cut off for the time the caller took; without that wait, it is.
+#[tokio::test]
+async fn the_time_budget_pauses_while_the_call_waits_for_its_caller() {
+    let upstream = Upstream::start().await;
+    let mut config = config(&upstream, true);
+    config.max_total_ms = 300;
+    for waits in [false, true] {
+        let gate = gate(&config, ApprovalMode::ReadOnly, None);
+        let response = gate
+            .send_plain(request("GET", &upstream.url("/slow/drip"), &[], b""))
+            .await
+            .unwrap();
+        let paused = gate.paused();
+        if waits {
+            paused.start();
+        }
+        let body = response.into_body().collect().await;
+        paused.stop();
+        if waits {
+            assert_eq!(body.unwrap().to_bytes(), "first second");
+            assert_eq!(gate.take_attempts().pop().unwrap().code, "ok");
+        } else {
+            assert!(
+                matches!(body, Err(HttpError::HttpResponseTimeout)),
+                "{:?}",
+                body.map(http_body_util::Collected::to_bytes)
+            );
+            assert_eq!(gate.take_attempts().pop().unwrap().code, "time_budget");
+        }
+    }
 }
 
 #[tokio::test]

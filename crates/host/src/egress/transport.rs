@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Request, Response};
@@ -274,17 +275,23 @@ impl Body for MeteredBody {
                 this.finished();
                 Poll::Ready(None)
             }
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.reuse = None;
-                    let limit_ms = millis(this.ledger.grants.max_total);
-                    this.ledger.update(this.index, |a| {
-                        a.code = "time_budget".to_owned();
-                        a.reason = Denial::TimeBudget { limit_ms }.to_string();
-                    });
-                    Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)))
+            Poll::Pending => loop {
+                if this.sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
                 }
-                Poll::Pending => Poll::Pending,
+                // The call waited for its caller meanwhile: its budget ends later.
+                let deadline = this.ledger.deadline();
+                if Instant::now() < deadline {
+                    this.sleep.as_mut().reset(deadline.into());
+                    continue;
+                }
+                this.reuse = None;
+                let limit_ms = millis(this.ledger.grants.max_total);
+                this.ledger.update(this.index, |a| {
+                    a.code = "time_budget".to_owned();
+                    a.reason = Denial::TimeBudget { limit_ms }.to_string();
+                });
+                return Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)));
             },
         }
     }

@@ -422,7 +422,9 @@ pub(crate) fn load_adapter(
     );
     let mut grants = Grants::for_adapter(egress, tls, &manifest.id, &manifest.egress)?;
     if let Some(spec) = &manifest.stdio {
-        grants.stdio = Some(stdio.prepare(&manifest.id, spec)?);
+        // Its server is told it may ask what the adapter declares it passes on (as the import
+        // told it, so it lists the same tools); the operator's grant decides each ask.
+        grants.stdio = Some(stdio.prepare(&manifest.id, spec, &manifest.caller.ask)?);
     }
     let egress = Arc::new(grants);
     if let Some(server) = &egress.stdio

@@ -27,9 +27,9 @@
 //!    `timeout_ms`, then fails as [`SandboxError::Busy`]), and a new [`Store`] with fuel, an
 //!    epoch deadline and the memory limit (all the instance's memories together). The deadline starts once the
 //!    slot is held, so a call that queued still gets its whole budget, and it does not run
-//!    while an adapter waits for its caller's answer (an ask, [`state::Paused`]): the epoch
-//!    deadline is extended by the time paused when it is reached, and so is the host's
-//!    timeout around the call.
+//!    while an adapter waits for its caller's answer (an ask, [`Paused`], a clock the call's
+//!    egress gate shares): the epoch deadline is extended by the time paused when it is
+//!    reached, and so are the host's timeout around the call and the egress gate's budget.
 //! 4. **invoke** (per call): instantiate from the pre-instance, call, classify any trap by its
 //!    type ([`SandboxError`]), drop the store. Nothing survives between calls.
 
@@ -62,9 +62,9 @@ use crate::bindings::{
     adapter_0_1, adapter_0_5, policy_0_1, policy_0_2, policy_0_3, v0_1, v0_2, v0_3,
 };
 use crate::caller::CallerGate;
-use crate::egress::{EgressAttempt, EgressGate};
+use crate::egress::{EgressAttempt, EgressGate, Paused};
 use gatehouse_core::model::CallerRecord;
-pub use state::{CallState, LogLine, MemoryLimitExceeded, Paused, escape};
+pub use state::{CallState, LogLine, MemoryLimitExceeded, escape};
 
 /// How often the epoch advances. Deadlines are rounded up to whole ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);

@@ -9,8 +9,8 @@
 //! tells and asks its caller) and the [`Paused`] clock of its asks, which the call's time
 //! budget does not count.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Result};
@@ -21,7 +21,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::bindings::LogLevel;
 use crate::bindings::adapter::gatehouse::plugin::log;
 use crate::caller::{CallerGate, Question};
-use crate::egress::EgressGate;
+use crate::egress::{EgressGate, Paused};
 
 /// How much guest stderr is kept (enough for a panic message and its location). A guest that
 /// writes more traps.
@@ -88,46 +88,8 @@ pub struct CallState {
     pub(crate) logs: Vec<LogLine>,
     pub(crate) logs_dropped: usize,
     pub(crate) caller: CallerGate,
+    /// The call's clock of waits for its caller, shared with its egress gate.
     pub(crate) paused: Arc<Paused>,
-}
-
-/// The time a call spent waiting for its caller's answers: its time budget (the epoch deadline
-/// and the host's timeout around the call) runs only while it is not waiting.
-#[derive(Debug, Default)]
-pub struct Paused(Mutex<PausedTime>);
-
-#[derive(Debug, Default)]
-struct PausedTime {
-    /// Finished waits, summed.
-    total: Duration,
-    /// When the wait under way began.
-    since: Option<Instant>,
-}
-
-impl Paused {
-    /// A wait for the caller begins.
-    fn start(&self) {
-        self.lock().since = Some(Instant::now());
-    }
-
-    /// It ends.
-    fn stop(&self) {
-        let mut time = self.lock();
-        if let Some(since) = time.since.take() {
-            time.total += since.elapsed();
-        }
-    }
-
-    /// The time since `started` that counts against the budget: all of it but the waits.
-    pub fn running_since(&self, started: Instant) -> Duration {
-        let time = self.lock();
-        let waiting = time.since.map_or(Duration::ZERO, |since| since.elapsed());
-        started.elapsed().saturating_sub(time.total + waiting)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, PausedTime> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// A wall clock stopped at the Unix epoch: policies read time from the action instead.
@@ -185,6 +147,7 @@ impl CallState {
         }
         let wasi = builder.build();
         Self {
+            paused: egress.paused(),
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
@@ -195,7 +158,6 @@ impl CallState {
             logs: Vec::new(),
             logs_dropped: 0,
             caller,
-            paused: Arc::default(),
         }
     }
 

@@ -36,7 +36,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 pub use config::{EnvBinding, Isolate, ServerConfig, Start, StdioConfig};
-pub use server::{Network, Served, State, Status, StdioServer, Supervision};
+pub use server::{
+    Deadline, Listener, Network, Served, State, Status, StdioServer, Supervision, TOLD_QUEUE,
+};
 pub use spec::{DirGrant, DirMode, PackagePin, Registry, StdioSpec};
 
 use sandbox::{Launch, Limits};
@@ -195,9 +197,15 @@ impl StdioServers {
     }
 
     /// Load phase: the server of `adapter`, as its manifest's `spec` asks and its
-    /// `[[stdio.server]]` entry grants, with its package checked against the pin. Replaces
-    /// the one a previous load of the adapter made (calls in flight keep theirs).
-    pub fn prepare(&self, adapter: &str, spec: &StdioSpec) -> Result<StdioServer, StdioError> {
+    /// `[[stdio.server]]` entry grants, with its package checked against the pin, its session
+    /// offering the server that its client can be asked `asks` ([`StdioServer::offering`]).
+    /// Replaces the one a previous load of the adapter made (calls in flight keep theirs).
+    pub fn prepare(
+        &self,
+        adapter: &str,
+        spec: &StdioSpec,
+        asks: &[crate::relay::AskKind],
+    ) -> Result<StdioServer, StdioError> {
         let grant = self
             .config
             .server(adapter)
@@ -294,7 +302,7 @@ impl StdioServers {
             idle_stop: (grant.idle_stop_seconds > 0)
                 .then(|| Duration::from_secs(grant.idle_stop_seconds)),
         };
-        let server = StdioServer::new(adapter, launch, supervision);
+        let server = StdioServer::new(adapter, launch, supervision).offering(asks);
         if grant.start == Start::AtStart
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {

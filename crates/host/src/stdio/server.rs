@@ -15,8 +15,18 @@
 //!    multiplexed on the process by JSON-RPC id: each gets an id of the host's, and its
 //!    answer is matched back by it. At most
 //!    `max_in_flight` are outstanding; a request past that waits for a place within its
-//!    deadline. Requests from the server (`roots/list`, `sampling/...`) are answered "method
-//!    not found": the host offers the server nothing; its notifications are dropped.
+//!    deadline. What the server says while it works on a request reaches that request's
+//!    [`Listener`] (the `stdio://` transport streams it to the adapter, as a Streamable HTTP
+//!    server would): its `notifications/progress` for the request's progress token (the server
+//!    is sent a token of the host's, and the listener gets the adapter's own back); and, while
+//!    the request is the only one its process holds, its log lines (`notifications/message`)
+//!    and its own requests (`elicitation/create`, `sampling/createMessage`, `roots/list`),
+//!    each under an id of the host's, whose answer the same call sends back
+//!    ([`StdioServer::respond`]). A request of the server's that no single request can be
+//!    told from (none held, or several) is answered with an error; `ping` with `{}`; other
+//!    notifications are dropped. The session's `initialize` declares the client capabilities
+//!    the adapter passes on ([`StdioServer::offering`]: its manifest's `[caller] ask`); the
+//!    operator's `[[caller.grant]]` and the caller decide each ask.
 //! 3. **Failure**: a process that exits, writes a message longer than `max_message_kib`, or
 //!    does not answer a `ping` within [`PING_TIMEOUT`] after a request timed out (hung), is
 //!    killed; every request it held fails with [`StdioError::Crashed`] (retryable), and the
@@ -37,12 +47,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::ChildStdin;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::StdioError;
 use super::config::Isolate;
 use super::sandbox::{Launch, MemoryLimit, ProxyFds, probe};
+use crate::relay::AskKind;
 
 /// How long starting the process and opening its MCP session may take: an installed package
 /// starts in well under a second; a slow disk or a large runtime gets the rest.
@@ -62,6 +73,48 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The protocol version the host asks a server for; it answers with the one it speaks.
 const PROTOCOL: &str = "2025-11-25";
+/// How the progress tokens the host sends a server begin: the rest is the request's id.
+const TOKEN_PREFIX: &str = "gatehouse-";
+
+/// How many messages wait for a request's listener at most: past it, notifications are dropped
+/// and the server's requests refused.
+pub const TOLD_QUEUE: usize = 64;
+
+/// Where what a server says about one request while it works on it goes ([`Served::request`]).
+#[derive(Debug, Clone)]
+pub struct Listener {
+    /// The messages, as the server wrote them but for ids and tokens of the host's: progress
+    /// notifications, log lines and the server's requests (see the module docs).
+    pub to: mpsc::Sender<Value>,
+    /// The call the request is made for: only it may answer the server's requests
+    /// ([`StdioServer::respond`]).
+    pub call: usize,
+}
+
+/// A request of the server's passed on to a listener, until the call answers it.
+#[derive(Debug)]
+struct Asked {
+    process: Weak<Process>,
+    /// The server's own id for it.
+    id: Value,
+    /// The host's id of the request it was passed on with.
+    request: u64,
+    /// The call it was passed on to.
+    call: usize,
+}
+
+/// A request sent to a process, waiting for its answer.
+#[derive(Debug)]
+struct Waiter {
+    answer: oneshot::Sender<Result<Value, StdioError>>,
+    listener: Option<Listener>,
+    /// The progress token the adapter sent, which the server was sent one of the host's for.
+    token: Option<Value>,
+}
+
+/// The deadline of a request: when it must be answered, as of now (an ask of the caller's in
+/// between moves it later).
+pub type Deadline<'a> = &'a (dyn Fn() -> Instant + Send + Sync);
 
 /// What supervision needs besides the launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +192,12 @@ struct Inner {
     shut_down: AtomicBool,
     /// The egress proxy put into its sandbox, when its adapter's grant names destinations.
     network: OnceLock<Network>,
+    /// The client capabilities its session declares ([`StdioServer::offering`]).
+    capabilities: Value,
+    /// The server's requests passed on to a call, by the id of the host's they were passed on
+    /// under.
+    asked: Mutex<HashMap<String, Asked>>,
+    next_ask: AtomicU64,
 }
 
 /// What serves a sandboxed server's network: given the listener made in one process's network
@@ -232,16 +291,18 @@ impl Served {
     }
 
     /// Sends `method` with `params` to the process and returns its answer: the JSON-RPC
-    /// response message (with `result` or `error`; its `id` is the host's).
+    /// response message (with `result` or `error`; its `id` is the host's). What the server
+    /// says about it meanwhile goes to `listener`, if any (see the module docs).
     pub async fn request(
         &self,
         method: &str,
         params: Option<Value>,
-        deadline: Instant,
+        deadline: Deadline<'_>,
+        listener: Option<Listener>,
     ) -> Result<Value, StdioError> {
         let answer = self
             .inner
-            .send(&self.process, method, params, deadline)
+            .send(&self.process, method, params, deadline, listener)
             .await;
         if answer.is_ok() {
             self.inner.books().failures = 0;
@@ -283,7 +344,7 @@ struct Process {
     users: AtomicUsize,
     pid: Option<u32>,
     stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, StdioError>>>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
     next_id: AtomicU64,
     places: Semaphore,
     /// Why it ended, once it did (the first reason given wins).
@@ -308,7 +369,7 @@ impl Process {
             .drain()
             .collect();
         for (_, waiter) in held {
-            let _ = waiter.send(Err(StdioError::Crashed {
+            let _ = waiter.answer.send(Err(StdioError::Crashed {
                 adapter: adapter.to_owned(),
                 reason: reason.clone(),
             }));
@@ -336,6 +397,33 @@ impl Process {
             "no stderr".to_owned()
         } else {
             format!("its stderr ended: {}", tail.join(" | "))
+        }
+    }
+
+    /// The listener of the one request the process holds, with the request's id: `None`
+    /// while it holds none or several, or that one has no listener.
+    fn sole_listener(&self) -> Option<(u64, Listener)> {
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = pending.iter();
+        match (held.next(), held.next()) {
+            (Some((id, waiter)), None) => waiter.listener.clone().map(|l| (*id, l)),
+            _ => None,
+        }
+    }
+
+    /// Passes a progress notification on to the listener of the request whose token (one of
+    /// the host's) it carries, with the adapter's own token back; any other is dropped.
+    fn progress(&self, mut message: Value) {
+        let request = (message["params"]["progressToken"].as_str())
+            .and_then(|token| token.strip_prefix(TOKEN_PREFIX))
+            .and_then(|id| id.parse::<u64>().ok());
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(waiter) = request.and_then(|id| pending.get(&id)) else {
+            return;
+        };
+        if let (Some(listener), Some(token)) = (&waiter.listener, &waiter.token) {
+            message["params"]["progressToken"] = token.clone();
+            let _ = listener.to.try_send(message);
         }
     }
 
@@ -370,8 +458,60 @@ impl StdioServer {
                 }),
                 shut_down: AtomicBool::new(false),
                 network: OnceLock::new(),
+                capabilities: json!({}),
+                asked: Mutex::default(),
+                next_ask: AtomicU64::new(1),
             }),
         }
+    }
+
+    /// The server, its session declaring that its client can be asked `asks` (what its
+    /// adapter passes on to its callers): without, the server is told it can ask nothing.
+    /// Before the server is shared.
+    #[must_use]
+    pub fn offering(mut self, asks: &[AskKind]) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("offering is set before the server is shared")
+            .capabilities = crate::relay::client_capabilities(asks);
+        self
+    }
+
+    /// Sends `message`, call `call`'s answer to a request the server made of it (passed on to
+    /// its [`Listener`] under an id of the host's), to the process that asked, under the
+    /// server's own id. Refused, saying why, for an id no request of the server's awaits an
+    /// answer under, or one passed on to another call.
+    pub async fn respond(&self, call: usize, message: &Value) -> Result<(), String> {
+        let own = message["id"].as_str().unwrap_or_default();
+        let asked = {
+            let mut asked = self
+                .inner
+                .asked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match asked.get(own) {
+                Some(ask) if ask.call == call => asked.remove(own),
+                _ => None,
+            }
+        };
+        let Some(asked) = asked else {
+            return Err(format!(
+                "no request of the server's awaits this call's answer under id {}",
+                message["id"]
+            ));
+        };
+        let Some(process) = asked.process.upgrade().filter(|p| !p.is_ended()) else {
+            return Err("the process that asked has ended".to_owned());
+        };
+        let mut reply = json!({ "jsonrpc": "2.0", "id": asked.id });
+        match (message.get("result"), message.get("error")) {
+            (Some(result), _) => reply["result"] = result.clone(),
+            (None, Some(error)) => reply["error"] = error.clone(),
+            (None, None) => return Err("a response needs a `result` or an `error`".to_owned()),
+        }
+        process
+            .write(&reply)
+            .await
+            .map_err(|e| format!("writing to the server failed: {e}"))
     }
 
     /// Gives the server the network through `network`, the egress proxy of its adapter's
@@ -781,17 +921,13 @@ impl Inner {
         };
         let params = json!({
             "protocolVersion": PROTOCOL,
-            "capabilities": {},
+            "capabilities": self.capabilities,
             "clientInfo": { "name": "gatehouse", "version": env!("CARGO_PKG_VERSION") },
         });
         let opened = async {
+            let until = Instant::now() + START_TIMEOUT;
             let answer = self
-                .send(
-                    &process,
-                    "initialize",
-                    Some(params),
-                    Instant::now() + START_TIMEOUT,
-                )
+                .send(&process, "initialize", Some(params), &|| until, None)
                 .await?;
             let result = answer
                 .get("result")
@@ -828,15 +964,17 @@ impl Inner {
         }
     }
 
-    /// One request on `process`: a place, an id, the line written, the answer awaited.
+    /// One request on `process`: a place, an id, the line written, the answer awaited (past
+    /// `deadline`, which an ask of the caller's moves later, a timeout).
     async fn send(
         self: &Arc<Self>,
         process: &Arc<Process>,
         method: &str,
-        params: Option<Value>,
-        deadline: Instant,
+        mut params: Option<Value>,
+        deadline: Deadline<'_>,
+        listener: Option<Listener>,
     ) -> Result<Value, StdioError> {
-        let _place = tokio::time::timeout_at(deadline.into(), process.places.acquire())
+        let _place = tokio::time::timeout_at(deadline().into(), process.places.acquire())
             .await
             .map_err(|_| StdioError::Busy {
                 adapter: self.adapter.clone(),
@@ -848,12 +986,28 @@ impl Inner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         let id = process.next_id.fetch_add(1, Ordering::Relaxed);
-        let (answer, answered) = oneshot::channel();
+        // Its progress comes back under a token of the host's: tokens of several calls on one
+        // process cannot collide.
+        let token = match (&listener, params.as_mut()) {
+            (Some(_), Some(params)) => params
+                .get_mut("_meta")
+                .and_then(|meta| meta.get_mut("progressToken"))
+                .map(|token| std::mem::replace(token, json!(format!("{TOKEN_PREFIX}{id}")))),
+            _ => None,
+        };
+        let (answer, mut answered) = oneshot::channel();
         process
             .pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, answer);
+            .insert(
+                id,
+                Waiter {
+                    answer,
+                    listener,
+                    token,
+                },
+            );
         let mut outstanding = Outstanding {
             inner: self,
             process,
@@ -875,23 +1029,71 @@ impl Inner {
                 reason: format!("writing to it failed: {e}"),
             });
         }
-        match tokio::time::timeout_at(deadline.into(), answered).await {
-            Ok(Ok(answer)) => {
-                outstanding.armed = false;
-                answer
+        loop {
+            match tokio::time::timeout_at(deadline().into(), &mut answered).await {
+                Ok(Ok(answer)) => {
+                    outstanding.armed = false;
+                    return answer;
+                }
+                Ok(Err(_)) => {
+                    outstanding.armed = false;
+                    return Err(StdioError::Crashed {
+                        adapter: self.adapter.clone(),
+                        reason: "it ended".to_owned(),
+                    });
+                }
+                // The call waited for its caller meanwhile: its deadline is later now.
+                Err(_) if Instant::now() < deadline() => {}
+                // `outstanding` checks the process.
+                Err(_) => {
+                    return Err(StdioError::Timeout {
+                        adapter: self.adapter.clone(),
+                    });
+                }
             }
-            Ok(Err(_)) => {
-                outstanding.armed = false;
-                Err(StdioError::Crashed {
-                    adapter: self.adapter.clone(),
-                    reason: "it ended".to_owned(),
-                })
-            }
-            // `outstanding` checks the process.
-            Err(_) => Err(StdioError::Timeout {
-                adapter: self.adapter.clone(),
-            }),
         }
+    }
+
+    /// Passes `message`, a request the server made of its client, on to the listener of the
+    /// one request `process` holds, under an id of the host's; the reason if it cannot.
+    fn pass_on(&self, process: &Arc<Process>, mut message: Value) -> Result<(), String> {
+        let Some((request, listener)) = process.sole_listener() else {
+            return Err(
+                "gatehouse passes a request of a stdio server's on to a caller only while the \
+                 server works on one call"
+                    .to_owned(),
+            );
+        };
+        let own = format!(
+            "{TOKEN_PREFIX}{}",
+            self.next_ask.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        asked.insert(
+            own.clone(),
+            Asked {
+                process: Arc::downgrade(process),
+                id: message["id"].take(),
+                request,
+                call: listener.call,
+            },
+        );
+        message["id"] = json!(own);
+        if listener.to.try_send(message).is_err() {
+            asked.remove(&own);
+            return Err("the call it belongs to no longer listens".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Forgets the server's requests passed on with request `id` of `process`: it has ended.
+    fn forget_asks(&self, process: &Arc<Process>, id: u64) {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, ask| {
+                !(ask.request == id && std::ptr::eq(ask.process.as_ptr(), Arc::as_ptr(process)))
+            });
     }
 
     /// Kills `process` if it is still a live one.
@@ -924,6 +1126,7 @@ struct Outstanding<'a> {
 
 impl Drop for Outstanding<'_> {
     fn drop(&mut self) {
+        self.inner.forget_asks(self.process, self.id);
         if !self.armed {
             return;
         }
@@ -1015,9 +1218,8 @@ fn check_alive(
         if process.is_ended() {
             return;
         }
-        let ping = inner
-            .send(&process, "ping", None, Instant::now() + PING_TIMEOUT)
-            .await;
+        let until = Instant::now() + PING_TIMEOUT;
+        let ping = inner.send(&process, "ping", None, &|| until, None).await;
         if let Err(StdioError::Timeout { .. } | StdioError::Busy { .. }) = ping {
             let reason = format!(
                 "it did not answer a ping within {} ms after a request timed out (hung)",
@@ -1142,7 +1344,7 @@ async fn read_stdout<R: AsyncBufRead + Unpin>(
         };
         let id = message.get("id");
         let is_answer = message.get("result").is_some() || message.get("error").is_some();
-        match (id, message.get("method")) {
+        match (id, message.get("method").and_then(Value::as_str)) {
             (Some(id), None) if is_answer => {
                 let waiter = id.as_u64().and_then(|id| {
                     process
@@ -1152,17 +1354,33 @@ async fn read_stdout<R: AsyncBufRead + Unpin>(
                         .remove(&id)
                 });
                 if let Some(waiter) = waiter {
-                    let _ = waiter.send(Ok(message));
+                    let _ = waiter.answer.send(Ok(message));
                 }
             }
+            (Some(id), Some("ping")) => {
+                let pong = json!({ "jsonrpc": "2.0", "id": id, "result": {} });
+                let _ = process.write(&pong).await;
+            }
             (Some(id), Some(_)) => {
-                // The host offers the server nothing: no roots, no sampling, no elicitation.
-                let refusal = json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": { "code": -32601, "message": "gatehouse offers stdio servers no client features" },
-                });
-                let _ = process.write(&refusal).await;
+                let id = id.clone();
+                let passed = match server.upgrade() {
+                    Some(inner) => inner.pass_on(&process, message),
+                    None => Err("the server is gone".to_owned()),
+                };
+                if let Err(reason) = passed {
+                    let refusal = json!({
+                        "jsonrpc": "2.0",
+                        "id": id,
+                        "error": { "code": -32603, "message": reason },
+                    });
+                    let _ = process.write(&refusal).await;
+                }
+            }
+            (None, Some("notifications/progress")) => process.progress(message),
+            (None, Some("notifications/message")) => {
+                if let Some((_, listener)) = process.sole_listener() {
+                    let _ = listener.to.try_send(message);
+                }
             }
             _ => {}
         }

@@ -16,12 +16,18 @@ use super::*;
 /// `hang` (stops reading and answering), `ignore` (never answers this request, answers the
 /// rest), `flood` (a megabyte without a newline), `shout` (200 stderr lines), `shared`
 /// (maps `mib` MiB of shared memory, touches it and keeps it), `fill` (writes `mib` MiB to a
-/// file at `path`, or a `memfd` for `path = "memfd"`, a MiB at a time, and keeps it).
+/// file at `path`, or a `memfd` for `path = "memfd"`, a MiB at a time, and keeps it), `ask`
+/// (tells its progress, for the request's token, and a log line, then asks its client for a
+/// sampling and answers with what it got back), `offered` (the client capabilities its
+/// `initialize` declared).
 const SERVER: &str = r#"
 import json, mmap, os, sys, threading, time
 lock = threading.Lock()
 INSTANCE = os.urandom(6).hex()
 KEPT = []
+ANSWERS = {}
+ANSWERED = threading.Condition()
+OFFERED = {}
 def shared(mib):
     try:
         m = mmap.mmap(-1, mib << 20, flags=mmap.MAP_SHARED)
@@ -51,6 +57,7 @@ def send(message):
 def answer(request):
     rid, method = request.get("id"), request.get("method")
     if method == "initialize":
+        OFFERED.update(request["params"].get("capabilities", {}))
         return send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}}})
     if method == "ping":
         return send({"jsonrpc": "2.0", "id": rid, "result": {}})
@@ -75,6 +82,19 @@ def answer(request):
         return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": shared(args["mib"])}]}})
     elif name == "fill":
         return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": fill(args["path"], args["mib"])}]}})
+    elif name == "offered":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(OFFERED, sort_keys=True)}]}})
+    elif name == "ask":
+        token = request["params"].get("_meta", {}).get("progressToken")
+        if token is not None:
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1, "total": 2}})
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "asking"}})
+        asked = "s-%s" % rid
+        send({"jsonrpc": "2.0", "id": asked, "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}})
+        with ANSWERED:
+            ANSWERED.wait_for(lambda: asked in ANSWERS, timeout=10)
+            got = ANSWERS.pop(asked, None)
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(got, sort_keys=True)}]}})
     elif name == "shout":
         for i in range(200):
             sys.stderr.write("line %d\n" % i)
@@ -83,6 +103,11 @@ def answer(request):
 for line in sys.stdin:
     request = json.loads(line)
     if "id" not in request:
+        continue
+    if "method" not in request:
+        with ANSWERED:
+            ANSWERS[request["id"]] = request
+            ANSWERED.notify_all()
         continue
     if request.get("method") == "tools/call" and request["params"]["name"] == "hang":
         time.sleep(3600)
@@ -172,13 +197,15 @@ async fn call_for(
     args: Value,
     ms: u64,
 ) -> Result<String, StdioError> {
+    let until = soon(ms);
     let answer = server
-        .process(tenant, soon(ms))
+        .process(tenant, until)
         .await?
         .request(
             "tools/call",
             Some(json!({ "name": tool, "arguments": args })),
-            soon(ms),
+            &|| until,
+            None,
         )
         .await?;
     Ok(answer["result"]["content"][0]["text"]
@@ -517,12 +544,12 @@ async fn prepare_and_start_check_the_grant_against_the_request_and_the_package_a
         },
     );
     let servers = StdioServers::new(config(granted.clone()));
-    let loaded = servers.prepare("acme.fs", &spec).unwrap();
+    let loaded = servers.prepare("acme.fs", &spec, &[]).unwrap();
     assert_eq!(servers.statuses()[0].state, State::Stopped);
 
     let other = StdioServers::new(config(granted.clone()));
     assert_eq!(
-        other.prepare("acme.other", &spec).unwrap_err(),
+        other.prepare("acme.other", &spec, &[]).unwrap_err(),
         StdioError::NotGranted {
             adapter: "acme.other".to_owned()
         }
@@ -530,7 +557,7 @@ async fn prepare_and_start_check_the_grant_against_the_request_and_the_package_a
     let mut wider = granted.clone();
     wider.dirs = vec![DirGrant::parse("/srv/docs:rw").unwrap()];
     let err = StdioServers::new(config(wider))
-        .prepare("acme.fs", &spec)
+        .prepare("acme.fs", &spec, &[])
         .unwrap_err();
     assert!(
         err.to_string().contains(
@@ -548,7 +575,7 @@ async fn prepare_and_start_check_the_grant_against_the_request_and_the_package_a
         },
     );
     let err = StdioServers::new(config(extra))
-        .prepare("acme.fs", &spec)
+        .prepare("acme.fs", &spec, &[])
         .unwrap_err();
     assert!(
         err.to_string()
@@ -566,7 +593,7 @@ async fn prepare_and_start_check_the_grant_against_the_request_and_the_package_a
         "{reason}"
     );
     let err = StdioServers::new(config(granted))
-        .prepare("acme.fs", &spec)
+        .prepare("acme.fs", &spec, &[])
         .unwrap_err();
     let StdioError::Package { reason, .. } = &err else {
         panic!("{err:?}");
@@ -725,4 +752,107 @@ async fn memory_past_the_limit_is_refused_and_the_host_keeps_its_own() {
         "the server is still serving"
     );
     server.shutdown().await;
+}
+
+/// What a server says while it works on a request reaches that request's listener: its
+/// progress (under the adapter's own token, though the server saw one of the host's), its log
+/// line, and its request of the client, under an id of the host's, which only the same call
+/// answers, and whose answer the server gets under its own id. Its session offered what it
+/// may ask.
+#[tokio::test]
+async fn a_servers_progress_log_and_question_reach_the_request_it_serves() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision())
+        .offering(&[crate::relay::AskKind::Sampling]);
+    assert_eq!(
+        call(&server, "offered", json!({}), 20_000).await.unwrap(),
+        r#"{"sampling": {}}"#
+    );
+    let until = soon(20_000);
+    let process = server.process("", until).await.unwrap();
+    let (to, mut told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    let params = json!({ "name": "ask", "arguments": {}, "_meta": { "progressToken": "mine" } });
+    let deadline = || until;
+    let request = process.request(
+        "tools/call",
+        Some(params),
+        &deadline,
+        Some(Listener { to, call: 7 }),
+    );
+    let answering = async {
+        let progress = told.recv().await.unwrap();
+        assert_eq!(progress["params"]["progressToken"], "mine", "{progress}");
+        let log = told.recv().await.unwrap();
+        assert_eq!(log["params"]["data"], "asking", "{log}");
+        let asked = told.recv().await.unwrap();
+        assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+        let own = asked["id"].as_str().unwrap().to_owned();
+        assert!(own.starts_with("gatehouse-"), "{own}");
+        let answer = json!({ "jsonrpc": "2.0", "id": own, "result": { "text": "hi" } });
+        let refused = server.respond(8, &answer).await.unwrap_err();
+        assert!(
+            refused.contains("no request of the server's awaits"),
+            "{refused}"
+        );
+        server.respond(7, &answer).await.unwrap();
+        // Answered once: not again.
+        assert!(server.respond(7, &answer).await.is_err());
+    };
+    let (answer, ()) = tokio::join!(request, answering);
+    let text = answer.unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(got["result"], json!({ "text": "hi" }), "{got}");
+    assert!(
+        got["id"].as_str().is_some_and(|id| id.starts_with("s-")),
+        "{got}"
+    );
+}
+
+/// A request of the server's that no one request can be told from (two in flight) is
+/// answered with an error, never left waiting; so is one made with no listener.
+#[tokio::test]
+async fn a_servers_question_no_single_request_owns_gets_an_error() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    let until = soon(20_000);
+    let process = server.process("", until).await.unwrap();
+    let (to, _told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    let deadline = || until;
+    let sleeping = process.request(
+        "tools/call",
+        Some(json!({ "name": "sleep", "arguments": { "ms": 1500 } })),
+        &deadline,
+        None,
+    );
+    let asking = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        process
+            .request(
+                "tools/call",
+                Some(json!({ "name": "ask", "arguments": {} })),
+                &deadline,
+                Some(Listener { to, call: 1 }),
+            )
+            .await
+    };
+    let (slept, asked) = tokio::join!(sleeping, asking);
+    slept.unwrap();
+    let text = asked.unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(got["error"]["code"], -32603, "{got}");
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only while the server works on one call"),
+        "{got}"
+    );
+    let alone = call(&server, "ask", json!({}), 20_000).await.unwrap();
+    assert!(alone.contains("-32603"), "{alone}");
 }
