@@ -602,6 +602,13 @@ impl Host {
         self.pipeline.registry.catalog(tenant)
     }
 
+    /// Tool `name`'s capability, if `tenant` may call it: one tool of
+    /// [`Host::tool_catalog`], without listing the rest.
+    pub fn tool_capability(&self, tenant: &str, name: &str) -> Option<Capability> {
+        let tool = (self.pipeline.registry).lookup(tenant, name, Operation::CallTool)?;
+        Some(tool.capability().clone())
+    }
+
     /// The resources `tenant` may read, sorted by name (what MCP `resources/list` shows).
     pub fn resource_catalog(&self, tenant: &str) -> Vec<Listed<Resource>> {
         self.pipeline.registry.resources(tenant)

@@ -125,6 +125,44 @@ pub enum AskError {
 /// An ask in flight.
 pub type AskFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, AskError>> + Send + 'a>>;
 
+/// Whether a call's caller cancelled it (a 2026-07-28 client that closed its request's stream),
+/// as the front end learned it: cheap to clone, every clone sees it. The host stops waiting on
+/// the call's upstream: a stdio server is sent `notifications/cancelled`, an HTTP upstream's
+/// response is closed (which a 2026-07-28 server takes as the cancellation).
+#[derive(Debug, Clone)]
+pub struct Cancel(tokio::sync::watch::Receiver<bool>);
+
+/// What cancels a call ([`cancellation`]).
+#[derive(Debug)]
+pub struct Canceller(tokio::sync::watch::Sender<bool>);
+
+/// A call's [`Cancel`], and what sets it.
+pub fn cancellation() -> (Canceller, Cancel) {
+    let (set, seen) = tokio::sync::watch::channel(false);
+    (Canceller(set), Cancel(seen))
+}
+
+impl Canceller {
+    /// The caller cancelled the call.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Cancel {
+    /// Whether the call is cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Ends once the call is cancelled; never, if its [`Canceller`] is dropped first.
+    pub async fn cancelled(mut self) {
+        if self.0.wait_for(|cancelled| *cancelled).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// Where what an adapter tells and asks its caller goes: implemented by the front end serving
 /// the call, once per call.
 pub trait Relay: Send + Sync {
@@ -139,4 +177,9 @@ pub trait Relay: Send + Sync {
 
     /// Asks the client, and waits for its answer (the result of its response, as JSON).
     fn ask(&self, ask: Ask) -> AskFuture<'_>;
+
+    /// Whether the caller cancels the call, if the front end can tell.
+    fn cancel(&self) -> Option<Cancel> {
+        None
+    }
 }

@@ -67,6 +67,22 @@ fn import(
     (code, text, out, signing)
 }
 
+/// Imports the Python stdio server `tests/stdio/<script>` (run by the system's Python, its
+/// directory granted read-only) as `id` into `dir/out`: the output directory, the key it is
+/// signed with, and the script's path.
+fn import_script(dir: &Path, id: &str, script: &str) -> (PathBuf, SigningKey, PathBuf) {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
+    let script = scripts.join(script);
+    let (code, printed, out, key) = import(
+        dir,
+        id,
+        &["--dir", &format!("{}:ro", scripts.display())],
+        &["/usr/bin/python3", script.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{printed}");
+    (out, key, script)
+}
+
 /// How long the console may take to show something.
 const SOON: Duration = Duration::from_secs(10);
 
@@ -356,16 +372,8 @@ async fn a_pypi_server_is_pinned_and_called() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_server_stays_in_its_sandbox() {
     let dir = open_dir();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("stdio");
-    let script = scripts.join("hostile.py");
     let id = "test.hostile";
-    let (code, printed, out, key) = import(
-        dir.path(),
-        id,
-        &["--dir", &format!("{}:ro", scripts.display())],
-        &["/usr/bin/python3", script.to_str().unwrap()],
-    );
-    assert_eq!(code, 0, "{printed}");
+    let (out, key, script) = import_script(dir.path(), id, "hostile.py");
     // Tight limits for the bombs, and a short call budget for the hang.
     let snippet = out.join("config.toml");
     let mut text = std::fs::read_to_string(&snippet).unwrap();
@@ -1008,4 +1016,72 @@ fn find(dir: &Path, suffix: &str) -> Option<PathBuf> {
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
+}
+
+/// A 2026-07-28 client that closes its request's stream cancels the call it waited on (that is
+/// how the version cancels: nothing else is sent): the imported stdio server gets
+/// `notifications/cancelled` for its request, within a second, instead of working on for
+/// nobody; the next call is served by the same process, which says what it heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_cancels_the_call_and_the_server_hears_it() {
+    use std::io::Write as _;
+
+    let dir = open_dir();
+    let id = "test.patient";
+    let (out, key, _) = import_script(dir.path(), id, "patient.py");
+    let gateway = Imported::start(&out, id, &key).await;
+    let client = gateway.client().await;
+    let heard = || async {
+        let (text, record) = call_tool(&client, id, "heard", json!({})).await;
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text} {record}"))
+    };
+    assert_eq!(heard().await, json!([]));
+
+    // A tool that would take 30 s, called at 2026-07-28, its connection closed after 1 s.
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "test.patient.wait",
+            "arguments": { "seconds": 30 },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+         Mcp-Name: test.patient.wait\r\nContent-Length: {length}\r\n\r\n{body}",
+        port = gateway.mcp,
+        token = crate::import::AGENT_KEY,
+        length = body.len(),
+    );
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", gateway.mcp)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(stream);
+
+    let hung_up = std::time::Instant::now();
+    let told = loop {
+        let told = heard().await;
+        if told.as_array().is_some_and(|t| !t.is_empty()) {
+            break told;
+        }
+        assert!(
+            hung_up.elapsed() < Duration::from_secs(10),
+            "the server heard no cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        hung_up.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        hung_up.elapsed()
+    );
+    assert_eq!(told.as_array().map(Vec::len), Some(1), "{told}");
+    assert_eq!(told[0]["reason"], "the caller cancelled the call", "{told}");
+    assert!(told[0]["requestId"].is_u64(), "the host's own id: {told}");
 }

@@ -239,6 +239,9 @@ pub(super) struct Ledger {
     started: Instant,
     /// Its call's waits for the caller, which its time budget does not count.
     pub(super) paused: Arc<Paused>,
+    /// Whether the caller cancelled the call (a call's own ledger, when the front end can
+    /// tell).
+    pub(super) cancel: Option<crate::relay::Cancel>,
     pub(super) spent: Mutex<Spent>,
     /// For a request a stdio server sends through its egress proxy ([`Ledger::joint`]): the
     /// calls its process is serving, oldest first, each charged with the request and shown
@@ -264,6 +267,7 @@ impl Ledger {
         Self {
             started: Instant::now(),
             paused: Arc::default(),
+            cancel: None,
             grants,
             call,
             spent: Mutex::new(Spent::default()),
@@ -292,6 +296,7 @@ impl Ledger {
         Self {
             started: Instant::now(),
             paused: Arc::default(),
+            cancel: None,
             grants,
             call,
             spent: Mutex::new(Spent::default()),
@@ -306,6 +311,16 @@ impl Ledger {
         match self.calls.iter().map(|c| c.deadline()).min() {
             Some(earliest) => earliest,
             None => self.started + self.grants.max_total + self.paused.waited(),
+        }
+    }
+
+    /// Ends once the caller cancelled the call; never for a ledger without a [`Cancel`].
+    ///
+    /// [`Cancel`]: crate::relay::Cancel
+    pub(super) async fn cancelled(&self) {
+        match &self.cancel {
+            Some(cancel) => cancel.clone().cancelled().await,
+            None => std::future::pending().await,
         }
     }
 

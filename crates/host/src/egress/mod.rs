@@ -106,6 +106,11 @@ pub use rules::{
 pub use tls::{TlsClient, TlsConfigError};
 use transport::MeteredBody;
 
+use crate::relay::Cancel;
+
+/// Why a request ended when its call's caller cancelled the call.
+pub(crate) const CANCELLED: &str = "the caller cancelled the call";
+
 use gatehouse_core::model::ApprovalMode;
 
 /// The per-call egress gate: the adapter's grants, the call's facts, and what the call spent.
@@ -121,6 +126,16 @@ impl EgressGate {
         Self {
             ledger: Arc::new(Ledger::new(grants, call)),
         }
+    }
+
+    /// The gate, stopping what it waits on once `cancel` says the caller cancelled the call
+    /// (see [`Cancel`]).
+    #[must_use]
+    pub fn cancelled_by(mut self, cancel: Option<Cancel>) -> Self {
+        Arc::get_mut(&mut self.ledger)
+            .expect("a new gate is not shared")
+            .cancel = cancel;
+        self
     }
 
     /// The call's clock of waits for its caller, which the sandbox runs around an ask: the
@@ -265,7 +280,16 @@ async fn send(
         (ledger.grants.id(), checked.rule),
         outgoing,
     );
-    let (response, reuse) = match tokio::time::timeout_at(head_deadline.into(), exchange).await {
+    let waited = tokio::select! {
+        waited = tokio::time::timeout_at(head_deadline.into(), exchange) => waited,
+        () = ledger.cancelled() => {
+            attempt.code = "cancelled".to_owned();
+            attempt.reason = CANCELLED.to_owned();
+            ledger.record(attempt);
+            return Err(HttpError::InternalError(Some(CANCELLED.to_owned())));
+        }
+    };
+    let (response, reuse) = match waited {
         Ok(Ok((addr, response, reuse))) => {
             attempt.address = Some(addr);
             (response, reuse)
@@ -298,8 +322,15 @@ async fn send(
     tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
     let index = ledger.record(attempt);
     let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline().into()));
-    Ok(response
-        .map(|incoming| MeteredBody::new(incoming, ledger, index, sleep, reuse).boxed_unsync()))
+    let cancelled = ledger
+        .cancel
+        .clone()
+        .map(|cancel| Box::pin(cancel.cancelled()) as transport::Cancelled);
+    Ok(response.map(|incoming| {
+        MeteredBody::new(incoming, ledger, index, sleep, reuse)
+            .cancelled_by(cancelled)
+            .boxed_unsync()
+    }))
 }
 
 /// A request that passed every check.

@@ -255,6 +255,7 @@ async fn exchange(
     let listener = Listener {
         to,
         call: call_of(ledger),
+        cancel: ledger.cancel.clone(),
     };
     let params = message.get_mut("params").map(Value::take);
     let ledger = Arc::clone(ledger);
@@ -272,7 +273,7 @@ async fn exchange(
     });
     let first = tokio::select! {
         biased;
-        answer = &mut answered => return answer.map(Answer::Json),
+        answer = &mut answered => return answered_with(answer, &own_id).map(Answer::Json),
         // (Closed, once the request is answered: then the branch above ends it.)
         Some(first) = told.recv() => first,
     };
@@ -296,7 +297,7 @@ async fn exchange(
         while let Ok(message) = told.try_recv() {
             let _ = events.send(message).await;
         }
-        let last = last.unwrap_or_else(|error| {
+        let last = answered_with(last, &own_id).unwrap_or_else(|error| {
             json!({
                 "jsonrpc": "2.0",
                 "id": own_id,
@@ -307,6 +308,22 @@ async fn exchange(
     });
     Ok(Answer::Events(stream))
 }
+
+/// A request's answer, a cancelled one as the JSON-RPC error that says so (the adapter's
+/// request ends at once; the server was told).
+fn answered_with(answer: Result<Value, StdioError>, id: &Value) -> Result<Value, StdioError> {
+    match answer {
+        Err(cancelled @ StdioError::Cancelled { .. }) => Ok(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": { "code": REQUEST_CANCELLED, "message": cancelled.to_string() },
+        })),
+        answer => answer,
+    }
+}
+
+/// The JSON-RPC error code of a cancelled request (as LSP numbers it; MCP names none).
+const REQUEST_CANCELLED: i64 = -32800;
 
 #[cfg(test)]
 mod tests {

@@ -583,6 +583,41 @@ async fn the_time_budget_pauses_while_the_call_waits_for_its_caller() {
     }
 }
 
+/// A call its caller cancelled stops waiting on its upstream at once, for the response's head
+/// and for its body, and closes the connection (which a 2026-07-28 MCP server takes as the
+/// cancellation); each attempt is recorded as `cancelled`.
+#[tokio::test]
+async fn a_cancelled_call_stops_waiting_on_its_upstream() {
+    let upstream = Upstream::start().await;
+    let config = config(&upstream, true);
+    for path in ["/slow", "/slow/drip"] {
+        let (canceller, cancel) = crate::relay::cancellation();
+        let gate = gate(&config, ApprovalMode::ReadOnly, None).cancelled_by(Some(cancel));
+        let started = Instant::now();
+        let cancelling = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            canceller.cancel();
+        };
+        let sending = async {
+            let response = gate
+                .send_plain(request("GET", &upstream.url(path), &[], b""))
+                .await?;
+            response.into_body().collect().await.map(|_| ())
+        };
+        let (sent, ()) = tokio::join!(sending, cancelling);
+        assert!(
+            matches!(&sent, Err(HttpError::InternalError(Some(why))) if why == CANCELLED),
+            "{path}: {sent:?}"
+        );
+        assert!(started.elapsed() < Duration::from_millis(550), "{path}");
+        assert_eq!(
+            gate.take_attempts().pop().unwrap().code,
+            "cancelled",
+            "{path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn metadata_and_private_addresses_are_refused_even_with_loopback_allowed() {
     let config: EgressConfig = toml::from_str(

@@ -212,7 +212,13 @@ pub(super) struct MeteredBody {
     pub index: Option<usize>,
     pub sleep: Pin<Box<tokio::time::Sleep>>,
     pub reuse: Option<Reuse>,
+    /// Ends when the caller cancelled the call: the body ends with an error, its connection
+    /// closed.
+    pub cancelled: Option<Cancelled>,
 }
+
+/// A call's cancellation, awaited ([`crate::relay::Cancel::cancelled`]).
+pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl MeteredBody {
     /// Keeps the connection if the body is already at its end (e.g. `content-length: 0`).
@@ -229,11 +235,18 @@ impl MeteredBody {
             index,
             sleep,
             reuse: Some(reuse),
+            cancelled: None,
         };
         if body.incoming.is_end_stream() {
             body.finished();
         }
         body
+    }
+
+    /// The body, ending early once `cancelled` does.
+    pub fn cancelled_by(mut self, cancelled: Option<Cancelled>) -> Self {
+        self.cancelled = cancelled;
+        self
     }
 
     fn finished(&mut self) {
@@ -276,6 +289,17 @@ impl Body for MeteredBody {
                 Poll::Ready(None)
             }
             Poll::Pending => loop {
+                if let Some(cancelled) = this.cancelled.as_mut()
+                    && cancelled.as_mut().poll(cx).is_ready()
+                {
+                    this.reuse = None;
+                    this.ledger.update(this.index, |a| {
+                        a.code = "cancelled".to_owned();
+                        a.reason = super::CANCELLED.to_owned();
+                    });
+                    let cancelled = super::CANCELLED.to_owned();
+                    return Poll::Ready(Some(Err(HttpError::InternalError(Some(cancelled)))));
+                }
                 if this.sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }

@@ -52,7 +52,8 @@ pub async fn invoke(
         adapter.grants(),
         CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
             .for_tenant(&call.tenant_id),
-    );
+    )
+    .cancelled_by(relay.as_ref().and_then(|relay| relay.cancel()));
     let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);
     let args = target.args.to_string();
     let id = &target.tool.capability().id;

@@ -121,6 +121,16 @@ pub enum StdioError {
         /// The adapter.
         adapter: String,
     },
+    /// The caller cancelled the call while the server worked on it: the server was sent
+    /// `notifications/cancelled`, and its answer is not awaited.
+    #[error(
+        "the caller cancelled the call; the stdio server of `{adapter}` was told \
+         (`notifications/cancelled`)"
+    )]
+    Cancelled {
+        /// The adapter.
+        adapter: String,
+    },
     /// Under `isolate = "tenant"`, every process of the pool served other tenants' calls until
     /// the deadline.
     #[error(
@@ -175,7 +185,8 @@ impl StdioError {
             | Self::Unreachable { .. }
             | Self::NoSandbox { .. }
             | Self::Start { .. }
-            | Self::ShutDown { .. } => false,
+            | Self::ShutDown { .. }
+            | Self::Cancelled { .. } => false,
         }
     }
 }

@@ -89,6 +89,10 @@ pub struct Listener {
     /// The call the request is made for: only it may answer the server's requests
     /// ([`StdioServer::respond`]).
     pub call: usize,
+    /// Whether the call's caller cancels it: the server is then sent
+    /// `notifications/cancelled` for the request, and its answer is not awaited
+    /// ([`StdioError::Cancelled`]).
+    pub cancel: Option<crate::relay::Cancel>,
 }
 
 /// A request of the server's passed on to a listener, until the call answers it.
@@ -995,6 +999,14 @@ impl Inner {
                 .map(|token| std::mem::replace(token, json!(format!("{TOKEN_PREFIX}{id}")))),
             _ => None,
         };
+        let cancel = listener.as_ref().and_then(|l| l.cancel.clone());
+        let cancelled = async move {
+            match cancel {
+                Some(cancel) => cancel.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(cancelled);
         let (answer, mut answered) = oneshot::channel();
         process
             .pending
@@ -1030,7 +1042,23 @@ impl Inner {
             });
         }
         loop {
-            match tokio::time::timeout_at(deadline().into(), &mut answered).await {
+            let waited = tokio::select! {
+                waited = tokio::time::timeout_at(deadline().into(), &mut answered) => waited,
+                () = &mut cancelled => {
+                    // Not hung: told to stop. `outstanding` forgets the request.
+                    outstanding.check = false;
+                    let cancel = json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": { "requestId": id, "reason": "the caller cancelled the call" },
+                    });
+                    let _ = process.write(&cancel).await;
+                    return Err(StdioError::Cancelled {
+                        adapter: self.adapter.clone(),
+                    });
+                }
+            };
+            match waited {
                 Ok(Ok(answer)) => {
                     outstanding.armed = false;
                     return answer;

@@ -19,7 +19,7 @@ use super::*;
 /// file at `path`, or a `memfd` for `path = "memfd"`, a MiB at a time, and keeps it), `ask`
 /// (tells its progress, for the request's token, and a log line, then asks its client for a
 /// sampling and answers with what it got back), `offered` (the client capabilities its
-/// `initialize` declared).
+/// `initialize` declared), `notes` (the notifications it was sent).
 const SERVER: &str = r#"
 import json, mmap, os, sys, threading, time
 lock = threading.Lock()
@@ -28,6 +28,7 @@ KEPT = []
 ANSWERS = {}
 ANSWERED = threading.Condition()
 OFFERED = {}
+NOTES = []
 def shared(mib):
     try:
         m = mmap.mmap(-1, mib << 20, flags=mmap.MAP_SHARED)
@@ -82,6 +83,8 @@ def answer(request):
         return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": shared(args["mib"])}]}})
     elif name == "fill":
         return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": fill(args["path"], args["mib"])}]}})
+    elif name == "notes":
+        return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(NOTES)}]}})
     elif name == "offered":
         return send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(OFFERED, sort_keys=True)}]}})
     elif name == "ask":
@@ -103,6 +106,7 @@ def answer(request):
 for line in sys.stdin:
     request = json.loads(line)
     if "id" not in request:
+        NOTES.append(request)
         continue
     if "method" not in request:
         with ANSWERED:
@@ -777,7 +781,11 @@ async fn a_servers_progress_log_and_question_reach_the_request_it_serves() {
         "tools/call",
         Some(params),
         &deadline,
-        Some(Listener { to, call: 7 }),
+        Some(Listener {
+            to,
+            call: 7,
+            cancel: None,
+        }),
     );
     let answering = async {
         let progress = told.recv().await.unwrap();
@@ -834,7 +842,11 @@ async fn a_servers_question_no_single_request_owns_gets_an_error() {
                 "tools/call",
                 Some(json!({ "name": "ask", "arguments": {} })),
                 &deadline,
-                Some(Listener { to, call: 1 }),
+                Some(Listener {
+                    to,
+                    call: 1,
+                    cancel: None,
+                }),
             )
             .await
     };
@@ -855,4 +867,57 @@ async fn a_servers_question_no_single_request_owns_gets_an_error() {
     );
     let alone = call(&server, "ask", json!({}), 20_000).await.unwrap();
     assert!(alone.contains("-32603"), "{alone}");
+}
+
+/// A request whose caller cancels the call is given up at once, and the server is told
+/// (`notifications/cancelled` with the id the host sent it under); the process is not taken
+/// for hung, and serves on.
+#[tokio::test]
+async fn a_cancelled_request_is_given_up_and_the_server_told() {
+    let fake = fake();
+    let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
+    let until = soon(20_000);
+    let process = server.process("", until).await.unwrap();
+    let (to, _told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    let (canceller, cancel) = crate::relay::cancellation();
+    let listener = Listener {
+        to,
+        call: 1,
+        cancel: Some(cancel),
+    };
+    let deadline = || until;
+    let started = Instant::now();
+    let sleeping = process.request(
+        "tools/call",
+        Some(json!({ "name": "sleep", "arguments": { "ms": 10_000 } })),
+        &deadline,
+        Some(listener),
+    );
+    let cancelling = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        canceller.cancel();
+    };
+    let (slept, ()) = tokio::join!(sleeping, cancelling);
+    assert!(
+        matches!(slept, Err(StdioError::Cancelled { .. })),
+        "{slept:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(process);
+    let notes: Value =
+        serde_json::from_str(&call(&server, "notes", json!({}), 20_000).await.unwrap()).unwrap();
+    let cancelled: Vec<&Value> = (notes.as_array().unwrap().iter())
+        .filter(|n| n["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{notes}");
+    assert!(cancelled[0]["params"]["requestId"].is_u64(), "{notes}");
+    assert_eq!(
+        cancelled[0]["params"]["reason"],
+        "the caller cancelled the call"
+    );
+    assert_eq!(server.status().restarts, 0);
 }

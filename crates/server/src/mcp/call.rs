@@ -305,11 +305,7 @@ impl Gateway {
     /// Tool `name` as `caller` calls it (an alias included), if it may.
     fn capability(&self, caller: &Caller, name: &str) -> Option<Capability> {
         let name = self.aliases.tool(name).unwrap_or(name);
-        self.host
-            .tool_catalog(&caller.tenant)
-            .into_iter()
-            .find(|(listed, _)| *listed == name)
-            .map(|(_, capability)| capability)
+        self.host.tool_capability(&caller.tenant, name)
     }
 
     /// The input schema of tool `name` as `caller` calls it (an alias included), if it may.

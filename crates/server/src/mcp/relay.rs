@@ -17,7 +17,9 @@
 
 use std::sync::Arc;
 
-use gatehouse_host::relay::{Ask, AskError, AskFuture, CallerCan, LogLevel, Relay};
+use gatehouse_host::relay::{
+    Ask, AskError, AskFuture, CallerCan, Cancel, Canceller, LogLevel, Relay, cancellation,
+};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -44,20 +46,36 @@ pub struct Wants {
     pub log_level: Option<LogLevel>,
 }
 
-/// One call's relay: what the host tells it becomes [`Event`]s.
+/// One call's relay: what the host tells it becomes [`Event`]s; through it the front end
+/// cancels the call ([`CallRelay::cancel_call`]).
 #[derive(Debug)]
 pub struct CallRelay {
     wants: Wants,
     events: mpsc::Sender<Event>,
+    canceller: Canceller,
+    cancel: Cancel,
 }
 
 /// A relay for one call, and the events it will carry.
 pub fn channel(wants: Wants) -> (Arc<CallRelay>, mpsc::Receiver<Event>) {
     let (events, receiver) = mpsc::channel(QUEUE);
-    (Arc::new(CallRelay { wants, events }), receiver)
+    let (canceller, cancel) = cancellation();
+    let relay = CallRelay {
+        wants,
+        events,
+        canceller,
+        cancel,
+    };
+    (Arc::new(relay), receiver)
 }
 
 impl CallRelay {
+    /// The caller cancelled the call (it closed the stream of the request that waited on it,
+    /// or cancelled its task): the host stops waiting on the call's upstream and tells it.
+    pub fn cancel_call(&self) {
+        self.canceller.cancel();
+    }
+
     fn notify(&self, method: &str, params: &Value) {
         let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
         if self.events.try_send(Event::Notify(message)).is_err() {
@@ -94,6 +112,10 @@ impl Relay for CallRelay {
             params["logger"] = json!(logger);
         }
         self.notify("notifications/message", &params);
+    }
+
+    fn cancel(&self) -> Option<Cancel> {
+        Some(self.cancel.clone())
     }
 
     fn ask(&self, ask: Ask) -> AskFuture<'_> {

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use crate::mcp::approvals::{Approvals, Resumes, Sent};
 use crate::mcp::call::Gateway;
 use crate::mcp::caller::Caller;
-use crate::mcp::relay::Event;
+use crate::mcp::relay::{CallRelay, Event};
 use crate::mcp::tasks;
 
 /// A call's run: its result, when it has one.
@@ -63,6 +63,8 @@ pub struct Running {
     round: u32,
     /// When the round's client stops waiting and the call goes on as a task, if it may.
     deadline: Option<Instant>,
+    /// Its relay, through which it is cancelled.
+    relay: Option<Arc<CallRelay>>,
 }
 
 /// How far a round got.
@@ -87,7 +89,21 @@ impl Running {
             told: VecDeque::new(),
             round: 0,
             deadline: None,
+            relay: None,
         }
+    }
+
+    /// The call, cancelled through `relay` (its own) when its caller hangs up or cancels its
+    /// task.
+    #[must_use]
+    pub fn cancelled_through(mut self, relay: Arc<CallRelay>) -> Self {
+        self.relay = Some(relay);
+        self
+    }
+
+    /// What cancels the call, if it can be.
+    pub fn canceller(&self) -> Option<Arc<CallRelay>> {
+        self.relay.clone()
     }
 
     /// Sets when this round ends with [`Step::Late`] if the call is still running then (and
@@ -255,9 +271,11 @@ impl Held {
     /// [`tasks::running`]), until it ends, and stores how: its asks make the task
     /// `input_required`, with the asks as its `inputRequests`, until `tasks/update` answers
     /// them all ([`Held::answer`]), or `[mcp] input_wait_ms` passes (then the asks fail, and
-    /// the adapter finishes with that); `tasks/cancel` ([`Held::cancel`]) stops the waiting: the
-    /// asks fail, the call's run goes on to its end unwatched (its audit record is written as
-    /// any call's), and the task stays cancelled. Progress and log lines have nobody to reach.
+    /// the adapter finishes with that); `tasks/cancel` ([`Held::cancel`]) cancels the call (the
+    /// host stops waiting on its upstream, and tells a stdio server so) and stops the waiting:
+    /// the asks fail, the call's run goes on to its end unwatched (its audit record is written
+    /// as any call's), and the task stays cancelled. Progress and log lines have nobody to
+    /// reach.
     pub fn run_as_task(
         self: &Arc<Self>,
         gateway: Gateway,
@@ -301,6 +319,7 @@ impl Held {
         let mut responses = InputResponses::new();
         let mut queued = InputResponses::new();
         loop {
+            let canceller = running.canceller();
             let step = {
                 let step = running.step(&mut responses);
                 tokio::pin!(step);
@@ -310,9 +329,15 @@ impl Held {
                         update = updates.recv() => match update {
                             // Answers that came behind others, while the call took those.
                             Some(Update::Answers(answers)) => queued.extend(answers),
-                            // Cancelled: the call goes on unwatched (the step, and with it the
-                            // asks, drop).
-                            Some(Update::Cancel) | None => return None,
+                            // Cancelled: the call is told (the host stops waiting on its
+                            // upstream and tells it), and is no longer watched (the step, and
+                            // with it the asks, drop).
+                            Some(Update::Cancel) | None => {
+                                if let Some(relay) = &canceller {
+                                    relay.cancel_call();
+                                }
+                                return None;
+                            }
                         },
                     }
                 }

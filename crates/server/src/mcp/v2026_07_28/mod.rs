@@ -51,7 +51,7 @@ use super::caller::Caller;
 use super::content;
 use super::message::{Call, Params, Request};
 use super::meta::{IDEMPOTENCY_KEY_META, RESULT_META};
-use super::relay::{self, Wants};
+use super::relay::{self, CallRelay, Wants};
 use super::reply::{self, Answer, Body, Era, Failure};
 use super::result::to_mcp;
 use super::tasks::{self, TaskError, task_error};
@@ -329,6 +329,7 @@ async fn get_prompt(
                 log_level: None,
             };
             let (relay, events) = relay::channel(wants);
+            let canceller = Arc::clone(&relay);
             let gateway = gateway.clone();
             let run = tokio::spawn(async move {
                 let span = mcp_span(&call.capability_id, None);
@@ -336,36 +337,84 @@ async fn get_prompt(
                     .run(call, span, None, Some(relay as Arc<dyn Relay>))
                     .await)
             });
-            (None, Box::new(Running::new(run, events)))
+            let running = Running::new(run, events).cancelled_through(canceller);
+            (None, Box::new(running))
         }
     };
-    loop {
-        running = match running.step(&mut responses).await {
-            Step::Notify(_, running) | Step::Late(running) => running,
-            Step::Input(running) => {
-                let wait = held.wait();
-                let (state, requests) =
-                    held.hold(gateway.approvals(), &caller, &sent, held_id, running, wait)?;
-                return Ok(json!({
-                    "resultType": "input_required",
-                    "inputRequests": requests,
-                    "requestState": state,
-                }));
-            }
-            Step::Done(joined) => {
-                return match *joined {
-                    Ok(Ok(result)) => content::prompt(&asked, result),
-                    Ok(Err(error)) => Err(error.into()),
-                    Err(error) => {
-                        tracing::error!(%error, "a prompts/get failed inside the gateway");
-                        Err(
-                            ErrorData::internal_error("the call failed inside the gateway", None)
-                                .into(),
-                        )
-                    }
-                };
-            }
-        };
+    // A client that closes the stream of this request while it waits cancels the call.
+    let hang_up = HangUp::default();
+    let _armed = OnHangUp(hang_up.clone());
+    hang_up.waits_on(running.canceller());
+    let answer = async {
+        loop {
+            running = match running.step(&mut responses).await {
+                Step::Notify(_, running) | Step::Late(running) => running,
+                Step::Input(running) => {
+                    let wait = held.wait();
+                    let (state, requests) =
+                        held.hold(gateway.approvals(), &caller, &sent, held_id, running, wait)?;
+                    return Ok(json!({
+                        "resultType": "input_required",
+                        "inputRequests": requests,
+                        "requestState": state,
+                    }));
+                }
+                Step::Done(joined) => {
+                    return match *joined {
+                        Ok(Ok(result)) => content::prompt(&asked, result),
+                        Ok(Err(error)) => Err(error.into()),
+                        Err(error) => {
+                            tracing::error!(%error, "a prompts/get failed inside the gateway");
+                            Err(ErrorData::internal_error(
+                                "the call failed inside the gateway",
+                                None,
+                            )
+                            .into())
+                        }
+                    };
+                }
+            };
+        }
+    }
+    .await;
+    hang_up.done();
+    answer
+}
+
+/// The call a request waits on, and what cancels it when the request's client hangs up:
+/// on 2026-07-28 closing a request's stream is the cancellation (a client that gives up on a
+/// call sends nothing else). A request's own future holds it armed ([`OnHangUp`]); hyper drops
+/// that future when the connection closes.
+#[derive(Clone, Default)]
+struct HangUp(Arc<std::sync::Mutex<Option<Arc<CallRelay>>>>);
+
+impl HangUp {
+    /// The request now waits on the call `relay` cancels.
+    fn waits_on(&self, relay: Option<Arc<CallRelay>>) {
+        *self.lock() = relay;
+    }
+
+    /// It waits on none any more: its answer is made.
+    fn done(&self) {
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<CallRelay>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Cancels the call its [`HangUp`] waits on, when dropped while it waits on one.
+struct OnHangUp(HangUp);
+
+impl Drop for OnHangUp {
+    fn drop(&mut self) {
+        if let Some(relay) = self.0.lock().take() {
+            tracing::info!("the client closed its request's stream: its call is cancelled");
+            relay.cancel_call();
+        }
     }
 }
 
@@ -403,6 +452,11 @@ struct Asked {
 /// all of it on an event stream once the call told its caller something.
 async fn call_tool(asked: Asked) -> Response<Body> {
     let id = asked.id.clone();
+    // The call runs on a task of its own; a client that closes this request's stream while it
+    // waits on the call cancels it.
+    let hang_up = HangUp::default();
+    let _armed = OnHangUp(hang_up.clone());
+    let waiting = hang_up.clone();
     let answered = tokio::spawn(async move {
         let Asked {
             gateway,
@@ -482,6 +536,7 @@ async fn call_tool(asked: Asked) -> Response<Body> {
                         .and_then(relay::level),
                 };
                 let (relay, events) = relay::channel(wants);
+                let canceller = Arc::clone(&relay);
                 let run = tokio::spawn({
                     let (gateway, caller, headers, note, meta) = (
                         gateway.clone(),
@@ -500,7 +555,8 @@ async fn call_tool(asked: Asked) -> Response<Body> {
                         gateway.call(caller, request, &meta, how).await
                     }
                 });
-                (None, Box::new(Running::new(run, events)))
+                let running = Running::new(run, events).cancelled_through(canceller);
+                (None, Box::new(running))
             }
         };
         // A client that takes tasks, calling a tool that runs as one, waits for this round
@@ -520,7 +576,10 @@ async fn call_tool(asked: Asked) -> Response<Body> {
             wait: Duration::ZERO,
         };
         round.wait = round.held.wait();
-        match running.step(&mut responses).await {
+        waiting.waits_on(running.canceller());
+        let step = running.step(&mut responses).await;
+        waiting.done();
+        match step {
             Step::Notify(message, running) => {
                 let (sender, response) = reply::events();
                 let owned = Owned {
@@ -596,7 +655,23 @@ impl Round {
             key: key.as_deref(),
         };
         loop {
-            match running.step(&mut responses).await {
+            let canceller = running.canceller();
+            let step = {
+                let step = running.step(&mut responses);
+                tokio::pin!(step);
+                tokio::select! {
+                    step = &mut step => step,
+                    () = sender.closed() => {
+                        // The client closed the stream: the call is cancelled, and ends soon.
+                        if let Some(relay) = canceller {
+                            tracing::info!("the client closed its request's stream: its call is cancelled");
+                            relay.cancel_call();
+                        }
+                        step.await
+                    }
+                }
+            };
+            match step {
                 Step::Notify(message, next) => {
                     let _ = sender.send(reply::event(&message)).await;
                     running = next;
