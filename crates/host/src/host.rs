@@ -602,11 +602,16 @@ impl Host {
         self.pipeline.registry.catalog(tenant)
     }
 
-    /// Tool `name`'s capability, if `tenant` may call it: one tool of
-    /// [`Host::tool_catalog`], without listing the rest.
-    pub fn tool_capability(&self, tenant: &str, name: &str) -> Option<Capability> {
+    /// What `read` makes of tool `name`'s capability, if `tenant` may call it: one tool of
+    /// [`Host::tool_catalog`], without listing (or copying) the rest.
+    pub fn with_tool<R>(
+        &self,
+        tenant: &str,
+        name: &str,
+        read: impl FnOnce(&Capability) -> R,
+    ) -> Option<R> {
         let tool = (self.pipeline.registry).lookup(tenant, name, Operation::CallTool)?;
-        Some(tool.capability().clone())
+        Some(read(tool.capability()))
     }
 
     /// The resources `tenant` may read, sorted by name (what MCP `resources/list` shows).

@@ -302,22 +302,26 @@ impl Gateway {
         Ok(json!({ "tools": tools }))
     }
 
-    /// Tool `name` as `caller` calls it (an alias included), if it may.
-    fn capability(&self, caller: &Caller, name: &str) -> Option<Capability> {
+    /// What `read` makes of tool `name` as `caller` calls it (an alias included), if it may.
+    fn with_tool<R>(
+        &self,
+        caller: &Caller,
+        name: &str,
+        read: impl FnOnce(&Capability) -> R,
+    ) -> Option<R> {
         let name = self.aliases.tool(name).unwrap_or(name);
-        self.host.tool_capability(&caller.tenant, name)
+        self.host.with_tool(&caller.tenant, name, read)
     }
 
     /// The input schema of tool `name` as `caller` calls it (an alias included), if it may.
     pub fn input_schema(&self, caller: &Caller, name: &str) -> Option<Value> {
-        self.capability(caller, name)
-            .map(|capability| capability.input_schema)
+        self.with_tool(caller, name, |capability| capability.input_schema.clone())
     }
 
     /// How tool `name` runs as a task (its manifest's `task_support`), if `caller` may call
     /// it and it says.
     pub fn task_support(&self, caller: &Caller, name: &str) -> Option<TaskSupport> {
-        self.capability(caller, name)?.task_support
+        self.with_tool(caller, name, |capability| capability.task_support)?
     }
 
     /// The client capabilities tool `name` cannot do without (its manifest's
@@ -330,25 +334,25 @@ impl Gateway {
         name: &str,
         can: ClientCan,
     ) -> Option<ClientCapabilities> {
-        let capability = self.capability(caller, name)?;
-        let lacking: serde_json::Map<String, Value> = capability
-            .client_capabilities
-            .iter()
-            .filter_map(|kind| match kind {
-                AskKind::Elicitation if !(can.form || can.url) => Some("elicitation"),
-                AskKind::Sampling if !can.sampling => Some("sampling"),
-                AskKind::Roots if !can.roots => Some("roots"),
-                _ => None,
-            })
-            .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
-            .collect();
-        let mut lacking = lacking;
-        if capability.task_support == Some(TaskSupport::Required) && !can.tasks {
-            lacking.insert(
-                "extensions".to_owned(),
-                json!({ rmcp::model::TASKS_EXTENSION_ID: {} }),
-            );
-        }
+        let lacking = self.with_tool(caller, name, |capability| {
+            let mut lacking: serde_json::Map<String, Value> = (capability.client_capabilities)
+                .iter()
+                .filter_map(|kind| match kind {
+                    AskKind::Elicitation if !(can.form || can.url) => Some("elicitation"),
+                    AskKind::Sampling if !can.sampling => Some("sampling"),
+                    AskKind::Roots if !can.roots => Some("roots"),
+                    _ => None,
+                })
+                .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
+                .collect();
+            if capability.task_support == Some(TaskSupport::Required) && !can.tasks {
+                lacking.insert(
+                    "extensions".to_owned(),
+                    json!({ rmcp::model::TASKS_EXTENSION_ID: {} }),
+                );
+            }
+            lacking
+        })?;
         if lacking.is_empty() {
             return None;
         }

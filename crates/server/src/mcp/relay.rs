@@ -46,6 +46,17 @@ pub struct Wants {
     pub log_level: Option<LogLevel>,
 }
 
+impl Wants {
+    /// Whether it wants nothing: no progress, no log lines, and its client can be asked
+    /// nothing. A call that wants nothing needs no relay (its adapter's asks are refused as
+    /// unavailable, and what it tells is dropped, as a relay would).
+    pub fn nothing(&self) -> bool {
+        self.can == CallerCan::default()
+            && self.progress_token.is_none()
+            && self.log_level.is_none()
+    }
+}
+
 /// One call's relay: what the host tells it becomes [`Event`]s; through it the front end
 /// cancels the call ([`CallRelay::cancel_call`]).
 #[derive(Debug)]

@@ -222,19 +222,31 @@ async fn call_tool(
         if let Err(error) = task_support_allows(&gateway, &caller, &tool, task.is_some()) {
             return reply::answer(&era_2025(), &id, Err(error.into()));
         }
-        // A task runs unattended: nobody is there to be told or asked.
+        // A task runs unattended: nobody is there to be told or asked. A call that wants
+        // nothing told, from a client that can be asked nothing, runs here, in one piece: no
+        // relay, no task of its own (the common call, kept as cheap as it was).
+        let wants = Wants {
+            can: session.remembered(&caller).asks(),
+            progress_token: meta.get("progressToken").cloned(),
+            log_level: session.level(&caller),
+        };
         let (relay, mut events) = match task {
-            Some(_) => (None, None),
-            None => {
-                let wants = Wants {
-                    can: session.remembered(&caller).asks(),
-                    progress_token: meta.get("progressToken").cloned(),
-                    log_level: session.level(&caller),
-                };
+            None if !wants.nothing() => {
                 let (relay, events) = relay::channel(wants);
                 (Some(relay as Arc<dyn Relay>), Some(events))
             }
+            _ => (None, None),
         };
+        if events.is_none() {
+            let how = How {
+                headers: Some(&headers),
+                note: Some(&note),
+                resume: None,
+                relay: None,
+            };
+            let called = gateway.call(caller.clone(), params, &meta, how).await;
+            return answered(&gateway, &session, caller, id, &tool, task, called, note).await;
+        }
         let mut run = tokio::spawn({
             let (gateway, caller, headers, note) = (
                 gateway.clone(),
@@ -279,29 +291,50 @@ async fn call_tool(
             }
             Err(joined) => joined,
         };
-        let result = match joined {
-            Ok(Ok(result)) => result,
-            Ok(Err(error)) => return reply::answer(&era_2025(), &id, Err(error.into())),
-            Err(error) => return failed_inside(&error),
-        };
-        // A task asked for, or a paused call held for its approval.
-        if let Some(task) = task {
-            let created = tasks::create(gateway.host(), &caller, &tool, &result, task.ttl)
-                .await
-                .map(|task| json!({ "task": tasks::wire(&task, false) }))
-                .map_err(|error| task_error(error).into());
-            return reply::answer(&era_2025(), &id, created);
-        }
-        if let Some(url) = session.holds(&gateway, &caller, &result) {
-            return session.hold(gateway, &caller, id, &tool, result, url, note);
-        }
-        match response(&id, &result) {
-            Ok(body) => reply::bytes(StatusCode::OK, body.into()),
-            Err(error) => reply::answer(&era_2025(), &id, Err(error.into())),
+        match joined {
+            Ok(called) => answered(&gateway, &session, caller, id, &tool, task, called, note).await,
+            Err(error) => failed_inside(&error),
         }
     })
     .await;
     answered.unwrap_or_else(|error| failed_inside(&error))
+}
+
+/// The answer to a `tools/call` whose call ended (`called`) without telling its caller
+/// anything: a task, if one was asked for; a paused call held for its approval; else the
+/// result as JSON in one piece.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "what the request brought, handed on once"
+)]
+async fn answered(
+    gateway: &Gateway,
+    session: &Arc<Session>,
+    caller: Caller,
+    id: RequestId,
+    tool: &str,
+    task: Option<super::message::TaskMetadata>,
+    called: Result<ToolResultEnvelope, ErrorData>,
+    note: Note,
+) -> Response<Body> {
+    let result = match called {
+        Ok(result) => result,
+        Err(error) => return reply::answer(&era_2025(), &id, Err(error.into())),
+    };
+    if let Some(task) = task {
+        let created = tasks::create(gateway.host(), &caller, tool, &result, task.ttl)
+            .await
+            .map(|task| json!({ "task": tasks::wire(&task, false) }))
+            .map_err(|error| task_error(error).into());
+        return reply::answer(&era_2025(), &id, created);
+    }
+    if let Some(url) = session.holds(gateway, &caller, &result) {
+        return session.hold(gateway.clone(), &caller, id, tool, result, url, note);
+    }
+    match response(&id, &result) {
+        Ok(body) => reply::bytes(StatusCode::OK, body.into()),
+        Err(error) => reply::answer(&era_2025(), &id, Err(error.into())),
+    }
 }
 
 /// Whether a call of `tool`, as a task or not, is what its manifest's `task_support` allows:
