@@ -132,6 +132,14 @@ pub type AskFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, AskError>> + 
 #[derive(Debug, Clone)]
 pub struct Cancel(tokio::sync::watch::Receiver<bool>);
 
+/// Ends once `cancel` says the call is cancelled; never without one.
+pub async fn until_cancelled(cancel: Option<Cancel>) {
+    match cancel {
+        Some(cancel) => cancel.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What cancels a call ([`cancellation`]).
 #[derive(Debug)]
 pub struct Canceller(tokio::sync::watch::Sender<bool>);

@@ -318,10 +318,7 @@ impl Ledger {
     ///
     /// [`Cancel`]: crate::relay::Cancel
     pub(super) async fn cancelled(&self) {
-        match &self.cancel {
-            Some(cancel) => cancel.clone().cancelled().await,
-            None => std::future::pending().await,
-        }
+        crate::relay::until_cancelled(self.cancel.clone()).await;
     }
 
     pub(super) fn spent(&self) -> MutexGuard<'_, Spent> {
@@ -388,6 +385,26 @@ impl Ledger {
     }
 
     /// Changes the attempt recorded at `index` (and its copy on each call of a joint ledger).
+    /// Charges `len` bytes of a response read as it streams to the response-byte budget and
+    /// counts them on attempt `index`; past the budget, the attempt says so and the error is
+    /// the guest's.
+    pub(super) fn meter(
+        &self,
+        index: Option<usize>,
+        len: u64,
+    ) -> Result<(), wasmtime_wasi_http::Error> {
+        if let Err(reason) = self.spend_response(len) {
+            self.update(index, |a| {
+                a.code = "response_bytes_budget".to_owned();
+                a.reason = reason;
+            });
+            let limit = self.grants.max_response_bytes;
+            return Err(wasmtime_wasi_http::Error::HttpResponseBodySize(Some(limit)));
+        }
+        self.update(index, |a| a.response_bytes += len);
+        Ok(())
+    }
+
     pub(super) fn update(&self, index: Option<usize>, f: impl FnOnce(&mut EgressAttempt)) {
         let Some(i) = index else {
             return;

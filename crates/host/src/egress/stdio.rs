@@ -197,17 +197,10 @@ fn streamed(
             let mut events = events?;
             let message = events.recv().await?;
             let event = Bytes::from(format!("event: message\ndata: {message}\n\n"));
-            let len = event.len() as u64;
-            if let Err(reason) = ledger.spend_response(len) {
-                ledger.update(index, |a| {
-                    a.code = "response_bytes_budget".to_owned();
-                    a.reason = reason;
-                });
-                let limit = ledger.grants.max_response_bytes;
-                return Some((Err(HttpError::HttpResponseBodySize(Some(limit))), None));
+            match ledger.meter(index, event.len() as u64) {
+                Ok(()) => Some((Ok(http_body::Frame::data(event)), Some(events))),
+                Err(over) => Some((Err(over), None)),
             }
-            ledger.update(index, |a| a.response_bytes += len);
-            Some((Ok(http_body::Frame::data(event)), Some(events)))
         }
     });
     let mut response = Response::new(http_body_util::StreamBody::new(frames).boxed_unsync());

@@ -268,16 +268,10 @@ impl Body for MeteredBody {
         match Pin::new(&mut this.incoming).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
-                if let Err(reason) = this.ledger.spend_response(len) {
-                    this.ledger.update(this.index, |a| {
-                        a.code = "response_bytes_budget".to_owned();
-                        a.reason = reason;
-                    });
+                if let Err(over) = this.ledger.meter(this.index, len) {
                     this.reuse = None;
-                    let limit = this.ledger.grants.max_response_bytes;
-                    return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(limit)))));
+                    return Poll::Ready(Some(Err(over)));
                 }
-                this.ledger.update(this.index, |a| a.response_bytes += len);
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {

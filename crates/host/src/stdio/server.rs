@@ -999,13 +999,8 @@ impl Inner {
                 .map(|token| std::mem::replace(token, json!(format!("{TOKEN_PREFIX}{id}")))),
             _ => None,
         };
-        let cancel = listener.as_ref().and_then(|l| l.cancel.clone());
-        let cancelled = async move {
-            match cancel {
-                Some(cancel) => cancel.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
+        let cancelled =
+            crate::relay::until_cancelled(listener.as_ref().and_then(|l| l.cancel.clone()));
         tokio::pin!(cancelled);
         let (answer, mut answered) = oneshot::channel();
         process

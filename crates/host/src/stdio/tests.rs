@@ -758,6 +758,15 @@ async fn memory_past_the_limit_is_refused_and_the_host_keeps_its_own() {
     server.shutdown().await;
 }
 
+/// A listener for a request of call `call`, cancelled by `cancel`, and what it is told.
+fn listening(
+    call: usize,
+    cancel: Option<crate::relay::Cancel>,
+) -> (Listener, tokio::sync::mpsc::Receiver<Value>) {
+    let (to, told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    (Listener { to, call, cancel }, told)
+}
+
 /// What a server says while it works on a request reaches that request's listener: its
 /// progress (under the adapter's own token, though the server saw one of the host's), its log
 /// line, and its request of the client, under an id of the host's, which only the same call
@@ -774,19 +783,10 @@ async fn a_servers_progress_log_and_question_reach_the_request_it_serves() {
     );
     let until = soon(20_000);
     let process = server.process("", until).await.unwrap();
-    let (to, mut told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    let (listener, mut told) = listening(7, None);
     let params = json!({ "name": "ask", "arguments": {}, "_meta": { "progressToken": "mine" } });
     let deadline = || until;
-    let request = process.request(
-        "tools/call",
-        Some(params),
-        &deadline,
-        Some(Listener {
-            to,
-            call: 7,
-            cancel: None,
-        }),
-    );
+    let request = process.request("tools/call", Some(params), &deadline, Some(listener));
     let answering = async {
         let progress = told.recv().await.unwrap();
         assert_eq!(progress["params"]["progressToken"], "mine", "{progress}");
@@ -827,7 +827,7 @@ async fn a_servers_question_no_single_request_owns_gets_an_error() {
     let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
     let until = soon(20_000);
     let process = server.process("", until).await.unwrap();
-    let (to, _told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
+    let (listener, _told) = listening(1, None);
     let deadline = || until;
     let sleeping = process.request(
         "tools/call",
@@ -842,11 +842,7 @@ async fn a_servers_question_no_single_request_owns_gets_an_error() {
                 "tools/call",
                 Some(json!({ "name": "ask", "arguments": {} })),
                 &deadline,
-                Some(Listener {
-                    to,
-                    call: 1,
-                    cancel: None,
-                }),
+                Some(listener),
             )
             .await
     };
@@ -878,13 +874,8 @@ async fn a_cancelled_request_is_given_up_and_the_server_told() {
     let server = StdioServer::new("test.fake", fake.launch.clone(), supervision());
     let until = soon(20_000);
     let process = server.process("", until).await.unwrap();
-    let (to, _told) = tokio::sync::mpsc::channel(TOLD_QUEUE);
     let (canceller, cancel) = crate::relay::cancellation();
-    let listener = Listener {
-        to,
-        call: 1,
-        cancel: Some(cancel),
-    };
+    let (listener, _told) = listening(1, Some(cancel));
     let deadline = || until;
     let started = Instant::now();
     let sleeping = process.request(

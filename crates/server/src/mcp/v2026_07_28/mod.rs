@@ -399,6 +399,14 @@ impl HangUp {
         *self.lock() = None;
     }
 
+    /// The client hung up: the call the request waits on, if any, is cancelled.
+    fn hung_up(&self) {
+        if let Some(relay) = self.lock().take() {
+            tracing::info!("the client closed its request's stream: its call is cancelled");
+            relay.cancel_call();
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<CallRelay>>> {
         self.0
             .lock()
@@ -411,10 +419,7 @@ struct OnHangUp(HangUp);
 
 impl Drop for OnHangUp {
     fn drop(&mut self) {
-        if let Some(relay) = self.0.lock().take() {
-            tracing::info!("the client closed its request's stream: its call is cancelled");
-            relay.cancel_call();
-        }
+        self.0.hung_up();
     }
 }
 
@@ -655,7 +660,8 @@ impl Round {
             key: key.as_deref(),
         };
         loop {
-            let canceller = running.canceller();
+            let hang_up = HangUp::default();
+            hang_up.waits_on(running.canceller());
             let step = {
                 let step = running.step(&mut responses);
                 tokio::pin!(step);
@@ -663,10 +669,7 @@ impl Round {
                     step = &mut step => step,
                     () = sender.closed() => {
                         // The client closed the stream: the call is cancelled, and ends soon.
-                        if let Some(relay) = canceller {
-                            tracing::info!("the client closed its request's stream: its call is cancelled");
-                            relay.cancel_call();
-                        }
+                        hang_up.hung_up();
                         step.await
                     }
                 }
