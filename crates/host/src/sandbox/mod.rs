@@ -725,7 +725,7 @@ impl Sandbox {
                 false,
                 async |store| match (pre, export) {
                     (PreparedAdapter::Current(pre), export) => {
-                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        let adapter = pre.instantiate_checked_once(&mut *store).await?;
                         Ok(match export {
                             Export::Invoke { capability, args } => adapter
                                 .call_invoke(store, ctx, capability, args)
@@ -751,12 +751,12 @@ impl Sandbox {
                         })
                     }
                     (PreparedAdapter::V0_5(pre), Export::Invoke { capability, args }) => {
-                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        let adapter = pre.instantiate_checked_once(&mut *store).await?;
                         let result = adapter.call_invoke(store, ctx, capability, args).await?;
                         Ok(result.map(Served::Output))
                     }
                     (PreparedAdapter::V0_1(pre), Export::Invoke { capability, args }) => {
-                        let adapter = pre.instantiate_async(&mut *store).await?;
+                        let adapter = pre.instantiate_checked_once(&mut *store).await?;
                         let ctx = v0_1::call_context(ctx);
                         let result = adapter.call_invoke(store, &ctx, capability, args).await?;
                         Ok(result
@@ -799,7 +799,7 @@ impl Sandbox {
         // An older version's module: its action converted down, its decision back up.
         macro_rules! older {
             ($store:ident, $pre:ident, $version:ident) => {{
-                let policy = $pre.instantiate_async(&mut *$store).await?;
+                let policy = $pre.instantiate_checked_once(&mut *$store).await?;
                 let action = $version::action(action);
                 let decision = policy.call_evaluate($store, &action, config).await?;
                 Ok(Decision::from(decision))
@@ -814,7 +814,7 @@ impl Sandbox {
                 true,
                 async |store| match pre {
                     PreparedPolicy::Current(pre) => {
-                        let policy = pre.instantiate_async(&mut *store).await?;
+                        let policy = pre.instantiate_checked_once(&mut *store).await?;
                         policy.call_evaluate(store, action, config).await
                     }
                     PreparedPolicy::V0_3(pre) => older!(store, pre, v0_3),
