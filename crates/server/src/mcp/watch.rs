@@ -10,10 +10,15 @@
 //! caller's tenant is served with what it was served at the last look: each listing, and for a
 //! subscribed resource, the adapter (its id, version and digest) and the manifest entry that
 //! serve its URI. So an operator's hot swap, a push, an upgrade or a grant that changes what a
-//! caller sees reaches the caller's streams within a look; a reload (`SIGHUP`) ends them, each
-//! with every list-changed notification it carries, and the client reconnects to the new
-//! configuration. Contents an adapter changes on its own are not seen: nothing tells the
+//! caller sees reaches the caller's streams within about a look; a reload (`SIGHUP`) ends
+//! them, each with every list-changed notification it carries, and the client reconnects to
+//! the new configuration. Contents an adapter changes on its own are not seen: nothing tells the
 //! gateway (the contract has no host call for it yet).
+//!
+//! The listings a look compares are the tenant's, whoever looks: the streams of one tenant
+//! share them, built at most once per [`FRESH`] however many streams look, so many agents
+//! watching cost about what one does. A change reaches a stream within a look and
+//! [`FRESH`].
 //!
 //! Bounds: [`MOST_STREAMS`] streams per caller at once (more: 429), and a comment every
 //! [`KEEPALIVE`] so that a client that went away is noticed and its stream ends.
@@ -35,11 +40,13 @@ use super::reply::{self, Body};
 
 /// How often a stream looks for changes.
 pub const LOOK: Duration = Duration::from_secs(2);
+/// How long the listings one stream built serve the other streams of its tenant.
+pub const FRESH: Duration = Duration::from_millis(500);
 /// How long a stream stays silent at most: then a comment, which finds a client gone.
 pub const KEEPALIVE: Duration = Duration::from_secs(20);
-/// The most streams one caller (tenant and principal) holds open at once. The gateway keeps no
-/// session, so every agent process that uses one key is the same caller, each SDK client with
-/// a stream of its own.
+/// The most streams one caller (tenant and principal) holds open at once. Streams are counted
+/// per caller, not per session (the gateway keeps no session state), so every agent process
+/// that uses one key is the same caller, each SDK client with a stream of its own.
 pub const MOST_STREAMS: usize = 16;
 
 /// What a stream carries.
@@ -75,6 +82,8 @@ impl Uris {
 #[derive(Debug)]
 pub struct Watchers {
     open: Mutex<HashMap<(String, String), usize>>,
+    /// Each watched tenant's listings at its last look, and when they were built.
+    looked: Mutex<HashMap<String, (tokio::time::Instant, Listings)>>,
     retired: watch::Sender<bool>,
 }
 
@@ -82,6 +91,7 @@ impl Default for Watchers {
     fn default() -> Self {
         Self {
             open: Mutex::default(),
+            looked: Mutex::default(),
             retired: watch::Sender::new(false),
         }
     }
@@ -92,6 +102,25 @@ impl Watchers {
     /// ends.
     pub fn retire(&self) {
         self.retired.send_replace(true);
+    }
+
+    /// What `caller`'s tenant is served: as another stream of the tenant saw it within
+    /// [`FRESH`], else built now. A tenant nobody watches any more is forgotten at the next
+    /// build.
+    fn listings(&self, gateway: &Gateway, caller: &Caller) -> Listings {
+        let now = tokio::time::Instant::now();
+        if let Some((at, listings)) =
+            (self.looked.lock().unwrap_or_else(PoisonError::into_inner)).get(&caller.tenant)
+            && now.duration_since(*at) < FRESH
+        {
+            return *listings;
+        }
+        let listings = Listings::of(gateway, caller);
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut looked = self.looked.lock().unwrap_or_else(PoisonError::into_inner);
+        looked.retain(|tenant, _| open.keys().any(|(watched, _)| watched == tenant));
+        looked.insert(caller.tenant.clone(), (now, listings));
+        listings
     }
 
     /// A stream for `caller` of `filter` and `uris`, `first` sent before anything (the
@@ -127,6 +156,7 @@ impl Watchers {
         };
         let (sender, response) = reply::events();
         let mut retired = self.retired.subscribe();
+        let watchers = Arc::clone(self);
         tokio::spawn(async move {
             let _open = open;
             // Opened as a reload replaced this configuration: the client reconnects to the new.
@@ -152,7 +182,11 @@ impl Watchers {
                 }
                 message
             };
-            let mut seen = Seen::of(&gateway, &caller, &uris.now());
+            let look = || Seen {
+                listings: watchers.listings(&gateway, &caller),
+                uris: served(&gateway, &caller, &uris.now()),
+            };
+            let mut seen = look();
             let mut quiet = tokio::time::Instant::now();
             loop {
                 tokio::select! {
@@ -167,12 +201,13 @@ impl Watchers {
                     }
                     () = tokio::time::sleep(LOOK) => {}
                 }
-                let now = Seen::of(&gateway, &caller, &uris.now());
+                let now = look();
                 let mut told = Vec::new();
+                let (before, after) = (seen.listings, now.listings);
                 for ((wanted, method), changed) in filter.methods().into_iter().zip([
-                    seen.tools != now.tools,
-                    seen.resources != now.resources,
-                    seen.prompts != now.prompts,
+                    before.tools != after.tools,
+                    before.resources != after.resources,
+                    before.prompts != after.prompts,
                 ]) {
                     if wanted && changed {
                         told.push(notification(method, json!({})));
@@ -243,43 +278,55 @@ impl Drop for Open {
 
 /// What a caller was served at one look, as fingerprints.
 struct Seen {
-    tools: u64,
-    resources: u64,
-    prompts: u64,
+    listings: Listings,
     /// Each subscribed URI's: what serves it, or that nothing the caller may read does.
     uris: BTreeMap<String, u64>,
 }
 
-impl Seen {
-    fn of(gateway: &Gateway, caller: &Caller, uris: &BTreeSet<String>) -> Self {
+/// A tenant's listings at one look, as fingerprints.
+#[derive(Debug, Clone, Copy)]
+struct Listings {
+    tools: u64,
+    resources: u64,
+    prompts: u64,
+}
+
+impl Listings {
+    fn of(gateway: &Gateway, caller: &Caller) -> Self {
         let tools = gateway
             .tool_list(caller, None)
             .unwrap_or_else(|error| json!({ "error": error.message }));
         let resources = json!([gateway.resource_list(caller), gateway.template_list(caller)]);
-        let adapters = gateway.host().adapters();
-        let uris = uris
-            .iter()
-            .map(|uri| {
-                let served = gateway
-                    .host()
-                    .resource_at(&caller.tenant, uri)
-                    .map(|(name, args)| {
-                        let adapter = adapters.iter().find(|adapter| {
-                            name.strip_prefix(adapter.id.as_str())
-                                .is_some_and(|rest| rest.starts_with('.'))
-                        });
-                        json!([name, args, adapter])
-                    });
-                (uri.clone(), fingerprint(&json!(served)))
-            })
-            .collect();
         Self {
             tools: fingerprint(&tools),
             resources: fingerprint(&resources),
             prompts: fingerprint(&gateway.prompt_list(caller)),
-            uris,
         }
     }
+}
+
+/// What serves each of `uris` for `caller` (the adapter's id, version and digest, the entry
+/// and its arguments), as fingerprints.
+fn served(gateway: &Gateway, caller: &Caller, uris: &BTreeSet<String>) -> BTreeMap<String, u64> {
+    if uris.is_empty() {
+        return BTreeMap::new();
+    }
+    let adapters = gateway.host().adapters();
+    uris.iter()
+        .map(|uri| {
+            let served = gateway
+                .host()
+                .resource_at(&caller.tenant, uri)
+                .map(|(name, args)| {
+                    let adapter = adapters.iter().find(|adapter| {
+                        name.strip_prefix(adapter.id.as_str())
+                            .is_some_and(|rest| rest.starts_with('.'))
+                    });
+                    json!([name, args, adapter])
+                });
+            (uri.clone(), fingerprint(&json!(served)))
+        })
+        .collect()
 }
 
 fn fingerprint(value: &Value) -> u64 {
