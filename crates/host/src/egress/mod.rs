@@ -97,6 +97,7 @@ pub use addr::AddressPolicy;
 pub use call::{CallInfo, Denial, Paused};
 use call::{Ledger, MAX_RECORDED_URL, millis};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
+use gatehouse_core::model::ApprovalMode;
 pub use gatehouse_core::model::EgressAttempt;
 pub use grants::{GrantError, Grants, Rule, STANDARD_HEADERS};
 pub use rules::{
@@ -111,7 +112,16 @@ use crate::relay::Cancel;
 /// Why a request ended when its call's caller cancelled the call.
 pub(crate) const CANCELLED: &str = "the caller cancelled the call";
 
-use gatehouse_core::model::ApprovalMode;
+/// Marks `attempt` as ended by its caller's cancellation ([`cancelled_error`]).
+fn mark_cancelled(attempt: &mut EgressAttempt) {
+    attempt.code = "cancelled".to_owned();
+    attempt.reason = CANCELLED.to_owned();
+}
+
+/// What the guest gets for a request its caller's cancellation ended.
+fn cancelled_error() -> HttpError {
+    HttpError::InternalError(Some(CANCELLED.to_owned()))
+}
 
 /// The per-call egress gate: the adapter's grants, the call's facts, and what the call spent.
 #[derive(Debug, Clone)]
@@ -283,10 +293,9 @@ async fn send(
     let waited = tokio::select! {
         waited = tokio::time::timeout_at(head_deadline.into(), exchange) => waited,
         () = ledger.cancelled() => {
-            attempt.code = "cancelled".to_owned();
-            attempt.reason = CANCELLED.to_owned();
+            mark_cancelled(&mut attempt);
             ledger.record(attempt);
-            return Err(HttpError::InternalError(Some(CANCELLED.to_owned())));
+            return Err(cancelled_error());
         }
     };
     let (response, reuse) = match waited {

@@ -287,12 +287,8 @@ impl Body for MeteredBody {
                     && cancelled.as_mut().poll(cx).is_ready()
                 {
                     this.reuse = None;
-                    this.ledger.update(this.index, |a| {
-                        a.code = "cancelled".to_owned();
-                        a.reason = super::CANCELLED.to_owned();
-                    });
-                    let cancelled = super::CANCELLED.to_owned();
-                    return Poll::Ready(Some(Err(HttpError::InternalError(Some(cancelled)))));
+                    this.ledger.update(this.index, super::mark_cancelled);
+                    return Poll::Ready(Some(Err(super::cancelled_error())));
                 }
                 if this.sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;

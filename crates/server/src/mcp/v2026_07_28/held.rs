@@ -375,7 +375,7 @@ impl Held {
                             }
                         }
                     }
-                    if self.pending(task).is_none_or(|pending| pending.is_empty())
+                    if !self.still_waits(task)
                         && let Err(error) = tasks::waits(gateway.host(), task, false).await
                     {
                         tracing::warn!(%task, %error, "a task's status could not be stored");
@@ -393,10 +393,10 @@ impl Held {
         Some(live.pending.clone())
     }
 
-    /// What task `task` waits for, if it runs here.
-    fn pending(&self, task: &str) -> Option<JsonObject> {
+    /// Whether task `task` runs here and still waits for answers.
+    fn still_waits(&self, task: &str) -> bool {
         let tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-        tasks.get(task).map(|live| live.pending.clone())
+        tasks.get(task).is_some_and(|live| !live.pending.is_empty())
     }
 
     /// Task `task` now waits for `requests`.
