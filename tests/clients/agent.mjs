@@ -21,6 +21,9 @@
 //   --task-get ID      poll task ID to its end, then tasks/result (2025-11-25)
 //   --task-cancel ID   cancel task ID (2025-11-25)
 //   --timeout MS       each request's timeout (default 120000)
+//   --linger MS        keep the session open MS after the call before closing it, as an agent
+//                      host goes on with its session after a request timed out (the SDK's
+//                      `notifications/cancelled` for it is then sent, not cut off by the close)
 //   --progress         ask for the call's progress; print each notification (`progress`)
 //   --log-level L      2025-11-25: `logging/setLevel` L first; print each log line (`log`)
 import process from 'node:process';
@@ -48,6 +51,7 @@ const taskCreate = flag('--task-create');
 const taskGet = option('--task-get');
 const taskCancel = option('--task-cancel');
 const timeout = Number(option('--timeout', '120000'));
+const linger = Number(option('--linger', '0'));
 const progress = flag('--progress');
 const logLevel = option('--log-level');
 const [url, version, tool, argsJson = '{}'] = argv;
@@ -155,6 +159,7 @@ async function run() {
         emit('error', { code: error?.code, message: error?.message, data: error?.data, elicitations });
         return 1;
     } finally {
+        await sleep(linger);
         await client.close().catch(() => {});
     }
 }

@@ -610,8 +610,7 @@ impl Host {
         name: &str,
         read: impl FnOnce(&Capability) -> R,
     ) -> Option<R> {
-        let tool = (self.pipeline.registry).lookup(tenant, name, Operation::CallTool)?;
-        Some(read(tool.capability()))
+        (self.pipeline.registry).with_capability(tenant, name, Operation::CallTool, read)
     }
 
     /// The resources `tenant` may read, sorted by name (what MCP `resources/list` shows).

@@ -1401,13 +1401,14 @@ async fn an_imported_servers_resources_and_prompts_are_served_governed() {
     }
 }
 
-/// Runs the TypeScript SDK's agent (`tests/clients/agent.mjs`, `@modelcontextprotocol/client`)
-/// calling `tool` through the gateway on port `mcp` at `version`, with `options`: the JSON
-/// lines it printed.
-async fn typescript_agent(
+/// Runs the TypeScript SDK's agent (`tests/clients/agent.mjs`, `@modelcontextprotocol/client`
+/// unless `options` say `--sdk v1`) calling `tool` with `args` through the gateway on port
+/// `mcp` at `version`, with `options`: the JSON lines it printed.
+pub(crate) async fn typescript_agent(
     mcp: u16,
     version: &str,
     tool: &str,
+    args: &serde_json::Value,
     options: &[&str],
 ) -> Vec<serde_json::Value> {
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
@@ -1421,7 +1422,7 @@ async fn typescript_agent(
     command
         .arg(clients.join("agent.mjs"))
         .arg(format!("http://127.0.0.1:{mcp}/mcp"))
-        .args([version, tool, "{}", "--token", AGENT_KEY])
+        .args([version, tool, &args.to_string(), "--token", AGENT_KEY])
         .args(options);
     let output = tokio::task::spawn_blocking(move || command.output().expect("node runs"))
         .await
@@ -1466,6 +1467,7 @@ async fn an_imported_servers_questions_reach_the_caller_under_the_operators_gran
             gateway.mcp,
             "2025-11-25",
             "test.asks.ask_name",
+            &json!({}),
             &["--progress"],
         )
         .await;
@@ -1496,7 +1498,14 @@ async fn an_imported_servers_questions_reach_the_caller_under_the_operators_gran
 
         // Not granted: the client is never asked.
         let gateway = Imported::start(&out, id, &key).await;
-        let lines = typescript_agent(gateway.mcp, "2025-11-25", "test.asks.ask_name", &[]).await;
+        let lines = typescript_agent(
+            gateway.mcp,
+            "2025-11-25",
+            "test.asks.ask_name",
+            &json!({}),
+            &[],
+        )
+        .await;
         assert!(
             lines.iter().all(|l| l["event"] != "elicitation"),
             "legacy {legacy}: {lines:#?}"

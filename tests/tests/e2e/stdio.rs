@@ -15,7 +15,7 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
 use gatehouse_tests::browser::Browser;
-use gatehouse_tests::mcp::{Client, rmcp_call, texts, tool_names};
+use gatehouse_tests::mcp::{Client, mcp_post, rmcp_call, texts, tool_names};
 use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
 
@@ -1018,6 +1018,46 @@ fn s(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
+/// The id the patient server (`tests/stdio/patient.py`) is imported as.
+const PATIENT: &str = "test.patient";
+
+/// The patient server imported into `dir`, served, and a client of the gateway; the server has
+/// heard nothing yet.
+async fn patient(dir: &Path) -> (Imported, Client) {
+    let (out, key, _) = import_script(dir, PATIENT, "patient.py");
+    let gateway = Imported::start(&out, PATIENT, &key).await;
+    let client = gateway.client().await;
+    assert_eq!(heard(&client, PATIENT).await, json!([]));
+    (gateway, client)
+}
+
+/// What the patient server imported as `id` heard: the
+/// cancellations it received, asked through `client`.
+async fn heard(client: &Client, id: &str) -> Value {
+    let (text, record) = call_tool(client, id, "heard", json!({})).await;
+    serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text} {record}"))
+}
+
+/// The cancellations the patient server heard once it heard `count` (within 5 s of `since`).
+async fn heard_within(client: &Client, id: &str, count: usize, since: std::time::Instant) -> Value {
+    loop {
+        let told = heard(client, id).await;
+        if told.as_array().is_some_and(|t| t.len() >= count) {
+            assert!(
+                since.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                since.elapsed()
+            );
+            return told;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "the server heard no cancellation: {told}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A 2026-07-28 client that closes its request's stream cancels the call it waited on (that is
 /// how the version cancels: nothing else is sent): the imported stdio server gets
 /// `notifications/cancelled` for its request, within a second, instead of working on for
@@ -1027,15 +1067,8 @@ async fn a_client_that_hangs_up_cancels_the_call_and_the_server_hears_it() {
     use std::io::Write as _;
 
     let dir = open_dir();
-    let id = "test.patient";
-    let (out, key, _) = import_script(dir.path(), id, "patient.py");
-    let gateway = Imported::start(&out, id, &key).await;
-    let client = gateway.client().await;
-    let heard = || async {
-        let (text, record) = call_tool(&client, id, "heard", json!({})).await;
-        serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text} {record}"))
-    };
-    assert_eq!(heard().await, json!([]));
+    let id = PATIENT;
+    let (gateway, client) = patient(dir.path()).await;
 
     // A tool that would take 30 s, called at 2026-07-28, its connection closed after 1 s.
     let body = json!({
@@ -1064,24 +1097,104 @@ async fn a_client_that_hangs_up_cancels_the_call_and_the_server_hears_it() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(stream);
 
-    let hung_up = std::time::Instant::now();
-    let told = loop {
-        let told = heard().await;
-        if told.as_array().is_some_and(|t| !t.is_empty()) {
-            break told;
-        }
-        assert!(
-            hung_up.elapsed() < Duration::from_secs(10),
-            "the server heard no cancellation"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(
-        hung_up.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        hung_up.elapsed()
-    );
+    let told = heard_within(&client, id, 1, std::time::Instant::now()).await;
     assert_eq!(told.as_array().map(Vec::len), Some(1), "{told}");
     assert_eq!(told[0]["reason"], "the caller cancelled the call", "{told}");
     assert!(told[0]["requestId"].is_u64(), "the host's own id: {told}");
+}
+
+/// A 2025-11-25 client cancels a request with `notifications/cancelled`, which names the
+/// request by its id; `initialize` names the client's session (`Mcp-Session-Id`), so the
+/// gateway cancels the call of that id in that session only. The official TypeScript SDKs
+/// (v1 and v2) send it when a request times out: the imported stdio server hears it within a
+/// second. The same id from another session of the same caller cancels nothing: the call
+/// runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_that_cancels_a_request_cancels_the_call_and_the_server_hears_it() {
+    let dir = open_dir();
+    let id = PATIENT;
+    let (gateway, client) = patient(dir.path()).await;
+
+    // Each `initialize` names a session of its own.
+    let bearer = format!("Bearer {}", crate::import::AGENT_KEY);
+    let session = || async {
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": { "name": "raw", "version": "1" },
+            },
+        });
+        let (status, headers, body) = mcp_post(
+            gateway.mcp,
+            "/mcp",
+            &[("authorization", &bearer)],
+            initialize.to_string(),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        (headers.get("mcp-session-id"))
+            .and_then(|name| name.to_str().ok())
+            .unwrap_or_else(|| panic!("no Mcp-Session-Id: {headers:?}"))
+            .to_owned()
+    };
+    let (mine, other) = (session().await, session().await);
+    assert_ne!(mine, other);
+
+    // A 2 s call in one session, and a cancellation of its request id from the other.
+    let call = tokio::spawn({
+        let (port, bearer, mine) = (gateway.mcp, bearer.clone(), mine.clone());
+        async move {
+            let body = json!({
+                "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": { "name": "test.patient.wait", "arguments": { "seconds": 2 } },
+            });
+            let headers = [
+                ("authorization", bearer.as_str()),
+                ("mcp-session-id", &mine),
+            ];
+            mcp_post(port, "/mcp", &headers, body.to_string()).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancel = json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 5, "reason": "not mine to cancel" },
+    });
+    let (status, _, body) = mcp_post(
+        gateway.mcp,
+        "/mcp",
+        &[("authorization", &bearer), ("mcp-session-id", &other)],
+        cancel.to_string(),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, _, body) = call.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("waited 2.0 s"),
+        "the call ran to its end: {body}"
+    );
+    assert_eq!(heard(&client, id).await, json!([]));
+
+    // The SDKs' own cancellation: a request that times out after 1.5 s.
+    for (n, sdk) in ["v1", "v2"].into_iter().enumerate() {
+        let started = std::time::Instant::now();
+        let lines = crate::import::typescript_agent(
+            gateway.mcp,
+            "2025-11-25",
+            "test.patient.wait",
+            &json!({ "seconds": 30 }),
+            &["--sdk", sdk, "--timeout", "1500", "--linger", "1000"],
+        )
+        .await;
+        let errors: Vec<_> = lines.iter().filter(|l| l["event"] == "error").collect();
+        assert_eq!(errors.len(), 1, "{sdk}: the request timed out: {lines:#?}");
+        let told = heard_within(&client, id, n + 1, started).await;
+        assert_eq!(told.as_array().map(Vec::len), Some(n + 1), "{sdk}: {told}");
+        assert_eq!(
+            told[n]["reason"], "the caller cancelled the call",
+            "{sdk}: {told}"
+        );
+    }
 }

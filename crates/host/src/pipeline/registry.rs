@@ -327,6 +327,24 @@ impl Registry {
         })
     }
 
+    /// What `read` makes of the capability `name` is, if `tenant` may see it and `operation`
+    /// reaches it: [`lookup`](Self::lookup)'s answer without copying the tool out (read under
+    /// the registry's lock: keep `read` short).
+    pub fn with_capability<R>(
+        &self,
+        tenant: &str,
+        name: &str,
+        operation: Operation,
+        read: impl FnOnce(&Capability) -> R,
+    ) -> Option<R> {
+        self.grants_for(tenant, name).next()?;
+        let (adapter_id, capability_id) = name.rsplit_once('.')?;
+        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
+        let adapter = adapters.get(adapter_id)?;
+        let entry = &adapter.entries[adapter.entry(capability_id)?];
+        (entry.kind.operation() == operation).then(|| read(&entry.capability))
+    }
+
     /// Whether the tool `name`, if `tenant` may see it, declares the top-level argument
     /// `argument` in its input schema. Cheaper than [`lookup`](Self::lookup): nothing is
     /// cloned.

@@ -33,14 +33,22 @@ use crate::access_log::Note;
 /// What a `tools/call` brings besides its params ([`Gateway::call`]).
 #[derive(Default)]
 pub struct How<'a> {
-    /// The HTTP request's headers (a `traceparent`).
-    pub headers: Option<&'a http::HeaderMap>,
+    /// The HTTP request's `traceparent` header ([`traceparent`]), which a `_meta` one
+    /// overrides.
+    pub traceparent: Option<&'a str>,
     /// The request's access line, which gets the call.
     pub note: Option<&'a Note>,
     /// The approval a verified `requestState` resumes.
     pub resume: Option<&'a str>,
     /// Where what the adapter tells and asks its caller goes; none: dropped.
     pub relay: Option<Arc<dyn Relay>>,
+}
+
+/// The HTTP request's `traceparent` header (W3C trace context), if it is text: what a call
+/// moved onto a task of its own keeps of the request's headers ([`How::traceparent`]).
+pub fn traceparent(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    Some(value.to_owned())
 }
 
 /// The call path: the host, the `[mcp.aliases]`, the key argument and how approvals reach
@@ -95,7 +103,7 @@ impl Gateway {
         how: How<'_>,
     ) -> Result<ToolResultEnvelope, ErrorData> {
         let How {
-            headers,
+            traceparent,
             note,
             resume,
             relay,
@@ -115,13 +123,8 @@ impl Gateway {
             .with_claims(caller.claims);
         // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
         // the HTTP request's header.
-        let traceparent = meta.get_traceparent().map(str::to_owned).or_else(|| {
-            headers
-                .and_then(|headers| headers.get("traceparent"))
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
-        });
-        if let Some(traceparent) = &traceparent {
+        let traceparent = meta.get_traceparent().or(traceparent);
+        if let Some(traceparent) = traceparent {
             call = call.with_traceparent(traceparent);
         }
         match key {
@@ -150,7 +153,7 @@ impl Gateway {
             })?;
             call = call.with_mode(mode);
         }
-        let span = mcp_span(&request.name, traceparent.as_deref());
+        let span = mcp_span(&request.name, traceparent);
         let result = self.run(call, span, note, relay).await;
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(ErrorData::invalid_params(

@@ -37,6 +37,8 @@ pub enum Message {
     Notification {
         /// The method, e.g. `notifications/initialized`.
         method: String,
+        /// Its params (empty when absent or `null`).
+        params: JsonObject,
     },
     /// The client's answer to a request of the gateway's: `result`, or `{"error": ...}`.
     Response {
@@ -148,12 +150,14 @@ impl Message {
                 }))
             }
             (Some(method), None, None, None) => {
-                match params.map(|raw| serde_json::from_str::<Value>(raw.get())) {
-                    Some(Ok(Value::Object(_) | Value::Null)) | None => {}
+                let params = match params.map(|raw| serde_json::from_str::<Value>(raw.get())) {
+                    Some(Ok(Value::Object(params))) => params,
+                    Some(Ok(Value::Null)) | None => JsonObject::new(),
                     Some(_) => return Err(Unreadable::NotJsonRpc),
-                }
+                };
                 Ok(Self::Notification {
                     method: method.into_owned(),
+                    params,
                 })
             }
             (None, Some(id), Some(result), None) if params.is_none() => {

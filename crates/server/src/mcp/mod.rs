@@ -34,8 +34,9 @@
 //! `gatehouse/idempotency_key`, and an approval mode as `_meta["gatehouse/approval_mode"]`; a call
 //! paused for approval without a key resumes with `gatehouse/approval_id`.
 //!
-//! Sessions: none. Every request stands alone (2026-07-28 has no sessions; 2025-11-25 clients
-//! get no session id, and what they declared at `initialize` is remembered per caller:
+//! Sessions: no state. Every request stands alone (2026-07-28 has no sessions; 2025-11-25
+//! clients get an `Mcp-Session-Id` that is kept nowhere and only scopes their
+//! `notifications/cancelled`, and what they declared at `initialize` is remembered per caller:
 //! [`v2025_11_25::session`]).
 //!
 //! A tool listed in `[mcp.aliases]` is listed and called under its alias ([`aliases`]).

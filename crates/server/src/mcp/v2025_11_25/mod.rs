@@ -1,12 +1,14 @@
 //! Protocol 2025-11-25, and the versions before it that share its initialize handshake
 //! (2025-06-18, 2025-03-26, 2024-11-05): requests that rely on what `initialize` negotiated.
 //!
-//! The gateway keeps no session (no `Mcp-Session-Id`): each request stands alone, and what a
-//! caller declared at `initialize` is remembered per caller in this process ([`session`]). The
-//! methods:
+//! The gateway keeps no session state: each request stands alone, and what a caller declared
+//! at `initialize` is remembered per caller in this process ([`session`]). The
+//! `Mcp-Session-Id` it names at `initialize` is kept nowhere; it only scopes a client's
+//! `notifications/cancelled` to its own calls ([`session`], item 6). The methods:
 //! - `initialize`: the negotiated version (the client's, if it has a handshake, else
 //!   2025-11-25), the server's capabilities (tools, and tasks in both this version's shape,
-//!   `capabilities.tasks`, and the 2026-07-28 extension's), its name and instructions;
+//!   `capabilities.tasks`, and the 2026-07-28 extension's), its name and instructions; a fresh
+//!   `Mcp-Session-Id` header;
 //! - `ping`: `{}`;
 //! - `logging/setLevel`: the level of the log lines the caller's calls tell it from now on
 //!   ([`session`]; none before it sets one);
@@ -55,6 +57,14 @@ use super::tasks::{self, task_error};
 use super::watch::{Filter, Uris, Watchers};
 use crate::access_log::Note;
 
+/// The header that names a client's session (item 6 of [`session`]).
+const SESSION_ID: &str = "mcp-session-id";
+
+/// The session id a request carries, if it is text.
+pub fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_ID)?.to_str().ok()
+}
+
 /// The `_meta` key that ties a task's result to its task (2025-11-25).
 const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 
@@ -79,7 +89,16 @@ pub async fn answer(
                 &caller,
                 ClientCan::from_capabilities(params.get("capabilities")),
             );
-            initialize(gateway, &params)
+            let initialized = initialize(gateway, &params);
+            let named = initialized.is_ok();
+            let mut response = reply::answer(&era, &id, initialized);
+            if named {
+                let name = gatehouse_core::ids::random_hex(16);
+                if let Ok(name) = http::HeaderValue::from_str(&name) {
+                    response.headers_mut().insert(SESSION_ID, name);
+                }
+            }
+            return response;
         }
         ("ping", _) => Ok(json!({})),
         ("logging/setLevel", Params::Other(params)) => {
@@ -210,10 +229,11 @@ async fn call_tool(
     headers: &HeaderMap,
     note: &Note,
 ) -> Response<Body> {
-    let (gateway, session, headers, note) = (
+    let (gateway, session, traceparent, client_session, note) = (
         gateway.clone(),
         Arc::clone(session),
-        headers.clone(),
+        super::call::traceparent(headers),
+        session_id(headers).map(str::to_owned),
         note.clone(),
     );
     let answered = tokio::spawn(async move {
@@ -225,21 +245,26 @@ async fn call_tool(
         // A task runs unattended: nobody is there to be told or asked. A call that wants
         // nothing told, from a client that can be asked nothing, runs here, in one piece: no
         // relay, no task of its own (the common call, kept as cheap as it was).
+        let (can, log_level) = session.wants(&caller);
         let wants = Wants {
-            can: session.remembered(&caller).asks(),
+            can: can.asks(),
             progress_token: meta.get("progressToken").cloned(),
-            log_level: session.level(&caller),
+            log_level,
         };
-        let (relay, mut events) = match task {
-            None if !wants.nothing() => {
+        // A call its client can cancel (it holds a session id) runs with a relay, through
+        // which a `notifications/cancelled` reaches it.
+        let (relay, mut events, cancellable) = match task {
+            None if !wants.nothing() || client_session.is_some() => {
                 let (relay, events) = relay::channel(wants);
-                (Some(relay as Arc<dyn Relay>), Some(events))
+                let cancellable = (client_session.as_deref())
+                    .map(|name| session.cancellable(&caller, name, &id, &relay));
+                (Some(relay as Arc<dyn Relay>), Some(events), cancellable)
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         if events.is_none() {
             let how = How {
-                headers: Some(&headers),
+                traceparent: traceparent.as_deref(),
                 note: Some(&note),
                 resume: None,
                 relay: None,
@@ -248,15 +273,16 @@ async fn call_tool(
             return answered(&gateway, &session, caller, id, &tool, task, called, note).await;
         }
         let mut run = tokio::spawn({
-            let (gateway, caller, headers, note) = (
+            let (gateway, caller, traceparent, note) = (
                 gateway.clone(),
                 caller.clone(),
-                headers.clone(),
+                traceparent.clone(),
                 note.clone(),
             );
             async move {
+                let _cancellable = cancellable;
                 let how = How {
-                    headers: Some(&headers),
+                    traceparent: traceparent.as_deref(),
                     note: Some(&note),
                     resume: None,
                     relay,

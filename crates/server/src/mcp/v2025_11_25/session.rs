@@ -21,7 +21,14 @@
 //!    caller reach it at or above that level; a caller that set none gets none;
 //! 5. **the resources a caller subscribed to** (`resources/subscribe`, at most
 //!    [`MOST_SUBSCRIBED`] each): its event streams (a `GET`: [`crate::mcp::watch`]) say when
-//!    one changes.
+//!    one changes;
+//! 6. **the calls a client may cancel**: `initialize` answers with an `Mcp-Session-Id` (a
+//!    random name for the client's connection, kept nowhere: any id a client sends is taken,
+//!    and none is required), and a `tools/call` that carries one runs cancellable by a
+//!    `notifications/cancelled` for its request id from the same caller with the same session
+//!    id, while it runs in this process. Cancelling stops the host's waiting on the call's
+//!    upstream, which a stdio server hears as its own `notifications/cancelled`; the request
+//!    still gets the call's (failed) result, which the client ignores.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,7 +37,7 @@ use bytes::Bytes;
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
 use gatehouse_host::relay::LogLevel;
 use http::Response;
-use rmcp::model::RequestId;
+use rmcp::model::{JsonObject, RequestId};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -38,6 +45,7 @@ use crate::access_log::Note;
 use crate::mcp::approvals::{self, ClientCan};
 use crate::mcp::call::Gateway;
 use crate::mcp::caller::Caller;
+use crate::mcp::relay::CallRelay;
 use crate::mcp::reply::{self, Body};
 use crate::mcp::result::to_mcp;
 
@@ -55,97 +63,93 @@ pub const OWN_ID: &str = "gatehouse-";
 /// the gateway's requests waiting for their answers.
 #[derive(Debug, Default)]
 pub struct Session {
-    remembered: Mutex<HashMap<(String, String), ClientCan>>,
-    levels: Mutex<HashMap<(String, String), LogLevel>>,
-    subscribed: Mutex<HashMap<(String, String), BTreeSet<String>>>,
+    declared: PerCaller<Declared>,
+    subscribed: PerCaller<BTreeSet<String>>,
     /// The gateway's requests waiting for an answer, by their (random) id: whose they are, and
     /// where the answer goes.
     waiting: Mutex<HashMap<String, (Caller, oneshot::Sender<Value>)>>,
+    /// The calls running for a client that holds a session id (item 6): by caller, session
+    /// id and request id, the relay that cancels each.
+    cancellable: Mutex<HashMap<CallKey, Arc<CallRelay>>>,
+}
+
+/// What a caller declared at its last `initialize`, and the log level it set last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Declared {
+    can: ClientCan,
+    level: Option<LogLevel>,
+}
+
+/// A running call's name for `notifications/cancelled`: its caller (tenant and principal),
+/// the session id its client sent, and its request id (as JSON: `1` and `"1"` differ).
+type CallKey = (String, String, String, String);
+
+/// A call `notifications/cancelled` can reach while this lives ([`Session::cancellable`]).
+#[must_use = "the call is cancellable only while this lives"]
+pub struct Cancellable {
+    session: Arc<Session>,
+    key: CallKey,
+    relay: Arc<CallRelay>,
+}
+
+impl Drop for Cancellable {
+    fn drop(&mut self) {
+        let mut calls = (self.session.cancellable.lock()).unwrap_or_else(PoisonError::into_inner);
+        if calls
+            .get(&self.key)
+            .is_some_and(|relay| Arc::ptr_eq(relay, &self.relay))
+        {
+            calls.remove(&self.key);
+        }
+    }
 }
 
 impl Session {
     /// What the caller declared at its last `initialize` seen here.
     pub fn remembered(&self, caller: &Caller) -> ClientCan {
-        self.remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
-            .copied()
-            .unwrap_or_default()
+        self.wants(caller).0
+    }
+
+    /// What the caller declared at its last `initialize` seen here, and the log level it set
+    /// last, if any: what a `tools/call` reads (at one look).
+    pub fn wants(&self, caller: &Caller) -> (ClientCan, Option<LogLevel>) {
+        self.declared.read(caller, |declared| {
+            let declared = declared.copied().unwrap_or_default();
+            (declared.can, declared.level)
+        })
     }
 
     /// Remembers what `caller` declared at `initialize`.
     pub fn remember(&self, caller: &Caller, can: ClientCan) {
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if remembered.len() >= REMEMBERED {
-            remembered.clear();
-        }
-        remembered.insert((caller.tenant.clone(), caller.principal.id.clone()), can);
-    }
-
-    /// The log level `caller` set last, if any.
-    pub fn level(&self, caller: &Caller) -> Option<LogLevel> {
-        self.levels
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
-            .copied()
+        self.declared.write(caller, |declared| declared.can = can);
     }
 
     /// Remembers the log level `caller` set.
     pub fn set_level(&self, caller: &Caller, level: LogLevel) {
-        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
-        if levels.len() >= REMEMBERED {
-            levels.clear();
-        }
-        levels.insert((caller.tenant.clone(), caller.principal.id.clone()), level);
+        self.declared
+            .write(caller, |declared| declared.level = Some(level));
     }
 
     /// Subscribes `caller` to the resource at `uri`; `false` past [`MOST_SUBSCRIBED`].
     pub fn subscribe(&self, caller: &Caller, uri: &str) -> bool {
-        let mut subscribed = self
-            .subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if subscribed.len() >= REMEMBERED {
-            subscribed.clear();
-        }
-        let uris = subscribed
-            .entry((caller.tenant.clone(), caller.principal.id.clone()))
-            .or_default();
-        if uris.len() >= MOST_SUBSCRIBED && !uris.contains(uri) {
-            return false;
-        }
-        uris.insert(uri.to_owned());
-        true
+        self.subscribed.write(caller, |uris| {
+            if uris.len() >= MOST_SUBSCRIBED && !uris.contains(uri) {
+                return false;
+            }
+            uris.insert(uri.to_owned());
+            true
+        })
     }
 
     /// Unsubscribes `caller` from the resource at `uri`.
     pub fn unsubscribe(&self, caller: &Caller, uri: &str) {
-        let mut subscribed = self
-            .subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let who = (caller.tenant.clone(), caller.principal.id.clone());
-        if let Some(uris) = subscribed.get_mut(&who) {
-            uris.remove(uri);
-            if uris.is_empty() {
-                subscribed.remove(&who);
-            }
-        }
+        self.subscribed.write(caller, |uris| uris.remove(uri));
     }
 
     /// The resources `caller` is subscribed to.
     pub fn subscribed(&self, caller: &Caller) -> BTreeSet<String> {
         self.subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(caller.tenant.clone(), caller.principal.id.clone()))
-            .cloned()
-            .unwrap_or_default()
+            .read(caller, |uris| uris.cloned().unwrap_or_default())
     }
 
     /// A new id for a request of the gateway's to `caller` (`kind` says what it is), and where
@@ -300,6 +304,48 @@ impl Session {
             .remove(id);
     }
 
+    /// Makes `caller`'s call `id`, run with `relay`, cancellable by a `notifications/cancelled`
+    /// of the same caller with the same session id (item 6), until the answer is dropped.
+    pub fn cancellable(
+        self: &Arc<Self>,
+        caller: &Caller,
+        session_id: &str,
+        id: &RequestId,
+        relay: &Arc<CallRelay>,
+    ) -> Cancellable {
+        let key = call_key(caller, session_id, id);
+        (self.cancellable.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), Arc::clone(relay));
+        Cancellable {
+            session: Arc::clone(self),
+            key,
+            relay: Arc::clone(relay),
+        }
+    }
+
+    /// `notifications/cancelled` from `caller` with `session_id`: cancels its call
+    /// `params.requestId`, if one runs here; `false`: none does (it ended, it runs on another
+    /// gateway, or it is someone else's).
+    pub fn cancelled(&self, caller: &Caller, session_id: &str, params: &JsonObject) -> bool {
+        let Some(id) = (params.get("requestId").cloned())
+            .and_then(|id| serde_json::from_value::<RequestId>(id).ok())
+        else {
+            return false;
+        };
+        let key = call_key(caller, session_id, &id);
+        let relay = (self.cancellable.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        let Some(relay) = relay else {
+            return false;
+        };
+        let reason = params.get("reason").and_then(Value::as_str).unwrap_or("");
+        tracing::info!(request = %key.3, reason, "the client cancelled its call");
+        relay.cancel_call();
+        true
+    }
+
     /// Delivers `caller`'s answer to the request of the gateway's with this id; `false`: none
     /// of `caller`'s requests here has that id (another caller's answer is dropped).
     pub fn answered(&self, caller: &Caller, id: &RequestId, answer: Value) -> bool {
@@ -316,6 +362,84 @@ impl Session {
             return true;
         }
         false
+    }
+}
+
+fn call_key(caller: &Caller, session_id: &str, id: &RequestId) -> CallKey {
+    (
+        caller.tenant.clone(),
+        caller.principal.id.clone(),
+        session_id.to_owned(),
+        serde_json::to_string(id).unwrap_or_default(),
+    )
+}
+
+/// What is kept per caller (its tenant, then its principal): read without allocating, as every
+/// `tools/call` reads it; at most [`REMEMBERED`] callers, past which it starts over.
+#[derive(Debug)]
+struct PerCaller<V>(Mutex<Callers<V>>);
+
+#[derive(Debug)]
+struct Callers<V> {
+    by_tenant: HashMap<String, HashMap<String, V>>,
+    /// How many callers `by_tenant` holds.
+    callers: usize,
+}
+
+impl<V> Default for PerCaller<V> {
+    fn default() -> Self {
+        Self(Mutex::new(Callers {
+            by_tenant: HashMap::new(),
+            callers: 0,
+        }))
+    }
+}
+
+impl<V: Default> PerCaller<V> {
+    /// What `read` makes of `caller`'s value (`None`: it has none).
+    fn read<R>(&self, caller: &Caller, read: impl FnOnce(Option<&V>) -> R) -> R {
+        let callers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        read(
+            (callers.by_tenant.get(&caller.tenant))
+                .and_then(|principals| principals.get(&caller.principal.id)),
+        )
+    }
+
+    /// What `write` makes of `caller`'s value, which it may change (from the default, if the
+    /// caller has none yet). A value left at its default is forgotten.
+    fn write<R>(&self, caller: &Caller, write: impl FnOnce(&mut V) -> R) -> R
+    where
+        V: PartialEq,
+    {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let callers = &mut *guard;
+        let known = (callers.by_tenant.get(&caller.tenant))
+            .is_some_and(|principals| principals.contains_key(&caller.principal.id));
+        if !known && callers.callers >= REMEMBERED {
+            callers.by_tenant.clear();
+            callers.callers = 0;
+        }
+        let principals = callers.by_tenant.entry(caller.tenant.clone()).or_default();
+        let value = principals.entry(caller.principal.id.clone()).or_default();
+        let written = write(value);
+        let forget = *value == V::default();
+        if forget {
+            principals.remove(&caller.principal.id);
+            if principals.is_empty() {
+                callers.by_tenant.remove(&caller.tenant);
+            }
+        }
+        callers.callers = callers.callers + usize::from(!known) - usize::from(forget);
+        written
+    }
+
+    /// How many callers it holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .callers
     }
 }
 
@@ -348,7 +472,28 @@ mod tests {
         for n in 0..REMEMBERED {
             session.remember(&caller("t", format!("p{n}")), can);
         }
-        assert!(session.remembered.lock().unwrap().len() <= REMEMBERED);
+        assert!(session.declared.len() <= REMEMBERED);
+
+        // Each kind of memory is its own; what is back at its default is forgotten.
+        assert_eq!(session.wants(&alice), (can, None));
+        session.set_level(&alice, LogLevel::Warning);
+        assert_eq!(session.wants(&alice), (can, Some(LogLevel::Warning)));
+        session.remember(&alice, ClientCan::default());
+        assert_eq!(
+            session.wants(&alice),
+            (ClientCan::default(), Some(LogLevel::Warning))
+        );
+        assert_eq!(session.wants(&bob), (ClientCan::default(), None));
+        assert!(session.subscribe(&bob, "file:///a"));
+        assert_eq!(session.subscribed(&bob).len(), 1);
+        assert!(session.subscribed(&alice).is_empty());
+        session.unsubscribe(&bob, "file:///a");
+        assert_eq!(session.subscribed.len(), 0);
+        for n in 0..MOST_SUBSCRIBED {
+            assert!(session.subscribe(&bob, &format!("file:///{n}")));
+        }
+        assert!(!session.subscribe(&bob, "file:///one-more"));
+        assert!(session.subscribe(&bob, "file:///0"), "already subscribed");
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub async fn answer(
             id,
             call: *call,
             meta,
-            headers: headers.clone(),
+            traceparent: super::call::traceparent(headers),
             note: note.clone(),
         };
         return call_tool(asked).await;
@@ -446,7 +446,8 @@ struct Asked {
     id: RequestId,
     call: Call,
     meta: RequestMetaObject,
-    headers: HeaderMap,
+    /// The request's `traceparent` header.
+    traceparent: Option<String>,
     note: Note,
 }
 
@@ -470,7 +471,7 @@ async fn call_tool(asked: Asked) -> Response<Body> {
             id,
             call,
             meta,
-            headers,
+            traceparent,
             note,
         } = asked;
         let Call {
@@ -543,16 +544,16 @@ async fn call_tool(asked: Asked) -> Response<Body> {
                 let (relay, events) = relay::channel(wants);
                 let canceller = Arc::clone(&relay);
                 let run = tokio::spawn({
-                    let (gateway, caller, headers, note, meta) = (
+                    let (gateway, caller, traceparent, note, meta) = (
                         gateway.clone(),
                         caller.clone(),
-                        headers.clone(),
+                        traceparent.clone(),
                         note.clone(),
                         meta.clone(),
                     );
                     async move {
                         let how = How {
-                            headers: Some(&headers),
+                            traceparent: traceparent.as_deref(),
                             note: Some(&note),
                             resume: approval.as_deref(),
                             relay: Some(relay as Arc<dyn Relay>),
