@@ -11,8 +11,10 @@
 //!    allow. A `GET` is answered by [`Router::listen`], without a body.
 //! 2. **One message** ([`Message::read`]): not UTF-8 or not JSON, the parse error (-32700);
 //!    not one JSON-RPC message, the invalid request (-32600); both HTTP 400, nothing runs. A
-//!    notification gets 202; a response, 202 if it answers a request of this gateway's (an
-//!    elicitation of a held approval), else -32600.
+//!    notification gets 202 (a `notifications/cancelled` with an `Mcp-Session-Id` cancels
+//!    that session's call first, if it runs here: [`super::v2025_11_25::session`]); a
+//!    response, 202 if it answers a request of this gateway's (an elicitation of a held
+//!    approval), else -32600.
 //! 3. **The era** of a request ([`era`]): `initialize` (unless its own `_meta` makes it a
 //!    2026-07-28 request, where the method is removed) and any request without self-contained
 //!    metadata at a version with the handshake (the `MCP-Protocol-Version` header, else

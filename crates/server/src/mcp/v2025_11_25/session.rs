@@ -474,7 +474,12 @@ mod tests {
         }
         assert!(session.declared.len() <= REMEMBERED);
 
+        // Past the bound the memory started over: alice is forgotten.
+        assert_eq!(session.remembered(&alice), ClientCan::default());
+
         // Each kind of memory is its own; what is back at its default is forgotten.
+        let session = Session::default();
+        session.remember(&alice, can);
         assert_eq!(session.wants(&alice), (can, None));
         session.set_level(&alice, LogLevel::Warning);
         assert_eq!(session.wants(&alice), (can, Some(LogLevel::Warning)));
