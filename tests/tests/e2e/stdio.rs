@@ -1105,10 +1105,11 @@ async fn a_client_that_hangs_up_cancels_the_call_and_the_server_hears_it() {
 
 /// A 2025-11-25 client cancels a request with `notifications/cancelled`, which names the
 /// request by its id; `initialize` names the client's session (`Mcp-Session-Id`), so the
-/// gateway cancels the call of that id in that session only. The official TypeScript SDKs
-/// (v1 and v2) send it when a request times out: the imported stdio server hears it within a
-/// second. The same id from another session of the same caller cancels nothing: the call
-/// runs to its end.
+/// gateway cancels the call of that id in that session only: the imported stdio server hears
+/// it within a second, whether the call streams (the official TypeScript SDKs, v1 and v2,
+/// which send it when a request times out) or is answered in one piece (a client that
+/// declared nothing). The same id from another session of the same caller cancels nothing:
+/// the call runs to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_client_that_cancels_a_request_cancels_the_call_and_the_server_hears_it() {
     let dir = open_dir();
@@ -1141,41 +1142,65 @@ async fn a_2025_client_that_cancels_a_request_cancels_the_call_and_the_server_he
     let (mine, other) = (session().await, session().await);
     assert_ne!(mine, other);
 
-    // A 2 s call in one session, and a cancellation of its request id from the other.
-    let call = tokio::spawn({
+    // A call of `seconds` as request 5 in session `mine`, and after half a second a
+    // cancellation of request 5 from session `from`: the call's answer.
+    let cancelled_from = |from: String, seconds: u64| {
         let (port, bearer, mine) = (gateway.mcp, bearer.clone(), mine.clone());
         async move {
-            let body = json!({
-                "jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                "params": { "name": "test.patient.wait", "arguments": { "seconds": 2 } },
+            let call = tokio::spawn({
+                let (bearer, mine) = (bearer.clone(), mine.clone());
+                async move {
+                    let body = json!({
+                        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                        "params": {
+                            "name": "test.patient.wait", "arguments": { "seconds": seconds },
+                        },
+                    });
+                    let headers = [
+                        ("authorization", bearer.as_str()),
+                        ("mcp-session-id", &mine),
+                    ];
+                    mcp_post(port, "/mcp", &headers, body.to_string()).await
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let cancel = json!({
+                "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": 5, "reason": "changed my mind" },
             });
             let headers = [
                 ("authorization", bearer.as_str()),
-                ("mcp-session-id", &mine),
+                ("mcp-session-id", &from),
             ];
-            mcp_post(port, "/mcp", &headers, body.to_string()).await
+            let (status, _, body) = mcp_post(port, "/mcp", &headers, cancel.to_string()).await;
+            assert_eq!(status, 202, "{body}");
+            let (status, _, body) = call.await.unwrap();
+            assert_eq!(status, 200, "{body}");
+            body
         }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let cancel = json!({
-        "jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": { "requestId": 5, "reason": "not mine to cancel" },
-    });
-    let (status, _, body) = mcp_post(
-        gateway.mcp,
-        "/mcp",
-        &[("authorization", &bearer), ("mcp-session-id", &other)],
-        cancel.to_string(),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
-    let (status, _, body) = call.await.unwrap();
-    assert_eq!(status, 200, "{body}");
+    };
+
+    // From another session of the same caller: the call runs to its end.
+    let body = cancelled_from(other.clone(), 2).await;
     assert!(
         body.contains("waited 2.0 s"),
         "the call ran to its end: {body}"
     );
     assert_eq!(heard(&client, id).await, json!([]));
+
+    // From its own: the call (one that wants nothing told, answered in one piece) ends at
+    // once, and the server hears of it.
+    let started = std::time::Instant::now();
+    let body = cancelled_from(mine.clone(), 30).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!body.contains("waited"), "{body}");
+    let told = heard_within(&client, id, 1, started).await;
+    assert_eq!(told.as_array().map(Vec::len), Some(1), "{told}");
+    assert_eq!(told[0]["reason"], "the caller cancelled the call", "{told}");
 
     // The SDKs' own cancellation: a request that times out after 1.5 s.
     for (n, sdk) in ["v1", "v2"].into_iter().enumerate() {
@@ -1190,10 +1215,11 @@ async fn a_2025_client_that_cancels_a_request_cancels_the_call_and_the_server_he
         .await;
         let errors: Vec<_> = lines.iter().filter(|l| l["event"] == "error").collect();
         assert_eq!(errors.len(), 1, "{sdk}: the request timed out: {lines:#?}");
-        let told = heard_within(&client, id, n + 1, started).await;
-        assert_eq!(told.as_array().map(Vec::len), Some(n + 1), "{sdk}: {told}");
+        let told = heard_within(&client, id, n + 2, started).await;
+        assert_eq!(told.as_array().map(Vec::len), Some(n + 2), "{sdk}: {told}");
         assert_eq!(
-            told[n]["reason"], "the caller cancelled the call",
+            told[n + 1]["reason"],
+            "the caller cancelled the call",
             "{sdk}: {told}"
         );
     }

@@ -243,18 +243,19 @@ async fn call_tool(
             return reply::answer(&era_2025(), &id, Err(error.into()));
         }
         // A task runs unattended: nobody is there to be told or asked. A call that wants
-        // nothing told, from a client that can be asked nothing, runs here, in one piece: no
-        // relay, no task of its own (the common call, kept as cheap as it was).
+        // nothing told, from a client that can be asked nothing, runs here, in one piece, on
+        // no task of its own (the common call, kept as cheap as it was); with a relay only if
+        // its client can cancel it (it holds a session id): the relay, which then never has
+        // anything to tell, is how a `notifications/cancelled` reaches the call.
         let (can, log_level) = session.wants(&caller);
         let wants = Wants {
             can: can.asks(),
             progress_token: meta.get("progressToken").cloned(),
             log_level,
         };
-        // A call its client can cancel (it holds a session id) runs with a relay, through
-        // which a `notifications/cancelled` reaches it.
-        let (relay, mut events, cancellable) = match task {
-            None if !wants.nothing() || client_session.is_some() => {
+        let told = !wants.nothing();
+        let (relay, events, cancellable) = match task {
+            None if told || client_session.is_some() => {
                 let (relay, events) = relay::channel(wants);
                 let cancellable = (client_session.as_deref())
                     .map(|name| session.cancellable(&caller, name, &id, &relay));
@@ -262,16 +263,20 @@ async fn call_tool(
             }
             _ => (None, None, None),
         };
-        if events.is_none() {
-            let how = How {
-                traceparent: traceparent.as_deref(),
-                note: Some(&note),
-                resume: None,
-                relay: None,
-            };
-            let called = gateway.call(caller.clone(), params, &meta, how).await;
-            return answered(&gateway, &session, caller, id, &tool, task, called, note).await;
-        }
+        let mut events = match events {
+            Some(events) if told => events,
+            _ => {
+                let how = How {
+                    traceparent: traceparent.as_deref(),
+                    note: Some(&note),
+                    resume: None,
+                    relay,
+                };
+                let called = gateway.call(caller.clone(), params, &meta, how).await;
+                drop(cancellable);
+                return answered(&gateway, &session, caller, id, &tool, task, called, note).await;
+            }
+        };
         let mut run = tokio::spawn({
             let (gateway, caller, traceparent, note) = (
                 gateway.clone(),
@@ -294,13 +299,12 @@ async fn call_tool(
         // streams what it told (the relay is dropped, and the channel closed, only after).
         let first = tokio::select! {
             biased;
-            Some(event) = async { events.as_mut()?.recv().await } => Ok(event),
+            Some(event) = events.recv() => Ok(event),
             joined = &mut run => Err(joined),
         };
         let joined = match first {
             Ok(event) => {
                 let (sender, response) = reply::events();
-                let events = events.unwrap_or_else(|| unreachable!("an event came from them"));
                 tokio::spawn(stream(Streaming {
                     sender,
                     first: event,
