@@ -308,14 +308,7 @@ impl Registry {
         if constraints.is_empty() {
             return None;
         }
-        let (adapter_id, capability_id) = name.rsplit_once('.')?;
-        let adapter = self
-            .adapters
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(adapter_id)
-            .cloned()?;
-        let capability = adapter.entry(capability_id)?;
+        let (adapter, capability) = self.with_entry(name, |adapter, i| (Arc::clone(adapter), i))?;
         if adapter.entries[capability].kind.operation() != operation {
             return None;
         }
@@ -338,11 +331,10 @@ impl Registry {
         read: impl FnOnce(&Capability) -> R,
     ) -> Option<R> {
         self.grants_for(tenant, name).next()?;
-        let (adapter_id, capability_id) = name.rsplit_once('.')?;
-        let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
-        let adapter = adapters.get(adapter_id)?;
-        let entry = &adapter.entries[adapter.entry(capability_id)?];
-        (entry.kind.operation() == operation).then(|| read(&entry.capability))
+        self.with_entry(name, |adapter, i| {
+            let entry = &adapter.entries[i];
+            (entry.kind.operation() == operation).then(|| read(&entry.capability))
+        })?
     }
 
     /// Whether the tool `name`, if `tenant` may see it, declares the top-level argument
@@ -359,17 +351,23 @@ impl Registry {
     }
 
     /// Whether the capability the tool `name` is, if it is installed, is `what`.
-    fn capability_is(&self, name: &str, what: impl Fn(&Capability) -> bool) -> bool {
-        let Some((adapter_id, capability_id)) = name.rsplit_once('.') else {
-            return false;
-        };
+    fn capability_is(&self, name: &str, what: impl FnOnce(&Capability) -> bool) -> bool {
+        self.with_entry(name, |adapter, i| what(&adapter.entries[i].capability))
+            .unwrap_or(false)
+    }
+
+    /// What `read` makes of the installed adapter that serves `name` (`<adapter id>.<id>`)
+    /// and the index of its entry `id` (ids are unique among everything an adapter serves),
+    /// whoever may see it; `None` if none is installed. Read under the registry's lock.
+    fn with_entry<R>(
+        &self,
+        name: &str,
+        read: impl FnOnce(&Arc<InstalledAdapter>, usize) -> R,
+    ) -> Option<R> {
+        let (adapter_id, id) = name.rsplit_once('.')?;
         let adapters = self.adapters.read().unwrap_or_else(PoisonError::into_inner);
-        adapters.get(adapter_id).is_some_and(|adapter| {
-            adapter
-                .entries
-                .iter()
-                .any(|e| e.capability.id == capability_id && what(&e.capability))
-        })
+        let adapter = adapters.get(adapter_id)?;
+        Some(read(adapter, adapter.entry(id)?))
     }
 
     fn grants_for<'a>(&'a self, tenant: &'a str, tool: &'a str) -> impl Iterator<Item = &'a Grant> {
