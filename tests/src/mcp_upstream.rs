@@ -18,7 +18,9 @@
 //! counts as a call of `read <uri>` and `prompt <name>`.
 //!
 //! [`McpUpstream::start_asking`] adds `ask_name`, which asks its client a question (see
-//! `Handler::ask_name`) and records the answer ([`McpUpstream::answers`]).
+//! `Handler::ask_name`) and records the answer ([`McpUpstream::answers`]), and `wait`, which
+//! waits `{ seconds }` unless its request is cancelled first. Every `notifications/cancelled`
+//! the server receives is recorded ([`McpUpstream::cancellations`]).
 //!
 //! It counts the calls of each tool ([`McpUpstream::calls`]), records the headers of every
 //! HTTP request ([`McpUpstream::requests`]), and can change `get_forecast`'s input schema
@@ -54,6 +56,8 @@ struct State {
     asking: bool,
     /// What `ask_name` got back for its question: the client's answer, or the error.
     answers: Mutex<Vec<Value>>,
+    /// The `notifications/cancelled` received: `{ requestId, reason }`.
+    cancellations: Mutex<Vec<Value>>,
     calls: Mutex<BTreeMap<String, usize>>,
     requests: Mutex<Vec<HeaderMap>>,
     schema_changed: AtomicBool,
@@ -90,13 +94,14 @@ impl Handler {
         ]);
         let mut tools: Vec<Tool> = serde_json::from_value(tools).expect("tool definitions");
         if self.state.asking {
-            tools.push(
-                serde_json::from_value(json!({
-                    "name": "ask_name", "description": "Asks the user's name, then greets them.",
-                    "inputSchema": { "type": "object" }, "annotations": { "readOnlyHint": true },
-                }))
-                .expect("a tool definition"),
-            );
+            let asking = json!([
+                { "name": "ask_name", "description": "Asks the user's name, then greets them.",
+                  "inputSchema": { "type": "object" }, "annotations": { "readOnlyHint": true } },
+                { "name": "wait", "description": "Waits, unless cancelled.",
+                  "inputSchema": { "type": "object", "properties": { "seconds": { "type": "number" } } },
+                  "annotations": { "readOnlyHint": true } },
+            ]);
+            tools.extend(serde_json::from_value::<Vec<Tool>>(asking).expect("tool definitions"));
         }
         tools
     }
@@ -195,6 +200,15 @@ impl ServerHandler for Handler {
         } else {
             std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
         }
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        let heard = json!({ "requestId": notification.request_id, "reason": notification.reason });
+        self.state.cancellations.lock().unwrap().push(heard);
     }
 
     async fn discover(
@@ -347,6 +361,16 @@ impl ServerHandler for Handler {
                 json!({ "content": [{ "type": "text", "text": "no such city" }], "isError": true })
             }
             "Delete Everything" => json!({ "content": [{ "type": "text", "text": "deleted" }] }),
+            "wait" if self.state.asking => {
+                let seconds = args["seconds"].as_f64().unwrap_or(1.0);
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs_f64(seconds)) => {}
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
+                }
+                json!({ "content": [{ "type": "text", "text": format!("waited {seconds} s") }] })
+            }
             "whoami" => {
                 let authorization = context
                     .extensions
@@ -391,7 +415,7 @@ impl McpUpstream {
     }
 
     /// [`McpUpstream::start_legacy`] (`legacy`) or [`McpUpstream::start`], offering
-    /// `ask_name` too.
+    /// `ask_name` and `wait` too.
     pub async fn start_asking(legacy: bool) -> Self {
         Self::serve(legacy, true).await
     }
@@ -466,6 +490,11 @@ impl McpUpstream {
     /// `{ "error": ... }`.
     pub fn answers(&self) -> Vec<Value> {
         self.state.answers.lock().unwrap().clone()
+    }
+
+    /// The `notifications/cancelled` the server received, in order: `{ requestId, reason }`.
+    pub fn cancellations(&self) -> Vec<Value> {
+        self.state.cancellations.lock().unwrap().clone()
     }
 
     /// From now on the prompt `Review Code` says another description: its definition changes.

@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -125,12 +126,15 @@ pub enum AskError {
 /// An ask in flight.
 pub type AskFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, AskError>> + Send + 'a>>;
 
-/// Whether a call's caller cancelled it (a 2026-07-28 client that closed its request's stream),
-/// as the front end learned it: cheap to clone, every clone sees it. The host stops waiting on
-/// the call's upstream: a stdio server is sent `notifications/cancelled`, an HTTP upstream's
-/// response is closed (which a 2026-07-28 server takes as the cancellation).
+/// Whether a call's caller cancelled it (a 2026-07-28 client that closed its request's stream,
+/// a 2025-11-25 one that sent `notifications/cancelled`), as the front end learned it, and
+/// when: cheap to clone, every clone sees it. The host stops waiting on the call's upstream: a
+/// stdio server is sent `notifications/cancelled`, an HTTP upstream's response is closed
+/// (which a 2026-07-28 server takes as the cancellation; an adapter of a 2025-11-25 server
+/// tells it, in a request the egress gate still lets out for a moment, see
+/// `crate::egress::FAREWELL`).
 #[derive(Debug, Clone)]
-pub struct Cancel(tokio::sync::watch::Receiver<bool>);
+pub struct Cancel(tokio::sync::watch::Receiver<Option<Instant>>);
 
 /// Ends once `cancel` says the call is cancelled; never without one.
 pub async fn until_cancelled(cancel: Option<Cancel>) {
@@ -142,30 +146,36 @@ pub async fn until_cancelled(cancel: Option<Cancel>) {
 
 /// What cancels a call ([`cancellation`]).
 #[derive(Debug)]
-pub struct Canceller(tokio::sync::watch::Sender<bool>);
+pub struct Canceller(tokio::sync::watch::Sender<Option<Instant>>);
 
 /// A call's [`Cancel`], and what sets it.
 pub fn cancellation() -> (Canceller, Cancel) {
-    let (set, seen) = tokio::sync::watch::channel(false);
+    let (set, seen) = tokio::sync::watch::channel(None);
     (Canceller(set), Cancel(seen))
 }
 
 impl Canceller {
-    /// The caller cancelled the call.
+    /// The caller cancelled the call (now, unless it already had).
     pub fn cancel(&self) {
-        self.0.send_replace(true);
+        self.0
+            .send_if_modified(|at| at.is_none() && at.replace(Instant::now()).is_none());
     }
 }
 
 impl Cancel {
     /// Whether the call is cancelled.
     pub fn is_cancelled(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
+    /// When the call was cancelled, if it was.
+    pub fn cancelled_at(&self) -> Option<Instant> {
         *self.0.borrow()
     }
 
     /// Ends once the call is cancelled; never, if its [`Canceller`] is dropped first.
     pub async fn cancelled(mut self) {
-        if self.0.wait_for(|cancelled| *cancelled).await.is_err() {
+        if self.0.wait_for(Option::is_some).await.is_err() {
             std::future::pending::<()>().await;
         }
     }

@@ -2,11 +2,13 @@
 //! from a JSON body or an SSE stream.
 
 use gatehouse_sdk::ToolError;
-use gatehouse_sdk::http::{Request, Response, Streaming};
+use gatehouse_sdk::http::{HttpError, Request, Response};
 use gatehouse_sdk::serde_json::{self, Value};
 
 /// Bytes of what the upstream said that an error message quotes, at most.
 pub const MAX_QUOTE: usize = 512;
+/// Why the gateway cancels a request it gave up (`notifications/cancelled`'s `reason`).
+pub const GAVE_UP: &str = "the gateway gave the request up (its call was cancelled or cut short)";
 /// What a client accepts from a Streamable HTTP server.
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -24,6 +26,9 @@ pub struct Exchange<'a> {
     pub url: &'a str,
     /// Headers besides `accept` and `content-type` (protocol version, session, SEP-2243).
     pub headers: Vec<(&'static str, String)>,
+    /// Whether a request given up is cancelled with `notifications/cancelled` (2025-11-25;
+    /// at 2026-07-28 closing its stream says it): see [`Exchange::gave_up`].
+    pub cancel_by_notification: bool,
 }
 
 impl Exchange<'_> {
@@ -46,14 +51,16 @@ impl Exchange<'_> {
     ) -> Result<Reply, ToolError> {
         let body =
             serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let mut streaming = self.post_streaming(&body)?;
+        let gave_up = |error| self.gave_up(id, method, error);
+        let mut streaming = self.request_to(&body)?.send_streaming().map_err(gave_up)?;
         let status = streaming.status();
         if status >= 300 || !is_event_stream(streaming.header("content-type")) {
-            return self.answer(id, method, &streaming.into_response()?);
+            let response = streaming.into_response().map_err(gave_up)?;
+            return self.answer(id, method, &response);
         }
         let session = streaming.header("mcp-session-id").map(str::to_owned);
         let mut events = Events::default();
-        while let Some(chunk) = streaming.next_chunk()? {
+        while let Some(chunk) = streaming.next_chunk().map_err(gave_up)? {
             for mut message in events.push(&chunk) {
                 if message.get("id") != Some(&Value::from(id)) || message.get("method").is_some() {
                     meanwhile(self, message)?;
@@ -74,6 +81,26 @@ impl Exchange<'_> {
                 self.url
             ),
         ))
+    }
+
+    /// The error that ends request `id` (`method`) when its answer cannot be read. If the
+    /// upstream may still be working on it, it is told first, as MCP asks of a client that
+    /// gives a request up: when the connection broke or the gateway cut the wait (the caller
+    /// cancelled the call, which leaves the adapter a moment to say so, or a byte budget ran
+    /// out). Not after a timeout (the call's time is spent, so the gate would refuse the
+    /// notice), a refusal (nothing was sent), nor for `initialize`, which is never cancelled.
+    /// The notice is best effort: its own failure changes nothing.
+    fn gave_up(&self, id: u64, method: &str, error: HttpError) -> ToolError {
+        let may_run = matches!(error, HttpError::Transport(_));
+        if self.cancel_by_notification && may_run && method != "initialize" {
+            let notice = serde_json::json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": { "requestId": id, "reason": GAVE_UP },
+            });
+            let _told = self.post(&notice);
+        }
+        error.into()
     }
 
     /// Answers the upstream's request `id` (made on an event stream) with `outcome`: its
@@ -132,10 +159,6 @@ impl Exchange<'_> {
 
     fn post(&self, body: &Value) -> Result<Response, ToolError> {
         Ok(self.request_to(body)?.send()?)
-    }
-
-    fn post_streaming(&self, body: &Value) -> Result<Streaming, ToolError> {
-        Ok(self.request_to(body)?.send_streaming()?)
     }
 
     fn request_to(&self, body: &Value) -> Result<Request, ToolError> {

@@ -2,7 +2,9 @@
 //! `resources/read`, `prompts/get` or `completion/complete`): 2026-07-28 needs one request;
 //! 2025-11-25 a session (`initialize`, `notifications/initialized`, then the request).
 //! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
-//! the session as it would a client that went away.
+//! the session as it would a client that went away. A request the adapter gives up (its call
+//! cancelled by the caller, say) is cancelled with `notifications/cancelled` in 2025-11-25;
+//! in 2026-07-28, closing its stream says it ([`crate::rpc::Exchange::cancel_by_notification`]).
 
 use gatehouse_sdk::ToolError;
 use gatehouse_sdk::serde_json::{Value, json};
@@ -93,6 +95,7 @@ fn request_relayed(
         let exchange = Exchange {
             url: &mapping.url,
             headers,
+            cancel_by_notification: false,
         };
         let meta = params["_meta"].as_object_mut().map(std::mem::take);
         params["_meta"] = json!({
@@ -112,6 +115,7 @@ fn request_relayed(
     let mut exchange = Exchange {
         url: &mapping.url,
         headers: Vec::new(),
+        cancel_by_notification: true,
     };
     let initialized = exchange.request(
         0,

@@ -1527,3 +1527,53 @@ async fn an_imported_servers_questions_reach_the_caller_under_the_operators_gran
         }
     }
 }
+
+/// A caller that cancels its call cancels the imported 2025-11-25 server's request too: the
+/// gateway cuts the adapter's wait on the upstream's event stream, and the adapter tells the
+/// upstream (`notifications/cancelled`, in its session) in the moment the egress gate leaves
+/// it, so the server stops working for nobody. The caller is the official TypeScript SDK, whose
+/// request times out, which it cancels. (A 2026-07-28 upstream needs no notification: the
+/// closed stream is its cancellation.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_cancels_the_imported_http_servers_request() {
+    let upstream = McpUpstream::start_asking(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let id = "test.waits";
+    import_with(&upstream, id, dir.path(), &key_path, &["--include", "wait"]);
+    let gateway = Imported::start(&dir.path().join("out"), id, &key).await;
+
+    let started = std::time::Instant::now();
+    let lines = typescript_agent(
+        gateway.mcp,
+        "2025-11-25",
+        "test.waits.wait",
+        &json!({ "seconds": 30 }),
+        &["--timeout", "1500", "--linger", "1000"],
+    )
+    .await;
+    let errors: Vec<_> = lines.iter().filter(|l| l["event"] == "error").collect();
+    assert_eq!(errors.len(), 1, "the request timed out: {lines:#?}");
+    let heard = loop {
+        let heard = upstream.cancellations();
+        if !heard.is_empty() || started.elapsed() > std::time::Duration::from_secs(10) {
+            break heard;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        heard,
+        [json!({
+            "requestId": 1,
+            "reason": "the gateway gave the request up (its call was cancelled or cut short)",
+        })],
+        "after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(upstream.calls("wait"), 1);
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_core::model::EgressAttempt;
 
+use super::FAREWELL;
 use super::addr::AddressRefused;
 use super::grants::Grants;
 
@@ -39,6 +40,10 @@ pub enum Denial {
         /// The budget.
         limit: u32,
     },
+    /// The caller cancelled the call, and the moment after it in which the adapter may still
+    /// tell its upstream ([`FAREWELL`]) has passed.
+    #[error("the caller cancelled the call")]
+    Cancelled,
     /// The call's egress time is spent.
     #[error("the call's egress time budget of {limit_ms} ms is spent (`[egress] max_total_ms`)")]
     TimeBudget {
@@ -133,6 +138,7 @@ impl Denial {
             Self::AmbiguousPath { .. } => "ambiguous_path",
             Self::RequestBudget { .. } => "request_budget",
             Self::TimeBudget { .. } => "time_budget",
+            Self::Cancelled => "cancelled",
             Self::NoMatchingGrant { .. } => "no_matching_grant",
             Self::MethodNotGranted { .. } => "method_not_granted",
             Self::ApprovalMode { .. } | Self::TunnelApprovalMode { .. } => "approval_mode",
@@ -305,20 +311,44 @@ impl Ledger {
     }
 
     /// When its time budget runs out, as of now: the budget from its start, plus the time its
-    /// call waited for the caller so far (a later wait moves it again);
-    /// a joint ledger's is its calls' earliest.
+    /// call waited for the caller so far (a later wait moves it again), and at the latest
+    /// [`FAREWELL`] after the caller cancelled the call; a joint ledger's is its calls'
+    /// earliest.
     pub(super) fn deadline(&self) -> Instant {
         match self.calls.iter().map(|c| c.deadline()).min() {
             Some(earliest) => earliest,
-            None => self.started + self.grants.max_total + self.paused.waited(),
+            None => {
+                let budget = self.started + self.grants.max_total + self.paused.waited();
+                self.farewell_ends().map_or(budget, |ends| budget.min(ends))
+            }
         }
     }
 
-    /// Ends once the caller cancelled the call; never for a ledger without a [`Cancel`].
+    /// When the last moment after its caller cancelled the call ends, if it did.
+    fn farewell_ends(&self) -> Option<Instant> {
+        let at = self.cancel.as_ref()?.cancelled_at()?;
+        Some(at + FAREWELL)
+    }
+
+    /// Why its time ran out ([`Ledger::deadline`]): its caller cancelled the call, or its time
+    /// budget is spent.
+    pub(super) fn out_of_time(&self) -> Denial {
+        let budget = self.started + self.grants.max_total + self.paused.waited();
+        match self.farewell_ends() {
+            Some(ends) if ends <= budget => Denial::Cancelled,
+            _ => Denial::TimeBudget {
+                limit_ms: millis(self.grants.max_total),
+            },
+        }
+    }
+
+    /// What cuts a request begun now short: its caller's cancellation of the call, unless it
+    /// came already (a request begun after it, such as an adapter telling its upstream, is
+    /// sent, within [`FAREWELL`] of it); none for a ledger without a [`Cancel`].
     ///
     /// [`Cancel`]: crate::relay::Cancel
-    pub(super) async fn cancelled(&self) {
-        crate::relay::until_cancelled(self.cancel.clone()).await;
+    pub(super) fn cut_by(&self) -> Option<crate::relay::Cancel> {
+        self.cancel.clone().filter(|cancel| !cancel.is_cancelled())
     }
 
     pub(super) fn spent(&self) -> MutexGuard<'_, Spent> {

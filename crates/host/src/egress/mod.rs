@@ -30,6 +30,11 @@
 //!    sends over HTTP/1.1 and meters the response body against the response-byte and time
 //!    budgets; the connection goes back to the pool when its response is read.
 //!
+//! When the call's caller cancels the call, what a request waits on (its response head or body)
+//! ends at once, recorded `cancelled`. The call's time budget then ends [`FAREWELL`] after the
+//! cancellation at the latest: a request begun meanwhile is sent, so that an adapter can tell
+//! its upstream it gave up, and one begun later is refused (`cancelled`).
+//!
 //! Redirects are **not followed** by the host: a 3xx response is returned to the guest as is.
 //! A client that follows it sends a new request, which passes all of the above again (the SDK
 //! client does this).
@@ -79,7 +84,7 @@ mod transport;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
@@ -95,7 +100,7 @@ static DENIALS: gatehouse_core::throttle::Throttle =
 
 pub use addr::AddressPolicy;
 pub use call::{CallInfo, Denial, Paused};
-use call::{Ledger, MAX_RECORDED_URL, millis};
+use call::{Ledger, MAX_RECORDED_URL};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
 use gatehouse_core::model::ApprovalMode;
 pub use gatehouse_core::model::EgressAttempt;
@@ -111,6 +116,13 @@ use crate::relay::Cancel;
 
 /// Why a request ended when its call's caller cancelled the call.
 pub(crate) const CANCELLED: &str = "the caller cancelled the call";
+
+/// How long after its caller cancelled a call the gate still lets the adapter's new requests
+/// out: long enough to tell its upstream (a 2025-11-25 MCP server's `notifications/cancelled`),
+/// too short to go on working. What it waited on when the call was cancelled ends at once; a
+/// request begun after the cancellation runs within this moment and the call's time budget,
+/// and one begun after it is refused (`cancelled`).
+pub const FAREWELL: Duration = Duration::from_secs(3);
 
 /// Marks `attempt` as ended by its caller's cancellation ([`cancelled_error`]).
 fn mark_cancelled(attempt: &mut EgressAttempt) {
@@ -139,7 +151,7 @@ impl EgressGate {
     }
 
     /// The gate, stopping what it waits on once `cancel` says the caller cancelled the call
-    /// (see [`Cancel`]).
+    /// (see [`Cancel`]), and every request [`FAREWELL`] after that.
     #[must_use]
     pub fn cancelled_by(mut self, cancel: Option<Cancel>) -> Self {
         Arc::get_mut(&mut self.ledger)
@@ -290,9 +302,10 @@ async fn send(
         (ledger.grants.id(), checked.rule),
         outgoing,
     );
+    let cut_by = ledger.cut_by();
     let waited = tokio::select! {
         waited = tokio::time::timeout_at(head_deadline.into(), exchange) => waited,
-        () = ledger.cancelled() => {
+        () = crate::relay::until_cancelled(cut_by.clone()) => {
             mark_cancelled(&mut attempt);
             ledger.record(attempt);
             return Err(cancelled_error());
@@ -317,9 +330,7 @@ async fn send(
             return Err(HttpError::ConnectionReadTimeout);
         }
         Err(_elapsed) => {
-            let denial = Denial::TimeBudget {
-                limit_ms: millis(ledger.grants.max_total),
-            };
+            let denial = ledger.out_of_time();
             attempt.code = denial.code().to_owned();
             attempt.reason = denial.to_string();
             ledger.record(attempt);
@@ -331,10 +342,7 @@ async fn send(
     tracing::info!(method = %method, destination = %attempt.destination, status = response.status().as_u16(), "egress sent");
     let index = ledger.record(attempt);
     let sleep = Box::pin(tokio::time::sleep_until(ledger.deadline().into()));
-    let cancelled = ledger
-        .cancel
-        .clone()
-        .map(|cancel| Box::pin(cancel.cancelled()) as transport::Cancelled);
+    let cancelled = cut_by.map(|cancel| Box::pin(cancel.cancelled()) as transport::Cancelled);
     Ok(response.map(|incoming| {
         MeteredBody::new(incoming, ledger, index, sleep, reuse)
             .cancelled_by(cancelled)
@@ -391,9 +399,7 @@ fn charge(ledger: &Ledger) -> Result<(), Denial> {
         spent.requests += 1;
     }
     if Instant::now() >= ledger.deadline() {
-        return Err(Denial::TimeBudget {
-            limit_ms: millis(grants.max_total),
-        });
+        return Err(ledger.out_of_time());
     }
     Ok(())
 }
@@ -457,11 +463,7 @@ async fn check(
     let body =
         match tokio::time::timeout_at(ledger.deadline().into(), read_body(ledger, body)).await {
             Ok(read) => read.map_err(|stop| (stop, Some(shown.clone())))?,
-            Err(_elapsed) => {
-                return Err(deny(Denial::TimeBudget {
-                    limit_ms: millis(grants.max_total),
-                }));
-            }
+            Err(_elapsed) => return Err(deny(ledger.out_of_time())),
         };
     Ok(Checked {
         dest,

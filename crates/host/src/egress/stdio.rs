@@ -43,7 +43,7 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use gatehouse_core::model::EgressAttempt;
 
-use super::call::{Denial, Ledger, millis};
+use super::call::{Denial, Ledger};
 use super::{Stop, read_body, refuse};
 use crate::stdio::{Listener, SCHEME, StdioError, TOLD_QUEUE};
 
@@ -92,10 +92,7 @@ pub(super) async fn send(
                 ledger.record(attempt);
                 return Err(error);
             }
-            Err(_elapsed) => {
-                let limit_ms = millis(ledger.grants.max_total);
-                return deny(attempt, Denial::TimeBudget { limit_ms });
-            }
+            Err(_elapsed) => return deny(attempt, ledger.out_of_time()),
         };
     attempt.allowed = true;
     attempt.request_bytes = body.len() as u64;

@@ -618,6 +618,36 @@ async fn a_cancelled_call_stops_waiting_on_its_upstream() {
     }
 }
 
+/// After its caller cancelled the call, the adapter may still tell its upstream: a request
+/// begun then is sent and answered, its body read whole (the cancellation it came after does
+/// not cut it), within [`FAREWELL`]; one begun later is refused `cancelled`, and the upstream
+/// sees nothing of it.
+#[tokio::test]
+async fn after_a_cancellation_the_adapter_has_a_moment_to_tell_its_upstream() {
+    let upstream = Upstream::start().await;
+    let config = config(&upstream, true);
+    let (canceller, cancel) = crate::relay::cancellation();
+    let gate = gate(&config, ApprovalMode::ReadOnly, None).cancelled_by(Some(cancel));
+    canceller.cancel();
+    let cancelled = Instant::now();
+    let response = gate
+        .send_plain(request("GET", &upstream.url("/slow/drip"), &[], b""))
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"first second");
+    assert_eq!(gate.take_attempts().pop().unwrap().code, "ok");
+
+    tokio::time::sleep_until((cancelled + FAREWELL).into()).await;
+    let seen = upstream.seen().len();
+    let attempt = denied(&gate, request("GET", &upstream.url("/api"), &[], b"")).await;
+    assert_eq!(
+        (attempt.code.as_str(), attempt.reason.as_str()),
+        ("cancelled", CANCELLED)
+    );
+    assert_eq!(upstream.seen().len(), seen);
+}
+
 #[tokio::test]
 async fn metadata_and_private_addresses_are_refused_even_with_loopback_allowed() {
     let config: EgressConfig = toml::from_str(

@@ -19,7 +19,7 @@ use tokio_rustls::rustls::{self, pki_types::ServerName};
 use wasmtime_wasi_http::Error as HttpError;
 use wasmtime_wasi_http::io::TokioIo;
 
-use super::call::{Denial, Ledger, millis};
+use super::call::Ledger;
 use super::pool::{PoolKey, Reuse, Sender};
 use super::rules::{DestHost, Destination, Scheme};
 use super::tls::TlsClient;
@@ -300,10 +300,10 @@ impl Body for MeteredBody {
                     continue;
                 }
                 this.reuse = None;
-                let limit_ms = millis(this.ledger.grants.max_total);
+                let denial = this.ledger.out_of_time();
                 this.ledger.update(this.index, |a| {
-                    a.code = "time_budget".to_owned();
-                    a.reason = Denial::TimeBudget { limit_ms }.to_string();
+                    a.code = denial.code().to_owned();
+                    a.reason = denial.to_string();
                 });
                 return Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)));
             },

@@ -189,6 +189,10 @@ fn refusal(code: &str) -> (&'static str, &'static str) {
             "call a capability declared for writes, or ask the operator for a higher approval \
              mode",
         ),
+        "cancelled" => (
+            "the gateway does not allow this request: the caller cancelled the call",
+            "nothing to do: the caller no longer waits for this call",
+        ),
         "request_budget" | "time_budget" | "request_bytes_budget" => (
             "the gateway does not allow this request: the call's egress budget is spent",
             "make fewer or smaller requests per call, or ask the operator for a larger budget",
