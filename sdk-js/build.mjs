@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // Builds a gatehouse adapter or policy component from a JavaScript or TypeScript module:
 // 1. bundles the module and what it imports (this SDK as `@gatehouse/sdk` included) into one
-//    ES module with esbuild; `gatehouse:*` and `wasi:*` imports stay imports of the component;
+//    ES module with esbuild; `gatehouse:*` and `wasi:*` imports stay imports of the component.
+//    An adapter's module must export `invoke`; the exports of the contract's other adapter
+//    functions it leaves out are supplied (`readResource`: no resources, `getPrompt`: no
+//    prompts, `complete`: no suggestions). A policy has no `caller` interface: the SDK's
+//    import of it is bound to a module that refuses to be called;
 // 2. turns the bundle into a component of the chosen world with componentize-js (the
 //    SpiderMonkey engine embedding, 10-40 s on a laptop).
 // Then embed a manifest and sign it: `gatehouse pack OUT --manifest manifest.toml --key KEY`.
@@ -16,7 +20,8 @@ const sdk = dirname(fileURLToPath(import.meta.url));
 const usage = `usage: gatehouse-js-build SOURCE --world adapter|policy --out FILE.wasm
 
 Builds a gatehouse component from SOURCE (.js, .mjs or .ts), an ES module that exports
-\`invoke\` (world adapter) or \`evaluate\` (world policy).
+\`invoke\` (world adapter; and \`readResource\`, \`getPrompt\`, \`complete\` if it serves
+resources, prompts or completions) or \`evaluate\` (world policy).
 
   -w, --world   adapter | policy (default: adapter)
   -o, --out     where to write the component
@@ -53,6 +58,38 @@ if (!['adapter', 'policy'].includes(values.world)) {
 const source = resolve(positionals[0]);
 await stat(source).catch(() => fail(`cannot read ${source}`));
 
+/** The entry of an adapter's bundle: `source`'s exports, and the defaults of those it lacks. */
+function adapterEntry(source) {
+  return `import * as module from ${JSON.stringify(source)};
+import { completions, fail, resources } from './index.js';
+const exported = { ...module };
+if (typeof exported.invoke !== 'function') {
+  throw new Error('the adapter module does not export \`invoke\` (build it with \`adapter({...})\`)');
+}
+export const invoke = exported.invoke;
+export const readResource = exported.readResource ?? resources((uri) => {
+  throw fail.notFound('RESOURCE_NOT_FOUND', \`this adapter serves no resource at \\\`\${uri}\\\`\`);
+});
+export const getPrompt = exported.getPrompt ?? (async (ctx, name) => {
+  throw fail.notFound('PROMPT_NOT_FOUND', \`this adapter serves no prompt \\\`\${name}\\\`\`);
+});
+export const complete = exported.complete ?? completions(() => []);
+`;
+}
+
+/** Binds a policy's `gatehouse:plugin/caller` import (through the SDK) to a refusal. */
+const noCaller = {
+  name: 'gatehouse-no-caller',
+  setup(build) {
+    build.onResolve({ filter: /^gatehouse:plugin\/caller@/ }, (args) => ({ path: args.path, namespace: 'no-caller' }));
+    build.onLoad({ filter: /.*/, namespace: 'no-caller' }, () => ({
+      loader: 'js',
+      contents: `const none = () => { throw new Error('a policy has no caller to tell or ask'); };
+export const can = none, progress = none, notify = none, ask = none, askAll = none;`,
+    }));
+  },
+};
+
 let esbuild, componentize;
 try {
   esbuild = await import('esbuild');
@@ -67,9 +104,14 @@ try {
 const work = await mkdtemp(join(tmpdir(), 'gatehouse-js-'));
 try {
   const bundle = join(work, 'bundle.js');
+  const adapter = values.world === 'adapter';
   const built = await esbuild
     .build({
-      entryPoints: [source],
+      // An adapter's module, with what it leaves out of the world's exports supplied.
+      ...(adapter
+        ? { stdin: { contents: adapterEntry(source), resolveDir: sdk, sourcefile: 'adapter-entry.js' } }
+        : { entryPoints: [source] }),
+      plugins: adapter ? [] : [noCaller],
       bundle: true,
       format: 'esm',
       platform: 'neutral',

@@ -1,11 +1,24 @@
 // gatehouse SDK for JavaScript and TypeScript: small helpers over the WIT contract
-// (wit/gatehouse.wit). `build.mjs` bundles a module that imports it into a component.
+// (wit/gatehouse.wit, gatehouse:plugin@0.6.0). `build.mjs` bundles a module that imports it
+// into a component.
 //
 // An adapter exports `invoke`; `adapter({...})` builds it from one handler per capability.
+// It may export `readResource` (`resources(fn)`), `getPrompt` (`prompts({...})`) and
+// `complete` (`completions(fn)`) too; `build.mjs` supplies what it leaves out (no resources,
+// no prompts, no suggestions). While it runs, a handler tells and asks its caller through
+// `caller`.
 // A policy exports `evaluate`; `policy(fn)` builds it from one function.
 // Types: index.d.ts; the contract's own declarations: types/.
 
-import { log as hostLog } from 'gatehouse:plugin/log@0.2.0';
+import { log as hostLog } from 'gatehouse:plugin/log@0.6.0';
+// A policy's world has no `caller`: `build.mjs` binds this import to a module that refuses
+// to be called when it builds one.
+import {
+  askAll as hostAskAll,
+  can as hostCan,
+  notify as hostNotify,
+  progress as hostProgress,
+} from 'gatehouse:plugin/caller@0.6.0';
 
 /** Log lines into the call's trace (bounded by the host per call). */
 export const log = {
@@ -87,6 +100,105 @@ export function skillContext(ctx) {
 }
 
 /**
+ * Why an ask of the caller has no answer: `reason` is `unavailable` (nobody to ask),
+ * `not-supported` (the caller did not declare it can answer this), `refused` (the gateway
+ * refused before asking: manifest, operator grant, budget, a credential), `failed` (the
+ * caller answered with an error or hung up) or `timeout`. Thrown out of a handler, it becomes
+ * the tool error `CALLER_UNAVAILABLE`, `CALLER_NOT_SUPPORTED`, `ASK_REFUSED`, `ASK_FAILED` or
+ * `ASK_TIMEOUT`.
+ */
+export class AskFailure extends Error {
+  constructor(reason, message) {
+    super(message);
+    this.name = 'AskFailure';
+    this.reason = reason;
+  }
+
+  /** The tool failure it becomes when a handler does not catch it. */
+  toToolFailure() {
+    const [kind, code, remediation] = {
+      unavailable: ['unavailable', 'CALLER_UNAVAILABLE', 'call the tool from a client that can answer it'],
+      'not-supported': ['unavailable', 'CALLER_NOT_SUPPORTED', 'call the tool from a client that declares this capability'],
+      refused: ['internal', 'ASK_REFUSED', 'ask the operator to grant it in [[caller.grant]]'],
+      failed: ['upstream', 'ASK_FAILED', 'try again'],
+      timeout: ['unavailable', 'ASK_TIMEOUT', 'call again and answer in time'],
+    }[this.reason] ?? ['internal', 'ASK_FAILED', 'try again'];
+    return new ToolFailure(kind, code, this.message, { remediation });
+  }
+}
+
+function askFailure(error) {
+  if (error.tag === 'timeout') {
+    return new AskFailure('timeout', `the caller did not answer within ${error.val} s`);
+  }
+  return new AskFailure(error.tag, String(error.val));
+}
+
+/**
+ * What the adapter tells and asks its caller while a call runs (the contract's `caller`
+ * interface). Each use must be declared in the manifest's `[caller]` table (`progress`, `log`,
+ * `ask`); an ask must also be granted by the operator (`[[caller.grant]]`), within its budgets.
+ */
+export const caller = {
+  /** What the caller declared it can be asked: `{ elicitForm, elicitUrl, sample, roots }`. */
+  can: () => hostCan(),
+  /** Progress of the call: `progress` of `total` (if known), with a `message`. */
+  progress(progress, { total, message } = {}) {
+    hostProgress(Number(progress), total === undefined ? undefined : Number(total), message);
+  },
+  /** A log line for the caller at `level` (MCP's: `debug` to `emergency`); `data` any JSON. */
+  notify(level, data, { logger } = {}) {
+    hostNotify(level, logger, JSON.stringify(data ?? null));
+  },
+  /** Asks one question (`ask.form`, `ask.url`, `ask.sample`, `ask.roots`) and waits: the answer (MCP's result), or a thrown `AskFailure`. */
+  ask(request) {
+    const [answer] = caller.askAll([request]);
+    if (answer instanceof AskFailure) throw answer;
+    return answer;
+  },
+  /** Asks several questions at once (the caller gets them together) and waits for every answer, in order: each an answer or an `AskFailure`. */
+  askAll(requests) {
+    const asked = requests.map((r) => ({ key: r.key, kind: r.kind, params: JSON.stringify(r.params ?? {}) }));
+    return hostAskAll(asked).map((answer) => {
+      if (answer.tag === 'err') return askFailure(answer.val);
+      try {
+        return JSON.parse(answer.val);
+      } catch (e) {
+        return new AskFailure('failed', `the answer is not JSON: ${e.message}`);
+      }
+    });
+  },
+};
+
+/** Questions for `caller.ask`, each named by a `key` unique in the call (1-64 of `[A-Za-z0-9_.-]`). */
+export const ask = {
+  /** A form for the user: `message`, and `schema`, the object schema of the fields asked. The answer: `{ action: 'accept' | 'decline' | 'cancel', content }`. */
+  form: (key, message, schema) => ({ key, kind: 'elicitation', params: { message, requestedSchema: schema } }),
+  /** A URL for the user to open, under `elicitationId`. */
+  url: (key, message, url, elicitationId) => ({
+    key,
+    kind: 'elicitation',
+    params: { mode: 'url', message, url, elicitationId },
+  }),
+  /** A completion of `prompt` by the caller's model, of at most `maxTokens`. The answer: `{ role, content, model }`. */
+  sample: (key, prompt, maxTokens) => ({
+    key,
+    kind: 'sampling',
+    params: { messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens },
+  }),
+  /** The caller's roots. The answer: `{ roots: [{ uri, name }] }`. */
+  roots: (key) => ({ key, kind: 'roots', params: {} }),
+};
+
+/** What a handler threw, as the tool failure the host reports. */
+function asFailure(e) {
+  if (e instanceof ToolFailure) return e;
+  if (e instanceof AskFailure) return e.toToolFailure();
+  if (isFetchFailure(e)) return unreachable();
+  return fail.internal('ADAPTER_ERROR', e instanceof Error ? e.message : String(e));
+}
+
+/**
  * Builds an adapter's `invoke` export from one handler per capability id. A handler gets the
  * parsed arguments and the call context, and returns a result (`json`, `text`) or throws a
  * `ToolFailure`; it may be async (an awaited `fetch`). Anything else it throws is reported as
@@ -112,9 +224,97 @@ export function adapter(handlers) {
     try {
       return await handler(args, ctx);
     } catch (e) {
-      if (e instanceof ToolFailure) throw e;
-      if (isFetchFailure(e)) throw unreachable();
-      throw fail.internal('ADAPTER_ERROR', e instanceof Error ? e.message : String(e));
+      throw asFailure(e);
+    }
+  };
+}
+
+/** A resource's contents as text, for `resources`. */
+export function textResource(uri, text, mimeType) {
+  return { uri, mimeType, text: String(text), data: undefined };
+}
+
+/** A resource's contents as bytes (a `Uint8Array`), for `resources`. */
+export function blobResource(uri, bytes, mimeType) {
+  return { uri, mimeType, text: undefined, data: bytes };
+}
+
+/**
+ * Builds an adapter's `readResource` export from `read(uri, ctx)`, which returns the contents
+ * at `uri` (one `textResource` or `blobResource`, or a list of them) and may be async. The
+ * host calls it only for a URI the manifest declares (`[[resource]]`) or one that matches a
+ * template it declares (`[[resource_template]]`), after its gates; `ctx.upstream` is that
+ * entry's `upstream` table (JSON).
+ */
+export function resources(read) {
+  return async function readResource(ctx, uri) {
+    try {
+      const contents = await read(uri, ctx);
+      return Array.isArray(contents) ? contents : [contents];
+    } catch (e) {
+      throw asFailure(e);
+    }
+  };
+}
+
+/** A prompt's message: `text` (a string) or a content block, said by the user or the assistant. */
+export const message = {
+  user: (content) => ({ role: 'user', content: block(content) }),
+  assistant: (content) => ({ role: 'assistant', content: block(content) }),
+};
+
+function block(content) {
+  return typeof content === 'string' ? { tag: 'text', val: content } : content;
+}
+
+/**
+ * Builds an adapter's `getPrompt` export from one handler per prompt id (a `[[prompt]]` of
+ * the manifest): it gets the prompt's arguments (strings, checked against the declared ones)
+ * and the call context, and returns its messages (`message.user(...)`), or `{ description,
+ * messages }`; it may be async.
+ */
+export function prompts(handlers) {
+  return async function getPrompt(ctx, name, rawArgs) {
+    const handler = Object.hasOwn(handlers, name) ? handlers[name] : undefined;
+    if (typeof handler !== 'function') {
+      throw fail.notFound('PROMPT_NOT_FOUND', `this adapter serves no prompt \`${name}\``);
+    }
+    try {
+      const filled = await handler(JSON.parse(rawArgs), ctx);
+      return Array.isArray(filled)
+        ? { description: undefined, messages: filled }
+        : { description: filled.description, messages: filled.messages };
+    } catch (e) {
+      throw asFailure(e);
+    }
+  };
+}
+
+/**
+ * Builds an adapter's `complete` export from `suggest(request, ctx)`: `request` is `{ prompt }`
+ * (a prompt's id) or `{ resource }` (a resource template's URI template), with `argument`, the
+ * `value` typed so far and `context` (the arguments already given). It returns the suggested
+ * values (at most 100), or `{ values, total, hasMore }`; it may be async.
+ */
+export function completions(suggest) {
+  return async function complete(ctx, reference, argument, value, rawContext) {
+    const on = reference.tag === 'prompt' ? { prompt: reference.val } : { resource: reference.val };
+    let context = {};
+    try {
+      context = JSON.parse(rawContext);
+    } catch {
+      // Not JSON: no arguments given.
+    }
+    try {
+      const found = await suggest({ ...on, argument, value, context }, ctx);
+      const values = (Array.isArray(found) ? found : found.values).map(String);
+      return {
+        values,
+        total: Array.isArray(found) ? undefined : found.total,
+        hasMore: Array.isArray(found) ? false : Boolean(found.hasMore),
+      };
+    } catch (e) {
+      throw asFailure(e);
     }
   };
 }
@@ -181,6 +381,17 @@ export const obligations = {
   redact: (pointer) => ({ tag: 'redact-pointer', val: pointer }),
   /** Mask e-mail addresses and/or phone numbers in every text of the result. */
   maskPii: (...kinds) => ({ tag: 'mask-pii', val: kinds }),
+  /**
+   * Mask secrets of these kinds (`private-key`, `cloud-access-key`, `bearer-token`, `jwt`,
+   * `high-entropy`) in the result and in the arguments as the host keeps them; `fields` name
+   * the JSON keys whose high-entropy values are secrets.
+   */
+  maskSecrets: (kinds, fields = []) => ({ tag: 'mask-secrets', val: { kinds, fields } }),
+  /** Mask what each named pattern matches as `[NAME]`, in the same places: `{ order: 'ord_[0-9]+' }`. */
+  maskIdentifiers: (patterns) => ({
+    tag: 'mask-identifiers',
+    val: Object.entries(patterns).map(([name, pattern]) => ({ name, pattern })),
+  }),
 };
 
 /**

@@ -33,6 +33,7 @@ pub mod mcp;
 pub mod mcp_upstream;
 pub mod postgres;
 pub mod registry;
+pub mod relay;
 pub mod state;
 pub mod upstream;
 

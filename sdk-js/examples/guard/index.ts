@@ -24,5 +24,9 @@ export const evaluate = policy((action, config: Config) => {
       obligations: [obligations.redact('/message')],
     });
   }
-  return allow({ reasons: [{ code: 'ALLOWED', message: `${action.adapterId}.${action.capabilityId} is allowed` }] });
+  // Order ids never reach the caller or the audit log.
+  return allow({
+    reasons: [{ code: 'ALLOWED', message: `${action.adapterId}.${action.capabilityId} is allowed` }],
+    obligations: [obligations.maskIdentifiers({ order: 'ord_[0-9]+' })],
+  });
 });

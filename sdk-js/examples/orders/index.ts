@@ -1,8 +1,24 @@
 // An orders integration over HTTP: reads an order (GET) and creates one (a write-class POST
 // that carries the call's idempotency key). Every request passes the host's egress gate: the
 // operator's grant decides which service is reachable and injects its credential.
-import { adapter, fail, json, log } from '@gatehouse/sdk';
-import type { CallContext } from 'gatehouse:plugin/types@0.2.0';
+// It tells its caller how far a read got, asks the user to confirm a large order (when the
+// caller can show a form), and serves a resource (what it does) and a prompt (a review).
+import {
+  adapter,
+  ask,
+  caller,
+  fail,
+  json,
+  log,
+  message,
+  prompts,
+  resources,
+  textResource,
+} from '@gatehouse/sdk';
+import type { CallContext } from 'gatehouse:plugin/types@0.6.0';
+
+/** Orders above this many items are confirmed by the user first. */
+const CONFIRM_ABOVE = 100;
 
 async function answer(response: Response) {
   const text = await response.text();
@@ -27,13 +43,22 @@ export const invoke = adapter({
   async get_order({ base_url, order_id }: { base_url: string; order_id: string }) {
     const url = `${base_url.replace(/\/$/, '')}/orders/${encodeURIComponent(order_id)}`;
     log.info(`GET ${url}`);
-    return json(await answer(await fetch(url)));
+    const result = await answer(await fetch(url));
+    caller.progress(1, { total: 1, message: `read order ${order_id}` });
+    return json(result);
   },
 
   async create_order(
     { base_url, item, quantity }: { base_url: string; item: string; quantity: number },
     ctx: CallContext,
   ) {
+    if (quantity > CONFIRM_ABOVE && caller.can().elicitForm) {
+      const schema = { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] };
+      const answer = caller.ask(ask.form('confirm', `Order ${quantity} of ${item}?`, schema));
+      if (answer.action !== 'accept' || answer.content?.confirm !== true) {
+        throw fail.conflict('NOT_CONFIRMED', `the user did not confirm ${quantity} of ${item}`);
+      }
+    }
     // The host adds the call's Idempotency-Key to every non-safe request; the adapter reports
     // it as evidence of which request created the order.
     const url = `${base_url.replace(/\/$/, '')}/orders`;
@@ -47,4 +72,12 @@ export const invoke = adapter({
       evidence: [`idempotency-key:${ctx.idempotencyKey}`],
     });
   },
+});
+
+export const readResource = resources((uri) =>
+  textResource(uri, 'get_order reads an order by id; create_order creates one, once per idempotency key.', 'text/plain'),
+);
+
+export const getPrompt = prompts({
+  review_order: ({ order_id }) => [message.user(`Review order ${order_id}: is anything unusual about it?`)],
 });

@@ -1,4 +1,4 @@
-declare module 'gatehouse:plugin/types@0.2.0' {
+declare module 'gatehouse:plugin/types@0.6.0' {
   /**
    * The kind of operation a capability performs (spec 000, "Capability classification").
    * # Variants
@@ -117,6 +117,61 @@ declare module 'gatehouse:plugin/types@0.2.0' {
     val: EmbeddedResource,
   }
   /**
+   * Who speaks a prompt's message (MCP's `Role`), 0.6.0.
+   * # Variants
+   * 
+   * ## `"user"`
+   * 
+   * ## `"assistant"`
+   */
+  export type Role = 'user' | 'assistant';
+  /**
+   * One message of a prompt (0.6.0).
+   */
+  export interface PromptMessage {
+    role: Role,
+    content: Content,
+  }
+  /**
+   * A prompt filled in with its arguments (MCP's `GetPromptResult`), 0.6.0.
+   */
+  export interface Prompt {
+    description?: string,
+    messages: Array<PromptMessage>,
+  }
+  /**
+   * What a completion completes (MCP's `ref/prompt` and `ref/resource`), 0.6.0.
+   */
+  export type CompletionRef = CompletionRefPrompt | CompletionRefResource;
+  /**
+   * An argument of the prompt of this name (as the manifest declares it).
+   */
+  export interface CompletionRefPrompt {
+    tag: 'prompt',
+    val: string,
+  }
+  /**
+   * A parameter of the resource template of this URI template (as the manifest declares it).
+   */
+  export interface CompletionRefResource {
+    tag: 'resource',
+    val: string,
+  }
+  /**
+   * Suggested values for an argument (MCP's `completion`), 0.6.0: at most 100.
+   */
+  export interface Completion {
+    values: Array<string>,
+    /**
+     * How many values there are in all, if known.
+     */
+    total?: number,
+    /**
+     * Whether there are more than `values`.
+     */
+    hasMore: boolean,
+  }
+  /**
    * A successful tool result.
    */
   export interface ToolOutput {
@@ -197,6 +252,22 @@ declare module 'gatehouse:plugin/types@0.2.0' {
      * Data classifications touched so far in the session (e.g. `PII`).
      */
     dataClassification: Array<string>,
+    /**
+     * The names of the skills resolved for this call, in the order their texts reach the
+     * adapter as `call-context.skill-context` (0.4.0).
+     */
+    skills: Array<string>,
+  }
+  /**
+   * What the host admitted about the caller when it identified it, beyond its id (0.4.0):
+   * from a verified JWT, the claims the operator names (`[mcp.jwt] roles_claim` and
+   * `groups_claim`); from an API key, the `roles` and `groups` its entry declares. Empty
+   * when the caller has none. A policy may trust them: the host never takes them from the
+   * call's arguments or metadata.
+   */
+  export interface Claims {
+    roles: Array<string>,
+    groups: Array<string>,
   }
   /**
    * The normalized action a policy evaluates (AARM action schema).
@@ -222,6 +293,10 @@ declare module 'gatehouse:plugin/types@0.2.0' {
     args: string,
     principals: Array<Principal>,
     tenant: string,
+    /**
+     * The calling principal's admitted claims (0.4.0).
+     */
+    claims: Claims,
     context: ActionContext,
     riskSignals: Array<RiskSignal>,
   }
@@ -250,9 +325,56 @@ declare module 'gatehouse:plugin/types@0.2.0' {
    */
   export type PiiKind = 'email' | 'phone';
   /**
-   * Something the host must do to the result before delivering it.
+   * Kinds of secret the host finds in text (0.3.0).
+   * # Variants
+   * 
+   * ## `"private-key"`
+   * 
+   * A PEM private key block (`-----BEGIN ... PRIVATE KEY-----`), whole.
+   * ## `"cloud-access-key"`
+   * 
+   * A cloud access key id or API key: AWS (`AKIA...`, `ASIA...`), Google (`AIza...`).
+   * ## `"bearer-token"`
+   * 
+   * A bearer token: `Bearer <token>`, and tokens of a known shape (GitHub `ghp_...`,
+   * `github_pat_...`, Slack `xox?-...`).
+   * ## `"jwt"`
+   * 
+   * A JSON Web Token (`eyJ....eyJ....sig`).
+   * ## `"high-entropy"`
+   * 
+   * A high-entropy string (20+ characters, 3.5+ bits each) as the value of a named field.
    */
-  export type Obligation = ObligationRedactPointer | ObligationMaskPii;
+  export type SecretKind = 'private-key' | 'cloud-access-key' | 'bearer-token' | 'jwt' | 'high-entropy';
+  /**
+   * What `mask-secrets` looks for (0.3.0).
+   */
+  export interface SecretScan {
+    kinds: Array<SecretKind>,
+    /**
+     * The fields (JSON object keys, compared without case) whose high-entropy string
+     * values are secrets; used by `high-entropy`.
+     */
+    fields: Array<string>,
+  }
+  /**
+   * An identifier an operator names, masked as `[NAME]` (0.3.0).
+   */
+  export interface Identifier {
+    /**
+     * Upper-cased into the mask: `customer-id` masks as `[CUSTOMER-ID]`.
+     */
+    name: string,
+    /**
+     * A regular expression (Rust `regex` syntax, linear time) for the identifier.
+     */
+    pattern: string,
+  }
+  /**
+   * Something the host must do to the result before delivering it, and, for the masks,
+   * to the call's arguments wherever the host keeps or shows them.
+   */
+  export type Obligation = ObligationRedactPointer | ObligationMaskPii | ObligationMaskSecrets | ObligationMaskIdentifiers;
   /**
    * Replace the value at this JSON pointer of the structured result with `"[REDACTED]"`.
    */
@@ -266,6 +388,25 @@ declare module 'gatehouse:plugin/types@0.2.0' {
   export interface ObligationMaskPii {
     tag: 'mask-pii',
     val: Array<PiiKind>,
+  }
+  /**
+   * Mask the secrets found in every text of the result as `[SECRET:<kind>]` (the kind in
+   * snake case: `[SECRET:private_key]`), and in the
+   * call's arguments as the audit log, the logs and the approval view keep them (the
+   * adapter still gets the arguments as sent: to stop a call, deny it). What was found
+   * (kind and place, never the value) goes into the decision record (0.3.0).
+   */
+  export interface ObligationMaskSecrets {
+    tag: 'mask-secrets',
+    val: SecretScan,
+  }
+  /**
+   * Mask matches of these identifiers as `[NAME]`, in the same places as `mask-secrets`
+   * (0.3.0).
+   */
+  export interface ObligationMaskIdentifiers {
+    tag: 'mask-identifiers',
+    val: Array<Identifier>,
   }
   /**
    * A policy module's answer.

@@ -4,7 +4,7 @@ mention a secret word. Everything else is allowed."""
 
 import json
 
-from gatehouse_sdk import Policy, allow, deny, redact, require_approval, types
+from gatehouse_sdk import Policy, allow, deny, mask_identifiers, redact, require_approval, types
 
 
 class WitWorld(Policy):
@@ -24,6 +24,8 @@ class WitWorld(Policy):
                 reasons=[types.Reason("REDACTED", f"the result's message mentions `{redact_word}`")],
                 obligations=[redact("/message")],
             )
+        # Order ids never reach the caller or the audit log.
         return allow(
-            reasons=[types.Reason("ALLOWED", f"{action.adapter_id}.{action.capability_id} is allowed")]
+            reasons=[types.Reason("ALLOWED", f"{action.adapter_id}.{action.capability_id} is allowed")],
+            obligations=[mask_identifiers(order="ord_[0-9]+")],
         )

@@ -4,7 +4,9 @@
 use gatehouse_host::model::{ApprovalMode, Principal, PrincipalKind};
 use gatehouse_host::{ContentBlock, ErrorKind};
 use gatehouse_host::{Host, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::{CONTRACT_0_1, CONTRACT_0_3_ADAPTER, ECHO, TEXTKIT};
+use gatehouse_tests::artifacts::{
+    CONTRACT_0_1, CONTRACT_0_2_ADAPTER, CONTRACT_0_3_ADAPTER, ECHO, TEXTKIT,
+};
 use gatehouse_tests::host::HostBuilder;
 use serde_json::json;
 
@@ -230,41 +232,47 @@ async fn an_adapter_built_for_contract_0_1_keeps_loading_and_running() {
     );
 }
 
-/// An adapter built for the released contract 0.3.0 (whose adapter world has the current
-/// one's shape), with wit-bindgen alone: it installs against the current world, its
-/// `log@0.3.0` import is linked, and it gets the call context, skills text included.
+/// Adapters built for the released contracts 0.2.0 and 0.3.0, with wit-bindgen alone: each
+/// installs, its `log` import at its version is linked, and it gets the call context, skills
+/// text included.
 #[tokio::test]
-async fn an_adapter_built_for_contract_0_3_keeps_loading_and_running() {
+async fn adapters_built_for_contracts_0_2_and_0_3_keep_loading_and_running() {
     use gatehouse_host::config::{Skill, SkillScope};
-    let host = HostBuilder::trusting(&["test.*"], &[])
-        .with(|c| {
-            c.pipeline.skills = vec![Skill {
-                name: "tone".to_owned(),
-                scope: SkillScope::Global,
-                matches: String::new(),
-                priority: 0,
-                text: "Be brief.".to_owned(),
-            }];
-        })
-        .build();
-    host.install_adapter(&CONTRACT_0_3_ADAPTER.signed())
-        .expect("a 0.3.0 adapter installs");
-    let result = host
-        .call(ToolCallEnvelope::new(
-            "default",
-            "test.contract-0-3-adapter.whoami",
-            json!({}),
-        ))
-        .await;
-    assert_eq!(
-        (result.status, result.outcome),
-        (Status::Ok, OutcomeCode::Ok),
-        "{result:#?}"
-    );
-    assert_eq!(
-        result.content,
-        vec![ContentBlock::Text {
-            text: "built for 0.3.0, called by default with skills: Be brief.".to_owned()
-        }]
-    );
+    for (adapter, version) in [
+        (&CONTRACT_0_2_ADAPTER, "0.2.0"),
+        (&CONTRACT_0_3_ADAPTER, "0.3.0"),
+    ] {
+        let host = HostBuilder::trusting(&["test.*"], &[])
+            .with(|c| {
+                c.pipeline.skills = vec![Skill {
+                    name: "tone".to_owned(),
+                    scope: SkillScope::Global,
+                    matches: String::new(),
+                    priority: 0,
+                    text: "Be brief.".to_owned(),
+                }];
+            })
+            .build();
+        host.install_adapter(&adapter.signed())
+            .unwrap_or_else(|e| panic!("a {version} adapter installs: {e}"));
+        let id = adapter.manifest().id().to_owned();
+        let result = host
+            .call(ToolCallEnvelope::new(
+                "default",
+                format!("{id}.whoami"),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(
+            (result.status, result.outcome),
+            (Status::Ok, OutcomeCode::Ok),
+            "{version}: {result:#?}"
+        );
+        assert_eq!(
+            result.content,
+            vec![ContentBlock::Text {
+                text: format!("built for {version}, called by default with skills: Be brief.")
+            }]
+        );
+    }
 }

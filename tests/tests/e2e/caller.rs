@@ -5,84 +5,17 @@
 //! operator's `[[caller.grant]]`, its budgets, credentials), the audit record keeps each ask
 //! and its answer, and an adapter built for 0.4.0 still loads and runs.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse_host::plugin::manifest::CallerRequest;
 use gatehouse_host::plugin::manifest::Manifest;
-use gatehouse_host::relay::{Ask, AskError, AskFuture, AskKind, CallerCan, LogLevel, Relay};
+use gatehouse_host::relay::{CallerCan, LogLevel};
 use gatehouse_host::{ContentBlock, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{CALLER_PROBE, CONTRACT_0_4_ADAPTER, CONTRACT_0_5_ADAPTER};
 use gatehouse_tests::host::HostBuilder;
+use gatehouse_tests::relay::{TestRelay, everything};
 use gatehouse_tests::{TOKEN, audit_record, publisher, token_file};
 use serde_json::{Value, json};
-
-/// A relay that records what reaches it, in order, and answers each ask after `delay`:
-/// a form with `{"name": "Ada", "password": "hunter2"}`, a sampling request with "Paris", the
-/// roots with one root.
-struct TestRelay {
-    can: CallerCan,
-    delay: Duration,
-    seen: Mutex<Vec<Value>>,
-}
-
-impl TestRelay {
-    fn new(can: CallerCan, delay: Duration) -> Arc<Self> {
-        Arc::new(Self {
-            can,
-            delay,
-            seen: Mutex::default(),
-        })
-    }
-
-    fn seen(&self) -> Vec<Value> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-impl Relay for TestRelay {
-    fn can(&self) -> CallerCan {
-        self.can
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        (self.seen.lock().unwrap())
-            .push(json!({ "progress": progress, "total": total, "message": message }));
-    }
-
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: &Value) {
-        (self.seen.lock().unwrap()).push(json!({ "log": level, "logger": logger, "data": data }));
-    }
-
-    fn ask(&self, ask: Ask) -> AskFuture<'_> {
-        (self.seen.lock().unwrap())
-            .push(json!({ "ask": ask.key, "method": ask.kind.method(), "params": ask.params }));
-        let delay = self.delay;
-        Box::pin(async move {
-            tokio::time::sleep(delay).await;
-            Ok::<Value, AskError>(match ask.kind {
-                AskKind::Elicitation => {
-                    json!({ "action": "accept", "content": { "name": "Ada", "password": "hunter2" } })
-                }
-                AskKind::Sampling => json!({
-                    "role": "assistant",
-                    "content": { "type": "text", "text": "Paris" },
-                    "model": "test-model"
-                }),
-                AskKind::Roots => json!({ "roots": [{ "uri": "file:///work", "name": "work" }] }),
-            })
-        })
-    }
-}
-
-fn everything() -> CallerCan {
-    CallerCan {
-        elicit_form: true,
-        elicit_url: true,
-        sample: true,
-        roots: true,
-    }
-}
 
 /// The probe's operator config: a credential bound to its egress request, and `grant` (a
 /// `[[caller.grant]]` entry, or none).

@@ -223,10 +223,13 @@ fn every_test_program_has_a_test_here() {
         "wrong-world",
         // Driven by tests/egress.rs.
         "egress-probe",
-        // Not hostile: adapters built for the released contracts 0.1.0 and 0.3.0, driven by
-        // tests/adapters.rs, and a policy built for 0.3.0, driven by tests/pipeline.rs.
+        // Not hostile: adapters built for the released contracts 0.1.0, 0.2.0 and 0.3.0,
+        // driven by tests/adapters.rs, and policies built for 0.2.0 and 0.3.0, driven by
+        // tests/pipeline.rs.
         "contract-0-1",
+        "contract-0-2-adapter",
         "contract-0-3-adapter",
+        "contract-0-2",
         "contract-0-3",
         // Not hostile: the caller interface's probe (contract 0.5.0) and an adapter built for
         // the released 0.4.0, driven by tests/caller.rs.

@@ -7,15 +7,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use gatehouse_host::config::{EgressConfig, PolicyDefault};
+use gatehouse_host::model::{ContentBlock, Operation};
 use gatehouse_host::{ErrorKind, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_server::mcp::McpConfig;
 use gatehouse_tests::artifacts::ECHO;
 use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::mcp::{client, tool_names};
+use gatehouse_tests::relay::{TestRelay, everything};
 use gatehouse_tests::upstream::Upstream;
-use gatehouse_tests::{Artifact, TOKEN, bind, token_file};
+use gatehouse_tests::{Artifact, TOKEN, audit_record, bind, token_file};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
@@ -38,11 +41,21 @@ fn cached(mut config: HostConfig) -> HostConfig {
 /// A host trusting the test publisher, the orders adapter granted GET and POST on the
 /// upstream's `/api/` with the test token bound, loopback allowed.
 fn orders_host(lang: &Language, upstream: &Upstream) -> Host {
+    orders_host_with(lang, upstream, |_| ())
+}
+
+/// [`orders_host`], its config tweaked by `tweak` first.
+fn orders_host_with(
+    lang: &Language,
+    upstream: &Upstream,
+    tweak: impl FnOnce(&mut HostConfig),
+) -> Host {
     let id = lang.orders.manifest().id().to_owned();
     HostBuilder::on(cached(gatehouse_tests::config(
         &["example.*", "gatehouse.*"],
         &[],
     )))
+    .with(tweak)
     .egress(json!({
         "grant": [{
             "adapter": id,
@@ -282,6 +295,20 @@ async fn the_policy_allows_denies_pauses_and_redacts(lang: &Language) {
     let decision = allowed.policy_decision.as_ref().unwrap();
     assert_eq!(decision.modules[0].reasons[0].code, "ALLOWED");
 
+    // Its identifier mask (contract 0.3.0's `mask-identifiers`): the order id reaches neither
+    // the caller nor the audit log.
+    let masked = gatehouse_tests::echo(&host, "ship ord_123").await;
+    assert_eq!(masked.status, Status::Ok, "{masked:#?}");
+    assert_eq!(
+        masked.structured_content,
+        Some(json!({ "message": "ship [ORDER]", "length": 12 }))
+    );
+    let record = audit_record(&host, &masked.tool_call_id).await.to_string();
+    assert!(
+        record.contains("[ORDER]") && !record.contains("ord_123"),
+        "{record}"
+    );
+
     let denied = gatehouse_tests::echo(&host, "a forbidden fruit").await;
     assert_eq!(
         (denied.status, denied.outcome),
@@ -348,7 +375,7 @@ async fn the_policy_swaps_under_calls(lang: &Language) {
     for round in 0..4 {
         let next = if round % 2 == 0 { &v2 } else { &v1 };
         host.force_install_policy(next).expect("the swap installs");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     done.store(true, Ordering::Relaxed);
     let mut seen = Vec::new();
@@ -401,6 +428,99 @@ async fn an_mcp_client_calls_it(lang: &Language) {
     assert_eq!(
         upstream.seen()[0].headers["authorization"],
         format!("Bearer {TOKEN}")
+    );
+}
+
+/// What contract 0.6.0 gives an adapter, in every language: the orders example tells its
+/// caller how far a read got, asks the user to confirm a large order (a form, under the
+/// operator's grant) and acts on the answer, and serves its resource and its prompt, each a
+/// governed call. The caller is a test relay, which answers the form without confirming.
+async fn tells_and_asks_its_caller_and_serves_its_resource_and_prompt(lang: &Language) {
+    let upstream = Upstream::start().await;
+    let id = lang.orders.manifest().id().to_owned();
+    let grant = json!({ "grant": [{ "adapter": id, "ask": ["elicitation"] }] });
+    let host = orders_host_with(lang, &upstream, |config| {
+        config.caller = serde_json::from_value(grant).unwrap();
+    });
+    let base = upstream.url("/api");
+
+    let relay = TestRelay::new(everything(), Duration::ZERO);
+    let read = call(
+        &format!("{id}.get_order"),
+        json!({ "base_url": base, "order_id": "42" }),
+    );
+    let result = host.call_relayed(read, relay.clone()).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    assert_eq!(
+        relay.seen(),
+        [json!({ "progress": 1.0, "total": 1.0, "message": "read order 42" })]
+    );
+
+    // A large order: the user is asked; an answer that does not confirm stops it before
+    // anything is sent upstream.
+    let relay = TestRelay::new(everything(), Duration::ZERO);
+    let mut create = call(
+        &format!("{id}.create_order"),
+        json!({ "base_url": base, "item": "widget", "quantity": 500 }),
+    );
+    create.idempotency_key = Some("big-1".to_owned());
+    let result = host.call_relayed(create, relay.clone()).await;
+    let asked = relay.seen();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(
+        (
+            &asked[0]["ask"],
+            &asked[0]["method"],
+            &asked[0]["params"]["message"]
+        ),
+        (
+            &json!("confirm"),
+            &json!("elicitation/create"),
+            &json!("Order 500 of widget?")
+        )
+    );
+    let error = result.error.as_ref().expect("not confirmed");
+    assert_eq!(error.code, "NOT_CONFIRMED", "{result:#?}");
+    assert!(upstream.seen().iter().all(|s| s.method != "POST"));
+    let record = audit_record(&host, &result.tool_call_id).await;
+    let kept = &record["result"]["caller"]["asks"];
+    assert_eq!(
+        (&kept[0]["outcome"], &kept[0]["answer"]["action"]),
+        (&json!("answered"), &json!("accept")),
+        "{record}"
+    );
+
+    // Its resource and its prompt, through the pipeline.
+    let (name, args) = host
+        .resource_at("default", "orders://about")
+        .expect("the resource is listed");
+    let read = ToolCallEnvelope::new("default", name, args).with_operation(Operation::ReadResource);
+    let result = host.call(read).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    let [ContentBlock::Resource { resource }] = result.content.as_slice() else {
+        panic!("one resource block: {result:#?}");
+    };
+    assert_eq!(resource.uri, "orders://about");
+    assert!(
+        resource
+            .text
+            .as_deref()
+            .is_some_and(|t| t.starts_with("get_order reads")),
+        "{resource:?}"
+    );
+    let fill = ToolCallEnvelope::new(
+        "default",
+        format!("{id}.review_order"),
+        json!({ "order_id": "42" }),
+    )
+    .with_operation(Operation::GetPrompt);
+    let result = host.call(fill).await;
+    assert_eq!(result.status, Status::Ok, "{result:#?}");
+    assert_eq!(
+        result.content,
+        [ContentBlock::Text {
+            text: "Review order 42: is anything unusual about it?".to_owned()
+        }]
     );
 }
 
@@ -503,6 +623,11 @@ macro_rules! per_language {
             #[tokio::test]
             async fn an_mcp_client_calls_it() {
                 super::an_mcp_client_calls_it(&LANG).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tells_and_asks_its_caller_and_serves_its_resource_and_prompt() {
+                super::tells_and_asks_its_caller_and_serves_its_resource_and_prompt(&LANG).await;
             }
         }
     };

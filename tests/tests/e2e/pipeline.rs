@@ -8,7 +8,7 @@ use gatehouse_host::model::Verdict;
 use gatehouse_host::model::{ApprovalMode, Claims, Principal, PrincipalKind};
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_tests::artifacts::{
-    BASELINE, CONTRACT_0_3, CONTRACT_0_4, ECHO, LEDGER, POLICY_PROBE, REDACT,
+    BASELINE, CONTRACT_0_2, CONTRACT_0_3, CONTRACT_0_4, ECHO, LEDGER, POLICY_PROBE, REDACT,
 };
 use gatehouse_tests::{bind, config, grant};
 use serde_json::{Value, json};
@@ -366,6 +366,39 @@ async fn a_policy_built_for_contract_0_3_keeps_loading_and_its_masks_apply() {
     assert!(
         !record.contains("ord_123") && !record.contains(jwt),
         "{record}"
+    );
+}
+
+/// A policy built for the released contract 0.2.0 (wit-bindgen alone) keeps loading: it is
+/// passed the action as 0.2.0 knew it, its decision is carried out, and its `mask-pii`
+/// obligation masks the result the caller gets and the audit log keeps.
+#[tokio::test]
+async fn a_policy_built_for_contract_0_2_keeps_loading_and_its_mask_applies() {
+    let host = host_with(
+        base_config(),
+        &[(&CONTRACT_0_2, bind("test.contract-0-2", "*", 0, json!({})))],
+    );
+    let args = json!({ "message": "write to ann@example.com" });
+    let result = host
+        .call(ToolCallEnvelope::new("acme", "gatehouse.echo.echo", args))
+        .await;
+    assert_outcome(&result, Status::Ok, OutcomeCode::Ok);
+    let delivered = serde_json::to_string(&(&result.content, &result.structured_content)).unwrap();
+    assert!(!delivered.contains("ann@example.com"), "{delivered}");
+    let module = &result.policy_decision.as_ref().unwrap().modules[0];
+    assert_eq!(
+        (module.module_id.as_str(), module.verdict),
+        ("test.contract-0-2", Verdict::Allow)
+    );
+    assert_eq!(
+        module.reasons[0].message,
+        "tenant=acme tool=gatehouse.echo.echo mode=read_only"
+    );
+    let record = gatehouse_tests::audit_record(&host, &result.tool_call_id).await;
+    let kept = record["result"].to_string();
+    assert!(
+        kept.contains("write to") && !kept.contains("ann@example.com"),
+        "{kept}"
     );
 }
 
