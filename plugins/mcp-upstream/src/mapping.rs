@@ -28,6 +28,10 @@ pub struct Mapping {
     pub uri: String,
     /// The protocol version the upstream answered at import: `2026-07-28` or `2025-11-25`.
     pub protocol: String,
+    /// A capability's, when the upstream runs its tool only as a task (2025-11-25's
+    /// `execution.taskSupport`): `required`. Empty otherwise.
+    #[serde(default)]
+    pub task: String,
     /// SHA-256 of the tool's definition at import. Not used here: `gatehouse import mcp
     /// --check` compares it with the upstream's current definition.
     pub digest: String,

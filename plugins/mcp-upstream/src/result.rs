@@ -195,6 +195,7 @@ mod tests {
             prompt: String::new(),
             uri: String::new(),
             protocol: "2026-07-28".into(),
+            task: String::new(),
             digest: "sha256:00".into(),
         }
     }

@@ -1,6 +1,9 @@
 //! One request of the upstream in the mapping's protocol version (a `tools/call`,
 //! `resources/read`, `prompts/get` or `completion/complete`): 2026-07-28 needs one request;
-//! 2025-11-25 a session (`initialize`, `notifications/initialized`, then the request).
+//! 2025-11-25 a session (`initialize`, `notifications/initialized`, then the request). A
+//! 2025-11-25 tool the upstream runs only as a task (the mapping's `task`) is called as one,
+//! and its result waited for in the same call (`tasks/result`, which the upstream answers
+//! once the task ends; what it asks meanwhile comes on that request's stream).
 //! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
 //! the session as it would a client that went away. A request the adapter gives up (its call
 //! cancelled by the caller, say) is cancelled with `notifications/cancelled` in 2025-11-25;
@@ -17,6 +20,14 @@ use crate::rpc::Exchange;
 const MAX_ROUNDS: usize = 8;
 /// The progress token the upstream's progress notifications carry.
 const PROGRESS_TOKEN: &str = "gatehouse";
+/// How long an upstream task's result is asked to be kept, in ms: past any call's time budget.
+const TASK_TTL_MS: u64 = 600_000;
+/// The JSON-RPC ids of what a call sends: its `initialize` (2025-11-25), its request,
+/// `logging/setLevel` (2025-11-25), and a task's `tasks/result`.
+const INITIALIZE: u64 = 0;
+const REQUEST: u64 = 1;
+const SET_LEVEL: u64 = 2;
+const TASK_RESULT: u64 = 3;
 
 /// How this client names itself to the upstream.
 fn client_info() -> Value {
@@ -34,6 +45,9 @@ pub fn call_tool(mapping: &Mapping, arguments: &Value) -> Result<Value, ToolErro
         "arguments": arguments,
         "_meta": { "progressToken": PROGRESS_TOKEN },
     });
+    if mapping.protocol == SESSION && mapping.task == "required" {
+        return call_as_task(mapping, params, &mut relay);
+    }
     for _ in 0..MAX_ROUNDS {
         let result = request_relayed(
             mapping,
@@ -109,16 +123,52 @@ fn request_relayed(
             params["_meta"][key] = value;
         }
         return exchange
-            .request_relayed(1, method, &params, &mut meanwhile)
+            .request_relayed(REQUEST, method, &params, &mut meanwhile)
             .map(|reply| reply.result);
     }
+    session(mapping)?
+        .request_relayed(REQUEST, method, &params, &mut meanwhile)
+        .map(|reply| reply.result)
+}
+
+/// Calls the mapping's tool (2025-11-25) as a task, `params` its `tools/call` params, and waits
+/// for the task's result: what the upstream says meanwhile, on either request's stream, goes to
+/// `relay`. An upstream that answers at once, though it said its tool runs as a task, is taken
+/// at its answer.
+fn call_as_task(
+    mapping: &Mapping,
+    mut params: Value,
+    relay: &mut Relay,
+) -> Result<Value, ToolError> {
+    let mut meanwhile = |exchange: &Exchange, message: Value| relay.relay(exchange, &message);
+    let exchange = session(mapping)?;
+    params["task"] = json!({ "ttl": TASK_TTL_MS });
+    let created = exchange
+        .request_relayed(REQUEST, "tools/call", &params, &mut meanwhile)?
+        .result;
+    let Some(task) = created["task"]["taskId"].as_str() else {
+        return Ok(created);
+    };
+    exchange
+        .request_relayed(
+            TASK_RESULT,
+            "tasks/result",
+            &json!({ "taskId": task }),
+            &mut meanwhile,
+        )
+        .map(|reply| reply.result)
+}
+
+/// A 2025-11-25 session with the mapping's upstream: `initialize` answered,
+/// `notifications/initialized` sent, and the upstream asked for all its log lines.
+fn session(mapping: &Mapping) -> Result<Exchange<'_>, ToolError> {
     let mut exchange = Exchange {
         url: &mapping.url,
         headers: Vec::new(),
         cancel_by_notification: true,
     };
     let initialized = exchange.request(
-        0,
+        INITIALIZE,
         "initialize",
         &json!({
             "protocolVersion": SESSION,
@@ -139,11 +189,10 @@ fn request_relayed(
     // Its log lines, all of them: the caller's own level filters what reaches it. A server
     // that offers logging but refuses the level still runs the call, without log lines.
     if initialized.result["capabilities"].get("logging").is_some() {
-        let _unlogged = exchange.request(2, "logging/setLevel", &json!({ "level": "debug" }));
+        let _unlogged =
+            exchange.request(SET_LEVEL, "logging/setLevel", &json!({ "level": "debug" }));
     }
-    exchange
-        .request_relayed(1, method, &params, &mut meanwhile)
-        .map(|reply| reply.result)
+    Ok(exchange)
 }
 
 /// A header value for `text` as SEP-2243 sends it: as is when it is visible ASCII without

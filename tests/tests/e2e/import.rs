@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gatehouse_host::HostConfig;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::{MCP_UPSTREAM, OPENAPI};
@@ -76,6 +77,7 @@ pub(crate) fn serve_config(
     mcp: u16,
     admin: u16,
     extra: &str,
+    tweak: impl FnOnce(&mut HostConfig),
 ) -> String {
     let file = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
@@ -85,6 +87,7 @@ pub(crate) fn serve_config(
     let mut host = config(&[], &[]);
     host.trust.publishers = vec![gatehouse_tests::trust(key, &["test.*"], &[])];
     host.pipeline.tools.clear();
+    tweak(&mut host);
     // The host config without the tables the snippet appends to.
     let mut table: toml::Table = toml::from_str(&toml::to_string(&host).unwrap()).unwrap();
     for (section, key) in [("egress", "grant"), ("pipeline", "tool")] {
@@ -134,9 +137,21 @@ impl Imported {
         env: (&str, &str),
         extra: &str,
     ) -> Self {
+        Self::start_tuned(import_dir, id, key, env, extra, |_| ()).await
+    }
+
+    /// [`Imported::start_with`], the host's config changed by `tweak` first.
+    pub(crate) async fn start_tuned(
+        import_dir: &Path,
+        id: &str,
+        key: &SigningKey,
+        env: (&str, &str),
+        extra: &str,
+        tweak: impl FnOnce(&mut HostConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (mcp, admin) = (free_port(), free_port());
-        let config = serve_config(dir.path(), import_dir, key, mcp, admin, extra);
+        let config = serve_config(dir.path(), import_dir, key, mcp, admin, extra, tweak);
         let gateway = Serve::config(config)
             .adapter(import_dir.join(format!("{id}.wasm")))
             .env(env.0, env.1)
@@ -413,6 +428,7 @@ async fn an_imported_mcp_server_is_served_governed_in_both_protocol_versions() {
             free_port(),
             free_port(),
             "[import]\ndrift_check = \"refuse\"\n",
+            |_| (),
         );
         let wasm = out.join(format!("{id}.wasm"));
         let (code, text) = gatehouse(&[
@@ -1090,7 +1106,7 @@ pub(crate) async fn checking_drift(
     let dir = tempfile::tempdir().unwrap();
     let (mcp, admin) = (free_port(), free_port());
     let extra = format!("[import]\ndrift_check = \"{mode}\"\n");
-    let config = serve_config(dir.path(), out, key, mcp, admin, &extra);
+    let config = serve_config(dir.path(), out, key, mcp, admin, &extra, |_| ());
     let started = Serve::config(&config)
         .adapter(adapter)
         .env(TOKEN_ENV, UPSTREAM_TOKEN)

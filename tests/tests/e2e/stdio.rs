@@ -957,6 +957,66 @@ async fn the_everything_server_works_the_same_through_gatehouse() {
     drop(server);
 }
 
+/// A tool the server runs only as a task (2025-11-25's `taskSupport: "required"`: the
+/// everything server's `simulate-research-query`, four stages of a second) works through
+/// gatehouse for a client that knows nothing of tasks: the import marks it, and the adapter
+/// calls it as a task and waits for its result within the call. The task's question (the
+/// query is ambiguous), which the server sends on the stream of `tasks/result`, reaches the
+/// client's elicitation handler under the operator's grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_the_server_runs_only_as_a_task_works_through_gatehouse() {
+    let dir = open_dir();
+    let id = "test.tasks";
+    let (code, printed, out, key) = import(
+        dir.path(),
+        id,
+        &["--include", "simulate-research-query"],
+        &["npx", "-y", EVERYTHING, "stdio"],
+    );
+    assert_eq!(code, 0, "{printed}");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    for marked in ["task = \"required\"", "task_support = \"optional\""] {
+        assert!(manifest.contains(marked), "{marked}\n{manifest}");
+    }
+    // The task takes four seconds: more than the tests' default budgets.
+    let extra = format!(
+        "{}[[sandbox.plugin]]\nid = \"{id}\"\ntimeout_ms = 20000\n",
+        asks(id)
+    );
+    let gateway = Imported::start_tuned(&out, id, &key, ("UNUSED", ""), &extra, |host| {
+        host.egress.max_total_ms = 20_000;
+    })
+    .await;
+    let lines = crate::import::typescript_agent(
+        gateway.mcp,
+        "2025-11-25",
+        &format!("{id}.simulate-research-query"),
+        // Not read-only: a write-class call, which takes a key.
+        &json!({ "topic": "python", "ambiguous": true, "idempotency_key": "research-1" }),
+        &[],
+    )
+    .await;
+    let asked: Vec<_> = lines
+        .iter()
+        .filter(|l| l["event"] == "elicitation")
+        .collect();
+    assert_eq!(asked.len(), 1, "{lines:#?}");
+    assert!(
+        (asked[0]["params"]["message"].as_str())
+            .is_some_and(|m| m.contains("could have multiple interpretations")),
+        "{lines:#?}"
+    );
+    let result = (lines.iter().find(|l| l["event"] == "result"))
+        .unwrap_or_else(|| panic!("no result: {lines:#?}"));
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("# Research Report: python") && text.contains("input_required"),
+        "{lines:#?}"
+    );
+}
+
 /// The operator's grant: adapter `id`'s server may ask the caller for elicitation and sampling.
 fn asks(id: &str) -> String {
     format!("[[caller.grant]]\nadapter = \"{id}\"\nask = [\"elicitation\", \"sampling\"]\n")

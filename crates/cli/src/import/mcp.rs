@@ -28,7 +28,7 @@ use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::config::MethodName;
 use gatehouse_host::plugin::manifest::{
     AdapterManifest, Annotations, AskKind, CallerRequest, Capability, Prompt, PromptArgument,
-    Resource, ResourceTemplate,
+    Resource, ResourceTemplate, TaskSupport,
 };
 use rmcp::model::{ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
@@ -493,6 +493,9 @@ pub fn definition(tool: &Value) -> Value {
 
 fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capability, Choice) {
     let name = tool["name"].as_str().unwrap_or_default();
+    let digest = digest::of(&definition(tool));
+    // 2025-11-25's task-augmented calls (a 2026-07-28 server directs its own tasks).
+    let upstream_task = protocol == "2025-11-25" && tool["execution"]["taskSupport"] == "required";
     let hints = &tool["annotations"];
     let hint = |key: &str| hints[key].as_bool();
     let (class, mode, reason) = if hint("readOnlyHint") == Some(true) {
@@ -543,13 +546,14 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         annotations: (annotations != Annotations::default()).then_some(annotations),
         sensitive: false,
         client_capabilities: Vec::new(),
-        task_support: None,
-        upstream: Some(json!({
-            "url": url,
-            "tool": name,
-            "protocol": protocol,
-            "digest": digest::of(&definition(tool)),
-        })),
+        // A tool the upstream runs only as a task runs as one there (`mcp-upstream` waits for
+        // its result within the call); here a client may take the call as a task too.
+        task_support: upstream_task.then_some(TaskSupport::Optional),
+        upstream: Some(if upstream_task {
+            json!({ "url": url, "tool": name, "protocol": protocol, "task": "required", "digest": digest })
+        } else {
+            json!({ "url": url, "tool": name, "protocol": protocol, "digest": digest })
+        }),
     };
     let choice = Choice {
         source: name.to_owned(),
@@ -675,27 +679,30 @@ pub fn upstream_url(manifest: &AdapterManifest) -> Option<&str> {
 mod tests {
     use super::*;
 
+    /// The import of a server speaking `protocol` that lists `tools`.
+    fn imported(protocol: &str, tools: Vec<Value>) -> Import {
+        let listing = Listing {
+            protocol: protocol.to_owned(),
+            tools,
+            ..Listing::default()
+        };
+        let options = Options::new("test.tools");
+        build("http://127.0.0.1:9/mcp", &[], &options, &listing).unwrap()
+    }
+
     /// Two tools whose names agree on their first 64 characters are two capabilities, each
     /// cut to a stable id that says it was shortened; the mapping keeps the upstream's name.
     #[test]
     fn long_tool_names_stay_two_capabilities() {
         let stem = "search_repositories_by_language_and_stars_and_topic_and_license_and";
         let names = [format!("{stem}_owner"), format!("{stem}_date")];
-        let listing = Listing {
-            protocol: "2025-11-25".to_owned(),
-            tools: names
+        let import = imported(
+            "2025-11-25",
+            names
                 .iter()
                 .map(|name| json!({ "name": name, "inputSchema": { "type": "object" } }))
                 .collect(),
-            ..Listing::default()
-        };
-        let import = build(
-            "http://127.0.0.1:9/mcp",
-            &[],
-            &Options::new("test.tools"),
-            &listing,
-        )
-        .unwrap();
+        );
         let ids: Vec<&str> = import
             .choices
             .iter()
@@ -718,5 +725,42 @@ mod tests {
             import.manifest.capabilities[1].upstream.as_ref().unwrap()["tool"],
             names[1].as_str()
         );
+    }
+
+    /// A 2025-11-25 tool the upstream runs only as a task is marked so in its mapping (the
+    /// adapter calls it as one), and may run as a task here; a 2026-07-28 upstream directs
+    /// its own tasks, and a tool that merely may be a task is called as any.
+    #[test]
+    fn a_tool_that_runs_only_as_a_task_is_marked() {
+        let tool = |name: &str, support: &str| {
+            json!({
+                "name": name, "inputSchema": { "type": "object" },
+                "execution": { "taskSupport": support },
+            })
+        };
+        for (protocol, marked) in [("2025-11-25", true), ("2026-07-28", false)] {
+            let import = imported(
+                protocol,
+                vec![tool("research", "required"), tool("lookup", "optional")],
+            );
+            let of = |id: &str| {
+                (import.manifest.capabilities.iter())
+                    .find(|c| c.id == id)
+                    .unwrap_or_else(|| panic!("no {id}"))
+            };
+            let (research, lookup) = (of("research"), of("lookup"));
+            let task = |c: &Capability| c.upstream.as_ref().unwrap().get("task").cloned();
+            assert_eq!(
+                task(research),
+                marked.then(|| json!("required")),
+                "{protocol}"
+            );
+            assert_eq!(
+                research.task_support,
+                marked.then_some(TaskSupport::Optional),
+                "{protocol}"
+            );
+            assert_eq!((task(lookup), lookup.task_support), (None, None));
+        }
     }
 }
