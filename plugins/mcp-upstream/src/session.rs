@@ -3,7 +3,9 @@
 //! 2025-11-25 a session (`initialize`, `notifications/initialized`, then the request). A
 //! 2025-11-25 tool the upstream runs only as a task (the mapping's `task`) is called as one,
 //! and its result waited for in the same call (`tasks/result`, which the upstream answers
-//! once the task ends; what it asks meanwhile comes on that request's stream).
+//! once the task ends; what it asks meanwhile comes on that request's stream). A call
+//! cancelled meanwhile cancels the `tasks/result` request, not the task, which runs on
+//! upstream until it ends (`tasks/cancel` is not sent).
 //! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
 //! the session as it would a client that went away. A request the adapter gives up (its call
 //! cancelled by the caller, say) is cancelled with `notifications/cancelled` in 2025-11-25;
