@@ -7,8 +7,10 @@
 //!    that parses each JSON-RPC request and answers it with a canned `tools/call` result.
 //! 3. `gatehouse serve` as a separate process (this binary again, running the `gatehouse`
 //!    binary's entry point, built in this workspace's bench profile), one process per
-//!    scenario: (a) read-only echo; (b) echo with the `gatehouse.baseline` policy bound to
-//!    every call; (c) the write-class `test.ledger.transfer` with a fresh idempotency key per
+//!    scenario: (a) read-only echo; (b) echo from clients that hold a session id
+//!    (`Mcp-Session-Id`, as every official SDK client does: each call registered for
+//!    `notifications/cancelled`); (c) echo with the `gatehouse.baseline` policy bound to
+//!    every call; (d) the write-class `test.ledger.transfer` with a fresh idempotency key per
 //!    call (a durable claim and a recorded result in the SQLite store).
 //! 4. Each server under 1, 8 and 32 clients (tasks of this process, one connection each):
 //!    calls/s, p50/p99 latency, server CPU per call (the server process's utime + stime from
@@ -35,7 +37,8 @@
 //!
 //! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH] [--only
 //! SCENARIO,...]` (`--seconds` per row, default 3: a run takes about a minute; `--only` runs the
-//! floor, the bare call and the named scenarios: `echo`, `echo+policy`, `write+idempotency`).
+//! floor, the bare call and the named scenarios: `echo`, `echo+session`, `echo+policy`,
+//! `write+idempotency`).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -109,6 +112,7 @@ fn main() {
 
     for (scenario, call, policy) in [
         ("echo", Call::Echo, false),
+        ("echo+session", Call::EchoInSession, false),
         ("echo+policy", Call::Echo, true),
         ("write+idempotency", Call::Transfer, false),
     ]
@@ -161,6 +165,7 @@ fn main() {
             / (cpu(PACED_FLOOR) + bare_us + writer("echo")),
         "echo_policy_over_parts": cpu("echo+policy")
             / (cpu("floor") + bare_policy_us + writer("echo+policy")),
+        "session_over_echo": cpu("echo+session") / cpu("echo"),
         "echo_p99_us": at("echo", CONCURRENT, "p99_us"),
         "echo_p50_1_client_us": at("echo", 1, "p50_us"),
         "echo_p50_1_client_limit_us": at("floor", 1, "p50_us") + 1.5 * bare_us,
@@ -190,6 +195,10 @@ fn main() {
     println!(
         "    with the floor at echo's rate: echo {:.2}x",
         target("echo_over_parts_at_echo_rate")
+    );
+    println!(
+        "  a session id's cost: echo+session {:.2}x echo",
+        target("session_over_echo")
     );
     println!(
         "  echo p99 {:.0} us [< 5000]; p50 at 1 client {:.0} us [<= {:.0}: floor p50 + 1.5x bare]",

@@ -18,6 +18,9 @@ use wasmtime_wasi_http::io::TokioIo;
 pub enum Call {
     /// `gatehouse.echo.echo`, read-only.
     Echo,
+    /// [`Call::Echo`] from a client that holds a session id (every official SDK client, since
+    /// `initialize` names one): each call is registered for `notifications/cancelled`.
+    EchoInSession,
     /// `test.ledger.transfer`, write-class, a fresh idempotency key each call.
     Transfer,
 }
@@ -26,7 +29,7 @@ impl Call {
     /// The JSON-RPC request of the `n`th call of client `client`.
     pub fn body(self, client: usize, n: u64) -> String {
         match self {
-            Self::Echo => json!({
+            Self::Echo | Self::EchoInSession => json!({
                 "jsonrpc": "2.0",
                 "id": n,
                 "method": "tools/call",
@@ -47,6 +50,11 @@ impl Call {
             }),
         }
         .to_string()
+    }
+
+    /// The `Mcp-Session-Id` client `client` sends, if it holds one.
+    pub fn session(self, client: usize) -> Option<String> {
+        matches!(self, Self::EchoInSession).then(|| format!("load-session-{client}"))
     }
 }
 
@@ -322,6 +330,7 @@ async fn client_loop(
         .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(connection);
     let host = format!("127.0.0.1:{port}");
+    let session = call.session(client);
     let mut n = 0u64;
     loop {
         if let Some(schedule) = &schedule {
@@ -330,11 +339,15 @@ async fn client_loop(
         if !more() {
             break;
         }
-        let request = hyper::Request::post("/mcp")
+        let mut request = hyper::Request::post("/mcp")
             .header("host", &host)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(session) = &session {
+            request = request.header("mcp-session-id", session);
+        }
+        let request = request
             .body(Full::new(Bytes::from(call.body(client, n))))
             .expect("request");
         let begun = Instant::now();
