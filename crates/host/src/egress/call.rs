@@ -40,8 +40,8 @@ pub enum Denial {
         /// The budget.
         limit: u32,
     },
-    /// The caller cancelled the call, and the moment after it in which the adapter may still
-    /// tell its upstream ([`FAREWELL`]) has passed.
+    /// The caller cancelled the call, and the one request the adapter may still send to tell
+    /// its upstream, within [`FAREWELL`] of it, is spent or too late.
     #[error("the caller cancelled the call")]
     Cancelled,
     /// The call's egress time is spent.
@@ -262,6 +262,8 @@ pub(super) struct Spent {
     pub(super) response_bytes: u64,
     pub(super) attempts: Vec<EgressAttempt>,
     pub(super) dropped: usize,
+    /// Requests begun after the caller cancelled the call ([`FAREWELL`]).
+    farewells: u32,
     /// A joint ledger's: for each of its attempts, where its copy is in each of `calls`'
     /// records.
     copies: Vec<Vec<Option<usize>>>,
@@ -340,6 +342,17 @@ impl Ledger {
                 limit_ms: millis(self.grants.max_total),
             },
         }
+    }
+
+    /// Counts a request begun now, if the caller cancelled the call: whether the one such
+    /// request the call may still send ([`FAREWELL`]) is spent already.
+    pub(super) fn farewell_spent(&self) -> bool {
+        if !(self.cancel.as_ref()).is_some_and(crate::relay::Cancel::is_cancelled) {
+            return false;
+        }
+        let mut spent = self.spent();
+        spent.farewells += 1;
+        spent.farewells > 1
     }
 
     /// What cuts a request begun now short: its caller's cancellation of the call, unless it

@@ -32,8 +32,8 @@
 //!
 //! When the call's caller cancels the call, what a request waits on (its response head or body)
 //! ends at once, recorded `cancelled`. The call's time budget then ends [`FAREWELL`] after the
-//! cancellation at the latest: a request begun meanwhile is sent, so that an adapter can tell
-//! its upstream it gave up, and one begun later is refused (`cancelled`).
+//! cancellation at the latest: the first request begun meanwhile is sent, so that an adapter
+//! can tell its upstream it gave up; any other, or one begun later, is refused (`cancelled`).
 //!
 //! Redirects are **not followed** by the host: a 3xx response is returned to the guest as is.
 //! A client that follows it sends a new request, which passes all of the above again (the SDK
@@ -117,11 +117,11 @@ use crate::relay::Cancel;
 /// Why a request ended when its call's caller cancelled the call.
 pub(crate) const CANCELLED: &str = "the caller cancelled the call";
 
-/// How long after its caller cancelled a call the gate still lets the adapter's new requests
-/// out: long enough to tell its upstream (a 2025-11-25 MCP server's `notifications/cancelled`),
-/// too short to go on working. What it waited on when the call was cancelled ends at once; a
-/// request begun after the cancellation runs within this moment and the call's time budget,
-/// and one begun after it is refused (`cancelled`).
+/// How long after its caller cancelled a call the gate still lets one more request of the
+/// adapter out: enough to tell its upstream (a 2025-11-25 MCP server's
+/// `notifications/cancelled`), too little to go on working. What it waited on when the call
+/// was cancelled ends at once; the first request begun after the cancellation runs within this
+/// moment and the call's time budget; any other, or one begun later, is refused (`cancelled`).
 pub const FAREWELL: Duration = Duration::from_secs(3);
 
 /// Marks `attempt` as ended by its caller's cancellation ([`cancelled_error`]).
@@ -388,6 +388,9 @@ fn refuse(ledger: &Ledger, mut attempt: EgressAttempt, denial: &Denial) -> HttpE
 /// Step 2: counts the request against the call's budget (each call's, for a stdio server's
 /// request judged against several), and refuses it when the count or the time is spent.
 fn charge(ledger: &Ledger) -> Result<(), Denial> {
+    if ledger.farewell_spent() {
+        return Err(Denial::Cancelled);
+    }
     let grants = &ledger.grants;
     for payer in ledger.payers() {
         let mut spent = payer.spent();
