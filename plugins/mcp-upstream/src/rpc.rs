@@ -88,11 +88,13 @@ impl Exchange<'_> {
     /// gives a request up: when the connection broke or the gateway cut the wait (the caller
     /// cancelled the call, which leaves the adapter a moment to say so, or a byte budget ran
     /// out). Not after a timeout (the call's time is spent, so the gate would refuse the
-    /// notice), a refusal (nothing was sent), nor for `initialize`, which is never cancelled.
-    /// The notice is best effort: its own failure changes nothing.
+    /// notice), a refusal (nothing was sent), for `initialize`, which is never cancelled, nor
+    /// for `tasks/result`, whose task its caller cancels instead. The notice is best effort:
+    /// its own failure changes nothing.
     fn gave_up(&self, id: u64, method: &str, error: HttpError) -> ToolError {
         let may_run = matches!(error, HttpError::Transport(_));
-        if self.cancel_by_notification && may_run && method != "initialize" {
+        let noticed = !matches!(method, "initialize" | "tasks/result");
+        if self.cancel_by_notification && may_run && noticed {
             let notice = serde_json::json!({
                 "jsonrpc": "2.0",
                 "method": "notifications/cancelled",

@@ -4,8 +4,8 @@
 //! 2025-11-25 tool the upstream runs only as a task (the mapping's `task`) is called as one,
 //! and its result waited for in the same call (`tasks/result`, which the upstream answers
 //! once the task ends; what it asks meanwhile comes on that request's stream). A call
-//! cancelled meanwhile cancels the `tasks/result` request, not the task, which runs on
-//! upstream until it ends (`tasks/cancel` is not sent).
+//! cancelled meanwhile cancels the task (`tasks/cancel`, the one request the egress gate
+//! still lets out after a cancellation).
 //! A session is not ended with a DELETE: the grant needs only POST, and the upstream expires
 //! the session as it would a client that went away. A request the adapter gives up (its call
 //! cancelled by the caller, say) is cancelled with `notifications/cancelled` in 2025-11-25;
@@ -25,11 +25,12 @@ const PROGRESS_TOKEN: &str = "gatehouse";
 /// How long an upstream task's result is asked to be kept, in ms: past any call's time budget.
 const TASK_TTL_MS: u64 = 600_000;
 /// The JSON-RPC ids of what a call sends: its `initialize` (2025-11-25), its request,
-/// `logging/setLevel` (2025-11-25), and a task's `tasks/result`.
+/// `logging/setLevel` (2025-11-25), and a task's `tasks/result` and `tasks/cancel`.
 const INITIALIZE: u64 = 0;
 const REQUEST: u64 = 1;
 const SET_LEVEL: u64 = 2;
 const TASK_RESULT: u64 = 3;
+const CANCEL_TASK: u64 = 4;
 
 /// How this client names itself to the upstream.
 fn client_info() -> Value {
@@ -151,14 +152,18 @@ fn call_as_task(
     let Some(task) = created["task"]["taskId"].as_str() else {
         return Ok(created);
     };
-    exchange
-        .request_relayed(
-            TASK_RESULT,
-            "tasks/result",
-            &json!({ "taskId": task }),
-            &mut meanwhile,
-        )
-        .map(|reply| reply.result)
+    let result = exchange.request_relayed(
+        TASK_RESULT,
+        "tasks/result",
+        &json!({ "taskId": task }),
+        &mut meanwhile,
+    );
+    if result.is_err() {
+        // Given up (the call cancelled or cut short), or failed: the task is cancelled, best
+        // effort (one that already ended refuses it).
+        let _cancelled = exchange.request(CANCEL_TASK, "tasks/cancel", &json!({ "taskId": task }));
+    }
+    result.map(|reply| reply.result)
 }
 
 /// A 2025-11-25 session with the mapping's upstream: `initialize` answered,

@@ -1017,6 +1017,43 @@ async fn a_tool_the_server_runs_only_as_a_task_works_through_gatehouse() {
     );
 }
 
+/// A cancelled call cancels the upstream task it waits on: the caller (the TypeScript SDK)
+/// times out its request, and the server, whose tool runs only as a task, hears `tasks/cancel`
+/// for it (the one request the egress gate still lets out after a cancellation) instead of
+/// working on for nobody; the next call is served by the same process, which says what it
+/// heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_cancels_the_upstream_task_it_waits_on() {
+    let dir = open_dir();
+    let id = "test.tasker";
+    let (out, key, _) = import_script(dir.path(), id, "tasker.py");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(manifest.contains("task = \"required\""), "{manifest}");
+    // Time enough that only the cancellation ends the call.
+    let deadline = format!("[[sandbox.plugin]]\nid = \"{id}\"\ntimeout_ms = 15000\n");
+    let gateway = Imported::start_with(&out, id, &key, ("UNUSED", ""), &deadline).await;
+    let client = gateway.client().await;
+    assert_eq!(heard(&client, id).await, json!([]));
+
+    let started = std::time::Instant::now();
+    let lines = crate::import::typescript_agent(
+        gateway.mcp,
+        "2025-11-25",
+        &format!("{id}.slow"),
+        &json!({ "seconds": 30 }),
+        &["--timeout", "1500", "--linger", "1000"],
+    )
+    .await;
+    let errors: Vec<_> = lines.iter().filter(|l| l["event"] == "error").collect();
+    assert_eq!(errors.len(), 1, "the request timed out: {lines:#?}");
+    let told = heard_within(&client, id, 1, started).await;
+    assert_eq!(
+        told,
+        json!([{ "method": "tasks/cancel", "taskId": "task-1" }]),
+        "{lines:#?}"
+    );
+}
+
 /// The operator's grant: adapter `id`'s server may ask the caller for elicitation and sampling.
 fn asks(id: &str) -> String {
     format!("[[caller.grant]]\nadapter = \"{id}\"\nask = [\"elicitation\", \"sampling\"]\n")
