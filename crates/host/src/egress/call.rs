@@ -42,7 +42,7 @@ pub enum Denial {
     },
     /// The caller cancelled the call, and the one request the adapter may still send to tell
     /// its upstream, within [`FAREWELL`] of it, is spent or too late.
-    #[error("the caller cancelled the call")]
+    #[error("{}", super::CANCELLED)]
     Cancelled,
     /// The call's egress time is spent.
     #[error("the call's egress time budget of {limit_ms} ms is spent (`[egress] max_total_ms`)")]
@@ -131,6 +131,12 @@ pub enum Denial {
 }
 
 impl Denial {
+    /// Records this as what ended `attempt`: its code and reason.
+    pub(super) fn mark(&self, attempt: &mut EgressAttempt) {
+        attempt.code = self.code().to_owned();
+        attempt.reason = self.to_string();
+    }
+
     /// Stable machine-readable code, as recorded on the call.
     pub fn code(&self) -> &'static str {
         match self {
@@ -237,6 +243,16 @@ impl Paused {
     }
 }
 
+/// A request as its call's cancellation finds it when it begins ([`Ledger::begun`]).
+pub(super) enum Begun {
+    /// Begun before any cancellation: what cuts it short once the caller cancels the call
+    /// (none for a ledger without a [`Cancel`](crate::relay::Cancel)).
+    Before(Option<crate::relay::Cancel>),
+    /// Begun after the caller cancelled the call, as an adapter telling its upstream does:
+    /// the first such request is sent, within [`FAREWELL`], and not cut short.
+    AfterCancellation,
+}
+
 #[derive(Debug)]
 pub(super) struct Ledger {
     pub(super) grants: Arc<Grants>,
@@ -320,10 +336,16 @@ impl Ledger {
         match self.calls.iter().map(|c| c.deadline()).min() {
             Some(earliest) => earliest,
             None => {
-                let budget = self.started + self.grants.max_total + self.paused.waited();
+                let budget = self.budget_ends();
                 self.farewell_ends().map_or(budget, |ends| budget.min(ends))
             }
         }
+    }
+
+    /// When its time budget runs out, as of now, whatever its caller did: the budget from its
+    /// start, plus the time its call waited for the caller so far.
+    fn budget_ends(&self) -> Instant {
+        self.started + self.grants.max_total + self.paused.waited()
     }
 
     /// When the last moment after its caller cancelled the call ends, if it did.
@@ -335,33 +357,28 @@ impl Ledger {
     /// Why its time ran out ([`Ledger::deadline`]): its caller cancelled the call, or its time
     /// budget is spent.
     pub(super) fn out_of_time(&self) -> Denial {
-        let budget = self.started + self.grants.max_total + self.paused.waited();
         match self.farewell_ends() {
-            Some(ends) if ends <= budget => Denial::Cancelled,
+            Some(ends) if ends <= self.budget_ends() => Denial::Cancelled,
             _ => Denial::TimeBudget {
                 limit_ms: millis(self.grants.max_total),
             },
         }
     }
 
-    /// Counts a request begun now, if the caller cancelled the call: whether the one such
+    /// How a request begun now stands to its caller's cancellation of the call, read once.
+    pub(super) fn begun(&self) -> Begun {
+        match &self.cancel {
+            Some(cancel) if cancel.is_cancelled() => Begun::AfterCancellation,
+            cancel => Begun::Before(cancel.clone()),
+        }
+    }
+
+    /// Counts a request begun after its caller cancelled the call: whether the one such
     /// request the call may still send ([`FAREWELL`]) is spent already.
     pub(super) fn farewell_spent(&self) -> bool {
-        if !(self.cancel.as_ref()).is_some_and(crate::relay::Cancel::is_cancelled) {
-            return false;
-        }
         let mut spent = self.spent();
         spent.farewells += 1;
         spent.farewells > 1
-    }
-
-    /// What cuts a request begun now short: its caller's cancellation of the call, unless it
-    /// came already (a request begun after it, such as an adapter telling its upstream, is
-    /// sent, within [`FAREWELL`] of it); none for a ledger without a [`Cancel`].
-    ///
-    /// [`Cancel`]: crate::relay::Cancel
-    pub(super) fn cut_by(&self) -> Option<crate::relay::Cancel> {
-        self.cancel.clone().filter(|cancel| !cancel.is_cancelled())
     }
 
     pub(super) fn spent(&self) -> MutexGuard<'_, Spent> {

@@ -99,8 +99,8 @@ static DENIALS: gatehouse_core::throttle::Throttle =
     gatehouse_core::throttle::Throttle::new(gatehouse_core::throttle::INTERVAL);
 
 pub use addr::AddressPolicy;
+use call::{Begun, Ledger, MAX_RECORDED_URL};
 pub use call::{CallInfo, Denial, Paused};
-use call::{Ledger, MAX_RECORDED_URL};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
 use gatehouse_core::model::ApprovalMode;
 pub use gatehouse_core::model::EgressAttempt;
@@ -123,12 +123,6 @@ pub(crate) const CANCELLED: &str = "the caller cancelled the call";
 /// was cancelled ends at once; the first request begun after the cancellation runs within this
 /// moment and the call's time budget; any other, or one begun later, is refused (`cancelled`).
 pub const FAREWELL: Duration = Duration::from_secs(3);
-
-/// Marks `attempt` as ended by its caller's cancellation ([`cancelled_error`]).
-fn mark_cancelled(attempt: &mut EgressAttempt) {
-    attempt.code = "cancelled".to_owned();
-    attempt.reason = CANCELLED.to_owned();
-}
 
 /// What the guest gets for a request its caller's cancellation ended.
 fn cancelled_error() -> HttpError {
@@ -255,13 +249,14 @@ async fn send(
         method.to_string(),
         raw_uri[..raw_uri.floor_char_boundary(MAX_RECORDED_URL)].to_owned(),
     );
+    let begun = ledger.begun();
     if stdio::is_stdio(&raw_uri) {
-        if let Err(denial) = charge(&ledger) {
+        if let Err(denial) = charge(&ledger, &begun) {
             return Err(refuse(&ledger, attempt, &denial));
         }
         return stdio::send(ledger, &method, &raw_uri, body, attempt).await;
     }
-    let checked = match check(&ledger, &method, &raw_uri, body).await {
+    let checked = match check(&ledger, &begun, &method, &raw_uri, body).await {
         Ok(checked) => checked,
         Err((stop, destination)) => {
             if let Some(destination) = destination {
@@ -302,11 +297,14 @@ async fn send(
         (ledger.grants.id(), checked.rule),
         outgoing,
     );
-    let cut_by = ledger.cut_by();
+    let cut_by = match begun {
+        Begun::Before(cut_by) => cut_by,
+        Begun::AfterCancellation => None,
+    };
     let waited = tokio::select! {
         waited = tokio::time::timeout_at(head_deadline.into(), exchange) => waited,
         () = crate::relay::until_cancelled(cut_by.clone()) => {
-            mark_cancelled(&mut attempt);
+            Denial::Cancelled.mark(&mut attempt);
             ledger.record(attempt);
             return Err(cancelled_error());
         }
@@ -330,9 +328,7 @@ async fn send(
             return Err(HttpError::ConnectionReadTimeout);
         }
         Err(_elapsed) => {
-            let denial = ledger.out_of_time();
-            attempt.code = denial.code().to_owned();
-            attempt.reason = denial.to_string();
+            ledger.out_of_time().mark(&mut attempt);
             ledger.record(attempt);
             return Err(HttpError::ConnectionReadTimeout);
         }
@@ -379,16 +375,16 @@ fn refuse(ledger: &Ledger, mut attempt: EgressAttempt, denial: &Denial) -> HttpE
         }
     }
     attempt.allowed = false;
-    attempt.code = denial.code().to_owned();
-    attempt.reason = denial.to_string();
+    denial.mark(&mut attempt);
     ledger.record(attempt);
     HttpError::HttpRequestDenied
 }
 
 /// Step 2: counts the request against the call's budget (each call's, for a stdio server's
-/// request judged against several), and refuses it when the count or the time is spent.
-fn charge(ledger: &Ledger) -> Result<(), Denial> {
-    if ledger.farewell_spent() {
+/// request judged against several), and refuses it when the count or the time is spent, or
+/// when it is not the one request a cancelled call may still send (`begun`).
+fn charge(ledger: &Ledger, begun: &Begun) -> Result<(), Denial> {
+    if matches!(begun, Begun::AfterCancellation) && ledger.farewell_spent() {
         return Err(Denial::Cancelled);
     }
     let grants = &ledger.grants;
@@ -410,6 +406,7 @@ fn charge(ledger: &Ledger) -> Result<(), Denial> {
 /// Steps 1-6. On denial, also returns the normalized destination if it got that far.
 async fn check(
     ledger: &Ledger,
+    begun: &Begun,
     method: &Method,
     raw_uri: &str,
     body: WasiBody,
@@ -424,7 +421,7 @@ async fn check(
     let shown = dest.without_query();
     let deny = |denial| (Stop::Denied(denial), Some(shown.clone()));
     let grants = &ledger.grants;
-    charge(ledger).map_err(deny)?;
+    charge(ledger, begun).map_err(deny)?;
     let covering: Vec<(usize, &Rule)> = grants
         .rules
         .iter()

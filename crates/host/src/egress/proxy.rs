@@ -183,7 +183,7 @@ async fn connect(
             }
         };
         attempt.destination = dest.without_query();
-        charge(&ledger)?;
+        charge(&ledger, &ledger.begun())?;
         // `dest`'s path is `/`, which only a grant of the whole host covers; a tunnel carries
         // any method, so the grant must allow every one.
         let whole_host = ledger

@@ -19,7 +19,7 @@ use tokio_rustls::rustls::{self, pki_types::ServerName};
 use wasmtime_wasi_http::Error as HttpError;
 use wasmtime_wasi_http::io::TokioIo;
 
-use super::call::Ledger;
+use super::call::{Denial, Ledger};
 use super::pool::{PoolKey, Reuse, Sender};
 use super::rules::{DestHost, Destination, Scheme};
 use super::tls::TlsClient;
@@ -287,7 +287,8 @@ impl Body for MeteredBody {
                     && cancelled.as_mut().poll(cx).is_ready()
                 {
                     this.reuse = None;
-                    this.ledger.update(this.index, super::mark_cancelled);
+                    this.ledger
+                        .update(this.index, |a| Denial::Cancelled.mark(a));
                     return Poll::Ready(Some(Err(super::cancelled_error())));
                 }
                 if this.sleep.as_mut().poll(cx).is_pending() {
@@ -301,10 +302,7 @@ impl Body for MeteredBody {
                 }
                 this.reuse = None;
                 let denial = this.ledger.out_of_time();
-                this.ledger.update(this.index, |a| {
-                    a.code = denial.code().to_owned();
-                    a.reason = denial.to_string();
-                });
+                this.ledger.update(this.index, |a| denial.mark(a));
                 return Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)));
             },
         }
