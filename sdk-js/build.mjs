@@ -61,7 +61,7 @@ await stat(source).catch(() => fail(`cannot read ${source}`));
 /** The entry of an adapter's bundle: `source`'s exports, and the defaults of those it lacks. */
 function adapterEntry(source) {
   return `import * as module from ${JSON.stringify(source)};
-import { completions, fail, resources } from './index.js';
+import { completions, fail, prompts, resources } from './index.js';
 const exported = { ...module };
 if (typeof exported.invoke !== 'function') {
   throw new Error('the adapter module does not export \`invoke\` (build it with \`adapter({...})\`)');
@@ -70,9 +70,7 @@ export const invoke = exported.invoke;
 export const readResource = exported.readResource ?? resources((uri) => {
   throw fail.notFound('RESOURCE_NOT_FOUND', \`this adapter serves no resource at \\\`\${uri}\\\`\`);
 });
-export const getPrompt = exported.getPrompt ?? (async (ctx, name) => {
-  throw fail.notFound('PROMPT_NOT_FOUND', \`this adapter serves no prompt \\\`\${name}\\\`\`);
-});
+export const getPrompt = exported.getPrompt ?? prompts({});
 export const complete = exported.complete ?? completions(() => []);
 `;
 }

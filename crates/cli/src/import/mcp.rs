@@ -493,9 +493,17 @@ pub fn definition(tool: &Value) -> Value {
 
 fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capability, Choice) {
     let name = tool["name"].as_str().unwrap_or_default();
-    let digest = digest::of(&definition(tool));
+    let mut upstream = json!({
+        "url": url,
+        "tool": name,
+        "protocol": protocol,
+        "digest": digest::of(&definition(tool)),
+    });
     // 2025-11-25's task-augmented calls (a 2026-07-28 server directs its own tasks).
     let upstream_task = protocol == "2025-11-25" && tool["execution"]["taskSupport"] == "required";
+    if upstream_task {
+        upstream["task"] = json!("required");
+    }
     let hints = &tool["annotations"];
     let hint = |key: &str| hints[key].as_bool();
     let (class, mode, reason) = if hint("readOnlyHint") == Some(true) {
@@ -549,11 +557,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         // A tool the upstream runs only as a task runs as one there (`mcp-upstream` waits for
         // its result within the call); here a client may take the call as a task too.
         task_support: upstream_task.then_some(TaskSupport::Optional),
-        upstream: Some(if upstream_task {
-            json!({ "url": url, "tool": name, "protocol": protocol, "task": "required", "digest": digest })
-        } else {
-            json!({ "url": url, "tool": name, "protocol": protocol, "digest": digest })
-        }),
+        upstream: Some(upstream),
     };
     let choice = Choice {
         source: name.to_owned(),
