@@ -1,21 +1,12 @@
 """A patient stdio MCP server for the cancellation tests: `wait` waits up to `seconds`, unless
 its client cancels the request (`notifications/cancelled`) first; `heard` lists the
-cancellations it received. Requests are served on threads of their own, so a notification is
-read while a tool waits. Standard library only (runs on the system's Python)."""
-import json
-import sys
-import threading
+cancellations it received ([`serving`](serving.py) serves it). Standard library only (runs on
+the system's Python)."""
 import time
 
-LOCK = threading.Lock()
+from serving import LOCK, Error, heard, serve_forever
+
 CANCELLED = {}  # request id -> reason
-HEARD = []
-
-
-def send(message):
-    with LOCK:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
 
 
 def wait(id_, seconds):
@@ -29,50 +20,30 @@ def wait(id_, seconds):
     return "waited %s s" % seconds
 
 
-def serve(message):
-    method, id_ = message.get("method"), message["id"]
-    params = message.get("params") or {}
+def serve(method, params, id_):
     if method == "initialize":
-        result = {
+        return {
             "protocolVersion": params["protocolVersion"],
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "patient", "version": "1.0.0"},
         }
-    elif method == "tools/list":
-        result = {"tools": [
+    if method == "tools/list":
+        return {"tools": [
             {"name": "wait", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
             {"name": "heard", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
         ]}
-    elif method == "tools/call" and params["name"] == "wait":
+    if method == "tools/call" and params["name"] == "wait":
         text = wait(id_, float((params.get("arguments") or {}).get("seconds", 1)))
-        if text is None:
-            return
-        result = {"content": [{"type": "text", "text": text}]}
-    elif method == "tools/call" and params["name"] == "heard":
+        return None if text is None else {"content": [{"type": "text", "text": text}]}
+    raise Error(-32601, "no such method")
+
+
+def notified(method, params):
+    if method == "notifications/cancelled":
         with LOCK:
-            text = json.dumps(HEARD)
-        result = {"content": [{"type": "text", "text": text}]}
-    elif method == "ping":
-        result = {}
-    else:
-        send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "no such method"}})
-        return
-    send({"jsonrpc": "2.0", "id": id_, "result": result})
-
-
-def main():
-    for line in sys.stdin:
-        message = json.loads(line)
-        if message.get("method") == "notifications/cancelled":
-            params = message.get("params") or {}
-            with LOCK:
-                CANCELLED[params.get("requestId")] = params.get("reason")
-                HEARD.append({"requestId": params.get("requestId"), "reason": params.get("reason")})
-            continue
-        if "id" not in message or "method" not in message:
-            continue
-        threading.Thread(target=serve, args=(message,), daemon=True).start()
+            CANCELLED[params.get("requestId")] = params.get("reason")
+        heard({"requestId": params.get("requestId"), "reason": params.get("reason")})
 
 
 if __name__ == "__main__":
-    main()
+    serve_forever(serve, notified)
