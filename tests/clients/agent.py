@@ -29,6 +29,8 @@ options:
   --task-cancel ID     cancel task ID
   --meta JSON          extra `_meta` on the tool call (e.g. an approval id or a key)
   --timeout S          read timeout of each request (default 120)
+  --then TOOL JSON     after the call, call TOOL with JSON in the same session (repeatable);
+                       each result is printed as {"event": "result", "tool": TOOL, ...}
 """
 
 from __future__ import annotations
@@ -173,6 +175,7 @@ async def main() -> int:
     ap.add_argument("--task-cancel")
     ap.add_argument("--meta")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--then", nargs=2, action="append", default=[], metavar=("TOOL", "JSON"))
     a = ap.parse_args()
     args = json.loads(a.args)
     meta = json.loads(a.meta) if a.meta else None
@@ -249,7 +252,9 @@ async def main() -> int:
                 result = answer
             else:
                 result = await client.call_tool(a.tool, args, meta=meta)
-            emit("result", result=result)
+            emit("result", tool=a.tool, result=result)
+            for tool, more in a.then:
+                emit("result", tool=tool, result=await client.call_tool(tool, json.loads(more), meta=meta))
             return 0
         except MCPError as e:
             emit("error", code=e.code, message=e.message, data=e.data)

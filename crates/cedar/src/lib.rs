@@ -15,13 +15,17 @@
 //! - **resource**: `Tool::"<adapter>.<capability>"`, `in Adapter::"<adapter>"`; attributes
 //!   `adapter`, `capability`, `class` (capability_class, e.g. `act`), `max_mode` (the declared
 //!   maximum approval mode) and `annotations` (the MCP hints the manifest sets:
-//!   `read_only`, `destructive`, `idempotent`, `open_world`).
+//!   `read_only`, `destructive`, `idempotent`, `open_world`), `produces` and `sends` (the
+//!   labels its results carry and what it can do with data, as its manifest and the
+//!   operator's `[[sessions.label]]` give them: `resource.sends.contains("external")`).
 //! - **context**: `args` (typed from the input schema: `integer` is `Long`, `number` is
 //!   `decimal`, objects are records, arrays sets; an argument of no such type is left out),
 //!   `mode` (the call's approval mode as earlier policies left it), `now` (host time, ms since
 //!   the epoch), `hour` (0-23, UTC), `weekday` (1 = Monday ... 7 = Sunday, UTC),
 //!   `prior_actions`, `data_classification` and `skills` (the names of the skills resolved for
-//!   the call).
+//!   the call), and `session`: the caller's session, `session.labels` (every label it holds:
+//!   `private`, `untrusted`, `pii:email`...) and `session.tools` (its latest actions, oldest
+//!   first, as `prior_actions`).
 //!
 //! # Verdicts
 //! - a matching `forbid` denies; its `@id` is the reason's code and its `@reason` the message;
@@ -87,6 +91,12 @@ pub struct Tool {
     /// `idempotent`, `open_world`).
     #[serde(default)]
     pub annotations: HashMap<String, bool>,
+    /// The labels its results carry (its manifest's `produces` and the operator's).
+    #[serde(default)]
+    pub produces: Vec<String>,
+    /// What it can do with data (`external`: its manifest's `sends` and the operator's).
+    #[serde(default)]
+    pub sends: Vec<String>,
 }
 
 /// One link of the principal chain.
@@ -123,10 +133,10 @@ pub struct Call {
     /// Host time, milliseconds since the epoch.
     #[serde(default)]
     pub now_unix_ms: u64,
-    /// The caller's recent tools.
+    /// The session's latest tools, oldest first.
     #[serde(default)]
     pub prior_actions: Vec<String>,
-    /// Data classifications touched in the session.
+    /// Data classifications touched in the session: its labels.
     #[serde(default)]
     pub data_classification: Vec<String>,
     /// The caller's admitted roles.
@@ -293,6 +303,8 @@ impl Rules {
                 max_mode: "read_only".to_owned(),
                 input_schema: Value::Null,
                 annotations: HashMap::new(),
+                produces: Vec::new(),
+                sends: Vec::new(),
             };
             calls.push((decimal, warm_call(&tool, serde_json::json!({ "d": 1.5 }))));
         }
@@ -328,6 +340,8 @@ impl Rules {
                     max_mode: call.max_mode.clone(),
                     input_schema: Value::Null,
                     annotations: HashMap::new(),
+                    produces: Vec::new(),
+                    sends: Vec::new(),
                 };
                 let entities = Entities::from_entities(tool_entities(&unknown)?, None)
                     .map_err(|e| e.to_string())?;
@@ -658,6 +672,13 @@ fn tool_entities(tool: &Tool) -> Result<Vec<Entity>, String> {
     let adapter = uid("Adapter", &tool.adapter)?;
     let call = uid("Action", "call")?;
     let string = |s: &str| RestrictedExpression::new_string(s.to_owned());
+    let set = |items: &[String]| {
+        RestrictedExpression::new_set(
+            items
+                .iter()
+                .map(|s| RestrictedExpression::new_string(s.clone())),
+        )
+    };
     let annotations = RestrictedExpression::new_record(
         tool.annotations
             .iter()
@@ -670,6 +691,8 @@ fn tool_entities(tool: &Tool) -> Result<Vec<Entity>, String> {
         ("class".to_owned(), string(&tool.class)),
         ("max_mode".to_owned(), string(&tool.max_mode)),
         ("annotations".to_owned(), annotations),
+        ("produces".to_owned(), set(&tool.produces)),
+        ("sends".to_owned(), set(&tool.sends)),
     ]);
     Ok(vec![
         Entity::new(

@@ -88,7 +88,8 @@ fn strings<'a>(items: impl IntoIterator<Item = &'a str>) -> ast::Value {
 }
 
 /// The context: `args` typed by the tool's input schema (if it is known), `mode`, the time
-/// (`now`, `hour`, `weekday`), `prior_actions`, `data_classification` and `skills`.
+/// (`now`, `hour`, `weekday`), `prior_actions`, `data_classification`, `skills` and `session`
+/// (`labels`, `tools`).
 pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, String> {
     let list = |items: &[String]| strings(items.iter().map(String::as_str));
     let long = |n: u64| ast::Value::from(i64::try_from(n).unwrap_or(i64::MAX));
@@ -107,6 +108,16 @@ pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, St
             list(&call.data_classification),
         ),
         ("skills".into(), list(&call.skills)),
+        (
+            "session".into(),
+            ast::Value::record(
+                [
+                    ("labels", list(&call.data_classification)),
+                    ("tools", list(&call.prior_actions)),
+                ],
+                None,
+            ),
+        ),
     ]);
     Ok(Context::from(ast::Context::Value(Arc::new(pairs))))
 }

@@ -30,6 +30,10 @@ pub fn schema(tools: &[Tool]) -> Value {
                         ("prior_actions".to_owned(), strings()),
                         ("data_classification".to_owned(), strings()),
                         ("skills".to_owned(), strings()),
+                        ("session".to_owned(), record(Map::from_iter([
+                            ("labels".to_owned(), strings()),
+                            ("tools".to_owned(), strings()),
+                        ]))),
                     ])),
                 }
             }),
@@ -63,6 +67,8 @@ pub fn schema(tools: &[Tool]) -> Value {
                             ("idempotent".to_owned(), optional_bool()),
                             ("open_world".to_owned(), optional_bool()),
                         ]))),
+                        ("produces".to_owned(), strings()),
+                        ("sends".to_owned(), strings()),
                     ])),
                 },
             },

@@ -21,6 +21,8 @@ fn tools() -> Vec<Tool> {
                 }
             }),
             annotations: HashMap::from([("destructive".to_owned(), false)]),
+            produces: vec!["private".into()],
+            sends: Vec::new(),
         },
         Tool {
             name: "mail.send".into(),
@@ -34,6 +36,8 @@ fn tools() -> Vec<Tool> {
                 "properties": { "to": { "type": "string" }, "count": { "type": "integer" } }
             }),
             annotations: HashMap::new(),
+            produces: Vec::new(),
+            sends: vec!["external".into()],
         },
     ]
 }
@@ -146,6 +150,68 @@ fn each_verdict_names_the_rules_that_matched() {
     let other = rules.decide(&call("notes.add", "acme", json!({})));
     assert_eq!(other.verdict, Verdict::Abstain);
     assert!(other.reasons.is_empty());
+}
+
+#[test]
+fn rules_over_the_session_allow_deny_and_ask_and_a_mistyped_one_is_refused() {
+    let rules = checked(
+        r#"
+@id("trifecta")
+@reason("private data and untrusted content in this session; sending out needs a person")
+@approval("required")
+permit (principal, action, resource)
+when {
+    context.session.labels.contains("private") &&
+    context.session.labels.contains("untrusted") &&
+    resource.sends.contains("external")
+};
+
+@id("no-mail-after-secrets")
+forbid (principal, action == Action::"mail.send", resource)
+when { context.session.labels.contains("secret") };
+
+@id("refund-after-lookup")
+permit (principal, action == Action::"shop.refund", resource)
+when { context.session.tools.contains("shop.lookup") && resource.produces.contains("private") };
+"#,
+    );
+    let mut mail = call("mail.send", "acme", json!({"to": "a@b"}));
+    mail.data_classification = vec!["private".into(), "untrusted".into()];
+    let asked = rules.decide(&mail);
+    assert_eq!(asked.verdict, Verdict::RequireApproval);
+    assert_eq!(asked.reasons[0].code, "trifecta");
+    mail.data_classification = vec!["untrusted".into()];
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Abstain);
+    mail.data_classification = vec!["secret".into()];
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Deny);
+    let mut refund = call("shop.refund", "acme", json!({"order": "o", "amount": 1}));
+    assert_eq!(rules.decide(&refund).verdict, Verdict::Abstain);
+    refund.prior_actions = vec!["shop.lookup".into()];
+    assert_eq!(rules.decide(&refund).verdict, Verdict::Allow);
+
+    // Labels are a set of strings: comparing it to a string, or a field it lacks, is refused
+    // when the rules are packed.
+    for (mistyped, says) in [
+        (
+            r#"permit (principal, action, resource) when { context.session.labels == "private" };"#,
+            "Set<String>",
+        ),
+        (
+            r#"permit (principal, action, resource) when { context.session.label.contains("x") };"#,
+            "label",
+        ),
+        (
+            r#"permit (principal, action, resource) when { resource.sends like "ext*" };"#,
+            "Set<String>",
+        ),
+    ] {
+        let found = problems(mistyped);
+        assert!(!found.is_empty(), "{mistyped} was accepted");
+        assert!(
+            found.iter().any(|p| p.contains(says)),
+            "{mistyped}: {found:?}"
+        );
+    }
 }
 
 #[test]
@@ -439,6 +505,14 @@ fn the_request_is_what_the_public_api_builds() {
                 strings(&call.data_classification),
             ),
             ("skills".to_owned(), strings(&call.skills)),
+            (
+                "session".to_owned(),
+                Re::new_record([
+                    ("labels".to_owned(), strings(&call.data_classification)),
+                    ("tools".to_owned(), strings(&call.prior_actions)),
+                ])
+                .unwrap(),
+            ),
         ])
         .unwrap();
         assert_eq!(request::context(&call, schema).unwrap(), expected);

@@ -52,12 +52,57 @@ pub enum AdminCommand {
     /// The adapters and policy modules the gateway serves, with digest, version and key id
     /// (role `operator` or `auditor`).
     Plugins,
+    /// Sessions: each principal's calls under one key, with the labels they brought (roles
+    /// `operator` or `auditor`; ending one takes `operator`).
+    Sessions {
+        #[command(subcommand)]
+        command: Option<SessionsCommand>,
+        /// Only this tenant's sessions.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this principal's sessions.
+        #[arg(long)]
+        principal: Option<String>,
+    },
     /// Check the audit log's hash chain (role `auditor`); exit code 1 if it is broken.
     Verify {
         /// A head an earlier verify printed, `SEQ:HASH` (a bare hash is looked up): the log
         /// must still hold it at its position; entries appended since are fine.
         #[arg(long)]
         head: Option<String>,
+    },
+}
+
+/// One session, named by its tenant, principal and key.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SessionArgs {
+    /// The session's tenant.
+    #[arg(long)]
+    tenant: String,
+    /// The principal whose session it is.
+    #[arg(long)]
+    principal: String,
+    /// The session's key: an MCP session id or a trace id (absent: the principal's window).
+    #[arg(long, default_value = "")]
+    key: String,
+}
+
+/// `gatehouse admin sessions ...`
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// A session's timeline: its actions since it started, newest first, with the labels each
+    /// brought.
+    Show {
+        #[command(flatten)]
+        session: SessionArgs,
+        /// At most this many actions (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// End a session: its next call starts a new one, with no labels. Audited.
+    End {
+        #[command(flatten)]
+        session: SessionArgs,
     },
 }
 
@@ -147,6 +192,78 @@ pub(super) fn admin(
                 );
             }
         },
+        AdminCommand::Sessions {
+            command,
+            tenant,
+            principal,
+        } => match command {
+            None => {
+                let mut query = url::form_urlencoded::Serializer::new(String::new());
+                if let Some(tenant) = &tenant {
+                    query.append_pair("tenant", tenant);
+                }
+                if let Some(principal) = &principal {
+                    query.append_pair("principal", principal);
+                }
+                let reply = send(
+                    http::Method::GET,
+                    &format!("/v1/sessions?{}", query.finish()),
+                    None,
+                )?;
+                let sessions = reply["sessions"].as_array().cloned().unwrap_or_default();
+                if sessions.is_empty() {
+                    say!(out, "no sessions");
+                }
+                for session in &sessions {
+                    say!(out, "{}", session_line(session));
+                }
+            }
+            Some(SessionsCommand::Show { session, limit }) => {
+                let path = format!(
+                    "/v1/sessions/timeline?{}&limit={limit}",
+                    session_query(&session)
+                );
+                let reply = send(http::Method::GET, &path, None)?;
+                say!(out, "{}", session_line(&reply["session"]));
+                for label in reply["session"]["labels"].as_array().into_iter().flatten() {
+                    say!(
+                        out,
+                        "  label {:<12} from {} (call {})",
+                        label["label"].as_str().unwrap_or("?"),
+                        label["tool"].as_str().unwrap_or("?"),
+                        label["tool_call_id"].as_str().unwrap_or("?"),
+                    );
+                }
+                for action in reply["actions"].as_array().into_iter().flatten() {
+                    let labels: Vec<&str> = (action["labels"].as_array().into_iter().flatten())
+                        .filter_map(Value::as_str)
+                        .collect();
+                    say!(
+                        out,
+                        "  #{:<6} {} {:<28} {:<18} {}{}",
+                        action["seq"],
+                        action["at_ms"],
+                        action["tool"].as_str().unwrap_or("?"),
+                        action["outcome"].as_str().unwrap_or("?"),
+                        action["tool_call_id"].as_str().unwrap_or("?"),
+                        if labels.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  +{}", labels.join(" +"))
+                        },
+                    );
+                }
+            }
+            Some(SessionsCommand::End { session }) => {
+                let path = format!("/v1/sessions/end?{}", session_query(&session));
+                let reply = send(http::Method::POST, &path, None)?;
+                say!(
+                    out,
+                    "ended: {}",
+                    reply["message"].as_str().unwrap_or("the session ended")
+                );
+            }
+        },
         AdminCommand::Plugins => {
             let reply = send(http::Method::GET, "/v1/plugins", None)?;
             say!(out, "{}", pretty(&reply));
@@ -173,6 +290,38 @@ pub(super) fn admin(
         }
     }
     Ok(0)
+}
+
+/// The query naming one session.
+fn session_query(session: &SessionArgs) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("tenant", &session.tenant)
+        .append_pair("principal", &session.principal)
+        .append_pair("key", &session.key)
+        .finish()
+}
+
+/// One line about a session: whose, which key, since when, whether live, its labels.
+fn session_line(session: &Value) -> String {
+    let key = session["key"].as_str().unwrap_or_default();
+    let labels: Vec<&str> = (session["labels"].as_array().into_iter().flatten())
+        .filter_map(|l| l["label"].as_str())
+        .collect();
+    let state = if session["ended_ms"].is_u64() {
+        "ended"
+    } else if session["live"] == Value::Bool(false) {
+        "expired"
+    } else {
+        "live"
+    };
+    format!(
+        "{}/{} {} started {} {state} labels [{}]",
+        session["tenant"].as_str().unwrap_or("?"),
+        session["principal"].as_str().unwrap_or("?"),
+        if key.is_empty() { "(window)" } else { key },
+        session["started_ms"],
+        labels.join(", ")
+    )
 }
 
 fn pretty(value: &Value) -> String {

@@ -180,6 +180,7 @@ fn decide(
         data_classification: Vec::new(),
         skills: Vec::new(),
         risk_signals: Vec::new(),
+        flows: gatehouse_core::model::label::FlowFacts::default(),
     };
     let decision = runtime.block_on(host.evaluate_policy(tool, action));
     say!(

@@ -214,14 +214,17 @@ fn tools(args: &ToolArgs) -> Result<Vec<Tool>, Failure> {
             .into_iter()
             .filter_map(|(k, v)| Some((k.to_owned(), v?)))
             .collect();
+            let name = format!("{}.{}", adapter.id, capability.id);
             tools.push(Tool {
-                name: format!("{}.{}", adapter.id, capability.id),
                 adapter: adapter.id.clone(),
                 capability: capability.id.clone(),
                 class: capability.capability_class.to_string(),
                 max_mode: capability.approval_mode.to_string(),
                 input_schema: capability.input_schema.clone(),
                 annotations,
+                produces: config.host.sessions.produces(&name, capability),
+                sends: config.host.sessions.sends(&name, capability),
+                name,
             });
         }
     }

@@ -58,6 +58,7 @@ pub use crate::egress::{
 };
 pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolGrant};
 pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLimit, RateScope};
+pub use crate::pipeline::session::{LabelRule, SessionsConfig};
 pub use crate::plugin::cache::CacheConfig;
 pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
 pub use crate::policy::{BindingMode, PolicyBinding, PolicyDefault};
@@ -101,6 +102,11 @@ pub struct HostConfig {
     /// [`CallerConfig`].
     #[serde(default, skip_serializing_if = "is_default")]
     pub caller: CallerConfig,
+    /// Sessions: how long one lives, how many of its actions a policy sees, and the operator's
+    /// labels for tools. Default: 30 minutes idle, a day at most, 16 actions, no labels. See
+    /// [`SessionsConfig`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub sessions: SessionsConfig,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -177,7 +177,12 @@ impl Host {
         config.sandbox.check()?;
         config.caller.check()?;
         let trust = TrustStore::new(&config.trust)?;
-        let pipeline = Pipeline::new(&config.pipeline, store, config.store.clone())?;
+        let pipeline = Pipeline::new(
+            &config.pipeline,
+            &config.sessions,
+            store,
+            config.store.clone(),
+        )?;
         let tls = TlsClient::from_config(&config.egress)?;
         let sandbox =
             Sandbox::new(config.sandbox).map_err(|e| HostError::Engine(format!("{e:#}")))?;
@@ -420,6 +425,7 @@ impl Host {
                 releases: None,
                 executes: None,
                 durable: true,
+                session: None,
             })
             .await
     }
@@ -869,6 +875,11 @@ impl Host {
         self.decisions.any()
     }
 
+    /// How long sessions live (`[sessions]`).
+    pub fn session_limits(&self) -> gatehouse_store::SessionLimits {
+        self.pipeline.session_limits()
+    }
+
     /// Audit entries, in log order.
     pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         self.pipeline.store.audit(query).await
@@ -881,13 +892,15 @@ impl Host {
 
     /// The policy gate alone, for a recorded action (`gatehouse replay`): the serving modules
     /// and bindings evaluate it; nothing else runs.
+    /// The flow rules see what the action records they saw (`flows`).
     pub async fn evaluate_policy(
         &self,
         tool: &str,
-        action: gatehouse_core::model::ActionRecord,
+        mut action: gatehouse_core::model::ActionRecord,
     ) -> gatehouse_core::model::DecisionRecord {
         let set = self.pipeline.policies.snapshot();
-        crate::policy::evaluate(&set, &self.sandbox, tool, action.into()).await
+        let facts = std::mem::take(&mut action.flows);
+        crate::policy::evaluate(&set, &self.sandbox, tool, action.into(), &facts).await
     }
 
     /// Keeps gate 4's rate budgets in `budget` instead of this process's memory (e.g. a

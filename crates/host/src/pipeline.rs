@@ -49,6 +49,7 @@ pub mod outcome;
 pub mod rate;
 pub mod record;
 pub mod registry;
+pub mod session;
 pub mod validate;
 pub mod verify;
 
@@ -57,14 +58,18 @@ use std::time::Duration;
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ActionRecord;
+use gatehouse_core::model::label::FlowFacts;
 use gatehouse_core::model::{ApprovalMode, ContentBlock, Verdict};
-use gatehouse_store::{ApprovalStatus, ClaimRequest, IdempotencyKey, Store, StoreConfig};
+use gatehouse_store::{
+    ApprovalStatus, ClaimRequest, IdempotencyKey, Session, SessionWrite, Store, StoreConfig,
+};
 use tracing::Instrument;
 
 use crate::pipeline::config::{MetaTool, PipelineConfig};
 use crate::pipeline::dedupe::Dedupe;
 use crate::pipeline::outcome::Stop;
 use crate::pipeline::registry::{InstalledAdapter, Registry, ToolGrantError};
+use crate::pipeline::session::SessionsConfig;
 use crate::pipeline::validate::ValidateError;
 use crate::plugin::LoadedAdapter;
 use crate::policy::{self, PolicyStore};
@@ -77,8 +82,6 @@ use crate::skills::Skills;
 const LEASE_GRACE: Duration = Duration::from_secs(5);
 /// The dedupe window of a capability whose manifest does not set one: one day.
 const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(86_400);
-/// How many of the principal's recent calls a policy sees in `prior-actions`.
-const PRIOR_ACTIONS: usize = 16;
 
 /// Why the pipeline could not be built from the config, or an adapter not installed.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +92,17 @@ pub enum PipelineError {
     /// A skill is invalid or looks like a secret.
     #[error(transparent)]
     Skills(#[from] crate::skills::SkillError),
+    /// `[sessions]` is invalid.
+    #[error("{0}")]
+    Sessions(String),
+    /// A `gatehouse.flows` binding's config is invalid.
+    #[error("[[pipeline.policy]] binding #{binding}: {message}")]
+    Flows {
+        /// The binding's place in the config, from 1.
+        binding: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// An adapter's schema does not compile.
     #[error("adapter `{adapter}`: {source}")]
     Schema {
@@ -108,6 +122,7 @@ pub struct Pipeline {
     meta_tools: Vec<MetaTool>,
     pub(crate) store: Arc<dyn Store>,
     store_config: StoreConfig,
+    sessions: SessionsConfig,
     rate_limits: Vec<rate::RateLimit>,
     rate_budget: Arc<dyn rate::RateBudget>,
     /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
@@ -119,9 +134,21 @@ impl Pipeline {
     /// installed.
     pub fn new(
         config: &PipelineConfig,
+        sessions: &SessionsConfig,
         store: Arc<dyn Store>,
         store_config: StoreConfig,
     ) -> Result<Self, PipelineError> {
+        sessions.validate().map_err(PipelineError::Sessions)?;
+        for (index, binding) in config.policies.iter().enumerate() {
+            if binding.module == policy::flows::ID {
+                policy::flows::Config::parse(&binding.config).map_err(|message| {
+                    PipelineError::Flows {
+                        binding: index + 1,
+                        message,
+                    }
+                })?;
+            }
+        }
         Ok(Self {
             registry: Registry::new(&config.tools)?,
             policies: PolicyStore::new(&config.policies, config.policy_default),
@@ -130,6 +157,7 @@ impl Pipeline {
             rate_budget: Arc::clone(&store) as Arc<dyn rate::RateBudget>,
             store,
             store_config,
+            sessions: sessions.clone(),
             rate_limits: config.rate_limits.clone(),
             commits: crate::metrics::commit_histogram(),
         })
@@ -138,6 +166,11 @@ impl Pipeline {
     /// Keeps the rate budgets in `budget` instead of the store.
     pub fn set_rate_budget(&mut self, budget: Arc<dyn rate::RateBudget>) {
         self.rate_budget = budget;
+    }
+
+    /// How long sessions live, and how many of their actions a call reads (`[sessions]`).
+    pub fn session_limits(&self) -> gatehouse_store::SessionLimits {
+        self.sessions.limits()
     }
 
     /// The approval settings of `[store]`.
@@ -178,6 +211,11 @@ impl Pipeline {
         let mut executes = None;
         // The policy decision's obligations, for whatever the call delivers.
         let mut pending = Vec::new();
+        // The call's session (read when a policy sees it or its tool declares labels), and
+        // the labels its result brings (gate 9).
+        let session_key = session::key(&call);
+        let mut found_session: Option<Session> = None;
+        let mut brought = std::collections::BTreeSet::new();
         let gates = async {
             // 2. Normalize.
             let target = normalize::resolve(
@@ -229,21 +267,38 @@ impl Pipeline {
             )
             .await?;
 
-            // 5. Policy, over the skills the adapter will get too.
+            // 5. Policy, over the skills the adapter will get too, and the call's session.
             let skills = self.skills.resolve_call(&call, &tool.name);
             let names = skills.included().map(str::to_owned).collect();
             let set = self.policies.snapshot();
             let mut wit_action = target.action(&call, mode, now_unix_ms, names);
-            if set.applies(&call.tenant_id, &tool.name)
-                && let Some(principal) = call.principal_chain.last()
+            let applies = set.applies(&call.tenant_id, &tool.name);
+            let produces = self.sessions.produces(&tool.name, capability);
+            if let Some(key) = &session_key
+                && (applies || !produces.is_empty())
             {
-                wit_action.context.prior_actions = self
-                    .store
-                    .prior_actions(call.tenant_id.clone(), principal.id.clone(), PRIOR_ACTIONS)
-                    .await?;
+                let limits = self.sessions.limits();
+                found_session = Some(self.store.session(key.clone(), now_unix_ms, limits).await?);
             }
-            action = Some(ActionRecord::from(&wit_action));
-            let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action).await;
+            brought.extend(produces);
+            let mut facts = FlowFacts::default();
+            if applies {
+                if let Some(found) = &found_session {
+                    let context = &mut wit_action.context;
+                    context.prior_actions = found.actions.iter().map(|a| a.tool.clone()).collect();
+                    for held in &found.labels {
+                        if !context.data_classification.contains(&held.label) {
+                            context.data_classification.push(held.label.clone());
+                        }
+                    }
+                    facts.labels.clone_from(&found.labels);
+                }
+                facts.sends = self.sessions.sends(&tool.name, capability);
+            }
+            let mut record = ActionRecord::from(&wit_action);
+            record.flows = facts.clone();
+            action = Some(record);
+            let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action, &facts).await;
             drop(set);
             let mut mode = decision.approval_mode_effective;
             result.approval_mode_effective = Some(invariants::run_mode(mode, requested));
@@ -362,11 +417,19 @@ impl Pipeline {
             result.content = output.content.into_iter().map(ContentBlock::from).collect();
             result.structured_content = structured;
             result.evidence_refs = output.evidence_refs;
+            // What the tool returned brings labels to the session, found before any mask.
+            brought.extend(session::found(
+                &result.content,
+                result.structured_content.as_ref(),
+            ));
             if let Err(error) = obligations::apply(&pending, &mut result) {
                 result.content.clear();
                 result.structured_content = None;
                 result.evidence_refs.clear();
                 return Err(Stop::Obligation(error));
+            }
+            if let Some(decision) = &result.policy_decision {
+                brought.extend(session::masked(&decision.masked));
             }
             Ok::<(), Stop>(())
         };
@@ -394,6 +457,15 @@ impl Pipeline {
                 .masked
                 .splice(0..0, obligations::argument_findings(&masks, &call.args));
         }
+        let at_ms = gatehouse_store::now_ms();
+        let session = match session_key {
+            Some(key) => Some(
+                self.joining(key, found_session, &brought, &result, at_ms)
+                    .instrument(span.clone())
+                    .await,
+            ),
+            None => None,
+        };
         let entry = record::record(record::Facts {
             call: &call,
             result: &result,
@@ -403,7 +475,8 @@ impl Pipeline {
             claimed,
             nothing_ran,
             executes,
-            at_ms: gatehouse_store::now_ms(),
+            session,
+            at_ms,
         });
         let (durable, key) = (
             entry.durable,
@@ -428,6 +501,50 @@ impl Pipeline {
             }
         }
         result
+    }
+}
+
+impl Pipeline {
+    /// What a call's record writes of its session: its key, and the labels its result brought
+    /// that the session lacks (a result that did not run brings none). A session not read
+    /// before is read now if there are labels to add; if it cannot be, they are lost, and
+    /// said so.
+    async fn joining(
+        &self,
+        key: gatehouse_store::SessionKey,
+        found: Option<Session>,
+        brought: &std::collections::BTreeSet<String>,
+        result: &ToolResultEnvelope,
+        at_ms: u64,
+    ) -> SessionWrite {
+        let mut write = SessionWrite {
+            key: key.key.clone(),
+            labels: None,
+        };
+        if brought.is_empty() || result.status != gatehouse_core::envelope::Status::Ok {
+            return write;
+        }
+        let found = match found {
+            Some(found) => found,
+            None => match self.store.session(key, at_ms, self.sessions.limits()).await {
+                Ok(found) => found,
+                Err(error) => {
+                    tracing::warn!(%error, labels = ?brought, "the call's session could not be read; the labels its result brought are not kept");
+                    return write;
+                }
+            },
+        };
+        let joining = session::joining(
+            brought,
+            &found.labels,
+            &result.capability_id,
+            &result.tool_call_id,
+            at_ms,
+        );
+        if !joining.is_empty() {
+            write.labels = Some((found.started_ms, joining));
+        }
+        write
     }
 }
 

@@ -3,6 +3,8 @@
 //! resolution. A backend reads the rows, asks these functions, and writes what they say, so
 //! SQLite and PostgreSQL cannot drift apart in meaning.
 
+use std::future::Future;
+
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -13,6 +15,7 @@ use crate::records::{
     IdempotencyKey, KeyState, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
     TaskUpdate, Waiting,
 };
+use crate::sessions::{LabelSource, Session, SessionKey};
 
 /// A write job and where its answer goes (`None`: nobody waits for it).
 pub(super) struct Job {
@@ -62,6 +65,17 @@ pub(super) enum Op {
     /// Plugins started serving: each one's row (by kind and id), written as
     /// [`replaces_served`] says, in the order of their rows.
     RecordServed(Vec<(ServedVersion, ServedAs)>),
+    /// A session starts: inserted, or put in place of the one that started at `replaces` (one
+    /// no longer live). Done::Count(0) if another call started one first.
+    StartSession {
+        session: Session,
+        replaces: Option<u64>,
+    },
+    /// An operator ends a session: Done::Count(0) if there is none or it ended already.
+    EndSession {
+        key: SessionKey,
+        at_ms: u64,
+    },
 }
 
 impl Op {
@@ -85,9 +99,61 @@ impl Op {
             | Self::Flush
             | Self::AddCheckpoint(_)
             | Self::AddPluginChange(_)
-            | Self::RecordServed(_) => None,
+            | Self::RecordServed(_)
+            | Self::StartSession { .. }
+            | Self::EndSession { .. } => None,
         }
     }
+}
+
+/// [`Store::session`](crate::Store::session) for a backend: `find` reads the session under the
+/// key as it stands (cached or stored), `write` commits a job and answers it.
+pub(super) async fn live_session<F, W>(
+    find: impl Fn() -> F,
+    write: impl FnOnce(Op) -> W,
+    key: SessionKey,
+    now_ms: u64,
+    limits: crate::sessions::SessionLimits,
+) -> Result<Session, StoreError>
+where
+    F: Future<Output = Result<Option<Session>, StoreError>>,
+    W: Future<Output = Result<Done, StoreError>>,
+{
+    let found = find().await?;
+    if let Some(session) = found.as_ref().filter(|s| s.live(now_ms, limits)) {
+        return Ok(session.clone());
+    }
+    let fresh = Session::start(key, now_ms, limits);
+    let start = Op::StartSession {
+        session: fresh.clone(),
+        replaces: found.map(|s| s.started_ms),
+    };
+    if write(start).await?.count()? > 0 {
+        return Ok(fresh);
+    }
+    // Another call (or gateway) started it first: join that one.
+    find()
+        .await?
+        .ok_or_else(|| StoreError::Unavailable("a session just started is gone".into()))
+}
+
+/// The labels column after a call brought `brought` to a session whose column is `current`:
+/// the labels it did not hold join, each with its source (the first source of a label stays).
+/// `None` if nothing joins (nothing to write). A column that does not parse fails the write:
+/// a session must never lose its labels.
+pub(super) fn joined_labels(
+    current: &str,
+    brought: &[LabelSource],
+) -> Result<Option<String>, StoreError> {
+    let mut labels = crate::sessions::labels_of(current)
+        .map_err(|e| StoreError::Unavailable(format!("a session's labels do not parse: {e}")))?;
+    let before = labels.len();
+    for label in brought {
+        if !labels.iter().any(|l| l.label == label.label) {
+            labels.push(label.clone());
+        }
+    }
+    Ok((labels.len() > before).then(|| crate::sessions::labels_json(&labels)))
 }
 
 /// Stops a writer: closes its queue (`jobs`), so it ends after the jobs already queued, and
@@ -222,6 +288,15 @@ macro_rules! queued_writes {
         fn prune(&self, now_ms: u64) -> $crate::store::StoreFuture<'_, u64> {
             let write = self.write($crate::jobs::Op::Prune(now_ms), true);
             Box::pin(async move { write.await?.count() })
+        }
+
+        fn end_session(
+            &self,
+            key: $crate::sessions::SessionKey,
+            now_ms: u64,
+        ) -> $crate::store::StoreFuture<'_, bool> {
+            let write = self.write($crate::jobs::Op::EndSession { key, at_ms: now_ms }, true);
+            Box::pin(async move { Ok(write.await?.count()? > 0) })
         }
 
         fn flush(&self) -> $crate::store::StoreFuture<'_, ()> {

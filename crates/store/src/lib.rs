@@ -34,7 +34,7 @@
 
 // Layers, top to bottom: this file (the facade, and `open` choosing a backend) -> sqlite,
 // postgres -> checkpointer, verify -> jobs -> rows -> store (the `Store` trait) -> config ->
-// checkpoint -> audit -> records, rate, recent.
+// checkpoint -> audit -> records, rate, recent, sessions.
 pub mod audit;
 pub mod checkpoint;
 mod checkpointer;
@@ -46,6 +46,7 @@ pub mod rate;
 mod recent;
 mod records;
 mod rows;
+pub mod sessions;
 pub mod sqlite;
 mod store;
 mod verify;
@@ -61,6 +62,9 @@ pub use records::{
     ClaimRequest, DecidedAs, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange,
     Resolution, ServedAs, ServedVersion, StoreError, Task, TaskFilter, TaskStatus, TaskUpdate,
     Waiting, approval_id, now_ms, task_id,
+};
+pub use sessions::{
+    LabelSource, Session, SessionAction, SessionFilter, SessionKey, SessionLimits, SessionWrite,
 };
 pub use store::{Store, StoreFuture, Waiters};
 pub use verify::{check_anchor, verify_checkpoints};

@@ -484,9 +484,11 @@ pub struct CallRecord {
     pub releases: Option<IdempotencyKey>,
     /// The approval this call executed.
     pub executes: Option<String>,
-    /// Whether the record must be durable before this returns (write-class calls). Otherwise
-    /// it is queued and this returns at once.
+    /// Whether the record must be durable before this returns (write-class calls, and calls
+    /// that add a label to their session). Otherwise it is queued and this returns at once.
     pub durable: bool,
+    /// The call's session, and the labels its result adds to it.
+    pub session: Option<crate::sessions::SessionWrite>,
 }
 
 /// What an audit entry says: everything but its place in the chain.

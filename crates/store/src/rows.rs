@@ -16,6 +16,7 @@ use crate::records::{
     Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState,
     ServedVersion, Task, TaskStatus, Waiting,
 };
+use crate::sessions::{Session, SessionKey};
 
 /// The columns of an `approvals` row, in the order [`approval`] reads them (and both backends
 /// insert them).
@@ -245,6 +246,31 @@ pub(super) fn audit_entry<R: Columns>(row: &R) -> Result<AuditEntry, R::Error> {
         },
         prev_hash: row.text(9)?,
         hash: row.text(10)?,
+    })
+}
+
+/// The columns [`session`] reads, in order.
+pub(super) const SESSION_COLUMNS: &str =
+    "tenant, principal, key, started_at, last_at, expires_at, ended_at, labels";
+
+/// A session without its actions, from a row of [`SESSION_COLUMNS`].
+pub(super) fn session<R: Columns>(row: &R) -> Result<Session, R::Error> {
+    let labels = crate::sessions::labels_of(&row.text(7)?).map_err(|e| Corrupt {
+        column: 7,
+        problem: format!("(a session's labels) does not parse: {e}"),
+    })?;
+    Ok(Session {
+        key: SessionKey {
+            tenant: row.text(0)?,
+            principal: row.text(1)?,
+            key: row.text(2)?,
+        },
+        started_ms: from_db(row.int(3)?),
+        last_ms: from_db(row.int(4)?),
+        expires_ms: from_db(row.int(5)?),
+        ended_ms: row.int_or_null(6)?.map(from_db),
+        labels,
+        actions: Vec::new(),
     })
 }
 

@@ -16,6 +16,7 @@ use crate::records::{
     IdempotencyKey, KeyRecord, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
     TaskFilter, TaskUpdate, Waiting,
 };
+use crate::sessions::{Session, SessionFilter, SessionKey, SessionLimits};
 
 /// A store operation in flight.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -88,13 +89,30 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// ([`TaskFilter::before`]).
     fn tasks(&self, filter: TaskFilter) -> StoreFuture<'_, Vec<Task>>;
 
-    /// The capability ids of a principal's most recent calls in a tenant, oldest first.
-    fn prior_actions(
+    /// The live session under `key` at `now_ms`, with its latest actions (at most
+    /// `limits.actions`, oldest first). When none is live, a new one starts (a write) and is
+    /// returned; of calls starting one at once, one starts it and the others join it.
+    fn session(
         &self,
-        tenant: String,
-        principal: String,
+        key: SessionKey,
+        now_ms: u64,
+        limits: SessionLimits,
+    ) -> StoreFuture<'_, Session>;
+
+    /// Sessions, the most recently started first, without their actions.
+    fn sessions(&self, filter: SessionFilter) -> StoreFuture<'_, Vec<Session>>;
+
+    /// The session under `key` as stored (live or not) and its call entries since it started,
+    /// newest first, at most `limit` (0: all); `None` if there is none.
+    fn session_entries(
+        &self,
+        key: SessionKey,
         limit: usize,
-    ) -> StoreFuture<'_, Vec<String>>;
+    ) -> StoreFuture<'_, Option<(Session, Vec<AuditEntry>)>>;
+
+    /// Ends the session under `key`: its next call starts a new one. False if there is none,
+    /// or it ended already.
+    fn end_session(&self, key: SessionKey, now_ms: u64) -> StoreFuture<'_, bool>;
 
     /// Idempotency records; `indeterminate_only` lists only those needing an operator.
     fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>>;

@@ -269,6 +269,7 @@ async fn an_adapter_built_before_0_6_0_that_declares_a_resource_is_refused_at_lo
         classification: None,
         sensitive: false,
         upstream: None,
+        produces: Vec::new(),
     });
     let signed = gatehouse_host::plugin::pack(
         &CONTRACT_0_5_ADAPTER.bytes(),

@@ -28,6 +28,7 @@ mod ops;
 mod pipeline;
 mod postgres;
 mod registry;
+mod sessions;
 mod signing;
 mod state;
 mod stdio;

@@ -140,6 +140,7 @@ fn record(audit: AuditEvent) -> CallRecord {
         releases: None,
         executes: None,
         durable: true,
+        session: None,
     }
 }
 
@@ -389,6 +390,7 @@ async fn a_flush_waits_for_the_records_every_writer_took_before_it() {
             releases: None,
             executes: None,
             durable: false,
+            session: None,
         };
         // Not durable: queued, not waited on; a writer takes it and waits for the lock.
         store.record(record).await.unwrap();

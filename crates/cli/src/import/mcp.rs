@@ -399,6 +399,7 @@ fn served(
             classification: Some(UNREVIEWED.to_owned()),
             sensitive: false,
             upstream: Some(pin(resource, "uri", uri)),
+            produces: Vec::new(),
         });
     }
     for template in &listing.templates {
@@ -425,6 +426,7 @@ fn served(
             parameters: serde_json::Map::new(),
             sensitive: false,
             upstream: Some(pin(template, "uri", uri_template)),
+            produces: Vec::new(),
         });
     }
     for prompt in &listing.prompts {
@@ -531,6 +533,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         idempotent_hint: hint("idempotentHint"),
         open_world_hint: hint("openWorldHint"),
     };
+    let (produces, sends, labels) = super::proposed_labels(name, hint("openWorldHint"));
     let capability = Capability {
         id: id.clone(),
         title: tool["title"]
@@ -558,6 +561,8 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         // its result within the call); here a client may take the call as a task too.
         task_support: upstream_task.then_some(TaskSupport::Optional),
         upstream: Some(upstream),
+        produces,
+        sends,
     };
     let choice = Choice {
         source: name.to_owned(),
@@ -566,6 +571,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         mode,
         reason: reason.to_owned(),
         shortened: super::names::shortened(name),
+        labels,
     };
     (capability, choice)
 }

@@ -121,6 +121,39 @@ pub struct Choice {
     /// Whether the source's name was longer than a capability id may be, so the id is cut
     /// and ends in a suffix from the name's SHA-256 ([`names`]).
     pub shortened: bool,
+    /// The labels proposed for it ([`proposed_labels`]), as the manifest's `produces` and
+    /// `sends` say them, with why; empty when none.
+    pub labels: String,
+}
+
+/// Words in a tool's name that say it reads the open web: its results are `untrusted`.
+const UNTRUSTED_WORDS: [&str; 8] = [
+    "fetch", "browse", "browser", "navigate", "scrape", "crawl", "web", "url",
+];
+
+/// The labels an import proposes for an MCP tool, for the operator to review as the class and
+/// mode: a tool that fetches or browses (a word of its name: `fetch`, `browser_navigate`)
+/// `produces` `untrusted` content; one whose `openWorldHint` is true `sends` data `external`.
+/// Returns (`produces`, `sends`, the table's words for them).
+pub fn proposed_labels(name: &str, open_world: Option<bool>) -> (Vec<String>, Vec<String>, String) {
+    use gatehouse_core::model::label::{EXTERNAL, UNTRUSTED};
+    let lower = name.to_ascii_lowercase();
+    let fetches = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| UNTRUSTED_WORDS.contains(&word));
+    let produces: Vec<String> = fetches.then(|| UNTRUSTED.to_owned()).into_iter().collect();
+    let sends: Vec<String> = (open_world == Some(true))
+        .then(|| EXTERNAL.to_owned())
+        .into_iter()
+        .collect();
+    let mut why = Vec::new();
+    if fetches {
+        why.push(format!("produces {UNTRUSTED} (its name)"));
+    }
+    if !sends.is_empty() {
+        why.push(format!("sends {EXTERNAL} (openWorldHint)"));
+    }
+    (produces, sends, why.join("; "))
 }
 
 /// A source item that was not imported.

@@ -120,7 +120,11 @@ pub fn table(import: &Import) -> String {
                 c.capability.clone(),
                 c.class.to_string(),
                 c.mode.to_string(),
-                c.reason.clone(),
+                if c.labels.is_empty() {
+                    c.reason.clone()
+                } else {
+                    format!("{}; {}", c.reason, c.labels)
+                },
             ]
         })
         .collect();

@@ -1,7 +1,7 @@
 //! The shared vocabulary of the specs, used by every layer: capability classes, approval
 //! modes and principals (this file), policy verdicts and obligations ([`decision`]), content
-//! blocks and error bodies ([`content`]), tenant and tool selectors ([`select`]), and what a
-//! call's records cite ([`record`]).
+//! blocks and error bodies ([`content`]), tenant and tool selectors ([`select`]), data labels
+//! ([`label`]), and what a call's records cite ([`record`]).
 //!
 //! These are gatehouse's own types (serde, snake_case as in spec 000). The WIT bindings have
 //! twins of many of them; every conversion between the two lives in one module of
@@ -9,6 +9,7 @@
 
 mod content;
 mod decision;
+pub mod label;
 mod record;
 mod select;
 

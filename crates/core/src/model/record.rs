@@ -283,4 +283,8 @@ pub struct ActionRecord {
     pub skills: Vec<String>,
     /// Risk signals: (name, score).
     pub risk_signals: Vec<(String, f64)>,
+    /// What the flow rules judged it by: its session's labels with their sources, and what
+    /// its tool sends (none in records before sessions).
+    #[serde(default, skip_serializing_if = "super::label::FlowFacts::is_empty")]
+    pub flows: super::label::FlowFacts,
 }

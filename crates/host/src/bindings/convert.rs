@@ -232,10 +232,12 @@ impl From<&wit::Action> for ActionRecord {
                 .iter()
                 .map(|s| (s.name.clone(), s.score))
                 .collect(),
+            flows: gatehouse_core::model::label::FlowFacts::default(),
         }
     }
 }
 
+/// The action as a module sees it; what the flow rules saw (`flows`) is the host's alone.
 impl From<ActionRecord> for wit::Action {
     fn from(action: ActionRecord) -> Self {
         Self {

@@ -350,6 +350,15 @@ fn for_each_value_string(value: &mut Value, f: &mut dyn FnMut(&mut String)) {
     }
 }
 
+/// Which kinds of personal data `text` holds, as the `mask-pii` obligation finds them:
+/// (`email`, found), (`phone`, found).
+pub fn personal_data(text: &str) -> [(&'static str, bool); 2] {
+    [
+        ("email", EMAIL.is_match(text)),
+        ("phone", PHONE.is_match(text)),
+    ]
+}
+
 fn mask(text: &str, kinds: &[PiiKind]) -> String {
     let mut out = text.to_owned();
     for kind in kinds {

@@ -19,12 +19,13 @@ use gatehouse_core::envelope::{
     ToolCallEnvelope, ToolResultEnvelope, Usage,
 };
 use gatehouse_core::model::ActionRecord;
+use gatehouse_core::model::label::FlowFacts;
 use gatehouse_core::model::{
     ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, Finding, Obligation, Operation,
     Principal, PrincipalKind, ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
-use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey};
+use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey, SessionWrite};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -49,6 +50,8 @@ pub struct Facts<'a> {
     pub nothing_ran: bool,
     /// The approval this call executed.
     pub executes: Option<String>,
+    /// The call's session, and the labels its result adds to it.
+    pub session: Option<SessionWrite>,
     /// When the record is made, unix ms.
     pub at_ms: u64,
 }
@@ -64,6 +67,7 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         claimed,
         nothing_ran,
         executes,
+        session,
         at_ms,
     } = facts;
     // The arguments as recorded: a sensitive capability's as their hash; otherwise with the
@@ -93,12 +97,14 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         result: LeanResult::of(result, call, sensitive),
     };
     let record = serde_json::to_string(&lean).unwrap_or_else(|_| "null".to_owned());
-    // Write-class calls carry a key; theirs, replays included, and any touching an approval,
-    // are committed before the result is delivered.
+    // Write-class calls carry a key; theirs, replays included, any touching an approval, and
+    // any adding a label to its session (the caller's next call must be judged with it), are
+    // committed before the result is delivered.
     let durable = call.idempotency_key.is_some()
         || claimed.is_some()
         || executes.is_some()
-        || result.approval_id.is_some();
+        || result.approval_id.is_some()
+        || session.as_ref().is_some_and(|s| s.labels.is_some());
     let (releases, completes) = match claimed {
         Some(key) if nothing_ran => (Some(key), None),
         // What a repeat under the key replays: the result as it was delivered.
@@ -124,6 +130,7 @@ pub fn record(facts: Facts<'_>) -> CallRecord {
         releases,
         executes,
         durable,
+        session,
     }
 }
 
@@ -252,6 +259,8 @@ struct LeanAction<'a> {
     skills: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     risk_signals: &'a [(String, f64)],
+    #[serde(skip_serializing_if = "FlowFacts::is_empty")]
+    flows: &'a FlowFacts,
 }
 
 impl<'a> LeanAction<'a> {
@@ -277,6 +286,7 @@ impl<'a> LeanAction<'a> {
             data_classification,
             skills,
             risk_signals,
+            flows,
         } = action;
         Self {
             tool_call_id: unless(tool_call_id, &call.tool_call_id),
@@ -298,6 +308,7 @@ impl<'a> LeanAction<'a> {
             data_classification,
             skills,
             risk_signals,
+            flows,
         }
     }
 }
@@ -524,6 +535,7 @@ mod tests {
             data_classification: Vec::new(),
             skills: vec!["refund-tone".into()],
             risk_signals: vec![("velocity".into(), 0.25)],
+            flows: FlowFacts::default(),
         }
     }
 
@@ -545,6 +557,7 @@ mod tests {
             claimed: None,
             nothing_ran: false,
             executes: None,
+            session: None,
             at_ms: 1,
         }
     }

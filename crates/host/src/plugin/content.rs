@@ -63,6 +63,10 @@ pub struct Resource {
     /// Whether its contents are sensitive: the audit log keeps only their hashes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sensitive: bool,
+    /// The labels its contents carry, which join the reader's session (as a capability's
+    /// `produces`). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<String>,
     /// Where a generic adapter reads it (as a capability's `upstream`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<Value>,
@@ -106,6 +110,10 @@ pub struct ResourceTemplate {
     /// Whether its contents are sensitive.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sensitive: bool,
+    /// The labels its contents carry, which join the reader's session (as a capability's
+    /// `produces`). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<String>,
     /// Where a generic adapter reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<Value>,
@@ -157,6 +165,7 @@ fn read_only(
     input_schema: Value,
     sensitive: bool,
     upstream: Option<&Value>,
+    produces: &[String],
 ) -> Capability {
     Capability {
         id: id.to_owned(),
@@ -175,6 +184,8 @@ fn read_only(
         upstream: upstream.cloned(),
         client_capabilities: Vec::new(),
         task_support: None,
+        produces: produces.to_vec(),
+        sends: Vec::new(),
     }
 }
 
@@ -201,6 +212,7 @@ impl Resource {
             schema,
             self.sensitive,
             self.upstream.as_ref(),
+            &self.produces,
         )
     }
 }
@@ -243,6 +255,7 @@ impl ResourceTemplate {
             schema,
             self.sensitive,
             self.upstream.as_ref(),
+            &self.produces,
         )
     }
 
@@ -275,6 +288,7 @@ impl Prompt {
             schema,
             false,
             self.upstream.as_ref(),
+            &[],
         )
     }
 }

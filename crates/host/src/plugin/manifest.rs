@@ -183,6 +183,15 @@ pub struct Capability {
     /// `forbidden`: never a task, not even to wait for an approver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_support: Option<TaskSupport>,
+    /// The labels its results carry (`private`, `untrusted`, ...: see
+    /// [`gatehouse_core::model::label`]), which join the caller's session. The operator may
+    /// add to them (`[[sessions.label]]`), never take one away. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<String>,
+    /// What it can do with data: `external` if it can send data out (email, a POST, a public
+    /// post). Flow rules (`gatehouse.flows`) judge such a call by its session. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sends: Vec<String>,
 }
 
 /// MCP's `execution.taskSupport` of a capability: see [`Capability::task_support`].
@@ -666,6 +675,7 @@ impl AdapterManifest {
                     &format!("`{}` is declared twice", resource.uri),
                 ));
             }
+            check_labels(&format!("resource[{i}].produces"), &resource.produces)?;
             if resource.upstream.as_ref().is_some_and(|u| !u.is_object()) {
                 return Err(invalid(
                     &format!("resource[{i}].upstream"),
@@ -687,6 +697,7 @@ impl AdapterManifest {
                 }
                 check_schema(&at(&format!("parameters.{name}")), schema)?;
             }
+            check_labels(&at("produces"), &template.produces)?;
             if template.upstream.as_ref().is_some_and(|u| !u.is_object()) {
                 return Err(invalid(&at("upstream"), "must be a table"));
             }
@@ -743,6 +754,8 @@ impl AdapterManifest {
                 ));
             }
             check_schema(&at("input_schema"), &cap.input_schema)?;
+            check_labels(&at("produces"), &cap.produces)?;
+            check_labels(&at("sends"), &cap.sends)?;
             if cap.upstream.as_ref().is_some_and(|u| !u.is_object()) {
                 return Err(invalid(&at("upstream"), "must be a table"));
             }
@@ -820,6 +833,18 @@ impl AdapterManifest {
         }
         Ok(())
     }
+}
+
+/// Labels (`produces`, `sends`) are spelled as labels, each once.
+fn check_labels(field: &str, labels: &[String]) -> Result<(), ManifestError> {
+    let mut seen = BTreeSet::new();
+    for label in labels {
+        gatehouse_core::model::label::check(label).map_err(|e| invalid(field, &e))?;
+        if !seen.insert(label) {
+            return Err(invalid(field, &format!("`{label}` is listed twice")));
+        }
+    }
+    Ok(())
 }
 
 fn check_common(id: &str, version: &str) -> Result<(), ManifestError> {

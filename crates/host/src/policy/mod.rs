@@ -22,6 +22,7 @@
 //! `set_policy_config`) or a watched directory ([`crate::watch`]).
 
 pub mod config;
+pub mod flows;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -362,6 +363,7 @@ pub async fn evaluate(
     sandbox: &Sandbox,
     tool: &str,
     mut action: wit::Action,
+    facts: &flows::Facts,
 ) -> DecisionRecord {
     let mut mode = ApprovalMode::from(action.approval_mode_requested);
     let mut modules = Vec::new();
@@ -375,7 +377,7 @@ pub async fn evaluate(
         .filter(|b| b.spec.mode == BindingMode::Enforce)
     {
         action.approval_mode_requested = mode.into();
-        let decision = bound(set, binding, sandbox, &action, &mut mode).await;
+        let decision = bound(set, binding, sandbox, &action, facts, &mut mode).await;
         match decision.0.verdict {
             Verdict::Deny => denied = true,
             Verdict::RequireApproval => approval = true,
@@ -416,7 +418,7 @@ pub async fn evaluate(
         .filter(|b| b.spec.mode == BindingMode::Shadow)
     {
         let mut unchanged = mode;
-        let (decision, _) = bound(set, binding, sandbox, &action, &mut unchanged).await;
+        let (decision, _) = bound(set, binding, sandbox, &action, facts, &mut unchanged).await;
         let would_be = compose(
             denied || decision.verdict == Verdict::Deny,
             approval || decision.verdict == Verdict::RequireApproval,
@@ -441,14 +443,22 @@ pub async fn evaluate(
 }
 
 /// `binding`'s module on `action` (a missing module denies), in a span that names it and
-/// whether the binding is in shadow mode.
+/// whether the binding is in shadow mode. `gatehouse.flows` is the host's own ([`flows`]).
 async fn bound(
     set: &PolicySet,
     binding: &Binding,
     sandbox: &Sandbox,
     action: &wit::Action,
+    facts: &flows::Facts,
     mode: &mut ApprovalMode,
 ) -> (ModuleDecision, Vec<Obligation>) {
+    if binding.spec.module == flows::ID {
+        let tool = format!("{}.{}", action.adapter_id, action.capability_id);
+        return (
+            flows::decide(&binding.spec.config, facts, &tool),
+            Vec::new(),
+        );
+    }
     match set.modules.get(&binding.spec.module) {
         None => missing(&binding.spec.module),
         Some(module) => {

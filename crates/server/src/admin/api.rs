@@ -14,7 +14,7 @@ use gatehouse_host::{Host, InstallError, PluginRef};
 use gatehouse_store::check_anchor;
 use gatehouse_store::{
     Anchor, Approval, ApprovalFilter, ApprovalStatus, AuditQuery, PluginChange, ServedAs,
-    StoreError, Waiting, now_ms,
+    SessionFilter, SessionKey, StoreError, Waiting, now_ms,
 };
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -628,4 +628,120 @@ pub async fn set_config(
     record(host, operator, &change, kept, None).await?;
     tracing::info!(by = %operator.principal, module, "admin: binding config set");
     Ok(json_reply(StatusCode::OK, &change))
+}
+
+/// The session a query names: `tenant` and `principal` (required), `key` (absent: the
+/// principal's window).
+fn session_key(query: &mut Query) -> Result<SessionKey, ApiError> {
+    let mut required = |name: &str| {
+        query.take(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "query parameter `{name}` is required: a session is a principal's in a tenant \
+                 (`tenant`, `principal`), under a `key` (absent: the principal's window)"
+            ))
+        })
+    };
+    let tenant = required("tenant")?;
+    let principal = required("principal")?;
+    Ok(SessionKey {
+        tenant,
+        principal,
+        key: query.take("key").unwrap_or_default(),
+    })
+}
+
+/// Sessions, the most recently started first, without their actions; `tenant` and
+/// `principal` filter, `limit` pages.
+pub async fn list_sessions(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let limit = page(&mut query)?;
+    let filter = SessionFilter {
+        tenant: query.take("tenant"),
+        principal: query.take("principal"),
+        limit,
+    };
+    query.none()?;
+    let sessions = host.store().sessions(filter).await.map_err(store_error)?;
+    let now = now_ms();
+    let limits = host.session_limits();
+    let sessions: Vec<Value> = sessions
+        .iter()
+        .map(|session| {
+            let mut view = json!(session);
+            view["live"] = json!(session.live(now, limits));
+            view
+        })
+        .collect();
+    Ok(json_reply(StatusCode::OK, &json!({ "sessions": sessions })))
+}
+
+/// One session's timeline: the session, and its actions since it started, newest first
+/// (`limit`), each with the labels it brought.
+pub async fn session_timeline(host: &Host, mut query: Query) -> Result<Reply, ApiError> {
+    let key = session_key(&mut query)?;
+    let limit = page(&mut query)?;
+    query.none()?;
+    let (session, entries) = host
+        .store()
+        .session_entries(key.clone(), limit)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "there is no session `{}` of `{}` in tenant `{}`",
+                key.key, key.principal, key.tenant
+            ))
+        })?;
+    let actions: Vec<Value> = entries
+        .iter()
+        .map(|entry| {
+            let id = entry.event.tool_call_id.as_deref().unwrap_or_default();
+            let labels: Vec<&str> = (session.labels.iter())
+                .filter(|l| l.tool_call_id == id)
+                .map(|l| l.label.as_str())
+                .collect();
+            json!({
+                "seq": entry.seq,
+                "at_ms": entry.event.at_ms,
+                "tool_call_id": id,
+                "tool": entry.event.tool,
+                "outcome": entry.event.outcome,
+                "labels": labels,
+            })
+        })
+        .collect();
+    let mut view = json!(session);
+    view["live"] = json!(session.live(now_ms(), host.session_limits()));
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "session": view, "actions": actions }),
+    ))
+}
+
+/// Ends a session: its next call starts a new one, with no labels. Audited.
+pub async fn end_session(
+    host: &Host,
+    operator: &Operator,
+    mut query: Query,
+) -> Result<Reply, ApiError> {
+    let key = session_key(&mut query)?;
+    query.none()?;
+    let ended = host
+        .store()
+        .end_session(key.clone(), now_ms())
+        .await
+        .map_err(store_error)?;
+    if !ended {
+        return Err(ApiError::not_found(format!(
+            "there is no session `{}` of `{}` in tenant `{}` that has not ended",
+            key.key, key.principal, key.tenant
+        )));
+    }
+    let record = json!({ "session_ended": key });
+    host.audit_event("session", &operator.principal, &record)
+        .await
+        .map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "ended": key, "message": "its next call starts a new session, with no labels" }),
+    ))
 }

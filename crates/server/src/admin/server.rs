@@ -283,6 +283,21 @@ impl AdminServer {
                 require(&operator, &[Role::Auditor])?;
                 api::list_checkpoints(host, query).await
             }
+            ["v1", "sessions"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Operator, Role::Auditor])?;
+                api::list_sessions(host, query).await
+            }
+            ["v1", "sessions", "timeline"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Operator, Role::Auditor])?;
+                api::session_timeline(host, query).await
+            }
+            ["v1", "sessions", "end"] => {
+                allow(method, &Method::POST)?;
+                require(&operator, &[Role::Operator])?;
+                api::end_session(host, &operator, query).await
+            }
             ["v1", "plugins"] if method == Method::GET => {
                 require(&operator, &[Role::Operator, Role::Auditor])?;
                 query.none()?;

@@ -5,8 +5,12 @@
 use gatehouse_core::model::{Claims, Principal, PrincipalKind};
 
 /// Who is calling: established by [`Identity::identify`](super::Identity::identify), carried
-/// into every call envelope.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// into every call envelope, with the session its request belongs to.
+///
+/// Two callers are the same caller when they are the same tenant, principal and claims: the
+/// session says where a request comes from, not who sends it, so a task is its owner's
+/// whichever session polls it.
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// The tenant the call runs for.
     pub tenant: String,
@@ -14,6 +18,27 @@ pub struct Caller {
     pub principal: Principal,
     /// Its roles and groups, from its credential (policies see them as `action.claims`).
     pub claims: Claims,
+    /// The session the request belongs to, where the protocol names one: the 2025-11-25
+    /// `Mcp-Session-Id`, or the trace id a 2026-07-28 request's `_meta` (or `traceparent`
+    /// header) carries. None: the principal's window.
+    pub session: Option<String>,
+}
+
+impl PartialEq for Caller {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.tenant, &self.principal, &self.claims)
+            == (&other.tenant, &other.principal, &other.claims)
+    }
+}
+
+impl Eq for Caller {}
+
+impl Caller {
+    /// In `session` (none: the principal's window).
+    pub fn in_session(mut self, session: Option<String>) -> Self {
+        self.session = session;
+        self
+    }
 }
 
 /// An MCP caller is an agent acting in `tenant`, with no roles or groups.
@@ -26,5 +51,6 @@ pub(super) fn caller(tenant: &str, id: String) -> Caller {
             tenant: tenant.to_owned(),
         },
         claims: Claims::default(),
+        session: None,
     }
 }

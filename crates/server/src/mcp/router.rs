@@ -222,6 +222,8 @@ impl Router {
         match era(headers, &request) {
             Err(error) => reply::refused(Some(&request.id), &error),
             Ok(Era::Handshake(version)) => {
+                let session = v2025_11_25::session_id(headers).map(str::to_owned);
+                let caller = caller.in_session(session);
                 v2025_11_25::answer(
                     gateway,
                     &self.session,
@@ -234,6 +236,7 @@ impl Router {
                 .await
             }
             Ok(Era::Stateless) => {
+                let caller = caller.in_session(trace_session(headers, &request));
                 let with = v2026_07_28::With {
                     held: &self.held,
                     watchers: &self.watchers,
@@ -242,6 +245,17 @@ impl Router {
             }
         }
     }
+}
+
+/// A stateless request's session: the trace id of the W3C trace context it sends, in its
+/// `_meta` (SEP-414) or else its `traceparent` header; none (the principal's window) without
+/// a valid one.
+fn trace_session(headers: &HeaderMap, request: &Request) -> Option<String> {
+    let meta = request.meta().unwrap_or_default();
+    let traceparent = meta
+        .get_traceparent()
+        .or_else(|| headers.get("traceparent")?.to_str().ok())?;
+    gatehouse_core::ids::trace_id_of(traceparent).map(str::to_owned)
 }
 
 /// Step 3 of the module docs: the era of `request`, or why it is refused (with HTTP 400).

@@ -84,6 +84,7 @@ use crate::records::{
     ServedVersion, StoreError, Task, TaskFilter,
 };
 use crate::rows::{from_db, to_db};
+use crate::sessions::{Session, SessionFilter, SessionKey, SessionLimits};
 use crate::store::{Store, StoreFuture, Waiters};
 
 /// The schema migrations, in order of their file numbers: the portable files SQLite applies too
@@ -98,6 +99,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0008_audit_chains.sql"),
     include_str!("../../migrations/0009_tasks.sql"),
     include_str!("../../migrations/0011_served_versions.sql"),
+    include_str!("../../migrations/0012_sessions.sql"),
+    include_str!("../../migrations/postgres/0013_audit_by_session.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin
@@ -319,6 +322,17 @@ impl PostgresStore {
     }
 
     /// Runs `read` with a pooled connection on the store's runtime.
+    /// The session under `key` as stored, with its last `limit` actions.
+    fn read_session(&self, key: SessionKey, limit: usize) -> StoreFuture<'_, Option<Session>> {
+        self.read(move |client| async move {
+            let Some(mut session) = sql::session(&**client, &key).await? else {
+                return Ok(None);
+            };
+            session.actions = sql::session_actions(&**client, &session, limit).await?;
+            Ok(Some(session))
+        })
+    }
+
     fn read<T, F, R>(&self, read: F) -> StoreFuture<'_, T>
     where
         T: Send + 'static,
@@ -566,16 +580,33 @@ impl Store for PostgresStore {
         self.read(move |client| async move { sql::tasks(&**client, &filter).await })
     }
 
-    fn prior_actions(
+    fn session(
         &self,
-        tenant: String,
-        principal: String,
+        key: SessionKey,
+        now_ms: u64,
+        limits: SessionLimits,
+    ) -> StoreFuture<'_, Session> {
+        let found = key.clone();
+        let find = move || self.read_session(found.clone(), limits.actions);
+        let write = |op| self.write(op, true);
+        Box::pin(jobs::live_session(find, write, key, now_ms, limits))
+    }
+
+    fn sessions(&self, filter: SessionFilter) -> StoreFuture<'_, Vec<Session>> {
+        self.read(move |client| async move { sql::sessions(&**client, &filter).await })
+    }
+
+    fn session_entries(
+        &self,
+        key: SessionKey,
         limit: usize,
-    ) -> StoreFuture<'_, Vec<String>> {
+    ) -> StoreFuture<'_, Option<(Session, Vec<AuditEntry>)>> {
         self.read(move |client| async move {
-            let mut tools = sql::recent_tools(&client, &tenant, &principal, limit).await?;
-            tools.reverse();
-            Ok(tools)
+            let Some(session) = sql::session(&**client, &key).await? else {
+                return Ok(None);
+            };
+            let entries = sql::session_entries(&**client, &session, limit).await?;
+            Ok(Some((session, entries)))
         })
     }
 

@@ -24,8 +24,9 @@ use crate::records::{
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
-    TASK_COLUMNS, from_db, to_db,
+    SESSION_COLUMNS, TASK_COLUMNS, from_db, to_db,
 };
+use crate::sessions::{Session, SessionAction, SessionFilter, SessionKey};
 use crate::store::Waiters;
 
 /// A read inside a write job: the database's error is the transaction's (it is lost: the outer
@@ -344,7 +345,10 @@ pub(super) async fn apply<'a>(
             let tasks = txn
                 .execute("DELETE FROM tasks WHERE expires_at < $1", &[&now])
                 .await?;
-            Done::Count(keys + tasks)
+            let sessions = txn
+                .execute("DELETE FROM sessions WHERE expires_at < $1", &[&now])
+                .await?;
+            Done::Count(keys + tasks + sessions)
         }
         Op::Flush => Done::Unit,
         Op::AddCheckpoint(checkpoint) => {
@@ -373,8 +377,151 @@ pub(super) async fn apply<'a>(
             }
             Done::Unit
         }
+        Op::StartSession { session, replaces } => Done::Count(
+            txn.execute(
+                &format!(
+                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $4, $5, NULL, '[]') \
+                     ON CONFLICT (tenant, principal, key) DO UPDATE SET started_at = excluded.started_at, \
+                     last_at = excluded.last_at, expires_at = excluded.expires_at, ended_at = NULL, \
+                     labels = '[]' WHERE sessions.started_at = $6::bigint"
+                ),
+                &[
+                    &session.key.tenant,
+                    &session.key.principal,
+                    &session.key.key,
+                    &to_db(session.started_ms),
+                    &to_db(session.expires_ms),
+                    &replaces.map(to_db),
+                ],
+            )
+            .await?,
+        ),
+        Op::EndSession { key, at_ms } => Done::Count(
+            txn.execute(
+                "UPDATE sessions SET ended_at = $4 \
+                 WHERE tenant = $1 AND principal = $2 AND key = $3 AND ended_at IS NULL",
+                &[&key.tenant, &key.principal, &key.key, &to_db(*at_ms)],
+            )
+            .await?,
+        ),
     };
     Ok(Ok(done))
+}
+
+/// The labels a call's result brought join its session, if the session is still the one the
+/// call found: each label it does not hold, after the ones it does (in one statement, so a
+/// concurrent call adding the same label adds it once). A labels column that is not JSON fails
+/// the transaction: a session never loses its labels.
+const JOIN_LABELS: &str = "UPDATE sessions SET last_at = greatest(last_at, $6), labels = ( \
+       SELECT coalesce(jsonb_agg(e ORDER BY o), '[]'::jsonb)::text FROM ( \
+         SELECT h.e, h.o FROM jsonb_array_elements(sessions.labels::jsonb) WITH ORDINALITY AS h(e, o) \
+         UNION ALL \
+         SELECT b.e, 1000000 + b.o FROM jsonb_array_elements($5::text::jsonb) WITH ORDINALITY AS b(e, o) \
+         WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(sessions.labels::jsonb) AS x(e) \
+                           WHERE x.e ->> 'label' = b.e ->> 'label') \
+       ) AS joined) \
+     WHERE tenant = $1 AND principal = $2 AND key = $3 AND started_at = $4";
+
+/// The session under `key` as stored, without its actions.
+pub(super) async fn session(
+    client: &impl GenericClient,
+    key: &SessionKey,
+) -> Result<Option<Session>, PgError> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = $1 AND principal = $2 AND key = $3"
+            ),
+            &[&key.tenant, &key.principal, &key.key],
+        )
+        .await?;
+    row.as_ref()
+        .map(rows::session)
+        .transpose()
+        .map_err(PgError::from)
+}
+
+/// The condition on `audit` that selects a session's call entries: $1 tenant, $2 principal,
+/// $3 key, $4 its start. The session id's expression is the index's (`audit_by_session`).
+const SESSION_CALLS: &str = "tenant = $1 AND principal = $2 \
+     AND coalesce(record::jsonb -> 'call' ->> 'session_id', '') = $3 \
+     AND kind = 'call' AND tool IS NOT NULL AND at >= $4";
+
+/// A session's last `limit` actions, oldest first.
+pub(super) async fn session_actions(
+    client: &impl GenericClient,
+    session: &Session,
+    limit: usize,
+) -> Result<Vec<SessionAction>, PgError> {
+    let rows = client
+        .query(
+            &format!("SELECT tool, at FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT $5"),
+            &[
+                &session.key.tenant,
+                &session.key.principal,
+                &session.key.key,
+                &to_db(session.started_ms),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    let mut actions = rows
+        .iter()
+        .map(|row| {
+            Ok(SessionAction {
+                tool: row.text(0)?,
+                at_ms: from_db(row.int(1)?),
+            })
+        })
+        .collect::<Result<Vec<_>, PgError>>()?;
+    actions.reverse();
+    Ok(actions)
+}
+
+/// A session's call entries, newest first, at most `limit` (0: all).
+pub(super) async fn session_entries(
+    client: &impl GenericClient,
+    session: &Session,
+    limit: usize,
+) -> Result<Vec<AuditEntry>, PgError> {
+    let limit = (limit > 0).then(|| i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {} FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT $5",
+                audit_columns()
+            ),
+            &[
+                &session.key.tenant,
+                &session.key.principal,
+                &session.key.key,
+                &to_db(session.started_ms),
+                &limit,
+            ],
+        )
+        .await?;
+    rows.iter().map(audit_entry).collect()
+}
+
+/// Sessions `filter` selects, the most recently started first.
+pub(super) async fn sessions(
+    client: &impl GenericClient,
+    filter: &SessionFilter,
+) -> Result<Vec<Session>, PgError> {
+    let limit = (filter.limit > 0).then(|| i64::try_from(filter.limit).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions \
+                 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR principal = $2) \
+                 ORDER BY started_at DESC, tenant, principal, key LIMIT $3"
+            ),
+            &[&filter.tenant, &filter.principal, &limit],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| rows::session(row).map_err(PgError::from))
+        .collect()
 }
 
 /// A plugin that started serving: its row inserted if it has none, else locked, read and
@@ -755,32 +902,6 @@ pub(super) async fn approvals(
     rows.iter().map(rows::approval).collect()
 }
 
-/// The tools a principal called, newest first, at most `limit`.
-pub(super) async fn recent_tools(
-    client: &deadpool_postgres::Object,
-    tenant: &str,
-    principal: &str,
-    limit: usize,
-) -> Result<Vec<String>, PgError> {
-    let statement = client
-        .prepare_cached(
-            "SELECT tool FROM audit WHERE tenant = $1 AND principal = $2 AND kind = 'call' AND tool IS NOT NULL \
-             ORDER BY seq DESC LIMIT $3",
-        )
-        .await?;
-    let rows = client
-        .query(
-            &statement,
-            &[
-                &tenant,
-                &principal,
-                &i64::try_from(limit).unwrap_or(i64::MAX),
-            ],
-        )
-        .await?;
-    rows.iter().map(|row| row.text(0)).collect()
-}
-
 /// Every idempotency record, oldest first, as operators see it at `now_ms`.
 pub(super) async fn keys(
     client: &impl GenericClient,
@@ -969,6 +1090,29 @@ pub(super) fn record_writes<'a, C: GenericClient + Sync>(
                 .execute(
                     &sql.execute_approval,
                     &[&call, id, &to_db(record.audit.at_ms)],
+                )
+                .await
+                .map(Sent::Count)
+        }));
+    }
+    if let (Some(session), Some(tenant), Some(principal)) = (
+        &record.session,
+        &record.audit.tenant,
+        &record.audit.principal,
+    ) && let Some((started_ms, brought)) = &session.labels
+    {
+        pending.push(Box::pin(async move {
+            client
+                .execute(
+                    JOIN_LABELS,
+                    &[
+                        tenant,
+                        principal,
+                        &session.key,
+                        &to_db(*started_ms),
+                        &crate::sessions::labels_json(brought),
+                        &to_db(record.audit.at_ms),
+                    ],
                 )
                 .await
                 .map(Sent::Count)

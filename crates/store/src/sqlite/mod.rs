@@ -14,14 +14,14 @@
 //!    Concurrent calls therefore share commits instead of paying one fsync each; while one
 //!    commit's fsync runs, the next batch gathers.
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
-//!    mutex, used from the blocking thread pool. `prior_actions`, asked on every call a
-//!    policy sees, reads a principal's tools once; after that the writer keeps them in memory
-//!    from the calls it commits (`recent.rs`).
+//!    mutex, used from the blocking thread pool. A session, asked for on every call a policy
+//!    sees, is read once; after that the writer keeps it in memory from the writes it commits
+//!    (`recent.rs`).
 //!
 //! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
 //! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
 //! head is read inside each transaction, never kept past it. A second *gateway* may not: rate
-//! budgets and principals' recent tools live in the serving process's memory, so two gateways
+//! budgets and sessions live in the serving process's memory, so two gateways
 //! on one file would each enforce half a budget. `gatehouse serve` takes [`GatewayLock`] (an
 //! exclusive lock on `<file>.lock`) before it opens the store, and a second gateway is refused
 //! at start, naming PostgreSQL (`[store] url`), the store several gateways share.
@@ -49,11 +49,12 @@ use crate::checkpoint::Checkpoint;
 use crate::config::StoreConfig;
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
-use crate::recent::{self, RecentActions};
+use crate::recent::{self, SessionCache};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
     ServedVersion, StoreError, Task, TaskFilter,
 };
+use crate::sessions::{Session, SessionFilter, SessionKey, SessionLimits};
 use crate::store::{Store, StoreFuture, Waiters};
 
 /// The schema migrations, in order; the schema version is their count (so a file's version
@@ -67,6 +68,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_plugin_changes.sql"),
     include_str!("../../migrations/0009_tasks.sql"),
     include_str!("../../migrations/0011_served_versions.sql"),
+    include_str!("../../migrations/0012_sessions.sql"),
+    include_str!("../../migrations/sqlite/0013_audit_by_session.sql"),
 ];
 
 /// How long a connection waits for another process's lock before failing.
@@ -84,8 +87,8 @@ pub struct SqliteStore {
     waiters: Arc<Waiters>,
     /// Rate budgets: in this process's memory (one gateway per file).
     rates: MemoryRateBudget,
-    /// Principals' recent tools for `prior_actions`, kept by the writer (one gateway per file).
-    recent: Arc<RecentActions>,
+    /// Sessions, kept by the writer (one gateway per file).
+    sessions: Arc<SessionCache>,
 }
 
 impl Drop for SqliteStore {
@@ -139,8 +142,8 @@ impl SqliteStore {
         let (stop, stopped) = mpsc::channel::<()>();
         let waiters = Arc::new(Waiters::default());
         let woken = Arc::clone(&waiters);
-        let recent = Arc::new(RecentActions::default());
-        let committed = Arc::clone(&recent);
+        let sessions = Arc::new(SessionCache::default());
+        let committed = Arc::clone(&sessions);
         let writer = std::thread::Builder::new()
             .name("gatehouse-store".to_owned())
             .spawn(move || {
@@ -160,7 +163,7 @@ impl SqliteStore {
             reader: Arc::new(Mutex::new(reader)),
             waiters,
             rates: MemoryRateBudget::default(),
-            recent,
+            sessions,
         })
     }
 
@@ -183,6 +186,23 @@ impl SqliteStore {
                 self.writer_thread.unpark();
             }
             sent
+        })
+    }
+
+    /// The session under `key` as stored, with its last `limit` actions (kept in memory from
+    /// then on).
+    fn read_session(&self, key: SessionKey, limit: usize) -> StoreFuture<'_, Option<Session>> {
+        let cache = Arc::clone(&self.sessions);
+        self.read(move |conn| {
+            let _turn = cache.turn();
+            let Some(mut session) = sql::session(conn, &key)? else {
+                return Ok(None);
+            };
+            session.actions = sql::session_actions(conn, &session, limit.max(recent::KEPT))?;
+            cache.fill(session.clone());
+            let skip = session.actions.len().saturating_sub(limit);
+            session.actions.drain(..skip);
+            Ok(Some(session))
         })
     }
 
@@ -420,22 +440,41 @@ impl Store for SqliteStore {
         self.read(move |conn| sql::tasks(conn, &filter))
     }
 
-    fn prior_actions(
+    fn session(
         &self,
-        tenant: String,
-        principal: String,
+        key: SessionKey,
+        now_ms: u64,
+        limits: SessionLimits,
+    ) -> StoreFuture<'_, Session> {
+        let found = key.clone();
+        let find = move || {
+            let key = found.clone();
+            async move {
+                match self.sessions.get(&key, limits.actions) {
+                    Some(session) => Ok(Some(session)),
+                    None => self.read_session(key, limits.actions).await,
+                }
+            }
+        };
+        let write = |op| self.write(op, true);
+        Box::pin(jobs::live_session(find, write, key, now_ms, limits))
+    }
+
+    fn sessions(&self, filter: SessionFilter) -> StoreFuture<'_, Vec<Session>> {
+        self.read(move |conn| sql::sessions(conn, &filter))
+    }
+
+    fn session_entries(
+        &self,
+        key: SessionKey,
         limit: usize,
-    ) -> StoreFuture<'_, Vec<String>> {
-        if let Some(tools) = self.recent.get(&tenant, &principal, limit) {
-            return Box::pin(std::future::ready(Ok(tools)));
-        }
-        let recent = Arc::clone(&self.recent);
+    ) -> StoreFuture<'_, Option<(Session, Vec<AuditEntry>)>> {
         self.read(move |conn| {
-            let _turn = recent.turn();
-            let mut tools = sql::recent_tools(conn, &tenant, &principal, limit.max(recent::KEPT))?;
-            tools.reverse();
-            recent.fill(tenant, principal, &tools);
-            Ok(tools.split_off(tools.len().saturating_sub(limit)))
+            let Some(session) = sql::session(conn, &key)? else {
+                return Ok(None);
+            };
+            let entries = sql::session_entries(conn, &session, limit)?;
+            Ok(Some((session, entries)))
         })
     }
 

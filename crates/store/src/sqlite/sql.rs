@@ -16,8 +16,9 @@ use crate::records::{
 use crate::rows::{
     self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
     KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
-    TASK_COLUMNS, from_db, to_db,
+    SESSION_COLUMNS, TASK_COLUMNS, from_db, to_db,
 };
+use crate::sessions::{Session, SessionAction, SessionFilter, SessionKey, SessionWrite};
 
 /// Runs a statement through the connection's statement cache (hot statements are parsed once).
 pub(super) fn exec(
@@ -67,6 +68,9 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
                      WHERE id = ?2 AND status = 'approved'", params![call_id_of(&record.audit), id, to_db(at)])
                 .map_err(unavailable)?;
             }
+            if let Some(session) = &record.session {
+                join_labels(txn, &record.audit, session)?;
+            }
             Ok(Done::Unit)
         }
         Op::Propose(proposal) => propose(txn, proposal).map(|a| Done::Approval(Box::new(a))),
@@ -95,7 +99,8 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
                 params![now],
             );
             let tasks = exec(txn, "DELETE FROM tasks WHERE expires_at < ?1", params![now]);
-            keys.and_then(|keys| Ok(keys + tasks?))
+            let sessions = exec(txn, "DELETE FROM sessions WHERE expires_at < ?1", params![now]);
+            keys.and_then(|keys| Ok(keys + tasks? + sessions?))
                 .map(|n| Done::Count(n as u64))
                 .map_err(unavailable)
         }
@@ -131,7 +136,180 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             .try_for_each(|(served, how)| record_served(txn, served, *how))
             .map(|()| Done::Unit)
             .map_err(unavailable),
+        Op::StartSession { session, replaces } => exec(
+            txn,
+            &format!(
+                "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?4, ?5, NULL, '[]') \
+                 ON CONFLICT (tenant, principal, key) DO UPDATE SET started_at = excluded.started_at, \
+                 last_at = excluded.last_at, expires_at = excluded.expires_at, ended_at = NULL, \
+                 labels = '[]' WHERE sessions.started_at = ?6"
+            ),
+            params![
+                session.key.tenant,
+                session.key.principal,
+                session.key.key,
+                to_db(session.started_ms),
+                to_db(session.expires_ms),
+                replaces.map(to_db)
+            ],
+        )
+        .map(|n| Done::Count(n as u64))
+        .map_err(unavailable),
+        Op::EndSession { key, at_ms } => exec(
+            txn,
+            "UPDATE sessions SET ended_at = ?4 \
+             WHERE tenant = ?1 AND principal = ?2 AND key = ?3 AND ended_at IS NULL",
+            params![key.tenant, key.principal, key.key, to_db(*at_ms)],
+        )
+        .map(|n| Done::Count(n as u64))
+        .map_err(unavailable),
     }
+}
+
+/// The labels a call's result brought join its session, if the session is still the one the
+/// call found (the batch's transaction holds SQLite's write lock: nothing writes between the
+/// read and the write).
+fn join_labels(
+    txn: &Connection,
+    audit: &AuditEvent,
+    session: &SessionWrite,
+) -> Result<(), StoreError> {
+    let (Some((started_ms, brought)), Some(tenant), Some(principal)) =
+        (&session.labels, &audit.tenant, &audit.principal)
+    else {
+        return Ok(());
+    };
+    let current: Option<String> = query_row(
+        txn,
+        "SELECT labels FROM sessions \
+         WHERE tenant = ?1 AND principal = ?2 AND key = ?3 AND started_at = ?4",
+        params![tenant, principal, session.key, to_db(*started_ms)],
+        |row| row.get(0),
+    )
+    .optional()
+    .map_err(unavailable)?;
+    let Some(labels) = current
+        .as_deref()
+        .map(|c| jobs::joined_labels(c, brought))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(());
+    };
+    exec(
+        txn,
+        "UPDATE sessions SET labels = ?5, last_at = max(last_at, ?6) \
+         WHERE tenant = ?1 AND principal = ?2 AND key = ?3 AND started_at = ?4",
+        params![
+            tenant,
+            principal,
+            session.key,
+            to_db(*started_ms),
+            labels,
+            to_db(audit.at_ms)
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// The session under `key` as stored, without its actions.
+pub(super) fn session(conn: &Connection, key: &SessionKey) -> rusqlite::Result<Option<Session>> {
+    query_row(
+        conn,
+        &format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ?1 AND principal = ?2 AND key = ?3"
+        ),
+        params![key.tenant, key.principal, key.key],
+        |row| rows::session(row),
+    )
+    .optional()
+}
+
+/// The condition on `audit` that selects a session's call entries: ?1 tenant, ?2 principal,
+/// ?3 key, ?4 its start. The session id's expression is the index's (`audit_by_session`).
+pub(super) const SESSION_CALLS: &str = "tenant = ?1 AND principal = ?2 \
+     AND coalesce(json_extract(record, '$.call.session_id'), '') = ?3 \
+     AND kind = 'call' AND tool IS NOT NULL AND at >= ?4";
+
+/// A session's last `limit` actions, oldest first.
+pub(super) fn session_actions(
+    conn: &Connection,
+    session: &Session,
+    limit: usize,
+) -> rusqlite::Result<Vec<SessionAction>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT tool, at FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT ?5"
+    ))?;
+    let mut actions = statement
+        .query_map(
+            params![
+                session.key.tenant,
+                session.key.principal,
+                session.key.key,
+                to_db(session.started_ms),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |row| {
+                Ok(SessionAction {
+                    tool: row.text(0)?,
+                    at_ms: from_db(row.int(1)?),
+                })
+            },
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    actions.reverse();
+    Ok(actions)
+}
+
+/// A session's call entries, newest first, at most `limit` (0: all).
+pub(super) fn session_entries(
+    conn: &Connection,
+    session: &Session,
+    limit: usize,
+) -> rusqlite::Result<Vec<AuditEntry>> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT ?5"
+    ))?;
+    let limit = if limit == 0 {
+        -1
+    } else {
+        i64::try_from(limit).unwrap_or(i64::MAX)
+    };
+    statement
+        .query_map(
+            params![
+                session.key.tenant,
+                session.key.principal,
+                session.key.key,
+                to_db(session.started_ms),
+                limit
+            ],
+            |row| rows::audit_entry(row),
+        )?
+        .collect()
+}
+
+/// Sessions `filter` selects, the most recently started first.
+pub(super) fn sessions(
+    conn: &Connection,
+    filter: &SessionFilter,
+) -> rusqlite::Result<Vec<Session>> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions \
+         WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR principal = ?2) \
+         ORDER BY started_at DESC, tenant, principal, key LIMIT ?3"
+    ))?;
+    let limit = if filter.limit == 0 {
+        -1
+    } else {
+        i64::try_from(filter.limit).unwrap_or(i64::MAX)
+    };
+    statement
+        .query_map(params![filter.tenant, filter.principal, limit], |row| {
+            rows::session(row)
+        })?
+        .collect()
 }
 
 /// A plugin that started serving: its row inserted, or replaced where [`jobs::replaces_served`]
@@ -596,25 +774,6 @@ pub(super) fn tasks(conn: &Connection, filter: &TaskFilter) -> rusqlite::Result<
         |row| rows::task(row),
     )?;
     rows.collect()
-}
-
-/// The tools a principal called, newest first, at most `limit`.
-pub(super) fn recent_tools(
-    conn: &Connection,
-    tenant: &str,
-    principal: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<String>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT tool FROM audit WHERE tenant = ?1 AND principal = ?2 AND kind = 'call' AND tool IS NOT NULL \
-         ORDER BY seq DESC LIMIT ?3",
-    )?;
-    statement
-        .query_map(
-            params![tenant, principal, i64::try_from(limit).unwrap_or(i64::MAX)],
-            |row| row.text(0),
-        )?
-        .collect()
 }
 
 /// Every idempotency record, oldest first, as operators see it at `now_ms`.

@@ -2,6 +2,7 @@
 //! on a real file; decisions (`decisions`) and tasks (`tasks`) in their own files.
 
 mod decisions;
+mod sessions;
 mod tasks;
 
 use rusqlite::params;
@@ -59,6 +60,7 @@ fn finished(call: &str, k: &str, result: &str) -> CallRecord {
         releases: None,
         executes: None,
         durable: true,
+        session: None,
     }
 }
 
@@ -400,7 +402,10 @@ async fn a_version_2_log_is_rebuilt_around_its_rowid_and_still_verifies() {
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     indexes.sort();
-    assert_eq!(indexes, ["audit_by_call", "audit_by_principal"]);
+    assert_eq!(
+        indexes,
+        ["audit_by_call", "audit_by_principal", "audit_by_session"]
+    );
     let head_plan: String = reader
         .query_row(
             "EXPLAIN QUERY PLAN SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",

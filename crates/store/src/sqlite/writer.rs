@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::sql::{Head, apply, exec};
 use super::unavailable;
 use crate::jobs::{self, Done, Job, Op};
-use crate::recent::RecentActions;
+use crate::recent::SessionCache;
 use crate::records::StoreError;
 use crate::store::Waiters;
 
@@ -46,7 +46,7 @@ pub(super) fn write_loop(
     mut conn: Connection,
     queue: &mpsc::Receiver<Job>,
     waiters: &Waiters,
-    recent: &RecentActions,
+    sessions: &SessionCache,
 ) {
     let mut pruned: Option<Instant> = None;
     while let Ok(first) = queue.recv() {
@@ -71,16 +71,15 @@ pub(super) fn write_loop(
         }
         let mut batch = gather(first, queue);
         // Taken before the batch's first statement: a fill reads either before this commit or
-        // after its calls are appended below.
-        let turn = recent.turn();
+        // after its writes are applied below.
+        let turn = sessions.turn();
         let results = run_batch(&mut conn, &mut batch);
-        // Before anyone is answered: a caller's next call must see this one in prior-actions.
-        recent.committed(
+        // Before anyone is answered: a caller's next call must see this one in its session.
+        sessions.committed(
             batch
                 .iter()
                 .zip(&results)
-                .filter(|(_, result)| result.is_ok())
-                .filter_map(|(job, _)| call_of(&job.op)),
+                .filter_map(|(job, result)| Some((&job.op, changed(result.as_ref().ok()?)))),
         );
         drop(turn);
         for (job, result) in batch.into_iter().zip(results) {
@@ -126,16 +125,10 @@ fn gather(first: Job, queue: &mpsc::Receiver<Job>) -> Vec<Job> {
     batch
 }
 
-/// The tenant, principal and tool of a job recording a call: what `prior_actions` lists.
-fn call_of(op: &Op) -> Option<(&str, &str, &str)> {
-    match op {
-        Op::Record(record) if record.audit.kind == "call" => Some((
-            record.audit.tenant.as_deref()?,
-            record.audit.principal.as_deref()?,
-            record.audit.tool.as_deref()?,
-        )),
-        _ => None,
-    }
+/// Whether a committed write changed anything: a conditional one (a session's start or end)
+/// answers how many rows it changed.
+fn changed(done: &Done) -> bool {
+    !matches!(done, Done::Count(0))
 }
 
 /// Runs a batch in one transaction; every job gets an answer, all failed if the commit fails.

@@ -200,6 +200,8 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 sensitive: false,
                 client_capabilities: Vec::new(),
                 task_support: None,
+                produces: Vec::new(),
+                sends: Vec::new(),
                 upstream: Some(json!({
                     "method": method.to_uppercase(),
                     "url": format!("{}{path}", base.trim_end_matches('/')),
@@ -215,6 +217,7 @@ pub fn import(text: &str, server: Option<&str>, options: &Options) -> Result<Imp
                 mode,
                 reason: method.to_uppercase(),
                 shortened,
+                labels: String::new(),
             });
         }
     }
