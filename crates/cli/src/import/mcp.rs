@@ -389,7 +389,7 @@ fn served(
             continue;
         }
         served.resources.push(Resource {
-            id: ids.assign(&name)?,
+            id: ids.assign_kind(&name, "resource")?,
             uri: uri.to_owned(),
             name: Some(name),
             title: text(resource, "title"),
@@ -416,7 +416,7 @@ fn served(
             continue;
         }
         served.templates.push(ResourceTemplate {
-            id: ids.assign(&name)?,
+            id: ids.assign_kind(&name, "resource-template")?,
             uri_template: uri_template.to_owned(),
             name: Some(name),
             title: text(template, "title"),
@@ -445,7 +445,7 @@ fn served(
             })
             .collect();
         served.prompts.push(Prompt {
-            id: ids.assign(name)?,
+            id: ids.assign_kind(name, "prompt")?,
             title: text(prompt, "title"),
             description: text(prompt, "description").unwrap_or_default(),
             arguments,

@@ -86,6 +86,25 @@ impl Ids {
         self.taken.insert(id.clone(), name.to_owned());
         Ok(id)
     }
+
+    /// The id for `name`, a `kind` of item (`prompt`, `resource`, `resource-template`) that
+    /// shares one set of ids with the adapter's tools: its own, or, where an item named alike
+    /// took it first (mcp-server-fetch serves a tool and a prompt both named `fetch`),
+    /// `<id>-<kind>`. Two items of one kind that meet are refused as two tools are.
+    pub fn assign_kind(&mut self, name: &str, kind: &str) -> Result<String, ImportError> {
+        let Some(id) = capability_id(name) else {
+            return self.assign(name);
+        };
+        if !self.taken.contains_key(&id) {
+            return self.assign(name);
+        }
+        let suffixed = format!("{id}-{kind}");
+        if suffixed.len() > MAX_ID || self.taken.contains_key(&suffixed) {
+            return self.assign(name);
+        }
+        self.taken.insert(suffixed.clone(), name.to_owned());
+        Ok(suffixed)
+    }
 }
 
 /// `--include` and `--exclude`: globs over source names.
@@ -180,6 +199,16 @@ mod tests {
         let id = capability_id(&format!("{}_{}", "x".repeat(54), "y".repeat(20))).unwrap();
         assert_eq!(&id[..55], format!("{}_", "x".repeat(54)));
         assert_eq!(id.len(), 54 + 1 + 8);
+    }
+
+    #[test]
+    fn a_prompt_named_like_a_tool_gets_an_id_of_its_own() {
+        let mut ids = Ids::default();
+        assert_eq!(ids.assign("fetch").unwrap(), "fetch");
+        assert_eq!(ids.assign_kind("fetch", "prompt").unwrap(), "fetch-prompt");
+        assert_eq!(ids.assign_kind("notes", "resource").unwrap(), "notes");
+        // Two prompts that meet are still refused.
+        assert!(ids.assign_kind("fetch", "prompt").is_err());
     }
 
     #[test]
