@@ -41,6 +41,10 @@ static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
 static PHONE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\+?\d[\d ().-]{5,}\d").expect("valid regex"));
 
+// A date, perhaps with a time: what a phone number's shape also takes.
+static DATE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\d{4}-\d{2}-\d{2}").expect("valid regex"));
+
 /// Why obligations could not be applied: the result is withheld.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObligationError {
@@ -350,13 +354,18 @@ fn for_each_value_string(value: &mut Value, f: &mut dyn FnMut(&mut String)) {
     }
 }
 
-/// Which kinds of personal data `text` holds, as the `mask-pii` obligation finds them:
-/// (`email`, found), (`phone`, found).
+/// Which kinds of personal data `text` holds: (`email`, found), (`phone`, found). An email as
+/// the `mask-pii` obligation finds one; a phone number more strictly than it masks (masking a
+/// little more is harmless, labelling a session that holds none is not): of what the mask
+/// would take, a run of 9 or more digits with a `+`, a space, a dash or a parenthesis among
+/// them, and not a date (`2026-11-29 10:00`). A dotted address (`127.0.0.1`) is no phone.
 pub fn personal_data(text: &str) -> [(&'static str, bool); 2] {
-    [
-        ("email", EMAIL.is_match(text)),
-        ("phone", PHONE.is_match(text)),
-    ]
+    let phone = PHONE.find_iter(text).any(|found| {
+        let number = found.as_str();
+        let digits = number.chars().filter(char::is_ascii_digit).count();
+        digits >= 9 && number.contains(['+', ' ', '-', '(', ')']) && !DATE.is_match(number)
+    });
+    [("email", EMAIL.is_match(text)), ("phone", phone)]
 }
 
 fn mask(text: &str, kinds: &[PiiKind]) -> String {

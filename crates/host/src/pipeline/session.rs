@@ -330,6 +330,10 @@ mod tests {
         }
     }
 
+    fn text_block(text: &str) -> ContentBlock {
+        ContentBlock::Text { text: text.into() }
+    }
+
     #[test]
     fn the_guardrails_label_secrets_and_personal_data_in_what_a_tool_returned() {
         let text = |t: &str| ContentBlock::Text { text: t.into() };
@@ -349,6 +353,23 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["secret"]
         );
+        // What only looks like a phone number: an address, a port, a date, an amount.
+        for text in [
+            "see http://127.0.0.1:46415/pages/news",
+            "on 2026-11-29 10:00 UTC",
+            "order 12345678 of 1,234.56 EUR",
+        ] {
+            assert!(found(&[text_block(text)], None).is_empty(), "{text}");
+        }
+        for phone in ["call 555-123-4567", "(020) 7946 0958", "+33612345678"] {
+            assert_eq!(
+                found(&[text_block(phone)], None)
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+                ["pii:phone"],
+                "{phone}"
+            );
+        }
     }
 
     #[test]
