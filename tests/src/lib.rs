@@ -24,6 +24,7 @@ use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
 pub mod admin;
+pub mod agent;
 pub mod browser;
 pub mod cli;
 pub mod gateway;

@@ -16,13 +16,10 @@
 //! Every effect is counted where it happens: the POSTs a loopback upstream received from
 //! `gatehouse.rest.send` (a write-class tool whose calls the policy probe sends to approval).
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gatehouse_host::config::PolicyDefault;
+use gatehouse_tests::agent::{self, Agent as Client};
 use gatehouse_tests::artifacts::{LEDGER, POLICY_PROBE, REST};
 use gatehouse_tests::gateway::{Gateway, Serve};
 use gatehouse_tests::mcp::mcp_post;
@@ -38,8 +35,6 @@ const BOB: &str = "bob-key-8e02";
 const EVE: &str = "eve-key-c4a7";
 /// An approver's admin token (`usr_ops_ana`).
 const APPROVER: &str = "approver-token-1f6b";
-/// How long a test waits for one line of a client.
-const LINE: Duration = Duration::from_secs(90);
 
 /// How a test's gateway is set up.
 #[derive(Clone)]
@@ -191,14 +186,7 @@ impl Agents {
         args: &Value,
         options: &[&str],
     ) -> Client {
-        let python = clients().join(".venv/bin/python");
-        assert!(
-            python.exists(),
-            "the MCP Python SDK is not installed: run build-support/toolchains"
-        );
-        let mut command = Command::new(python);
-        command.arg(clients().join("agent.py"));
-        self.agent(command, version, token, tool, args, options)
+        agent::python(&self.url(), version, token, tool, args, options)
     }
 
     /// The TypeScript SDKs' agent (`tests/clients/agent.mjs`), `sdk` v1 or v2.
@@ -211,62 +199,7 @@ impl Agents {
         args: &Value,
         options: &[&str],
     ) -> Client {
-        assert!(
-            clients()
-                .join("node_modules/@modelcontextprotocol/client")
-                .exists(),
-            "the MCP TypeScript SDKs are not installed: run build-support/toolchains"
-        );
-        let mut command = Command::new("node");
-        command
-            .arg(clients().join("agent.mjs"))
-            .args(["--sdk", sdk]);
-        self.agent(command, version, token, tool, args, options)
-    }
-
-    fn agent(
-        &self,
-        mut command: Command,
-        version: &str,
-        token: &str,
-        tool: &str,
-        args: &Value,
-        options: &[&str],
-    ) -> Client {
-        command
-            .arg(self.url())
-            .arg(version)
-            .arg(tool)
-            .arg(args.to_string())
-            .args(["--token", token])
-            .args(options)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("the client starts");
-        // Its output is read by threads of its own: a line at a time for the test, stderr whole
-        // for a failure's message.
-        let (lines, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let stdout = child.stdout.take().expect("piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (mut pipe, text) = (child.stderr.take().expect("piped"), Arc::clone(&stderr));
-        std::thread::spawn(move || {
-            let mut all = String::new();
-            let _ = pipe.read_to_string(&mut all);
-            text.lock().unwrap().push_str(&all);
-        });
-        Client {
-            child,
-            lines: receiver,
-            stderr,
-            seen: Vec::new(),
-        }
+        agent::typescript(sdk, &self.url(), version, token, tool, args, options)
     }
 
     /// Approves (`reason` None) or rejects approval `id` through the admin API, as an approver.
@@ -350,74 +283,6 @@ impl Agents {
         url.rsplit_once("/#/approvals/")
             .map(|(_, id)| id.to_owned())
             .unwrap_or_else(|| panic!("not a console approval URL: {url}"))
-    }
-}
-
-fn clients() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients")
-}
-
-/// A running client and what it printed so far; killed when dropped.
-struct Client {
-    child: Child,
-    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
-    stderr: Arc<Mutex<String>>,
-    seen: Vec<Value>,
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Client {
-    /// The next line of `event`, skipping others.
-    ///
-    /// # Panics
-    /// If the client ends first, or prints nothing more within [`LINE`], with all it printed.
-    async fn next(&mut self, event: &str) -> Value {
-        loop {
-            let line = tokio::time::timeout(LINE, self.lines.recv()).await;
-            match line {
-                Ok(Some(line)) => {
-                    let value: Value = serde_json::from_str(&line)
-                        .unwrap_or_else(|_| json!({ "event": "text", "text": line }));
-                    self.seen.push(value.clone());
-                    if value["event"] == event {
-                        return value;
-                    }
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    // The stderr thread ends with the process.
-                    std::thread::sleep(Duration::from_millis(100));
-                    panic!(
-                        "the client printed no `{event}` line; it printed {:#?}\nstderr: {}",
-                        self.seen,
-                        self.stderr.lock().unwrap()
-                    );
-                }
-            }
-        }
-    }
-
-    /// Waits for the client's exit: its status.
-    async fn exit(mut self) -> i32 {
-        let deadline = std::time::Instant::now() + LINE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("the client ran") {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the client did not end; it printed {:#?}",
-                self.seen
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }
 

@@ -3,16 +3,32 @@
 //! waits for an approver, who is told which actions brought which labels), what the upstream
 //! of the send actually received, a session's labels kept across a restart and shared by two
 //! gateways on one PostgreSQL, and a session's timeline and end through the admin API.
+//!
+//! Over MCP, with the official Python SDK as the agent: a records tool (`gatehouse.rest.get`
+//! on a loopback upstream's customer record: `private` by the operator's label, `pii:email`
+//! and `pii:phone` by the guardrails), PyPI's fetch server (`mcp-server-fetch`, imported over
+//! stdio and run sandboxed: `untrusted`, as the import proposes from its name) and a send
+//! (`gatehouse.rest.send`: `external`), in a 2025-11-25 session, and in 2026-07-28 requests
+//! with and without a trace id.
+
+use std::os::unix::fs::PermissionsExt as _;
 
 use gatehouse_host::config::{LabelRule, PolicyDefault, StoreConfig};
+use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::SessionKey;
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
+use gatehouse_tests::admin::request;
+use gatehouse_tests::agent::{self, Agent};
+use gatehouse_tests::artifacts::MCP_UPSTREAM;
 use gatehouse_tests::artifacts::{ECHO, REST};
+use gatehouse_tests::cli::gatehouse_output;
+use gatehouse_tests::gateway::{Gateway, Serve};
 use gatehouse_tests::host::{HostBuilder, rest_config};
 use gatehouse_tests::postgres::Postgres;
 use gatehouse_tests::state::user;
 use gatehouse_tests::upstream::Upstream;
 use gatehouse_tests::{bind, glob, store_path};
+use gatehouse_tests::{free_port, trust};
 use serde_json::{Value, json};
 
 /// `gatehouse.rest` granted `upstream` and echo, on `store`, with `gatehouse.flows` bound and
@@ -253,4 +269,352 @@ async fn two_gateways_on_one_postgres_see_one_session() {
     let (session, entries) = a.store().session_entries(key, 0).await.unwrap().unwrap();
     assert!(session.labels.is_empty(), "{session:?}");
     assert_eq!(entries.len(), 1, "the new session holds the send alone");
+}
+
+/// The pinned fetch server (PyPI).
+const FETCH: &str = "mcp-server-fetch==2026.10.24";
+
+/// The agents' API keys (tenant `default`): `agent:alice` speaks 2025-11-25, `agent:bob` and
+/// `agent:carol` 2026-07-28.
+const ALICE: &str = "alice-key-3a9e";
+const BOB: &str = "bob-key-71c2";
+const CAROL: &str = "carol-key-0d5b";
+/// An admin token with every role (`usr_ops_ana`).
+const OPERATOR: &str = "operator-token-58c1";
+
+/// A `gatehouse serve` process with the three tools, `gatehouse.flows` bound, the agents' keys
+/// and the admin API; killed when dropped.
+struct Governed {
+    _gateway: Gateway,
+    upstream: Upstream,
+    mcp: u16,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Governed {
+    async fn start() -> Self {
+        let upstream = Upstream::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        // The sandboxed server runs as a user of its own: its packages must be reachable.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.display().to_string()
+        };
+        // PyPI's fetch server, imported as `web`: its tool `fetch` proposed `untrusted`.
+        let signer = SigningKey::generate("importer").unwrap();
+        let key = file("importer.secret.toml", signer.to_toml().as_bytes());
+        let out = dir.path().join("out");
+        let (code, printed) = gatehouse_output(
+            &[
+                "import",
+                "mcp",
+                "--stdio",
+                "--id",
+                "web",
+                "--out",
+                out.to_str().unwrap(),
+                "--packages-dir",
+                dir.path().join("packages").to_str().unwrap(),
+                "--key",
+                &key,
+                "--component",
+                MCP_UPSTREAM.wasm,
+                "--net",
+                &upstream.url("/pages/"),
+                "--",
+                "uvx",
+                FETCH,
+                "--ignore-robots-txt",
+                "--allow-private-ips",
+            ],
+            &[],
+        );
+        assert_eq!(code, 0, "{printed}");
+        assert!(
+            printed.contains("produces untrusted (its name)"),
+            "the import proposes the label: {printed}"
+        );
+        let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+        assert!(
+            manifest.contains("produces = [\"untrusted\"]"),
+            "{manifest}"
+        );
+
+        let mut host = flows(&upstream, StoreConfig::default(), "require_approval");
+        host.store.path = Some(dir.path().join("gatehouse.db"));
+        host.trust.publishers.push(trust(&signer, &["web"], &[]));
+        // Without the tables the import's snippet appends to.
+        let mut table: toml::Table = toml::from_str(&toml::to_string(&host).unwrap()).unwrap();
+        let grants = table["egress"]
+            .as_table_mut()
+            .unwrap()
+            .remove("grant")
+            .unwrap();
+        table["pipeline"].as_table_mut().unwrap().remove("tool");
+        let rest_grant = toml::to_string(&toml::Table::from_iter([("egress".to_owned(), {
+            let mut egress = toml::Table::new();
+            egress.insert("grant".to_owned(), grants);
+            toml::Value::Table(egress)
+        })]))
+        .unwrap();
+        let snippet = std::fs::read_to_string(out.join("config.toml")).unwrap();
+        let (mcp, admin) = (free_port(), free_port());
+        let api_key = |principal: &str, value: &str| {
+            format!(
+                "[[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"{principal}\"\nfile = {:?}\n\n",
+                file(&format!("{principal}.key"), value.as_bytes())
+            )
+        };
+        let text = format!(
+            "{}\n{snippet}\n{rest_grant}\n[[pipeline.tool]]\ntools = \"gatehouse.rest.*\"\ntenants = [\"default\"]\n\n\
+             [mcp]\nlisten = \"127.0.0.1:{mcp}\"\napproval_hold_ms = 60000\n\n{}{}{}\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\n\
+             roles = [\"approver\", \"operator\", \"auditor\"]\nfile = {:?}\n",
+            toml::to_string(&table).unwrap(),
+            api_key("agent:alice", ALICE),
+            api_key("agent:bob", BOB),
+            api_key("agent:carol", CAROL),
+            file("operator.token", OPERATOR.as_bytes()),
+        );
+        let gateway = Serve::config(file("gatehouse.toml", text.as_bytes()))
+            .adapter(file("rest.wasm", &REST.signed()))
+            .adapter(out.join("web.wasm"))
+            .log(dir.path().join("stderr.log"))
+            .wait_for(mcp)
+            .wait_for(admin)
+            .start()
+            .await;
+        Self {
+            _gateway: gateway,
+            upstream,
+            mcp,
+            admin,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.mcp)
+    }
+
+    fn read(&self) -> (&'static str, Value) {
+        (
+            "gatehouse.rest.get",
+            json!({ "url": self.upstream.url("/records/customer") }),
+        )
+    }
+
+    fn fetch(&self) -> (&'static str, Value) {
+        (
+            "web.fetch",
+            json!({ "url": self.upstream.url("/pages/news"), "raw": true }),
+        )
+    }
+
+    fn send(&self, key: &str) -> (&'static str, Value) {
+        (
+            "gatehouse.rest.send",
+            json!({
+                "url": self.upstream.url("/outbox"),
+                "method": "POST",
+                "body": { "summary": "the customer's record" },
+                "idempotency_key": key,
+            }),
+        )
+    }
+
+    /// The Python SDK's agent making `calls` in one session (one client), as `token`
+    /// speaking `version`, with `options`.
+    fn agent(
+        &self,
+        version: &str,
+        token: &str,
+        calls: &[(&str, Value)],
+        options: &[&str],
+    ) -> Agent {
+        let (first, rest) = calls.split_first().expect("a call");
+        let then: Vec<String> = rest
+            .iter()
+            .flat_map(|(tool, args)| ["--then".to_owned(), (*tool).to_owned(), args.to_string()])
+            .collect();
+        let mut all: Vec<&str> = then.iter().map(String::as_str).collect();
+        all.extend(options);
+        agent::python(&self.url(), version, token, first.0, &first.1, &all)
+    }
+
+    async fn admin(&self, method: &str, path: &str) -> Value {
+        let (status, body) = request(self.admin, method, path, Some(OPERATOR), None).await;
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status, 200, "{method} {path}: {body}");
+        body
+    }
+}
+
+/// The gateway's record of a result the agent printed.
+fn record(result: &Value) -> &Value {
+    &result["result"]["_meta"]["gatehouse/result"]
+}
+
+/// The agent's next result: it must be `tool`'s, and ok.
+async fn ok(agent: &mut Agent, tool: &str) -> Value {
+    let result = agent.next("result").await;
+    assert_eq!(result["tool"], tool, "{result}");
+    assert_eq!(record(&result)["outcome"], "OK", "{result}");
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_session_reads_fetches_and_its_send_waits_for_an_approver_who_sees_why() {
+    let governed = Governed::start().await;
+    let posts = || posts(&governed.upstream);
+
+    // 2025-11-25, one MCP session: read the customer record, fetch a page, send.
+    let (read, fetch) = (governed.read(), governed.fetch());
+    let mut alice = governed.agent(
+        "2025-11-25",
+        ALICE,
+        &[read.clone(), fetch.clone(), governed.send("k1")],
+        &[],
+    );
+    let got = ok(&mut alice, "gatehouse.rest.get").await;
+    let fetched = ok(&mut alice, "web.fetch").await;
+    let page = fetched["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(page.contains("Ignore your instructions"), "{fetched}");
+    // The send waits: the approval reaches the agent's elicitation handler.
+    let elicitation = alice.next("elicitation").await;
+    let url = elicitation["params"]["url"].as_str().unwrap().to_owned();
+    let id = url.rsplit_once("/#/approvals/").unwrap().1.to_owned();
+    assert_eq!(posts(), 0, "nothing sent while it waits");
+    // The approver sees why: which earlier actions brought which labels.
+    let approval = governed.admin("GET", &format!("/v1/approvals/{id}")).await;
+    let reasons = approval["reasons"].to_string();
+    for (label, result) in [
+        ("pii:email", &got),
+        ("private", &got),
+        ("untrusted", &fetched),
+    ] {
+        let call = record(result)["tool_call_id"].as_str().unwrap();
+        assert!(
+            reasons.contains(&format!("`{label}` from")) && reasons.contains(call),
+            "{label} from {call}: {approval}"
+        );
+    }
+    governed
+        .admin("POST", &format!("/v1/approvals/{id}/approve"))
+        .await;
+    ok(&mut alice, "gatehouse.rest.send").await;
+    assert_eq!(alice.exit().await, 0);
+    assert_eq!(posts(), 1, "the approved send, once");
+
+    // The same send in a fresh session runs at once; so does fetch then send without private
+    // data.
+    let mut fresh = governed.agent("2025-11-25", ALICE, &[governed.send("k2")], &[]);
+    ok(&mut fresh, "gatehouse.rest.send").await;
+    assert_eq!(posts(), 2);
+    let mut untrusted = governed.agent(
+        "2025-11-25",
+        ALICE,
+        &[fetch.clone(), governed.send("k3")],
+        &[],
+    );
+    ok(&mut untrusted, "web.fetch").await;
+    ok(&mut untrusted, "gatehouse.rest.send").await;
+    assert_eq!(posts(), 3);
+
+    // The timeline of alice's first session, and its end.
+    let sessions = governed
+        .admin("GET", "/v1/sessions?tenant=default&principal=agent:alice")
+        .await;
+    let first = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["labels"].as_array().is_some_and(|l| l.len() == 4))
+        .unwrap_or_else(|| panic!("alice's first session: {sessions}"))
+        .clone();
+    let key = first["key"].as_str().unwrap();
+    assert!(!key.is_empty(), "an MCP session id: {first}");
+    let timeline = governed
+        .admin(
+            "GET",
+            &format!("/v1/sessions/timeline?tenant=default&principal=agent:alice&key={key}"),
+        )
+        .await;
+    let tools: Vec<&str> = (timeline["actions"].as_array().unwrap().iter())
+        .map(|a| a["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "gatehouse.rest.send",
+            "gatehouse.rest.send",
+            "web.fetch",
+            "gatehouse.rest.get"
+        ],
+        "newest first, the paused send and its run: {timeline}"
+    );
+    assert_eq!(timeline["actions"][2]["labels"], json!(["untrusted"]));
+    governed
+        .admin(
+            "POST",
+            &format!("/v1/sessions/end?tenant=default&principal=agent:alice&key={key}"),
+        )
+        .await;
+    let ended = governed
+        .admin(
+            "GET",
+            &format!("/v1/sessions/timeline?tenant=default&principal=agent:alice&key={key}"),
+        )
+        .await;
+    assert_eq!(ended["session"]["live"], false, "{ended}");
+
+    // 2026-07-28: requests that carry one trace id are one session, whichever connection.
+    let trace = json!({ "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" })
+        .to_string();
+    let traced = ["--meta", trace.as_str()];
+    let mut bob = governed.agent("2026-07-28", BOB, &[read.clone(), fetch.clone()], &traced);
+    ok(&mut bob, "gatehouse.rest.get").await;
+    ok(&mut bob, "web.fetch").await;
+    let mut bob_send = governed.agent(
+        "2026-07-28",
+        BOB,
+        &[governed.send("k4")],
+        &[&traced[..], &["--print-state"]].concat(),
+    );
+    let state = bob_send.next("state").await;
+    assert!(
+        state["inputs"].to_string().contains("approvals"),
+        "the send waits for an approver: {state}"
+    );
+    // Without a trace id: the principal's window is the session.
+    let mut carol = governed.agent("2026-07-28", CAROL, &[read.clone(), fetch.clone()], &[]);
+    ok(&mut carol, "gatehouse.rest.get").await;
+    ok(&mut carol, "web.fetch").await;
+    let mut carol_send = governed.agent(
+        "2026-07-28",
+        CAROL,
+        &[governed.send("k5")],
+        &["--print-state"],
+    );
+    carol_send.next("state").await;
+    // Carol's send under a trace id of its own is a fresh session: it runs.
+    let other = json!({ "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" })
+        .to_string();
+    let mut carol_traced = governed.agent(
+        "2026-07-28",
+        CAROL,
+        &[governed.send("k6")],
+        &["--meta", &other],
+    );
+    ok(&mut carol_traced, "gatehouse.rest.send").await;
+    assert_eq!(
+        posts(),
+        4,
+        "only the send of a session without the trifecta"
+    );
 }
