@@ -11,7 +11,10 @@
 //!    (`Mcp-Session-Id`, as every official SDK client does: each call registered for
 //!    `notifications/cancelled`); (c) echo with the `gatehouse.baseline` policy bound to
 //!    every call; (d) the write-class `test.ledger.transfer` with a fresh idempotency key per
-//!    call (a durable claim and a recorded result in the SQLite store).
+//!    call (a durable claim and a recorded result in the SQLite store); (e) (c) from clients
+//!    that hold a session id, each session first filled with about 1,000 actions (issue 58:
+//!    the policy sees the session's latest actions and its labels; echo's results carry
+//!    `untrusted`, joined once).
 //! 4. Each server under 1, 8 and 32 clients (tasks of this process, one connection each):
 //!    calls/s, p50/p99 latency, server CPU per call (the server process's utime + stime from
 //!    `/proc/<pid>/stat` over the measured window, divided by the calls; in the JSON also split
@@ -38,7 +41,7 @@
 //! Run: `cargo bench -p gatehouse-tests --bench load -- [--seconds N] [--json PATH] [--only
 //! SCENARIO,...]` (`--seconds` per row, default 3: a run takes about a minute; `--only` runs the
 //! floor, the bare call and the named scenarios: `echo`, `echo+session`, `echo+policy`,
-//! `write+idempotency`).
+//! `echo+policy+session`, `write+idempotency`).
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -65,6 +68,10 @@ const CLIENTS: [usize; 3] = [1, 8, CONCURRENT];
 const CONCURRENT: usize = 32;
 /// The row of the floor paced to echo's calls/s at [`CONCURRENT`] clients.
 const PACED_FLOOR: &str = "floor at echo's rate";
+/// The scenario whose clients' sessions hold [`SESSION_ACTIONS`] actions before it is measured.
+const SESSIONS: &str = "echo+policy+session";
+/// About how many actions each client's session holds before it is measured.
+const SESSION_ACTIONS: u64 = 1_000;
 /// Warm-up before each measured window: connections open, instance slots and caches warm.
 const WARM_UP: Duration = Duration::from_millis(500);
 
@@ -114,6 +121,7 @@ fn main() {
         ("echo", Call::Echo, false),
         ("echo+session", Call::EchoInSession, false),
         ("echo+policy", Call::Echo, true),
+        (SESSIONS, Call::EchoInSession, true),
         ("write+idempotency", Call::Transfer, false),
     ]
     .into_iter()
@@ -121,6 +129,9 @@ fn main() {
     {
         let port = gatehouse_tests::free_port();
         let (server, _) = Server::start(&mut serve(dir.path(), scenario, port, policy), port);
+        if scenario == SESSIONS {
+            fill_sessions(&server, &runtime);
+        }
         let writer = Some(STORE_THREAD);
         rows.extend(measure(&server, scenario, writer, call, window, &runtime));
     }
@@ -166,6 +177,10 @@ fn main() {
         "echo_policy_over_parts": cpu("echo+policy")
             / (cpu("floor") + bare_policy_us + writer("echo+policy")),
         "session_over_echo": cpu("echo+session") / cpu("echo"),
+        "session_1000_minus_policy_cpu_us": cpu(SESSIONS) - cpu("echo+policy"),
+        "session_1000_minus_policy_p50_1_client_us": at(SESSIONS, 1, "p50_us")
+            - at("echo+policy", 1, "p50_us"),
+        "session_1000_minus_policy_writer_us": writer(SESSIONS) - writer("echo+policy"),
         "echo_p99_us": at("echo", CONCURRENT, "p99_us"),
         "echo_p50_1_client_us": at("echo", 1, "p50_us"),
         "echo_p50_1_client_limit_us": at("floor", 1, "p50_us") + 1.5 * bare_us,
@@ -199,6 +214,13 @@ fn main() {
     println!(
         "  a session id's cost: echo+session {:.2}x echo",
         target("session_over_echo")
+    );
+    println!(
+        "  a session of {SESSION_ACTIONS} actions (issue 58): +{:.1} us p50 at 1 client [<= 10], \
+         +{:.1} us CPU, +{:.1} us store writer per call over echo+policy",
+        target("session_1000_minus_policy_p50_1_client_us"),
+        target("session_1000_minus_policy_cpu_us"),
+        target("session_1000_minus_policy_writer_us"),
     );
     println!(
         "  echo p99 {:.0} us [< 5000]; p50 at 1 client {:.0} us [<= {:.0}: floor p50 + 1.5x bare]",
@@ -282,14 +304,46 @@ fn host_config(store: Option<std::path::PathBuf>, policy: bool) -> HostConfig {
 }
 
 /// `gatehouse serve` for one scenario: echo and the ledger, and with `policy` the baseline
-/// policy bound to every call; its config, store and plugins in `dir`.
+/// policy bound to every call (for [`SESSIONS`], echo's results labelled `untrusted`); its
+/// config, store and plugins in `dir`.
 fn serve(dir: &std::path::Path, scenario: &str, port: u16, policy: bool) -> Command {
-    let config = host_config(Some(dir.join(format!("{scenario}.db"))), policy);
+    let mut config = host_config(Some(dir.join(format!("{scenario}.db"))), policy);
+    if scenario == SESSIONS {
+        config
+            .sessions
+            .labels
+            .push(gatehouse_host::config::LabelRule {
+                tools: gatehouse_tests::glob("gatehouse.echo.*"),
+                produces: vec!["untrusted".to_owned()],
+                sends: Vec::new(),
+            });
+    }
     let mut plugins = vec![("--adapter", ECHO.signed()), ("--adapter", LEDGER.signed())];
     if policy {
         plugins.push(("--policy", BASELINE.signed()));
     }
     load::serve_command(dir, scenario, &config, port, "", &plugins)
+}
+
+/// Fills each client's session: [`CONCURRENT`] clients back to back until together they sent
+/// [`SESSION_ACTIONS`] calls each.
+fn fill_sessions(server: &Server, runtime: &tokio::runtime::Runtime) {
+    let progress = Arc::new(Progress::default());
+    let until = Until::Calls(SESSION_ACTIONS * CONCURRENT as u64);
+    runtime.block_on(load::drive_paced(
+        server.port,
+        Call::EchoInSession,
+        CONCURRENT,
+        until,
+        Pace::BackToBack,
+        &progress,
+    ));
+    assert_eq!(
+        progress.failed.load(Ordering::Relaxed),
+        0,
+        "{:#?}",
+        progress.failures()
+    );
 }
 
 /// One row per concurrency level, clients back to back (see [`measure_at`]).

@@ -53,6 +53,7 @@ mod exit;
 pub mod import;
 mod new;
 mod policy;
+mod receipt;
 mod registry;
 mod sdks;
 mod serve;
@@ -213,6 +214,11 @@ enum Command {
         command: state::AuditCommand,
         #[command(flatten)]
         config: ConfigArg,
+    },
+    /// Signed receipts of calls (`[receipts]`): check one offline.
+    Receipt {
+        #[command(subcommand)]
+        command: receipt::ReceiptCommand,
     },
     /// Idempotency records: list the ones a crash left indeterminate, and resolve them.
     Idempotency {
@@ -489,6 +495,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         }
         Command::Audit { command, config } => state::audit(command, &config, out),
         Command::Admin { command, args } => admin::admin(&args, command, out),
+        Command::Receipt { command } => receipt::receipt(command, out),
         Command::Import { command } => import::command::import(command, out),
         Command::Policy { command } => policy::policy(command, out),
         Command::New(args) => new::new(&args, out),

@@ -326,6 +326,10 @@ pub struct ToolResultEnvelope {
     /// call it replays.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The gateway's signed receipt for the call (`[receipts]`): what it decided and did, and
+    /// where its audit entry is. None when receipts are off, or the entry could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::receipt::Receipt>,
 }
 
 impl ToolResultEnvelope {
@@ -351,6 +355,7 @@ impl ToolResultEnvelope {
             egress: Vec::new(),
             caller: None,
             usage: None,
+            receipt: None,
         }
     }
 

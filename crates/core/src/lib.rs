@@ -24,5 +24,6 @@ pub mod envelope;
 pub mod ids;
 pub mod keys;
 pub mod model;
+pub mod receipt;
 pub mod secret;
 pub mod throttle;

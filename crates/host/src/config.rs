@@ -58,6 +58,7 @@ pub use crate::egress::{
 };
 pub use crate::pipeline::config::{ArgConstraint, MetaTool, PipelineConfig, ToolGrant};
 pub use crate::pipeline::rate::{MemoryRateBudget, RateBudget, RateFuture, RateLimit, RateScope};
+pub use crate::pipeline::receipt::ReceiptsConfig;
 pub use crate::pipeline::session::{LabelRule, SessionsConfig};
 pub use crate::plugin::cache::CacheConfig;
 pub use crate::plugin::trust::{PublisherConfig, TrustConfig};
@@ -107,6 +108,10 @@ pub struct HostConfig {
     /// [`SessionsConfig`].
     #[serde(default, skip_serializing_if = "is_default")]
     pub sessions: SessionsConfig,
+    /// Signed receipts on every result: the key they are signed with. Default: none, no
+    /// receipts. See [`ReceiptsConfig`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub receipts: ReceiptsConfig,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -180,6 +180,7 @@ impl Host {
         let pipeline = Pipeline::new(
             &config.pipeline,
             &config.sessions,
+            &config.receipts,
             store,
             config.store.clone(),
         )?;

@@ -47,6 +47,7 @@ pub mod normalize;
 pub mod obligations;
 pub mod outcome;
 pub mod rate;
+pub mod receipt;
 pub mod record;
 pub mod registry;
 pub mod session;
@@ -95,6 +96,9 @@ pub enum PipelineError {
     /// `[sessions]` is invalid.
     #[error("{0}")]
     Sessions(String),
+    /// `[receipts]` is invalid.
+    #[error("{0}")]
+    Receipts(String),
     /// A `gatehouse.flows` binding's config is invalid.
     #[error("[[pipeline.policy]] binding #{binding}: {message}")]
     Flows {
@@ -123,6 +127,8 @@ pub struct Pipeline {
     pub(crate) store: Arc<dyn Store>,
     store_config: StoreConfig,
     sessions: SessionsConfig,
+    /// The key results' receipts are signed with (`[receipts]`); none: no receipts.
+    receipts: Option<gatehouse_core::keys::SigningKey>,
     rate_limits: Vec<rate::RateLimit>,
     rate_budget: Arc<dyn rate::RateBudget>,
     /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
@@ -135,10 +141,12 @@ impl Pipeline {
     pub fn new(
         config: &PipelineConfig,
         sessions: &SessionsConfig,
+        receipts: &receipt::ReceiptsConfig,
         store: Arc<dyn Store>,
         store_config: StoreConfig,
     ) -> Result<Self, PipelineError> {
         sessions.validate().map_err(PipelineError::Sessions)?;
+        let receipts = receipts.signer().map_err(PipelineError::Receipts)?;
         for (index, binding) in config.policies.iter().enumerate() {
             if binding.module == policy::flows::ID {
                 policy::flows::Config::parse(&binding.config).map_err(|message| {
@@ -158,6 +166,7 @@ impl Pipeline {
             store,
             store_config,
             sessions: sessions.clone(),
+            receipts,
             rate_limits: config.rate_limits.clone(),
             commits: crate::metrics::commit_histogram(),
         })
@@ -466,7 +475,7 @@ impl Pipeline {
             ),
             None => None,
         };
-        let entry = record::record(record::Facts {
+        let mut entry = record::record(record::Facts {
             call: &call,
             result: &result,
             action,
@@ -478,6 +487,8 @@ impl Pipeline {
             session,
             at_ms,
         });
+        // A receipt names the call's audit entry: it must be committed first.
+        entry.durable |= self.receipts.is_some();
         let (durable, key) = (
             entry.durable,
             entry.completes.as_ref().map(|(k, _)| k.clone()),
@@ -499,6 +510,11 @@ impl Pipeline {
                     || tracing::warn!(%error, "the call's audit entry could not be recorded"),
                 );
             }
+        } else if let Some(key) = &self.receipts {
+            // 11. Deliver, with the receipt for what was recorded.
+            result.receipt = receipt::issue(&*self.store, key, &call, &result)
+                .instrument(span)
+                .await;
         }
         result
     }

@@ -393,3 +393,138 @@ async fn a_second_gateway_on_one_sqlite_file_is_refused_naming_postgresql() {
         "{stderr}"
     );
 }
+
+/// `[receipts]` (issue 58): every result carries a receipt signed with the gateway's key. It
+/// verifies offline against the public key and an audit export (`gatehouse receipt verify`);
+/// a receipt with one byte changed fails, and so does an export that lacks the action or holds
+/// another entry in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_proves_offline_what_the_gateway_did_and_a_changed_byte_or_a_missing_entry_fails()
+{
+    use gatehouse_host::plugin::signature::SigningKey;
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let key = SigningKey::generate("gateway-1").unwrap();
+    let secret = write("gateway-1.secret.toml", &key.to_toml());
+    let public = write("gateway-1.pub.toml", &key.public_key().to_toml());
+    let mut config = rest_config(&upstream);
+    config.receipts.key = Some(secret);
+    let store = config.store.path.clone().unwrap();
+    let gateway = host(config);
+
+    let read = gatehouse_tests::echo(&gateway, "hi").await;
+    let receipt = read.receipt.clone().expect("a read-only call's receipt");
+    assert!(receipt.verifies(&key.public_key()));
+    assert_eq!(
+        (
+            receipt.tool.as_str(),
+            receipt.outcome.as_str(),
+            receipt.decision.as_str()
+        ),
+        ("gatehouse.echo.echo", "OK", "allow")
+    );
+    // The result digest is of what the caller got.
+    let json = |v: Result<Value, serde_json::Error>| v.unwrap();
+    assert_eq!(
+        receipt.result,
+        gatehouse_core::receipt::result_digest(
+            &json(serde_json::to_value(read.status)),
+            &json(serde_json::to_value(&read.content)),
+            &json(serde_json::to_value(&read.structured_content)),
+            &json(serde_json::to_value(&read.error)),
+        )
+    );
+    let written = gateway
+        .call(post(
+            &upstream,
+            "/orders",
+            &json!({ "sku": "A1" }),
+            "receipt-1",
+        ))
+        .await;
+    assert!(written.is_ok(), "{written:#?}");
+    let receipt = written.receipt.clone().expect("a write's receipt");
+    // The entry the receipt names is the call's.
+    let entries = entries(&store).await;
+    let entry = entries.iter().find(|e| e.seq == receipt.seq).unwrap();
+    assert_eq!(
+        entry.event.tool_call_id.as_deref(),
+        Some(written.tool_call_id.as_str())
+    );
+    assert_eq!(entry.hash, receipt.hash);
+
+    // Offline: the receipt, the public key and an export.
+    let receipt_file = write("receipt.json", &serde_json::to_string(&written).unwrap());
+    let ops = config_file(dir.path(), &store, "");
+    let export = dir.path().join("export.jsonl");
+    let (code, out) = gatehouse_async(&[
+        "audit",
+        "export",
+        "--config",
+        ops.to_str().unwrap(),
+        "--output",
+        export.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let check = |receipt: PathBuf, export: PathBuf| {
+        let public = public.clone();
+        async move {
+            gatehouse_async(&[
+                "receipt",
+                "verify",
+                receipt.to_str().unwrap(),
+                "--key",
+                public.to_str().unwrap(),
+                "--audit",
+                export.to_str().unwrap(),
+            ])
+            .await
+        }
+    };
+    let (code, out) = check(receipt_file.clone(), export.clone()).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("signed by `gateway-1`"), "{out}");
+    assert!(
+        out.contains(&format!("holds entry {}", receipt.seq)) && out.contains("the same request"),
+        "{out}"
+    );
+
+    // One byte changed: the outcome it claims.
+    let forged = serde_json::to_string(&receipt)
+        .unwrap()
+        .replace("\"outcome\":\"OK\"", "\"outcome\":\"OJ\"");
+    assert_ne!(forged, serde_json::to_string(&receipt).unwrap());
+    let (code, out) = check(write("forged.json", &forged), export.clone()).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does not verify"), "{out}");
+
+    // An export without the action, and one holding another entry at its place.
+    let text = std::fs::read_to_string(&export).unwrap();
+    let (without, swapped): (Vec<&str>, Vec<String>) = (
+        text.lines()
+            .filter(|line| !line.contains(&written.tool_call_id))
+            .collect(),
+        text.lines()
+            .map(|line| line.replace(&written.tool_call_id, &read.tool_call_id))
+            .collect(),
+    );
+    let (code, out) = check(
+        receipt_file.clone(),
+        write("without.jsonl", &without.join("\n")),
+    )
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("holds no entry {}", receipt.seq)),
+        "{out}"
+    );
+    let (code, out) = check(receipt_file, write("swapped.jsonl", &swapped.join("\n"))).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("tool_call_id"), "{out}");
+}

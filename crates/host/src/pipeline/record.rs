@@ -374,6 +374,8 @@ impl<'a> LeanResult<'a> {
             egress,
             caller,
             usage,
+            // Signed over the entry this record becomes: it cannot be in it.
+            receipt: _,
         } = result;
         Self {
             envelope_version: unless(envelope_version, RESULT_ENVELOPE),
