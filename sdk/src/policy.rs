@@ -61,10 +61,11 @@ pub struct ActionContext {
     /// Host time when the call entered the pipeline, milliseconds since the Unix epoch (UTC).
     pub now_unix_ms: u64,
     /// Tool names (`<adapter id>.<capability id>`, as [`Action::tool`] spells them) of the
-    /// calling principal's most recent calls in this tenant, oldest first, as the host's audit
-    /// log records them (at most 16).
+    /// latest calls of the caller's session, oldest first, as the host's audit log records them
+    /// (at most `[sessions] actions`, default 16).
     pub prior_actions: Vec<String>,
-    /// Data classifications touched so far in the session (e.g. `PII`).
+    /// The labels the session's results brought so far (`private`, `untrusted`, `pii:email`...),
+    /// in the order they joined.
     pub data_classification: Vec<String>,
     /// The names of the skills resolved for this call, in the order their texts reach the
     /// adapter (contract 0.4.0).

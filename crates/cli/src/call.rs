@@ -9,6 +9,12 @@
 //!   effective approval mode, each module's answer and reasons, obligations). Nothing else
 //!   runs. Exit 0 when the verdict lets the call run (allow), else 1.
 //!
+//! `--session KEY --principal P` makes the call `P`'s in its session `KEY` (`""`: its window):
+//! an adapter's call runs in it, as the gateway would run it (and is recorded in it); a policy
+//! module decides with the session as the store holds it now: its labels, its latest actions,
+//! and what the tool sends (`--sends`, with the config's `[[sessions.label]]`), so a flow rule
+//! can be tried on a recorded session before it is bound (nothing is written).
+//!
 //! `--policy FILE` (repeatable) installs further policy modules first, so a call is tried
 //! through them. A module is evaluated as the config binds it (`[[pipeline.policy]]`); one the
 //! config does not bind is bound to every tool and tenant, with `{}` as its config. Every
@@ -18,10 +24,13 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use gatehouse_core::envelope::ToolCallEnvelope;
-use gatehouse_core::model::{ActionRecord, ApprovalMode, CapabilityClass, Claims, Verdict};
+use gatehouse_core::model::{
+    ActionRecord, ApprovalMode, CapabilityClass, Claims, Principal, PrincipalKind, Verdict,
+};
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::{self, read_file};
+use gatehouse_host::state::SessionKey;
 use serde_json::json;
 
 use crate::config::{ConfigArg, load_config};
@@ -55,6 +64,16 @@ pub(super) struct CallArgs {
     /// for class `act`, else `read_only`.
     #[arg(long, value_name = "MODE")]
     mode: Option<String>,
+    /// The calling principal's id (with --session: whose session it is).
+    #[arg(long, value_name = "ID")]
+    principal: Option<String>,
+    /// The call's session key, e.g. an MCP session id (`""`: the principal's window).
+    #[arg(long, value_name = "KEY", requires = "principal")]
+    session: Option<String>,
+    /// For a policy module: what the tool sends (`external`), as if its manifest declared it
+    /// (repeatable).
+    #[arg(long, value_name = "LABEL")]
+    sends: Vec<String>,
     #[command(flatten)]
     config: ConfigArg,
 }
@@ -108,6 +127,10 @@ pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> 
         call_args,
     );
     call.idempotency_key.clone_from(&args.idempotency_key);
+    if let Some(principal) = principal(args) {
+        call = call.with_principal(principal);
+    }
+    call.session_id.clone_from(&args.session);
     let envelope = runtime.block_on(host.call(call));
     say!(
         out,
@@ -115,6 +138,49 @@ pub(super) fn call(args: &CallArgs, out: &mut dyn Write) -> Result<u8, Failure> 
         serde_json::to_string_pretty(&envelope).expect("envelopes serialize")
     );
     Ok(if envelope.is_ok() { 0 } else { 1 })
+}
+
+/// The `--principal`, a user of the call's tenant.
+fn principal(args: &CallArgs) -> Option<Principal> {
+    Some(Principal {
+        kind: PrincipalKind::User,
+        id: args.principal.clone()?,
+        tenant: args.tenant.clone(),
+    })
+}
+
+/// `action` as a call in session `key` at `now_ms` would be: the session's labels (with their
+/// sources) and its latest actions, as the store holds them now. Nothing is written: a session
+/// that is not live is said so, and judged as a new one.
+fn with_session(
+    host: &Host,
+    runtime: &tokio::runtime::Runtime,
+    key: SessionKey,
+    now_ms: u64,
+    action: &mut ActionRecord,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let limits = host.session_limits();
+    let found = runtime
+        .block_on(host.store().session_entries(key.clone(), limits.actions))
+        .map_err(refused)?;
+    let Some((session, entries)) = found.filter(|(s, _)| s.live(now_ms, limits)) else {
+        say!(
+            out,
+            "session `{}` of `{}` is not live (none, ended or expired): decided as a new one",
+            key.key,
+            key.principal
+        );
+        return Ok(());
+    };
+    action.prior_actions = entries
+        .iter()
+        .rev()
+        .filter_map(|entry| entry.event.tool.clone())
+        .collect();
+    action.data_classification = session.labels.iter().map(|l| l.label.clone()).collect();
+    action.flows.labels = session.labels;
+    Ok(())
 }
 
 /// The id of the policy module at `path`, whose embedded manifest is `manifest`.
@@ -164,7 +230,7 @@ fn decide(
     let now_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let action = ActionRecord {
+    let mut action = ActionRecord {
         tool_call_id: "call_cli_decide".to_owned(),
         adapter_id: adapter.to_owned(),
         capability_id: capability.to_owned(),
@@ -182,6 +248,21 @@ fn decide(
         risk_signals: Vec::new(),
         flows: gatehouse_core::model::label::FlowFacts::default(),
     };
+    action.principals.extend(principal(args));
+    action.flows.sends = args.sends.clone();
+    for sends in host.sessions().operator_sends(tool) {
+        if !action.flows.sends.contains(&sends) {
+            action.flows.sends.push(sends);
+        }
+    }
+    if let (Some(key), Some(principal)) = (&args.session, &args.principal) {
+        let key = SessionKey {
+            tenant: args.tenant.clone(),
+            principal: principal.clone(),
+            key: key.clone(),
+        };
+        with_session(host, runtime, key, now_unix_ms, &mut action, out)?;
+    }
     let decision = runtime.block_on(host.evaluate_policy(tool, action));
     say!(
         out,

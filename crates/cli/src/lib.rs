@@ -229,13 +229,26 @@ enum Command {
     },
     /// Evaluate a recorded call's action again with the given policy modules (and the config's
     /// bindings), without running any adapter, and say whether the decision would change:
-    /// the what-if to run before swapping a policy.
+    /// the what-if to run before swapping a policy. With --session, every call of a recorded
+    /// session, each with the session as it stood then: try a flow rule on recorded traffic
+    /// before enforcing it.
     Replay {
         /// The recorded call's id (`call_...`).
-        tool_call_id: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        tool_call_id: Option<String>,
         /// A signed policy module to evaluate with (repeatable).
         #[arg(long = "policy", value_name = "FILE")]
         policies: Vec<PathBuf>,
+        /// Replay every call of this session (its key: an MCP session id, a trace id, `""` for
+        /// the principal's window), oldest first.
+        #[arg(long, value_name = "KEY", requires_all = ["tenant", "principal"])]
+        session: Option<String>,
+        /// The session's tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Whose session it is.
+        #[arg(long)]
+        principal: Option<String>,
         #[command(flatten)]
         config: ConfigArg,
     },
@@ -509,8 +522,24 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
         Command::Replay {
             tool_call_id,
             policies,
+            session,
+            tenant,
+            principal,
             config,
-        } => state::replay(&tool_call_id, &policies, &config, out),
+        } => match (tool_call_id, session, tenant, principal) {
+            (_, Some(key), Some(tenant), Some(principal)) => {
+                let key = gatehouse_host::state::SessionKey {
+                    tenant,
+                    principal,
+                    key,
+                };
+                state::replay_session(key, &policies, &config, out)
+            }
+            (Some(tool_call_id), ..) => state::replay(&tool_call_id, &policies, &config, out),
+            _ => Err(usage(
+                "name a recorded call (`call_...`), or a session with --session, --tenant and --principal",
+            )),
+        },
         Command::Serve {
             adapters,
             policies,

@@ -17,7 +17,7 @@ use gatehouse_store::check_anchor;
 use gatehouse_store::verify_checkpoints;
 use gatehouse_store::{
     Anchor, Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditQuery, Checkpoint,
-    IdempotencyKey, Resolution, Store, now_ms,
+    IdempotencyKey, Resolution, SessionKey, Store, now_ms,
 };
 use serde_json::Value;
 
@@ -540,6 +540,109 @@ pub(super) fn replay(
         } else {
             "the decision WOULD CHANGE"
         }
+    );
+    Ok(0)
+}
+
+/// `gatehouse replay --session`: every recorded call of the session under `key`, oldest first,
+/// evaluated again with `policies` and the config's bindings, each with the session as it
+/// stood when the call was made: the labels that had joined before it (with their sources),
+/// its latest actions before it, and what its tool sends (as recorded, with the config's
+/// `[[sessions.label]]`). One line per call, and the calls whose decision would change.
+pub(super) fn replay_session(
+    key: SessionKey,
+    policies: &[PathBuf],
+    config: &ConfigArg,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let host = Host::new(load_config(config)?.host).map_err(usage)?;
+    for path in policies {
+        let bytes = read_file(path).map_err(usage)?;
+        host.install_policy(&bytes)
+            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
+    }
+    let runtime = runtime()?;
+    let (session, mut entries) = runtime
+        .block_on(host.store().session_entries(key.clone(), 0))
+        .map_err(refused)?
+        .ok_or_else(|| {
+            refused(format!(
+                "there is no session `{}` of `{}` in tenant `{}`",
+                key.key, key.principal, key.tenant
+            ))
+        })?;
+    entries.reverse();
+    let kept = host.session_limits().actions;
+    let mut prior: Vec<String> = Vec::new();
+    let (mut replayed, mut changed) = (0, 0);
+    for entry in &entries {
+        let id = entry.event.tool_call_id.clone().unwrap_or_default();
+        let tool = entry.event.tool.clone().unwrap_or_default();
+        let record = record::full(&entry.event).unwrap_or_default();
+        let action = record
+            .get("action")
+            .filter(|a| !a.is_null())
+            .and_then(|a| serde_json::from_value::<ActionRecord>(a.clone()).ok());
+        let recorded: Option<Recorded> = serde_json::from_value(record["result"].clone()).ok();
+        let Some((mut action, recorded)) = action.zip(recorded) else {
+            say!(
+                out,
+                "#{} {tool} {id}: ended before the policy gate",
+                entry.seq
+            );
+            prior.push(tool);
+            continue;
+        };
+        if action.args.starts_with("sha256:") {
+            say!(out, "#{} {tool} {id}: sensitive, not replayed", entry.seq);
+            prior.push(tool);
+            continue;
+        }
+        let held: Vec<_> = (session.labels.iter())
+            .filter(|l| l.at_ms < entry.event.at_ms)
+            .cloned()
+            .collect();
+        action.prior_actions = prior[prior.len().saturating_sub(kept)..].to_vec();
+        action.data_classification = held.iter().map(|l| l.label.clone()).collect();
+        for sends in host.sessions().operator_sends(&tool) {
+            if !action.flows.sends.contains(&sends) {
+                action.flows.sends.push(sends);
+            }
+        }
+        action.flows.labels = held;
+        let after = runtime.block_on(host.evaluate_policy(&tool, action));
+        let verdict = |d: Option<&DecisionRecord>| {
+            d.and_then(|d| serde_json::to_value(d.verdict).ok())
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "none".to_owned())
+        };
+        let (was, now) = (
+            verdict(recorded.policy_decision.as_ref()),
+            verdict(Some(&after)),
+        );
+        replayed += 1;
+        if was == now {
+            say!(out, "#{} {tool} {id}: {now}", entry.seq);
+        } else {
+            changed += 1;
+            let why: Vec<String> = (after.modules.iter())
+                .flat_map(|m| &m.reasons)
+                .map(|r| format!("{}: {}", r.code, r.message))
+                .collect();
+            say!(
+                out,
+                "#{} {tool} {id}: {was} -> {now} (WOULD CHANGE) {}",
+                entry.seq,
+                why.join("; ")
+            );
+        }
+        prior.push(tool);
+    }
+    say!(
+        out,
+        "replayed {replayed} of {} calls of session `{}`: {changed} decision(s) would change",
+        entries.len(),
+        key.key
     );
     Ok(0)
 }

@@ -881,6 +881,11 @@ impl Host {
         self.pipeline.session_limits()
     }
 
+    /// `[sessions]`: its limits and the operator's labels.
+    pub fn sessions(&self) -> &crate::config::SessionsConfig {
+        self.pipeline.sessions()
+    }
+
     /// Audit entries, in log order.
     pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         self.pipeline.store.audit(query).await

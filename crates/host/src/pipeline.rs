@@ -182,6 +182,11 @@ impl Pipeline {
         self.sessions.limits()
     }
 
+    /// `[sessions]`.
+    pub fn sessions(&self) -> &SessionsConfig {
+        &self.sessions
+    }
+
     /// The approval settings of `[store]`.
     pub fn store_config(&self) -> &StoreConfig {
         &self.store_config

@@ -126,8 +126,8 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
         now_ms: u64,
     ) -> StoreFuture<'_, ()>;
 
-    /// Forgets idempotency records past their window and tasks past their expiry (`expires_at_ms
-    /// < now_ms`); returns how many records and tasks together.
+    /// Forgets idempotency records past their window, and tasks and sessions past their expiry
+    /// (`expires_at_ms < now_ms`); returns how many together.
     fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64>;
 
     /// Audit entries matching `query`, in log order.

@@ -513,6 +513,12 @@ fn a_rule_file_with_mistakes_is_refused_with_places_and_nothing_is_written() {
             "forbid (principal, action == Action::\"test.ledger.transfer\", resource)\nwhen { context.args.currency > 3 };\n",
             "type.cedar:2:8:",
         ),
+        // A session's labels are a set of strings (issue 58).
+        (
+            "session.cedar",
+            "forbid (principal, action, resource)\nwhen { context.session.labels == \"private\" };\n",
+            "session.cedar:2:8:",
+        ),
     ] {
         std::fs::write(work.path(name), text).unwrap();
         let args = work.pack_args(name, "test.bad", "1.0.0");

@@ -618,3 +618,102 @@ async fn an_agents_session_reads_fetches_and_its_send_waits_for_an_approver_who_
         "only the send of a session without the trifecta"
     );
 }
+
+/// A flow rule tried on recorded traffic before it is bound: a session recorded with no rule
+/// (its send ran), replayed with `gatehouse.flows` bound (`gatehouse replay --session`), names
+/// the send whose decision would change and why; `gatehouse call --session` decides a new
+/// call in that session, and in another, as the rule would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_rule_is_tried_on_a_recorded_session_before_it_is_bound() {
+    use gatehouse_tests::artifacts::POLICY_PROBE;
+    use gatehouse_tests::cli::gatehouse_async;
+    let upstream = Upstream::start().await;
+    let store = store_path();
+    let dir = tempfile::tempdir().unwrap();
+    let enforcing = flows(
+        &upstream,
+        StoreConfig {
+            path: Some(store.clone()),
+            ..StoreConfig::default()
+        },
+        "require_approval",
+    );
+    let mut unbound = enforcing.clone();
+    unbound.pipeline.policies.clear();
+    let gateway = host(unbound);
+    let read = gateway.call(read_record(&upstream, "rec")).await;
+    assert!(gateway.call(fetch("rec")).await.is_ok());
+    let sent = gateway.call(send(&upstream, "rec", "k1")).await;
+    assert!(sent.is_ok(), "no rule bound: it runs {sent:#?}");
+    drop(gateway);
+
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(&config, toml::to_string(&enforcing).unwrap()).unwrap();
+    let config = config.to_str().unwrap();
+    let (code, out) = gatehouse_async(&[
+        "replay",
+        "--session",
+        "rec",
+        "--tenant",
+        "default",
+        "--principal",
+        "user:ada",
+        "--config",
+        config,
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&sent.tool_call_id))
+        .unwrap_or_else(|| panic!("the send's line: {out}"));
+    assert!(
+        line.contains("allow -> require_approval (WOULD CHANGE)"),
+        "{out}"
+    );
+    assert!(
+        line.contains(&format!(
+            "`private` from gatehouse.rest.get (call {})",
+            read.tool_call_id
+        )),
+        "{line}"
+    );
+    assert!(
+        out.contains("replayed 3 of 3 calls of session `rec`: 1 decision(s) would change"),
+        "{out}"
+    );
+
+    // A new call decided in that session, and in a fresh one.
+    let probe = dir.path().join("probe.wasm");
+    std::fs::write(&probe, POLICY_PROBE.signed()).unwrap();
+    let decide = |session: &'static str| {
+        let (probe, config) = (probe.clone(), config.to_owned());
+        async move {
+            gatehouse_async(&[
+                "call",
+                probe.to_str().unwrap(),
+                "gatehouse.rest.send",
+                "{}",
+                "--class",
+                "act",
+                "--principal",
+                "user:ada",
+                "--session",
+                session,
+                "--config",
+                &config,
+            ])
+            .await
+        }
+    };
+    let (code, out) = decide("rec").await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("\"verdict\": \"require_approval\"") && out.contains("FLOW_TRIFECTA"),
+        "{out}"
+    );
+    let (code, out) = decide("fresh").await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("is not live"), "{out}");
+    assert_eq!(posts(&upstream), 1, "nothing more was sent");
+}

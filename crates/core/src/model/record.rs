@@ -274,9 +274,9 @@ pub struct ActionRecord {
     pub claims: Claims,
     /// Host time, unix ms.
     pub now_unix_ms: u64,
-    /// The principal's recent calls, oldest first.
+    /// The session's latest calls, oldest first.
     pub prior_actions: Vec<String>,
-    /// Data classifications touched.
+    /// The session's labels (and a resource read's classification).
     pub data_classification: Vec<String>,
     /// The skills resolved for the call, in order (none in records before contract 0.4.0).
     #[serde(default)]

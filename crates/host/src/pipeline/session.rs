@@ -152,6 +152,12 @@ impl SessionsConfig {
         self.merged(tool, &capability.sends, |rule| &rule.sends)
     }
 
+    /// What the operator's rules alone say `tool` sends (where its manifest is not at hand:
+    /// `gatehouse replay`, `gatehouse call` deciding with a policy module).
+    pub fn operator_sends(&self, tool: &str) -> Vec<String> {
+        self.merged(tool, &[], |rule| &rule.sends)
+    }
+
     fn merged(
         &self,
         tool: &str,

@@ -4,7 +4,8 @@
 //! 1. **HTTP checks**, the same for every version and method, before the body is read:
 //!    `Host` in `[mcp] allowed_hosts` (DNS rebinding; 403), `Origin` absent or allowed
 //!    ([`AllowedOrigins`]; 403), the method `POST`, or `GET` for a 2025-11-25 event stream
-//!    (405: the gateway keeps no session state, so there is nothing to `DELETE`), `Accept` naming
+//!    (405: the gateway keeps no protocol state for a session, so there is nothing to `DELETE`;
+//!    what it keeps of its calls, for rules over them, ends with its idle timeout), `Accept` naming
 //!    both `application/json` and `text/event-stream` (a `GET`: the latter; 406),
 //!    `Content-Type` `application/json` (415). They are checks, never path selectors: a
 //!    request that passes them gets every feature its version and declared capabilities
@@ -111,7 +112,7 @@ impl Router {
             let mut refused = reply::plain(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "the MCP endpoint takes POST, and GET for a 2025-11-25 event stream: the gateway keeps no session state, so there is nothing to DELETE",
+                "the MCP endpoint takes POST, and GET for a 2025-11-25 event stream: the gateway keeps no protocol state for a session, so there is nothing to DELETE",
             );
             refused.headers_mut().insert(
                 http::header::ALLOW,
