@@ -630,6 +630,133 @@ async function auditCall(id) {
   }
 }
 
+// ---- sessions ------------------------------------------------------------------------------
+
+/** A session's page: `#/sessions/<tenant>/<principal>/<key>` (an empty key: the window). */
+function sessionHref(s) {
+  return `#/sessions/${[s.tenant, s.principal, s.key].map(encodeURIComponent).join("/")}`;
+}
+
+function sessionState(s) {
+  return s.ended_ms ? "ended" : s.live ? "live" : "expired";
+}
+
+function labelList(labels) {
+  return labels.length
+    ? labels.map((l) => h("span", { class: "badge label", "data-label": l.label || l }, l.label || l))
+    : h("span", { class: "muted" }, "none");
+}
+
+async function sessions() {
+  let listing;
+  try {
+    listing = await api("GET", "sessions?limit=200");
+  } catch (error) {
+    show(h("h1", {}, "Sessions"), errorBox(error));
+    return;
+  }
+  show(
+    h("h1", {}, "Sessions"),
+    h(
+      "p",
+      { class: "muted" },
+      "Each caller's calls under one key (an MCP session, a trace id, or the caller's window), with the labels their results brought. Flow rules judge a call by them."
+    ),
+    listing.sessions.length
+      ? h(
+          "table",
+          { class: "responsive", id: "sessions-table" },
+          h("thead", {}, h("tr", {}, ["Principal", "Tenant", "Key", "Started", "State", "Labels"].map((t) => h("th", {}, t)))),
+          h(
+            "tbody",
+            {},
+            listing.sessions.map((s) =>
+              h(
+                "tr",
+                { "data-key": s.key },
+                h("td", { "data-label": "Principal", class: "mono" }, h("a", { href: sessionHref(s) }, s.principal)),
+                h("td", { "data-label": "Tenant" }, s.tenant),
+                h("td", { "data-label": "Key", class: "mono" }, s.key || "(window)"),
+                h("td", { "data-label": "Started" }, time(s.started_ms)),
+                h("td", { "data-label": "State" }, badge(sessionState(s))),
+                h("td", { "data-label": "Labels" }, labelList(s.labels))
+              )
+            )
+          )
+        )
+      : h("p", { class: "muted" }, "No sessions yet.")
+  );
+}
+
+async function sessionTimeline(tenant, principal, key) {
+  const query = new URLSearchParams({ tenant, principal, key });
+  const problem = h("div", { "aria-live": "assertive", id: "session-problem" });
+  let view;
+  try {
+    view = await api("GET", `sessions/timeline?${query}&limit=200`);
+  } catch (error) {
+    show(h("p", {}, h("a", { href: "#/sessions" }, "← All sessions")), h("h1", {}, "Session"), errorBox(error));
+    return;
+  }
+  const s = view.session;
+  const end = async () => {
+    try {
+      await api("POST", `sessions/end?${query}`);
+      await sessionTimeline(tenant, principal, key);
+      status("The session ended: its next call starts a new one, with no labels.");
+    } catch (error) {
+      problem.replaceChildren(errorBox(error));
+    }
+  };
+  show(
+    h("p", {}, h("a", { href: "#/sessions" }, "← All sessions")),
+    h("h1", {}, `Session of ${s.principal}`),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "Tenant"), h("dd", {}, s.tenant),
+      h("dt", {}, "Key"), h("dd", { class: "mono" }, s.key || "(the principal's window)"),
+      h("dt", {}, "Started"), h("dd", {}, time(s.started_ms)),
+      h("dt", {}, "State"), h("dd", { id: "session-state" }, badge(sessionState(s)))
+    ),
+    h("h2", {}, "Labels"),
+    s.labels.length
+      ? h(
+          "ul",
+          { id: "session-labels" },
+          s.labels.map((l) =>
+            h("li", {}, labelList([l]), " from ", h("span", { class: "mono" }, l.tool), " (", h("a", { href: `#/audit/call/${encodeURIComponent(l.tool_call_id)}` }, l.tool_call_id), ")")
+          )
+        )
+      : h("p", { class: "muted" }, "None."),
+    has("operator") && !s.ended_ms && s.live
+      ? h("div", { class: "actions" }, h("button", { type: "button", class: "danger", id: "end-session", onclick: end }, "End session"))
+      : null,
+    problem,
+    h("h2", {}, `Actions (${view.actions.length}), newest first`),
+    h(
+      "table",
+      { class: "responsive", id: "session-actions" },
+      h("thead", {}, h("tr", {}, ["#", "Time", "Tool", "Outcome", "Labels it brought"].map((t) => h("th", {}, t)))),
+      h(
+        "tbody",
+        {},
+        view.actions.map((a) =>
+          h(
+            "tr",
+            { "data-seq": a.seq },
+            h("td", { "data-label": "#" }, h("a", { href: `#/audit/call/${encodeURIComponent(a.tool_call_id)}` }, String(a.seq))),
+            h("td", { "data-label": "Time" }, time(a.at_ms)),
+            h("td", { "data-label": "Tool", class: "mono" }, a.tool),
+            h("td", { "data-label": "Outcome" }, a.outcome),
+            h("td", { "data-label": "Labels it brought" }, a.labels.length ? labelList(a.labels) : "")
+          )
+        )
+      )
+    )
+  );
+}
+
 // ---- plugins -------------------------------------------------------------------------------
 
 function pluginCells(p) {
@@ -819,6 +946,11 @@ async function route() {
       return rest[0] === "call" ? auditCall(decodeURIComponent(rest[1] || "")) : audit();
     case "plugins":
       return plugins();
+    case "sessions": {
+      if (!rest.length) return sessions();
+      const [tenant, principal, key] = rest.map(decodeURIComponent);
+      return sessionTimeline(tenant || "", principal || "", key || "");
+    }
     default:
       location.hash = has("approver") || has("auditor") ? "#/approvals" : "#/plugins";
   }

@@ -11,6 +11,8 @@
 //!   renders as text; the session cookie and the pages carry their protections.
 //! - "Verify chain" names the entry tampered with in the store file.
 //! - An operator rolls a policy back through a confirmation step.
+//! - An operator reads a session's timeline (each label with the call that brought it) and
+//!   ends it; an auditor reads it only.
 //!
 //! The queue refreshes every second; the tests allow a few seconds more, for a loaded machine.
 
@@ -614,5 +616,75 @@ async fn an_operator_promotes_a_shadow_binding_after_confirming() {
                 && e["record"]["module"] == "gatehouse.redact"
                 && e["principal"] == "usr_ops_olaf"),
         "{entries}"
+    );
+}
+
+/// An operator reads a session's timeline (the labels each call brought, and which call) and
+/// ends it; an auditor reads it but gets no end button (issue 58).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reads_a_sessions_timeline_and_ends_it() {
+    let gateway = AdminGateway::start_with("test.ledger.*", json!({}), "1.0.0", "", |host| {
+        host.pipeline.policy_default = PolicyDefault::Allow;
+        host.sessions
+            .labels
+            .push(gatehouse_host::config::LabelRule {
+                tools: gatehouse_tests::glob("gatehouse.echo.*"),
+                produces: vec!["untrusted".to_owned()],
+                sends: Vec::new(),
+            });
+    })
+    .await;
+    let echoed = gateway
+        .call(
+            "gatehouse.echo.echo",
+            json!({ "message": "write to ada@example.com" }),
+            json!({}),
+        )
+        .await;
+    let call = record(&echoed)["tool_call_id"].as_str().unwrap().to_owned();
+
+    let auditor = signed_in(&gateway, AUDITOR, (1280, 900)).await;
+    visit(&auditor, &gateway, "#/sessions").await;
+    auditor
+        .wait_text("#sessions-table", "agent:bot", SOON)
+        .await;
+    auditor.click("#sessions-table a").await;
+    auditor
+        .wait_text("#session-actions", "gatehouse.echo.echo", SOON)
+        .await;
+    assert!(
+        !auditor.has("#end-session").await,
+        "an auditor cannot end it"
+    );
+    drop(auditor);
+
+    let operator = signed_in(&gateway, OPERATOR, (1280, 900)).await;
+    visit(&operator, &gateway, "#/sessions").await;
+    operator
+        .wait_text("#sessions-table", "untrusted", SOON)
+        .await;
+    operator.click("#sessions-table a").await;
+    let labels = operator.wait_text("#session-labels", &call, SOON).await;
+    assert!(
+        labels.contains("pii:email") && labels.contains("untrusted"),
+        "each label with the call that brought it: {labels}"
+    );
+    let actions = operator.text("#session-actions").await;
+    assert!(actions.contains("pii:email"), "{actions}");
+    operator.click("#end-session").await;
+    operator.wait_text("#session-state", "ended", SOON).await;
+    let (status, body) = request(
+        gateway.admin,
+        "GET",
+        "/v1/audit?kind=session",
+        Some(AUDITOR),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let entries: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        entries["entries"][0]["principal"], "usr_ops_olaf",
+        "the end is audited, by whom: {entries}"
     );
 }
