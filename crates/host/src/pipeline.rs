@@ -12,8 +12,10 @@
 //!    idempotency key on write-class calls (`IDEMPOTENCY_KEY_REQUIRED`); the call's risk mode
 //!    is the capability's declared maximum, whatever the caller asked for; the tenant's rate
 //!    budgets ([`rate`], `RATE_LIMITED`, retryable);
-//! 5. **policy** ([`crate::policy`]) — the skills resolved ([`crate::skills`]), then the bound
-//!    modules, composed, over the action (which names those skills and the caller's claims);
+//! 5. **policy** ([`crate::policy`]) — the skills resolved ([`crate::skills`]), the caller's
+//!    session read ([`session`]: its labels and latest actions, for `data-classification`,
+//!    `prior-actions` and the flow rules), then the bound modules, composed, over the action
+//!    (which names those skills and the caller's claims);
 //!    deny is `POLICY_BLOCKED`; a module may lower the risk mode; then the high-risk write rule
 //!    on the risk mode (`ROLLBACK_REQUIRED`);
 //! 6. **approve** ([`approve`]) — a require-approval decision, or a risk mode of network
@@ -26,13 +28,16 @@
 //! 9. **verify** ([`verify`]) — output schema (`VERIFICATION_FAILED`), evidence keys
 //!    (`EVIDENCE_MISSING`), then policy obligations ([`obligations`]) on everything delivered,
 //!    errors included; one that cannot be applied withholds the result
-//!    (`VERIFICATION_FAILED`);
+//!    (`VERIFICATION_FAILED`); the labels the result brings to the session ([`session`]): its
+//!    tool's, and what the guardrails find in what it returned;
 //! 10. **record** ([`record`]) — every call, refusals included, appended to the audit log
-//!     with its key's result and its approval's execution, in one transaction; durable
-//!     before delivery for write-class calls.
+//!     with its key's result, its approval's execution and the labels it adds to its session,
+//!     in one transaction; durable before delivery for write-class calls and calls that add a
+//!     label.
 //!
 //! 11. **deliver** ([`deliver`]) — the caller gets [`deliver::caller_view`] of the recorded
-//!     result: outcome codes and model-useful messages, none of the gateway's internals.
+//!     result: outcome codes and model-useful messages, none of the gateway's internals; with
+//!     `[receipts]`, a receipt signed over its audit entry ([`receipt`]).
 //!
 //! Gates before 8 have no side effects: a refusal there is `rejected` (or `paused`). How each
 //! refusal or failure ends the call is one table, [`outcome`].
@@ -225,8 +230,8 @@ impl Pipeline {
         let mut executes = None;
         // The policy decision's obligations, for whatever the call delivers.
         let mut pending = Vec::new();
-        // The call's session (read when a policy sees it or its tool declares labels), and
-        // the labels its result brings (gate 9).
+        // The call's session (read when a policy sees the call; else, if its result brings
+        // labels, when it is recorded), and the labels its result brings (gate 9).
         let session_key = session::key(&call);
         let mut found_session: Option<Session> = None;
         let mut brought = std::collections::BTreeSet::new();
@@ -287,14 +292,11 @@ impl Pipeline {
             let set = self.policies.snapshot();
             let mut wit_action = target.action(&call, mode, now_unix_ms, names);
             let applies = set.applies(&call.tenant_id, &tool.name);
-            let produces = self.sessions.produces(&tool.name, capability);
-            if let Some(key) = &session_key
-                && (applies || !produces.is_empty())
-            {
+            if let Some(key) = session_key.as_ref().filter(|_| applies) {
                 let limits = self.sessions.limits();
                 found_session = Some(self.store.session(key.clone(), now_unix_ms, limits).await?);
             }
-            brought.extend(produces);
+            brought.extend(self.sessions.produces(&tool.name, capability));
             let mut facts = FlowFacts::default();
             if applies {
                 if let Some(found) = &found_session {
@@ -432,10 +434,12 @@ impl Pipeline {
             result.structured_content = structured;
             result.evidence_refs = output.evidence_refs;
             // What the tool returned brings labels to the session, found before any mask.
-            brought.extend(session::found(
-                &result.content,
-                result.structured_content.as_ref(),
-            ));
+            if session_key.is_some() {
+                brought.extend(session::found(
+                    &result.content,
+                    result.structured_content.as_ref(),
+                ));
+            }
             if let Err(error) = obligations::apply(&pending, &mut result) {
                 result.content.clear();
                 result.structured_content = None;

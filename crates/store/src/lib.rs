@@ -34,7 +34,7 @@
 
 // Layers, top to bottom: this file (the facade, and `open` choosing a backend) -> sqlite,
 // postgres -> checkpointer, verify -> jobs -> rows -> store (the `Store` trait) -> config ->
-// checkpoint -> audit -> records, rate, recent, sessions.
+// checkpoint -> audit -> records, rate, session_cache, sessions.
 pub mod audit;
 pub mod checkpoint;
 mod checkpointer;
@@ -43,9 +43,9 @@ mod jobs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod rate;
-mod recent;
 mod records;
 mod rows;
+mod session_cache;
 pub mod sessions;
 pub mod sqlite;
 mod store;

@@ -244,12 +244,16 @@ declare module 'gatehouse:plugin/types@0.6.0' {
      */
     nowUnixMs: bigint,
     /**
-     * Tool names (`<adapter id>.<capability id>`) of the calling principal's most recent
-     * calls in this tenant, oldest first, as the host's audit log records them (at most 16).
+     * Tool names (`<adapter id>.<capability id>`) of the latest calls of the caller's session
+     * (its MCP session, the trace its requests carry, or its window: docs/sessions.md),
+     * oldest first, as the host's audit log records them (at most `[sessions] actions`,
+     * default 16).
      */
     priorActions: Array<string>,
     /**
-     * Data classifications touched so far in the session (e.g. `PII`).
+     * The labels the session's results brought so far (`private`, `untrusted`, `secret`,
+     * `pii:email`...), in the order they joined; for a resource read, also the resource's
+     * reviewed classification.
      */
     dataClassification: Array<string>,
     /**

@@ -274,8 +274,8 @@ fn pack_names_each_manifest_mistake_where_it_is() {
             "unknown field `titel`, expected one of `id`, `title`, `description`, \
              `capability_class`, `approval_mode`, `input_schema`, `output_schema`, \
              `evidence_keys`, `idempotency`, `approval_gate`, `rollback`, `annotations`, \
-             `sensitive`, `upstream`, `client_capabilities`, `task_support`; did you mean \
-             `title`?",
+             `sensitive`, `upstream`, `client_capabilities`, `task_support`, `produces`, \
+             `sends`; did you mean `title`?",
         ),
         (
             "a kind with a typo",

@@ -115,10 +115,11 @@ pub fn decide(config: &Value, facts: &Facts, tool: &str) -> ModuleDecision {
             sources(&untrusted),
         ),
     });
-    decision
-        .evidence_refs
-        .extend(facts.labels.iter().map(|l| l.tool_call_id.clone()));
-    decision.evidence_refs.dedup();
+    for source in &facts.labels {
+        if !decision.evidence_refs.contains(&source.tool_call_id) {
+            decision.evidence_refs.push(source.tool_call_id.clone());
+        }
+    }
     decision
 }
 

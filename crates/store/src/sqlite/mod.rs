@@ -16,7 +16,7 @@
 //! 3. **read**: a separate connection (WAL lets it read while the writer writes) behind a
 //!    mutex, used from the blocking thread pool. A session, asked for on every call a policy
 //!    sees, is read once; after that the writer keeps it in memory from the writes it commits
-//!    (`recent.rs`).
+//!    (`session_cache.rs`).
 //!
 //! Another process (the `gatehouse approvals` and `audit` commands) may open the same file
 //! while a gateway serves from it: SQLite's locks serialize the writers, and the audit chain's
@@ -49,11 +49,11 @@ use crate::checkpoint::Checkpoint;
 use crate::config::StoreConfig;
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
-use crate::recent::{self, SessionCache};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, IdempotencyKey, KeyRecord, KeyState, PluginChange,
     ServedVersion, StoreError, Task, TaskFilter,
 };
+use crate::session_cache::{self, SessionCache};
 use crate::sessions::{Session, SessionFilter, SessionKey, SessionLimits};
 use crate::store::{Store, StoreFuture, Waiters};
 
@@ -198,7 +198,7 @@ impl SqliteStore {
             let Some(mut session) = sql::session(conn, &key)? else {
                 return Ok(None);
             };
-            session.actions = sql::session_actions(conn, &session, limit.max(recent::KEPT))?;
+            session.actions = sql::session_actions(conn, &session, limit.max(session_cache::KEPT))?;
             cache.fill(session.clone());
             let skip = session.actions.len().saturating_sub(limit);
             session.actions.drain(..skip);

@@ -9,8 +9,8 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::sql::{Head, apply, exec};
 use super::unavailable;
 use crate::jobs::{self, Done, Job, Op};
-use crate::recent::SessionCache;
 use crate::records::StoreError;
+use crate::session_cache::SessionCache;
 use crate::store::Waiters;
 
 /// Most jobs in one transaction: bounds the latency one commit adds to the first job.
