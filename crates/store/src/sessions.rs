@@ -9,7 +9,8 @@
 //!   it). The row is written when the session starts and when a call adds a label, in that
 //!   call's record transaction; a call that adds no label writes nothing of the session;
 //! - its actions: the audit log's call entries, found by the session id their record holds
-//!   (`record.call.session_id`, indexed).
+//!   (`record.call.session_id`: indexed by PostgreSQL as an expression over the record, by
+//!   SQLite as a column the writer copies it into).
 //!
 //! A session is live until it is ended, its longest life passes, or it idles longer than the
 //! idle timeout (its last action, or its last label, that long ago). The next call under a key

@@ -1,5 +1,6 @@
--- gatehouse state (SQLite): a session's actions, found by the session id a call's record holds
--- ('' when it names none: the principal's window). Queries use this exact expression.
-CREATE INDEX audit_by_session ON audit (
-    tenant, principal, coalesce(json_extract(record, '$.call.session_id'), ''), seq
-);
+-- gatehouse state (SQLite): a session's actions. `session` is a copy of the session id a
+-- call's record holds ('' when it names none: the principal's window; NULL for entries that
+-- are not calls), written with the entry so the index is searched without reading records.
+-- The record, which the chain's hash covers, stays the truth.
+ALTER TABLE audit ADD COLUMN session TEXT;
+CREATE INDEX audit_by_session ON audit (tenant, principal, session, seq);

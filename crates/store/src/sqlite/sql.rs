@@ -45,7 +45,8 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
         Op::Claim(request) => claim(txn, request).map(Done::Claim),
         Op::Record(record) => {
             let at = record.audit.at_ms;
-            append(txn, head, &record.audit)?;
+            let session = record.session.as_ref().map(|s| s.key.as_str());
+            append_in(txn, head, &record.audit, session)?;
             if let Some((key, result)) = &record.completes {
                 let tool_call_id = call_id_of(&record.audit);
                 let updated = exec(
@@ -227,9 +228,8 @@ pub(super) fn session(conn: &Connection, key: &SessionKey) -> rusqlite::Result<O
 }
 
 /// The condition on `audit` that selects a session's call entries: ?1 tenant, ?2 principal,
-/// ?3 key, ?4 its start. The session id's expression is the index's (`audit_by_session`).
-pub(super) const SESSION_CALLS: &str = "tenant = ?1 AND principal = ?2 \
-     AND coalesce(json_extract(record, '$.call.session_id'), '') = ?3 \
+/// ?3 key, ?4 its start, searched by the index `audit_by_session`.
+pub(super) const SESSION_CALLS: &str = "tenant = ?1 AND principal = ?2 AND session = ?3 \
      AND kind = 'call' AND tool IS NOT NULL AND at >= ?4";
 
 /// A session's last `limit` actions, oldest first.
@@ -406,6 +406,18 @@ pub(super) fn append(
     head: &mut Head,
     entry: &AuditEvent,
 ) -> Result<(), StoreError> {
+    append_in(txn, head, entry, None)
+}
+
+/// [`append`] for a call's entry in session `session` (its key; `""` is the principal's
+/// window): the `session` column, a copy of the session id the record holds (which the hash
+/// covers) that the session index searches without reading the record.
+pub(super) fn append_in(
+    txn: &Connection,
+    head: &mut Head,
+    entry: &AuditEvent,
+    session: Option<&str>,
+) -> Result<(), StoreError> {
     let (seq, prev_hash) = match head.0.take() {
         Some(next) => next,
         None => query_row(
@@ -421,21 +433,34 @@ pub(super) fn append(
         }),
     };
     let hash = audit::entry_hash(&prev_hash, seq, entry);
-    exec(txn, "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", params![
-            to_db(seq),
-            to_db(entry.at_ms),
-            entry.kind,
-            entry.tool_call_id,
-            entry.tenant,
-            entry.principal,
-            entry.tool,
-            entry.outcome,
-            entry.record,
-            prev_hash,
-            hash
-        ])
-    .map_err(unavailable)?;
+    // An entry of no session leaves the column out (NULL), as a log older than it was written.
+    let insert = if session.is_some() {
+        "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash, session) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    } else {
+        "INSERT INTO audit (seq, at, kind, tool_call_id, tenant, principal, tool, outcome, record, prev_hash, hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    };
+    let columns = params![
+        to_db(seq),
+        to_db(entry.at_ms),
+        entry.kind,
+        entry.tool_call_id,
+        entry.tenant,
+        entry.principal,
+        entry.tool,
+        entry.outcome,
+        entry.record,
+        prev_hash,
+        hash,
+        session
+    ];
+    let columns = if session.is_some() {
+        &columns[..]
+    } else {
+        &columns[..11]
+    };
+    exec(txn, insert, columns).map_err(unavailable)?;
     head.0 = Some((seq + 1, hash));
     Ok(())
 }
