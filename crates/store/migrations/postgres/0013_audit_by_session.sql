@@ -5,3 +5,6 @@
 CREATE INDEX audit_by_session ON audit (
     tenant, principal, (coalesce(record::jsonb -> 'call' ->> 'session_id', '')), seq
 );
+-- It replaces `audit_by_principal`, which only the principal's recent tools (before sessions)
+-- searched.
+DROP INDEX audit_by_principal;

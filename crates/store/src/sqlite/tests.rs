@@ -404,7 +404,7 @@ async fn a_version_2_log_is_rebuilt_around_its_rowid_and_still_verifies() {
     indexes.sort();
     assert_eq!(
         indexes,
-        ["audit_by_call", "audit_by_principal", "audit_by_session"]
+        ["audit_by_call", "audit_by_session"]
     );
     let head_plan: String = reader
         .query_row(
