@@ -299,9 +299,10 @@ impl Pipeline {
             brought.extend(self.sessions.produces(&tool.name, capability));
             let mut facts = FlowFacts::default();
             if applies {
-                if let Some(found) = &found_session {
+                if let Some(found) = &mut found_session {
+                    // The actions move into the action (the record needs only the labels).
                     let context = &mut wit_action.context;
-                    context.prior_actions = found.actions.iter().map(|a| a.tool.clone()).collect();
+                    context.prior_actions = found.actions.drain(..).map(|a| a.tool).collect();
                     for held in &found.labels {
                         if !context.data_classification.contains(&held.label) {
                             context.data_classification.push(held.label.clone());
@@ -312,9 +313,9 @@ impl Pipeline {
                 facts.sends = self.sessions.sends(&tool.name, capability);
             }
             let mut record = ActionRecord::from(&wit_action);
-            record.flows = facts.clone();
-            action = Some(record);
             let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action, &facts).await;
+            record.flows = facts;
+            action = Some(record);
             drop(set);
             let mut mode = decision.approval_mode_effective;
             result.approval_mode_effective = Some(invariants::run_mode(mode, requested));

@@ -81,7 +81,7 @@ impl SessionCache {
         let mut held = self.sessions();
         for (op, changed) in writes {
             match op {
-                Op::Record(record) if record.audit.kind == "call" => {
+                Op::Record(record) if record.audit.kind == "call" && !held.is_empty() => {
                     let (Some(session), Some(tenant), Some(principal), Some(tool)) = (
                         &record.session,
                         &record.audit.tenant,

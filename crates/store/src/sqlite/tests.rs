@@ -402,10 +402,7 @@ async fn a_version_2_log_is_rebuilt_around_its_rowid_and_still_verifies() {
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     indexes.sort();
-    assert_eq!(
-        indexes,
-        ["audit_by_call", "audit_by_session"]
-    );
+    assert_eq!(indexes, ["audit_by_call", "audit_by_session"]);
     let head_plan: String = reader
         .query_row(
             "EXPLAIN QUERY PLAN SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",

@@ -122,6 +122,26 @@ async fn a_session_keeps_its_actions_and_labels_across_a_reopen_and_restarts_whe
     assert_eq!(session.started_ms, started);
     assert_eq!(tools(&session), ["crm.lookup", "web.fetch"]);
     assert!(session.holds("private") && session.holds("untrusted"));
+    // Calls that add no label write nothing of the session: its row stays as it was.
+    let row = |store: &SqliteStore| {
+        let reader = store.reader.lock().unwrap();
+        reader
+            .query_row(
+                "SELECT last_at, labels FROM sessions WHERE key = 's1'",
+                [],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)),
+            )
+            .unwrap()
+    };
+    let before = row(&store);
+    for n in 0..20 {
+        store
+            .record(call("s1", &format!("crm.list{n}"), now + 6, None))
+            .await
+            .unwrap();
+    }
+    store.flush().await.unwrap();
+    assert_eq!(row(&store), before);
     // A label a call brings again keeps its first source.
     store
         .record(call("s1", "crm.other", now + 7, Some((started, "private"))))
