@@ -2,7 +2,9 @@
 //! (`gatehouse.flows`: private data, then untrusted content, then a call that sends data out
 //! waits for an approver, who is told which actions brought which labels), what the upstream
 //! of the send actually received, a session's labels kept across a restart and shared by two
-//! gateways on one PostgreSQL, and a session's timeline and end through the admin API.
+//! gateways on one PostgreSQL, and a session's timeline and end through the admin API; the
+//! rule in shadow mode, and tried on a recorded session before it is bound (`replay
+//! --session`, `call --session`).
 //!
 //! Over MCP, with the official Python SDK as the agent: a records tool (`gatehouse.rest.get`
 //! on a loopback upstream's customer record: `private` by the operator's label, `pii:email`
@@ -716,4 +718,43 @@ async fn a_flow_rule_is_tried_on_a_recorded_session_before_it_is_bound() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("is not live"), "{out}");
     assert_eq!(posts(&upstream), 1, "nothing more was sent");
+}
+
+/// `gatehouse.flows` in shadow mode decides nothing: the send runs, and its record says the
+/// flow rule would have held it for approval, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_rule_in_shadow_mode_decides_nothing_and_records_what_it_would_have() {
+    let upstream = Upstream::start().await;
+    let mut config = flows(
+        &upstream,
+        StoreConfig {
+            path: Some(store_path()),
+            ..StoreConfig::default()
+        },
+        "require_approval",
+    );
+    for binding in &mut config.pipeline.policies {
+        binding.mode = gatehouse_host::config::BindingMode::Shadow;
+    }
+    let gateway = host(config);
+    let read = gateway.call(read_record(&upstream, "shadow")).await;
+    assert!(read.is_ok());
+    assert!(gateway.call(fetch("shadow")).await.is_ok());
+    let sent = gateway.call(send(&upstream, "shadow", "k1")).await;
+    assert!(sent.is_ok(), "in shadow, the rule holds nothing: {sent:#?}");
+    assert_eq!(posts(&upstream), 1);
+    let decision = sent.policy_decision.as_ref().unwrap();
+    let shadow = &decision.shadow[0];
+    assert_eq!(shadow.decision.module_id, "gatehouse.flows");
+    assert_eq!(
+        shadow.would_be,
+        gatehouse_host::model::Verdict::RequireApproval,
+        "{decision:#?}"
+    );
+    assert!(shadow.changes);
+    assert!(
+        shadow.decision.reasons[0]
+            .message
+            .contains(&read.tool_call_id)
+    );
 }
