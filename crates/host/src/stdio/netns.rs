@@ -29,8 +29,9 @@ use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 pub const PROXY: SocketAddrV4 = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3128);
 
 /// How often, and how long apart, [`listen_in`] tries again while the namespace has no
-/// loopback address yet: up to a second in all.
-const LOOPBACK_TRIES: u32 = 100;
+/// loopback address yet: up to five seconds in all (a second was not always enough under a
+/// full test run on two cores).
+const LOOPBACK_TRIES: u32 = 500;
 const LOOPBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A listener at `addr` in the network namespace of process `pid` (the sandbox's first
