@@ -53,6 +53,8 @@ fn tool(n: usize) -> Tool {
             "required": ["amount"]
         }),
         annotations: Default::default(),
+        produces: Vec::new(),
+        sends: Vec::new(),
     }
 }
 
@@ -107,6 +109,7 @@ fn action(n: usize) -> ActionRecord {
         data_classification: Vec::new(),
         skills: Vec::new(),
         risk_signals: Vec::new(),
+        flows: Default::default(),
     }
 }
 

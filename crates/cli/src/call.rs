@@ -155,7 +155,7 @@ fn principal(args: &CallArgs) -> Option<Principal> {
 fn with_session(
     host: &Host,
     runtime: &tokio::runtime::Runtime,
-    key: SessionKey,
+    key: &SessionKey,
     now_ms: u64,
     action: &mut ActionRecord,
     out: &mut dyn Write,
@@ -261,7 +261,7 @@ fn decide(
             principal: principal.clone(),
             key: key.clone(),
         };
-        with_session(host, runtime, key, now_unix_ms, &mut action, out)?;
+        with_session(host, runtime, &key, now_unix_ms, &mut action, out)?;
     }
     let decision = runtime.block_on(host.evaluate_policy(tool, action));
     say!(

@@ -533,7 +533,7 @@ fn execute(command: Command, json: bool, out: &mut dyn Write) -> Result<u8, Fail
                     principal,
                     key,
                 };
-                state::replay_session(key, &policies, &config, out)
+                state::replay_session(&key, &policies, &config, out)
             }
             (Some(tool_call_id), ..) => state::replay(&tool_call_id, &policies, &config, out),
             _ => Err(usage(

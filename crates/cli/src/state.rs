@@ -455,12 +455,7 @@ pub(super) fn replay(
             "name the policy modules to evaluate with --policy FILE (the ones the gateway serves, or the ones you plan to swap in)",
         ));
     }
-    let host = Host::new(load_config(config)?.host).map_err(usage)?;
-    for path in policies {
-        let bytes = read_file(path).map_err(usage)?;
-        host.install_policy(&bytes)
-            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
-    }
+    let host = replaying_host(policies, config)?;
     let runtime = runtime()?;
     let entries = runtime
         .block_on(host.audit(AuditQuery {
@@ -550,17 +545,12 @@ pub(super) fn replay(
 /// its latest actions before it, and what its tool sends (as recorded, with the config's
 /// `[[sessions.label]]`). One line per call, and the calls whose decision would change.
 pub(super) fn replay_session(
-    key: SessionKey,
+    key: &SessionKey,
     policies: &[PathBuf],
     config: &ConfigArg,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let host = Host::new(load_config(config)?.host).map_err(usage)?;
-    for path in policies {
-        let bytes = read_file(path).map_err(usage)?;
-        host.install_policy(&bytes)
-            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
-    }
+    let host = replaying_host(policies, config)?;
     let runtime = runtime()?;
     let (session, mut entries) = runtime
         .block_on(host.store().session_entries(key.clone(), 0))
@@ -645,6 +635,17 @@ pub(super) fn replay_session(
         key.key
     );
     Ok(0)
+}
+
+/// The host `replay` evaluates with: the config's, with `policies` installed.
+fn replaying_host(policies: &[PathBuf], config: &ConfigArg) -> Result<Host, Failure> {
+    let host = Host::new(load_config(config)?.host).map_err(usage)?;
+    for path in policies {
+        let bytes = read_file(path).map_err(usage)?;
+        host.install_policy(&bytes)
+            .map_err(|e| refused(format!("{}: refused: {e}", path.display())))?;
+    }
+    Ok(host)
 }
 
 /// What `replay` reads of a recorded result.

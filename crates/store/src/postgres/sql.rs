@@ -435,10 +435,7 @@ pub(super) async fn session(
             &[&key.tenant, &key.principal, &key.key],
         )
         .await?;
-    row.as_ref()
-        .map(rows::session)
-        .transpose()
-        .map_err(PgError::from)
+    row.as_ref().map(rows::session).transpose()
 }
 
 /// The condition on `audit` that selects a session's call entries: $1 tenant, $2 principal,
@@ -519,9 +516,7 @@ pub(super) async fn sessions(
             &[&filter.tenant, &filter.principal, &limit],
         )
         .await?;
-    rows.iter()
-        .map(|row| rows::session(row).map_err(PgError::from))
-        .collect()
+    rows.iter().map(rows::session).collect()
 }
 
 /// A plugin that started serving: its row inserted if it has none, else locked, read and

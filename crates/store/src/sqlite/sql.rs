@@ -238,26 +238,12 @@ pub(super) fn session_actions(
     session: &Session,
     limit: usize,
 ) -> rusqlite::Result<Vec<SessionAction>> {
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT tool, at FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT ?5"
-    ))?;
-    let mut actions = statement
-        .query_map(
-            params![
-                session.key.tenant,
-                session.key.principal,
-                session.key.key,
-                to_db(session.started_ms),
-                i64::try_from(limit).unwrap_or(i64::MAX)
-            ],
-            |row| {
-                Ok(SessionAction {
-                    tool: row.text(0)?,
-                    at_ms: from_db(row.int(1)?),
-                })
-            },
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut actions = session_calls(conn, "tool, at", session, limit, |row| {
+        Ok(SessionAction {
+            tool: row.text(0)?,
+            at_ms: from_db(row.int(1)?),
+        })
+    })?;
     actions.reverse();
     Ok(actions)
 }
@@ -268,26 +254,36 @@ pub(super) fn session_entries(
     session: &Session,
     limit: usize,
 ) -> rusqlite::Result<Vec<AuditEntry>> {
-    let mut statement = conn.prepare(&format!(
-        "SELECT {AUDIT_COLUMNS} FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT ?5"
+    session_calls(conn, AUDIT_COLUMNS, session, limit, |row| {
+        rows::audit_entry(row)
+    })
+}
+
+/// `columns` of a session's call entries, newest first, at most `limit` (0: all), each read
+/// by `read`.
+fn session_calls<T>(
+    conn: &Connection,
+    columns: &str,
+    session: &Session,
+    limit: usize,
+    read: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {columns} FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT ?5"
     ))?;
     let limit = if limit == 0 {
         -1
     } else {
         i64::try_from(limit).unwrap_or(i64::MAX)
     };
-    statement
-        .query_map(
-            params![
-                session.key.tenant,
-                session.key.principal,
-                session.key.key,
-                to_db(session.started_ms),
-                limit
-            ],
-            |row| rows::audit_entry(row),
-        )?
-        .collect()
+    let params = params![
+        session.key.tenant,
+        session.key.principal,
+        session.key.key,
+        to_db(session.started_ms),
+        limit
+    ];
+    statement.query_map(params, read)?.collect()
 }
 
 /// Sessions `filter` selects, the most recently started first.
@@ -456,7 +452,7 @@ pub(super) fn append_in(
         session
     ];
     let columns = if session.is_some() {
-        &columns[..]
+        columns
     } else {
         &columns[..11]
     };
