@@ -249,12 +249,7 @@ fn decide(
         flows: gatehouse_core::model::label::FlowFacts::default(),
     };
     action.principals.extend(principal(args));
-    action.flows.sends = args.sends.clone();
-    for sends in host.sessions().operator_sends(tool) {
-        if !action.flows.sends.contains(&sends) {
-            action.flows.sends.push(sends);
-        }
-    }
+    action.flows.sends = host.sessions().sends_beside(tool, &args.sends);
     if let (Some(key), Some(principal)) = (&args.session, &args.principal) {
         let key = SessionKey {
             tenant: args.tenant.clone(),

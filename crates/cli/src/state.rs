@@ -594,11 +594,7 @@ pub(super) fn replay_session(
             .collect();
         action.prior_actions = prior[prior.len().saturating_sub(kept)..].to_vec();
         action.data_classification = held.iter().map(|l| l.label.clone()).collect();
-        for sends in host.sessions().operator_sends(&tool) {
-            if !action.flows.sends.contains(&sends) {
-                action.flows.sends.push(sends);
-            }
-        }
+        action.flows.sends = host.sessions().sends_beside(&tool, &action.flows.sends);
         action.flows.labels = held;
         let after = runtime.block_on(host.evaluate_policy(&tool, action));
         let verdict = |d: Option<&DecisionRecord>| {

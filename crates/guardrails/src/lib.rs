@@ -196,20 +196,7 @@ impl Pattern {
     fn replace(&self, text: &str, mask: &str) -> Option<String> {
         let mut masked = String::new();
         let (mut copied, mut from) = (0, 0);
-        while let Some(found) = self.regex.find_at(text, from) {
-            let touched = text[..found.start()]
-                .chars()
-                .next_back()
-                .is_some_and(self.before)
-                || text[found.end()..].chars().next().is_some_and(self.after);
-            if touched {
-                from = found.start()
-                    + text[found.start()..]
-                        .chars()
-                        .next()
-                        .map_or(1, char::len_utf8);
-                continue;
-            }
+        while let Some(found) = self.next(text, from) {
             masked.push_str(&text[copied..found.start()]);
             masked.push_str(mask);
             copied = found.end();
@@ -220,6 +207,31 @@ impl Pattern {
             masked.push_str(&text[copied..]);
             masked
         })
+    }
+
+    /// Whether `text` holds a secret: [`replace`](Self::replace) would mask something.
+    fn is_in(&self, text: &str) -> bool {
+        self.next(text, 0).is_some()
+    }
+
+    /// The first secret in `text` at or after `from`: a match nothing refused touches.
+    fn next<'t>(&self, text: &'t str, mut from: usize) -> Option<regex::Match<'t>> {
+        while let Some(found) = self.regex.find_at(text, from) {
+            let touched = text[..found.start()]
+                .chars()
+                .next_back()
+                .is_some_and(self.before)
+                || text[found.end()..].chars().next().is_some_and(self.after);
+            if !touched {
+                return Some(found);
+            }
+            from = found.start()
+                + text[found.start()..]
+                    .chars()
+                    .next()
+                    .map_or(1, char::len_utf8);
+        }
+        None
     }
 }
 
@@ -355,6 +367,19 @@ impl Masks {
     /// Whether there is nothing to find.
     pub fn is_empty(&self) -> bool {
         self.kinds.is_empty() && self.identifiers.is_empty()
+    }
+
+    /// Whether `text` holds a secret of these kinds or an identifier: what [`mask_text`]
+    /// would find (masking kind by kind, a kind finds something only in the text as the kinds
+    /// before it left it untouched), without making the masked text.
+    ///
+    /// [`mask_text`]: Self::mask_text
+    pub fn finds_in(&self, text: &str) -> bool {
+        SecretKind::ALL
+            .into_iter()
+            .filter(|k| self.kinds.contains(k))
+            .any(|kind| kind.patterns().iter().any(|p| p.is_in(text)))
+            || self.identifiers.iter().any(|i| i.pattern.is_match(text))
     }
 
     /// Masks `text`: each secret and identifier found is replaced with its mask. The kinds

@@ -39,6 +39,33 @@ fn all() -> Masks {
 }
 
 #[test]
+fn finds_in_says_what_mask_text_would_find_without_masking() {
+    let identifiers =
+        Masks::new().identifiers(vec![Identifier::new("order", "ORD-[0-9]{6}").unwrap()]);
+    for text in [
+        format!("key:\n{}\nbye", private_key()),
+        format!("id {} ok", aws_key()),
+        format!("aws_key_{}", aws_key()),
+        format!("X{}", aws_key()),
+        google_key(),
+        format!("{}{}", aws_key(), google_key()),
+        "Authorization: Bearer abcdef123456.xyz".to_owned(),
+        "forbearer abcdef123456".to_owned(),
+        format!("token{}", github()),
+        slack(),
+        github_pat(),
+        jwt(),
+        "ORD-123456 shipped".to_owned(),
+        "nothing secret here, 127.0.0.1".to_owned(),
+    ] {
+        for masks in [all(), identifiers.clone(), Masks::new()] {
+            let expected = !masks.mask_text(&mut text.clone()).is_empty();
+            assert_eq!(masks.finds_in(&text), expected, "{text}");
+        }
+    }
+}
+
+#[test]
 fn each_kind_is_found_in_text_and_masked_whole() {
     for (text, kind) in [
         (format!("key:\n{}\nbye", private_key()), "private_key"),

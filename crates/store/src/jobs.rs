@@ -147,13 +147,8 @@ pub(super) fn joined_labels(
 ) -> Result<Option<String>, StoreError> {
     let mut labels = crate::sessions::labels_of(current)
         .map_err(|e| StoreError::Unavailable(format!("a session's labels do not parse: {e}")))?;
-    let before = labels.len();
-    for label in brought {
-        if !labels.iter().any(|l| l.label == label.label) {
-            labels.push(label.clone());
-        }
-    }
-    Ok((labels.len() > before).then(|| crate::sessions::labels_json(&labels)))
+    let joined = crate::sessions::join(&mut labels, brought);
+    Ok(joined.then(|| crate::sessions::labels_json(&labels)))
 }
 
 /// Stops a writer: closes its queue (`jobs`), so it ends after the jobs already queued, and

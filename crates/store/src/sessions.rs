@@ -110,17 +110,24 @@ impl Session {
         self.labels.iter().any(|l| l.label == label)
     }
 
-    /// Adds the labels of `brought` it does not hold yet, each with its source (the first one
-    /// stays). Returns whether any joined.
+    /// Adds the labels of `brought` it does not hold yet ([`join`]). Returns whether any
+    /// joined.
     pub fn join(&mut self, brought: &[LabelSource]) -> bool {
-        let before = self.labels.len();
-        for label in brought {
-            if !self.holds(&label.label) {
-                self.labels.push(label.clone());
-            }
-        }
-        self.labels.len() > before
+        join(&mut self.labels, brought)
     }
+}
+
+/// Adds to `labels` those of `brought` it does not hold yet, each with its source (the first
+/// source of a label stays): the one rule by which labels join a session, in memory and in the
+/// store. Returns whether any joined.
+pub(crate) fn join(labels: &mut Vec<LabelSource>, brought: &[LabelSource]) -> bool {
+    let before = labels.len();
+    for label in brought {
+        if !labels.iter().any(|l| l.label == label.label) {
+            labels.push(label.clone());
+        }
+    }
+    labels.len() > before
 }
 
 /// What a call's record writes of its session, in the same transaction.

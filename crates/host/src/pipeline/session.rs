@@ -30,6 +30,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use gatehouse_core::envelope::ToolCallEnvelope;
 use gatehouse_core::model::label::{self, SECRET};
@@ -149,13 +150,14 @@ impl SessionsConfig {
 
     /// What `tool` can do with data: its manifest's `sends` and the operator's, each once.
     pub fn sends(&self, tool: &str, capability: &Capability) -> Vec<String> {
-        self.merged(tool, &capability.sends, |rule| &rule.sends)
+        self.sends_beside(tool, &capability.sends)
     }
 
-    /// What the operator's rules alone say `tool` sends (where its manifest is not at hand:
-    /// `gatehouse replay`, `gatehouse call` deciding with a policy module).
-    pub fn operator_sends(&self, tool: &str) -> Vec<String> {
-        self.merged(tool, &[], |rule| &rule.sends)
+    /// What `tool` can do with data, where what its manifest says is `declared` (or is not at
+    /// hand: `gatehouse replay`, `gatehouse call` deciding with a policy module): `declared`
+    /// and the operator's, each once.
+    pub fn sends_beside(&self, tool: &str, declared: &[String]) -> Vec<String> {
+        self.merged(tool, declared, |rule| &rule.sends)
     }
 
     fn merged(
@@ -187,21 +189,23 @@ pub fn key(call: &ToolCallEnvelope) -> Option<SessionKey> {
     })
 }
 
-/// The secret kinds a result is looked at for: those found by their shape alone.
-const SECRET_KINDS: [SecretKind; 4] = [
-    SecretKind::PrivateKey,
-    SecretKind::CloudAccessKey,
-    SecretKind::BearerToken,
-    SecretKind::Jwt,
-];
+/// What a result is looked at for: the secret kinds found by their shape alone.
+static SECRETS: LazyLock<Masks> = LazyLock::new(|| {
+    let kinds = [
+        SecretKind::PrivateKey,
+        SecretKind::CloudAccessKey,
+        SecretKind::BearerToken,
+        SecretKind::Jwt,
+    ];
+    Masks::new().secrets(&kinds, &[])
+});
 
 /// The labels the guardrails find in what a tool returned (its content and structured
 /// output): `secret`, `pii:email`, `pii:phone`.
 pub fn found(content: &[ContentBlock], structured: Option<&Value>) -> BTreeSet<String> {
     let mut labels = BTreeSet::new();
-    let masks = Masks::new().secrets(&SECRET_KINDS, &[]);
     let mut look = |text: &str| {
-        if !masks.mask_text(&mut text.to_owned()).is_empty() {
+        if SECRETS.finds_in(text) {
             labels.insert(SECRET.to_owned());
         }
         for (kind, found) in super::obligations::personal_data(text) {

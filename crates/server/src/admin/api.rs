@@ -662,14 +662,9 @@ pub async fn list_sessions(host: &Host, mut query: Query) -> Result<Reply, ApiEr
     query.none()?;
     let sessions = host.store().sessions(filter).await.map_err(store_error)?;
     let now = now_ms();
-    let limits = host.session_limits();
     let sessions: Vec<Value> = sessions
         .iter()
-        .map(|session| {
-            let mut view = json!(session);
-            view["live"] = json!(session.live(now, limits));
-            view
-        })
+        .map(|s| session_view(host, s, now))
         .collect();
     Ok(json_reply(StatusCode::OK, &json!({ "sessions": sessions })))
 }
@@ -709,12 +704,18 @@ pub async fn session_timeline(host: &Host, mut query: Query) -> Result<Reply, Ap
             })
         })
         .collect();
-    let mut view = json!(session);
-    view["live"] = json!(session.live(now_ms(), host.session_limits()));
+    let view = session_view(host, &session, now_ms());
     Ok(json_reply(
         StatusCode::OK,
         &json!({ "session": view, "actions": actions }),
     ))
+}
+
+/// A session as the API shows it: as stored, and whether it is `live` at `now_ms`.
+fn session_view(host: &Host, session: &gatehouse_store::Session, now_ms: u64) -> Value {
+    let mut view = json!(session);
+    view["live"] = json!(session.live(now_ms, host.session_limits()));
+    view
 }
 
 /// Ends a session: its next call starts a new one, with no labels. Audited.
