@@ -82,8 +82,8 @@ pub use content::{Completion, CompletionRef, Prompt, PromptMessage, Role};
 pub use error::{ErrorKind, ToolError};
 pub use output::{Blob, Content, EmbeddedResource, ToolOutput};
 pub use policy::{
-    Action, ActionContext, Claims, Decision, Identifier, Obligation, PiiKind, Policy, Reason,
-    RiskSignal, SecretKind, Verdict,
+    Action, ActionContext, Claims, Decision, Identifier, Obligation, PiiKind, Policy, PriorAction,
+    Reason, RiskSignal, SecretKind, Verdict,
 };
 pub use types::{ApprovalMode, CapabilityClass, Principal, PrincipalKind};
 

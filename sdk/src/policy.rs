@@ -39,8 +39,8 @@ pub mod bindings {
         export_macro_name: "__export_policy_world",
         default_bindings_module: "gatehouse_sdk::policy::bindings",
         with: {
-            "gatehouse:plugin/types@0.6.0": crate::adapter::bindings::gatehouse::plugin::types,
-            "gatehouse:plugin/log@0.6.0": crate::adapter::bindings::gatehouse::plugin::log,
+            "gatehouse:plugin/types@0.7.0": crate::adapter::bindings::gatehouse::plugin::types,
+            "gatehouse:plugin/log@0.7.0": crate::adapter::bindings::gatehouse::plugin::log,
         },
     });
 }
@@ -54,22 +54,48 @@ pub struct RiskSignal {
     pub score: f64,
 }
 
+/// One earlier call of the caller's session, as the host's audit log records it (contract
+/// 0.7.0).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PriorAction {
+    /// The tool called: `<adapter id>.<capability id>`, as [`Action::tool`] spells it.
+    pub tool: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// When its audit entry was written, milliseconds since the Unix epoch (UTC).
+    pub at_unix_ms: u64,
+    /// The labels its result brought to the session (those the session did not hold yet).
+    pub labels: Vec<String>,
+}
+
+impl PriorAction {
+    /// An action of `tool`, with no id, time or labels (for tests).
+    pub fn of(tool: impl Into<String>) -> Self {
+        Self {
+            tool: tool.into(),
+            ..Self::default()
+        }
+    }
+}
+
 /// Context a policy may use. Everything time-dependent comes from the host, so a recorded
 /// decision replays exactly: read the clock here, never from the system.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ActionContext {
     /// Host time when the call entered the pipeline, milliseconds since the Unix epoch (UTC).
     pub now_unix_ms: u64,
-    /// Tool names (`<adapter id>.<capability id>`, as [`Action::tool`] spells them) of the
-    /// latest calls of the caller's session, oldest first, as the host's audit log records them
-    /// (at most `[sessions] actions`, default 16).
-    pub prior_actions: Vec<String>,
+    /// The latest calls of the caller's session, oldest first, each with the labels it brought
+    /// (at most `[sessions] actions`, default 16; contract 0.7.0).
+    pub prior_actions: Vec<PriorAction>,
     /// The labels the session's results brought so far (`private`, `untrusted`, `pii:email`...),
     /// in the order they joined.
     pub data_classification: Vec<String>,
     /// The names of the skills resolved for this call, in the order their texts reach the
     /// adapter (contract 0.4.0).
     pub skills: Vec<String>,
+    /// What the called tool can do with data (`external`: send it outside), as its manifest
+    /// and the operator declare (contract 0.7.0).
+    pub sends: Vec<String>,
 }
 
 /// What the host admitted about the caller when it identified it, beyond its id (contract
@@ -651,6 +677,40 @@ impl From<RiskSignal> for wit::RiskSignal {
     }
 }
 
+impl From<wit::PriorAction> for PriorAction {
+    fn from(a: wit::PriorAction) -> Self {
+        let wit::PriorAction {
+            tool,
+            tool_call_id,
+            at_unix_ms,
+            labels,
+        } = a;
+        PriorAction {
+            tool,
+            tool_call_id,
+            at_unix_ms,
+            labels,
+        }
+    }
+}
+
+impl From<PriorAction> for wit::PriorAction {
+    fn from(a: PriorAction) -> Self {
+        let PriorAction {
+            tool,
+            tool_call_id,
+            at_unix_ms,
+            labels,
+        } = a;
+        wit::PriorAction {
+            tool,
+            tool_call_id,
+            at_unix_ms,
+            labels,
+        }
+    }
+}
+
 impl From<wit::ActionContext> for ActionContext {
     fn from(c: wit::ActionContext) -> Self {
         let wit::ActionContext {
@@ -658,12 +718,14 @@ impl From<wit::ActionContext> for ActionContext {
             prior_actions,
             data_classification,
             skills,
+            sends,
         } = c;
         ActionContext {
             now_unix_ms,
-            prior_actions,
+            prior_actions: prior_actions.into_iter().map(Into::into).collect(),
             data_classification,
             skills,
+            sends,
         }
     }
 }
@@ -675,12 +737,14 @@ impl From<ActionContext> for wit::ActionContext {
             prior_actions,
             data_classification,
             skills,
+            sends,
         } = c;
         wit::ActionContext {
             now_unix_ms,
-            prior_actions,
+            prior_actions: prior_actions.into_iter().map(Into::into).collect(),
             data_classification,
             skills,
+            sends,
         }
     }
 }
@@ -1026,7 +1090,13 @@ mod tests {
             .principals
             .push(Principal::new(PrincipalKind::Service, "svc", "acme"));
         action.context.now_unix_ms = 1_700_000_000_000;
-        action.context.prior_actions.push("acme.shop.lookup".into());
+        action.context.prior_actions.push(PriorAction {
+            tool: "acme.shop.lookup".into(),
+            tool_call_id: "call-1".into(),
+            at_unix_ms: 1_699_999_999_000,
+            labels: vec!["private".into()],
+        });
+        action.context.sends.push("external".into());
         action.risk_signals.push(RiskSignal {
             name: "velocity".into(),
             score: 0.5,

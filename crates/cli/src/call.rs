@@ -25,7 +25,8 @@ use std::path::PathBuf;
 
 use gatehouse_core::envelope::ToolCallEnvelope;
 use gatehouse_core::model::{
-    ActionRecord, ApprovalMode, CapabilityClass, Claims, Principal, PrincipalKind, Verdict,
+    ActionRecord, ApprovalMode, CapabilityClass, Claims, Principal, PrincipalKind, PriorAction,
+    Verdict,
 };
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::Manifest;
@@ -173,10 +174,13 @@ fn with_session(
         );
         return Ok(());
     };
-    action.prior_actions = entries
-        .iter()
-        .rev()
-        .filter_map(|entry| entry.event.tool.clone())
+    action.prior_actions = (entries.iter().rev())
+        .filter_map(|entry| {
+            let event = &entry.event;
+            let (tool, id) = (event.tool.clone()?, event.tool_call_id.clone());
+            let id = id.unwrap_or_default();
+            Some(PriorAction::brought(tool, id, event.at_ms, &session.labels))
+        })
         .collect();
     action.data_classification = session.labels.iter().map(|l| l.label.clone()).collect();
     action.flows.labels = session.labels;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use gatehouse_core::envelope::{DecisionRecord, OutcomeCode};
-use gatehouse_core::model::ActionRecord;
+use gatehouse_core::model::{ActionRecord, PriorAction};
 use gatehouse_host::Host;
 use gatehouse_host::plugin::signature::PublicKey;
 use gatehouse_store::audit::record;
@@ -563,11 +563,13 @@ pub(super) fn replay_session(
         })?;
     entries.reverse();
     let kept = host.session_limits().actions;
-    let mut prior: Vec<String> = Vec::new();
+    let mut prior: Vec<PriorAction> = Vec::new();
     let (mut replayed, mut changed) = (0, 0);
     for entry in &entries {
         let id = entry.event.tool_call_id.clone().unwrap_or_default();
         let tool = entry.event.tool.clone().unwrap_or_default();
+        let this =
+            PriorAction::brought(tool.clone(), id.clone(), entry.event.at_ms, &session.labels);
         let record = record::full(&entry.event).unwrap_or_default();
         let action = record
             .get("action")
@@ -580,12 +582,12 @@ pub(super) fn replay_session(
                 "#{} {tool} {id}: ended before the policy gate",
                 entry.seq
             );
-            prior.push(tool);
+            prior.push(this);
             continue;
         };
         if action.args.starts_with("sha256:") {
             say!(out, "#{} {tool} {id}: sensitive, not replayed", entry.seq);
-            prior.push(tool);
+            prior.push(this);
             continue;
         }
         let held: Vec<_> = (session.labels.iter())
@@ -622,7 +624,7 @@ pub(super) fn replay_session(
                 why.join("; ")
             );
         }
-        prior.push(tool);
+        prior.push(this);
     }
     say!(
         out,

@@ -63,14 +63,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_core::envelope::{ToolCallEnvelope, ToolResultEnvelope};
-use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::label::FlowFacts;
+use gatehouse_core::model::{ActionRecord, PriorAction};
 use gatehouse_core::model::{ApprovalMode, ContentBlock, Verdict};
 use gatehouse_store::{
     ApprovalStatus, ClaimRequest, IdempotencyKey, Session, SessionWrite, Store, StoreConfig,
 };
 use tracing::Instrument;
 
+use crate::bindings::types as wit;
 use crate::pipeline::config::{MetaTool, PipelineConfig};
 use crate::pipeline::dedupe::Dedupe;
 use crate::pipeline::outcome::Stop;
@@ -299,10 +300,21 @@ impl Pipeline {
             brought.extend(self.sessions.produces(&tool.name, capability));
             let mut facts = FlowFacts::default();
             if applies {
+                let context = &mut wit_action.context;
                 if let Some(found) = &mut found_session {
-                    // The actions move into the action (the record needs only the labels).
-                    let context = &mut wit_action.context;
-                    context.prior_actions = found.actions.drain(..).map(|a| a.tool).collect();
+                    // The actions move into the action (the record needs only the labels),
+                    // each with the labels its result brought.
+                    context.prior_actions = (found.actions.drain(..))
+                        .map(|prior| {
+                            let prior = PriorAction::brought(
+                                prior.tool,
+                                prior.tool_call_id,
+                                prior.at_ms,
+                                &found.labels,
+                            );
+                            wit::PriorAction::from(prior)
+                        })
+                        .collect();
                     for held in &found.labels {
                         if !context.data_classification.contains(&held.label) {
                             context.data_classification.push(held.label.clone());
@@ -311,6 +323,7 @@ impl Pipeline {
                     facts.labels.clone_from(&found.labels);
                 }
                 facts.sends = self.sessions.sends(&tool.name, capability);
+                context.sends.clone_from(&facts.sends);
             }
             let mut record = ActionRecord::from(&wit_action);
             let decision = policy::evaluate(&set, sandbox, &tool.name, wit_action, &facts).await;

@@ -107,6 +107,7 @@ impl SessionCache {
                     }
                     kept.actions.push_back(SessionAction {
                         tool: tool.clone(),
+                        tool_call_id: record.audit.tool_call_id.clone().unwrap_or_default(),
                         at_ms,
                     });
                     if let Some((started_ms, labels)) = &session.labels

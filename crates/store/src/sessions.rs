@@ -50,6 +50,8 @@ pub use gatehouse_core::model::label::LabelSource;
 pub struct SessionAction {
     /// The tool called.
     pub tool: String,
+    /// The call's id: the labels its result brought name it ([`LabelSource::tool_call_id`]).
+    pub tool_call_id: String,
     /// When it was recorded, unix ms.
     pub at_ms: u64,
 }
@@ -196,6 +198,7 @@ mod tests {
         assert!(!session.live(101, LIMITS), "idle past the timeout");
         session.actions.push(SessionAction {
             tool: "a.b".into(),
+            tool_call_id: "c1".into(),
             at_ms: 950,
         });
         assert!(session.live(999, LIMITS));

@@ -18,7 +18,7 @@ mod bindings {
             package gatehouse:cedar;
 
             world cedar {
-                include gatehouse:plugin/policy@0.6.0;
+                include gatehouse:plugin/policy@0.7.0;
 
                 /// Parses the rules (a `gatehouse_cedar::Packed` as JSON). Run once, by
                 /// `gatehouse policy pack`, before the snapshot; once the rules are set, a
@@ -93,7 +93,9 @@ impl bindings::Guest for Cedar {
                 })
                 .collect(),
             now_unix_ms: action.context.now_unix_ms,
-            prior_actions: action.context.prior_actions,
+            prior_actions: (action.context.prior_actions.into_iter())
+                .map(|prior| prior.tool)
+                .collect(),
             data_classification: action.context.data_classification,
             roles: action.claims.roles,
             groups: action.claims.groups,

@@ -1,4 +1,4 @@
-declare module 'gatehouse:plugin/types@0.6.0' {
+declare module 'gatehouse:plugin/types@0.7.0' {
   /**
    * The kind of operation a capability performs (spec 000, "Capability classification").
    * # Variants
@@ -235,6 +235,29 @@ declare module 'gatehouse:plugin/types@0.6.0' {
     score: number,
   }
   /**
+   * One earlier call of the caller's session, as the host's audit log records it (0.7.0).
+   */
+  export interface PriorAction {
+    /**
+     * The tool called: `<adapter id>.<capability id>`.
+     */
+    tool: string,
+    /**
+     * The call's id.
+     */
+    toolCallId: string,
+    /**
+     * When its audit entry was written, milliseconds since the Unix epoch (UTC).
+     */
+    atUnixMs: bigint,
+    /**
+     * The labels its result brought to the session: those the session first held after it.
+     * A label the session already held is not repeated; a label that joined through an action
+     * older than `prior-actions` reaches is in `data-classification` only.
+     */
+    labels: Array<string>,
+  }
+  /**
    * Context a policy may use; everything time-dependent comes from the host so
    * that a recorded decision replays exactly.
    */
@@ -244,12 +267,11 @@ declare module 'gatehouse:plugin/types@0.6.0' {
      */
     nowUnixMs: bigint,
     /**
-     * Tool names (`<adapter id>.<capability id>`) of the latest calls of the caller's session
-     * (its MCP session, the trace its requests carry, or its window: docs/sessions.md),
-     * oldest first, as the host's audit log records them (at most `[sessions] actions`,
-     * default 16).
+     * The latest calls of the caller's session (its MCP session, the trace its requests
+     * carry, or its window: docs/sessions.md), oldest first, each with the labels it brought
+     * (at most `[sessions] actions`, default 16). Before 0.7.0, their tool names.
      */
-    priorActions: Array<string>,
+    priorActions: Array<PriorAction>,
     /**
      * The labels the session's results brought so far (`private`, `untrusted`, `secret`,
      * `pii:email`...), in the order they joined; for a resource read, also the resource's
@@ -261,6 +283,12 @@ declare module 'gatehouse:plugin/types@0.6.0' {
      * adapter as `call-context.skill-context` (0.4.0).
      */
     skills: Array<string>,
+    /**
+     * What the called tool can do with data (`external`: it can send data outside), as its
+     * manifest's `sends` declares and the operator's `[[sessions.label]]` raises it (0.7.0).
+     * With `data-classification`, what a flow rule such as the lethal trifecta judges.
+     */
+    sends: Array<string>,
   }
   /**
    * What the host admitted about the caller when it identified it, beyond its id (0.4.0):

@@ -11,7 +11,9 @@ use gatehouse_host::plugin::manifest::CallerRequest;
 use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::relay::{CallerCan, LogLevel};
 use gatehouse_host::{ContentBlock, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
-use gatehouse_tests::artifacts::{CALLER_PROBE, CONTRACT_0_4_ADAPTER, CONTRACT_0_5_ADAPTER};
+use gatehouse_tests::artifacts::{
+    CALLER_PROBE, CONTRACT_0_4_ADAPTER, CONTRACT_0_5_ADAPTER, CONTRACT_0_6_ADAPTER,
+};
 use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::relay::{TestRelay, everything};
 use gatehouse_tests::{TOKEN, audit_record, publisher, token_file};
@@ -443,6 +445,40 @@ async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
     let (text, seen) = whoami_of_older(&CONTRACT_0_4_ADAPTER).await;
     assert_eq!(text, "built for 0.4.0, called by default with skills: none");
     assert_eq!(seen, Vec::<Value>::new());
+}
+
+/// An adapter built for the released 0.6.0, from that WIT as released: prepared against the
+/// current world (0.7.0 changed only what a policy evaluates), its `caller@0.6.0` import
+/// reaches the relay, and it serves the resource its manifest declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_built_for_0_6_0_still_loads_tells_its_caller_and_serves_its_resource() {
+    let (text, seen) = whoami_of_older(&CONTRACT_0_6_ADAPTER).await;
+    assert_eq!(text, "built for 0.6.0, called by default");
+    assert_eq!(
+        seen,
+        vec![
+            json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
+            json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),
+        ]
+    );
+    let host = HostBuilder::trusting(&["test.*"], &[]).build();
+    host.install_adapter(&CONTRACT_0_6_ADAPTER.signed())
+        .expect("it installs");
+    let (name, args) = host
+        .resource_at("default", "test://about")
+        .expect("its resource is served");
+    let call = ToolCallEnvelope::new("default", name, args)
+        .with_operation(gatehouse_host::model::Operation::ReadResource);
+    let result = host.call(call).await;
+    assert_eq!(result.outcome, OutcomeCode::Ok, "{result:#?}");
+    let [ContentBlock::Resource { resource }] = result.content.as_slice() else {
+        panic!("one resource block: {result:#?}");
+    };
+    assert_eq!(
+        resource.text.as_deref(),
+        Some("read by an adapter built for 0.6.0")
+    );
+    assert!(result.usage.is_some(), "the adapter ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

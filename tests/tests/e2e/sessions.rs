@@ -22,7 +22,7 @@ use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::admin::request;
 use gatehouse_tests::agent::{self, Agent};
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
-use gatehouse_tests::artifacts::{ECHO, REST};
+use gatehouse_tests::artifacts::{CONTRACT_0_6, ECHO, POLICY_PROBE, REST};
 use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::gateway::{Gateway, Serve};
 use gatehouse_tests::host::{HostBuilder, rest_config};
@@ -105,17 +105,20 @@ fn posts(upstream: &Upstream) -> usize {
         .count()
 }
 
+/// A module's reason of code `code` in `result`'s decision.
+fn reason_of(result: &gatehouse_host::ToolResultEnvelope, module: &str, code: &str) -> String {
+    let decision = result.policy_decision.as_ref().expect("a decision");
+    (decision.modules.iter())
+        .filter(|m| m.module_id == module)
+        .flat_map(|m| &m.reasons)
+        .find(|r| r.code == code)
+        .map(|r| r.message.clone())
+        .unwrap_or_else(|| panic!("no {code} of {module}: {decision:#?}"))
+}
+
 /// The flow rule's reason in a paused or refused call's decision.
 fn flow_reason(result: &gatehouse_host::ToolResultEnvelope) -> String {
-    let decision = result.policy_decision.as_ref().expect("a decision");
-    decision
-        .modules
-        .iter()
-        .filter(|m| m.module_id == "gatehouse.flows")
-        .flat_map(|m| &m.reasons)
-        .find(|r| r.code == "FLOW_TRIFECTA")
-        .map(|r| r.message.clone())
-        .unwrap_or_else(|| panic!("no flow reason: {decision:#?}"))
+    reason_of(result, "gatehouse.flows", "FLOW_TRIFECTA")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,9 +214,23 @@ async fn the_trifecta_waits_for_an_approver_who_is_told_why_and_a_restart_keeps_
     let context = &record["record"]["action"];
     assert_eq!(
         context["prior_actions"],
-        json!(["gatehouse.rest.get", "gatehouse.echo.echo"]),
+        json!([
+            {
+                "tool": "gatehouse.rest.get",
+                "tool_call_id": read.tool_call_id,
+                "at_ms": context["prior_actions"][0]["at_ms"],
+                "labels": ["pii:email", "pii:phone", "private"],
+            },
+            {
+                "tool": "gatehouse.echo.echo",
+                "tool_call_id": fetched.tool_call_id,
+                "at_ms": context["prior_actions"][1]["at_ms"],
+                "labels": ["untrusted"],
+            },
+        ]),
         "{record}"
     );
+    assert!(context["prior_actions"][0]["at_ms"].as_u64().unwrap() > 0);
     assert_eq!(
         context["data_classification"],
         json!(["pii:email", "pii:phone", "private", "untrusted"])
@@ -228,6 +245,64 @@ async fn the_trifecta_waits_for_an_approver_who_is_told_why_and_a_restart_keeps_
     assert_eq!(denied.outcome, OutcomeCode::PolicyBlocked);
     assert!(flow_reason(&denied).contains(&read.tool_call_id));
     assert_eq!(posts(&upstream), 3, "nothing more was sent");
+}
+
+/// A policy module built for the contract (0.7.0) sees each prior action of the session with
+/// the labels its result brought, and what the called tool sends: enough to write the trifecta
+/// rule as a component. One built for the released 0.6.0 still loads and sees what it was
+/// built for: the actions' tools and the session's labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_sees_which_action_brought_each_label_and_one_built_for_0_6_the_tools() {
+    let upstream = Upstream::start().await;
+    let store = StoreConfig {
+        path: Some(store_path()),
+        ..StoreConfig::default()
+    };
+    let mut config = flows(&upstream, store, "require_approval");
+    let probe = json!({ "report_prior_actions": true, "report_flows": true });
+    config.pipeline.policies.extend([
+        bind("test.policy-probe", "*", 1, probe),
+        bind("test.contract-0-6", "*", 2, json!({})),
+    ]);
+    let gateway = HostBuilder::on(config)
+        .adapters(&[REST, ECHO])
+        .policies(&[POLICY_PROBE, CONTRACT_0_6])
+        .build();
+
+    let read = gateway.call(read_record(&upstream, "s1")).await;
+    assert!(read.is_ok(), "{read:#?}");
+    let fetched = gateway.call(fetch("s1")).await;
+    assert!(fetched.is_ok(), "{fetched:#?}");
+    let paused = gateway.call(send(&upstream, "s1", "k1")).await;
+    assert_eq!(paused.status, Status::Paused, "{paused:#?}");
+    assert_eq!(posts(&upstream), 0, "nothing was sent");
+
+    let probe = |code| reason_of(&paused, "test.policy-probe", code);
+    assert_eq!(
+        probe("PRIOR_ACTIONS"),
+        "gatehouse.rest.get,gatehouse.echo.echo"
+    );
+    assert_eq!(
+        probe("BROUGHT"),
+        format!(
+            "gatehouse.rest.get#{}: pii:email+pii:phone+private; gatehouse.echo.echo#{}: \
+             untrusted",
+            read.tool_call_id, fetched.tool_call_id
+        )
+    );
+    assert_eq!(probe("SENDS"), "external");
+    assert_eq!(
+        reason_of(&paused, "test.contract-0-6", "SEEN"),
+        "prior=gatehouse.rest.get,gatehouse.echo.echo \
+         labels=pii:email,pii:phone,private,untrusted roles= skills="
+    );
+    // The first call of the session: nothing before it, and a read sends nothing.
+    assert_eq!(reason_of(&read, "test.policy-probe", "BROUGHT"), "");
+    assert_eq!(reason_of(&read, "test.policy-probe", "SENDS"), "");
+    assert_eq!(
+        reason_of(&read, "test.contract-0-6", "SEEN"),
+        "prior= labels= roles= skills="
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

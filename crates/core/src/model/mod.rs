@@ -20,7 +20,7 @@ pub use content::{ContentBlock, ErrorBody, ErrorKind, ResourceContents};
 pub use decision::{IdentifierPattern, Obligation, PiiKind, Reason, SecretKind, Verdict};
 pub use record::{
     ActionRecord, AskOutcome, AskRecord, CallerRecord, DecisionRecord, EgressAttempt, Finding,
-    ModuleDecision, POLICY_DEFAULT, POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef,
+    ModuleDecision, POLICY_DEFAULT, POLICY_FAILED, POLICY_MODULE_MISSING, PluginRef, PriorAction,
     ShadowDecision, Told,
 };
 pub use select::{Glob, GlobError, Tenants};

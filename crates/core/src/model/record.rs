@@ -246,6 +246,88 @@ impl DecisionRecord {
     }
 }
 
+/// One earlier call of a session, as a policy sees it (contract 0.7.0's `prior-action`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "PriorActionForm")]
+pub struct PriorAction {
+    /// The tool called.
+    pub tool: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// When its audit entry was written, unix ms.
+    pub at_ms: u64,
+    /// The labels its result brought to the session.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+}
+
+impl PriorAction {
+    /// The call `tool_call_id` of `tool`, recorded at `at_ms`, with the labels of the
+    /// session's `held` that it brought.
+    pub fn brought(
+        tool: String,
+        tool_call_id: String,
+        at_ms: u64,
+        held: &[super::label::LabelSource],
+    ) -> Self {
+        let labels = (held.iter())
+            .filter(|source| source.tool_call_id == tool_call_id)
+            .map(|source| source.label.clone())
+            .collect();
+        Self {
+            tool,
+            tool_call_id,
+            at_ms,
+            labels,
+        }
+    }
+
+    /// An action known by its tool alone.
+    pub fn tool(tool: impl Into<String>) -> Self {
+        Self {
+            tool: tool.into(),
+            tool_call_id: String::new(),
+            at_ms: 0,
+            labels: Vec::new(),
+        }
+    }
+}
+
+/// How a prior action is written: a record, or (in records before contract 0.7.0) its tool.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PriorActionForm {
+    Tool(String),
+    Record {
+        tool: String,
+        #[serde(default)]
+        tool_call_id: String,
+        #[serde(default)]
+        at_ms: u64,
+        #[serde(default)]
+        labels: Vec<String>,
+    },
+}
+
+impl From<PriorActionForm> for PriorAction {
+    fn from(form: PriorActionForm) -> Self {
+        match form {
+            PriorActionForm::Tool(tool) => Self::tool(tool),
+            PriorActionForm::Record {
+                tool,
+                tool_call_id,
+                at_ms,
+                labels,
+            } => Self {
+                tool,
+                tool_call_id,
+                at_ms,
+                labels,
+            },
+        }
+    }
+}
+
 /// The normalized action a policy evaluates, in gatehouse's vocabulary: how the audit log keeps
 /// it, and what `gatehouse replay` evaluates again. `gatehouse-host` converts it to and from
 /// the WIT `action` without loss.
@@ -274,8 +356,9 @@ pub struct ActionRecord {
     pub claims: Claims,
     /// Host time, unix ms.
     pub now_unix_ms: u64,
-    /// The session's latest calls, oldest first.
-    pub prior_actions: Vec<String>,
+    /// The session's latest calls, oldest first, each with the labels it brought (records
+    /// before contract 0.7.0 keep the tool names, read as actions with no id or labels).
+    pub prior_actions: Vec<PriorAction>,
     /// The session's labels (and a resource read's classification).
     pub data_classification: Vec<String>,
     /// The skills resolved for the call, in order (none in records before contract 0.4.0).
@@ -287,4 +370,53 @@ pub struct ActionRecord {
     /// its tool sends (none in records before sessions).
     #[serde(default, skip_serializing_if = "super::label::FlowFacts::is_empty")]
     pub flows: super::label::FlowFacts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::label::LabelSource;
+
+    #[test]
+    fn a_prior_action_reads_as_a_tool_name_from_older_records_and_as_a_record_from_newer() {
+        let held = [
+            LabelSource {
+                label: "private".into(),
+                tool: "crm.lookup".into(),
+                tool_call_id: "c1".into(),
+                at_ms: 5,
+            },
+            LabelSource {
+                label: "untrusted".into(),
+                tool: "web.fetch".into(),
+                tool_call_id: "c2".into(),
+                at_ms: 6,
+            },
+        ];
+        let lookup = PriorAction::brought("crm.lookup".into(), "c1".into(), 5, &held);
+        assert_eq!(lookup.labels, ["private"]);
+        let other = PriorAction::brought("crm.lookup".into(), "c3".into(), 7, &held);
+        assert!(other.labels.is_empty());
+
+        let written = serde_json::to_value([&lookup, &other]).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!([
+                { "tool": "crm.lookup", "tool_call_id": "c1", "at_ms": 5, "labels": ["private"] },
+                { "tool": "crm.lookup", "tool_call_id": "c3", "at_ms": 7 },
+            ])
+        );
+        let read: Vec<PriorAction> = serde_json::from_value(written).unwrap();
+        assert_eq!(read, [lookup, other]);
+        // Before contract 0.7.0 the audit record kept the tool names.
+        let old: Vec<PriorAction> = serde_json::from_str(r#"["crm.lookup","web.fetch"]"#).unwrap();
+        assert_eq!(
+            old,
+            [
+                PriorAction::tool("crm.lookup"),
+                PriorAction::tool("web.fetch")
+            ]
+        );
+        assert!(serde_json::from_str::<PriorAction>("7").is_err());
+    }
 }

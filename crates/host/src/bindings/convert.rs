@@ -4,10 +4,11 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use gatehouse_core::model::label::FlowFacts;
 use gatehouse_core::model::{
     ActionRecord, ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, ErrorKind,
-    IdentifierPattern, Obligation, PiiKind, Principal, PrincipalKind, Reason, ResourceContents,
-    SecretKind, Verdict,
+    IdentifierPattern, Obligation, PiiKind, Principal, PrincipalKind, PriorAction, Reason,
+    ResourceContents, SecretKind, Verdict,
 };
 
 use super::LogLevel;
@@ -224,7 +225,14 @@ impl From<&wit::Action> for ActionRecord {
                 groups: action.claims.groups.clone(),
             },
             now_unix_ms: action.context.now_unix_ms,
-            prior_actions: action.context.prior_actions.clone(),
+            prior_actions: (action.context.prior_actions.iter())
+                .map(|prior| PriorAction {
+                    tool: prior.tool.clone(),
+                    tool_call_id: prior.tool_call_id.clone(),
+                    at_ms: prior.at_unix_ms,
+                    labels: prior.labels.clone(),
+                })
+                .collect(),
             data_classification: action.context.data_classification.clone(),
             skills: action.context.skills.clone(),
             risk_signals: action
@@ -232,12 +240,18 @@ impl From<&wit::Action> for ActionRecord {
                 .iter()
                 .map(|s| (s.name.clone(), s.score))
                 .collect(),
-            flows: gatehouse_core::model::label::FlowFacts::default(),
+            // The labels' sources are the host's (the pipeline sets them); what the tool sends
+            // is the action's.
+            flows: FlowFacts {
+                labels: Vec::new(),
+                sends: action.context.sends.clone(),
+            },
         }
     }
 }
 
-/// The action as a module sees it; what the flow rules saw (`flows`) is the host's alone.
+/// The action as a module sees it: of what the flow rules saw (`flows`), what the tool sends;
+/// the labels' sources are the host's alone (each prior action carries the labels it brought).
 impl From<ActionRecord> for wit::Action {
     fn from(action: ActionRecord) -> Self {
         Self {
@@ -253,15 +267,27 @@ impl From<ActionRecord> for wit::Action {
             claims: (&action.claims).into(),
             context: wit::ActionContext {
                 now_unix_ms: action.now_unix_ms,
-                prior_actions: action.prior_actions,
+                prior_actions: action.prior_actions.into_iter().map(Into::into).collect(),
                 data_classification: action.data_classification,
                 skills: action.skills,
+                sends: action.flows.sends,
             },
             risk_signals: action
                 .risk_signals
                 .into_iter()
                 .map(|(name, score)| wit::RiskSignal { name, score })
                 .collect(),
+        }
+    }
+}
+
+impl From<PriorAction> for wit::PriorAction {
+    fn from(prior: PriorAction) -> Self {
+        Self {
+            tool: prior.tool,
+            tool_call_id: prior.tool_call_id,
+            at_unix_ms: prior.at_ms,
+            labels: prior.labels,
         }
     }
 }
@@ -302,8 +328,8 @@ impl From<&wit::Principal> for Principal {
 }
 
 /// The conversions between one version's `caller` interface (`wit`, in scope where it is
-/// expanded) and the [`crate::relay`] vocabulary: the current one's and 0.5.0's are the same
-/// interface at two versions.
+/// expanded) and the [`crate::relay`] vocabulary: the current one's, 0.6.0's and 0.5.0's are
+/// the same interface at three versions.
 macro_rules! caller_values {
     () => {
         impl From<CallerCan> for wit::CallerCan {
@@ -370,6 +396,15 @@ mod caller_0_5 {
     //! Contract 0.5.0's `caller` interface's values and the [`crate::relay`] vocabulary.
 
     use super::super::adapter_0_5::gatehouse::plugin::caller as wit;
+    use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
+
+    caller_values!();
+}
+
+mod caller_0_6 {
+    //! Contract 0.6.0's `caller` interface's values and the [`crate::relay`] vocabulary.
+
+    use super::super::adapter_0_6::gatehouse::plugin::caller as wit;
     use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
 
     caller_values!();

@@ -2,16 +2,22 @@
 //! world, adapted once for all of them: the action a policy evaluates goes to the old types,
 //! its decision and log level come back in the current ones. An older version's module
 //! invokes [`older_policy!`] with `old` (its `types`), `OldLevel` (its log level), `wit` (the
-//! current types) and `LogLevel` in scope, and the arms converting the obligations its
-//! version adds to 0.1.0's (`redact-pointer`, `mask-pii`), if any.
+//! current types) and `LogLevel` in scope, saying what its version has beyond 0.1.0's:
+//! - `masks(scan, identifiers)`: the obligations `mask-secrets` and `mask-identifiers` (0.3.0);
+//! - `claims(claims, skills)`: `action.claims` and `action-context.skills` (0.4.0).
+//!
+//! Every older version's `prior-actions` are the actions' tool names (0.7.0 made them
+//! records), and none has `action-context.sends`.
 
 /// The `action`, `principal` and `approval_mode` conversions into an older contract's types,
-/// and `Decision` and `Level` back from them; `$obligation` arms convert the obligations the
-/// version adds to 0.1.0's.
+/// and `Decision` and `Level` back from them. `masks(scan, identifiers)` converts the
+/// obligations 0.3.0 added (the names bind their values), `claims(claims, skills)` passes the
+/// fields 0.4.0 added (the names are the fields').
 macro_rules! older_policy {
-    ($($obligation:tt)*) => {
+    ($(masks($scan:ident, $identifiers:ident))? $(claims($claims:ident, $skills:ident))?) => {
         /// The action an older policy evaluates: the fields its version has (what later
-        /// versions added, such as 0.4.0's `claims` and `skills`, is not passed).
+        /// versions added, such as 0.4.0's `claims` and `skills` or 0.7.0's `sends`, is not
+        /// passed), and the prior actions' tool names.
         pub(crate) fn action(action: &wit::Action) -> old::Action {
             old::Action {
                 tool_call_id: action.tool_call_id.clone(),
@@ -29,10 +35,17 @@ macro_rules! older_policy {
                 args: action.args.clone(),
                 principals: action.principals.iter().map(principal).collect(),
                 tenant: action.tenant.clone(),
+                $($claims: old::Claims {
+                    roles: action.claims.roles.clone(),
+                    groups: action.claims.groups.clone(),
+                },)?
                 context: old::ActionContext {
                     now_unix_ms: action.context.now_unix_ms,
-                    prior_actions: action.context.prior_actions.clone(),
+                    prior_actions: (action.context.prior_actions.iter())
+                        .map(|prior| prior.tool.clone())
+                        .collect(),
                     data_classification: action.context.data_classification.clone(),
+                    $($skills: action.context.skills.clone(),)?
                 },
                 risk_signals: (action.risk_signals.iter())
                     .map(|s| old::RiskSignal {
@@ -105,7 +118,38 @@ macro_rules! older_policy {
                                     })
                                     .collect(),
                             ),
-                            $($obligation)*
+                            $(old::Obligation::MaskSecrets($scan) => {
+                                wit::Obligation::MaskSecrets(wit::SecretScan {
+                                    kinds: ($scan.kinds.into_iter())
+                                        .map(|kind| match kind {
+                                            old::SecretKind::PrivateKey => {
+                                                wit::SecretKind::PrivateKey
+                                            }
+                                            old::SecretKind::CloudAccessKey => {
+                                                wit::SecretKind::CloudAccessKey
+                                            }
+                                            old::SecretKind::BearerToken => {
+                                                wit::SecretKind::BearerToken
+                                            }
+                                            old::SecretKind::Jwt => wit::SecretKind::Jwt,
+                                            old::SecretKind::HighEntropy => {
+                                                wit::SecretKind::HighEntropy
+                                            }
+                                        })
+                                        .collect(),
+                                    fields: $scan.fields,
+                                })
+                            }
+                            old::Obligation::MaskIdentifiers($identifiers) => {
+                                wit::Obligation::MaskIdentifiers(
+                                    ($identifiers.into_iter())
+                                        .map(|i| wit::Identifier {
+                                            name: i.name,
+                                            pattern: i.pattern,
+                                        })
+                                        .collect(),
+                                )
+                            })?
                         })
                         .collect(),
                 }

@@ -157,6 +157,7 @@ impl Target {
                 prior_actions: Vec::new(),
                 data_classification: classification.into_iter().collect(),
                 skills,
+                sends: Vec::new(),
             },
             risk_signals: Vec::new(),
         }

@@ -22,7 +22,7 @@ use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::label::FlowFacts;
 use gatehouse_core::model::{
     ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, Finding, Obligation, Operation,
-    Principal, PrincipalKind, ShadowDecision, Verdict,
+    Principal, PrincipalKind, PriorAction, ShadowDecision, Verdict,
 };
 use gatehouse_store::audit::record::{CALL_ENVELOPE, LEAN, RESULT_ENVELOPE};
 use gatehouse_store::{AuditEvent, CallRecord, IdempotencyKey, SessionWrite};
@@ -252,7 +252,7 @@ struct LeanAction<'a> {
     claims: Option<&'a Claims>,
     now_unix_ms: u64,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    prior_actions: &'a [String],
+    prior_actions: &'a [PriorAction],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     data_classification: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -533,7 +533,7 @@ mod tests {
             tenant: call.tenant_id.clone(),
             claims: call.claims.clone(),
             now_unix_ms: 1_700_000_000_000,
-            prior_actions: vec!["support.lookup".into()],
+            prior_actions: vec![PriorAction::tool("support.lookup")],
             data_classification: Vec::new(),
             skills: vec!["refund-tone".into()],
             risk_signals: vec![("velocity".into(), 0.25)],

@@ -1,8 +1,9 @@
 //! `gatehouse.flows`: the first-party flow rules, over a call's session (issue 58). The host
 //! runs it itself: it is bound like any module (`[[pipeline.policy]] module =
-//! "gatehouse.flows"`, enforcing or in shadow mode), needs no component, and sees what a
-//! module built for the contract cannot yet: which action brought each of the session's labels,
-//! and what the called tool `sends`.
+//! "gatehouse.flows"`, enforcing or in shadow mode), needs no component, and names the action
+//! that brought each of the session's labels however old (a module built for contract 0.7.0
+//! sees the labels its `prior-actions` brought, and what the called tool `sends`, so it can
+//! hold a flow rule of its own).
 //!
 //! The rule, the "lethal trifecta": once a session holds private data (`private`, `secret` or
 //! a `pii:` label) and untrusted content (`untrusted`), a call of a tool that `sends` data

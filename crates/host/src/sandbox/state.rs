@@ -285,6 +285,17 @@ impl crate::bindings::adapter_0_5::gatehouse::plugin::log::Host for CallState {
     }
 }
 
+/// A plugin built for the released contract 0.6.0 logs through `gatehouse:plugin/log@0.6.0`.
+impl crate::bindings::adapter_0_6::gatehouse::plugin::log::Host for CallState {
+    async fn log(
+        &mut self,
+        level: crate::bindings::adapter_0_6::gatehouse::plugin::log::Level,
+        message: String,
+    ) {
+        log::Host::log(self, level.into(), message).await;
+    }
+}
+
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {
         if self.logs.len() >= MAX_LOG_LINES {
@@ -301,8 +312,8 @@ impl log::Host for CallState {
 
 /// The `caller` interface (since contract 0.5.0), through the call's [`CallerGate`]. An ask's
 /// wait is [`Paused`]: the call's time budget does not run down while the caller answers.
-/// The current interface and 0.5.0's are the same at two versions (`caller` names the one in
-/// scope where this is expanded).
+/// The current interface, 0.6.0's and 0.5.0's are the same at three versions (`caller` names
+/// the one in scope where this is expanded).
 macro_rules! caller_host {
     () => {
         impl caller::Host for CallState {
@@ -375,6 +386,13 @@ mod caller_host {
 mod caller_host_0_5 {
     use super::{CallState, Question};
     use crate::bindings::adapter_0_5::gatehouse::plugin::caller;
+
+    caller_host!();
+}
+
+mod caller_host_0_6 {
+    use super::{CallState, Question};
+    use crate::bindings::adapter_0_6::gatehouse::plugin::caller;
 
     caller_host!();
 }

@@ -452,7 +452,10 @@ pub(super) async fn session_actions(
 ) -> Result<Vec<SessionAction>, PgError> {
     let rows = client
         .query(
-            &format!("SELECT tool, at FROM audit WHERE {SESSION_CALLS} ORDER BY seq DESC LIMIT $5"),
+            &format!(
+                "SELECT tool, at, tool_call_id FROM audit WHERE {SESSION_CALLS} \
+                 ORDER BY seq DESC LIMIT $5"
+            ),
             &[
                 &session.key.tenant,
                 &session.key.principal,
@@ -467,6 +470,7 @@ pub(super) async fn session_actions(
         .map(|row| {
             Ok(SessionAction {
                 tool: row.text(0)?,
+                tool_call_id: row.text_or_null(2)?.unwrap_or_default(),
                 at_ms: from_db(row.int(1)?),
             })
         })

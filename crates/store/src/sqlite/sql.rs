@@ -238,9 +238,10 @@ pub(super) fn session_actions(
     session: &Session,
     limit: usize,
 ) -> rusqlite::Result<Vec<SessionAction>> {
-    let mut actions = session_calls(conn, "tool, at", session, limit, |row| {
+    let mut actions = session_calls(conn, "tool, at, tool_call_id", session, limit, |row| {
         Ok(SessionAction {
             tool: row.text(0)?,
+            tool_call_id: row.text_or_null(2)?.unwrap_or_default(),
             at_ms: from_db(row.int(1)?),
         })
     })?;

@@ -4,7 +4,10 @@
 //! `behavior = "trap"` (panics) or `behavior = "loop"` (spins until fuel or the deadline stops
 //! it). The verdict's reason names the version, so tests can see which version decided. With
 //! `report_prior_actions = true` it adds a reason `PRIOR_ACTIONS` listing the action's
-//! `prior-actions`, so tests can see what the host told it. With `reason_bytes = n` it adds a
+//! `prior-actions` (their tools), so tests can see what the host told it; with
+//! `report_flows = true`, a reason `BROUGHT` naming each prior action that brought labels,
+//! with them (`tool#call-id: label+label`, `; ` between), and a reason `SENDS` with the
+//! action's `sends` (contract 0.7.0). With `reason_bytes = n` it adds a
 //! reason `BIG` of `n` bytes; with `report_entropy = true` a reason `ENTROPY` with what its
 //! wall clock and a randomly seeded hasher read.
 
@@ -20,6 +23,7 @@ struct Config {
     effective_mode: Option<ApprovalMode>,
     behavior: Behavior,
     report_prior_actions: bool,
+    report_flows: bool,
     reason_bytes: Option<usize>,
     report_entropy: bool,
 }
@@ -67,8 +71,22 @@ impl Policy for Probe {
             decision = decision.with_reason("BIG", "r".repeat(bytes));
         }
         if config.report_prior_actions {
-            decision =
-                decision.with_reason("PRIOR_ACTIONS", action.context.prior_actions.join(","));
+            let tools: Vec<&str> = (action.context.prior_actions.iter())
+                .map(|prior| prior.tool.as_str())
+                .collect();
+            decision = decision.with_reason("PRIOR_ACTIONS", tools.join(","));
+        }
+        if config.report_flows {
+            let brought: Vec<String> = (action.context.prior_actions.iter())
+                .filter(|prior| !prior.labels.is_empty())
+                .map(|prior| {
+                    let labels = prior.labels.join("+");
+                    format!("{}#{}: {labels}", prior.tool, prior.tool_call_id)
+                })
+                .collect();
+            decision = decision
+                .with_reason("BROUGHT", brought.join("; "))
+                .with_reason("SENDS", action.context.sends.join(","));
         }
         decision
     }
