@@ -13,7 +13,7 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use gatehouse_store::{Approval, now_ms};
+use gatehouse_store::{Approval, Waiting, now_ms};
 use serde_json::Value;
 
 use crate::exit::{Failure, refused, usage};
@@ -38,7 +38,8 @@ pub enum ApprovalsCommand {
         /// The approval id (`apr_...`).
         id: String,
     },
-    /// Approve a pending call. Its caller's next call with the same request runs, once.
+    /// Approve a pending call. It runs once: now, for a caller whose request is held open or
+    /// who polls a task; else at its caller's next call with the same request.
     Approve {
         /// The approval id.
         id: String,
@@ -51,7 +52,8 @@ pub enum ApprovalsCommand {
         #[arg(long, default_value = "")]
         reason: String,
     },
-    /// Reject a pending call. Its caller's next call gets APPROVAL_REJECTED.
+    /// Reject a pending call. Its caller gets APPROVAL_REJECTED: now, where its request is held
+    /// open or it polls a task; else at its next call.
     Reject {
         /// The approval id.
         id: String,
@@ -114,18 +116,38 @@ pub(crate) fn run(
         }
         ApprovalsCommand::Approve { id, by, reason } => {
             let approval = desk.decide(&id, true, by.as_deref(), &reason)?;
-            say!(out, "{}", approval.summary(now_ms()));
-            say!(
-                out,
-                "the caller's next call with the same request runs it, once"
-            );
+            let now = now_ms();
+            say!(out, "{}", approval.summary(now));
+            say!(out, "{}", what_follows(&approval, true, now));
         }
         ApprovalsCommand::Reject { id, by, reason } => {
             let approval = desk.decide(&id, false, by.as_deref(), &reason)?;
-            say!(out, "{}", approval.summary(now_ms()));
+            let now = now_ms();
+            say!(out, "{}", approval.summary(now));
+            say!(out, "{}", what_follows(&approval, false, now));
         }
     }
     Ok(0)
+}
+
+/// What a decision on `approval` does next, by how its caller waits: a request held open
+/// (until its hold ends) and a task get it now; otherwise the caller's next call with the same
+/// request does.
+fn what_follows(approval: &Approval, approved: bool, now_ms: u64) -> String {
+    let (now, later) = if approved {
+        ("runs it now, once", "runs it, once")
+    } else {
+        ("gets APPROVAL_REJECTED now", "gets APPROVAL_REJECTED")
+    };
+    match &approval.waiting {
+        Waiting::Held { until_ms } if now_ms < *until_ms => {
+            format!("its caller's request, held open for this decision, {now}")
+        }
+        Waiting::Task { id } => format!("task {id}, which its caller polls, {now}"),
+        Waiting::Held { .. } | Waiting::Retry => {
+            format!("the caller's next call with the same request {later}")
+        }
+    }
 }
 
 /// The principal a decision on the local store is made as: `--as`, which it needs.

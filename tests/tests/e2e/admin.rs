@@ -168,6 +168,11 @@ async fn a_call_paused_over_mcp_is_approved_through_the_admin_api_and_its_retry_
         .await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("approved by usr_ops_ana"), "{out}");
+    // Its caller was answered and must call again.
+    assert!(
+        out.contains("the caller's next call with the same request runs it, once"),
+        "{out}"
+    );
     // A second decision is refused by the store (exit code 1, the server's reason).
     let (code, _) = gateway
         .cli(approver, &["approvals", "reject", &id, "--reason", "late"])

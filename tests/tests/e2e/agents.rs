@@ -224,6 +224,26 @@ impl Agents {
         );
     }
 
+    /// Approves `id` from the command line (`gatehouse admin approvals approve`) as the
+    /// approver: what it printed, after checking it succeeded.
+    async fn approve_by_cli(&self, id: &str) -> String {
+        let server = format!("http://127.0.0.1:{}", self.admin);
+        let token = self.dir.path().join("approver.token");
+        let (code, out) = gatehouse_tests::cli::gatehouse_async(&[
+            "admin",
+            "approvals",
+            "approve",
+            id,
+            "--server",
+            &server,
+            "--token-file",
+            gatehouse_tests::cli::s(&token),
+        ])
+        .await;
+        assert_eq!(code, 0, "{out}");
+        out
+    }
+
     /// Waits until approval `id` shows a held request waiting for it, as approvers see it.
     async fn held(&self, id: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -482,6 +502,17 @@ async fn an_approval_reaches_every_client_and_the_same_call_returns_the_result_o
             let params = &elicitation["params"];
             assert_eq!(params["mode"], "url", "{client} {version}: {elicitation}");
             let url = params["url"].as_str().unwrap();
+            // Named by the approval's id, never empty. The 2026-07-28 draft dropped the field,
+            // and so does the TypeScript v2 client's schema there; other clients keep it.
+            if (client, version) == ("ts-v2", "2026-07-28") {
+                assert_eq!(params.get("elicitationId"), None, "{elicitation}");
+            } else {
+                assert_eq!(
+                    params["elicitationId"].as_str(),
+                    Some(Agents::approval_of(url).as_str()),
+                    "{client} {version}: {elicitation}"
+                );
+            }
             assert!(
                 url.starts_with(&format!(
                     "http://127.0.0.1:{}/console/#/approvals/apr_",
@@ -496,7 +527,18 @@ async fn an_approval_reaches_every_client_and_the_same_call_returns_the_result_o
             // What an approver sees meanwhile: the caller's request is held for the decision.
             let id = Agents::approval_of(url);
             agents.held(&id).await;
-            agents.decide(&id, None).await;
+            if expected.is_empty() {
+                // From the command line, the approver is told the held request runs it now.
+                let said = agents.approve_by_cli(&id).await;
+                assert!(
+                    said.contains(
+                        "its caller's request, held open for this decision, runs it now, once"
+                    ),
+                    "{said}"
+                );
+            } else {
+                agents.decide(&id, None).await;
+            }
             let result = run.next("result").await;
             assert_eq!(
                 record(&result)["outcome"],
@@ -605,9 +647,18 @@ async fn a_task_completes_after_approval_survives_a_restart_and_cancelled_runs_n
     );
     let task = run.next("task").await;
     assert_eq!(task["task"]["status"], "working", "{task}");
+    // Kept as long as the client asked (the approval would keep it an hour).
+    assert_eq!(task["task"]["ttl"], 60000, "{task}");
     let id = waited_on(&task);
     assert!(agents.posts().is_empty());
-    agents.decide(&id, None).await;
+    let said = agents.approve_by_cli(&id).await;
+    let task_id = task["task"]["taskId"].as_str().unwrap();
+    assert!(
+        said.contains(&format!(
+            "task {task_id}, which its caller polls, runs it now, once"
+        )),
+        "{said}"
+    );
     let result = run.next("result").await;
     assert_eq!(record(&result)["outcome"], "OK", "{result}");
     assert_eq!(agents.posts(), vec![key.clone()]);

@@ -306,12 +306,14 @@ fn write_new(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(contents)
 }
 
-/// The URL-mode elicitation of an approval's console page, as one input request.
+/// The URL-mode elicitation of an approval's console page, as one input request: its
+/// `elicitationId` is the approval's id, as at 2025-11-25.
 pub fn url_request(url: &str, tool: &str, approval_id: &str) -> InputRequests {
     let request = json!({
         "method": "elicitation/create",
         "params": {
             "mode": "url",
+            "elicitationId": approval_id,
             "message": url_message(tool, approval_id),
             "url": url,
         },
@@ -599,6 +601,7 @@ mod tests {
         let url = url_request("https://console.example/#/approvals/apr_1", "t", "apr_1");
         let wire = serde_json::to_value(&url).unwrap();
         assert_eq!(wire[APPROVAL_INPUT]["params"]["mode"], "url");
+        assert_eq!(wire[APPROVAL_INPUT]["params"]["elicitationId"], "apr_1");
         let form = consent_request("t", &json!({"a": 1}), ApprovalMode::Delegated);
         let wire = serde_json::to_value(&form).unwrap();
         assert_eq!(wire[CONSENT_INPUT]["params"]["mode"], "form");

@@ -91,8 +91,9 @@ pub fn task_error(error: TaskError) -> rmcp::ErrorData {
 }
 
 /// Makes the task of a call of `tool` (as it was called) whose first run gave `result`: one
-/// paused for approval runs, once decided, the call its approval holds. `ttl_ms` is what the
-/// client asked for, for a task that ended at once.
+/// paused for approval runs, once decided, the call its approval holds. It is kept `ttl_ms`,
+/// what the client asked for (within [`MAX_TTL_MS`]; by default [`DEFAULT_TTL_MS`]), and a
+/// task waiting for an approval never outlives it (by default, it lives as long).
 pub async fn create(
     host: &Host,
     caller: &Caller,
@@ -112,7 +113,10 @@ pub async fn create(
             task.call = resume;
             task.approval_id = Some(approval_id.clone());
             task.status_message = Some(waiting_message(host, &approval.id));
-            task.expires_at_ms = approval.expires_at_ms;
+            task.expires_at_ms = match ttl_ms {
+                Some(_) => task.expires_at_ms.min(approval.expires_at_ms),
+                None => approval.expires_at_ms,
+            };
         }
         _ => {
             let (status, message) = ended(result);
