@@ -282,6 +282,23 @@ async fn composition_deny_beats_approval_beats_allow_and_abstain_falls_to_defaul
     let result = host.call(transfer(1.0)).await;
     assert_outcome(&result, Status::Rejected, OutcomeCode::PolicyBlocked);
     assert!(result.policy_decision.as_ref().unwrap().default_applied);
+    // The log's message and the caller's remediation name the fix, with the config's keys.
+    let error = result.error.as_ref().unwrap();
+    assert!(
+        error.message.contains("`[[pipeline.policy]]`")
+            && error.message.contains("`[pipeline] policy_default`"),
+        "{error:?}"
+    );
+    let seen = gatehouse_host::caller_view(&result);
+    let remediation = seen.error.as_ref().unwrap().remediation.as_deref().unwrap();
+    for fix in [
+        "nothing ran",
+        "`[[pipeline.policy]]`",
+        "gatehouse policy pack",
+        "`[pipeline] policy_default = \"allow\"`",
+    ] {
+        assert!(remediation.contains(fix), "{fix} in {remediation}");
+    }
     let mut allow_default = base_config();
     allow_default.pipeline.policy_default = PolicyDefault::Allow;
     let host = host_with(allow_default, &[probe("abstain", 0)]);

@@ -217,9 +217,18 @@ impl Stop {
     }
 }
 
+/// What the operator can do about a call no policy allowed under the default deny: the
+/// result's remediation (the log's message names the same keys).
+const DEFAULT_DENY_FIX: &str = "nothing ran. The gateway's operator can allow this tool in the \
+     gateway's config (gatehouse.toml): bind a policy module to it (`[[pipeline.policy]]`, e.g. \
+     `module = \"gatehouse.baseline\"`), bind Cedar rules that permit it (`gatehouse policy \
+     pack`), or set `[pipeline] policy_default = \"allow\"`";
+
 fn denial(reasons: &[String]) -> String {
     if reasons.is_empty() {
-        "no policy allowed this call and the operator default is deny".to_owned()
+        "no policy allowed this call and the operator default is deny; to allow it, bind a \
+         policy to the tool (`[[pipeline.policy]]`) or set `[pipeline] policy_default`"
+            .to_owned()
     } else {
         format!("policy denied the call: {}", reasons.join("; "))
     }
@@ -252,6 +261,13 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
         Stop::Validate(ValidateError::BadSchema { .. } | ValidateError::BadPattern { .. }) => {
             (Failed, O::InternalError, K::Internal, false, None)
         }
+        Stop::PolicyDenied(reasons) if reasons.is_empty() => (
+            Rejected,
+            O::PolicyBlocked,
+            K::Policy,
+            false,
+            Some(DEFAULT_DENY_FIX),
+        ),
         Stop::Invariant(InvariantError::ModeAboveMaximum { .. }) | Stop::PolicyDenied(_) => {
             (Rejected, O::PolicyBlocked, K::Policy, false, None)
         }
