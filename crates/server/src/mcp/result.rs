@@ -76,7 +76,10 @@ impl Serialize for Meta<'_> {
     }
 }
 
-/// The MCP result of `result`, without its `_meta`.
+/// The MCP result of `result`, without its `_meta`. A failure's text is its error; a replayed
+/// failure's says it is a replay and how to run the call again, so a retry that meets the
+/// first attempt's error is not taken for a new failure (a replayed success is the call's
+/// result, as it was: its `_meta` says it is a replay).
 fn without_meta(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData> {
     let mut content = result
         .content
@@ -88,6 +91,13 @@ fn without_meta(result: &ToolResultEnvelope) -> Result<CallToolResult, ErrorData
         let mut text = format!("{}: {}", error.code, error.message);
         if let Some(remediation) = &error.remediation {
             text.push_str(&format!(" ({remediation})"));
+        }
+        if let Some(original) = &result.replay_of {
+            text.push_str(&format!(
+                " This is the result of an earlier call ({original}) with the same idempotency \
+                 key, replayed: nothing ran again. To run the call again, send a new \
+                 idempotency key."
+            ));
         }
         content.push(mcp::ContentBlock::text(text));
     }
@@ -182,5 +192,33 @@ mod tests {
             );
             assert_eq!(ours["result"].get("resultType"), None, "{ours}");
         }
+    }
+
+    #[test]
+    fn a_replayed_failure_says_it_is_a_replay_and_how_to_run_again() {
+        let call = ToolCallEnvelope::new("acme", "a.b", json!({}));
+        let mut failed = ToolResultEnvelope::begin(&call);
+        failed.status = Status::Failed;
+        failed.outcome = OutcomeCode::ToolError;
+        failed.error = Some(ErrorBody::new(
+            ErrorKind::Upstream,
+            "UPSTREAM",
+            "EACCES",
+            false,
+        ));
+        let text = |result: &ToolResultEnvelope| {
+            serde_json::to_value(without_meta(result).unwrap()).unwrap()["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(text(&failed), "UPSTREAM: EACCES");
+        failed.replay_of = Some("call_1".into());
+        let replayed = text(&failed);
+        assert!(
+            replayed.starts_with("UPSTREAM: EACCES This is the result of an earlier call (call_1)")
+                && replayed.contains("send a new idempotency key"),
+            "{replayed}"
+        );
     }
 }
