@@ -175,6 +175,9 @@ fn author_in(lang: &str) {
     let adapter_dir = author.new_project("adapter", "greeter", lang);
     let adapter = author.test_and_build(&adapter_dir, lang, "greeter");
     drift(&author, &adapter_dir, &adapter, lang);
+    if lang != "rust" {
+        a_handler_that_throws_fails_test_sh_saying_why(&author, lang);
+    }
     let policy_dir = author.new_project("policy", "deny-list", lang);
     let policy = author.test_and_build(&policy_dir, lang, "deny-list");
     if lang != "rust" {
@@ -234,8 +237,42 @@ fn author_in(lang: &str) {
     assert!(out.contains("Hello, Ada!"), "{out}");
 }
 
+/// A handler that throws at call time (a misspelt name) still builds; `sh test.sh` fails
+/// naming the check, and prints what the call answered: the handler's error.
+fn a_handler_that_throws_fails_test_sh_saying_why(author: &Author, lang: &str) {
+    let dir = author.new_project("adapter", "thrower", lang);
+    let (file, right, wrong, error) = match lang {
+        "js" => (
+            "index.js",
+            "`Hello, ${name}!`",
+            "`Hello, ${nme}!`",
+            "nme is not defined",
+        ),
+        _ => ("src/app.py", "args['name']", "args['nme']", "nme"),
+    };
+    let source = dir.join(file);
+    let code = std::fs::read_to_string(&source).unwrap();
+    assert!(code.contains(right), "{code}");
+    std::fs::write(&source, code.replace(right, wrong)).unwrap();
+    let output = Command::new("sh")
+        .arg("test.sh")
+        .current_dir(&dir)
+        .env_clear()
+        .envs(author.env())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("FAILED: gatehouse call --config gatehouse.toml thrower.signed.wasm greet")
+            && said.contains("expected Hello, Ada! in its output, which was:")
+            && said.contains(error),
+        "{said}"
+    );
+}
+
 /// Manifest/code drift, caught before serving: a manifest capability the code does not
-/// handle is refused at pack (a typo gets the nearest id) and, in a component signed anyway,
+/// handle is refused at pack (a typo names the nearest id, both ways to fix it) and, in a component signed anyway,
 /// at verify; code that handles an id the manifest lacks is a warning.
 fn drift(author: &Author, dir: &Path, signed: &Path, lang: &str) {
     let manifest = dir.join("manifest.toml");
@@ -264,8 +301,9 @@ fn drift(author: &Author, dir: &Path, signed: &Path, lang: &str) {
     };
     assert_eq!(code, 1, "{out}");
     let expected = format!(
-        "capability `greeet` in {} is not handled by the code, which handles greet; did you \
-         mean `greet`?",
+        "capability `greeet` in {0} is not handled by the code, which handles greet: the code's \
+         `greet` is not declared. Rename it to `greeet` in the code, or, if the manifest is \
+         misspelled, rename the capability to `greet` in {0}",
         manifest.display()
     );
     assert!(out.contains(&expected), "{out}\nexpected: {expected}");
@@ -301,7 +339,9 @@ fn drift(author: &Author, dir: &Path, signed: &Path, lang: &str) {
     assert!(
         out.contains(
             "capability `greeet` in the manifest of `acme.greeter` is not handled by the code, \
-             which handles greet; did you mean `greet`?"
+             which handles greet: the code's `greet` is not declared. Rename it to `greeet` in \
+             the code, or, if the manifest is misspelled, rename the capability to `greet` in \
+             the manifest of `acme.greeter`"
         ),
         "{out}"
     );

@@ -59,7 +59,13 @@ pub fn check(
             }
         );
         match super::manifest::nearest(&missing.id, &listed) {
-            Some(near) => message.push_str(&format!("; did you mean `{near}`?")),
+            // Either side may hold the typo: the manifest is what operators reviewed, so the
+            // code's name comes first, the manifest's after.
+            Some(near) => message.push_str(&format!(
+                ": the code's `{near}` is not declared. Rename it to `{}` in the code, or, if the \
+                 manifest is misspelled, rename the capability to `{near}` in {file}",
+                missing.id
+            )),
             None => message.push_str(&format!(
                 "; handle `{}` in the code, or remove it from {file}",
                 missing.id
@@ -212,8 +218,9 @@ mod tests {
         let err = check(&adapter(&["refund"]), &handles(&["refnd"]), "m.toml").unwrap_err();
         assert_eq!(
             err,
-            "capability `refund` in m.toml is not handled by the code, which handles refnd; did \
-             you mean `refnd`?"
+            "capability `refund` in m.toml is not handled by the code, which handles refnd: the \
+             code's `refnd` is not declared. Rename it to `refund` in the code, or, if the \
+             manifest is misspelled, rename the capability to `refnd` in m.toml"
         );
         let err = check(&adapter(&["refund"]), &[], "m.toml").unwrap_err();
         assert!(
