@@ -269,6 +269,14 @@ struct Case {
     /// The skills resolved for the call (`context.skills`). Default: none.
     #[serde(default)]
     skills: Vec<String>,
+    /// The labels the caller's session holds (`context.session.labels`, and
+    /// `context.data_classification`). Default: none.
+    #[serde(default)]
+    labels: Vec<String>,
+    /// The tools the session called before, oldest first (`context.session.tools`, and
+    /// `context.prior_actions`). Default: none.
+    #[serde(default)]
+    prior: Vec<String>,
     /// The call's approval mode. Default: the tool's declared maximum.
     mode: Option<String>,
     /// Host time. Default: 2026-01-05 (a Monday) 12:00 UTC.
@@ -339,8 +347,8 @@ fn test(args: &TestArgs, out: &mut dyn Write) -> Result<u8, Failure> {
                 id: case.principal.clone(),
             }],
             now_unix_ms: case.now_unix_ms,
-            prior_actions: Vec::new(),
-            data_classification: Vec::new(),
+            prior_actions: case.prior.clone(),
+            data_classification: case.labels.clone(),
             roles: case.roles.clone(),
             groups: case.groups.clone(),
             skills: case.skills.clone(),

@@ -640,7 +640,63 @@ expect = "abstain"
     let (code, out) = gatehouse(&args);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("3 passed, 0 failed"), "{out}");
+
+    // A case states the session: its labels and the tools it called before.
+    std::fs::write(work.path("session.cedar"), SESSION_RULES).unwrap();
+    let session = r#"
+[[case]]
+name = "a send after private data and untrusted content waits for a person"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+labels = ["private", "untrusted"]
+prior = ["gatehouse.rest.get", "gatehouse.echo.echo"]
+expect = "require_approval"
+rule = "trifecta"
+
+[[case]]
+name = "after private data alone it runs"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+labels = ["private"]
+prior = ["gatehouse.rest.get"]
+expect = "allow"
+rule = "sends"
+
+[[case]]
+name = "the labels without the fetch"
+tool = "gatehouse.rest.send"
+args = { url = "http://x/", method = "POST" }
+labels = ["private", "untrusted"]
+expect = "allow"
+rule = "sends"
+"#;
+    std::fs::write(work.path("session.toml"), session).unwrap();
+    args[2] = s(&work.path("session.cedar")).to_owned();
+    args[3] = s(&work.path("session.toml")).to_owned();
+    let (code, out) = gatehouse(&args);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("3 passed, 0 failed"), "{out}");
 }
+
+/// Rules over the caller's session: a send after private data and untrusted content fetched
+/// by echo waits for a person; any other send runs.
+const SESSION_RULES: &str = r#"@id("trifecta")
+@reason("private data and untrusted content in this session; sending out needs a person")
+@approval("required")
+permit (principal, action == Action::"gatehouse.rest.send", resource)
+when {
+    context.session.labels.contains("private") &&
+    context.session.labels.contains("untrusted") &&
+    context.session.tools.contains("gatehouse.echo.echo")
+};
+
+@id("sends")
+permit (principal, action == Action::"gatehouse.rest.send", resource)
+unless {
+    context.session.labels.contains("untrusted") &&
+    context.session.tools.contains("gatehouse.echo.echo")
+};
+"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_sets_swap_under_load_roll_back_and_replay() {
