@@ -889,7 +889,7 @@ async function plugins() {
           h(
             "table",
             { class: "responsive", id: "stdio" },
-            h("thead", {}, h("tr", {}, ["Adapter", "State", "Process", "Restarts", "Last failure", "Runs"].map((t) => h("th", {}, t)))),
+            h("thead", {}, h("tr", {}, ["Adapter", "State", "Process", "User", "Restarts", "Last failure", "Runs"].map((t) => h("th", {}, t)))),
             h(
               "tbody",
               {},
@@ -900,6 +900,7 @@ async function plugins() {
                   h("td", { "data-label": "Adapter", class: "mono" }, s.adapter),
                   h("td", { "data-label": "State" }, s.bare ? `${s.state.replace("_", " ")} (no sandbox)` : s.state.replace("_", " ")),
                   h("td", { "data-label": "Process", class: "mono" }, s.pids.length === 0 ? "none" : s.pids.join(" ")),
+                  h("td", { "data-label": "User", class: "mono" }, s.uid == null ? "the gateway's" : `uid ${s.uid}`),
                   h("td", { "data-label": "Restarts" }, String(s.restarts)),
                   h("td", { "data-label": "Last failure" }, s.last_failure || "none"),
                   h("td", { "data-label": "Runs", class: "mono" }, s.command.join(" "))

@@ -127,6 +127,16 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     );
     assert_eq!(code, 0, "{printed}");
     assert!(printed.contains("read_text_file"), "{printed}");
+    // The user the server runs as under a root gateway, and where it may write, are said.
+    let uid = gatehouse_host::stdio::ServerConfig::new(id).run_as();
+    assert!(
+        printed.contains(&format!(
+            "stdio server of `test.fs`: under a root gateway it runs as uid {uid} (gid {uid}, \
+             `[[stdio.server]] uid`); it writes only in the directories granted `rw` \
+             ({docs_dir}), which uid {uid} must be able to write"
+        )),
+        "{printed}"
+    );
     let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
     for pinned in [
         "[stdio]",
@@ -178,6 +188,8 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         "{status}"
     );
     assert!(status["pid"].is_u64(), "{status}");
+    // The tests run as root: the server runs as its own user, as `admin plugins` says.
+    assert_eq!(status["uid"], json!(uid), "{status}");
     // The memory limit that applied (`memory_mib = 2048`, the import's default), and whose
     // calls its process serves.
     assert_eq!(
@@ -211,6 +223,8 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
         .await;
     let process = browser.text(&format!("{row} td[data-label=Process]")).await;
     assert_eq!(process, status["pid"].to_string());
+    let user = browser.text(&format!("{row} td[data-label=User]")).await;
+    assert_eq!(user, format!("uid {uid}"));
     let runs = browser.text(&format!("{row} td[data-label=Runs]")).await;
     assert!(runs.contains("server-filesystem@2026.8.31"), "{runs}");
     drop(browser);

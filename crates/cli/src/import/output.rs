@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gatehouse_host::config::GrantConfig;
 use gatehouse_host::plugin::manifest::Manifest;
-use gatehouse_host::stdio::StdioConfig;
+use gatehouse_host::stdio::{DirMode, StdioConfig};
 use serde::Serialize;
 
 use super::{Import, ImportError};
@@ -181,6 +181,24 @@ pub fn table(import: &Import) -> String {
         out.push_str(&format!(
             "prompt `{}`: pinned; a change upstream is drift\n",
             prompt.id
+        ));
+    }
+    for server in import.stdio.iter().flat_map(|stdio| &stdio.servers) {
+        let uid = server.run_as();
+        let writable: Vec<String> = (server.dirs.iter())
+            .filter(|dir| dir.mode == DirMode::Rw)
+            .map(|dir| dir.path.display().to_string())
+            .collect();
+        let writable = if writable.is_empty() {
+            "none: grant one with `--dir PATH:rw`".to_owned()
+        } else {
+            writable.join(", ")
+        };
+        out.push_str(&format!(
+            "stdio server of `{}`: under a root gateway it runs as uid {uid} (gid {uid}, \
+             `[[stdio.server]] uid`); it writes only in the directories granted `rw` \
+             ({writable}), which uid {uid} must be able to write\n",
+            server.adapter
         ));
     }
     for skipped in &import.skipped {

@@ -177,6 +177,10 @@ pub struct Status {
     pub memory: Option<MemoryLimit>,
     /// What runs: the pinned program and its arguments, the package's directory filled in.
     pub command: Vec<String>,
+    /// The user (and group) id its processes run as under a root gateway (`[[stdio.server]]
+    /// uid`): what must be able to write its `rw` directories. `None` when the gateway is not
+    /// root: they run as the gateway's own user.
+    pub uid: Option<u32>,
 }
 
 /// One supervised stdio server. Cheap to clone; the last clone dropped kills its process.
@@ -568,6 +572,7 @@ impl StdioServer {
             command: std::iter::once(self.inner.launch.program.display().to_string())
                 .chain(self.inner.launch.args.iter().cloned())
                 .collect(),
+            uid: super::sandbox::is_root().then_some(self.inner.launch.run_as),
         }
     }
 
