@@ -6,7 +6,7 @@ use gatehouse_sdk::http::{HttpError, Request, Response};
 use gatehouse_sdk::serde_json::{self, Value};
 
 /// Bytes of what the upstream said that an error message quotes, at most.
-pub const MAX_QUOTE: usize = 512;
+pub const MAX_QUOTE: usize = 1024;
 /// Why the gateway cancels a request it gave up (`notifications/cancelled`'s `reason`).
 pub const GAVE_UP: &str = "the gateway gave the request up (its call was cancelled or cut short)";
 /// What a client accepts from a Streamable HTTP server.

@@ -23,6 +23,9 @@ use crate::import::{Imported, TOKEN_ENV, UPSTREAM_TOKEN, checking_drift, gatehou
 
 /// The pinned filesystem server (npm).
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+/// The pinned memory server (npm): it keeps its graph in a file beside its code, unless
+/// `MEMORY_FILE_PATH` names another.
+const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
 /// The pinned time server (PyPI).
 const TIME: &str = "mcp-server-time==2026.10.19";
 
@@ -292,6 +295,48 @@ async fn an_npm_server_is_pinned_sandboxed_and_governed() {
     assert!(
         refused.contains("no longer match the signed pin"),
         "{refused}"
+    );
+}
+
+/// npm's memory server imported with no directory to write, as a new operator would: its
+/// first write fails in the sandbox (it writes beside its code, which the sandbox shows
+/// read-only), and the answer keeps the server's error and says why and what to grant. A
+/// retry with the same key says it replays that failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_sandbox_refuses_says_what_to_grant() {
+    let dir = open_dir();
+    let id = "test.memory";
+    let (code, printed, out, key) = import(dir.path(), id, &[], &["npx", "-y", MEMORY]);
+    assert_eq!(code, 0, "{printed}");
+    let gateway = Imported::start_with(&out, id, &key, ("UNUSED", ""), "").await;
+    let client = gateway.client().await;
+    let args = json!({
+        "entities": [{ "name": "ada", "entityType": "person", "observations": ["wrote a program"] }],
+        "idempotency_key": "memory-1",
+    });
+    let tool = "test.memory.create_entities";
+    let (result, failed) = rmcp_call(&client, tool, args.clone(), json!({})).await;
+    assert_eq!(failed["outcome"], "TOOL_ERROR", "{failed}");
+    assert_eq!(result.is_error, Some(true), "{failed}");
+    let text = text_of(&result);
+    let uid = gatehouse_host::stdio::ServerConfig::new(id).run_as();
+    for said in [
+        // The server's own words.
+        "EROFS",
+        // The gateway's.
+        "gatehouse: the sandbox lets the server write only in the directories granted to it \
+         read-write (none)",
+        &format!("Grant one that uid {uid} can write (`--dir PATH:rw` at import"),
+        "`--env`",
+    ] {
+        assert!(text.contains(said), "{said} in {text}");
+    }
+    let (result, _) = rmcp_call(&client, tool, args, json!({})).await;
+    let text = text_of(&result);
+    assert!(
+        text.contains("This is the result of an earlier call")
+            && text.contains("send a new idempotency key"),
+        "{text}"
     );
 }
 

@@ -250,6 +250,7 @@ async fn exchange(
     let params = message.get_mut("params").map(Value::take);
     let ledger = Arc::clone(ledger);
     let own_id = id.clone();
+    let server = server.clone();
     let mut answered = Box::pin(async move {
         // While the process works on the call, what it sends through its egress proxy is
         // judged against and charged to the call (`super::proxy`).
@@ -258,6 +259,9 @@ async fn exchange(
         let mut answer = process
             .request(&method, params, &deadline, Some(listener))
             .await?;
+        if method == "tools/call" {
+            server.explain(&mut answer);
+        }
         answer["id"] = id;
         Ok::<_, StdioError>(answer)
     });

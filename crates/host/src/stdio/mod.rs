@@ -25,6 +25,7 @@
 //!    only way out; any other has no network at all.
 
 pub mod config;
+pub mod hint;
 pub mod netns;
 pub mod pin;
 pub mod reach;

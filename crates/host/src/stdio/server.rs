@@ -576,6 +576,17 @@ impl StdioServer {
         }
     }
 
+    /// Adds to `answer`, the server's answer to a `tools/call`, why a file access it reports
+    /// failing failed in its sandbox, if the sandbox explains it ([`super::hint`]).
+    pub fn explain(&self, answer: &mut Value) {
+        if answer["result"]["isError"] != Value::Bool(true) {
+            return;
+        }
+        let launch = &self.inner.launch;
+        let uid = super::sandbox::is_root().then_some(launch.run_as);
+        super::hint::explain(answer, &launch.dirs, uid);
+    }
+
     /// A process for requests of `tenant`, started if need be, held until the [`Served`] is
     /// dropped. Under `isolate = "tenant"` it serves that tenant only: a process of its own,
     /// else an empty place of the pool, else a process of another tenant holding no request
