@@ -283,12 +283,32 @@ pub fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
 }
 
-/// A loopback port nothing listens on now.
+/// A loopback port nothing listens on now, for a server a test starts on it.
+///
+/// It is taken below Linux's ephemeral range (32768 and up), in turn from a start drawn per
+/// process, and checked bindable. A port the kernel hands out for `:0` could be handed out
+/// again, to another test's `free_port` or to an outgoing connection's source port, before
+/// the server binds it; CI saw "Address already in use" that way. Here no outgoing connection
+/// takes one, and no other call of this process gets it until the range wraps.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7_919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port =
+            u16::try_from(LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN).expect("below 32000");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}-{}", LOW + SPAN - 1)
 }
 
 /// Waits until something accepts connections on loopback `port`, at most 30 s; whether it did.
