@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gatehouse_host::config::GrantConfig;
 use gatehouse_host::plugin::manifest::Manifest;
-use gatehouse_host::stdio::{DirMode, StdioConfig};
+use gatehouse_host::stdio::{DirGrant, StdioConfig};
 use serde::Serialize;
 
 use super::{Import, ImportError};
@@ -185,15 +185,8 @@ pub fn table(import: &Import) -> String {
     }
     for server in import.stdio.iter().flat_map(|stdio| &stdio.servers) {
         let uid = server.run_as();
-        let writable: Vec<String> = (server.dirs.iter())
-            .filter(|dir| dir.mode == DirMode::Rw)
-            .map(|dir| dir.path.display().to_string())
-            .collect();
-        let writable = if writable.is_empty() {
-            "none: grant one with `--dir PATH:rw`".to_owned()
-        } else {
-            writable.join(", ")
-        };
+        let writable = DirGrant::writable(&server.dirs)
+            .unwrap_or_else(|| "none: grant one with `--dir PATH:rw`".to_owned());
         out.push_str(&format!(
             "stdio server of `{}`: under a root gateway it runs as uid {uid} (gid {uid}, \
              `[[stdio.server]] uid`); it writes only in the directories granted `rw` \

@@ -229,72 +229,30 @@ impl ResourceLimiter for CallState {
     }
 }
 
-/// A plugin built for the released contract 0.1.0 logs through its own `log` interface,
-/// `gatehouse:plugin/log@0.1.0`: the same lines, kept the same way.
-impl crate::bindings::adapter_0_1::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::adapter_0_1::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
+/// A plugin built for a released contract before the current one logs through that version's
+/// `log` interface (`gatehouse:plugin/log@0.1.0` ... `@0.6.0`, at the module `$bindings`
+/// bound it in): the same lines, kept the same way.
+macro_rules! older_log {
+    ($($bindings:ident),+ $(,)?) => {$(
+        impl crate::bindings::$bindings::gatehouse::plugin::log::Host for CallState {
+            async fn log(
+                &mut self,
+                level: crate::bindings::$bindings::gatehouse::plugin::log::Level,
+                message: String,
+            ) {
+                log::Host::log(self, level.into(), message).await;
+            }
+        }
+    )+};
 }
-
-/// A plugin built for the released contract 0.2.0 logs through `gatehouse:plugin/log@0.2.0`.
-impl crate::bindings::policy_0_2::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::policy_0_2::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
-}
-
-/// A plugin built for the released contract 0.3.0 logs through `gatehouse:plugin/log@0.3.0`.
-impl crate::bindings::policy_0_3::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::policy_0_3::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
-}
-
-/// A plugin built for the released contract 0.4.0 logs through `gatehouse:plugin/log@0.4.0`.
-impl crate::bindings::policy_0_4::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::policy_0_4::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
-}
-
-/// A plugin built for the released contract 0.5.0 logs through `gatehouse:plugin/log@0.5.0`.
-impl crate::bindings::adapter_0_5::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::adapter_0_5::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
-}
-
-/// A plugin built for the released contract 0.6.0 logs through `gatehouse:plugin/log@0.6.0`.
-impl crate::bindings::adapter_0_6::gatehouse::plugin::log::Host for CallState {
-    async fn log(
-        &mut self,
-        level: crate::bindings::adapter_0_6::gatehouse::plugin::log::Level,
-        message: String,
-    ) {
-        log::Host::log(self, level.into(), message).await;
-    }
-}
+older_log!(
+    adapter_0_1,
+    policy_0_2,
+    policy_0_3,
+    policy_0_4,
+    adapter_0_5,
+    adapter_0_6
+);
 
 impl log::Host for CallState {
     async fn log(&mut self, level: LogLevel, mut message: String) {

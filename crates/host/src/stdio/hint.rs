@@ -74,15 +74,7 @@ fn hint(code: &str, path: &Path, dirs: &[DirGrant], uid: Option<u32>) -> Option<
     );
     match grant {
         None => {
-            let granted: Vec<String> = (dirs.iter())
-                .filter(|dir| dir.mode == DirMode::Rw)
-                .map(|dir| dir.path.display().to_string())
-                .collect();
-            let granted = if granted.is_empty() {
-                "none".to_owned()
-            } else {
-                granted.join(", ")
-            };
+            let granted = DirGrant::writable(dirs).unwrap_or_else(|| "none".to_owned());
             Some(format!(
                 "the sandbox lets the server write only in the directories granted to it \
                  read-write ({granted}); `{shown}` is outside them. Grant one that {user} can \

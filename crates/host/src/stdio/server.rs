@@ -579,6 +579,7 @@ impl StdioServer {
     /// Adds to `answer`, the server's answer to a `tools/call`, why a file access it reports
     /// failing failed in its sandbox, if the sandbox explains it ([`super::hint`]).
     pub fn explain(&self, answer: &mut Value) {
+        // Not an error: nothing to explain, and no need to ask whether the gateway is root.
         if answer["result"]["isError"] != Value::Bool(true) {
             return;
         }

@@ -234,6 +234,15 @@ impl DirGrant {
         Ok(Self { path, mode })
     }
 
+    /// The paths of `dirs` granted read-write, `, ` between them; `None` when none is.
+    pub fn writable(dirs: &[Self]) -> Option<String> {
+        let writable: Vec<String> = (dirs.iter())
+            .filter(|dir| dir.mode == DirMode::Rw)
+            .map(|dir| dir.path.display().to_string())
+            .collect();
+        (!writable.is_empty()).then(|| writable.join(", "))
+    }
+
     /// Whether `self` lies within `other`, with no wider mode.
     pub fn within(&self, other: &Self) -> bool {
         self.path.starts_with(&other.path) && self.mode <= other.mode
