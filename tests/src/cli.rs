@@ -92,10 +92,19 @@ pub fn gatehouse_child(args: &serde_json::Value) -> Command {
 /// If the process cannot start or was killed by a signal.
 pub fn gatehouse_output<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> (i32, String) {
     let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-    let output = gatehouse_child(&serde_json::json!(args))
-        .envs(env.iter().copied())
-        .output()
-        .expect("the child process starts");
+    let mut command = gatehouse_child(&serde_json::json!(args));
+    command.envs(env.iter().copied());
+    child_output(command)
+}
+
+/// Runs `command` (from [`gatehouse_child`], set up as the test needs: its directory, its
+/// environment) to its end: the exit code, and what it wrote to stdout (without the test
+/// harness's own lines before it) then stderr.
+///
+/// # Panics
+/// If the process cannot start or was killed by a signal.
+pub fn child_output(mut command: Command) -> (i32, String) {
+    let output = command.output().expect("the child process starts");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stdout = stdout
         .split_once("test gatehouse_child ... ")
@@ -104,7 +113,7 @@ pub fn gatehouse_output<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> (i32
     let code = output
         .status
         .code()
-        .unwrap_or_else(|| panic!("gatehouse {args:?} was killed: {stderr}"));
+        .unwrap_or_else(|| panic!("gatehouse {command:?} was killed: {stderr}"));
     (code, format!("{stdout}{stderr}"))
 }
 

@@ -36,6 +36,7 @@ pub mod postgres;
 pub mod registry;
 pub mod relay;
 pub mod state;
+pub mod stdio;
 pub mod upstream;
 
 /// The `gatehouse` binary's allocator (see `host/src/main.rs`), so the gateways the tests and

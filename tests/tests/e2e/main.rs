@@ -27,6 +27,7 @@ mod new;
 mod ops;
 mod pipeline;
 mod postgres;
+mod quick_start;
 mod registry;
 mod sessions;
 mod signing;

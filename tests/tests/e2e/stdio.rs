@@ -16,26 +16,11 @@ use gatehouse_tests::admin::request;
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
 use gatehouse_tests::browser::Browser;
 use gatehouse_tests::mcp::{Client, mcp_post, rmcp_call, texts, tool_names};
+use gatehouse_tests::stdio::{FILESYSTEM, MEMORY, TIME, open_dir};
 use gatehouse_tests::upstream::Upstream;
 use serde_json::{Value, json};
 
 use crate::import::{Imported, TOKEN_ENV, UPSTREAM_TOKEN, checking_drift, gatehouse, key_file};
-
-/// The pinned filesystem server (npm).
-const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
-/// The pinned memory server (npm): it keeps its graph in a file beside its code, unless
-/// `MEMORY_FILE_PATH` names another.
-const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
-/// The pinned time server (PyPI).
-const TIME: &str = "mcp-server-time==2026.10.19";
-
-/// A temporary directory the sandboxed server's own user can reach (a root gateway runs it as
-/// a user of its own).
-fn open_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
 
 /// Imports the stdio server `command` as `id` into `dir/out`, signed, with `flags` before
 /// `--`: the exit code and output, the output directory and the key it is signed with.

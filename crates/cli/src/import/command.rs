@@ -8,10 +8,14 @@ use std::path::{Path, PathBuf};
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
+use gatehouse_host::stdio::DirGrant;
+use gatehouse_host::stdio::spec::DirMode;
 
+use crate::config::ServeConfig;
 use crate::exit::{Failure, refused, usage};
 use crate::import::generic::Generic;
 use crate::import::headers::{HeaderCredential, from_grants, values_now};
+use crate::import::merge::{Addition, merge};
 use crate::import::output::{
     CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
 };
@@ -72,7 +76,7 @@ pub struct McpArgs {
     net: Vec<String>,
     /// Compare the import in this directory with the server's tools now: list tools changed,
     /// added or removed upstream; exit 1 if any.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component", "config"])]
     check: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
@@ -98,8 +102,17 @@ pub struct OutputArgs {
     #[arg(long)]
     id: Option<String>,
     /// Directory to write manifest.toml and config.toml (and with --key, <ID>.wasm) to.
+    /// Default with --config: <the config's folder>/<ID>.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write or merge a complete gateway config here, which `gatehouse serve --config FILE`
+    /// then serves as it is: the trust entry for the signing key, the signed adapter, what it
+    /// reaches, and who sees its tools. A new file also admits anonymous callers on its
+    /// loopback listener and runs each call as its manifest says (`policy_default = "allow"`);
+    /// an existing one keeps its own. The import always signs then: with --key, or with
+    /// <the config's folder>/publisher.secret.toml (a fresh key, made if missing).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Import only tools (MCP tool names, OpenAPI operationIds) matching this glob (repeatable).
     #[arg(long, value_name = "GLOB")]
     include: Vec<String>,
@@ -127,13 +140,43 @@ pub struct OutputArgs {
 /// What signs an import: the key, and the component it signs.
 type Signing = (SigningKey, Vec<u8>);
 
+/// The key a `--config` import makes when none is given, in the config's folder.
+const FRESH_KEY: &str = "publisher";
+
+/// What `--config` names: the file, its text if it exists (read and checked before anything
+/// is imported), and the key the import made for it, if it made one (written with the rest).
+struct Target {
+    path: PathBuf,
+    existing: Option<(String, ServeConfig)>,
+    /// Where the fresh key goes, and its file's text.
+    fresh_key: Option<(PathBuf, String)>,
+}
+
+impl Target {
+    /// The folder the config file is in.
+    fn folder(path: &Path) -> &Path {
+        match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        }
+    }
+}
+
+/// Where and how an import writes.
+struct Resolved {
+    options: Options,
+    dir: PathBuf,
+    signing: Option<Signing>,
+    target: Option<Target>,
+}
+
 impl OutputArgs {
-    /// The import options, the output directory and the signing inputs (the component: the
-    /// `generic` one this binary carries unless --component names another); `--id` and
-    /// `--out` are required here.
-    fn resolve(&self, generic: Generic) -> Result<(Options, &Path, Option<Signing>), Failure> {
-        let (Some(id), Some(dir)) = (&self.id, &self.out) else {
-            return Err(usage("--id and --out are required"));
+    /// The import options, the output directory, the signing inputs (the component: the
+    /// `generic` one this binary carries unless --component names another) and the config to
+    /// merge into; `--id` is required here, and `--out` unless `--config` is given.
+    fn resolve(&self, generic: Generic) -> Result<Resolved, Failure> {
+        let Some(id) = &self.id else {
+            return Err(usage("--id is required"));
         };
         let options = Options {
             id: id.clone(),
@@ -142,19 +185,63 @@ impl OutputArgs {
             include: self.include.clone(),
             exclude: self.exclude.clone(),
         };
-        let signing = match (&self.key, &self.component) {
-            (Some(key), Some(component)) => Some((
-                SigningKey::from_file(key).map_err(usage)?,
-                read_file(component).map_err(usage)?,
-            )),
-            (Some(key), None) => Some((
-                SigningKey::from_file(key).map_err(usage)?,
-                generic.component().to_vec(),
-            )),
+        let (target, fresh) = match &self.config {
+            Some(path) => {
+                let (target, fresh) = target(path, self.key.is_none())?;
+                (Some(target), fresh)
+            }
+            None => (None, None),
+        };
+        let dir = match (&self.out, &target) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(target)) => Target::folder(&target.path).join(id),
+            (None, None) => return Err(usage("--out is required (or --config)")),
+        };
+        let key = match (&self.key, &target, fresh) {
+            (Some(key), _, _) => Some(SigningKey::from_file(key).map_err(usage)?),
+            (None, _, Some(fresh)) => Some(fresh),
+            (None, Some(Target { path, .. }), None) => {
+                let path = Target::folder(path).join(format!("{FRESH_KEY}.secret.toml"));
+                Some(SigningKey::from_file(&path).map_err(usage)?)
+            }
+            (None, None, None) => None,
+        };
+        let signing = match (key, &self.component) {
+            (Some(key), Some(component)) => Some((key, read_file(component).map_err(usage)?)),
+            (Some(key), None) => Some((key, generic.component().to_vec())),
             (None, _) => None,
         };
-        Ok((options, dir, signing))
+        Ok(Resolved {
+            options,
+            dir,
+            signing,
+            target,
+        })
     }
+}
+
+/// The config at `path`, read and checked now if it exists; with `make_key`, a fresh key for
+/// its folder when none is there yet.
+fn target(path: &Path, make_key: bool) -> Result<(Target, Option<SigningKey>), Failure> {
+    let existing = if path.exists() {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        let config =
+            ServeConfig::from_toml(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        Some((text, config))
+    } else {
+        None
+    };
+    let key_path = Target::folder(path).join(format!("{FRESH_KEY}.secret.toml"));
+    let fresh = (make_key && !key_path.exists())
+        .then(|| SigningKey::generate(FRESH_KEY).map_err(refused))
+        .transpose()?;
+    let target = Target {
+        path: path.to_owned(),
+        existing,
+        fresh_key: fresh.as_ref().map(|key| (key_path, key.to_toml())),
+    };
+    Ok((target, fresh))
 }
 
 /// Runs `gatehouse import`.
@@ -162,13 +249,13 @@ pub fn import(command: ImportCommand, out: &mut dyn Write) -> Result<u8, Failure
     match command {
         ImportCommand::Mcp(args) => import_mcp(&args, out),
         ImportCommand::Openapi(args) => {
-            let (options, dir, signing) = args.output.resolve(Generic::OpenApi)?;
+            let resolved = args.output.resolve(Generic::OpenApi)?;
             let text = std::fs::read_to_string(&args.spec)
                 .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
-            let import = openapi::import(&text, args.server.as_deref(), &options)
+            let import = openapi::import(&text, args.server.as_deref(), &resolved.options)
                 .map_err(|e| usage(format!("{}: {e}", args.spec.display())))?;
             let source = args.spec.display().to_string();
-            write(&import, &source, signing, dir, out)
+            write(&import, &source, resolved, out)
         }
     }
 }
@@ -187,8 +274,25 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     if let Some(dir) = &args.check {
         return check(&runtime, dir, &headers, &args.output, out);
     }
-    let (options, dir, signing) = args.output.resolve(Generic::McpUpstream)?;
+    let resolved = args.output.resolve(Generic::McpUpstream)?;
+    let options = &resolved.options;
     if args.stdio {
+        // Installed where the config's gateway looks for packages.
+        let configured = (resolved.target.as_ref())
+            .and_then(|t| t.existing.as_ref())
+            .and_then(|(_, config)| config.host.stdio.packages_dir.clone());
+        let packages_dir = match (&args.packages_dir, configured) {
+            (Some(given), Some(configured)) if *given != configured => {
+                return Err(usage(format!(
+                    "--packages-dir {} differs from the config's [stdio] packages_dir {}, where \
+                     its gateway looks for packages: leave --packages-dir out",
+                    given.display(),
+                    configured.display()
+                )));
+            }
+            (Some(given), _) => Some(given.clone()),
+            (None, configured) => configured,
+        };
         let source = stdio::Source {
             command: args.command.clone(),
             env: args
@@ -203,31 +307,39 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
                 .map(|d| stdio::Source::parse_dir(d))
                 .collect::<Result<_, _>>()
                 .map_err(usage)?,
-            packages_dir: args.packages_dir.clone(),
+            packages_dir,
             net: args.net.clone(),
             headers,
         };
+        outside_writable(&source.dirs, &resolved)?;
         let import = runtime
-            .block_on(stdio::import(&source, &options))
+            .block_on(stdio::import(&source, options))
             .map_err(usage)?;
-        return write(&import, &args.command.join(" "), signing, dir, out);
+        return write(&import, &args.command.join(" "), resolved, out);
     }
     let url = args.url.as_deref().unwrap_or_default();
     let import = runtime
-        .block_on(mcp::import(url, &headers, &options))
+        .block_on(mcp::import(url, &headers, options))
         .map_err(usage)?;
-    write(&import, url, signing, dir, out)
+    write(&import, url, resolved, out)
 }
 
-/// Writes the import's files to `dir` (and the signed component, given a key and the generic
-/// component), then prints the table of choices and what to do next.
+/// Writes the import's files to its directory (and the signed component, given a key and the
+/// generic component), and with `--config` merges it into that config, then prints the table
+/// of choices, what was written and what to do next. The merged config is checked before any
+/// file is written.
 fn write(
     import: &Import,
     source: &str,
-    signing: Option<(SigningKey, Vec<u8>)>,
-    dir: &Path,
+    resolved: Resolved,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
+    let Resolved {
+        dir,
+        signing,
+        target,
+        ..
+    } = resolved;
     let manifest_text = manifest_toml(import, source).map_err(usage)?;
     let config_text = config_toml(import);
     let id = &import.manifest.id;
@@ -248,10 +360,29 @@ fn write(
             .map_err(refused)?;
             let signed = plugin::pack(&component, &manifest, &key).map_err(refused)?;
             let digest = plugin::inspect(&signed).map_err(refused)?.digest;
-            Some((signed, key.key_id, digest))
+            Some((signed, key, digest))
         }
         None => None,
     };
+    let merged = match (&target, &signed) {
+        (Some(target), Some((_, key, _))) => {
+            let addition = Addition {
+                import,
+                source,
+                key_id: &key.key_id,
+                public_key: key.public_key().to_base64(),
+                component: listed(Target::folder(&target.path), &dir.join(&wasm_name))
+                    .map_err(usage)?,
+            };
+            let existing = target.existing.as_ref().map(|(text, _)| text.as_str());
+            Some(merge(existing, &addition, &target.path).map_err(usage)?)
+        }
+        _ => None,
+    };
+    if let Some((path, key)) = target.as_ref().and_then(|t| t.fresh_key.as_ref()) {
+        gatehouse_core::secret::write_private(path, key.as_bytes())
+            .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    }
     let mut files: Vec<(&str, &[u8])> = vec![
         (MANIFEST_FILE, manifest_text.as_bytes()),
         (CONFIG_FILE, config_text.as_bytes()),
@@ -259,16 +390,34 @@ fn write(
     if let Some((bytes, _, _)) = &signed {
         files.push((&wasm_name, bytes));
     }
-    write_all(dir, &files).map_err(usage)?;
+    write_all(&dir, &files).map_err(usage)?;
+    if let (Some(target), Some(merged)) = (&target, &merged) {
+        let name = target
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| {
+                usage(format!(
+                    "--config {}: not a file name",
+                    target.path.display()
+                ))
+            })?;
+        write_all(
+            Target::folder(&target.path),
+            &[(name, merged.text.as_bytes())],
+        )
+        .map_err(usage)?;
+    }
     say!(out, "{}", table(import));
     say!(out, "wrote {}", dir.join(MANIFEST_FILE).display());
     say!(out, "wrote {}", dir.join(CONFIG_FILE).display());
     match &signed {
-        Some((_, key_id, digest)) => {
+        Some((_, key, digest)) => {
             say!(
                 out,
-                "wrote {} signed by `{key_id}` ({digest})",
-                dir.join(&wasm_name).display()
+                "wrote {} signed by `{}` ({digest})",
+                dir.join(&wasm_name).display(),
+                key.key_id
             );
         }
         None => {
@@ -281,7 +430,76 @@ fn write(
             );
         }
     }
+    if let (Some(target), Some(merged)) = (&target, &merged) {
+        if let Some((path, _)) = &target.fresh_key {
+            say!(
+                out,
+                "wrote {}: a fresh signing key (keep it private; later imports into this config \
+                 sign with it too)",
+                path.display()
+            );
+        }
+        let verb = if target.existing.is_some() {
+            "merged the import into"
+        } else {
+            "wrote"
+        };
+        say!(out, "{verb} {}:", target.path.display());
+        for line in &merged.said {
+            say!(out, "  {line}");
+        }
+        say!(
+            out,
+            "next: gatehouse serve --config {}",
+            target.path.display()
+        );
+    }
     Ok(0)
+}
+
+/// Refuses an import whose files would lie in a directory its server is granted to write
+/// (`--dir PATH:rw`): the server could change its own signed component, the key signing it or
+/// the gateway's config.
+fn outside_writable(dirs: &[DirGrant], resolved: &Resolved) -> Result<(), Failure> {
+    let mut written = vec![("--out", resolved.dir.clone())];
+    if let Some(target) = &resolved.target {
+        written.push(("--config", target.path.clone()));
+        if let Some((key, _)) = &target.fresh_key {
+            written.push(("the signing key", key.clone()));
+        }
+    }
+    for (what, path) in written {
+        let path: PathBuf = std::path::absolute(&path)
+            .map_err(|e| usage(format!("{}: {e}", path.display())))?
+            .components()
+            .collect();
+        if let Some(dir) = dirs
+            .iter()
+            .find(|d| d.mode == DirMode::Rw && path.starts_with(&d.path))
+        {
+            return Err(usage(format!(
+                "{what} {} lies within --dir {}:rw, which the server may write: it could change \
+                 what the import writes there; write it elsewhere, or grant the server a \
+                 directory of its own",
+                path.display(),
+                dir.path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `component` as `[plugins] adapters` in a config in `folder` lists it: relative to the
+/// folder when it lies within it, else absolute.
+fn listed(folder: &Path, component: &Path) -> Result<String, String> {
+    let absolute = |path: &Path| -> Result<PathBuf, String> {
+        std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let (folder, component) = (absolute(folder)?, absolute(component)?);
+    Ok(match component.strip_prefix(&folder) {
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => component.display().to_string(),
+    })
 }
 
 /// `--check DIR`: the drift between the import in `dir` and the server now.

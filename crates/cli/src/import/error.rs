@@ -105,7 +105,8 @@ pub enum ImportError {
     /// The result would not be a valid manifest (a bad `--id`, a schema TOML cannot hold).
     #[error("the imported manifest is not valid: {0}")]
     Manifest(String),
-    /// An existing import directory could not be read (`--check`).
+    /// An existing import directory could not be read (`--check`), or the config `--config`
+    /// merges into cannot take the import.
     #[error("{path}: {reason}")]
     Read {
         /// The file.

@@ -12,7 +12,8 @@
 //!    import leaves nothing half-written.
 //!
 //! Every choice is returned as a [`Choice`] so the command line can print the table an
-//! operator reads before signing.
+//! operator reads before signing. With `--config FILE`, the import is also merged into the
+//! operator's config, so the file serves as it is ([`merge`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), gatehouse_cli::import::ImportError> {
@@ -45,6 +46,7 @@ mod error;
 pub mod generic;
 pub mod headers;
 pub mod mcp;
+pub mod merge;
 pub mod names;
 pub mod openapi;
 pub mod output;

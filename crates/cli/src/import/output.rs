@@ -34,7 +34,7 @@ pub fn manifest_toml(import: &Import, source: &str) -> Result<String, ImportErro
 /// `text` as it may stand in a `#` comment: each control character (a newline would end the
 /// comment, and what follows it would be read as TOML into the manifest that is signed) as
 /// its Rust escape, `\n`, `\u{1b}`.
-fn comment(text: &str) -> String {
+pub(crate) fn comment(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -85,26 +85,31 @@ pub fn config_toml(import: &Import) -> String {
          # that signs the adapter for `{id}` in a [[trust.publisher]] entry.\n"
     }
     .replace("{id}", id);
-    // What the server may ask the caller through the gateway: nothing until the operator
-    // grants it.
-    let asks = if import.manifest.caller.ask.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "\n# The server may ask the calling user (elicitation), the caller's model (sampling)\n\
-             # and its roots during a call: nothing reaches the caller until you grant it here.\n\
-             # [[caller.grant]]\n\
-             # adapter = \"{id}\"\n\
-             # ask = [\"elicitation\", \"sampling\", \"roots\"]\n\
-             # max_asks = 4\n\
-             # max_sampling_tokens = 1000\n"
-        )
-    };
+    let asks = asks_comment(import);
     format!(
         "# Operator config for adapter `{id}`, written by `gatehouse import`. Append it to your\n\
          {what}\n{grant}\n\
          # Who sees the imported tools: every tenant. Narrow `tenants` as needed.\n\
          [[pipeline.tool]]\ntools = \"{id}.*\"\ntenants = [\"*\"]\n{asks}"
+    )
+}
+
+/// What the server may ask the caller through the gateway, as a commented `[[caller.grant]]`
+/// (nothing reaches the caller until the operator grants it); empty when its manifest asks
+/// nothing.
+pub fn asks_comment(import: &Import) -> String {
+    if import.manifest.caller.ask.is_empty() {
+        return String::new();
+    }
+    let id = &import.manifest.id;
+    format!(
+        "\n# The server may ask the calling user (elicitation), the caller's model (sampling)\n\
+         # and its roots during a call: nothing reaches the caller until you grant it here.\n\
+         # [[caller.grant]]\n\
+         # adapter = \"{id}\"\n\
+         # ask = [\"elicitation\", \"sampling\", \"roots\"]\n\
+         # max_asks = 4\n\
+         # max_sampling_tokens = 1000\n"
     )
 }
 
@@ -120,10 +125,17 @@ pub fn table(import: &Import) -> String {
                 c.capability.clone(),
                 c.class.to_string(),
                 c.mode.to_string(),
-                if c.labels.is_empty() {
-                    c.reason.clone()
-                } else {
-                    format!("{}; {}", c.reason, c.labels)
+                {
+                    let gate = (import.manifest.capabilities.iter())
+                        .find(|capability| capability.id == c.capability)
+                        .and_then(|capability| capability.approval_gate.as_deref())
+                        .map(|gate| format!("; approval gate {gate}"))
+                        .unwrap_or_default();
+                    let labels = match c.labels.is_empty() {
+                        true => String::new(),
+                        false => format!("; {}", c.labels),
+                    };
+                    format!("{}{gate}{labels}", c.reason)
                 },
             ]
         })

@@ -20,7 +20,8 @@
 //!    user must be able to read the packages directory: checked before installing.
 //! 2. **List**: the server is started once, in the sandbox the gateway will run it in, with
 //!    the directories (`--dir`) and environment (`--env`) the import names, and asked for its
-//!    tools (every `tools/list` page).
+//!    tools (every `tools/list` page). A read-write directory that does not exist yet is made
+//!    first, owned under a root gateway by the user the server runs as.
 //! 3. **Build**: the tools become capabilities as for an HTTP server ([`super::mcp`]), each
 //!    forwarding to `stdio://<ID>`; the manifest's `[stdio]` table is the pin and what the
 //!    server asks for, and the config snippet grants it in a `[[stdio.server]]` entry. Each
@@ -36,6 +37,7 @@ use std::time::{Duration, Instant};
 use gatehouse_host::config::{MethodName, TUNNEL_METHODS};
 use gatehouse_host::stdio::pin::tree_digest;
 use gatehouse_host::stdio::reach::{self, Access};
+use gatehouse_host::stdio::spec::DirMode;
 use gatehouse_host::stdio::{
     DirGrant, EnvBinding, PackagePin, Registry, ServerConfig, StdioConfig, StdioServers, StdioSpec,
 };
@@ -96,10 +98,24 @@ impl Source {
         Ok((name.to_owned(), binding))
     }
 
-    /// Parses a `--dir` value: an existing absolute directory, `:ro` (the default) or `:rw`.
+    /// Parses a `--dir` value: a directory (a relative path is the working directory's),
+    /// `:ro` (the default) or `:rw`. A read-only one must exist; a read-write one that does
+    /// not is made by [`import`].
     pub fn parse_dir(text: &str) -> Result<DirGrant, ImportError> {
-        let dir = DirGrant::parse(text).map_err(|e| ImportError::Stdio(format!("--dir: {e}")))?;
-        if !dir.path.is_dir() {
+        let text = match text.starts_with('/') {
+            true => text.to_owned(),
+            false => {
+                let here = std::env::current_dir().map_err(|e| {
+                    ImportError::Stdio(format!("--dir `{text}`: no working directory: {e}"))
+                })?;
+                // `components` drops the `.` of `./data`.
+                let path: PathBuf = here.join(text).components().collect();
+                path.display().to_string()
+            }
+        };
+        let dir = DirGrant::parse(&text).map_err(|e| ImportError::Stdio(format!("--dir: {e}")))?;
+        let missing_rw = dir.mode == DirMode::Rw && !dir.path.exists();
+        if !dir.path.is_dir() && !missing_rw {
             return Err(ImportError::Stdio(format!(
                 "--dir `{}`: no such directory",
                 dir.path.display()
@@ -122,6 +138,7 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
     {
         readable_packages(&packages, grant.run_as())?;
     }
+    let made = make_writable_dirs(&source.dirs, grant.run_as())?;
     let spec = pin(source, &packages)?;
     let listing = list(&options.id, &spec, &grant, &packages).await?;
     let table = StdioConfig {
@@ -153,7 +170,38 @@ pub async fn import(source: &Source, options: &Options) -> Result<Import, Import
             read_methods: BTreeSet::new(),
         })
         .collect();
-    build_with(options, &listing, spec, table, net)
+    let mut import = build_with(options, &listing, spec, table, net)?;
+    import.notes.extend(made);
+    Ok(import)
+}
+
+/// Makes each read-write directory of `dirs` that does not exist yet, owned under a root
+/// gateway by `uid`, the user the server runs as (its gid the same), so the server can write
+/// there: a note for each, for the reviewer.
+fn make_writable_dirs(dirs: &[DirGrant], uid: u32) -> Result<Vec<String>, ImportError> {
+    let mut made = Vec::new();
+    for dir in dirs
+        .iter()
+        .filter(|d| d.mode == DirMode::Rw && !d.path.exists())
+    {
+        let path = &dir.path;
+        let fail =
+            |e: std::io::Error| ImportError::Stdio(format!("cannot make {}: {e}", path.display()));
+        std::fs::create_dir_all(path).map_err(fail)?;
+        if gatehouse_host::stdio::sandbox::is_root() {
+            std::os::unix::fs::chown(path, Some(uid), Some(uid)).map_err(fail)?;
+            made.push(format!(
+                "made {} for the server to write in, owned by uid {uid}, the user it runs as",
+                path.display()
+            ));
+        } else {
+            made.push(format!(
+                "made {} for the server to write in",
+                path.display()
+            ));
+        }
+    }
+    Ok(made)
 }
 
 /// Under a root gateway, makes sure the server's own user (`uid`) can read `packages`, where
@@ -664,10 +712,19 @@ mod tests {
             let err = Source::parse_env(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
-        let err = Source::parse_dir("/no/such/dir:rw")
+        // A read-only directory must exist; a read-write one is made by the import.
+        let err = Source::parse_dir("/no/such/dir:ro")
             .unwrap_err()
             .to_string();
         assert!(err.contains("no such directory"), "{err}");
+        let rw = Source::parse_dir("/no/such/dir:rw").unwrap();
+        assert_eq!(rw.path, Path::new("/no/such/dir"));
+        // A relative path is the working directory's, without its `.`.
+        let here = std::env::current_dir().unwrap();
+        let relative = Source::parse_dir("./data:rw").unwrap();
+        assert_eq!(relative.path, here.join("data"));
+        let err = Source::parse_dir("../x:rw").unwrap_err().to_string();
+        assert!(err.contains("`..`"), "{err}");
     }
 
     /// An install directory is one directory under `<packages>/<registry>`, links followed: a
