@@ -4,9 +4,11 @@
 //! `gatehouse-server`'s endpoints, reloads, shutdown), `state` (approvals, the audit log and
 //! idempotency keys, on the local store or through a running gateway's admin API), `admin`
 //! (a running gateway's plugins and policies), `registry` (`push`, `pull`), [`import`]
-//! (manifests for the generic adapters), `new` (plugin projects, from the templates beside
-//! this crate's `src/`) and, with feature `demo`, [`demo`]. This file parses the command line
-//! and runs the small commands (`keygen`, `pack`, `verify`, `inspect`, `call`).
+//! (manifests for the generic adapters, and the config `--config` merges them into), `new`
+//! (plugin projects, from the templates beside this crate's `src/`), `build`, `policy`
+//! (Cedar rules), `call` (one call, in process) and, with feature `demo`, [`demo`]. This file
+//! parses the command line and runs the small commands (`keygen`, `pack`, `verify`,
+//! `inspect`).
 //!
 //! Exit codes: 0 success; 1 the component was refused or the call failed (the output says
 //! why); 2 bad usage, unreadable files or invalid config.

@@ -41,8 +41,9 @@
 #![deny(unsafe_code)]
 
 // Layers, top to bottom (see crates/host/README.md): watch -> host, oci -> config, metrics ->
-// pipeline -> policy -> plugin -> sandbox -> egress, caller -> skills, telemetry, bindings,
-// relay, atomic_file; below them the crates gatehouse-store and gatehouse-core.
+// pipeline -> policy -> plugin -> sandbox -> egress, caller -> stdio, bindings -> relay,
+// skills, telemetry, decisions, atomic_file; below them the crates gatehouse-store and
+// gatehouse-core.
 mod atomic_file;
 mod bindings;
 mod caller;
