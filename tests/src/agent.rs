@@ -169,3 +169,38 @@ impl Agent {
         }
     }
 }
+
+/// The official A2A SDK's peer agent (`tests/clients/a2a_agent.py`) at the agent whose card is
+/// under `base`, as `key` (none: without credentials), doing `action` (see its docs): the JSON
+/// lines it printed. It resolves the card and makes its client from it each time, as a peer
+/// agent does.
+///
+/// # Panics
+/// If the SDK is not installed, or the agent fails without printing.
+pub async fn a2a(base: &str, key: Option<&str>, action: &[&str]) -> Vec<Value> {
+    let python = clients().join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the A2A Python SDK is not installed: run build-support/toolchains"
+    );
+    let mut command = tokio::process::Command::new(python);
+    command.arg(clients().join("a2a_agent.py")).arg(base);
+    if let Some(key) = key {
+        command.args(["--key", key]);
+    }
+    let output = tokio::time::timeout(LINE, command.args(action).output())
+        .await
+        .expect("the A2A agent finishes in time")
+        .expect("the A2A agent starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert!(
+        output.status.success() && !lines.is_empty(),
+        "a2a_agent.py {action:?}: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}

@@ -363,6 +363,20 @@ impl Gateway {
 
 /// Writes the config file of a gateway serving `host`'s tables plus an `[mcp]` table admitting
 /// callers without a key as tenant `default`, with `mcp` (more keys of `[mcp]`, then tables)
+/// An `[[mcp.api_key]]` entry for `tenant` and `principal`, its key `value` written to a file
+/// in `dir`: the entry's TOML, to put in a config.
+///
+/// # Panics
+/// If the file cannot be written.
+pub fn api_key(dir: &Path, tenant: &str, principal: &str, value: &str) -> String {
+    let path = dir.join(format!("{principal}.key"));
+    std::fs::write(&path, value).expect("the test's directory is writable");
+    format!(
+        "[[mcp.api_key]]\ntenant = \"{tenant}\"\nprincipal = \"{principal}\"\nfile = {:?}\n\n",
+        path.display().to_string()
+    )
+}
+
 /// appended.
 pub fn write_config(path: &Path, host: &HostConfig, mcp: &str) {
     let text = format!(

@@ -100,10 +100,7 @@ impl Agents {
         host.store.approval_ttl_seconds = setup.ttl_seconds;
         let (mcp, admin) = (free_port(), free_port());
         let key = |tenant: &str, principal: &str, value: &str| {
-            format!(
-                "[[mcp.api_key]]\ntenant = \"{tenant}\"\nprincipal = \"{principal}\"\nfile = {:?}\n\n",
-                file(&format!("{principal}.key"), value.as_bytes())
-            )
+            gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
         };
         let text = format!(
             "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\napproval_hold_ms = {}\nconsent_modes = {}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",

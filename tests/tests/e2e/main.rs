@@ -2,6 +2,7 @@
 //! eleven). Real components built from source by `build.rs`, driven through the host, the
 //! command line and the MCP server, against loopback upstreams.
 
+mod a2a;
 mod adapters;
 mod admin;
 mod agents;

@@ -104,6 +104,11 @@ pub struct McpConfig {
     /// and the field is left out.
     #[serde(default)]
     pub scopes_supported: Vec<String>,
+    /// `[mcp.a2a]`: serve A2A too, on this listener: the agent card at
+    /// `/.well-known/agent-card.json` and the JSON-RPC endpoint at its `path` (docs/a2a.md).
+    /// Default: none, A2A is not served.
+    #[serde(default)]
+    pub a2a: Option<super::A2aConfig>,
     /// `[mcp.aliases]`: MCP tool names for gatehouse tools, e.g.
     /// `test_simple_text = "gatehouse.conformance.test_simple_text"` (see
     /// [`aliases`](super::aliases)). Default: none; tools are listed as
@@ -290,6 +295,7 @@ impl Default for McpConfig {
             public_url: None,
             authorization_servers: Vec::new(),
             scopes_supported: Vec::new(),
+            a2a: None,
             aliases: ToolAliases::default(),
             idempotency_key_argument: KeyArgumentName::default(),
             approval_hold_ms: defaults::approval_hold_ms(),

@@ -40,7 +40,12 @@
 //! [`v2025_11_25::session`]).
 //!
 //! A tool listed in `[mcp.aliases]` is listed and called under its alias ([`aliases`]).
+//!
+//! With `[mcp.a2a]`, the same listener serves peer agents over A2A (protocol 1.0, the JSON-RPC
+//! binding): the agent card at `/.well-known/agent-card.json`, and its endpoint, where a
+//! message runs the same call path and its task is an MCP task ([`a2a`]).
 
+mod a2a;
 pub mod aliases;
 pub mod approvals;
 mod call;
@@ -65,6 +70,7 @@ mod v2025_11_25;
 mod v2026_07_28;
 mod watch;
 
+pub use a2a::A2aConfig;
 pub use aliases::ToolAliases;
 pub use caller::Caller;
 pub use config::{KeyArgumentName, McpConfig};

@@ -83,20 +83,7 @@ impl Router {
         reason = "the refusal is the response itself, answered at once; nothing carries it further"
     )]
     pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Response<Body>> {
-        if !self.hosts.allows(headers) {
-            return Err(reply::plain(
-                StatusCode::FORBIDDEN,
-                "forbidden_host",
-                "this endpoint does not answer that Host; an operator lists the names it answers in `[mcp] allowed_hosts`",
-            ));
-        }
-        if !self.origins.allows(headers) {
-            return Err(reply::plain(
-                StatusCode::FORBIDDEN,
-                "forbidden_origin",
-                "this endpoint does not answer pages of that Origin; an operator lists them in `[mcp] allowed_origins`",
-            ));
-        }
+        self.admits(headers)?;
         if method == Method::GET {
             let (_, sse) = accepts(headers);
             if !sse {
@@ -132,6 +119,30 @@ impl Router {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 "the body must be application/json",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first HTTP checks, for every path of the listener that runs calls (MCP's, A2A's):
+    /// `Host` in `[mcp] allowed_hosts`, `Origin` absent or allowed. `Err` is the refusal.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refusal is the response itself, answered at once; nothing carries it further"
+    )]
+    pub fn admits(&self, headers: &HeaderMap) -> Result<(), Response<Body>> {
+        if !self.hosts.allows(headers) {
+            return Err(reply::plain(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                "this endpoint does not answer that Host; an operator lists the names it answers in `[mcp] allowed_hosts`",
+            ));
+        }
+        if !self.origins.allows(headers) {
+            return Err(reply::plain(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "this endpoint does not answer pages of that Origin; an operator lists them in `[mcp] allowed_origins`",
             ));
         }
         Ok(())
@@ -368,7 +379,7 @@ fn accepts(headers: &HeaderMap) -> (bool, bool) {
 }
 
 /// Whether the request says its body is `application/json`.
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

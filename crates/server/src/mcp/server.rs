@@ -14,14 +14,16 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use super::a2a::{self, A2a};
 use super::approvals::{self, Approvals};
 use super::call::Gateway;
+use super::caller::Caller;
 use super::config::McpConfig;
 use super::identity::{ApiKeyError, ApiKeys, Identity};
 use super::jwt::{JwtConfigError, JwtVerifier};
 use super::keys::KeyArgument;
 use super::reply::{self, Body};
-use super::router::Router;
+use super::router::{Router, is_json};
 use crate::access_log::{self, Exchange, Note};
 use crate::listener::{self, BodyError, Endpoint, ListenerConfig};
 
@@ -78,6 +80,8 @@ pub struct McpServer {
     identity: Arc<Identity>,
     router: Arc<Router>,
     gateway: Gateway,
+    /// A2A on the same listener, if `[mcp.a2a]` is set.
+    a2a: Option<Arc<A2a>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -100,7 +104,8 @@ impl McpServer {
             .as_ref()
             .map(|jwt| JwtVerifier::load(jwt, host.tls()))
             .transpose()?;
-        let (resource, metadata_url, metadata_paths) = resource_urls(config)?;
+        let base = public_base(config)?;
+        let (resource, metadata_url, metadata_paths) = resource_urls(&base, &config.path);
         let mut metadata = json!({
             "resource": resource,
             "authorization_servers": config.authorization_servers,
@@ -148,6 +153,7 @@ impl McpServer {
             identity: Arc::new(Identity::new(keys, jwt)),
             router: Arc::new(router),
             gateway,
+            a2a: (config.a2a.clone()).map(|a2a| Arc::new(A2a::new(a2a, &base))),
         })
     }
 
@@ -199,14 +205,50 @@ impl McpServer {
             }
             return reply::json(StatusCode::OK, &self.metadata);
         }
+        if let Some(a2a) = &self.a2a {
+            let path = request.uri().path();
+            if path == a2a::CARD_PATH || path == a2a.path() {
+                return self.answer_a2a(a2a, request, note).await;
+            }
+        }
         if request.uri().path() != &*self.path {
             return reply::json(
                 StatusCode::NOT_FOUND,
                 &json!({ "error": "not_found", "message": format!("the MCP endpoint is {}", self.path) }),
             );
         }
-        let caller = match self.identity.identify(request.headers()).await {
+        let caller = match self.identify(request.headers(), note).await {
             Ok(caller) => caller,
+            Err(refusal) => return refusal,
+        };
+        note.caller(Some(&caller.tenant), &caller.principal.id);
+        let (parts, body) = request.into_parts();
+        if let Err(refusal) = self.router.check(&parts.method, &parts.headers) {
+            return refusal;
+        }
+        if parts.method == http::Method::GET {
+            return self.router.listen(&self.gateway, caller, &parts.headers);
+        }
+        let body = match self.body(body).await {
+            Ok(body) => body,
+            Err(refusal) => return refusal,
+        };
+        self.router
+            .route(&self.gateway, caller, &parts.headers, &body, note)
+            .await
+    }
+
+    /// Gate 1 for a request with `headers`: its caller, or the 401 that refuses it.
+    async fn identify(
+        &self,
+        headers: &http::HeaderMap,
+        note: &Note,
+    ) -> Result<Caller, Response<Body>> {
+        match self.identity.identify(headers).await {
+            Ok(caller) => {
+                note.caller(Some(&caller.tenant), &caller.principal.id);
+                Ok(caller)
+            }
             Err(error) => {
                 note.refused(&error.to_string());
                 let mut response = reply::json(
@@ -217,34 +259,82 @@ impl McpServer {
                     http::header::WWW_AUTHENTICATE,
                     self.challenges[usize::from(error.token_presented())].clone(),
                 );
-                return response;
+                Err(response)
             }
-        };
-        note.caller(Some(&caller.tenant), &caller.principal.id);
+        }
+    }
+
+    /// The body, read within the size and time limits: nothing is called before it is whole.
+    async fn body(&self, body: Incoming) -> Result<bytes::Bytes, Response<Body>> {
+        self.listener.read_body(body).await.map_err(|error| {
+            let (status, code) = match &error {
+                BodyError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+                BodyError::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+                BodyError::Unreadable(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            };
+            tracing::debug!(%error, "request body refused");
+            reply::plain(status, code, error.to_string())
+        })
+    }
+
+    /// A request to A2A's card or endpoint ([`a2a`]): identified as an MCP request is, and
+    /// held to the same `Host` and `Origin` checks. The card of a caller without credentials,
+    /// where no anonymous tenant is set, lists no skill.
+    async fn answer_a2a(
+        &self,
+        a2a: &A2a,
+        request: Request<Incoming>,
+        note: &Note,
+    ) -> Response<Body> {
         let (parts, body) = request.into_parts();
-        if let Err(refusal) = self.router.check(&parts.method, &parts.headers) {
+        if let Err(refusal) = self.router.admits(&parts.headers) {
             return refusal;
         }
-        if parts.method == http::Method::GET {
-            return self.router.listen(&self.gateway, caller, &parts.headers);
-        }
-        // The body is read here, within the size and time limits, and nothing is called
-        // before it is whole.
-        let body = match self.listener.read_body(body).await {
-            Ok(body) => body,
-            Err(error) => {
-                let (status, code) = match &error {
-                    BodyError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-                    BodyError::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-                    BodyError::Unreadable(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-                };
-                tracing::debug!(%error, "mcp request body refused");
-                return reply::plain(status, code, error.to_string());
-            }
+        let card = parts.uri.path() == a2a::CARD_PATH;
+        let allowed = if card {
+            http::Method::GET
+        } else {
+            http::Method::POST
         };
-        self.router
-            .route(&self.gateway, caller, &parts.headers, &body, note)
-            .await
+        if parts.method != allowed {
+            let mut refused = reply::plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{} takes {allowed}", parts.uri.path()),
+            );
+            refused.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static(if card { "GET" } else { "POST" }),
+            );
+            return refused;
+        }
+        let presented = parts.headers.contains_key(http::header::AUTHORIZATION);
+        let caller = match self.identify(&parts.headers, note).await {
+            Ok(caller) => Some(caller),
+            Err(_) if card && !presented => None,
+            Err(refusal) => return refusal,
+        };
+        if card {
+            return reply::json(StatusCode::OK, &a2a.card(&self.gateway, caller.as_ref()));
+        }
+        let Some(caller) = caller else {
+            unreachable!("only the card is answered without a caller")
+        };
+        if !is_json(&parts.headers) {
+            return reply::plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be application/json",
+            );
+        }
+        let body = match self.body(body).await {
+            Ok(body) => body,
+            Err(refusal) => return refusal,
+        };
+        let answer = a2a
+            .answer(&self.gateway, caller, &parts.headers, &body, note)
+            .await;
+        reply::json(StatusCode::OK, &answer)
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains (see [`Serving::serve`]).
@@ -324,10 +414,10 @@ impl Endpoint for Serving {
     }
 }
 
-/// The endpoint's `resource` URL, its metadata URL (RFC 9728 section 3.1: the well-known path
-/// inserted between the authority and the resource's path) and the two paths the metadata is
-/// served at (bare, and with the resource's path appended).
-fn resource_urls(config: &McpConfig) -> Result<(String, String, [Arc<str>; 2]), ServerConfigError> {
+/// The URL clients reach the listener at: `[mcp] public_url`, else `http://<listen>`
+/// (`http://localhost:<port>` for an unspecified address), checked to be an absolute
+/// `http(s)` URL without query or fragment; without a trailing `/`.
+fn public_base(config: &McpConfig) -> Result<String, ServerConfigError> {
     let base = match &config.public_url {
         Some(url) => url.clone(),
         None if config.listen.ip().is_unspecified() => {
@@ -345,11 +435,20 @@ fn resource_urls(config: &McpConfig) -> Result<(String, String, [Arc<str>; 2]), 
         return Err(invalid());
     }
     let origin = url.origin().ascii_serialization();
-    let resource_path = format!("{}{}", url.path().trim_end_matches('/'), config.path);
+    Ok(format!("{origin}{}", url.path().trim_end_matches('/')))
+}
+
+/// The endpoint's `resource` URL (`base` and its `path`), its metadata URL (RFC 9728 section
+/// 3.1: the well-known path inserted between the authority and the resource's path) and the
+/// two paths the metadata is served at (bare, and with the resource's path appended).
+fn resource_urls(base: &str, path: &str) -> (String, String, [Arc<str>; 2]) {
+    let url = url::Url::parse(base).expect("checked by public_base");
+    let origin = url.origin().ascii_serialization();
+    let resource_path = format!("{}{path}", url.path().trim_end_matches('/'));
     let suffixed: Arc<str> = Arc::from(format!("{METADATA_PATH}{resource_path}"));
-    Ok((
+    (
         format!("{origin}{resource_path}"),
         format!("{origin}{suffixed}"),
         [Arc::from(METADATA_PATH), suffixed],
-    ))
+    )
 }

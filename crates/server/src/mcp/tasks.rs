@@ -183,7 +183,12 @@ fn new_task(caller: &Caller, tool: &str, ttl_ms: Option<u64>) -> Task {
         principal: caller.principal.id.clone(),
         tool: tool.to_owned(),
         approval_id: None,
-        call: Value::Null,
+        // Until it holds a call to run (a paused call's envelope, which names its session too),
+        // what of its call a task keeps: the session (A2A reads its `contextId` there).
+        call: caller
+            .session
+            .as_ref()
+            .map_or(Value::Null, |session| json!({ "session_id": session })),
         status: TaskStatus::Working,
         status_message: None,
         result: None,

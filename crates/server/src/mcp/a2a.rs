@@ -1,0 +1,574 @@
+//! A2A on the same listener: gatehouse as an A2A agent (protocol 1.0, the JSON-RPC binding),
+//! for peer agents that speak A2A rather than MCP (issue 59).
+//!
+//! A2A is typed coordination between agents; a gatehouse tool is a skill of the agent, and
+//! a call of one is a task. Nothing here is a second call path: a message runs the governed
+//! pipeline through [`Gateway::run`], exactly as an MCP `tools/call` does, and its task is an
+//! MCP task ([`super::tasks`]), kept in the store, seen only by the principal and tenant that
+//! made it, and run on by the task runner once its approval is decided.
+//!
+//! - **The agent card** (`GET /.well-known/agent-card.json`): the caller is identified as for
+//!   MCP, and its tenant's tools are the card's skills (id: the tool's name; tags: its class
+//!   and approval mode). The one interface is `[mcp.a2a] path` on this listener, at the
+//!   endpoint's public URL.
+//! - **`SendMessage`**: the message names the skill and its arguments in one data part,
+//!   `{"tool": NAME, "arguments": {...}}` (a model's free text is not a call: a deterministic
+//!   gate does not guess). The message's `messageId` is the call's idempotency key, so a
+//!   retried message is one effect; its `contextId` (made when absent) is the call's session,
+//!   so rules over a session see an A2A context as one. The answer is a task:
+//!   - `TASK_STATE_COMPLETED`, the tool's result as an artifact (text parts, and its
+//!     structured content as a data part);
+//!   - `TASK_STATE_AUTH_REQUIRED` when the call waits for an approval (A2A's in-task
+//!     authorization, §7.6), its status message naming where an approver decides; the task
+//!     runner runs it once approved, and the task then reads `COMPLETED`;
+//!   - `TASK_STATE_REJECTED` for a call refused (by a policy, an approver, a gate) and
+//!     `TASK_STATE_FAILED` for one that failed (the tool's error, an expired approval), the
+//!     error's message and remediation as the status message.
+//!
+//!   Every task that ended carries the gateway's record of its call under
+//!   `metadata["gatehouse/result"]`; one waiting names its approval under
+//!   `metadata["gatehouse/approval_id"]`.
+//! - **`GetTask`, `ListTasks`, `CancelTask`**: the caller's own tasks only; another's is
+//!   `TaskNotFoundError`, as one that does not exist. Cancelling withdraws a pending approval.
+//! - Not offered, each with its protocol error: a message continuing a task (each call is a
+//!   task of its own), streaming (`SendStreamingMessage`, `SubscribeToTask`), push
+//!   notifications, the extended card. The card says so (`capabilities`).
+//!
+//! Every request names the protocol version in `A2A-Version: 1.0` (without it a request is
+//! 0.3's, which is not served).
+
+use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::model::ContentBlock;
+use gatehouse_store::{Task, TaskStatus};
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::call::{Gateway, mcp_span, traceparent};
+use super::caller::Caller;
+use super::tasks::{self, TaskError, rfc3339};
+use crate::access_log::Note;
+
+/// Where the agent card is served (A2A 1.0, §8.2).
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+/// The protocol version served.
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// The header naming it.
+pub const VERSION_HEADER: &str = "a2a-version";
+/// The key under which a task's metadata carries the gateway's record of its call.
+pub const RESULT_METADATA: &str = "gatehouse/result";
+/// The key under which a task waiting for an approval names it.
+pub const APPROVAL_METADATA: &str = "gatehouse/approval_id";
+
+/// `[mcp.a2a]`: serve A2A on the MCP listener.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aConfig {
+    /// The JSON-RPC endpoint's path. Default: `/a2a`.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// The agent card's name. Default: `gatehouse`.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// The agent card's description. Default: a sentence saying what the agent is.
+    #[serde(default = "default_description")]
+    pub description: String,
+}
+
+impl Default for A2aConfig {
+    fn default() -> Self {
+        Self {
+            path: default_path(),
+            name: default_name(),
+            description: default_description(),
+        }
+    }
+}
+
+fn default_path() -> String {
+    "/a2a".to_owned()
+}
+
+fn default_name() -> String {
+    "gatehouse".to_owned()
+}
+
+fn default_description() -> String {
+    "Governed tools: each skill is a tool, run through gatehouse's policy, approval, \
+     idempotency and audit gates. Send a message with one data part {\"tool\": SKILL, \
+     \"arguments\": {...}}."
+        .to_owned()
+}
+
+/// The A2A front of one endpoint: its config and the URL peers reach it at.
+#[derive(Debug)]
+pub struct A2a {
+    config: A2aConfig,
+    /// The JSON-RPC interface's URL: the endpoint's public URL and `path`.
+    url: String,
+}
+
+/// A JSON-RPC error of the A2A binding: its code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    /// The code (JSON-RPC's, or A2A's -32001 to -32009).
+    pub code: i64,
+    /// What went wrong, and the fix.
+    pub message: String,
+}
+
+impl RpcError {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(-32600, message)
+    }
+
+    fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(-32602, message)
+    }
+
+    fn internal(message: impl Into<String>) -> Self {
+        Self::new(-32603, message)
+    }
+}
+
+impl From<TaskError> for RpcError {
+    fn from(error: TaskError) -> Self {
+        match error {
+            TaskError::Unknown(_) => Self::new(-32001, error.to_string()),
+            TaskError::Ended { .. } => Self::new(-32002, error.to_string()),
+            TaskError::Store(_) => Self::internal(error.to_string()),
+        }
+    }
+}
+
+impl A2a {
+    /// The A2A front of an endpoint reached at `base` (its public URL, scheme and authority).
+    pub fn new(config: A2aConfig, base: &str) -> Self {
+        let url = format!("{}{}", base.trim_end_matches('/'), config.path);
+        Self { config, url }
+    }
+
+    /// The JSON-RPC endpoint's path.
+    pub fn path(&self) -> &str {
+        &self.config.path
+    }
+
+    /// The agent card `caller` sees: its tenant's tools as skills (none for a caller not
+    /// identified).
+    pub fn card(&self, gateway: &Gateway, caller: Option<&Caller>) -> Value {
+        let tools = caller.map_or_else(Vec::new, |caller| {
+            gateway.host().tool_catalog(&caller.tenant)
+        });
+        let skills: Vec<Value> = tools
+            .into_iter()
+            .map(|(name, capability)| {
+                let name = gateway.aliases().listed_name(name);
+                json!({
+                    "id": name,
+                    "name": capability.title.clone().unwrap_or_else(|| name.clone()),
+                    "description": capability.description,
+                    "tags": [
+                        capability.capability_class.to_string(),
+                        capability.approval_mode.to_string(),
+                    ],
+                    "examples": [json!({ "tool": name, "arguments": {} }).to_string()],
+                    "inputModes": ["application/json"],
+                    "outputModes": ["application/json", "text/plain"],
+                })
+            })
+            .collect();
+        json!({
+            "name": self.config.name,
+            "description": self.config.description,
+            "version": env!("CARGO_PKG_VERSION"),
+            "supportedInterfaces": [{
+                "url": self.url,
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": PROTOCOL_VERSION,
+            }],
+            "capabilities": {
+                "streaming": false,
+                "pushNotifications": false,
+                "extendedAgentCard": false,
+            },
+            "defaultInputModes": ["application/json"],
+            "defaultOutputModes": ["application/json", "text/plain"],
+            "skills": skills,
+        })
+    }
+
+    /// Answers one JSON-RPC request `body` of `caller`: the JSON-RPC response (a request it
+    /// cannot read is answered with its error and `id` null).
+    pub async fn answer(
+        &self,
+        gateway: &Gateway,
+        caller: Caller,
+        headers: &HeaderMap,
+        body: &[u8],
+        note: &Note,
+    ) -> Value {
+        let request: Value = match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => {
+                return failure(
+                    &Value::Null,
+                    &RpcError::new(-32700, format!("the body is not JSON: {error}")),
+                );
+            }
+        };
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        match self
+            .dispatch(gateway, caller, headers, &request, note)
+            .await
+        {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(error) => failure(&id, &error),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        gateway: &Gateway,
+        caller: Caller,
+        headers: &HeaderMap,
+        request: &Value,
+        note: &Note,
+    ) -> Result<Value, RpcError> {
+        if request.get("jsonrpc") != Some(&json!("2.0")) || !request.is_object() {
+            return Err(RpcError::invalid_request(
+                "the body must be one JSON-RPC 2.0 request object",
+            ));
+        }
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_request("the request names no method"))?;
+        version(headers)?;
+        let params = match request.get("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(params)) => params.clone(),
+            Some(_) => return Err(RpcError::invalid_params("`params` must be an object")),
+        };
+        let host = gateway.host();
+        match method {
+            "SendMessage" => self.send(gateway, caller, headers, &params, note).await,
+            "GetTask" => {
+                let task = tasks::owned(host, &caller, task_id(&params, "id")?).await?;
+                Ok(wire(&task))
+            }
+            "ListTasks" => list(gateway, &caller, &params).await,
+            "CancelTask" => {
+                let task = tasks::cancel(host, &caller, task_id(&params, "id")?).await?;
+                Ok(wire(&task))
+            }
+            "SendStreamingMessage" | "SubscribeToTask" => Err(RpcError::new(
+                -32004,
+                format!(
+                    "{method}: this agent does not stream (its card says capabilities.streaming \
+                     false); send SendMessage, then GetTask"
+                ),
+            )),
+            "CreateTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
+                -32003,
+                "this agent sends no push notifications (its card says \
+                 capabilities.pushNotifications false); poll with GetTask",
+            )),
+            "GetExtendedAgentCard" => Err(RpcError::new(
+                -32007,
+                format!("this agent has no extended card: its card at {CARD_PATH} is all of it"),
+            )),
+            other => Err(RpcError::new(
+                -32601,
+                format!("there is no method `{other}` in A2A {PROTOCOL_VERSION}"),
+            )),
+        }
+    }
+
+    /// `SendMessage`: the call the message names, run as a task of `caller`'s.
+    async fn send(
+        &self,
+        gateway: &Gateway,
+        caller: Caller,
+        headers: &HeaderMap,
+        params: &Map<String, Value>,
+        note: &Note,
+    ) -> Result<Value, RpcError> {
+        let message = params
+            .get("message")
+            .and_then(Value::as_object)
+            .ok_or_else(|| RpcError::invalid_params("`message` must be a Message object"))?;
+        let text = |key: &str| {
+            message
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let message_id = text("messageId")
+            .ok_or_else(|| RpcError::invalid_params("the message has no `messageId`"))?;
+        if message.get("role").and_then(Value::as_str) != Some("ROLE_USER") {
+            return Err(RpcError::invalid_params(
+                "the message's `role` must be ROLE_USER: an agent's message is not a request",
+            ));
+        }
+        if let Some(task) = text("taskId") {
+            return Err(RpcError::new(
+                -32004,
+                format!(
+                    "task `{task}` takes no further message: each call is a task of its own, and \
+                     one waiting for approval goes on when an approver decides; send a new \
+                     message without `taskId`"
+                ),
+            ));
+        }
+        let (tool, arguments) = skill_call(message)?;
+        let context = text("contextId")
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("ctx_{}", gatehouse_core::ids::tool_call_id()));
+        let caller = caller.in_session(Some(context));
+        let name = gateway.aliases().tool(&tool).unwrap_or(&tool).to_owned();
+        let mut call = ToolCallEnvelope::new(&caller.tenant, &name, arguments)
+            .with_principal(caller.principal.clone())
+            .with_claims(caller.claims.clone())
+            .with_idempotency_key(format!("a2a:{message_id}"));
+        call.session_id = caller.session.clone();
+        let traceparent = traceparent(headers);
+        if let Some(traceparent) = &traceparent {
+            call = call.with_traceparent(traceparent);
+        }
+        let span = mcp_span(&name, traceparent.as_deref());
+        let result = gateway.run(call, span, Some(note), None).await;
+        if result.outcome == OutcomeCode::UnknownCapability {
+            return Err(RpcError::invalid_params(format!(
+                "there is no skill `{tool}` for this caller: the agent card lists the ones it \
+                 may use"
+            )));
+        }
+        let task = tasks::create(gateway.host(), &caller, &tool, &result, None).await?;
+        Ok(json!({ "task": wire(&task) }))
+    }
+}
+
+/// The one data part of `message` naming a call: its tool and arguments.
+fn skill_call(message: &Map<String, Value>) -> Result<(String, Value), RpcError> {
+    let shape = "name the skill in one data part: {\"data\": {\"tool\": SKILL, \"arguments\": \
+                 {...}}}, the skill one of the agent card's";
+    let parts = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| RpcError::invalid_params(format!("the message has no `parts`: {shape}")))?;
+    let mut calls = parts.iter().filter_map(|part| part.get("data"));
+    let (Some(data), None) = (calls.next(), calls.next()) else {
+        return Err(RpcError::invalid_params(format!(
+            "the message must have exactly one data part: {shape}"
+        )));
+    };
+    let tool = data.get("tool").and_then(Value::as_str).ok_or_else(|| {
+        RpcError::invalid_params(format!("the data part names no `tool`: {shape}"))
+    })?;
+    let arguments = match data.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(arguments @ Value::Object(_)) => arguments.clone(),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "the data part's `arguments` must be an object",
+            ));
+        }
+    };
+    Ok((tool.to_owned(), arguments))
+}
+
+/// `A2A-Version` must name 1.0 (a patch is ignored); a request without it is 0.3's.
+fn version(headers: &HeaderMap) -> Result<(), RpcError> {
+    let named = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
+    let served = named.is_some_and(|v| {
+        let mut parts = v.trim().split('.');
+        (parts.next(), parts.next()) == (Some("1"), Some("0"))
+    });
+    if served {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        -32009,
+        format!(
+            "A2A {} is not served: send `A2A-Version: {PROTOCOL_VERSION}`",
+            named.unwrap_or("0.3 (no A2A-Version header)")
+        ),
+    ))
+}
+
+/// The task id under `key` in `params`.
+fn task_id<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params(format!("`{key}` must name a task")))
+}
+
+/// `ListTasks`: the caller's tasks, newest first, a page at a time, narrowed to a context
+/// and a state when asked.
+async fn list(
+    gateway: &Gateway,
+    caller: &Caller,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let cursor = params
+        .get("pageToken")
+        .and_then(Value::as_str)
+        .filter(|token| !token.is_empty());
+    let (page, next) = tasks::list(gateway.host(), caller, cursor).await?;
+    let context = params.get("contextId").and_then(Value::as_str);
+    let state = params.get("status").and_then(Value::as_str);
+    let tasks: Vec<Value> = page
+        .iter()
+        .map(wire)
+        .filter(|task| context.is_none_or(|context| task["contextId"] == context))
+        .filter(|task| state.is_none_or(|state| task["status"]["state"] == state))
+        .collect();
+    let mut listed = json!({ "tasks": tasks, "pageSize": tasks.len() });
+    if let Some(next) = next {
+        listed["nextPageToken"] = json!(next);
+    } else if cursor.is_none() {
+        listed["totalSize"] = json!(tasks.len());
+    }
+    Ok(listed)
+}
+
+/// A task as A2A has it.
+pub fn wire(task: &Task) -> Value {
+    let result = tasks::result_of(task);
+    let state = state(task, result.as_ref());
+    // The context is the call's session: kept in the stored call.
+    let context = task.call["session_id"].as_str().unwrap_or_default();
+    let mut status = json!({ "state": state, "timestamp": rfc3339(task.updated_at_ms) });
+    let said = match (state, result.as_ref().and_then(|r| r.error.as_ref())) {
+        ("TASK_STATE_COMPLETED", _) => None,
+        (_, Some(error)) => Some(match &error.remediation {
+            Some(fix) => format!("{} ({fix})", error.message),
+            None => error.message.clone(),
+        }),
+        _ => task.status_message.clone(),
+    };
+    if let Some(said) = said {
+        status["message"] = json!({
+            "messageId": format!("{}-status", task.id),
+            "role": "ROLE_AGENT",
+            "taskId": task.id,
+            "contextId": context,
+            "parts": [{ "text": said }],
+        });
+    }
+    let mut wire = json!({ "id": task.id, "contextId": context, "status": status });
+    if let Some(result) = &result {
+        if result.status == Status::Ok {
+            wire["artifacts"] = json!([artifact(result)]);
+        }
+        wire["metadata"] = json!({ RESULT_METADATA: result });
+    } else if let Some(approval) = &task.approval_id {
+        wire["metadata"] = json!({ APPROVAL_METADATA: approval });
+    }
+    wire
+}
+
+/// The A2A state of `task`, whose call ended with `result` if it did.
+fn state(task: &Task, result: Option<&ToolResultEnvelope>) -> &'static str {
+    match (task.status, result.map(|r| r.status)) {
+        (TaskStatus::Working, _) if task.approval_id.is_some() => "TASK_STATE_AUTH_REQUIRED",
+        (TaskStatus::Working, _) => "TASK_STATE_WORKING",
+        (TaskStatus::InputRequired, _) => "TASK_STATE_INPUT_REQUIRED",
+        (TaskStatus::Cancelled, _) => "TASK_STATE_CANCELED",
+        (TaskStatus::Completed, Some(Status::Ok)) => "TASK_STATE_COMPLETED",
+        (TaskStatus::Completed, Some(Status::Rejected)) => "TASK_STATE_REJECTED",
+        (TaskStatus::Completed | TaskStatus::Failed, _) => "TASK_STATE_FAILED",
+    }
+}
+
+/// A call's result as an artifact: its text blocks as text parts, its structured content as
+/// a data part, any other block as a data part holding it.
+fn artifact(result: &ToolResultEnvelope) -> Value {
+    let mut parts: Vec<Value> = result
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => json!({ "text": text }),
+            other => json!({ "data": other }),
+        })
+        .collect();
+    if let Some(structured) = &result.structured_content {
+        parts.push(json!({ "data": structured }));
+    }
+    json!({
+        "artifactId": format!("{}-result", result.tool_call_id),
+        "name": "result",
+        "parts": parts,
+    })
+}
+
+/// A JSON-RPC error response to request `id`.
+fn failure(id: &Value, error: &RpcError) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": error.code, "message": error.message },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(version: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(version) = version {
+            headers.insert(VERSION_HEADER, version.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn only_version_1_0_is_served() {
+        assert!(version(&headers(Some("1.0"))).is_ok());
+        assert!(version(&headers(Some("1.0.1"))).is_ok());
+        for refused in [None, Some("0.3"), Some("2.0"), Some("1")] {
+            let error = version(&headers(refused)).unwrap_err();
+            assert_eq!(error.code, -32009, "{refused:?}");
+            assert!(
+                error.message.contains("send `A2A-Version: 1.0`"),
+                "{}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_names_one_skill_in_one_data_part() {
+        let message = |parts: Value| -> Map<String, Value> {
+            json!({ "parts": parts }).as_object().unwrap().clone()
+        };
+        let (tool, arguments) = skill_call(&message(json!([
+            { "text": "please echo" },
+            { "data": { "tool": "gatehouse.echo.echo", "arguments": { "message": "hi" } } },
+        ])))
+        .unwrap();
+        assert_eq!(tool, "gatehouse.echo.echo");
+        assert_eq!(arguments, json!({ "message": "hi" }));
+        for bad in [
+            json!([{ "text": "echo hi" }]),
+            json!([{ "data": { "tool": "a" } }, { "data": { "tool": "b" } }]),
+            json!([{ "data": { "arguments": {} } }]),
+            json!([{ "data": { "tool": "a", "arguments": [1] } }]),
+        ] {
+            let error = skill_call(&message(bad.clone())).unwrap_err();
+            assert_eq!(error.code, -32602, "{bad}");
+        }
+    }
+}

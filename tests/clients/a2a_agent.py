@@ -1,0 +1,90 @@
+"""A peer agent that calls gatehouse over A2A with the official A2A SDK (`a2a-sdk`), as an
+agent would: it resolves the agent card, makes a client from it, and sends one request.
+
+    python a2a_agent.py BASE_URL [--key KEY] ACTION [...]
+
+ACTION is one of:
+    card                                   the agent card
+    send TOOL ARGUMENTS_JSON MESSAGE_ID [CONTEXT_ID]
+                                           SendMessage: the task it answers
+    get TASK_ID                            GetTask
+    list                                   ListTasks
+    cancel TASK_ID                         CancelTask
+    push TASK_ID URL                       CreateTaskPushNotificationConfig
+
+It prints one JSON line: the answer (protobuf's JSON, as the wire has it), or
+{"error": {"type": ..., "message": ...}} for an error the SDK raised.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
+
+
+def wire(message) -> dict:
+    return MessageToDict(message)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base")
+    parser.add_argument("--key")
+    parser.add_argument("action")
+    parser.add_argument("rest", nargs="*")
+    args = parser.parse_args()
+
+    headers = {"Authorization": f"Bearer {args.key}"} if args.key else {}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        card = await A2ACardResolver(http, args.base).get_agent_card()
+        if args.action == "card":
+            print(json.dumps(wire(card)))
+            return
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        try:
+            if args.action == "send":
+                tool, arguments, message_id, *context = args.rest
+                data = ParseDict({"tool": tool, "arguments": json.loads(arguments)}, Value())
+                message = Message(
+                    message_id=message_id,
+                    role=Role.ROLE_USER,
+                    parts=[Part(text=f"call {tool}"), Part(data=data)],
+                )
+                if context:
+                    message.context_id = context[0]
+                async for event in client.send_message(SendMessageRequest(message=message)):
+                    print(json.dumps(wire(event)))
+            elif args.action == "get":
+                print(json.dumps(wire(await client.get_task(GetTaskRequest(id=args.rest[0])))))
+            elif args.action == "list":
+                print(json.dumps(wire(await client.list_tasks(ListTasksRequest()))))
+            elif args.action == "cancel":
+                task = await client.cancel_task(CancelTaskRequest(id=args.rest[0]))
+                print(json.dumps(wire(task)))
+            elif args.action == "push":
+                config = TaskPushNotificationConfig(task_id=args.rest[0], url=args.rest[1])
+                answer = await client.create_task_push_notification_config(config)
+                print(json.dumps(wire(answer)))
+            else:
+                sys.exit(f"unknown action {args.action}")
+        except Exception as error:  # noqa: BLE001 - the test reads what the SDK raised
+            print(json.dumps({"error": {"type": type(error).__name__, "message": str(error)}}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,365 @@
+//! gatehouse as an A2A agent (issue 59, part 2), driven by the official A2A SDK (`a2a-sdk`,
+//! pinned in `tests/clients`), as a peer agent would: it resolves the agent card, makes its
+//! client from it, and sends messages naming a skill.
+//!
+//! - The card lists the caller's tools as skills, and one JSON-RPC interface.
+//! - A read-only tool answers at once: a completed task holding the upstream's answer.
+//! - A write the policy sends to approval waits in `AUTH_REQUIRED`, naming where an approver
+//!   decides; nothing reaches the upstream. Approved through the admin API, the task runner
+//!   runs it: `COMPLETED`, one POST upstream; the same message again is that one effect.
+//! - Another principal, of this tenant or another, cannot read or list the task.
+//! - A cancelled task withdraws its approval, and nothing runs.
+//! - What is not offered (push notifications) and what is malformed (no version header, a
+//!   message without a data part, a forged key) is refused with the protocol's error.
+
+use std::time::Duration;
+
+use gatehouse_host::config::PolicyDefault;
+use gatehouse_tests::agent::a2a;
+use gatehouse_tests::artifacts::{POLICY_PROBE, REST};
+use gatehouse_tests::gateway::{Gateway, Serve};
+use gatehouse_tests::upstream::Upstream;
+use gatehouse_tests::{bind, free_port, grant, http};
+use serde_json::{Value, json};
+
+/// The peer agent's API key: principal `agent:alice`, tenant `default`.
+const ALICE: &str = "alice-a2a-key-3b9e";
+/// Another agent of the same tenant: principal `agent:bob`.
+const BOB: &str = "bob-a2a-key-71c2";
+/// An agent of another tenant: principal `agent:eve`, tenant `other`.
+const EVE: &str = "eve-a2a-key-c8d4";
+/// An approver's admin token.
+const APPROVER: &str = "approver-a2a-token-5e60";
+
+/// A gateway serving `gatehouse.rest` over MCP and A2A (`[mcp.a2a]`), its writes sent to
+/// approval by the policy probe, with the admin API and three agents' keys.
+struct Peer {
+    _gateway: Gateway,
+    upstream: Upstream,
+    mcp: u16,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Peer {
+    async fn start() -> Self {
+        let upstream = Upstream::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.display().to_string()
+        };
+        let mut host = gatehouse_tests::host::rest_config(&upstream);
+        host.pipeline.tools = vec![grant("gatehouse.rest.*", &["default", "other"])];
+        host.pipeline.policy_default = PolicyDefault::Allow;
+        host.pipeline.policies.push(bind(
+            "test.policy-probe",
+            "gatehouse.rest.send",
+            0,
+            json!({ "verdict": "require_approval" }),
+        ));
+        host.store.path = Some(dir.path().join("gatehouse.db"));
+        let (mcp, admin) = (free_port(), free_port());
+        let key = |tenant: &str, principal: &str, value: &str| {
+            gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
+        };
+        let text = format!(
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
+            toml::to_string(&host).unwrap(),
+            key("default", "agent:alice", ALICE),
+            key("default", "agent:bob", BOB),
+            key("other", "agent:eve", EVE),
+            file("approver.token", APPROVER.as_bytes()),
+        );
+        let gateway = Serve::config(file("gatehouse.toml", text.as_bytes()))
+            .adapter(file("rest.wasm", &REST.signed()))
+            .policy(file("probe.wasm", &POLICY_PROBE.signed()))
+            .wait_for(mcp)
+            .wait_for(admin)
+            .start()
+            .await;
+        Self {
+            _gateway: gateway,
+            upstream,
+            mcp,
+            admin,
+            _dir: dir,
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.mcp)
+    }
+
+    /// The SDK's agent doing `action` as `key`: its one answer.
+    async fn one(&self, key: &str, action: &[&str]) -> Value {
+        let mut lines = a2a(&self.base(), Some(key), action).await;
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        lines.remove(0)
+    }
+
+    /// `SendMessage` of `tool` with `args` as message `id`, as `key`: the task answered.
+    async fn send(&self, key: &str, tool: &str, args: &Value, id: &str) -> Value {
+        let answer = self.one(key, &["send", tool, &args.to_string(), id]).await;
+        answer["task"].clone()
+    }
+
+    /// The POSTs the upstream received.
+    fn posts(&self) -> usize {
+        (self.upstream.seen().iter())
+            .filter(|seen| seen.method == "POST")
+            .count()
+    }
+
+    /// Approves approval `id` through the admin API.
+    async fn approve(&self, id: &str) {
+        let (status, body) = gatehouse_tests::admin::request(
+            self.admin,
+            "POST",
+            &format!("/v1/approvals/{id}/approve"),
+            Some(APPROVER),
+            Some(String::new().into()),
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// Polls task `id` (as alice) until its state is `state`: the task.
+    async fn until(&self, id: &str, state: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let task = self.one(ALICE, &["get", id]).await;
+            if task["status"]["state"] == state {
+                return task;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {id} is not {state}: {task}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// One raw JSON-RPC request to the A2A endpoint, with `headers`: the HTTP status and the
+    /// answer.
+    async fn raw(&self, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
+        let mut all = vec![("content-type", "application/json")];
+        all.extend_from_slice(headers);
+        let (status, _, bytes) = http(self.mcp, "POST", "/a2a", &all, body.to_string()).await;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+}
+
+/// The upstream's `/orders` as a read, and as a write.
+fn read(peer: &Peer) -> Value {
+    json!({ "url": peer.upstream.url("/orders/7") })
+}
+
+fn write(peer: &Peer, amount: u32) -> Value {
+    json!({ "url": peer.upstream.url("/refunds"), "method": "POST", "body": { "amount": amount } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_authorization() {
+    let peer = Peer::start().await;
+
+    // The card: the caller's tools as skills, one JSON-RPC interface at this listener.
+    let card = peer.one(ALICE, &["card"]).await;
+    assert_eq!(card["name"], "acme-tools");
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{ "url": format!("{}/a2a", peer.base()), "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }])
+    );
+    let skills: Vec<&str> = (card["skills"].as_array().unwrap().iter())
+        .map(|skill| skill["id"].as_str().unwrap())
+        .collect();
+    assert!(skills.contains(&"gatehouse.rest.get"), "{card}");
+    assert!(skills.contains(&"gatehouse.rest.send"), "{card}");
+
+    // A read-only tool answers at once: the upstream's answer is the task's artifact.
+    let task = peer
+        .send(ALICE, "gatehouse.rest.get", &read(&peer), "msg-read-1")
+        .await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["metadata"]["gatehouse/result"]["outcome"], "OK",
+        "{task}"
+    );
+    let artifact = task["artifacts"][0]["parts"].to_string();
+    assert!(artifact.contains("/orders/7"), "{task}");
+    assert!(
+        task["contextId"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("ctx_")),
+        "{task}"
+    );
+
+    // A write the policy sends to approval waits for a person; nothing is sent.
+    let task = peer
+        .send(
+            ALICE,
+            "gatehouse.rest.send",
+            &write(&peer, 40),
+            "msg-refund-1",
+        )
+        .await;
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{task}"
+    );
+    let said = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        said.contains("waiting for approval") && said.contains("/console/"),
+        "{said}"
+    );
+    let id = task["id"].as_str().unwrap().to_owned();
+    let approval = task["metadata"]["gatehouse/approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(peer.posts(), 0);
+
+    // Nobody else reads it: another principal of the tenant, or another tenant.
+    for other in [BOB, EVE] {
+        let answer = peer.one(other, &["get", &id]).await;
+        assert_eq!(answer["error"]["type"], "TaskNotFoundError", "{answer}");
+        let listed = peer.one(other, &["list"]).await;
+        assert!(!listed.to_string().contains(&id), "{listed}");
+    }
+
+    // Approved through the admin API, the task runs: completed, one effect upstream.
+    peer.approve(&approval).await;
+    let done = peer.until(&id, "TASK_STATE_COMPLETED").await;
+    assert_eq!(
+        done["metadata"]["gatehouse/result"]["outcome"], "OK",
+        "{done}"
+    );
+    assert_eq!(peer.posts(), 1);
+    // The same message again is the same effect: replayed, not sent.
+    let again = peer
+        .send(
+            ALICE,
+            "gatehouse.rest.send",
+            &write(&peer, 40),
+            "msg-refund-1",
+        )
+        .await;
+    assert_eq!(again["status"]["state"], "TASK_STATE_COMPLETED", "{again}");
+    assert!(
+        again["metadata"]["gatehouse/result"]["replay_of"].is_string(),
+        "a replay: {again}"
+    );
+    assert_eq!(peer.posts(), 1, "{again}");
+    let listed = peer.one(ALICE, &["list"]).await;
+    assert!(listed.to_string().contains(&id), "{listed}");
+
+    // A cancelled task withdraws its approval: nothing runs.
+    let task = peer
+        .send(
+            ALICE,
+            "gatehouse.rest.send",
+            &write(&peer, 90),
+            "msg-refund-2",
+        )
+        .await;
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{task}"
+    );
+    let id = task["id"].as_str().unwrap().to_owned();
+    let cancelled = peer.one(ALICE, &["cancel", &id]).await;
+    assert_eq!(
+        cancelled["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    let again = peer.one(ALICE, &["cancel", &id]).await;
+    assert_eq!(again["error"]["type"], "TaskNotCancelableError", "{again}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(peer.posts(), 1);
+
+    // Push notifications are not offered: the protocol's error, nothing registered.
+    let push = peer
+        .one(ALICE, &["push", &id, "http://127.0.0.1:9/hook"])
+        .await;
+    assert_eq!(
+        push["error"]["type"], "PushNotificationNotSupportedError",
+        "{push}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_a2a_requests_get_the_protocols_errors_and_run_nothing() {
+    let peer = Peer::start().await;
+    let bearer = format!("Bearer {ALICE}");
+    let auth = ("authorization", bearer.as_str());
+    let version = ("a2a-version", "1.0");
+    let send = |parts: Value| {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": { "message": { "messageId": "m-1", "role": "ROLE_USER", "parts": parts } } })
+    };
+    let call = json!([{ "data": { "tool": "gatehouse.rest.send", "arguments": write(&peer, 5) } }]);
+
+    // No version header: a 0.3 request, not served.
+    let (status, answer) = peer.raw(&[auth], &send(call.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["error"]["code"], -32009, "{answer}");
+    // A model's free text is not a call.
+    let (_, answer) = peer
+        .raw(
+            &[auth, version],
+            &send(json!([{ "text": "refund 5 please" }])),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("one data part"),
+        "{answer}"
+    );
+    // An unknown skill, and one continuing a task.
+    let unknown = json!([{ "data": { "tool": "gatehouse.rest.nope", "arguments": {} } }]);
+    let (_, answer) = peer.raw(&[auth, version], &send(unknown)).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let mut continuing = send(call.clone());
+    continuing["params"]["message"]["taskId"] = json!("task_0123");
+    let (_, answer) = peer.raw(&[auth, version], &continuing).await;
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    // Not JSON; no such method.
+    let json = ("content-type", "application/json");
+    let (_, _, text) = http(peer.mcp, "POST", "/a2a", &[auth, version, json], "{").await;
+    assert!(
+        String::from_utf8_lossy(&text).contains("-32700"),
+        "{text:?}"
+    );
+    let (_, answer) = peer
+        .raw(
+            &[auth, version],
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "message/send" }),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    // A forged key: 401 before anything is read.
+    let (status, _) = peer
+        .raw(
+            &[("authorization", "Bearer forged"), version],
+            &send(call.clone()),
+        )
+        .await;
+    assert_eq!(status, 401);
+    // The card without credentials lists no skill.
+    let (status, _, card) = http(peer.mcp, "GET", "/.well-known/agent-card.json", &[], "").await;
+    assert_eq!(status, 200, "{card:?}");
+    let card: Value = serde_json::from_slice(&card).unwrap();
+    assert_eq!(card["skills"], json!([]), "{card}");
+
+    assert_eq!(peer.posts(), 0, "nothing ran");
+}
