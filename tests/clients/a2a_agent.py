@@ -10,7 +10,7 @@ ACTION is one of:
     get TASK_ID                            GetTask
     list                                   ListTasks
     cancel TASK_ID                         CancelTask
-    push TASK_ID URL                       CreateTaskPushNotificationConfig
+    push TASK_ID URL [TOKEN]               CreateTaskPushNotificationConfig
 
 It prints one JSON line: the answer (protobuf's JSON, as the wire has it), or
 {"error": {"type": ..., "message": ...}} for an error the SDK raised.
@@ -78,6 +78,8 @@ async def main() -> None:
                 print(json.dumps(wire(task)))
             elif args.action == "push":
                 config = TaskPushNotificationConfig(task_id=args.rest[0], url=args.rest[1])
+                if len(args.rest) > 2:
+                    config.token = args.rest[2]
                 answer = await client.create_task_push_notification_config(config)
                 print(json.dumps(wire(answer)))
             else:

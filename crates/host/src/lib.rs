@@ -78,7 +78,7 @@ pub use gatehouse_store as state;
 /// `completion`).
 pub use bindings::types::{Completion, CompletionRef};
 pub use config::HostConfig;
-pub use egress::{TlsClient, install_default_provider};
+pub use egress::{AddressPolicy, TlsClient, install_default_provider};
 pub use envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 pub use error::{HostError, InstallError, LoadError};
 pub use host::{AllowedDowngrade, Host, PolicyModule};

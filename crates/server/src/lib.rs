@@ -23,3 +23,4 @@ pub mod admin;
 mod bearer;
 pub mod listener;
 pub mod mcp;
+mod outbound;

@@ -9,8 +9,10 @@
 //!   runs it: `COMPLETED`, one POST upstream; the same message again is that one effect.
 //! - Another principal, of this tenant or another, cannot read or list the task.
 //! - A cancelled task withdraws its approval, and nothing runs.
-//! - What is not offered (push notifications) and what is malformed (no version header, a
-//!   message without a data part, a forged key) is refused with the protocol's error.
+//! - A webhook on loopback is refused; one the operator allows there hears each state, with
+//!   its token. A tenant's open tasks are bounded: a message beyond the bound runs nothing.
+//! - What is malformed (no version header, a message without a data part, a forged key) is
+//!   refused with the protocol's error.
 
 use std::time::Duration;
 
@@ -43,6 +45,11 @@ struct Peer {
 
 impl Peer {
     async fn start() -> Self {
+        Self::start_with("").await
+    }
+
+    /// [`Peer::start`], with `a2a` added to the `[mcp.a2a]` table.
+    async fn start_with(a2a: &str) -> Self {
         let upstream = Upstream::start().await;
         let dir = tempfile::tempdir().unwrap();
         let file = |name: &str, bytes: &[u8]| {
@@ -65,7 +72,7 @@ impl Peer {
             gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
         };
         let text = format!(
-            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\n{a2a}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
             toml::to_string(&host).unwrap(),
             key("default", "agent:alice", ALICE),
             key("default", "agent:bob", BOB),
@@ -284,14 +291,104 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(peer.posts(), 1);
 
-    // Push notifications are not offered: the protocol's error, nothing registered.
+    // A webhook on a loopback address is refused: it would reach the gateway's own network.
     let push = peer
         .one(ALICE, &["push", &id, "http://127.0.0.1:9/hook"])
         .await;
-    assert_eq!(
-        push["error"]["type"], "PushNotificationNotSupportedError",
-        "{push}"
+    assert_eq!(push["error"]["type"], "InvalidParamsError", "{push}");
+    let said = push["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("127.0.0.1 is a loopback address") && said.contains("push_allow_private"),
+        "{said}"
     );
+}
+
+/// Webhooks the operator allows on loopback hear of each state, with their token; a tenant's
+/// open tasks are bounded, and a message beyond the bound runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_hear_each_state_and_open_tasks_are_bounded() {
+    let peer = Peer::start_with("max_open_tasks = 1\npush_allow_private = [\"127.0.0.0/8\"]").await;
+    let hook = Upstream::start().await;
+    let notified = |state: &str| {
+        (hook.seen().into_iter())
+            .filter(|seen| seen.path == "/hook")
+            .filter_map(|seen| {
+                let body = serde_json::from_slice::<Value>(&seen.body).ok()?;
+                Some((body, seen.headers))
+            })
+            .find(|(body, _)| body["task"]["status"]["state"] == state)
+    };
+
+    let task = peer
+        .send(
+            ALICE,
+            "gatehouse.rest.send",
+            &write(&peer, 12),
+            "msg-hook-1",
+        )
+        .await;
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{task}"
+    );
+    let id = task["id"].as_str().unwrap().to_owned();
+    let config = peer
+        .one(ALICE, &["push", &id, &hook.url("/hook"), "hook-token-9d"])
+        .await;
+    assert_eq!(config["taskId"], id.as_str(), "{config}");
+
+    // The bound: one open task; a second message runs nothing.
+    let second = write(&peer, 13).to_string();
+    let refused = peer
+        .one(
+            ALICE,
+            &["send", "gatehouse.rest.send", &second, "msg-hook-2"],
+        )
+        .await;
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("max_open_tasks") && said.contains("nothing ran"),
+        "{refused}"
+    );
+
+    // The webhook hears the waiting state, then, once approved, the completed one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while notified("TASK_STATE_AUTH_REQUIRED").is_none() {
+        assert!(std::time::Instant::now() < deadline, "no notification");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let approval = task["metadata"]["gatehouse/approval_id"].as_str().unwrap();
+    peer.approve(approval).await;
+    peer.until(&id, "TASK_STATE_COMPLETED").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (body, headers) = loop {
+        if let Some(found) = notified("TASK_STATE_COMPLETED") {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completed notification"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(body["task"]["id"], id.as_str(), "{body}");
+    assert_eq!(headers["x-a2a-notification-token"], "hook-token-9d");
+    assert_eq!(peer.posts(), 1);
+
+    // With the first task ended, there is room again.
+    let task = peer
+        .send(
+            ALICE,
+            "gatehouse.rest.send",
+            &write(&peer, 13),
+            "msg-hook-3",
+        )
+        .await;
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{task}"
+    );
+    assert_eq!(peer.posts(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,17 +30,27 @@
 //!   `metadata["gatehouse/approval_id"]`.
 //! - **`GetTask`, `ListTasks`, `CancelTask`**: the caller's own tasks only; another's is
 //!   `TaskNotFoundError`, as one that does not exist. Cancelling withdraws a pending approval.
+//! - **Push notifications** ([`push`]): webhooks for a task, registered with
+//!   `CreateTaskPushNotificationConfig` or with the message, each sent the task when its state
+//!   changes. A webhook's addresses pass the egress gate's address checks: public only, unless
+//!   `[mcp.a2a] push_allow_private` lists a range.
+//! - **Backpressure**: a tenant has at most `[mcp.a2a] max_open_tasks` tasks open; a message
+//!   beyond it is refused (-32000) and nothing runs.
 //! - Not offered, each with its protocol error: a message continuing a task (each call is a
-//!   task of its own), streaming (`SendStreamingMessage`, `SubscribeToTask`), push
-//!   notifications, the extended card. The card says so (`capabilities`).
+//!   task of its own), streaming (`SendStreamingMessage`, `SubscribeToTask`), the extended
+//!   card. The card says so (`capabilities`).
 //!
 //! Every request names the protocol version in `A2A-Version: 1.0` (without it a request is
 //! 0.3's, which is not served).
 
+use std::sync::Arc;
+
 use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ContentBlock;
-use gatehouse_store::{Task, TaskStatus};
+use gatehouse_store::{Task, TaskFilter, TaskStatus};
 use http::HeaderMap;
+use ipnet::IpNet;
+use push::Webhooks;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -48,6 +58,8 @@ use super::call::{Gateway, mcp_span, traceparent};
 use super::caller::Caller;
 use super::tasks::{self, TaskError, rfc3339};
 use crate::access_log::Note;
+
+mod push;
 
 /// Where the agent card is served (A2A 1.0, §8.2).
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -73,6 +85,15 @@ pub struct A2aConfig {
     /// The agent card's description. Default: a sentence saying what the agent is.
     #[serde(default = "default_description")]
     pub description: String,
+    /// Tasks a tenant may have open at once (waiting for an approval, or running): a message
+    /// beyond it is refused, and nothing runs. Default: 100.
+    #[serde(default = "default_max_open_tasks")]
+    pub max_open_tasks: usize,
+    /// Special-purpose address ranges a push notification's webhook may reach (loopback,
+    /// private, link-local...), as an egress grant's `allow_private`. Default: none, so webhooks
+    /// go to public addresses only.
+    #[serde(default)]
+    pub push_allow_private: Vec<IpNet>,
 }
 
 impl Default for A2aConfig {
@@ -81,8 +102,14 @@ impl Default for A2aConfig {
             path: default_path(),
             name: default_name(),
             description: default_description(),
+            max_open_tasks: default_max_open_tasks(),
+            push_allow_private: Vec::new(),
         }
     }
+}
+
+fn default_max_open_tasks() -> usize {
+    100
 }
 
 fn default_path() -> String {
@@ -106,6 +133,8 @@ pub struct A2a {
     config: A2aConfig,
     /// The JSON-RPC interface's URL: the endpoint's public URL and `path`.
     url: String,
+    /// Push notifications' webhooks, and their sender.
+    webhooks: Arc<Webhooks>,
 }
 
 /// A JSON-RPC error of the A2A binding: its code and message.
@@ -152,7 +181,12 @@ impl A2a {
     /// The A2A front of an endpoint reached at `base` (its public URL, scheme and authority).
     pub fn new(config: A2aConfig, base: &str) -> Self {
         let url = format!("{}{}", base.trim_end_matches('/'), config.path);
-        Self { config, url }
+        let webhooks = Arc::new(Webhooks::new(config.push_allow_private.clone()));
+        Self {
+            config,
+            url,
+            webhooks,
+        }
     }
 
     /// The JSON-RPC endpoint's path.
@@ -195,7 +229,7 @@ impl A2a {
             }],
             "capabilities": {
                 "streaming": false,
-                "pushNotifications": false,
+                "pushNotifications": true,
                 "extendedAgentCard": false,
             },
             "defaultInputModes": ["application/json"],
@@ -275,14 +309,26 @@ impl A2a {
                      false); send SendMessage, then GetTask"
                 ),
             )),
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
-                -32003,
-                "this agent sends no push notifications (its card says \
-                 capabilities.pushNotifications false); poll with GetTask",
-            )),
+            "CreateTaskPushNotificationConfig" => {
+                let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
+                let hook = self.webhooks.check(&params).await?;
+                let wire = self.webhooks.add(&task.id, hook)?;
+                self.webhooks.start(gateway.shared_host());
+                Ok(wire)
+            }
+            "GetTaskPushNotificationConfig" => {
+                let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
+                self.webhooks.get(&task.id, task_id(&params, "id")?)
+            }
+            "ListTaskPushNotificationConfigs" => {
+                let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
+                Ok(self.webhooks.list(&task.id))
+            }
+            "DeleteTaskPushNotificationConfig" => {
+                let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
+                self.webhooks.delete(&task.id, task_id(&params, "id")?)?;
+                Ok(json!({}))
+            }
             "GetExtendedAgentCard" => Err(RpcError::new(
                 -32007,
                 format!("this agent has no extended card: its card at {CARD_PATH} is all of it"),
@@ -331,6 +377,20 @@ impl A2a {
             ));
         }
         let (tool, arguments) = skill_call(message)?;
+        // A webhook the message registers is checked before anything runs.
+        let hook = match params
+            .get("configuration")
+            .and_then(|c| c.get("taskPushNotificationConfig"))
+        {
+            Some(Value::Object(config)) => Some(self.webhooks.check(config).await?),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "`configuration.taskPushNotificationConfig` must be an object",
+                ));
+            }
+            None => None,
+        };
+        self.room(gateway, &caller).await?;
         let context = text("contextId")
             .map(str::to_owned)
             .unwrap_or_else(|| format!("ctx_{}", gatehouse_core::ids::tool_call_id()));
@@ -354,7 +414,41 @@ impl A2a {
             )));
         }
         let task = tasks::create(gateway.host(), &caller, &tool, &result, None).await?;
+        if let Some(hook) = hook {
+            self.webhooks.add(&task.id, hook)?;
+            self.webhooks.start(gateway.shared_host());
+        }
         Ok(json!({ "task": wire(&task) }))
+    }
+
+    /// Whether `caller`'s tenant may open one more task: fewer than `max_open_tasks` of its
+    /// tasks (A2A's and MCP's, one store) are waiting or running.
+    async fn room(&self, gateway: &Gateway, caller: &Caller) -> Result<(), RpcError> {
+        let max = self.config.max_open_tasks;
+        let open = gateway
+            .host()
+            .store()
+            .tasks(TaskFilter {
+                tenant: Some(caller.tenant.clone()),
+                statuses: vec![TaskStatus::Working, TaskStatus::InputRequired],
+                limit: max,
+                ..TaskFilter::default()
+            })
+            .await
+            .map_err(|e| RpcError::internal(format!("the task store is unavailable: {e}")))?
+            .len();
+        if open >= max {
+            return Err(RpcError::new(
+                -32000,
+                format!(
+                    "tenant `{}` has {open} open tasks, the most `[mcp.a2a] max_open_tasks` \
+                     allows: nothing ran; send it again once some have ended (an approver \
+                     decides them), or cancel one",
+                    caller.tenant
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

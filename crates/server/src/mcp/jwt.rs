@@ -38,7 +38,6 @@ use bytes::Bytes;
 use gatehouse_core::model::Claims;
 use gatehouse_host::TlsClient;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
@@ -494,18 +493,7 @@ async fn fetch(url: &url::Url, tls: &TlsClient) -> Result<Bytes, String> {
         .header(http::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
-    let response = if url.scheme() == "https" {
-        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host)
-            .map_err(|e| format!("bad server name: {e}"))?;
-        let stream = tls
-            .connector()
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS: {e}"))?;
-        send(TokioIo::new(stream), request).await?
-    } else {
-        send(TokioIo::new(tcp), request).await?
-    };
+    let response = crate::outbound::send(url, tcp, tls, request).await?;
     let status = response.status();
     if !status.is_success() {
         return Err(if status.is_redirection() {
@@ -519,23 +507,6 @@ async fn fetch(url: &url::Url, tls: &TlsClient) -> Result<Bytes, String> {
         .await
         .map(http_body_util::Collected::to_bytes)
         .map_err(|e| format!("cannot read the body (at most {MAX_JWKS_BYTES} bytes): {e}"))
-}
-
-async fn send<T>(
-    io: T,
-    request: http::Request<Empty<Bytes>>,
-) -> Result<http::Response<hyper::body::Incoming>, String>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -1,0 +1,58 @@
+//! The gateway's own outbound HTTP requests (a JWKS fetch, an A2A webhook): one request over a
+//! connection the caller opened to an address it checked, TLS for `https` with the host's trust
+//! roots, HTTP/1.1, no redirects followed.
+
+use gatehouse_host::TlsClient;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Sends `request` for `url` over `tcp` (TLS for an `https` URL, with `tls`'s trust roots and
+/// the URL's host as the server name): the response, its body unread.
+pub(crate) async fn send<B>(
+    url: &url::Url,
+    tcp: TcpStream,
+    tls: &TlsClient,
+    request: http::Request<B>,
+) -> Result<http::Response<hyper::body::Incoming>, String>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if url.scheme() != "https" {
+        return exchange(TokioIo::new(tcp), request).await;
+    }
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host)
+        .map_err(|e| format!("bad server name: {e}"))?;
+    let stream = tls
+        .connector()
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    exchange(TokioIo::new(stream), request).await
+}
+
+async fn exchange<T, B>(
+    io: T,
+    request: http::Request<B>,
+) -> Result<http::Response<hyper::body::Incoming>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())
+}
