@@ -4,7 +4,9 @@ agent would: it resolves the agent card, makes a client from it, and sends one r
     python a2a_agent.py BASE_URL [--key KEY] ACTION [...]
 
 ACTION is one of:
-    card                                   the agent card
+    card [PUBLIC_KEY]                      the agent card; with the base64 Ed25519 public key
+                                           of its signer, checked with the SDK's verifier,
+                                           as served and with its name changed
     send TOOL ARGUMENTS_JSON MESSAGE_ID [CONTEXT_ID]
                                            SendMessage: the task it answers
     get TASK_ID                            GetTask
@@ -18,12 +20,14 @@ It prints one JSON line: the answer (protobuf's JSON, as the wire has it), or
 
 import argparse
 import asyncio
+import base64
 import json
 import sys
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -33,12 +37,27 @@ from a2a.types import (
     SendMessageRequest,
     TaskPushNotificationConfig,
 )
+from a2a.utils.signing import create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
+from jwt import PyJWK
 from google.protobuf.struct_pb2 import Value
 
 
 def wire(message) -> dict:
     return MessageToDict(message)
+
+
+def verified(card, public_key: str):
+    """True if the SDK's verifier accepts the card's signature with `public_key` (base64
+    Ed25519), else the error it raised."""
+    raw = base64.b64decode(public_key)
+    x = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    key = PyJWK({"kty": "OKP", "crv": "Ed25519", "x": x})
+    try:
+        create_signature_verifier(lambda kid, jku: key, ["EdDSA"])(card)
+        return True
+    except Exception as error:  # noqa: BLE001 - the test reads what the verifier raised
+        return f"{type(error).__name__}: {error}"
 
 
 async def main() -> None:
@@ -53,7 +72,14 @@ async def main() -> None:
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         card = await A2ACardResolver(http, args.base).get_agent_card()
         if args.action == "card":
-            print(json.dumps(wire(card)))
+            answer = {"card": wire(card)}
+            if args.rest:
+                answer["verified"] = verified(card, args.rest[0])
+                tampered = AgentCard()
+                tampered.CopyFrom(card)
+                tampered.name = card.name + " (tampered)"
+                answer["tampered_verified"] = verified(tampered, args.rest[0])
+            print(json.dumps(answer))
             return
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
         try:

@@ -37,6 +37,8 @@ const APPROVER: &str = "approver-a2a-token-5e60";
 /// approval by the policy probe, with the admin API and three agents' keys.
 struct Peer {
     _gateway: Gateway,
+    /// The public key of the card's signer, base64.
+    card_key: String,
     upstream: Upstream,
     mcp: u16,
     admin: u16,
@@ -67,12 +69,15 @@ impl Peer {
             json!({ "verdict": "require_approval" }),
         ));
         host.store.path = Some(dir.path().join("gatehouse.db"));
+        let signer = gatehouse_host::plugin::signature::SigningKey::generate("acme-card").unwrap();
+        let card_key = signer.public_key().to_base64();
+        let signer = file("card.secret.toml", signer.to_toml().as_bytes());
         let (mcp, admin) = (free_port(), free_port());
         let key = |tenant: &str, principal: &str, value: &str| {
             gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
         };
         let text = format!(
-            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\n{a2a}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\nkey = {signer:?}\n{a2a}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
             toml::to_string(&host).unwrap(),
             key("default", "agent:alice", ALICE),
             key("default", "agent:bob", BOB),
@@ -88,6 +93,7 @@ impl Peer {
             .await;
         Self {
             _gateway: gateway,
+            card_key,
             upstream,
             mcp,
             admin,
@@ -175,8 +181,13 @@ fn write(peer: &Peer, amount: u32) -> Value {
 async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_authorization() {
     let peer = Peer::start().await;
 
-    // The card: the caller's tools as skills, one JSON-RPC interface at this listener.
-    let card = peer.one(ALICE, &["card"]).await;
+    // The card: the caller's tools as skills, one JSON-RPC interface at this listener, signed:
+    // the SDK's verifier accepts it, and refuses it changed.
+    let answer = peer.one(ALICE, &["card", &peer.card_key]).await;
+    assert_eq!(answer["verified"], true, "{answer}");
+    let tampered = answer["tampered_verified"].as_str().unwrap_or_default();
+    assert!(tampered.starts_with("InvalidSignaturesError"), "{answer}");
+    let card = answer["card"].clone();
     assert_eq!(card["name"], "acme-tools");
     assert_eq!(
         card["supportedInterfaces"],

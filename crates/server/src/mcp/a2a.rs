@@ -10,7 +10,7 @@
 //! - **The agent card** (`GET /.well-known/agent-card.json`): the caller is identified as for
 //!   MCP, and its tenant's tools are the card's skills (id: the tool's name; tags: its class
 //!   and approval mode). The one interface is `[mcp.a2a] path` on this listener, at the
-//!   endpoint's public URL.
+//!   endpoint's public URL. With `[mcp.a2a] key`, the card is signed ([`sign`]).
 //! - **`SendMessage`**: the message names the skill and its arguments in one data part,
 //!   `{"tool": NAME, "arguments": {...}}` (a model's free text is not a call: a deterministic
 //!   gate does not guess). The message's `messageId` is the call's idempotency key, so a
@@ -43,9 +43,12 @@
 //! Every request names the protocol version in `A2A-Version: 1.0` (without it a request is
 //! 0.3's, which is not served).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use gatehouse_core::canonical::canonical_json;
 use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::keys::SigningKey;
 use gatehouse_core::model::ContentBlock;
 use gatehouse_store::{Task, TaskFilter, TaskStatus};
 use http::HeaderMap;
@@ -94,6 +97,11 @@ pub struct A2aConfig {
     /// go to public addresses only.
     #[serde(default)]
     pub push_allow_private: Vec<IpNet>,
+    /// A key from `gatehouse keygen` that signs the agent card (a JWS over its RFC 8785 form,
+    /// A2A 1.0 §8.4): peers verify the card with its public half. Default: none, the card is
+    /// unsigned.
+    #[serde(default)]
+    pub key: Option<PathBuf>,
 }
 
 impl Default for A2aConfig {
@@ -104,6 +112,7 @@ impl Default for A2aConfig {
             description: default_description(),
             max_open_tasks: default_max_open_tasks(),
             push_allow_private: Vec::new(),
+            key: None,
         }
     }
 }
@@ -135,6 +144,8 @@ pub struct A2a {
     url: String,
     /// Push notifications' webhooks, and their sender.
     webhooks: Arc<Webhooks>,
+    /// The key signing the card, if any.
+    key: Option<SigningKey>,
 }
 
 /// A JSON-RPC error of the A2A binding: its code and message.
@@ -178,15 +189,21 @@ impl From<TaskError> for RpcError {
 }
 
 impl A2a {
-    /// The A2A front of an endpoint reached at `base` (its public URL, scheme and authority).
-    pub fn new(config: A2aConfig, base: &str) -> Self {
+    /// The A2A front of an endpoint reached at `base` (its public URL, scheme and authority):
+    /// refused if its signing key cannot be read.
+    pub fn new(config: A2aConfig, base: &str) -> Result<Self, String> {
         let url = format!("{}{}", base.trim_end_matches('/'), config.path);
         let webhooks = Arc::new(Webhooks::new(config.push_allow_private.clone()));
-        Self {
+        let key = (config.key.as_deref())
+            .map(SigningKey::from_file)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
             config,
             url,
             webhooks,
-        }
+            key,
+        })
     }
 
     /// The JSON-RPC endpoint's path.
@@ -218,7 +235,7 @@ impl A2a {
                 })
             })
             .collect();
-        json!({
+        let mut card = json!({
             "name": self.config.name,
             "description": self.config.description,
             "version": env!("CARGO_PKG_VERSION"),
@@ -235,7 +252,11 @@ impl A2a {
             "defaultInputModes": ["application/json"],
             "defaultOutputModes": ["application/json", "text/plain"],
             "skills": skills,
-        })
+        });
+        if let Some(key) = &self.key {
+            card["signatures"] = json!([sign(&card, key)]);
+        }
+        card
     }
 
     /// Answers one JSON-RPC request `body` of `caller`: the JSON-RPC response (a request it
@@ -452,6 +473,43 @@ impl A2a {
     }
 }
 
+/// The card's signature (A2A 1.0 §8.4): a JWS, EdDSA with `key`, whose payload is the card's
+/// RFC 8785 form, as a verifier computes it: without `signatures`, and without empty strings,
+/// lists and objects (which the protocol's JSON leaves out).
+fn sign(card: &Value, key: &SigningKey) -> Value {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let mut unsigned = card.clone();
+    if let Some(card) = unsigned.as_object_mut() {
+        card.remove("signatures");
+    }
+    let payload = canonical_json(&without_empty(unsigned).unwrap_or_else(|| json!({})));
+    let header = json!({ "alg": "EdDSA", "typ": "JOSE", "kid": key.key_id });
+    let protected = b64(canonical_json(&header).as_bytes());
+    let input = format!("{protected}.{}", b64(payload.as_bytes()));
+    let signature = b64(&key.sign_message(b"", input.as_bytes()));
+    json!({ "protected": protected, "signature": signature })
+}
+
+/// `value` without its empty strings, lists and objects, at every level (`None` if nothing is
+/// left).
+fn without_empty(value: Value) -> Option<Value> {
+    match value {
+        Value::Object(map) => {
+            let kept: Map<String, Value> = (map.into_iter())
+                .filter_map(|(key, value)| without_empty(value).map(|value| (key, value)))
+                .collect();
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        Value::Array(items) => {
+            let kept: Vec<Value> = items.into_iter().filter_map(without_empty).collect();
+            (!kept.is_empty()).then_some(Value::Array(kept))
+        }
+        Value::String(text) if text.is_empty() => None,
+        other => Some(other),
+    }
+}
+
 /// The one data part of `message` naming a call: its tool and arguments.
 fn skill_call(message: &Map<String, Value>) -> Result<(String, Value), RpcError> {
     let shape = "name the skill in one data part: {\"data\": {\"tool\": SKILL, \"arguments\": \
@@ -641,6 +699,21 @@ mod tests {
                 error.message
             );
         }
+    }
+
+    #[test]
+    fn the_signed_payload_leaves_out_what_the_wire_leaves_out() {
+        let card = json!({ "name": "g", "description": "", "skills": [{ "id": "a", "tags": [] }],
+                           "capabilities": { "streaming": false }, "signatures": [{}] });
+        let mut unsigned = card.clone();
+        unsigned.as_object_mut().unwrap().remove("signatures");
+        assert_eq!(
+            without_empty(unsigned),
+            Some(
+                json!({ "name": "g", "skills": [{ "id": "a" }], "capabilities": { "streaming": false } })
+            )
+        );
+        assert_eq!(without_empty(json!({ "a": [{ "b": "" }] })), None);
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub enum ServerConfigError {
         "`[mcp] public_url` `{0}` must be an absolute `http(s)://host[:port][/prefix]` URL without query or fragment"
     )]
     PublicUrl(String),
+    /// `[mcp.a2a] key`.
+    #[error("`[mcp.a2a] key`: {0}")]
+    A2aKey(String),
 }
 
 /// The MCP endpoint for a host: identity, then the front door, then the pipeline. Cheap to
@@ -153,7 +156,10 @@ impl McpServer {
             identity: Arc::new(Identity::new(keys, jwt)),
             router: Arc::new(router),
             gateway,
-            a2a: (config.a2a.clone()).map(|a2a| Arc::new(A2a::new(a2a, &base))),
+            a2a: (config.a2a.clone())
+                .map(|a2a| A2a::new(a2a, &base).map(Arc::new))
+                .transpose()
+                .map_err(ServerConfigError::A2aKey)?,
         })
     }
 
