@@ -77,7 +77,7 @@ impl Peer {
             gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
         };
         let text = format!(
-            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\nkey = {signer:?}\n{a2a}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\"]\nfile = {:?}\n",
+            "{}\n[mcp]\nlisten = \"127.0.0.1:{mcp}\"\n\n[mcp.a2a]\nname = \"acme-tools\"\nkey = {signer:?}\n{a2a}\n\n{}{}{}[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n[[admin.token]]\nprincipal = \"usr_ops_ana\"\nroles = [\"approver\", \"auditor\"]\nfile = {:?}\n",
             toml::to_string(&host).unwrap(),
             key("default", "agent:alice", ALICE),
             key("default", "agent:bob", BOB),
@@ -216,6 +216,24 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
             .is_some_and(|c| c.starts_with("ctx_")),
         "{task}"
     );
+    // One trail: the audit record keeps the A2A context as the call's session, and the
+    // message as its idempotency key.
+    let call_id = task["metadata"]["gatehouse/result"]["tool_call_id"]
+        .as_str()
+        .unwrap();
+    let (status, body) = gatehouse_tests::admin::request(
+        peer.admin,
+        "GET",
+        &format!("/v1/audit?tool_call_id={call_id}"),
+        Some(APPROVER),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let audit: Value = serde_json::from_slice(&body).unwrap();
+    let call = &audit["entries"][0]["record"]["call"];
+    assert_eq!(call["session_id"], task["contextId"], "{audit}");
+    assert_eq!(call["idempotency_key"], "a2a:msg-read-1", "{audit}");
 
     // A write the policy sends to approval waits for a person; nothing is sent.
     let task = peer

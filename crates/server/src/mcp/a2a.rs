@@ -57,7 +57,7 @@ use push::Webhooks;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::call::{Gateway, mcp_span, traceparent};
+use super::call::{Gateway, traceparent};
 use super::caller::Caller;
 use super::tasks::{self, TaskError, rfc3339};
 use crate::access_log::Note;
@@ -415,7 +415,7 @@ impl A2a {
         let context = text("contextId")
             .map(str::to_owned)
             .unwrap_or_else(|| format!("ctx_{}", gatehouse_core::ids::tool_call_id()));
-        let caller = caller.in_session(Some(context));
+        let caller = caller.in_session(Some(context.clone()));
         let name = gateway.aliases().tool(&tool).unwrap_or(&tool).to_owned();
         let mut call = ToolCallEnvelope::new(&caller.tenant, &name, arguments)
             .with_principal(caller.principal.clone())
@@ -426,8 +426,20 @@ impl A2a {
         if let Some(traceparent) = &traceparent {
             call = call.with_traceparent(traceparent);
         }
-        let span = mcp_span(&name, traceparent.as_deref());
-        let result = gateway.run(call, span, Some(note), None).await;
+        // The call's span names its A2A ids beside the tool (the task's once it has one), and
+        // joins the peer's trace; the audit record keeps the context (the session) and the
+        // message (the idempotency key).
+        let span = tracing::info_span!(
+            "a2a_call",
+            tool = %name,
+            a2a.context_id = %context,
+            a2a.message_id = %message_id,
+            a2a.task_id = tracing::field::Empty,
+        );
+        if let Some(traceparent) = &traceparent {
+            gatehouse_host::telemetry::continue_remote(&span, traceparent);
+        }
+        let result = gateway.run(call, span.clone(), Some(note), None).await;
         if result.outcome == OutcomeCode::UnknownCapability {
             return Err(RpcError::invalid_params(format!(
                 "there is no skill `{tool}` for this caller: the agent card lists the ones it \
@@ -435,6 +447,7 @@ impl A2a {
             )));
         }
         let task = tasks::create(gateway.host(), &caller, &tool, &result, None).await?;
+        span.record("a2a.task_id", task.id.as_str());
         if let Some(hook) = hook {
             self.webhooks.add(&task.id, hook)?;
             self.webhooks.start(gateway.shared_host());
