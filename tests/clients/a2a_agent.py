@@ -9,6 +9,8 @@ ACTION is one of:
                                            as served and with its name changed
     send TOOL ARGUMENTS_JSON MESSAGE_ID [CONTEXT_ID]
                                            SendMessage: the task it answers
+    stream TOOL ARGUMENTS_JSON MESSAGE_ID  SendStreamingMessage: each event, a line each
+    subscribe TASK_ID                      SubscribeToTask: each event, a line each
     get TASK_ID                            GetTask
     list                                   ListTasks
     cancel TASK_ID                         CancelTask
@@ -35,6 +37,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskPushNotificationConfig,
 )
 from a2a.utils.signing import create_signature_verifier
@@ -81,9 +84,11 @@ async def main() -> None:
                 answer["tampered_verified"] = verified(tampered, args.rest[0])
             print(json.dumps(answer))
             return
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        streaming = args.action in ("stream", "subscribe")
+        config = ClientConfig(httpx_client=http, streaming=streaming)
+        client = ClientFactory(config).create(card)
         try:
-            if args.action == "send":
+            if args.action in ("send", "stream"):
                 tool, arguments, message_id, *context = args.rest
                 data = ParseDict({"tool": tool, "arguments": json.loads(arguments)}, Value())
                 message = Message(
@@ -95,6 +100,9 @@ async def main() -> None:
                     message.context_id = context[0]
                 async for event in client.send_message(SendMessageRequest(message=message)):
                     print(json.dumps(wire(event)))
+            elif args.action == "subscribe":
+                async for event in client.subscribe(SubscribeToTaskRequest(id=args.rest[0])):
+                    print(json.dumps(wire(event)), flush=True)
             elif args.action == "get":
                 print(json.dumps(wire(await client.get_task(GetTaskRequest(id=args.rest[0])))))
             elif args.action == "list":

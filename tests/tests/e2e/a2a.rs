@@ -9,6 +9,8 @@
 //!   runs it: `COMPLETED`, one POST upstream; the same message again is that one effect.
 //! - Another principal, of this tenant or another, cannot read or list the task.
 //! - A cancelled task withdraws its approval, and nothing runs.
+//! - Streamed, a message's task is one event; a subscriber follows a task from its waiting
+//!   state to its end, and an ended task has nothing to follow.
 //! - A webhook on loopback is refused; one the operator allows there hears each state, with
 //!   its token. A tenant's open tasks are bounded: a message beyond the bound runs nothing.
 //! - What is malformed (no version header, a message without a data part, a forged key) is
@@ -216,6 +218,23 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
             .is_some_and(|c| c.starts_with("ctx_")),
         "{task}"
     );
+    // Streamed, the message's task is one event.
+    let events = a2a(
+        &peer.base(),
+        Some(ALICE),
+        &[
+            "stream",
+            "gatehouse.rest.get",
+            &read(&peer).to_string(),
+            "msg-read-2",
+        ],
+    )
+    .await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
     // One trail: the audit record keeps the A2A context as the call's session, and the
     // message as its idempotency key.
     let call_id = task["metadata"]["gatehouse/result"]["tool_call_id"]
@@ -386,9 +405,31 @@ async fn webhooks_hear_each_state_and_open_tasks_are_bounded() {
         assert!(std::time::Instant::now() < deadline, "no notification");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // A subscriber follows the task from its waiting state to its end.
+    let subscriber = {
+        let (base, id) = (peer.base(), id.clone());
+        tokio::spawn(async move { a2a(&base, Some(ALICE), &["subscribe", &id]).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let approval = task["metadata"]["gatehouse/approval_id"].as_str().unwrap();
     peer.approve(approval).await;
     peer.until(&id, "TASK_STATE_COMPLETED").await;
+    let followed: Vec<Value> = (subscriber.await.unwrap().iter())
+        .map(|event| event["task"]["status"]["state"].clone())
+        .collect();
+    assert_eq!(
+        followed,
+        [
+            json!("TASK_STATE_AUTH_REQUIRED"),
+            json!("TASK_STATE_COMPLETED")
+        ]
+    );
+    // An ended task has nothing to follow.
+    let ended = peer.one(ALICE, &["subscribe", &id]).await;
+    assert_eq!(
+        ended["error"]["type"], "UnsupportedOperationError",
+        "{ended}"
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let (body, headers) = loop {
         if let Some(found) = notified("TASK_STATE_COMPLETED") {

@@ -36,9 +36,12 @@
 //!   `[mcp.a2a] push_allow_private` lists a range.
 //! - **Backpressure**: a tenant has at most `[mcp.a2a] max_open_tasks` tasks open; a message
 //!   beyond it is refused (-32000) and nothing runs.
+//! - **Streaming**: `SendStreamingMessage` answers the message's task as an event stream (one
+//!   event: the call ran, or waits for an approval, which interrupts a stream);
+//!   `SubscribeToTask` follows a task that has not ended, an event for each change of its
+//!   state, until it ends or [`FOLLOW`] passes.
 //! - Not offered, each with its protocol error: a message continuing a task (each call is a
-//!   task of its own), streaming (`SendStreamingMessage`, `SubscribeToTask`), the extended
-//!   card. The card says so (`capabilities`).
+//!   task of its own), the extended card. The card says so (`capabilities`).
 //!
 //! Every request names the protocol version in `A2A-Version: 1.0` (without it a request is
 //! 0.3's, which is not served).
@@ -51,7 +54,7 @@ use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResult
 use gatehouse_core::keys::SigningKey;
 use gatehouse_core::model::ContentBlock;
 use gatehouse_store::{Task, TaskFilter, TaskStatus};
-use http::HeaderMap;
+use http::{HeaderMap, Response, StatusCode};
 use ipnet::IpNet;
 use push::Webhooks;
 use serde::{Deserialize, Serialize};
@@ -59,6 +62,7 @@ use serde_json::{Map, Value, json};
 
 use super::call::{Gateway, traceparent};
 use super::caller::Caller;
+use super::reply::{self, Body};
 use super::tasks::{self, TaskError, rfc3339};
 use crate::access_log::Note;
 
@@ -245,7 +249,7 @@ impl A2a {
                 "protocolVersion": PROTOCOL_VERSION,
             }],
             "capabilities": {
-                "streaming": false,
+                "streaming": true,
                 "pushNotifications": true,
                 "extendedAgentCard": false,
             },
@@ -268,14 +272,12 @@ impl A2a {
         headers: &HeaderMap,
         body: &[u8],
         note: &Note,
-    ) -> Value {
+    ) -> Response<Body> {
         let request: Value = match serde_json::from_slice(body) {
             Ok(request) => request,
             Err(error) => {
-                return failure(
-                    &Value::Null,
-                    &RpcError::new(-32700, format!("the body is not JSON: {error}")),
-                );
+                let error = RpcError::new(-32700, format!("the body is not JSON: {error}"));
+                return reply::json(StatusCode::OK, &failure(&Value::Null, &error));
             }
         };
         let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -283,8 +285,12 @@ impl A2a {
             .dispatch(gateway, caller, headers, &request, note)
             .await
         {
-            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-            Err(error) => failure(&id, &error),
+            Ok(Reply::Result(result)) => reply::json(
+                StatusCode::OK,
+                &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            ),
+            Ok(Reply::Stream { task, follow }) => stream(gateway.shared_host(), id, *task, follow),
+            Err(error) => reply::json(StatusCode::OK, &failure(&id, &error)),
         }
     }
 
@@ -295,7 +301,7 @@ impl A2a {
         headers: &HeaderMap,
         request: &Value,
         note: &Note,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Reply, RpcError> {
         if request.get("jsonrpc") != Some(&json!("2.0")) || !request.is_object() {
             return Err(RpcError::invalid_request(
                 "the body must be one JSON-RPC 2.0 request object",
@@ -312,53 +318,75 @@ impl A2a {
             Some(_) => return Err(RpcError::invalid_params("`params` must be an object")),
         };
         let host = gateway.host();
-        match method {
-            "SendMessage" => self.send(gateway, caller, headers, &params, note).await,
-            "GetTask" => {
+        let result = match method {
+            "SendMessage" => {
+                let task = self.send(gateway, caller, headers, &params, note).await?;
+                json!({ "task": wire(&task) })
+            }
+            "SendStreamingMessage" => {
+                let task = self.send(gateway, caller, headers, &params, note).await?;
+                return Ok(Reply::Stream {
+                    task: Box::new(task),
+                    follow: false,
+                });
+            }
+            "SubscribeToTask" => {
                 let task = tasks::owned(host, &caller, task_id(&params, "id")?).await?;
-                Ok(wire(&task))
+                if task.status.is_terminal() {
+                    return Err(RpcError::new(
+                        -32004,
+                        format!(
+                            "task `{}` has ended ({}): there is nothing to follow; read it with \
+                             GetTask",
+                            task.id,
+                            wire(&task)["status"]["state"]
+                        ),
+                    ));
+                }
+                return Ok(Reply::Stream {
+                    task: Box::new(task),
+                    follow: true,
+                });
             }
-            "ListTasks" => list(gateway, &caller, &params).await,
-            "CancelTask" => {
-                let task = tasks::cancel(host, &caller, task_id(&params, "id")?).await?;
-                Ok(wire(&task))
-            }
-            "SendStreamingMessage" | "SubscribeToTask" => Err(RpcError::new(
-                -32004,
-                format!(
-                    "{method}: this agent does not stream (its card says capabilities.streaming \
-                     false); send SendMessage, then GetTask"
-                ),
-            )),
+            "GetTask" => wire(&tasks::owned(host, &caller, task_id(&params, "id")?).await?),
+            "ListTasks" => list(gateway, &caller, &params).await?,
+            "CancelTask" => wire(&tasks::cancel(host, &caller, task_id(&params, "id")?).await?),
             "CreateTaskPushNotificationConfig" => {
                 let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
                 let hook = self.webhooks.check(&params).await?;
                 let wire = self.webhooks.add(&task.id, hook)?;
                 self.webhooks.start(gateway.shared_host());
-                Ok(wire)
+                wire
             }
             "GetTaskPushNotificationConfig" => {
                 let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
-                self.webhooks.get(&task.id, task_id(&params, "id")?)
+                self.webhooks.get(&task.id, task_id(&params, "id")?)?
             }
             "ListTaskPushNotificationConfigs" => {
                 let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
-                Ok(self.webhooks.list(&task.id))
+                self.webhooks.list(&task.id)
             }
             "DeleteTaskPushNotificationConfig" => {
                 let task = tasks::owned(host, &caller, task_id(&params, "taskId")?).await?;
                 self.webhooks.delete(&task.id, task_id(&params, "id")?)?;
-                Ok(json!({}))
+                json!({})
             }
-            "GetExtendedAgentCard" => Err(RpcError::new(
-                -32007,
-                format!("this agent has no extended card: its card at {CARD_PATH} is all of it"),
-            )),
-            other => Err(RpcError::new(
-                -32601,
-                format!("there is no method `{other}` in A2A {PROTOCOL_VERSION}"),
-            )),
-        }
+            "GetExtendedAgentCard" => {
+                return Err(RpcError::new(
+                    -32007,
+                    format!(
+                        "this agent has no extended card: its card at {CARD_PATH} is all of it"
+                    ),
+                ));
+            }
+            other => {
+                return Err(RpcError::new(
+                    -32601,
+                    format!("there is no method `{other}` in A2A {PROTOCOL_VERSION}"),
+                ));
+            }
+        };
+        Ok(Reply::Result(result))
     }
 
     /// `SendMessage`: the call the message names, run as a task of `caller`'s.
@@ -369,7 +397,7 @@ impl A2a {
         headers: &HeaderMap,
         params: &Map<String, Value>,
         note: &Note,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Task, RpcError> {
         let message = params
             .get("message")
             .and_then(Value::as_object)
@@ -452,7 +480,7 @@ impl A2a {
             self.webhooks.add(&task.id, hook)?;
             self.webhooks.start(gateway.shared_host());
         }
-        Ok(json!({ "task": wire(&task) }))
+        Ok(task)
     }
 
     /// Whether `caller`'s tenant may open one more task: fewer than `max_open_tasks` of its
@@ -484,6 +512,66 @@ impl A2a {
         }
         Ok(())
     }
+}
+
+/// What a request is answered with: one JSON-RPC result, or an event stream of a task.
+enum Reply {
+    /// The result.
+    Result(Value),
+    /// The task, as a stream's first event; with `follow`, each change of its state after it,
+    /// until it ends.
+    Stream { task: Box<Task>, follow: bool },
+}
+
+/// How long a `SubscribeToTask` stream follows a task before it closes (the peer subscribes
+/// again): an approval may take a day, a held connection should not.
+pub const FOLLOW: std::time::Duration = std::time::Duration::from_secs(300);
+/// How often a followed task is read.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The event stream answering request `id`: `task` as A2A's `StreamResponse`, then, with
+/// `follow`, the task again each time its state changes, until it ends or [`FOLLOW`] passes.
+/// A streamed message's task comes alone: it has run, or it waits for an approval (an
+/// interrupted state, which ends a stream).
+fn stream(host: Arc<gatehouse_host::Host>, id: Value, task: Task, follow: bool) -> Response<Body> {
+    let (sender, response) = reply::events();
+    tokio::spawn(async move {
+        let event = |task: &Value| {
+            reply::event(&json!({ "jsonrpc": "2.0", "id": id, "result": { "task": task } }))
+        };
+        let mut last = wire(&task);
+        if sender.send(event(&last)).await.is_err() || !follow {
+            return;
+        }
+        let until = tokio::time::Instant::now() + FOLLOW;
+        while !task_ended(&last) && tokio::time::Instant::now() < until {
+            tokio::time::sleep(FOLLOW_POLL).await;
+            let now = match host.store().task(task.id.clone()).await {
+                Ok(Some(now)) => wire(&now),
+                _ => return,
+            };
+            if now["status"]["state"] != last["status"]["state"] {
+                if sender.send(event(&now)).await.is_err() {
+                    return;
+                }
+                last = now;
+            }
+        }
+    });
+    response
+}
+
+/// Whether a task as the wire has it is in a terminal state.
+fn task_ended(task: &Value) -> bool {
+    matches!(
+        task["status"]["state"].as_str(),
+        Some(
+            "TASK_STATE_COMPLETED"
+                | "TASK_STATE_FAILED"
+                | "TASK_STATE_CANCELED"
+                | "TASK_STATE_REJECTED"
+        )
+    )
 }
 
 /// The card's signature (A2A 1.0 §8.4): a JWS, EdDSA with `key`, whose payload is the card's

@@ -337,10 +337,8 @@ impl McpServer {
             Ok(body) => body,
             Err(refusal) => return refusal,
         };
-        let answer = a2a
-            .answer(&self.gateway, caller, &parts.headers, &body, note)
-            .await;
-        reply::json(StatusCode::OK, &answer)
+        a2a.answer(&self.gateway, caller, &parts.headers, &body, note)
+            .await
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains (see [`Serving::serve`]).
