@@ -11,6 +11,7 @@ ACTION is one of:
                                            SendMessage: the task it answers
     stream TOOL ARGUMENTS_JSON MESSAGE_ID  SendStreamingMessage: each event, a line each
     subscribe TASK_ID                      SubscribeToTask: each event, a line each
+    extended                               GetExtendedAgentCard
     get TASK_ID                            GetTask
     list                                   ListTasks
     cancel TASK_ID                         CancelTask
@@ -31,6 +32,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
+    GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -103,6 +105,9 @@ async def main() -> None:
             elif args.action == "subscribe":
                 async for event in client.subscribe(SubscribeToTaskRequest(id=args.rest[0])):
                     print(json.dumps(wire(event)), flush=True)
+            elif args.action == "extended":
+                request = GetExtendedAgentCardRequest()
+                print(json.dumps(wire(await client.get_extended_agent_card(request))))
             elif args.action == "get":
                 print(json.dumps(wire(await client.get_task(GetTaskRequest(id=args.rest[0])))))
             elif args.action == "list":

@@ -200,6 +200,9 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
         .collect();
     assert!(skills.contains(&"gatehouse.rest.get"), "{card}");
     assert!(skills.contains(&"gatehouse.rest.send"), "{card}");
+    // The extended card is the card as the identified caller sees it.
+    let extended = peer.one(ALICE, &["extended"]).await;
+    assert_eq!(extended["skills"], card["skills"], "{extended}");
 
     // A read-only tool answers at once: the upstream's answer is the task's artifact.
     let task = peer

@@ -40,8 +40,9 @@
 //!   event: the call ran, or waits for an approval, which interrupts a stream);
 //!   `SubscribeToTask` follows a task that has not ended, an event for each change of its
 //!   state, until it ends or [`FOLLOW`] passes.
-//! - Not offered, each with its protocol error: a message continuing a task (each call is a
-//!   task of its own), the extended card. The card says so (`capabilities`).
+//! - **`GetExtendedAgentCard`**: the card as the identified caller sees it (the public card of
+//!   a caller without credentials lists no skill).
+//! - Not offered: a message continuing a task (each call is a task of its own), -32004.
 //!
 //! Every request names the protocol version in `A2A-Version: 1.0` (without it a request is
 //! 0.3's, which is not served).
@@ -251,7 +252,7 @@ impl A2a {
             "capabilities": {
                 "streaming": true,
                 "pushNotifications": true,
-                "extendedAgentCard": false,
+                "extendedAgentCard": true,
             },
             "defaultInputModes": ["application/json"],
             "defaultOutputModes": ["application/json", "text/plain"],
@@ -371,14 +372,9 @@ impl A2a {
                 self.webhooks.delete(&task.id, task_id(&params, "id")?)?;
                 json!({})
             }
-            "GetExtendedAgentCard" => {
-                return Err(RpcError::new(
-                    -32007,
-                    format!(
-                        "this agent has no extended card: its card at {CARD_PATH} is all of it"
-                    ),
-                ));
-            }
+            // The card the caller sees, identified: the public card of a caller without
+            // credentials lists no skill.
+            "GetExtendedAgentCard" => self.card(gateway, Some(&caller)),
             other => {
                 return Err(RpcError::new(
                     -32601,
