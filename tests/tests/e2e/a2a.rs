@@ -495,6 +495,11 @@ async fn malformed_a2a_requests_get_the_protocols_errors_and_run_nothing() {
             .contains("one data part"),
         "{answer}"
     );
+    // A message id too long to keep.
+    let mut long = send(call.clone());
+    long["params"]["message"]["messageId"] = json!("m".repeat(300));
+    let (_, answer) = peer.raw(&[auth, version], &long).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
     // An unknown skill, and one continuing a task.
     let unknown = json!([{ "data": { "tool": "gatehouse.rest.nope", "arguments": {} } }]);
     let (_, answer) = peer.raw(&[auth, version], &send(unknown)).await;

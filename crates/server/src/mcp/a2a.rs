@@ -77,6 +77,8 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 pub const VERSION_HEADER: &str = "a2a-version";
 /// The key under which a task's metadata carries the gateway's record of its call.
 pub const RESULT_METADATA: &str = "gatehouse/result";
+/// The longest `messageId` and `contextId` taken, in bytes.
+pub const MAX_ID_LEN: usize = 256;
 /// The key under which a task waiting for an approval names it.
 pub const APPROVAL_METADATA: &str = "gatehouse/approval_id";
 
@@ -406,6 +408,17 @@ impl A2a {
         };
         let message_id = text("messageId")
             .ok_or_else(|| RpcError::invalid_params("the message has no `messageId`"))?;
+        // Both become keys the store keeps (the idempotency key, the session).
+        for key in ["messageId", "contextId"] {
+            if let Some(id) = text(key)
+                && (id.len() > MAX_ID_LEN || id.chars().any(char::is_control))
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "the message's `{key}` must be at most {MAX_ID_LEN} bytes, without control \
+                     characters"
+                )));
+            }
+        }
         if message.get("role").and_then(Value::as_str) != Some("ROLE_USER") {
             return Err(RpcError::invalid_params(
                 "the message's `role` must be ROLE_USER: an agent's message is not a request",
