@@ -15,7 +15,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use gatehouse_host::config::{LabelRule, PolicyDefault, StoreConfig};
+use gatehouse_host::config::{LabelRule, PluginBudget, PolicyDefault, StoreConfig};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::state::SessionKey;
 use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
@@ -423,6 +423,16 @@ impl Governed {
         let mut host = flows(&upstream, StoreConfig::default(), "require_approval");
         host.store.path = Some(dir.path().join("gatehouse.db"));
         host.trust.publishers.push(trust(&signer, &["web"], &[]));
+        // The first fetch starts the Python server within its call's deadline and its egress
+        // budget (which counts the start): the tests' 2 s is tight for that on a busy machine (a
+        // full run timed out once), as in stdio.rs, so `web` gets its own, and the budget room.
+        host.egress.max_total_ms = 30_000;
+        host.sandbox.plugins.push(PluginBudget {
+            id: glob("web"),
+            fuel: None,
+            timeout_ms: Some(15_000),
+            memory_mib: None,
+        });
         // Without the tables the import's snippet appends to.
         let mut table: toml::Table = toml::from_str(&toml::to_string(&host).unwrap()).unwrap();
         let grants = table["egress"]
