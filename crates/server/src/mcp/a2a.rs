@@ -21,9 +21,9 @@
 //!   - `TASK_STATE_AUTH_REQUIRED` when the call waits for an approval (A2A's in-task
 //!     authorization, §7.6), its status message naming where an approver decides; the task
 //!     runner runs it once approved, and the task then reads `COMPLETED`;
-//!   - `TASK_STATE_REJECTED` for a call refused (by a policy, an approver, a gate) and
-//!     `TASK_STATE_FAILED` for one that failed (the tool's error, an expired approval), the
-//!     error's message and remediation as the status message.
+//!   - `TASK_STATE_REJECTED` for a call refused (by a policy, an approver, a gate, an expired
+//!     approval) and `TASK_STATE_FAILED` for one that failed (the tool's error), the error's
+//!     message and remediation as the status message.
 //!
 //!   Every task that ended carries the gateway's record of its call under
 //!   `metadata["gatehouse/result"]`; one waiting names its approval under
