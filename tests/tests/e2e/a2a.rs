@@ -120,6 +120,19 @@ impl Peer {
         answer["task"].clone()
     }
 
+    /// `SendMessage` of a write of `amount` as alice, message `id`: its task, which must wait
+    /// for an approval.
+    async fn waiting(&self, amount: u32, id: &str) -> Value {
+        let task = self
+            .send(ALICE, "gatehouse.rest.send", &write(self, amount), id)
+            .await;
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+            "{task}"
+        );
+        task
+    }
+
     /// The POSTs the upstream received.
     fn posts(&self) -> usize {
         (self.upstream.seen().iter())
@@ -167,6 +180,21 @@ impl Peer {
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
+    }
+}
+
+/// What `look` finds, looking again until it finds something (30 s at most).
+async fn heard<T>(look: impl Fn() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = look() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no notification in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -258,18 +286,7 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
     assert_eq!(call["idempotency_key"], "a2a:msg-read-1", "{audit}");
 
     // A write the policy sends to approval waits for a person; nothing is sent.
-    let task = peer
-        .send(
-            ALICE,
-            "gatehouse.rest.send",
-            &write(&peer, 40),
-            "msg-refund-1",
-        )
-        .await;
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
-        "{task}"
-    );
+    let task = peer.waiting(40, "msg-refund-1").await;
     let said = task["status"]["message"]["parts"][0]["text"]
         .as_str()
         .unwrap();
@@ -319,18 +336,7 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
     assert!(listed.to_string().contains(&id), "{listed}");
 
     // A cancelled task withdraws its approval: nothing runs.
-    let task = peer
-        .send(
-            ALICE,
-            "gatehouse.rest.send",
-            &write(&peer, 90),
-            "msg-refund-2",
-        )
-        .await;
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
-        "{task}"
-    );
+    let task = peer.waiting(90, "msg-refund-2").await;
     let id = task["id"].as_str().unwrap().to_owned();
     let cancelled = peer.one(ALICE, &["cancel", &id]).await;
     assert_eq!(
@@ -370,18 +376,7 @@ async fn webhooks_hear_each_state_and_open_tasks_are_bounded() {
             .find(|(body, _)| body["task"]["status"]["state"] == state)
     };
 
-    let task = peer
-        .send(
-            ALICE,
-            "gatehouse.rest.send",
-            &write(&peer, 12),
-            "msg-hook-1",
-        )
-        .await;
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
-        "{task}"
-    );
+    let task = peer.waiting(12, "msg-hook-1").await;
     let id = task["id"].as_str().unwrap().to_owned();
     let config = peer
         .one(ALICE, &["push", &id, &hook.url("/hook"), "hook-token-9d"])
@@ -403,11 +398,7 @@ async fn webhooks_hear_each_state_and_open_tasks_are_bounded() {
     );
 
     // The webhook hears the waiting state, then, once approved, the completed one.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while notified("TASK_STATE_AUTH_REQUIRED").is_none() {
-        assert!(std::time::Instant::now() < deadline, "no notification");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    heard(|| notified("TASK_STATE_AUTH_REQUIRED")).await;
     // A subscriber follows the task from its waiting state to its end.
     let subscriber = {
         let (base, id) = (peer.base(), id.clone());
@@ -433,34 +424,13 @@ async fn webhooks_hear_each_state_and_open_tasks_are_bounded() {
         ended["error"]["type"], "UnsupportedOperationError",
         "{ended}"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let (body, headers) = loop {
-        if let Some(found) = notified("TASK_STATE_COMPLETED") {
-            break found;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completed notification"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (body, headers) = heard(|| notified("TASK_STATE_COMPLETED")).await;
     assert_eq!(body["task"]["id"], id.as_str(), "{body}");
     assert_eq!(headers["x-a2a-notification-token"], "hook-token-9d");
     assert_eq!(peer.posts(), 1);
 
     // With the first task ended, there is room again.
-    let task = peer
-        .send(
-            ALICE,
-            "gatehouse.rest.send",
-            &write(&peer, 13),
-            "msg-hook-3",
-        )
-        .await;
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
-        "{task}"
-    );
+    peer.waiting(13, "msg-hook-3").await;
     assert_eq!(peer.posts(), 1);
 }
 

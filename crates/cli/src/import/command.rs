@@ -160,6 +160,11 @@ impl Target {
             _ => Path::new("."),
         }
     }
+
+    /// The key an import signs with when none is given, beside the config at `path`.
+    fn key_path(path: &Path) -> PathBuf {
+        Self::folder(path).join(format!("{FRESH_KEY}.secret.toml"))
+    }
 }
 
 /// Where and how an import writes.
@@ -201,8 +206,7 @@ impl OutputArgs {
             (Some(key), _, _) => Some(SigningKey::from_file(key).map_err(usage)?),
             (None, _, Some(fresh)) => Some(fresh),
             (None, Some(Target { path, .. }), None) => {
-                let path = Target::folder(path).join(format!("{FRESH_KEY}.secret.toml"));
-                Some(SigningKey::from_file(&path).map_err(usage)?)
+                Some(SigningKey::from_file(&Target::key_path(path)).map_err(usage)?)
             }
             (None, None, None) => None,
         };
@@ -232,7 +236,7 @@ fn target(path: &Path, make_key: bool) -> Result<(Target, Option<SigningKey>), F
     } else {
         None
     };
-    let key_path = Target::folder(path).join(format!("{FRESH_KEY}.secret.toml"));
+    let key_path = Target::key_path(path);
     let fresh = (make_key && !key_path.exists())
         .then(|| SigningKey::generate(FRESH_KEY).map_err(refused))
         .transpose()?;

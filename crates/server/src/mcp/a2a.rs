@@ -553,12 +553,14 @@ fn stream(host: Arc<gatehouse_host::Host>, id: Value, task: Task, follow: bool) 
             return;
         }
         let until = tokio::time::Instant::now() + FOLLOW;
-        while !task_ended(&last) && tokio::time::Instant::now() < until {
+        let mut ended = task.status.is_terminal();
+        while !ended && tokio::time::Instant::now() < until {
             tokio::time::sleep(FOLLOW_POLL).await;
-            let now = match host.store().task(task.id.clone()).await {
-                Ok(Some(now)) => wire(&now),
-                _ => return,
+            let Ok(Some(now)) = host.store().task(task.id.clone()).await else {
+                return;
             };
+            ended = now.status.is_terminal();
+            let now = wire(&now);
             if now["status"]["state"] != last["status"]["state"] {
                 if sender.send(event(&now)).await.is_err() {
                     return;
@@ -568,19 +570,6 @@ fn stream(host: Arc<gatehouse_host::Host>, id: Value, task: Task, follow: bool) 
         }
     });
     response
-}
-
-/// Whether a task as the wire has it is in a terminal state.
-fn task_ended(task: &Value) -> bool {
-    matches!(
-        task["status"]["state"].as_str(),
-        Some(
-            "TASK_STATE_COMPLETED"
-                | "TASK_STATE_FAILED"
-                | "TASK_STATE_CANCELED"
-                | "TASK_STATE_REJECTED"
-        )
-    )
 }
 
 /// The card's signature (A2A 1.0 §8.4): a JWS, EdDSA with `key`, whose payload is the card's

@@ -314,17 +314,18 @@ impl McpServer {
             );
             return refused;
         }
-        let presented = parts.headers.contains_key(http::header::AUTHORIZATION);
-        let caller = match self.identify(&parts.headers, note).await {
-            Ok(caller) => Some(caller),
-            Err(_) if card && !presented => None,
-            Err(refusal) => return refusal,
-        };
+        let identified = self.identify(&parts.headers, note).await;
         if card {
-            return reply::json(StatusCode::OK, &a2a.card(&self.gateway, caller.as_ref()));
+            let presented = parts.headers.contains_key(http::header::AUTHORIZATION);
+            return match identified {
+                Ok(caller) => reply::json(StatusCode::OK, &a2a.card(&self.gateway, Some(&caller))),
+                Err(_) if !presented => reply::json(StatusCode::OK, &a2a.card(&self.gateway, None)),
+                Err(refusal) => refusal,
+            };
         }
-        let Some(caller) = caller else {
-            unreachable!("only the card is answered without a caller")
+        let caller = match identified {
+            Ok(caller) => caller,
+            Err(refusal) => return refusal,
         };
         if !is_json(&parts.headers) {
             return reply::plain(
