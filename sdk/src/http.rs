@@ -64,6 +64,25 @@ const WRITE_CHUNK: usize = 4096;
 /// Bytes asked for per read of the response body.
 const READ_CHUNK: u64 = 64 * 1024;
 
+/// At most `max` bytes of `text`, trimmed, cut at a character boundary and marked with `…`:
+/// what an error message quotes of an upstream's answer, so a large or hostile body does not
+/// become a large error.
+///
+/// ```
+/// assert_eq!(gatehouse_sdk::http::quote(" née ", 2), "n…");
+/// ```
+pub fn quote(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// Why a request did not produce a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HttpError {

@@ -70,6 +70,7 @@ pub mod http;
 pub mod log;
 mod output;
 pub mod policy;
+pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;

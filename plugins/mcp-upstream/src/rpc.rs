@@ -4,6 +4,7 @@
 use gatehouse_sdk::ToolError;
 use gatehouse_sdk::http::{HttpError, Request, Response};
 use gatehouse_sdk::serde_json::{self, Value};
+use gatehouse_sdk::sse::{Events, events, is_event_stream};
 
 /// Bytes of what the upstream said that an error message quotes, at most.
 pub const MAX_QUOTE: usize = 1024;
@@ -222,91 +223,14 @@ pub fn not_mcp(url: &str, method: &str, response: &Response) -> ToolError {
     .with_remediation("check that the manifest's upstream URL is the server's MCP endpoint")
 }
 
-fn is_event_stream(content_type: Option<&str>) -> bool {
-    content_type.is_some_and(|t| t.trim_start().starts_with("text/event-stream"))
-}
-
-/// An event stream read as it arrives: bytes in, the JSON messages of the events completed so
-/// far out (an event ends at a blank line; a character cut between two reads waits for the
-/// rest).
-#[derive(Default)]
-struct Events {
-    pending: Vec<u8>,
-}
-
-impl Events {
-    fn push(&mut self, bytes: &[u8]) -> Vec<Value> {
-        self.pending.extend(bytes.iter().filter(|&&b| b != b'\r'));
-        let Some(end) = self.pending.windows(2).rposition(|pair| pair == b"\n\n") else {
-            return Vec::new();
-        };
-        let complete: Vec<u8> = self.pending.drain(..end + 2).collect();
-        events(&String::from_utf8_lossy(&complete))
-    }
-}
-
-/// The JSON messages of an SSE stream: the `data` of each event, joined by newlines, that
-/// parses as JSON (priming events without data, and comments, are skipped).
-fn events(stream: &str) -> Vec<Value> {
-    let mut messages = Vec::new();
-    let mut data: Vec<&str> = Vec::new();
-    for line in stream.lines().chain(std::iter::once("")) {
-        if line.is_empty() {
-            if !data.is_empty() {
-                if let Ok(message) = serde_json::from_str(&data.join("\n")) {
-                    messages.push(message);
-                }
-                data.clear();
-            }
-        } else if let Some(value) = line.strip_prefix("data:") {
-            data.push(value.strip_prefix(' ').unwrap_or(value));
-        }
-    }
-    messages
-}
-
-/// At most [`MAX_QUOTE`] bytes of `text` (cut at a character boundary, marked with `…`).
+/// At most [`MAX_QUOTE`] bytes of `text`, trimmed ([`gatehouse_sdk::http::quote`]).
 pub fn quote(text: &str) -> String {
-    let text = text.trim();
-    if text.len() <= MAX_QUOTE {
-        return text.to_owned();
-    }
-    let mut end = MAX_QUOTE;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    gatehouse_sdk::http::quote(text, MAX_QUOTE)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_messages_of_an_sse_stream() {
-        let stream = "id: 0\nretry: 3000\ndata:\n\n: comment\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\n";
-        let messages = events(stream);
-        assert_eq!(messages.len(), 2, "{messages:?}");
-        assert_eq!(messages[1]["id"], 1);
-    }
-
-    #[test]
-    fn an_event_stream_read_in_pieces_gives_each_message_once_it_is_whole() {
-        let stream = "data: {\"id\":1,\r\ndata: \"x\":\"é\"}\r\n\r\ndata: {\"id\":2}\n\n";
-        let bytes = stream.as_bytes();
-        let mut events = Events::default();
-        let mut messages = Vec::new();
-        for piece in bytes.chunks(3) {
-            messages.extend(events.push(piece));
-        }
-        assert_eq!(
-            messages,
-            [
-                serde_json::json!({ "id": 1, "x": "é" }),
-                serde_json::json!({ "id": 2 })
-            ]
-        );
-    }
 
     #[test]
     fn quotes_are_bounded_at_a_character_boundary() {
