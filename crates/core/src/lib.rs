@@ -8,6 +8,7 @@
 //! - [`ids`]: the ids the host mints and W3C trace context;
 //! - [`canonical`]: canonical JSON and the request hash idempotency keys are checked against;
 //! - [`keys`]: ed25519 keys, their files, and the messages they sign;
+//! - [`agent_card`]: A2A agent-card signatures, made and verified with those keys;
 //! - [`secret`]: secrets read from the environment or a file, never printed;
 //! - [`throttle`]: warnings that a flood cannot turn into a flood of log lines.
 //!
@@ -19,6 +20,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent_card;
 pub mod canonical;
 pub mod envelope;
 pub mod ids;

@@ -50,7 +50,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gatehouse_core::canonical::canonical_json;
+use gatehouse_core::agent_card;
 use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::keys::SigningKey;
 use gatehouse_core::model::ContentBlock;
@@ -261,7 +261,7 @@ impl A2a {
             "skills": skills,
         });
         if let Some(key) = &self.key {
-            card["signatures"] = json!([sign(&card, key)]);
+            card["signatures"] = json!([agent_card::sign(&card, key)]);
         }
         card
     }
@@ -572,43 +572,6 @@ fn stream(host: Arc<gatehouse_host::Host>, id: Value, task: Task, follow: bool) 
     response
 }
 
-/// The card's signature (A2A 1.0 §8.4): a JWS, EdDSA with `key`, whose payload is the card's
-/// RFC 8785 form, as a verifier computes it: without `signatures`, and without empty strings,
-/// lists and objects (which the protocol's JSON leaves out).
-fn sign(card: &Value, key: &SigningKey) -> Value {
-    use base64::Engine as _;
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    let mut unsigned = card.clone();
-    if let Some(card) = unsigned.as_object_mut() {
-        card.remove("signatures");
-    }
-    let payload = canonical_json(&without_empty(unsigned).unwrap_or_else(|| json!({})));
-    let header = json!({ "alg": "EdDSA", "typ": "JOSE", "kid": key.key_id });
-    let protected = b64(canonical_json(&header).as_bytes());
-    let input = format!("{protected}.{}", b64(payload.as_bytes()));
-    let signature = b64(&key.sign_message(b"", input.as_bytes()));
-    json!({ "protected": protected, "signature": signature })
-}
-
-/// `value` without its empty strings, lists and objects, at every level (`None` if nothing is
-/// left).
-fn without_empty(value: Value) -> Option<Value> {
-    match value {
-        Value::Object(map) => {
-            let kept: Map<String, Value> = (map.into_iter())
-                .filter_map(|(key, value)| without_empty(value).map(|value| (key, value)))
-                .collect();
-            (!kept.is_empty()).then_some(Value::Object(kept))
-        }
-        Value::Array(items) => {
-            let kept: Vec<Value> = items.into_iter().filter_map(without_empty).collect();
-            (!kept.is_empty()).then_some(Value::Array(kept))
-        }
-        Value::String(text) if text.is_empty() => None,
-        other => Some(other),
-    }
-}
-
 /// The one data part of `message` naming a call: its tool and arguments.
 fn skill_call(message: &Map<String, Value>) -> Result<(String, Value), RpcError> {
     let shape = "name the skill in one data part: {\"data\": {\"tool\": SKILL, \"arguments\": \
@@ -798,21 +761,6 @@ mod tests {
                 error.message
             );
         }
-    }
-
-    #[test]
-    fn the_signed_payload_leaves_out_what_the_wire_leaves_out() {
-        let card = json!({ "name": "g", "description": "", "skills": [{ "id": "a", "tags": [] }],
-                           "capabilities": { "streaming": false }, "signatures": [{}] });
-        let mut unsigned = card.clone();
-        unsigned.as_object_mut().unwrap().remove("signatures");
-        assert_eq!(
-            without_empty(unsigned),
-            Some(
-                json!({ "name": "g", "skills": [{ "id": "a" }], "capabilities": { "streaming": false } })
-            )
-        );
-        assert_eq!(without_empty(json!({ "a": [{ "b": "" }] })), None);
     }
 
     #[test]
