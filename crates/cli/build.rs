@@ -9,10 +9,14 @@ use gatehouse_build_support::{Built, Package, build_components};
 
 /// The generic adapters `gatehouse import` packs and signs, and the generic Cedar module
 /// `gatehouse policy pack` initializes with rules and signs.
-const GENERIC: [Package<'static>; 3] = [
+const GENERIC: [Package<'static>; 4] = [
     Package {
         name: "mcp-upstream",
         dir: "plugins/mcp-upstream",
+    },
+    Package {
+        name: "a2a-upstream",
+        dir: "plugins/a2a-upstream",
     },
     Package {
         name: "openapi",

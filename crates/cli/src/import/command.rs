@@ -1,6 +1,6 @@
-//! `gatehouse import mcp | openapi`: write the manifest and config snippet of a generic
+//! `gatehouse import mcp | openapi | a2a`: write the manifest and config snippet of a generic
 //! adapter from an upstream's own description (see `crate::import`), optionally pack and sign
-//! it; `import mcp --check` compares an import with the upstream now.
+//! it; `import mcp --check` and `import a2a --check` compare an import with the upstream now.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use crate::import::merge::{Addition, merge};
 use crate::import::output::{
     CONFIG_FILE, MANIFEST_FILE, config_toml, manifest_toml, table, write_all,
 };
-use crate::import::{Import, Options, mcp, openapi, stdio};
+use crate::import::{Import, ImportError, Options, a2a, mcp, openapi, stdio};
 
 /// What to import from.
 #[derive(Debug, clap::Subcommand)]
@@ -31,6 +31,36 @@ pub enum ImportCommand {
     /// Import the operations of an HTTP service from its OpenAPI document (3.0 or 3.1, JSON or
     /// YAML).
     Openapi(Box<OpenApiArgs>),
+    /// Import the skills of an A2A agent (protocol 1.0, JSON-RPC binding) from its agent card,
+    /// or with --check, compare an import with the card now (exit 1 if anything changed).
+    A2a(Box<A2aArgs>),
+}
+
+/// `gatehouse import a2a`.
+#[derive(Debug, clap::Args)]
+pub struct A2aArgs {
+    /// The agent's URL, e.g. http://127.0.0.1:8940/ (its card is read at
+    /// <URL>/.well-known/agent-card.json), or its card's URL (ending in .json).
+    #[arg(required_unless_present = "check")]
+    url: Option<String>,
+    /// A credential the agent wants, as 'Name: ${ENV}' or 'Name: Scheme ${ENV}' (repeatable):
+    /// the gateway sends it from its environment, the adapter never sees it. The import sends
+    /// it now to read the extended card, if the agent offers one. With --check: default, the
+    /// import's config.toml.
+    #[arg(long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// The public key (base64 Ed25519, as `gatehouse keygen` writes it) the card must be signed
+    /// with. Default: the key its signature's `jku` serves, trusted on first use. Either way
+    /// the key is pinned, and a signed card that does not verify is not imported.
+    #[arg(long, value_name = "BASE64")]
+    card_key: Option<String>,
+    /// Compare the import in this directory with the agent's card now: list skills changed,
+    /// added or removed, a changed card, a signature that no longer verifies with the pinned
+    /// key; exit 1 if any.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component", "config"])]
+    check: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// `gatehouse import mcp`.
@@ -252,6 +282,7 @@ fn target(path: &Path, make_key: bool) -> Result<(Target, Option<SigningKey>), F
 pub fn import(command: ImportCommand, out: &mut dyn Write) -> Result<u8, Failure> {
     match command {
         ImportCommand::Mcp(args) => import_mcp(&args, out),
+        ImportCommand::A2a(args) => import_a2a(&args, out),
         ImportCommand::Openapi(args) => {
             let resolved = args.output.resolve(Generic::OpenApi)?;
             let text = std::fs::read_to_string(&args.spec)
@@ -264,17 +295,83 @@ pub fn import(command: ImportCommand, out: &mut dyn Write) -> Result<u8, Failure
     }
 }
 
-fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
-    let headers = args
-        .headers
+/// The `--header` credentials, parsed.
+fn header_credentials(headers: &[String]) -> Result<Vec<HeaderCredential>, Failure> {
+    headers
         .iter()
         .map(|h| HeaderCredential::parse(h))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+        .map_err(usage)
+}
+
+/// The runtime an import's requests run on.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| usage(format!("cannot start the async runtime: {e}")))
+}
+
+fn import_a2a(args: &A2aArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    let headers = header_credentials(&args.headers)?;
+    let runtime = runtime()?;
+    if let Some(dir) = &args.check {
+        return check_a2a(&runtime, dir, &headers, args, out);
+    }
+    let resolved = args.output.resolve(Generic::A2aUpstream)?;
+    let url = args.url.as_deref().unwrap_or_default();
+    let import = runtime
+        .block_on(a2a::import(
+            url,
+            &headers,
+            args.card_key.as_deref(),
+            &resolved.options,
+        ))
+        .map_err(usage)?;
+    write(&import, url, resolved, out)
+}
+
+/// `import a2a --check DIR`: the drift between the import in `dir` and the agent's card now.
+fn check_a2a(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    headers: &[HeaderCredential],
+    args: &A2aArgs,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
+    let (manifest, options) = imported(dir, &args.output)?;
+    let Some((card_url, signer)) = a2a::pinned(&manifest) else {
+        return Err(usage(format!(
+            "{}: no capability pins an agent card; it was not written by `gatehouse import a2a`",
+            dir.join(MANIFEST_FILE).display()
+        )));
+    };
+    let headers = if headers.is_empty() {
+        granted_headers(&dir.join(CONFIG_FILE), &manifest.id)?
+    } else {
+        values_now(headers).map_err(usage)?
+    };
+    let key = args.card_key.as_deref().or(signer.as_deref());
+    let card = match runtime.block_on(a2a::read(&card_url, &headers, key, None)) {
+        Ok(card) => card,
+        Err(ImportError::Signature { reason, .. }) => {
+            say!(out, "changed: the card's signature: {reason}");
+            say!(
+                out,
+                "drift: {card_url} changed since the import; review and import again"
+            );
+            return Ok(1);
+        }
+        Err(other) => return Err(usage(other)),
+    };
+    let drift = a2a::drift(&manifest, &options, &card).map_err(usage)?;
+    let pinned = format!("the {} imported skills", manifest.capabilities.len());
+    say_drift(&drift, &pinned, &card_url, out)
+}
+
+fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
+    let headers = header_credentials(&args.headers)?;
+    let runtime = runtime()?;
     if let Some(dir) = &args.check {
         return check(&runtime, dir, &headers, &args.output, out);
     }
@@ -514,21 +611,8 @@ fn check(
     args: &OutputArgs,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
+    let (manifest, options) = imported(dir, args)?;
     let path = dir.join(MANIFEST_FILE);
-    let manifest = match Manifest::from_file(&path).map_err(usage)? {
-        Manifest::Adapter(manifest) => manifest,
-        Manifest::Policy(_) => {
-            return Err(usage(format!(
-                "{}: a policy manifest is no import",
-                path.display()
-            )));
-        }
-    };
-    let options = Options {
-        include: args.include.clone(),
-        exclude: args.exclude.clone(),
-        ..Options::new(manifest.id.clone())
-    };
     if let Some(spec) = &manifest.stdio {
         let config = granted_config(&dir.join(CONFIG_FILE))?;
         let grant = config.stdio.server(&manifest.id).cloned().ok_or_else(|| {
@@ -560,6 +644,26 @@ fn check(
     report(&manifest, &options, &listing, url, out)
 }
 
+/// The manifest of the import in `dir`, and the options (its filters) to compare it with.
+fn imported(dir: &Path, args: &OutputArgs) -> Result<(AdapterManifest, Options), Failure> {
+    let path = dir.join(MANIFEST_FILE);
+    let manifest = match Manifest::from_file(&path).map_err(usage)? {
+        Manifest::Adapter(manifest) => manifest,
+        Manifest::Policy(_) => {
+            return Err(usage(format!(
+                "{}: a policy manifest is no import",
+                path.display()
+            )));
+        }
+    };
+    let options = Options {
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+        ..Options::new(manifest.id.clone())
+    };
+    Ok((manifest, options))
+}
+
 /// Prints the drift between `manifest` and `listing`, the tools `source` offers now: exit 1
 /// if any.
 fn report(
@@ -570,23 +674,28 @@ fn report(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let drift = mcp::drift(manifest, options, listing).map_err(usage)?;
+    let served =
+        manifest.resources.len() + manifest.resource_templates.len() + manifest.prompts.len();
+    let pinned = if served == 0 {
+        format!("the {} imported tools", manifest.capabilities.len())
+    } else {
+        format!(
+            "the {} imported tools and {served} resources, resource templates and prompts",
+            manifest.capabilities.len()
+        )
+    };
+    say_drift(&drift, &pinned, source, out)
+}
+
+/// Prints `drift`, what `source` changed of what was `pinned`: exit 1 if anything did.
+fn say_drift(
+    drift: &mcp::Drift,
+    pinned: &str,
+    source: &str,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     if drift.is_empty() {
-        let served =
-            manifest.resources.len() + manifest.resource_templates.len() + manifest.prompts.len();
-        if served == 0 {
-            say!(
-                out,
-                "no drift: the {} imported tools are as pinned",
-                manifest.capabilities.len()
-            );
-        } else {
-            say!(
-                out,
-                "no drift: the {} imported tools and {served} resources, resource templates \
-                 and prompts are as pinned",
-                manifest.capabilities.len()
-            );
-        }
+        say!(out, "no drift: {pinned} are as pinned");
         return Ok(0);
     }
     for (what, names) in [

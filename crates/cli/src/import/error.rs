@@ -6,9 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The upstream URL is not an `http(s)://host[:port]/path` URL.
-    #[error(
-        "`{url}` is not an http(s) URL of an MCP endpoint, e.g. `https://tools.example.com/mcp`"
-    )]
+    #[error("`{url}` is not an http(s) URL, e.g. `https://tools.example.com/mcp`")]
     Url {
         /// The URL as given.
         url: String,
@@ -19,6 +17,23 @@ pub enum ImportError {
         /// The upstream.
         url: String,
         /// The connection error.
+        reason: String,
+    },
+    /// Something answered, but not as an A2A agent: no card, or no interface the adapter
+    /// speaks.
+    #[error("{url} did not answer as an A2A agent: {reason}")]
+    NotA2a {
+        /// The card's URL, or the agent's endpoint.
+        url: String,
+        /// What went wrong, bounded.
+        reason: String,
+    },
+    /// The agent's card is signed, and its signature cannot be checked or does not verify.
+    #[error("the agent card at {url}: {reason}")]
+    Signature {
+        /// The card's URL.
+        url: String,
+        /// Why, and the fix.
         reason: String,
     },
     /// Something answered, but not as an MCP server.

@@ -1,5 +1,5 @@
 //! The generic components this binary carries, built from source by `build.rs`: the adapters
-//! `plugins/mcp-upstream` and `plugins/openapi` (`gatehouse import ... --key` embeds the
+//! `plugins/mcp-upstream`, `plugins/openapi` and `plugins/a2a-upstream` (`gatehouse import ... --key` embeds the
 //! manifest in one and signs it, so an installed `gatehouse` imports and signs alone;
 //! `--component FILE` overrides it), and the policy module `plugins/cedar` (`gatehouse policy
 //! pack` initializes it with rules and signs it).
@@ -14,6 +14,8 @@ pub enum Generic {
     McpUpstream,
     /// `plugins/openapi`, for `gatehouse import openapi`.
     OpenApi,
+    /// `plugins/a2a-upstream`, for `gatehouse import a2a`.
+    A2aUpstream,
     /// `plugins/cedar`, for `gatehouse policy pack`.
     Cedar,
 }
@@ -24,6 +26,7 @@ impl Generic {
         match self {
             Self::McpUpstream => "mcp-upstream",
             Self::OpenApi => "openapi",
+            Self::A2aUpstream => "a2a-upstream",
             Self::Cedar => "cedar",
         }
     }
@@ -47,8 +50,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn carries_both_generic_adapters_as_adapter_components() {
-        for generic in [Generic::McpUpstream, Generic::OpenApi] {
+    fn carries_the_generic_adapters_as_adapter_components() {
+        for generic in [Generic::McpUpstream, Generic::OpenApi, Generic::A2aUpstream] {
             check_world(generic.component(), PluginKind::Adapter)
                 .unwrap_or_else(|e| panic!("{generic:?}: {e}"));
         }

@@ -564,16 +564,7 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         produces,
         sends,
     };
-    let choice = Choice {
-        source: name.to_owned(),
-        capability: id,
-        class,
-        mode,
-        reason: reason.to_owned(),
-        shortened: super::names::shortened(name),
-        labels,
-    };
-    (capability, choice)
+    (capability, Choice::new(name, id, (class, mode), reason, labels))
 }
 
 /// What changed upstream since an import: tools by name, the rest as `resource <uri>`,

@@ -1,8 +1,8 @@
 //! `gatehouse import`: the manifest of a generic first-party adapter, written from an
 //! upstream's own description, and the operator-config snippet that grants it.
 //!
-//! 1. **Read** the source: an MCP server's `tools/list` ([`mcp`]), or an OpenAPI document
-//!    ([`openapi`]).
+//! 1. **Read** the source: an MCP server's `tools/list` ([`mcp`]), an OpenAPI document
+//!    ([`openapi`]), or an A2A agent's card ([`a2a`]).
 //! 2. **Choose**, per tool: a capability id (made valid, refused if two tools collide:
 //!    [`names`]), the capability class and approval mode from what the source says, and the
 //!    signed `upstream` mapping the generic component forwards with, including a digest of
@@ -40,6 +40,7 @@ use ipnet::IpNet;
 
 pub use error::ImportError;
 
+pub mod a2a;
 pub(crate) mod command;
 pub mod digest;
 mod error;
@@ -126,6 +127,28 @@ pub struct Choice {
     /// The labels proposed for it ([`proposed_labels`]), as the manifest's `produces` and
     /// `sends` say them, with why; empty when none.
     pub labels: String,
+}
+
+impl Choice {
+    /// The row of `source`, imported as `capability` with `class` and `mode` because of
+    /// `reason`, with the proposed `labels`.
+    fn new(
+        source: &str,
+        capability: String,
+        (class, mode): (CapabilityClass, ApprovalMode),
+        reason: &str,
+        labels: String,
+    ) -> Self {
+        Self {
+            source: source.to_owned(),
+            capability,
+            class,
+            mode,
+            reason: reason.to_owned(),
+            shortened: names::shortened(source),
+            labels,
+        }
+    }
 }
 
 /// Words in a tool's name that say it reads the open web: its results are `untrusted`.
