@@ -15,6 +15,8 @@
 //   --token T          send `Authorization: Bearer T`
 //   --action A         the elicitation handler's answer: accept (default), decline or cancel
 //   --approve BOOL     what an accepted consent form answers (default true)
+//   --answer TEXT      what an accepted form answers instead: `{"answer": TEXT}` (a question
+//                      an A2A agent asked through the gateway)
 //   --task-ttl MS      2025-11-25: a task-augmented call (v1: experimental.tasks.callToolStream;
 //                      v2: tools/call with params.task, then tasks/get and tasks/result)
 //   --task-create      with --task-ttl: print the new task and stop
@@ -46,6 +48,7 @@ const sdk = option('--sdk', 'v2');
 const token = option('--token');
 const action = option('--action', 'accept');
 const approve = option('--approve', 'true') === 'true';
+const answer = option('--answer');
 const taskTtl = option('--task-ttl');
 const taskCreate = flag('--task-create');
 const taskGet = option('--task-get');
@@ -68,7 +71,7 @@ async function onElicit(request, context) {
     const params = request.params;
     emit('elicitation', { key: String(context?.mcpReq?.id ?? context?.requestId ?? ''), params });
     if (params.mode === 'url' || action !== 'accept') return { action };
-    return { action, content: { approve } };
+    return { action, content: answer === undefined ? { approve } : { answer } };
 }
 
 async function connect() {

@@ -10,6 +10,7 @@
 //! - [`admin`]: a governed gateway with its admin API and a token per role;
 //! - [`mcp`]: MCP clients (raw JSON-RPC and rmcp) and an in-process MCP server;
 //! - [`upstream`], [`mcp_upstream`]: loopback HTTP and MCP servers the plugins call;
+//!   [`a2a_peer`]: an A2A agent written with the official A2A SDK, for the same;
 //! - [`postgres`], [`registry`], [`browser`]: a real PostgreSQL, OCI registry and Chromium;
 //! - [`load`]: the load benches' server processes and MCP clients.
 
@@ -23,6 +24,7 @@ use gatehouse_host::plugin::manifest::Manifest;
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::{Host, HostConfig, ToolCallEnvelope, ToolResultEnvelope};
 
+pub mod a2a_peer;
 pub mod admin;
 pub mod agent;
 pub mod browser;

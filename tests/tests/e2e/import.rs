@@ -149,8 +149,22 @@ impl Imported {
         extra: &str,
         tweak: impl FnOnce(&mut HostConfig),
     ) -> Self {
+        Self::start_at(free_port(), import_dir, id, key, env, extra, tweak).await
+    }
+
+    /// [`Imported::start_tuned`], its MCP endpoint on port `mcp` (which a peer may have been
+    /// told before the gateway started).
+    pub(crate) async fn start_at(
+        mcp: u16,
+        import_dir: &Path,
+        id: &str,
+        key: &SigningKey,
+        env: (&str, &str),
+        extra: &str,
+        tweak: impl FnOnce(&mut HostConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (mcp, admin) = (free_port(), free_port());
+        let admin = free_port();
         let config = serve_config(dir.path(), import_dir, key, mcp, admin, extra, tweak);
         let gateway = Serve::config(config)
             .adapter(import_dir.join(format!("{id}.wasm")))

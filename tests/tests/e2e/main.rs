@@ -3,6 +3,7 @@
 //! command line and the MCP server, against loopback upstreams.
 
 mod a2a;
+mod a2a_peers;
 mod adapters;
 mod admin;
 mod agents;
