@@ -17,7 +17,7 @@ It listens on 127.0.0.1:PORT (PORT 0: a free port) and, once listening, prints o
 Options:
     --log FILE              append a JSON line for each POST (but /test/drift) as it arrives,
                             before the SDK handles it: {"method", "id", "messageId", "taskId",
-                            "contextId", "skill", "parts", "traceparent", "authorization",
+                            "contextId", "skill", "parts", "traceparent", "delegation", "authorization",
                             "a2a_version"}; a line {"effect": "book", "messageId", "text"} each
                             time a booking is made; {"cancelled": TASK_ID} when a task is
                             cancelled
@@ -45,7 +45,8 @@ The skills:
     fail      TASK_STATE_FAILED, its status message `the room is gone`
     callback  calls a tool of the gateway: the message's data part is {"tool": NAME,
               "arguments": {...}}; the call goes to --gateway with the official MCP SDK,
-              with `Authorization: Bearer KEY` and the `traceparent` the A2A request came with.
+              with `Authorization: Bearer KEY`, and the `traceparent` and `gatehouse-delegation`
+              headers the A2A request came with (it calls on that call's behalf).
               It completes with a text artifact: the result's text content, joined; a tool
               error (or an MCP error) is TASK_STATE_FAILED with its text.
 """
@@ -146,6 +147,7 @@ def request_entry(headers: Headers, body: bytes) -> dict:
         "skill": mapping(message.get("metadata")).get(SKILL_KEY),
         "parts": message.get("parts"),
         "traceparent": headers.get("traceparent"),
+        "delegation": headers.get("gatehouse-delegation"),
         "authorization": headers.get("authorization"),
         "a2a_version": headers.get("a2a-version"),
     }
@@ -354,9 +356,10 @@ class RoomDesk(AgentExecutor):
             await updater.failed(updater.new_agent_message(text(f"callback {why}")))
             return
         headers = {"Authorization": f"Bearer {self.gateway_key}"}
-        traceparent = context.call_context.state["headers"].get("traceparent")
-        if traceparent:
-            headers["traceparent"] = traceparent
+        for name in ("traceparent", "gatehouse-delegation"):
+            value = context.call_context.state["headers"].get(name)
+            if value:
+                headers[name] = value
         try:
             result = await self.call_tool(headers, call["tool"], plain(call.get("arguments") or {}))
         except MCPError as error:

@@ -64,6 +64,21 @@ pub struct ToolCallEnvelope {
     /// approval is retried with the approval id it got.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// The call this one was made on behalf of, when a peer the gateway called (an A2A agent,
+    /// say) calls back with the delegation the gateway gave it: the principal chain then starts
+    /// with that call's, and this call may not run above that call's effective mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<DelegatedBy>,
+}
+
+/// The call a delegated call was made on behalf of ([`ToolCallEnvelope::delegated_by`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegatedBy {
+    /// Its id.
+    pub tool_call_id: String,
+    /// Its effective approval mode: the most the delegated call may run at.
+    pub approval_mode: ApprovalMode,
 }
 
 fn call_version() -> String {
@@ -87,6 +102,7 @@ impl ToolCallEnvelope {
             approval_mode_requested: None,
             idempotency_key: None,
             approval_id: None,
+            delegated_by: None,
         }
     }
 

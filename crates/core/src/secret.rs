@@ -54,9 +54,69 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(bytes)
 }
 
+/// A key of at least 32 bytes the gateway keeps (one that seals `requestState`s, one that
+/// seals delegations): read from `path` (64 or more hex digits, or 32 or more raw bytes), or
+/// made there (random, mode 0600, its folder made) if the file does not exist; without a
+/// path, made for this process alone. `setting` names the config key in errors, e.g.
+/// ``"`[mcp] request_state_key_file`"``.
+pub fn key_file(path: Option<&Path>, setting: &str) -> Result<Vec<u8>, String> {
+    let fresh = || {
+        let mut key = vec![0_u8; 32];
+        getrandom::fill(&mut key).map_err(|e| format!("the system gives no random bytes: {e}"))?;
+        Ok::<_, String>(key)
+    };
+    let Some(path) = path else {
+        return fresh();
+    };
+    let shown = path.display();
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let trimmed = text.trim();
+            let key = match hex::decode(trimmed) {
+                Ok(key) if trimmed.len() >= 64 => key,
+                _ => bytes,
+            };
+            if key.len() < 32 {
+                return Err(format!(
+                    "{setting} `{shown}` holds {} bytes; a key needs at least 32 (64 hex digits): \
+                     delete the file and the gateway makes one",
+                    key.len()
+                ));
+            }
+            Ok(key)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let key = fresh()?;
+            if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {setting} `{shown}`: {e}"))?;
+            }
+            write_private(path, hex::encode(&key).as_bytes())
+                .map_err(|e| format!("cannot create {setting} `{shown}`: {e}"))?;
+            Ok(key)
+        }
+        Err(error) => Err(format!("cannot read {setting} `{shown}`: {error}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_file_is_made_once_then_read_and_a_short_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys/state.key");
+        let made = key_file(Some(&path), "`[x] key_file`").unwrap();
+        assert_eq!(made.len(), 32);
+        assert_eq!(key_file(Some(&path), "`[x] key_file`").unwrap(), made);
+        std::fs::write(&path, "abcd").unwrap();
+        let error = key_file(Some(&path), "`[x] key_file`").unwrap_err();
+        assert!(error.starts_with("`[x] key_file` `"), "{error}");
+        assert!(error.contains("holds 4 bytes"), "{error}");
+        assert_ne!(key_file(None, "x").unwrap(), key_file(None, "x").unwrap());
+    }
 
     #[test]
     fn reads_a_trimmed_file_and_never_prints_it() {

@@ -181,6 +181,7 @@ impl Host {
             &config.pipeline,
             &config.sessions,
             &config.receipts,
+            config.egress.delegation_key_file.as_deref(),
             store,
             config.store.clone(),
         )?;
@@ -601,6 +602,19 @@ impl Host {
             .into_iter()
             .map(|(name, _)| name)
             .collect()
+    }
+
+    /// Opens the delegation a peer calling back presents (the header
+    /// [`HEADER`](crate::delegation::HEADER) its request carries) for a caller of `tenant`: the
+    /// delegating call a front end starts the envelope from
+    /// ([`Delegation::delegate`](crate::delegation::Delegation::delegate)), or why the call
+    /// is refused.
+    pub fn open_delegation(
+        &self,
+        token: &str,
+        tenant: &str,
+    ) -> Result<crate::delegation::Delegation, crate::delegation::DelegationError> {
+        (self.pipeline.delegations).open(token, tenant, now_ms())
     }
 
     /// The tools `tenant` may see and call, sorted by name, with their capabilities (what MCP

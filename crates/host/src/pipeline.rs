@@ -72,6 +72,7 @@ use gatehouse_store::{
 use tracing::Instrument;
 
 use crate::bindings::types as wit;
+use crate::delegation::Delegations;
 use crate::pipeline::config::{MetaTool, PipelineConfig};
 use crate::pipeline::dedupe::Dedupe;
 use crate::pipeline::outcome::Stop;
@@ -105,6 +106,9 @@ pub enum PipelineError {
     /// `[receipts]` is invalid.
     #[error("{0}")]
     Receipts(String),
+    /// `[egress] delegation_key_file` cannot be read or made.
+    #[error("{0}")]
+    Delegation(String),
     /// A `gatehouse.flows` binding's config is invalid.
     #[error("[[pipeline.policy]] binding #{binding}: {message}")]
     Flows {
@@ -135,6 +139,8 @@ pub struct Pipeline {
     sessions: SessionsConfig,
     /// The key results' receipts are signed with (`[receipts]`); none: no receipts.
     receipts: Option<gatehouse_core::keys::SigningKey>,
+    /// The key a call's delegation is sealed with (`[egress] delegation_key_file`).
+    pub(crate) delegations: Delegations,
     rate_limits: Vec<rate::RateLimit>,
     rate_budget: Arc<dyn rate::RateBudget>,
     /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
@@ -148,11 +154,14 @@ impl Pipeline {
         config: &PipelineConfig,
         sessions: &SessionsConfig,
         receipts: &receipt::ReceiptsConfig,
+        delegation_key_file: Option<&std::path::Path>,
         store: Arc<dyn Store>,
         store_config: StoreConfig,
     ) -> Result<Self, PipelineError> {
         sessions.validate().map_err(PipelineError::Sessions)?;
         let receipts = receipts.signer().map_err(PipelineError::Receipts)?;
+        let delegations =
+            Delegations::from_file(delegation_key_file).map_err(PipelineError::Delegation)?;
         for (index, binding) in config.policies.iter().enumerate() {
             if binding.module == policy::flows::ID {
                 policy::flows::Config::parse(&binding.config).map_err(|message| {
@@ -173,6 +182,7 @@ impl Pipeline {
             store_config,
             sessions: sessions.clone(),
             receipts,
+            delegations,
             rate_limits: config.rate_limits.clone(),
             commits: crate::metrics::commit_histogram(),
         })
@@ -343,6 +353,11 @@ impl Pipeline {
                 Verdict::RequireApproval => reasons,
             };
             invariants::high_risk(&tool.name, capability, mode)?;
+            invariants::within_delegation(
+                &tool.name,
+                invariants::run_mode(mode, requested),
+                call.delegated_by.as_ref(),
+            )?;
 
             // 6. Approve: asked by policy, or the capability's approval gate at network or above.
             let gate = capability
@@ -432,6 +447,7 @@ impl Pipeline {
             let run = invariants::run_mode(mode, requested);
             let output = invoke::invoke(
                 sandbox,
+                &self.delegations,
                 skills.text,
                 &call,
                 &target,

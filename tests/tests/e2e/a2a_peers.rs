@@ -10,7 +10,7 @@ use gatehouse_tests::a2a_peer::Peer;
 use gatehouse_tests::admin::request;
 use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::free_port;
-use gatehouse_tests::mcp::{Client, rmcp_call, texts};
+use gatehouse_tests::mcp::{Client, mcp_post, rmcp_call, texts};
 use serde_json::{Value, json};
 
 use crate::import::{Imported, key_file, typescript_agent};
@@ -360,9 +360,12 @@ async fn a_silent_peer_times_out_and_a_cancelled_call_cancels_the_peers_task() {
 }
 
 /// Two hops, one trail: an MCP client calls the peer's `callback` skill through gatehouse; the
-/// peer calls back into gatehouse over MCP (the official Python SDK, with a key of its own)
-/// for `echo`, its own skill, which gatehouse sends to it again. Each hop passes the
-/// gateway's pipeline; the audit log has both calls in one trace, each with its principal.
+/// peer calls back into gatehouse over MCP (the official Python SDK, with a key of its own,
+/// and the delegation the gateway sent it) for `echo`, its own skill, which gatehouse sends
+/// to it again. Each hop passes the gateway's pipeline; the audit log has both calls in one
+/// trace, the second on the first one's behalf: its principal chain the first one's, then the
+/// peer's. A delegated call above the delegating call's mode, and a forged delegation, run
+/// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_calling_back_into_gatehouse_is_governed_at_each_hop_in_one_trace() {
     let mcp = free_port();
@@ -372,7 +375,14 @@ async fn a_peer_calling_back_into_gatehouse_is_governed_at_each_hop_in_one_trace
     let (code, printed, key) = import(
         &peer,
         dir.path(),
-        &["--include", "callback", "--include", "echo"],
+        &[
+            "--include",
+            "callback",
+            "--include",
+            "echo",
+            "--include",
+            "book",
+        ],
     );
     assert_eq!(code, 0, "{printed}");
     let file = |name: &str, text: &str| {
@@ -422,37 +432,81 @@ async fn a_peer_calling_back_into_gatehouse_is_governed_at_each_hop_in_one_trace
         );
     }
 
-    // The audit log: both calls, one trace, each with its own principal. (A read's entry is
-    // written once its result is delivered: read until both are there.)
+    // Both requests carried the delegation of the call that made them.
+    assert!(
+        sent.iter().all(|m| m["delegation"].is_string()),
+        "{sent:#?}"
+    );
+
+    // The audit log: both calls, one trace; the second on the first one's behalf. (A read's
+    // entry is written once its result is delivered: read until both are there.)
     let mut calls = Vec::new();
     for _ in 0..50 {
         let (status, body) = request(gateway.admin, "GET", "/v1/audit", Some(AUDITOR), None).await;
         assert_eq!(status, 200, "{body:?}");
         let audit: Value = serde_json::from_slice(&body).unwrap();
         calls = (audit["entries"].as_array().into_iter().flatten())
-            .map(|entry| &entry["record"]["call"])
+            .map(|entry| entry["record"]["call"].clone())
             .filter(|call| call["trace_id"] == trace)
-            .map(|call| {
-                let chain = call["principal_chain"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                let who = chain.last().map_or(Value::Null, |p| p["id"].clone());
-                (call["capability_id"].clone(), who)
-            })
             .collect();
         if calls.len() >= 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    calls.sort_by_key(|(tool, _)| tool.to_string());
+    let chain = |call: &Value| -> Vec<Value> {
+        (call["principal_chain"].as_array().into_iter().flatten())
+            .map(|p| p["id"].clone())
+            .collect()
+    };
+    let of = |tool: &str| {
+        (calls.iter())
+            .find(|call| call["capability_id"] == tool)
+            .unwrap_or_else(|| panic!("no call of {tool}: {calls:#?}"))
+    };
+    let (outer, inner) = (of("test.desk.callback"), of("test.desk.echo"));
+    assert_eq!(chain(outer), [json!("agent:bot")]);
+    assert_eq!(chain(inner), [json!("agent:bot"), json!("agent:room-desk")]);
     assert_eq!(
-        calls,
-        [
-            (json!("test.desk.callback"), json!("agent:bot")),
-            (json!("test.desk.echo"), json!("agent:room-desk")),
-        ],
-        "{calls:?}"
+        inner["delegated_by"],
+        json!({ "tool_call_id": record["tool_call_id"], "approval_mode": "read_only" }),
+        "{inner:#}"
     );
+
+    // On behalf of a read-only call, the peer cannot book: its call back is refused, and the
+    // booking never reaches it.
+    let (said, _, record) = call(
+        &client,
+        "test.desk.callback",
+        json!({ "data": { "tool": "test.desk.book",
+                          "arguments": { "text": "room 9", "idempotency_key": "cb-book-1" } } }),
+    )
+    .await;
+    assert_ne!(record["outcome"], "OK", "{said:?} {record}");
+    assert!(
+        said.join(" ")
+            .contains("a delegated call cannot run above it"),
+        "{said:?} {record}"
+    );
+    assert!(peer.effects().is_empty(), "{:#?}", peer.effects());
+    let skills: Vec<Value> = (peer.requests("SendStreamingMessage").iter())
+        .map(|m| m["skill"].clone())
+        .collect();
+    assert_eq!(
+        skills,
+        [json!("callback"), json!("echo"), json!("callback")]
+    );
+
+    // A forged delegation is refused at the door: nothing runs, nothing reaches the peer.
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": { "name": "test.desk.echo", "arguments": { "text": "x" } } });
+    let bearer = format!("Bearer {PEER_KEY}");
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("gatehouse-delegation", "eyJ0ZW5hbnQiOiJkZWZhdWx0In0.AAAA"),
+    ];
+    let (status, _, answer) = mcp_post(mcp, "/mcp", &headers, body.to_string()).await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("DELEGATION_INVALID"), "{answer}");
+    assert_eq!(peer.requests("SendStreamingMessage").len(), 3);
 }

@@ -403,6 +403,11 @@ pub fn build(
             )
         },
     )?;
+    // A peer that calls back into the gateway does so on the call's behalf: its requests
+    // carry the call's delegation.
+    for grant in &mut import.grants {
+        grant.delegate = true;
+    }
     // The agent's status updates reach the caller as progress, its questions as elicitation.
     import.manifest.caller = CallerRequest {
         progress: true,
@@ -508,7 +513,10 @@ fn capability(card: &Card, id: String, skill: &Value) -> (Capability, Choice) {
         produces,
         sends,
     };
-    (capability, Choice::new(name, id, (class, mode), reason, labels))
+    (
+        capability,
+        Choice::new(name, id, (class, mode), reason, labels),
+    )
 }
 
 /// The card URL, and the signer, an import pinned: its first capability's.

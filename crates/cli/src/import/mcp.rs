@@ -564,7 +564,10 @@ fn capability(url: &str, protocol: &str, id: String, tool: &Value) -> (Capabilit
         produces,
         sends,
     };
-    (capability, Choice::new(name, id, (class, mode), reason, labels))
+    (
+        capability,
+        Choice::new(name, id, (class, mode), reason, labels),
+    )
 }
 
 /// What changed upstream since an import: tools by name, the rest as `resource <uri>`,

@@ -285,6 +285,7 @@ fn assemble(
                 allow_private: private_ranges(url),
                 headers: destination.headers,
                 read_methods: destination.read_methods,
+                delegate: false,
             };
             Ok((request, grant))
         })

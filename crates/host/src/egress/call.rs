@@ -170,6 +170,9 @@ pub struct CallInfo {
     /// `[import] drift_check`). A stdio server's egress proxy never charges one tenant's call
     /// with a request its process sent while serving another tenant's ([`InFlight`]).
     pub tenant: String,
+    /// The call's sealed delegation, which requests of `delegate = true` grants carry
+    /// ([`crate::delegation`]); none for a call whose adapter has no such grant.
+    pub delegation: Option<String>,
 }
 
 impl CallInfo {
@@ -185,6 +188,7 @@ impl CallInfo {
             trace_id: trace_id.into(),
             idempotency_key,
             tenant: String::new(),
+            delegation: None,
         }
     }
 
@@ -192,6 +196,13 @@ impl CallInfo {
     #[must_use]
     pub fn for_tenant(mut self, tenant: impl Into<String>) -> Self {
         self.tenant = tenant.into();
+        self
+    }
+
+    /// The same facts, with the call's sealed delegation.
+    #[must_use]
+    pub fn delegating(mut self, token: Option<String>) -> Self {
+        self.delegation = token;
         self
     }
 }
@@ -304,7 +315,7 @@ impl Ledger {
     /// it is allowed only if each allows it: the strictest call's approval mode, every call's
     /// budgets and the earliest deadline. It is charged to and recorded on each of them, and
     /// carries the oldest call's trace id, and an idempotency key only when there is one call
-    /// (a key names the write of one call).
+    /// (a key names the write of one call), and a delegation likewise.
     pub(super) fn joint(grants: Arc<Grants>, calls: Vec<Arc<Ledger>>) -> Self {
         let oldest = &calls[0].call;
         let call = CallInfo {
@@ -316,6 +327,8 @@ impl Ledger {
             trace_id: oldest.trace_id.clone(),
             idempotency_key: oldest.idempotency_key.clone().filter(|_| calls.len() == 1),
             tenant: oldest.tenant.clone(),
+            // Like a key, a delegation names one call.
+            delegation: oldest.delegation.clone().filter(|_| calls.len() == 1),
         };
         Self {
             started: Instant::now(),

@@ -75,6 +75,12 @@ pub struct EgressConfig {
     /// host, not the upstream, usually closes it).
     #[serde(default = "defaults::idle_connection_timeout_ms")]
     pub idle_connection_timeout_ms: u64,
+    /// The key that seals the delegation a `delegate = true` grant sends
+    /// ([`crate::delegation`]): read from this file (made, random, if missing). Every gateway
+    /// of a deployment names the same file, so a peer's call back may reach any of them.
+    /// Default: a key made for this process alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_key_file: Option<PathBuf>,
     /// What each adapter may reach. Default: nothing.
     #[serde(default, rename = "grant")]
     pub grants: Vec<GrantConfig>,
@@ -119,6 +125,7 @@ impl Default for EgressConfig {
             max_idle_connections_per_destination: defaults::max_idle_connections_per_destination(),
             max_idle_connections: defaults::max_idle_connections(),
             idle_connection_timeout_ms: defaults::idle_connection_timeout_ms(),
+            delegation_key_file: None,
             grants: Vec::new(),
         }
     }
@@ -150,7 +157,8 @@ pub struct GrantConfig {
     /// `accept-language`, `cache-control`, `content-type`, `if-match`, `if-none-match`,
     /// `if-modified-since`, `if-unmodified-since`, `user-agent`); every other header the
     /// guest sets is dropped. Default: none. Headers the host owns (credentials, `host`,
-    /// framing and hop-by-hop headers, `traceparent`, `idempotency-key`) cannot be listed.
+    /// framing and hop-by-hop headers, `traceparent`, `idempotency-key`, `gatehouse-delegation`)
+    /// cannot be listed.
     #[serde(default)]
     pub headers: BTreeSet<String>,
     /// Methods that only read at this destination although HTTP does not call them safe, e.g.
@@ -161,6 +169,12 @@ pub struct GrantConfig {
     /// import mcp` writes it for `gatehouse.mcp-upstream`). Default: none.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub read_methods: BTreeSet<MethodName>,
+    /// Whether requests here carry the call's delegation (the header `gatehouse-delegation`,
+    /// [`crate::delegation`]): for a peer that may call back into the gateway on the call's
+    /// behalf, such as an A2A agent (`gatehouse import a2a` sets it). It names the call's
+    /// principals to the destination. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delegate: bool,
 }
 
 /// Where a credential comes from and how it is sent. Exactly one of `env` and `file`.

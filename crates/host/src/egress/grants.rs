@@ -132,6 +132,8 @@ pub struct Rule {
     pub headers: Vec<HeaderName>,
     /// Non-safe methods that read here: `read_only` and `local_write` calls may use them.
     pub read_methods: BTreeSet<MethodName>,
+    /// Whether requests here carry the call's delegation ([`crate::delegation`]).
+    pub delegate: bool,
 }
 
 impl Rule {
@@ -173,6 +175,7 @@ const HOST_OWNED_HEADERS: &[&str] = &[
     "traceparent",
     "tracestate",
     "idempotency-key",
+    crate::delegation::HEADER,
 ];
 
 /// Everything one adapter may do on the network. Built at load, shared by its calls.
@@ -319,6 +322,7 @@ impl Grants {
                     addresses: AddressPolicy::new(grant.allow_private.clone()),
                     headers,
                     read_methods: grant.read_methods.clone(),
+                    delegate: grant.delegate,
                 })
             })
             .collect::<Result<Vec<_>, GrantError>>()?;

@@ -553,6 +553,12 @@ fn outgoing_headers(
     {
         headers.insert(HeaderName::from_static("traceparent"), value);
     }
+    if rule.delegate
+        && let Some(token) = &ledger.call.delegation
+        && let Ok(value) = HeaderValue::from_str(token)
+    {
+        headers.insert(HeaderName::from_static(crate::delegation::HEADER), value);
+    }
     if !is_safe(method)
         && let Some(key) = &ledger.call.idempotency_key
         && let Ok(value) = HeaderValue::from_str(key)

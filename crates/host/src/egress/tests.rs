@@ -736,6 +736,7 @@ fn grants_must_be_requested_by_the_manifest() {
         allow_private: Vec::new(),
         headers: Default::default(),
         read_methods: Default::default(),
+        delegate: false,
     });
     let grants = Grants::for_adapter(&ok, &TlsClient::default(), "t", &requested).unwrap();
     assert_eq!(grants.rules.len(), 1);

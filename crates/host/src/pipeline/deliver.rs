@@ -11,14 +11,15 @@
 //! 3. rewritten: the error of an outcome whose message comes from the engine, the sandbox, the
 //!    store or the verifier (traps and guest stderr, config keys, output values) gets a fixed
 //!    message and remediation for that outcome; a policy denial lists the policies' reasons,
-//!    with a failed module named but not its failure.
+//!    with a failed module named but not its failure (a call the policies allowed and a host
+//!    rule after them blocked keeps the rule's message).
 //!
 //! The pipeline records the full envelope before delivery; the MCP server and
 //! [`crate::Host::call_for_caller`] deliver this view, a replayed result included.
 
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
 
-use gatehouse_core::model::POLICY_FAILED;
+use gatehouse_core::model::{POLICY_FAILED, Verdict};
 
 /// The caller-facing view of `full` (see the module docs).
 pub fn caller_view(full: &ToolResultEnvelope) -> ToolResultEnvelope {
@@ -35,6 +36,9 @@ pub fn caller_view(full: &ToolResultEnvelope) -> ToolResultEnvelope {
         error.remediation = remediation.map(str::to_owned);
     } else if full.outcome == OutcomeCode::PolicyBlocked
         && let Some(decision) = &full.policy_decision
+        // A call the policies allowed was blocked by a host rule after them (a delegated call
+        // above its delegator's mode): its own message says why.
+        && decision.verdict != Verdict::Allow
     {
         let reasons: Vec<String> = decision
             .modules

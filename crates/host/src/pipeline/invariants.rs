@@ -5,12 +5,15 @@
 //!    write-class calls (`act`, or a declared maximum >= `local_write`) carry an idempotency
 //!    key;
 //! 3. high-risk write rule ([`high_risk`], checked after the policy gate): a call whose risk
-//!    mode is `destructive` needs a declared approval gate or rollback.
+//!    mode is `destructive` needs a declared approval gate or rollback;
+//! 4. a delegated call ([`within_delegation`], after the policy gate) runs at most at the
+//!    effective mode of the call it was made on behalf of.
 //!
 //! Rules keyed to risk use the capability's declared maximum, lowered only by a policy: the
 //! mode a caller asks for never lowers them, it only narrows what the call may do once it
 //! runs ([`run_mode`]: the mode the adapter and its egress see).
 
+use gatehouse_core::envelope::DelegatedBy;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 
 use crate::plugin::manifest::Capability;
@@ -45,6 +48,22 @@ pub enum InvariantError {
         /// What is wrong with it.
         problem: &'static str,
     },
+    /// A delegated call would run above the mode of the call it was made on behalf of.
+    #[error(
+        "`{tool}` would run at `{mode}`, but this call was made on behalf of call {by_call}, \
+         which runs at `{delegator}`: a delegated call cannot run above it; ask for `{delegator}` \
+         or lower, or call without the delegation, as yourself"
+    )]
+    AboveDelegator {
+        /// The tool.
+        tool: String,
+        /// The mode it would run at.
+        mode: ApprovalMode,
+        /// The delegating call's effective mode.
+        delegator: ApprovalMode,
+        /// The delegating call's id.
+        by_call: String,
+    },
     /// A destructive call with neither an approval gate nor a rollback.
     #[error(
         "`{tool}` is destructive and declares neither an approval_gate nor a rollback capability"
@@ -53,6 +72,25 @@ pub enum InvariantError {
         /// The tool.
         tool: String,
     },
+}
+
+/// Rule 4: a call made on behalf of another (`delegated_by`) that would run at `mode` (its run
+/// mode, after the policy gate) above that call's effective mode is refused: a peer the
+/// gateway called cannot do more through the gateway than the call that reached it.
+pub fn within_delegation(
+    tool: &str,
+    mode: ApprovalMode,
+    delegated_by: Option<&DelegatedBy>,
+) -> Result<(), InvariantError> {
+    match delegated_by {
+        Some(by) if mode > by.approval_mode => Err(InvariantError::AboveDelegator {
+            tool: tool.to_owned(),
+            mode,
+            delegator: by.approval_mode,
+            by_call: by.tool_call_id.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Whether a call is read-only: a capability of any class but `act`, run at `read_only` (the mode the

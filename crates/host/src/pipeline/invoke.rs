@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::bindings::types as wit;
 use crate::caller::CallerGate;
+use crate::delegation::{Delegation, Delegations};
 use crate::egress::{CallInfo, EgressGate};
 use crate::pipeline::normalize::Target;
 use crate::pipeline::outcome::Stop;
@@ -20,10 +21,16 @@ use crate::relay::Relay;
 use crate::sandbox::{Export, Sandbox, Served};
 
 /// Gate 8: runs the target capability at approval mode `mode`, with the resolved skills'
-/// text as its `skill-context`, what it tells and asks its caller going to `relay`; returns its
-/// output, or why there is none.
+/// text as its `skill-context`, what it tells and asks its caller going to `relay`, its
+/// delegation sealed with `delegations` for the grants that send it; returns its output, or
+/// why there is none.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the call, what the pipeline resolved for it, and where its result goes"
+)]
 pub async fn invoke(
     sandbox: &Sandbox,
+    delegations: &Delegations,
     skill_context: Option<String>,
     call: &ToolCallEnvelope,
     target: &Target,
@@ -48,10 +55,24 @@ pub async fn invoke(
             .map(ToString::to_string),
     };
     let adapter = target.tool.adapter();
+    let grants = adapter.grants();
+    // Sealed only for an adapter that sends it somewhere.
+    let delegation = grants.rules.iter().any(|rule| rule.delegate).then(|| {
+        let now_ms = gatehouse_store::now_ms();
+        delegations.seal(&Delegation {
+            tenant: call.tenant_id.clone(),
+            chain: call.principal_chain.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            approval_mode: mode,
+            expires_ms: now_ms
+                .saturating_add(u64::try_from(grants.max_total.as_millis()).unwrap_or(u64::MAX)),
+        })
+    });
     let egress = EgressGate::new(
-        adapter.grants(),
+        grants,
         CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
-            .for_tenant(&call.tenant_id),
+            .for_tenant(&call.tenant_id)
+            .delegating(delegation),
     )
     .cancelled_by(relay.as_ref().and_then(|relay| relay.cancel()));
     let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);

@@ -268,9 +268,10 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
             false,
             Some(DEFAULT_DENY_FIX),
         ),
-        Stop::Invariant(InvariantError::ModeAboveMaximum { .. }) | Stop::PolicyDenied(_) => {
-            (Rejected, O::PolicyBlocked, K::Policy, false, None)
-        }
+        Stop::Invariant(
+            InvariantError::ModeAboveMaximum { .. } | InvariantError::AboveDelegator { .. },
+        )
+        | Stop::PolicyDenied(_) => (Rejected, O::PolicyBlocked, K::Policy, false, None),
         Stop::Invariant(InvariantError::IdempotencyKeyRequired { .. }) => (
             Rejected,
             O::IdempotencyKeyRequired,

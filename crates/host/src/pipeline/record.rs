@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use gatehouse_core::canonical::redacted;
 use gatehouse_core::envelope::{
-    CallerRecord, DecisionRecord, EgressAttempt, ModuleDecision, PluginRef, Status,
+    CallerRecord, DecisionRecord, DelegatedBy, EgressAttempt, ModuleDecision, PluginRef, Status,
     ToolCallEnvelope, ToolResultEnvelope, Usage,
 };
 use gatehouse_core::model::ActionRecord;
@@ -169,6 +169,8 @@ struct LeanCall<'a> {
     idempotency_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     approval_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delegated_by: Option<&'a DelegatedBy>,
 }
 
 impl<'a> LeanCall<'a> {
@@ -187,6 +189,7 @@ impl<'a> LeanCall<'a> {
             approval_mode_requested,
             idempotency_key,
             approval_id,
+            delegated_by,
         } = call;
         Self {
             envelope_version: unless(envelope_version, CALL_ENVELOPE),
@@ -203,6 +206,7 @@ impl<'a> LeanCall<'a> {
             approval_mode_requested: *approval_mode_requested,
             idempotency_key: idempotency_key.as_deref(),
             approval_id: approval_id.as_deref(),
+            delegated_by: delegated_by.as_ref(),
         }
     }
 }

@@ -51,7 +51,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use gatehouse_core::agent_card;
-use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::envelope::{OutcomeCode, Status, ToolResultEnvelope};
 use gatehouse_core::keys::SigningKey;
 use gatehouse_core::model::ContentBlock;
 use gatehouse_store::{Task, TaskFilter, TaskStatus};
@@ -454,11 +454,9 @@ impl A2a {
             .unwrap_or_else(|| format!("ctx_{}", gatehouse_core::ids::tool_call_id()));
         let caller = caller.in_session(Some(context.clone()));
         let name = gateway.aliases().tool(&tool).unwrap_or(&tool).to_owned();
-        let mut call = ToolCallEnvelope::new(&caller.tenant, &name, arguments)
-            .with_principal(caller.principal.clone())
-            .with_claims(caller.claims.clone())
+        let mut call = caller
+            .envelope(&name, arguments)
             .with_idempotency_key(format!("a2a:{message_id}"));
-        call.session_id = caller.session.clone();
         let traceparent = traceparent(headers);
         if let Some(traceparent) = &traceparent {
             call = call.with_traceparent(traceparent);

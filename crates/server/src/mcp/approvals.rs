@@ -250,60 +250,15 @@ impl Approvals {
     }
 }
 
-/// The key that signs `requestState`s: read from `path` (64 or more hex digits, or 32 or more raw
-/// bytes), or made there (random, mode 0600) if the file does not exist; without a path, made
-/// for this process alone.
+/// The key that signs `requestState`s: read from `path`, or made there if the file does not
+/// exist ([`gatehouse_core::secret::key_file`]); without a path, made for this process alone.
 pub fn state_key(path: Option<&std::path::Path>) -> Result<Vec<u8>, String> {
-    let fresh = || {
-        let mut key = vec![0_u8; 32];
-        getrandom::fill(&mut key).map_err(|e| format!("the system gives no random bytes: {e}"))?;
-        Ok::<_, String>(key)
-    };
-    let Some(path) = path else {
-        return fresh();
-    };
-    let shown = path.display();
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let trimmed = text.trim();
-            let key = match hex::decode(trimmed) {
-                Ok(key) if trimmed.len() >= 64 => key,
-                _ => bytes,
-            };
-            if key.len() < 32 {
-                return Err(format!(
-                    "`[mcp] request_state_key_file` `{shown}` holds {} bytes; a key needs at least 32 (64 hex digits): delete the file and the gateway makes one",
-                    key.len()
-                ));
-            }
-            Ok(key)
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let key = fresh()?;
-            write_new(path, hex::encode(&key).as_bytes()).map_err(|e| {
-                format!("cannot create `[mcp] request_state_key_file` `{shown}`: {e}")
-            })?;
-            tracing::info!(path = %shown, "made a new key for request states");
-            Ok(key)
-        }
-        Err(error) => Err(format!(
-            "cannot read `[mcp] request_state_key_file` `{shown}`: {error}"
-        )),
+    let existed = path.is_some_and(std::path::Path::exists);
+    let key = gatehouse_core::secret::key_file(path, "`[mcp] request_state_key_file`")?;
+    if let Some(path) = path.filter(|_| !existed) {
+        tracing::info!(path = %path.display(), "made a new key for request states");
     }
-}
-
-/// Writes a new file only its owner reads.
-fn write_new(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents)
+    Ok(key)
 }
 
 /// The URL-mode elicitation of an approval's console page, as one input request: its

@@ -118,10 +118,7 @@ impl Gateway {
             &mut args,
             meta_str(meta, IDEMPOTENCY_KEY_META)?,
         );
-        let mut call = ToolCallEnvelope::new(&caller.tenant, name, Value::Object(args))
-            .with_principal(caller.principal)
-            .with_claims(caller.claims);
-        call.session_id = caller.session;
+        let mut call = caller.envelope(name, Value::Object(args));
         // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
         // the HTTP request's header.
         let traceparent = meta.get_traceparent().or(traceparent);

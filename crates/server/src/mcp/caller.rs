@@ -2,7 +2,10 @@
 //! the anonymous tenant; [`super::jwt`]: a verified JWT's claims), and every call envelope
 //! carries.
 
+use gatehouse_core::envelope::ToolCallEnvelope;
 use gatehouse_core::model::{Claims, Principal, PrincipalKind};
+use gatehouse_host::delegation::Delegation;
+use serde_json::Value;
 
 /// Who is calling: established by [`Identity::identify`](super::Identity::identify), carried
 /// into every call envelope, with the session its request belongs to.
@@ -22,6 +25,10 @@ pub struct Caller {
     /// `Mcp-Session-Id`, or the trace id a 2026-07-28 request's `_meta` (or `traceparent`
     /// header) carries. None: the principal's window.
     pub session: Option<String>,
+    /// The call it acts on behalf of, when it is a peer the gateway called that calls back
+    /// with the delegation it was given (the `gatehouse-delegation` header, verified at gate
+    /// 1): its calls start from that call's principal chain, and run at most at its mode.
+    pub delegation: Option<Delegation>,
 }
 
 impl PartialEq for Caller {
@@ -39,6 +46,19 @@ impl Caller {
         self.session = session;
         self
     }
+
+    /// This caller's call of `tool` with `args`: its tenant, principal (after the delegating
+    /// call's chain, if it acts on one's behalf), claims and session.
+    pub fn envelope(&self, tool: &str, args: Value) -> ToolCallEnvelope {
+        let mut call = ToolCallEnvelope::new(&self.tenant, tool, args)
+            .with_principal(self.principal.clone())
+            .with_claims(self.claims.clone());
+        call.session_id.clone_from(&self.session);
+        match &self.delegation {
+            Some(delegation) => delegation.clone().delegate(call),
+            None => call,
+        }
+    }
 }
 
 /// An MCP caller is an agent acting in `tenant`, with no roles or groups.
@@ -52,5 +72,6 @@ pub(super) fn caller(tenant: &str, id: String) -> Caller {
         },
         claims: Claims::default(),
         session: None,
+        delegation: None,
     }
 }

@@ -210,12 +210,7 @@ impl Gateway {
 
 /// `caller`'s call of `operation` on `name` with `args`.
 fn envelope(caller: &Caller, name: &str, operation: Operation, args: Value) -> ToolCallEnvelope {
-    let mut call = ToolCallEnvelope::new(&caller.tenant, name, args)
-        .with_operation(operation)
-        .with_principal(caller.principal.clone())
-        .with_claims(caller.claims.clone());
-    call.session_id.clone_from(&caller.session);
-    call
+    caller.envelope(name, args).with_operation(operation)
 }
 
 /// A `prompts/get` of `asked` whose governed call ended with `result`: the prompt's messages;

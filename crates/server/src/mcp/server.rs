@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
+use gatehouse_host::delegation::{self, DelegationError};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
@@ -244,15 +245,36 @@ impl McpServer {
             .await
     }
 
-    /// Gate 1 for a request with `headers`: its caller, or the 401 that refuses it.
+    /// Gate 1 for a request with `headers`: its caller (acting on a call's behalf, if it
+    /// presents a delegation), or the 401 (403 for a delegation that does not verify) that
+    /// refuses it.
     async fn identify(
         &self,
         headers: &http::HeaderMap,
         note: &Note,
     ) -> Result<Caller, Response<Body>> {
         match self.identity.identify(headers).await {
-            Ok(caller) => {
+            Ok(mut caller) => {
                 note.caller(Some(&caller.tenant), &caller.principal.id);
+                // A peer calling back on a call's behalf: the delegation it was given must
+                // verify, for its own tenant, or nothing runs.
+                if let Some(token) = headers.get(delegation::HEADER) {
+                    let opened = (token.to_str().ok())
+                        .ok_or(DelegationError::Invalid)
+                        .and_then(|token| {
+                            self.gateway.host().open_delegation(token, &caller.tenant)
+                        });
+                    match opened {
+                        Ok(delegation) => caller.delegation = Some(delegation),
+                        Err(error) => {
+                            note.refused(&error.to_string());
+                            return Err(reply::json(
+                                StatusCode::FORBIDDEN,
+                                &json!({ "error": "DELEGATION_INVALID", "message": error.to_string() }),
+                            ));
+                        }
+                    }
+                }
                 Ok(caller)
             }
             Err(error) => {
