@@ -3,7 +3,7 @@ the JSON-RPC binding): "Room desk", which books meeting rooms. The tests put it 
 gatehouse's generic A2A adapter and read what reached it from its log.
 
     python a2a_peer.py --port PORT --log FILE [--sign-key B64SEED] [--extended-token TOKEN]
-                       [--gateway URL --gateway-key KEY]
+                       [--gateway URL --gateway-key KEY] [--tls CERT KEY]
 
 It listens on 127.0.0.1:PORT (PORT 0: a free port) and, once listening, prints one JSON line,
 {"url": "http://127.0.0.1:PORT"}. It serves:
@@ -29,6 +29,8 @@ Options:
                             UnsupportedOperationError (-32004), as for a peer not offering it
     --gateway URL, --gateway-key KEY
                             the MCP endpoint (Streamable HTTP) and key the `callback` skill uses
+    --tls CERT KEY          serve https with this certificate (for `localhost`) and key (PEM):
+                            its URL is then https://localhost:PORT
 
 A message names its skill in `metadata["gatehouse/skill"]`; a message continuing a task
 (`taskId` set) goes to that task's skill. An unknown skill: the task is TASK_STATE_REJECTED.
@@ -450,14 +452,19 @@ def main() -> None:
     parser.add_argument("--extended-token")
     parser.add_argument("--gateway")
     parser.add_argument("--gateway-key")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = parser.parse_args()
     if bool(args.gateway) != bool(args.gateway_key):
         sys.exit("--gateway and --gateway-key go together")
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", args.port))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(app(args, url), log_level="warning", timeout_graceful_shutdown=1)
+    port = sock.getsockname()[1]
+    url = f"https://localhost:{port}" if args.tls else f"http://127.0.0.1:{port}"
+    tls = {"ssl_certfile": args.tls[0], "ssl_keyfile": args.tls[1]} if args.tls else {}
+    config = uvicorn.Config(
+        app(args, url), log_level="warning", timeout_graceful_shutdown=1, **tls
+    )
     Server(config, url).run(sockets=[sock])
 
 

@@ -8,7 +8,8 @@
 //! Both listen the same way ([`listener`]: one accept loop with a connection cap, header and
 //! body time limits, and a drain on shutdown), take bearer tokens the same way (`bearer`: read
 //! once from the environment or a file, kept as digests) and write the same access lines
-//! (`access_log`). Each endpoint is built once per config (the load phase: tokens and keys
+//! (`access_log`), and make their own requests the same way ([`outbound`]: a JWKS fetch, an
+//! A2A webhook, the card `gatehouse import a2a` reads). Each endpoint is built once per config (the load phase: tokens and keys
 //! read, URLs checked) and then answers requests by calling the host; nothing here decides
 //! about a call.
 
@@ -23,4 +24,4 @@ pub mod admin;
 mod bearer;
 pub mod listener;
 pub mod mcp;
-mod outbound;
+pub mod outbound;

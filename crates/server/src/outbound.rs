@@ -1,6 +1,7 @@
-//! The gateway's own outbound HTTP requests (a JWKS fetch, an A2A webhook): one request over a
-//! connection the caller opened to an address it checked, TLS for `https` with the host's trust
-//! roots, HTTP/1.1, no redirects followed.
+//! The gateway's own outbound HTTP requests (a JWKS fetch, an A2A webhook, and the agent card
+//! `gatehouse import a2a` reads): one request over a connection the caller opened to an
+//! address it checked, TLS for `https` with the host's trust roots, HTTP/1.1, no redirects
+//! followed.
 
 use gatehouse_host::TlsClient;
 use hyper_util::rt::TokioIo;
@@ -8,7 +9,7 @@ use tokio::net::TcpStream;
 
 /// Sends `request` for `url` over `tcp` (TLS for an `https` URL, with `tls`'s trust roots and
 /// the URL's host as the server name): the response, its body unread.
-pub(crate) async fn send<B>(
+pub async fn send<B>(
     url: &url::Url,
     tcp: TcpStream,
     tls: &TlsClient,

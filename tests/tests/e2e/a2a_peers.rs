@@ -11,6 +11,7 @@ use gatehouse_tests::admin::request;
 use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::free_port;
 use gatehouse_tests::mcp::{Client, mcp_post, rmcp_call, texts};
+use gatehouse_tests::upstream::TestCa;
 use serde_json::{Value, json};
 
 use crate::import::{Imported, key_file, typescript_agent};
@@ -272,6 +273,38 @@ async fn an_imported_a2a_agent_is_called_through_gatehouse_governed() {
     for said in ["changed: card", "changed: echo", "drift: "] {
         assert!(printed.contains(said), "{said}\n{printed}");
     }
+}
+
+/// An agent on https, with a certificate a private CA issued: the import trusts the CA with
+/// `--ca-file`, the gateway with `[egress] extra_root_certificates`. Without the CA, the import
+/// refuses in the handshake and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_on_https_is_imported_and_called_trusting_the_operators_ca() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, cert_key) = ca.server_pem_files(&["localhost"], dir.path());
+    let peer = Peer::start(&["--tls", cert.to_str().unwrap(), cert_key.to_str().unwrap()]);
+    assert!(peer.url.starts_with("https://localhost:"), "{}", peer.url);
+    let out = dir.path().join("out");
+
+    let (code, printed, _) = import(&peer, dir.path(), &["--include", "echo"]);
+    assert_eq!(code, 2, "{printed}");
+    assert!(printed.contains("TLS"), "{printed}");
+    assert!(!out.exists());
+
+    let ca_file = ca.pem_file();
+    let trusted = ["--include", "echo", "--ca-file", ca_file.to_str().unwrap()];
+    let (code, printed, key) = import(&peer, dir.path(), &trusted);
+    assert_eq!(code, 0, "{printed}");
+    let gateway = Imported::start_tuned(&out, ID, &key, (PEER_ENV, PEER_TOKEN), "", |host| {
+        budgets(20_000)(host);
+        host.egress.extra_root_certificates = vec![ca.pem_file()];
+    })
+    .await;
+    let client = gateway.client().await;
+    let (said, _, record) = call(&client, "test.desk.echo", json!({ "text": "over tls" })).await;
+    assert_eq!(record["outcome"], "OK", "{said:?} {record}");
+    assert_eq!(said[0], "echo: over tls");
 }
 
 /// A card signed by a key other than the one given is not imported, and nothing is written;

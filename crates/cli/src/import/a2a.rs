@@ -3,7 +3,7 @@
 //! compares an import with the card now.
 //!
 //! 1. **The card** ([`read`]): `GET <URL>/.well-known/agent-card.json` (or the URL itself, if
-//!    it names a `.json` file). Its first interface with `protocolBinding` `JSONRPC` and
+//!    it names a `.json` file), over http or https (the system's roots, and `--ca-file`). Its first interface with `protocolBinding` `JSONRPC` and
 //!    protocol 1.x is where the adapter sends messages. With `--header`, and a card that says
 //!    `capabilities.extendedAgentCard`, the extended card (`GetExtendedAgentCard`, sent with
 //!    the credentials) gives the skills.
@@ -32,10 +32,10 @@ use bytes::Bytes;
 use gatehouse_core::agent_card;
 use gatehouse_core::keys::PublicKey;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
-use gatehouse_host::config::MethodName;
+use gatehouse_host::TlsClient;
+use gatehouse_host::config::{EgressConfig, MethodName};
 use gatehouse_host::plugin::manifest::{AdapterManifest, AskKind, CallerRequest, Capability};
 use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use super::headers::HeaderCredential;
@@ -66,15 +66,24 @@ pub struct Card {
     pub signer: Option<PublicKey>,
 }
 
-/// Imports the skills of the A2A agent at `url` (credentials from `headers`, the card's key
-/// from `card_key` if given).
+/// Where an import reads a card, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    /// The agent's URL, or its card's.
+    pub url: &'a str,
+    /// The key the card must be signed with (base64 Ed25519), if one is expected.
+    pub card_key: Option<&'a str>,
+    /// How https is reached: the system's roots and the operator's CAs ([`tls`]).
+    pub tls: &'a TlsClient,
+}
+
+/// Imports the skills of the A2A agent at `source` (credentials from `headers`).
 pub async fn import(
-    url: &str,
+    source: Source<'_>,
     headers: &[HeaderCredential],
-    card_key: Option<&str>,
     options: &Options,
 ) -> Result<Import, ImportError> {
-    let card = read(url, &super::headers::values_now(headers)?, card_key, None).await?;
+    let card = read(source, &super::headers::values_now(headers)?).await?;
     build(&card, headers, options)
 }
 
@@ -94,22 +103,17 @@ pub fn card_url(url: &str) -> Result<url::Url, ImportError> {
     url::Url::parse(&format!("{base}{CARD_PATH}")).map_err(|_| bad())
 }
 
-/// Reads and checks the card of the agent at `url`: its JSON-RPC interface, its signature
-/// (with `card_key`, a base64 Ed25519 key; else `pinned`, the key an import pinned; else its
-/// `jku`), and with `headers` the extended card.
-pub async fn read(
-    url: &str,
-    headers: &[(String, String)],
-    card_key: Option<&str>,
-    pinned: Option<&str>,
-) -> Result<Card, ImportError> {
+/// Reads and checks the card at `source`: its JSON-RPC interface, its signature (with
+/// `source.card_key`, else the key its `jku` serves), and with `headers` the extended card.
+pub async fn read(source: Source<'_>, headers: &[(String, String)]) -> Result<Card, ImportError> {
+    let Source { url, card_key, tls } = source;
     let card_url = card_url(url)?;
     let shown = card_url.to_string();
     let not_a2a = |reason: String| ImportError::NotA2a {
         url: shown.clone(),
         reason,
     };
-    let (status, body) = fetch(&card_url, http::Method::GET, &[], None).await?;
+    let (status, body) = fetch(&card_url, tls, http::Method::GET, &[], None).await?;
     let card: Value = match serde_json::from_slice(&body) {
         Ok(card @ Value::Object(_)) if status == 200 => card,
         _ => {
@@ -120,11 +124,10 @@ pub async fn read(
         }
     };
     let endpoint = endpoint(&card).map_err(&not_a2a)?;
-    let key = card_key.or(pinned);
-    let signer = signer(&card_url, &card, key).await?;
+    let signer = signer(&card_url, &card, card_key, tls).await?;
     let extended = card["capabilities"]["extendedAgentCard"] == true;
     let card = if extended && !headers.is_empty() {
-        let extended = extended_card(&endpoint, headers).await?;
+        let extended = extended_card(&endpoint, headers, tls).await?;
         if let Some(signer) = &signer
             && let Some(signature) = extended["signatures"].get(0)
         {
@@ -184,6 +187,7 @@ async fn signer(
     card_url: &url::Url,
     card: &Value,
     key: Option<&str>,
+    tls: &TlsClient,
 ) -> Result<Option<PublicKey>, ImportError> {
     let refused = |reason: String| ImportError::Signature {
         url: card_url.to_string(),
@@ -215,7 +219,7 @@ async fn signer(
                         .to_owned(),
                 )
             })?;
-            jwks_key(jku, kid).await.map_err(&refused)?
+            jwks_key(jku, kid, tls).await.map_err(&refused)?
         }
     };
     agent_card::verify(card, signature, &key).map_err(refused)?;
@@ -223,9 +227,9 @@ async fn signer(
 }
 
 /// The Ed25519 key `kid` of the JWKS at `jku`.
-async fn jwks_key(jku: &str, kid: &str) -> Result<PublicKey, String> {
+async fn jwks_key(jku: &str, kid: &str, tls: &TlsClient) -> Result<PublicKey, String> {
     let url = url::Url::parse(jku).map_err(|_| format!("its `jku` `{jku}` is not a URL"))?;
-    let (status, body) = fetch(&url, http::Method::GET, &[], None)
+    let (status, body) = fetch(&url, tls, http::Method::GET, &[], None)
         .await
         .map_err(|e| format!("its key set at {jku}: {e}"))?;
     let jwks: Value = serde_json::from_slice(&body)
@@ -239,7 +243,11 @@ async fn jwks_key(jku: &str, kid: &str) -> Result<PublicKey, String> {
 }
 
 /// `GetExtendedAgentCard` at `endpoint`, sent with `headers`: the card it answers.
-async fn extended_card(endpoint: &str, headers: &[(String, String)]) -> Result<Value, ImportError> {
+async fn extended_card(
+    endpoint: &str,
+    headers: &[(String, String)],
+    tls: &TlsClient,
+) -> Result<Value, ImportError> {
     let not_a2a = |reason: String| ImportError::NotA2a {
         url: endpoint.to_owned(),
         reason,
@@ -248,7 +256,7 @@ async fn extended_card(endpoint: &str, headers: &[(String, String)]) -> Result<V
         url: endpoint.to_owned(),
     })?;
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {} });
-    let (status, answer) = fetch(&url, http::Method::POST, headers, Some(body)).await?;
+    let (status, answer) = fetch(&url, tls, http::Method::POST, headers, Some(body)).await?;
     let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
     if let Some(error) = answer.get("error") {
         return Err(not_a2a(format!(
@@ -265,10 +273,23 @@ async fn extended_card(endpoint: &str, headers: &[(String, String)]) -> Result<V
     }
 }
 
-/// One request (GET, or a JSON-RPC POST of `body`) with `headers`: the status and the body.
-/// Plain HTTP: as for `import mcp`, the import's client speaks no TLS.
+/// How the import reaches an agent over https: the system's roots, and the operator's CAs.
+pub fn tls(ca_files: &[std::path::PathBuf]) -> Result<TlsClient, ImportError> {
+    let config = EgressConfig {
+        extra_root_certificates: ca_files.to_vec(),
+        ..EgressConfig::default()
+    };
+    TlsClient::from_config(&config).map_err(|e| ImportError::Read {
+        path: "--ca-file".into(),
+        reason: e.to_string(),
+    })
+}
+
+/// One request (GET, or a JSON-RPC POST of `body`) with `headers`, over `tls` for an https
+/// URL: the status and the body.
 async fn fetch(
     url: &url::Url,
+    tls: &TlsClient,
     method: http::Method,
     headers: &[(String, String)],
     body: Option<Value>,
@@ -277,24 +298,16 @@ async fn fetch(
         url: url.to_string(),
         reason,
     };
-    if url.scheme() != "http" {
-        return Err(unreachable(
-            "this build's import client speaks plain HTTP only (the gateway itself reaches https \
-             agents): import through a local http address of the agent, then set the manifest's \
-             URLs to the https ones before signing"
-                .to_owned(),
-        ));
-    }
-    let host = url.host_str().unwrap_or_default().to_owned();
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_owned();
     let port = url.port_or_known_default().unwrap_or(80);
     let exchange = async {
-        let stream = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
             .await
             .map_err(|e| e.to_string())?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
         let mut request = http::Request::builder()
             .method(method)
             .uri(&url[url::Position::BeforePath..])
@@ -315,10 +328,7 @@ async fn fetch(
             None => Bytes::new(),
         };
         let request = request.body(Full::new(bytes)).map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = gatehouse_server::outbound::send(url, tcp, tls, request).await?;
         let status = response.status().as_u16();
         let limited = http_body_util::Limited::new(response.into_body(), MAX_BODY);
         let body = limited
@@ -667,7 +677,8 @@ mod tests {
         signed["signatures"] = json!([agent_card::sign(&signed, &key)]);
         let url = url::Url::parse("http://127.0.0.1:1/.well-known/agent-card.json").unwrap();
         let public = key.public_key().to_base64();
-        let verified = signer(&url, &signed, Some(&public)).await.unwrap();
+        let tls = TlsClient::default();
+        let verified = signer(&url, &signed, Some(&public), &tls).await.unwrap();
         assert_eq!(verified.map(|k| k.to_base64()), Some(public.clone()));
         signed["name"] = json!("Someone else");
         let error = signer_error(&url, &signed, Some(&public)).await;
@@ -678,14 +689,13 @@ mod tests {
         // A key given for an unsigned card: the signature was expected.
         let error = signer_error(&url, &card(&json!([])).card, Some(&public)).await;
         assert!(error.contains("not signed"), "{error}");
-        assert_eq!(
-            signer(&url, &card(&json!([])).card, None).await.unwrap(),
-            None
-        );
+        let unsigned = signer(&url, &card(&json!([])).card, None, &tls).await;
+        assert_eq!(unsigned.unwrap(), None);
     }
 
     async fn signer_error(url: &url::Url, card: &Value, key: Option<&str>) -> String {
-        signer(url, card, key).await.unwrap_err().to_string()
+        let tls = TlsClient::default();
+        signer(url, card, key, &tls).await.unwrap_err().to_string()
     }
 
     #[test]

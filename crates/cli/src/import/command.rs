@@ -54,6 +54,11 @@ pub struct A2aArgs {
     /// the key is pinned, and a signed card that does not verify is not imported.
     #[arg(long, value_name = "BASE64")]
     card_key: Option<String>,
+    /// A CA certificate (PEM) the agent's https certificate may chain to, besides the system's
+    /// roots (repeatable): a private CA. The gateway trusts it through `[egress]
+    /// extra_root_certificates`.
+    #[arg(long, value_name = "PEM")]
+    ca_file: Vec<PathBuf>,
     /// Compare the import in this directory with the agent's card now: list skills changed,
     /// added or removed, a changed card, a signature that no longer verifies with the pinned
     /// key; exit 1 if any.
@@ -320,13 +325,14 @@ fn import_a2a(args: &A2aArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     }
     let resolved = args.output.resolve(Generic::A2aUpstream)?;
     let url = args.url.as_deref().unwrap_or_default();
+    let tls = a2a::tls(&args.ca_file).map_err(usage)?;
+    let source = a2a::Source {
+        url,
+        card_key: args.card_key.as_deref(),
+        tls: &tls,
+    };
     let import = runtime
-        .block_on(a2a::import(
-            url,
-            &headers,
-            args.card_key.as_deref(),
-            &resolved.options,
-        ))
+        .block_on(a2a::import(source, &headers, &resolved.options))
         .map_err(usage)?;
     write(&import, url, resolved, out)
 }
@@ -351,8 +357,13 @@ fn check_a2a(
     } else {
         values_now(headers).map_err(usage)?
     };
-    let key = args.card_key.as_deref().or(signer.as_deref());
-    let card = match runtime.block_on(a2a::read(&card_url, &headers, key, None)) {
+    let tls = a2a::tls(&args.ca_file).map_err(usage)?;
+    let source = a2a::Source {
+        url: &card_url,
+        card_key: args.card_key.as_deref().or(signer.as_deref()),
+        tls: &tls,
+    };
+    let card = match runtime.block_on(a2a::read(source, &headers)) {
         Ok(card) => card,
         Err(ImportError::Signature { reason, .. }) => {
             say!(out, "changed: the card's signature: {reason}");
