@@ -256,6 +256,24 @@ async fn an_imported_a2a_agent_is_called_through_gatehouse_governed() {
     let result = lines.iter().find(|l| l["event"] == "result");
     let result = result.unwrap_or_else(|| panic!("{lines:#?}"));
     assert_eq!(result["result"]["content"][0]["text"], "counted to 3");
+
+    // A long task, for a client that takes tasks: an MCP task, polled to the agent's result.
+    let lines = typescript_agent(
+        gateway.mcp,
+        "2025-11-25",
+        "test.desk.count",
+        &json!({ "text": "go" }),
+        &["--task-ttl", "60000"],
+    )
+    .await;
+    let task = lines.iter().find(|l| l["event"] == "task");
+    assert!(task.is_some(), "{lines:#?}");
+    let result = lines.iter().find(|l| l["event"] == "result");
+    let result = result.unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(
+        result["result"]["content"][0]["text"], "counted to 3",
+        "{lines:#?}"
+    );
     drop(client);
     drop(gateway);
 

@@ -34,7 +34,9 @@ use gatehouse_core::keys::PublicKey;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::TlsClient;
 use gatehouse_host::config::{EgressConfig, MethodName};
-use gatehouse_host::plugin::manifest::{AdapterManifest, AskKind, CallerRequest, Capability};
+use gatehouse_host::plugin::manifest::{
+    AdapterManifest, AskKind, CallerRequest, Capability, TaskSupport,
+};
 use http_body_util::{BodyExt as _, Full};
 use serde_json::{Value, json};
 
@@ -518,7 +520,9 @@ fn capability(card: &Card, id: String, skill: &Value) -> (Capability, Choice) {
         annotations: None,
         sensitive: false,
         client_capabilities: Vec::new(),
-        task_support: None,
+        // An agent's task may run long: a client that takes tasks gets its call as one past
+        // `[mcp] task_after_ms`, within the adapter's time budget.
+        task_support: Some(TaskSupport::Optional),
         upstream: Some(upstream),
         produces,
         sends,
@@ -624,6 +628,7 @@ mod tests {
         assert_eq!(upstream["skill"], "book");
         assert_eq!(upstream["streaming"], true);
         assert_eq!(upstream["card"]["url"], card.url);
+        assert_eq!(book.task_support, Some(TaskSupport::Optional));
         let gated = &import.manifest.capabilities[2];
         assert_eq!(gated.approval_gate.as_deref(), Some(DESTRUCTIVE_GATE));
         assert_eq!(
