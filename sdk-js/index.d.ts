@@ -21,8 +21,8 @@ import type {
   SecretKind,
   ToolError,
   ToolOutput,
-} from 'gatehouse:plugin/types@0.7.0';
-import type { AskKind, CallerCan, LogLevel } from 'gatehouse:plugin/caller@0.7.0';
+} from 'gatehouse:plugin/types@0.8.0';
+import type { AskKind, CallerCan, LogLevel } from 'gatehouse:plugin/caller@0.8.0';
 
 export type {
   Action,

@@ -1,5 +1,5 @@
 // gatehouse SDK for JavaScript and TypeScript: small helpers over the WIT contract
-// (wit/gatehouse.wit, gatehouse:plugin@0.7.0). `build.mjs` bundles a module that imports it
+// (wit/gatehouse.wit, gatehouse:plugin@0.8.0). `build.mjs` bundles a module that imports it
 // into a component.
 //
 // An adapter exports `invoke`; `adapter({...})` builds it from one handler per capability.
@@ -10,7 +10,7 @@
 // A policy exports `evaluate`; `policy(fn)` builds it from one function.
 // Types: index.d.ts; the contract's own declarations: types/.
 
-import { log as hostLog } from 'gatehouse:plugin/log@0.7.0';
+import { log as hostLog } from 'gatehouse:plugin/log@0.8.0';
 // A policy's world has no `caller`: `build.mjs` binds this import to a module that refuses
 // to be called when it builds one.
 import {
@@ -18,7 +18,7 @@ import {
   can as hostCan,
   notify as hostNotify,
   progress as hostProgress,
-} from 'gatehouse:plugin/caller@0.7.0';
+} from 'gatehouse:plugin/caller@0.8.0';
 
 /** Log lines into the call's trace (bounded by the host per call). */
 export const log = {

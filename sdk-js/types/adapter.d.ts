@@ -7,17 +7,17 @@
 /// <reference path="./interfaces/wasi-io-error.d.ts" />
 /// <reference path="./interfaces/wasi-io-poll.d.ts" />
 /// <reference path="./interfaces/wasi-io-streams.d.ts" />
-declare module 'gatehouse:plugin/adapter@0.7.0' {
-  export type CallContext = import('gatehouse:plugin/types@0.7.0').CallContext;
-  export type ToolOutput = import('gatehouse:plugin/types@0.7.0').ToolOutput;
-  export type ToolError = import('gatehouse:plugin/types@0.7.0').ToolError;
-  export type EmbeddedResource = import('gatehouse:plugin/types@0.7.0').EmbeddedResource;
-  export type Prompt = import('gatehouse:plugin/types@0.7.0').Prompt;
-  export type CompletionRef = import('gatehouse:plugin/types@0.7.0').CompletionRef;
-  export type Completion = import('gatehouse:plugin/types@0.7.0').Completion;
-  export type * as GatehousePluginCaller070 from 'gatehouse:plugin/caller@0.7.0'; // import gatehouse:plugin/caller@0.7.0
-  export type * as GatehousePluginLog070 from 'gatehouse:plugin/log@0.7.0'; // import gatehouse:plugin/log@0.7.0
-  export type * as GatehousePluginTypes070 from 'gatehouse:plugin/types@0.7.0'; // import gatehouse:plugin/types@0.7.0
+declare module 'gatehouse:plugin/adapter@0.8.0' {
+  export type CallContext = import('gatehouse:plugin/types@0.8.0').CallContext;
+  export type ToolOutput = import('gatehouse:plugin/types@0.8.0').ToolOutput;
+  export type ToolError = import('gatehouse:plugin/types@0.8.0').ToolError;
+  export type EmbeddedResource = import('gatehouse:plugin/types@0.8.0').EmbeddedResource;
+  export type Prompt = import('gatehouse:plugin/types@0.8.0').Prompt;
+  export type CompletionRef = import('gatehouse:plugin/types@0.8.0').CompletionRef;
+  export type Completion = import('gatehouse:plugin/types@0.8.0').Completion;
+  export type * as GatehousePluginCaller080 from 'gatehouse:plugin/caller@0.8.0'; // import gatehouse:plugin/caller@0.8.0
+  export type * as GatehousePluginLog080 from 'gatehouse:plugin/log@0.8.0'; // import gatehouse:plugin/log@0.8.0
+  export type * as GatehousePluginTypes080 from 'gatehouse:plugin/types@0.8.0'; // import gatehouse:plugin/types@0.8.0
   export type * as WasiClocksMonotonicClock0212 from 'wasi:clocks/monotonic-clock@0.2.12'; // import wasi:clocks/monotonic-clock@0.2.12
   export type * as WasiHttpOutgoingHandler0212 from 'wasi:http/outgoing-handler@0.2.12'; // import wasi:http/outgoing-handler@0.2.12
   export type * as WasiHttpTypes0212 from 'wasi:http/types@0.2.12'; // import wasi:http/types@0.2.12

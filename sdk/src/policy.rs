@@ -39,8 +39,8 @@ pub mod bindings {
         export_macro_name: "__export_policy_world",
         default_bindings_module: "gatehouse_sdk::policy::bindings",
         with: {
-            "gatehouse:plugin/types@0.7.0": crate::adapter::bindings::gatehouse::plugin::types,
-            "gatehouse:plugin/log@0.7.0": crate::adapter::bindings::gatehouse::plugin::log,
+            "gatehouse:plugin/types@0.8.0": crate::adapter::bindings::gatehouse::plugin::types,
+            "gatehouse:plugin/log@0.8.0": crate::adapter::bindings::gatehouse::plugin::log,
         },
     });
 }
@@ -96,6 +96,12 @@ pub struct ActionContext {
     /// What the called tool can do with data (`external`: send it outside), as its manifest
     /// and the operator declare (contract 0.7.0).
     pub sends: Vec<String>,
+    /// How the call reached the gateway (contract 0.8.0): `mcp`, `a2a` or `direct`.
+    pub protocol: String,
+    /// The call this one was made on behalf of, when a peer the gateway called calls back
+    /// with its delegation (contract 0.8.0): its id. The principal chain then starts with that
+    /// call's principals.
+    pub delegated_by: Option<String>,
 }
 
 /// What the host admitted about the caller when it identified it, beyond its id (contract
@@ -719,6 +725,8 @@ impl From<wit::ActionContext> for ActionContext {
             data_classification,
             skills,
             sends,
+            protocol,
+            delegated_by,
         } = c;
         ActionContext {
             now_unix_ms,
@@ -726,6 +734,8 @@ impl From<wit::ActionContext> for ActionContext {
             data_classification,
             skills,
             sends,
+            protocol,
+            delegated_by,
         }
     }
 }
@@ -738,6 +748,8 @@ impl From<ActionContext> for wit::ActionContext {
             data_classification,
             skills,
             sends,
+            protocol,
+            delegated_by,
         } = c;
         wit::ActionContext {
             now_unix_ms,
@@ -745,6 +757,8 @@ impl From<ActionContext> for wit::ActionContext {
             data_classification,
             skills,
             sends,
+            protocol,
+            delegated_by,
         }
     }
 }

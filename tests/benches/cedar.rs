@@ -109,6 +109,8 @@ fn action(n: usize) -> ActionRecord {
         data_classification: Vec::new(),
         skills: Vec::new(),
         risk_signals: Vec::new(),
+        protocol: "mcp".to_owned(),
+        delegated_by: None,
         flows: Default::default(),
     }
 }
@@ -134,6 +136,8 @@ fn native(packed: &Packed, n: usize, calls: usize) -> Duration {
         roles: Vec::new(),
         groups: Vec::new(),
         skills: Vec::new(),
+        protocol: action.protocol.clone(),
+        delegated_by: None,
     };
     // No rule matches the bench's call (tenant `acme`, amount 5), in either shape.
     let outcome = rules.decide(&call());

@@ -25,7 +25,10 @@
 //!   `prior_actions`, `data_classification` and `skills` (the names of the skills resolved for
 //!   the call), and `session`: the caller's session, `session.labels` (every label it holds:
 //!   `private`, `untrusted`, `pii:email`...) and `session.tools` (its latest actions, oldest
-//!   first, as `prior_actions`).
+//!   first, as `prior_actions`); `protocol` (`mcp`, `a2a` or `direct`: how the call reached
+//!   the gateway) and, for a call a peer made on another call's behalf, `delegated_by` (that
+//!   call's id: `context has delegated_by`; the principal's `chain` then starts with that
+//!   call's principals).
 //!
 //! # Verdicts
 //! - a matching `forbid` denies; its `@id` is the reason's code and its `@reason` the message;
@@ -148,6 +151,16 @@ pub struct Call {
     /// The names of the skills resolved for the call.
     #[serde(default)]
     pub skills: Vec<String>,
+    /// How the call reached the gateway: `mcp`, `a2a` or `direct` (the default).
+    #[serde(default = "direct")]
+    pub protocol: String,
+    /// The call this one was made on behalf of (a peer called back with its delegation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<String>,
+}
+
+fn direct() -> String {
+    "direct".to_owned()
 }
 
 /// The verdict of a rule set on one call.
@@ -441,6 +454,8 @@ fn warm_call(tool: &Tool, args: Value) -> Call {
         roles: Vec::new(),
         groups: Vec::new(),
         skills: Vec::new(),
+        protocol: "mcp".to_owned(),
+        delegated_by: None,
     }
 }
 

@@ -88,14 +88,14 @@ fn strings<'a>(items: impl IntoIterator<Item = &'a str>) -> ast::Value {
 }
 
 /// The context: `args` typed by the tool's input schema (if it is known), `mode`, the time
-/// (`now`, `hour`, `weekday`), `prior_actions`, `data_classification`, `skills` and `session`
-/// (`labels`, `tools`).
+/// (`now`, `hour`, `weekday`), `prior_actions`, `data_classification`, `skills`, `session`
+/// (`labels`, `tools`), `protocol` and, for a delegated call, `delegated_by`.
 pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, String> {
     let list = |items: &[String]| strings(items.iter().map(String::as_str));
     let long = |n: u64| ast::Value::from(i64::try_from(n).unwrap_or(i64::MAX));
     let args = value(&call.args, schema, "args")?.unwrap_or_else(|| ast::Value::empty_record(None));
     let days = call.now_unix_ms / DAY_MS;
-    let pairs = BTreeMap::from([
+    let mut pairs = BTreeMap::from([
         ("args".into(), args),
         ("mode".into(), ast::Value::from(call.mode.as_str())),
         ("now".into(), long(call.now_unix_ms)),
@@ -108,6 +108,7 @@ pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, St
             list(&call.data_classification),
         ),
         ("skills".into(), list(&call.skills)),
+        ("protocol".into(), ast::Value::from(call.protocol.as_str())),
         (
             "session".into(),
             ast::Value::record(
@@ -119,6 +120,9 @@ pub(crate) fn context(call: &Call, schema: Option<&Value>) -> Result<Context, St
             ),
         ),
     ]);
+    if let Some(by) = &call.delegated_by {
+        pairs.insert("delegated_by".into(), ast::Value::from(by.as_str()));
+    }
     Ok(Context::from(ast::Context::Value(Arc::new(pairs))))
 }
 

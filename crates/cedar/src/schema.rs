@@ -30,6 +30,8 @@ pub fn schema(tools: &[Tool]) -> Value {
                         ("prior_actions".to_owned(), strings()),
                         ("data_classification".to_owned(), strings()),
                         ("skills".to_owned(), strings()),
+                        ("protocol".to_owned(), string()),
+                        ("delegated_by".to_owned(), json!({ "type": "String", "required": false })),
                         ("session".to_owned(), record(Map::from_iter([
                             ("labels".to_owned(), strings()),
                             ("tools".to_owned(), strings()),

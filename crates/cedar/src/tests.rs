@@ -69,6 +69,8 @@ fn call(tool: &str, tenant: &str, args: Value) -> Call {
         roles: Vec::new(),
         groups: Vec::new(),
         skills: Vec::new(),
+        protocol: "mcp".to_owned(),
+        delegated_by: None,
     }
 }
 
@@ -489,6 +491,7 @@ fn the_request_is_what_the_public_api_builds() {
     call.roles = vec!["refunds".into(), "support".into()];
     call.groups = vec!["eu".into()];
     call.skills = vec!["refund-tone".into()];
+    call.delegated_by = Some("call_1".into());
 
     for schema in [Some(&schema), None] {
         let strings =
@@ -505,6 +508,8 @@ fn the_request_is_what_the_public_api_builds() {
                 strings(&call.data_classification),
             ),
             ("skills".to_owned(), strings(&call.skills)),
+            ("protocol".to_owned(), Re::new_string("mcp".into())),
+            ("delegated_by".to_owned(), Re::new_string("call_1".into())),
             (
                 "session".to_owned(),
                 Re::new_record([
@@ -556,4 +561,40 @@ fn the_request_is_what_the_public_api_builds() {
         entities.deep_eq(&expected),
         "{entities:?}\n!=\n{expected:?}"
     );
+}
+
+#[test]
+fn rules_see_how_a_call_came_and_on_whose_behalf() {
+    let rules = checked(
+        r#"
+@id("peers-may-not-refund")
+forbid (principal, action == Action::"shop.refund", resource)
+when { context has delegated_by && principal.chain.contains("user:7") };
+
+@id("a2a-no-mail")
+forbid (principal, action == Action::"mail.send", resource)
+when { context.protocol == "a2a" };
+
+@id("the-rest")
+permit (principal, action, resource);
+"#,
+    );
+    let refund = || call("shop.refund", "acme", json!({"order": "o1", "amount": 5}));
+    assert_eq!(rules.decide(&refund()).verdict, Verdict::Allow);
+    let mut delegated = refund();
+    delegated.delegated_by = Some("call_1".into());
+    delegated.principals.push(Principal {
+        kind: "agent".into(),
+        id: "agent:peer".into(),
+    });
+    let denied = rules.decide(&delegated);
+    assert_eq!(
+        (denied.verdict, denied.reasons[0].code.as_str()),
+        (Verdict::Deny, "peers-may-not-refund")
+    );
+
+    let mut mail = call("mail.send", "acme", json!({"to": "a@b"}));
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Allow);
+    mail.protocol = "a2a".into();
+    assert_eq!(rules.decide(&mail).verdict, Verdict::Deny);
 }

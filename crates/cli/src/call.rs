@@ -250,6 +250,8 @@ fn decide(
         data_classification: Vec::new(),
         skills: Vec::new(),
         risk_signals: Vec::new(),
+        protocol: "direct".to_owned(),
+        delegated_by: None,
         flows: gatehouse_core::model::label::FlowFacts::default(),
     };
     action.principals.extend(principal(args));

@@ -279,6 +279,16 @@ struct Case {
     prior: Vec<String>,
     /// The call's approval mode. Default: the tool's declared maximum.
     mode: Option<String>,
+    /// How the call came (`context.protocol`): `mcp`, `a2a` or `direct`. Default: `mcp`.
+    #[serde(default = "default_protocol")]
+    protocol: String,
+    /// The id of the call this one was made on behalf of (`context.delegated_by`); the
+    /// principal chain is then `delegator`, then `principal`. Default: none.
+    delegated_by: Option<String>,
+    /// With `delegated_by`: the delegating call's caller (the chain's first link). Default:
+    /// `user:delegator`.
+    #[serde(default = "default_delegator")]
+    delegator: String,
     /// Host time. Default: 2026-01-05 (a Monday) 12:00 UTC.
     #[serde(default = "default_now")]
     now_unix_ms: u64,
@@ -296,6 +306,14 @@ fn empty_object() -> toml::Value {
 fn default_tenant() -> String {
     "default".to_owned()
 }
+fn default_protocol() -> String {
+    "mcp".to_owned()
+}
+
+fn default_delegator() -> String {
+    "user:delegator".to_owned()
+}
+
 fn default_principal() -> String {
     "user:test".to_owned()
 }
@@ -342,16 +360,30 @@ fn test(args: &TestArgs, out: &mut dyn Write) -> Result<u8, Failure> {
             mode: case.mode.clone().unwrap_or_else(|| tool.max_mode.clone()),
             args: serde_json::to_value(&case.args).map_err(usage)?,
             tenant: case.tenant.clone(),
-            principals: vec![Principal {
-                kind: "user".to_owned(),
-                id: case.principal.clone(),
-            }],
+            principals: (case.delegated_by.as_ref())
+                .map(|_| Principal {
+                    kind: "user".to_owned(),
+                    id: case.delegator.clone(),
+                })
+                .into_iter()
+                .chain([Principal {
+                    kind: if case.delegated_by.is_some() {
+                        "agent"
+                    } else {
+                        "user"
+                    }
+                    .to_owned(),
+                    id: case.principal.clone(),
+                }])
+                .collect(),
             now_unix_ms: case.now_unix_ms,
             prior_actions: case.prior.clone(),
             data_classification: case.labels.clone(),
             roles: case.roles.clone(),
             groups: case.groups.clone(),
             skills: case.skills.clone(),
+            protocol: case.protocol.clone(),
+            delegated_by: case.delegated_by.clone(),
         };
         let outcome = rules.decide(&call);
         let matched: Vec<&str> = outcome.reasons.iter().map(|r| r.code.as_str()).collect();

@@ -69,6 +69,32 @@ pub struct ToolCallEnvelope {
     /// with that call's, and this call may not run above that call's effective mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegated_by: Option<DelegatedBy>,
+    /// How the call reached the gateway; none: directly (a host embedding gatehouse,
+    /// `gatehouse call`). Policies see it as `action.context.protocol`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+}
+
+/// How a call reached the gateway ([`ToolCallEnvelope::protocol`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// MCP: a `tools/call`, a resource read or a prompt.
+    Mcp,
+    /// A2A: a `SendMessage`.
+    A2a,
+}
+
+impl Protocol {
+    /// What a policy sees of a call that came by `protocol`: `mcp`, `a2a`, or `direct` for
+    /// none.
+    pub fn name(protocol: Option<Self>) -> &'static str {
+        match protocol {
+            Some(Self::Mcp) => "mcp",
+            Some(Self::A2a) => "a2a",
+            None => "direct",
+        }
+    }
 }
 
 /// The call a delegated call was made on behalf of ([`ToolCallEnvelope::delegated_by`]).
@@ -103,6 +129,7 @@ impl ToolCallEnvelope {
             idempotency_key: None,
             approval_id: None,
             delegated_by: None,
+            protocol: None,
         }
     }
 
@@ -115,6 +142,12 @@ impl ToolCallEnvelope {
     /// With an idempotency key.
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Come by `protocol`.
+    pub fn by(mut self, protocol: Protocol) -> Self {
+        self.protocol = Some(protocol);
         self
     }
 

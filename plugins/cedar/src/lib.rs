@@ -18,7 +18,7 @@ mod bindings {
             package gatehouse:cedar;
 
             world cedar {
-                include gatehouse:plugin/policy@0.7.0;
+                include gatehouse:plugin/policy@0.8.0;
 
                 /// Parses the rules (a `gatehouse_cedar::Packed` as JSON). Run once, by
                 /// `gatehouse policy pack`, before the snapshot; once the rules are set, a
@@ -100,6 +100,8 @@ impl bindings::Guest for Cedar {
             roles: action.claims.roles,
             groups: action.claims.groups,
             skills: action.context.skills,
+            protocol: action.context.protocol,
+            delegated_by: action.context.delegated_by,
         };
         decision(rules.decide(&call))
     }

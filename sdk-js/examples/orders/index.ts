@@ -15,7 +15,7 @@ import {
   resources,
   textResource,
 } from '@gatehouse/sdk';
-import type { CallContext } from 'gatehouse:plugin/types@0.7.0';
+import type { CallContext } from 'gatehouse:plugin/types@0.8.0';
 
 /** Orders above this many items are confirmed by the user first. */
 const CONFIRM_ABOVE = 100;

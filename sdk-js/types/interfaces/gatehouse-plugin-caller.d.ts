@@ -1,4 +1,4 @@
-declare module 'gatehouse:plugin/caller@0.7.0' {
+declare module 'gatehouse:plugin/caller@0.8.0' {
   /**
    * What the caller declared it can be asked.
    */

@@ -1,4 +1,4 @@
-declare module 'gatehouse:plugin/log@0.7.0' {
+declare module 'gatehouse:plugin/log@0.8.0' {
   export function log(level: Level, message: string): void;
   /**
    * # Variants

@@ -1,4 +1,4 @@
-declare module 'gatehouse:plugin/types@0.7.0' {
+declare module 'gatehouse:plugin/types@0.8.0' {
   /**
    * The kind of operation a capability performs (spec 000, "Capability classification").
    * # Variants
@@ -289,6 +289,18 @@ declare module 'gatehouse:plugin/types@0.7.0' {
      * With `data-classification`, what a flow rule such as the lethal trifecta judges.
      */
     sends: Array<string>,
+    /**
+     * How the call reached the gateway (0.8.0): `mcp` (an MCP `tools/call`, a resource read
+     * or a prompt), `a2a` (an A2A `SendMessage`), or `direct` (a host embedding gatehouse, or
+     * `gatehouse call`). A call resumed after its approval keeps its own.
+     */
+    protocol: string,
+    /**
+     * The call this one was made on behalf of (0.8.0): a peer the gateway called (an A2A
+     * agent) called back with the delegation it was given. Its id; the principal chain then
+     * starts with that call's principals, and this call runs at most at that call's mode.
+     */
+    delegatedBy?: string,
   }
   /**
    * What the host admitted about the caller when it identified it, beyond its id (0.4.0):

@@ -1,5 +1,5 @@
 """gatehouse SDK for Python: small helpers over the WIT contract (wit/gatehouse.wit,
-gatehouse:plugin@0.7.0).
+gatehouse:plugin@0.8.0).
 
 An adapter's app module defines ``class WitWorld(Adapter)`` with one method per capability,
 and, if it serves them, ``resource`` (resources), ``prompt`` (prompts) and ``suggest``

@@ -70,6 +70,13 @@ impl Peer {
             0,
             json!({ "verdict": "require_approval" }),
         ));
+        // Policies see how a call came (contract 0.8.0).
+        host.pipeline.policies.push(bind(
+            "test.policy-probe",
+            "gatehouse.rest.get",
+            1,
+            json!({ "report_origin": true }),
+        ));
         host.store.path = Some(dir.path().join("gatehouse.db"));
         let signer = gatehouse_host::plugin::signature::SigningKey::generate("acme-card").unwrap();
         let card_key = signer.public_key().to_base64();
@@ -198,6 +205,17 @@ async fn heard<T>(look: impl Fn() -> Option<T>) -> T {
     }
 }
 
+/// The message of the reason `code` a policy module gave in the audit `entry`'s decision.
+fn reason(entry: &Value, code: &str) -> String {
+    let modules = entry["record"]["result"]["policy_decision"]["modules"].as_array();
+    (modules.into_iter().flatten())
+        .flat_map(|module| module["reasons"].as_array().into_iter().flatten())
+        .find(|reason| reason["code"] == code)
+        .and_then(|reason| reason["message"].as_str())
+        .unwrap_or_else(|| panic!("no reason {code}: {entry}"))
+        .to_owned()
+}
+
 /// The upstream's `/orders` as a read, and as a write.
 fn read(peer: &Peer) -> Value {
     json!({ "url": peer.upstream.url("/orders/7") })
@@ -284,6 +302,44 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
     let call = &audit["entries"][0]["record"]["call"];
     assert_eq!(call["session_id"], task["contextId"], "{audit}");
     assert_eq!(call["idempotency_key"], "a2a:msg-read-1", "{audit}");
+    // The policy saw the call come by A2A; the same tool called over MCP, by MCP.
+    assert_eq!(call["protocol"], "a2a", "{audit}");
+    assert_eq!(reason(&audit["entries"][0], "PROTOCOL"), "a2a", "{audit}");
+    let bearer = format!("Bearer {ALICE}");
+    let over_mcp = gatehouse_tests::mcp::call(
+        peer.mcp,
+        &[("authorization", bearer.as_str())],
+        "gatehouse.rest.get",
+        read(&peer),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        gatehouse_tests::mcp::outcome_of(&over_mcp),
+        "OK",
+        "{over_mcp}"
+    );
+    let over_mcp = gatehouse_tests::mcp::record(&over_mcp)["tool_call_id"].clone();
+    // A read's entry is written once its result is delivered: read until it is there.
+    let mut entry = Value::Null;
+    for _ in 0..50 {
+        let (_, body) = gatehouse_tests::admin::request(
+            peer.admin,
+            "GET",
+            &format!("/v1/audit?tool_call_id={}", over_mcp.as_str().unwrap()),
+            Some(APPROVER),
+            None,
+        )
+        .await;
+        let audit: Value = serde_json::from_slice(&body).unwrap();
+        entry = audit["entries"][0].clone();
+        if !entry.is_null() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reason(&entry, "PROTOCOL"), "mcp", "{entry}");
+    assert_eq!(reason(&entry, "CHAIN"), "agent:alice", "{entry}");
 
     // A write the policy sends to approval waits for a person; nothing is sent.
     let task = peer.waiting(40, "msg-refund-1").await;

@@ -13,6 +13,7 @@ use gatehouse_host::relay::{CallerCan, LogLevel};
 use gatehouse_host::{ContentBlock, Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::artifacts::{
     CALLER_PROBE, CONTRACT_0_4_ADAPTER, CONTRACT_0_5_ADAPTER, CONTRACT_0_6_ADAPTER,
+    CONTRACT_0_7_ADAPTER,
 };
 use gatehouse_tests::host::HostBuilder;
 use gatehouse_tests::relay::{TestRelay, everything};
@@ -440,6 +441,14 @@ async fn whoami_of_older(adapter: &gatehouse_tests::Artifact) -> (String, Vec<Va
     (text.clone(), relay.seen())
 }
 
+/// What a `whoami` built for 0.5.0 or later tells its caller: progress 1 of 1, and a line.
+fn progress_and_a_line() -> Vec<Value> {
+    vec![
+        json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
+        json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
     let (text, seen) = whoami_of_older(&CONTRACT_0_4_ADAPTER).await;
@@ -454,13 +463,7 @@ async fn an_adapter_built_for_0_4_0_still_loads_and_runs() {
 async fn an_adapter_built_for_0_6_0_still_loads_tells_its_caller_and_serves_its_resource() {
     let (text, seen) = whoami_of_older(&CONTRACT_0_6_ADAPTER).await;
     assert_eq!(text, "built for 0.6.0, called by default");
-    assert_eq!(
-        seen,
-        vec![
-            json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
-            json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),
-        ]
-    );
+    assert_eq!(seen, progress_and_a_line());
     let host = HostBuilder::trusting(&["test.*"], &[]).build();
     host.install_adapter(&CONTRACT_0_6_ADAPTER.signed())
         .expect("it installs");
@@ -481,16 +484,19 @@ async fn an_adapter_built_for_0_6_0_still_loads_tells_its_caller_and_serves_its_
     assert!(result.usage.is_some(), "the adapter ran");
 }
 
+/// An adapter built for the released 0.7.0: prepared against the current world too (0.8.0
+/// changed only what a policy evaluates), its `caller@0.7.0` import reaching the relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_built_for_0_7_0_still_loads_and_tells_its_caller() {
+    let (text, seen) = whoami_of_older(&CONTRACT_0_7_ADAPTER).await;
+    assert_eq!(text, "built for 0.7.0, called by default");
+    assert_eq!(seen, progress_and_a_line());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adapter_built_for_0_5_0_still_loads_and_tells_its_caller() {
     let (text, seen) = whoami_of_older(&CONTRACT_0_5_ADAPTER).await;
     assert_eq!(text, "built for 0.5.0, called by default");
     // Its `caller@0.5.0` import reached the relay, as the current one does.
-    assert_eq!(
-        seen,
-        vec![
-            json!({ "progress": 1.0, "total": 1.0, "message": "done" }),
-            json!({ "log": LogLevel::Info, "logger": null, "data": "whoami called" }),
-        ]
-    );
+    assert_eq!(seen, progress_and_a_line());
 }

@@ -156,7 +156,7 @@ async fn a_component_for_the_wrong_world_is_refused_at_load() {
         .to_string();
     assert!(
         err.starts_with(
-            "the component does not implement the `adapter` world of gatehouse:plugin@0.7.0"
+            "the component does not implement the `adapter` world of gatehouse:plugin@0.8.0"
         ),
         "{err}"
     );
@@ -243,6 +243,10 @@ fn every_test_program_has_a_test_here() {
         // driven by tests/sessions.rs.
         "contract-0-6-adapter",
         "contract-0-6",
+        // An adapter built for the released 0.7.0, driven by tests/caller.rs, and a policy,
+        // driven by tests/sessions.rs.
+        "contract-0-7-adapter",
+        "contract-0-7",
     ];
     for program in TEST_PROGRAMS {
         assert!(

@@ -22,7 +22,7 @@ use gatehouse_host::{Host, HostConfig, OutcomeCode, Status, ToolCallEnvelope};
 use gatehouse_tests::admin::request;
 use gatehouse_tests::agent::{self, Agent};
 use gatehouse_tests::artifacts::MCP_UPSTREAM;
-use gatehouse_tests::artifacts::{CONTRACT_0_6, ECHO, POLICY_PROBE, REST};
+use gatehouse_tests::artifacts::{CONTRACT_0_6, CONTRACT_0_7, ECHO, POLICY_PROBE, REST};
 use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::gateway::{Gateway, Serve};
 use gatehouse_tests::host::{HostBuilder, rest_config};
@@ -247,10 +247,11 @@ async fn the_trifecta_waits_for_an_approver_who_is_told_why_and_a_restart_keeps_
     assert_eq!(posts(&upstream), 3, "nothing more was sent");
 }
 
-/// A policy module built for the contract (0.7.0) sees each prior action of the session with
-/// the labels its result brought, and what the called tool sends: enough to write the trifecta
-/// rule as a component. One built for the released 0.6.0 still loads and sees what it was
-/// built for: the actions' tools and the session's labels.
+/// A policy module built for the contract (since 0.7.0) sees each prior action of the session
+/// with the labels its result brought, and what the called tool sends: enough to write the
+/// trifecta rule as a component. One built for the released 0.7.0 still loads and sees them
+/// too; one built for 0.6.0 sees what it was built for: the actions' tools and the session's
+/// labels.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_sees_which_action_brought_each_label_and_one_built_for_0_6_the_tools() {
     let upstream = Upstream::start().await;
@@ -263,10 +264,11 @@ async fn a_module_sees_which_action_brought_each_label_and_one_built_for_0_6_the
     config.pipeline.policies.extend([
         bind("test.policy-probe", "*", 1, probe),
         bind("test.contract-0-6", "*", 2, json!({})),
+        bind("test.contract-0-7", "*", 3, json!({})),
     ]);
     let gateway = HostBuilder::on(config)
         .adapters(&[REST, ECHO])
-        .policies(&[POLICY_PROBE, CONTRACT_0_6])
+        .policies(&[POLICY_PROBE, CONTRACT_0_6, CONTRACT_0_7])
         .build();
 
     let read = gateway.call(read_record(&upstream, "s1")).await;
@@ -295,6 +297,11 @@ async fn a_module_sees_which_action_brought_each_label_and_one_built_for_0_6_the
         reason_of(&paused, "test.contract-0-6", "SEEN"),
         "prior=gatehouse.rest.get,gatehouse.echo.echo \
          labels=pii:email,pii:phone,private,untrusted roles= skills="
+    );
+    assert_eq!(
+        reason_of(&paused, "test.contract-0-7", "SEEN"),
+        "prior=gatehouse.rest.get:pii:email+pii:phone+private,gatehouse.echo.echo:untrusted \
+         sends=external"
     );
     // The first call of the session: nothing before it, and a read sends nothing.
     assert_eq!(reason_of(&read, "test.policy-probe", "BROUGHT"), "");

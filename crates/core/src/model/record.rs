@@ -366,6 +366,13 @@ pub struct ActionRecord {
     pub skills: Vec<String>,
     /// Risk signals: (name, score).
     pub risk_signals: Vec<(String, f64)>,
+    /// How the call reached the gateway: `mcp`, `a2a` or `direct` (empty in records before
+    /// contract 0.8.0).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+    /// The call this one was made on behalf of, if a peer called back with a delegation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<String>,
     /// What the flow rules judged it by: its session's labels with their sources, and what
     /// its tool sends (none in records before sessions).
     #[serde(default, skip_serializing_if = "super::label::FlowFacts::is_empty")]

@@ -4,6 +4,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use gatehouse_core::envelope::Protocol;
 use gatehouse_core::model::label::FlowFacts;
 use gatehouse_core::model::{
     ActionRecord, ApprovalMode, CapabilityClass, Claims, ContentBlock, ErrorBody, ErrorKind,
@@ -235,6 +236,8 @@ impl From<&wit::Action> for ActionRecord {
                 .collect(),
             data_classification: action.context.data_classification.clone(),
             skills: action.context.skills.clone(),
+            protocol: action.context.protocol.clone(),
+            delegated_by: action.context.delegated_by.clone(),
             risk_signals: action
                 .risk_signals
                 .iter()
@@ -271,6 +274,14 @@ impl From<ActionRecord> for wit::Action {
                 data_classification: action.data_classification,
                 skills: action.skills,
                 sends: action.flows.sends,
+                // A record from before 0.8.0 names none: its call came directly or by MCP,
+                // which its module could not tell apart.
+                protocol: if action.protocol.is_empty() {
+                    Protocol::name(None).to_owned()
+                } else {
+                    action.protocol
+                },
+                delegated_by: action.delegated_by,
             },
             risk_signals: action
                 .risk_signals
@@ -328,8 +339,8 @@ impl From<&wit::Principal> for Principal {
 }
 
 /// The conversions between one version's `caller` interface (`wit`, in scope where it is
-/// expanded) and the [`crate::relay`] vocabulary: the current one's, 0.6.0's and 0.5.0's are
-/// the same interface at three versions.
+/// expanded) and the [`crate::relay`] vocabulary: the current one's, 0.7.0's, 0.6.0's and
+/// 0.5.0's are the same interface at four versions.
 macro_rules! caller_values {
     () => {
         impl From<CallerCan> for wit::CallerCan {
@@ -405,6 +416,15 @@ mod caller_0_6 {
     //! Contract 0.6.0's `caller` interface's values and the [`crate::relay`] vocabulary.
 
     use super::super::adapter_0_6::gatehouse::plugin::caller as wit;
+    use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
+
+    caller_values!();
+}
+
+mod caller_0_7 {
+    //! Contract 0.7.0's `caller` interface's values and the [`crate::relay`] vocabulary.
+
+    use super::super::adapter_0_7::gatehouse::plugin::caller as wit;
     use crate::relay::{AskError, AskKind, CallerCan, LogLevel};
 
     caller_values!();

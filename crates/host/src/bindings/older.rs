@@ -4,20 +4,41 @@
 //! invokes [`older_policy!`] with `old` (its `types`), `OldLevel` (its log level), `wit` (the
 //! current types) and `LogLevel` in scope, saying what its version has beyond 0.1.0's:
 //! - `masks(scan, identifiers)`: the obligations `mask-secrets` and `mask-identifiers` (0.3.0);
-//! - `claims(claims, skills)`: `action.claims` and `action-context.skills` (0.4.0).
+//! - `claims(claims, skills)`: `action.claims` and `action-context.skills` (0.4.0);
+//! - `sends(sends)`: `action-context.sends` (0.7.0).
 //!
-//! Every older version's `prior-actions` are the actions' tool names (0.7.0 made them
-//! records), and none has `action-context.sends`.
+//! The prior actions convert with [`FromPrior`]: to their tool names before 0.7.0, which made
+//! them records (0.7.0's own impl is in `v0_7`). No older version has 0.8.0's
+//! `action-context.protocol` or `delegated-by`.
+
+use super::types as wit;
+
+/// A prior action as an older contract's `action-context` has it.
+pub(crate) trait FromPrior {
+    /// `prior` in this version's type.
+    fn from_prior(prior: &wit::PriorAction) -> Self;
+}
+
+/// Before 0.7.0, a prior action is its tool's name.
+impl FromPrior for String {
+    fn from_prior(prior: &wit::PriorAction) -> Self {
+        prior.tool.clone()
+    }
+}
 
 /// The `action`, `principal` and `approval_mode` conversions into an older contract's types,
 /// and `Decision` and `Level` back from them. `masks(scan, identifiers)` converts the
-/// obligations 0.3.0 added (the names bind their values), `claims(claims, skills)` passes the
-/// fields 0.4.0 added (the names are the fields').
+/// obligations 0.3.0 added (the names bind their values), `claims(claims, skills)` and
+/// `sends(sends)` pass the fields 0.4.0 and 0.7.0 added (the names are the fields').
 macro_rules! older_policy {
-    ($(masks($scan:ident, $identifiers:ident))? $(claims($claims:ident, $skills:ident))?) => {
+    (
+        $(masks($scan:ident, $identifiers:ident))?
+        $(claims($claims:ident, $skills:ident))?
+        $(sends($sends:ident))?
+    ) => {
         /// The action an older policy evaluates: the fields its version has (what later
-        /// versions added, such as 0.4.0's `claims` and `skills` or 0.7.0's `sends`, is not
-        /// passed), and the prior actions' tool names.
+        /// versions added, such as 0.4.0's `claims` and `skills`, 0.7.0's `sends` or 0.8.0's
+        /// `protocol`, is not passed), and the prior actions as its version has them.
         pub(crate) fn action(action: &wit::Action) -> old::Action {
             old::Action {
                 tool_call_id: action.tool_call_id.clone(),
@@ -42,10 +63,11 @@ macro_rules! older_policy {
                 context: old::ActionContext {
                     now_unix_ms: action.context.now_unix_ms,
                     prior_actions: (action.context.prior_actions.iter())
-                        .map(|prior| prior.tool.clone())
+                        .map(super::older::FromPrior::from_prior)
                         .collect(),
                     data_classification: action.context.data_classification.clone(),
                     $($skills: action.context.skills.clone(),)?
+                    $($sends: action.context.sends.clone(),)?
                 },
                 risk_signals: (action.risk_signals.iter())
                     .map(|s| old::RiskSignal {

@@ -5,7 +5,7 @@
 //! in its arguments *before* any policy runs; the target is what every later gate, policy and
 //! record sees. A tool the tenant may not see is reported exactly like a missing one.
 
-use gatehouse_core::envelope::ToolCallEnvelope;
+use gatehouse_core::envelope::{Protocol, ToolCallEnvelope};
 use gatehouse_core::model::{ApprovalMode, Operation};
 use serde_json::{Map, Value};
 
@@ -158,6 +158,8 @@ impl Target {
                 data_classification: classification.into_iter().collect(),
                 skills,
                 sends: Vec::new(),
+                protocol: Protocol::name(call.protocol).to_owned(),
+                delegated_by: (call.delegated_by.as_ref()).map(|by| by.tool_call_id.clone()),
             },
             risk_signals: Vec::new(),
         }

@@ -15,8 +15,8 @@ use std::borrow::Cow;
 
 use gatehouse_core::canonical::redacted;
 use gatehouse_core::envelope::{
-    CallerRecord, DecisionRecord, DelegatedBy, EgressAttempt, ModuleDecision, PluginRef, Status,
-    ToolCallEnvelope, ToolResultEnvelope, Usage,
+    CallerRecord, DecisionRecord, DelegatedBy, EgressAttempt, ModuleDecision, PluginRef, Protocol,
+    Status, ToolCallEnvelope, ToolResultEnvelope, Usage,
 };
 use gatehouse_core::model::ActionRecord;
 use gatehouse_core::model::label::FlowFacts;
@@ -171,6 +171,8 @@ struct LeanCall<'a> {
     approval_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     delegated_by: Option<&'a DelegatedBy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol: Option<Protocol>,
 }
 
 impl<'a> LeanCall<'a> {
@@ -190,6 +192,7 @@ impl<'a> LeanCall<'a> {
             idempotency_key,
             approval_id,
             delegated_by,
+            protocol,
         } = call;
         Self {
             envelope_version: unless(envelope_version, CALL_ENVELOPE),
@@ -207,6 +210,7 @@ impl<'a> LeanCall<'a> {
             idempotency_key: idempotency_key.as_deref(),
             approval_id: approval_id.as_deref(),
             delegated_by: delegated_by.as_ref(),
+            protocol: *protocol,
         }
     }
 }
@@ -263,6 +267,10 @@ struct LeanAction<'a> {
     skills: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     risk_signals: &'a [(String, f64)],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    protocol: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delegated_by: Option<&'a str>,
     #[serde(skip_serializing_if = "FlowFacts::is_empty")]
     flows: &'a FlowFacts,
 }
@@ -290,6 +298,8 @@ impl<'a> LeanAction<'a> {
             data_classification,
             skills,
             risk_signals,
+            protocol,
+            delegated_by,
             flows,
         } = action;
         Self {
@@ -312,6 +322,8 @@ impl<'a> LeanAction<'a> {
             data_classification,
             skills,
             risk_signals,
+            protocol,
+            delegated_by: delegated_by.as_deref(),
             flows,
         }
     }
@@ -541,6 +553,8 @@ mod tests {
             data_classification: Vec::new(),
             skills: vec!["refund-tone".into()],
             risk_signals: vec![("velocity".into(), 0.25)],
+            protocol: "mcp".into(),
+            delegated_by: None,
             flows: FlowFacts::default(),
         }
     }

@@ -5,7 +5,8 @@
 //!    model, async, fuel, epoch interruption, pooling allocator), starts the epoch ticker, and
 //!    builds one linker per world. Both link WASI 0.2 with an empty context (no files, no
 //!    environment, no sockets) and the `log` import of every released contract version
-//!    (`gatehouse:plugin/log@0.6.0`, `@0.5.0`, `@0.4.0`, `@0.3.0`, `@0.2.0` and `@0.1.0`);
+//!    (`gatehouse:plugin/log@0.7.0`, `@0.6.0`, `@0.5.0`, `@0.4.0`, `@0.3.0`, `@0.2.0` and
+//!    `@0.1.0`);
 //!    only the adapter linker has `wasi:http`, served by the [egress gate](crate::egress), and
 //!    the `caller` interface (since 0.5.0), served by the [caller gate](crate::caller). A policy's store
 //!    has stopped clocks and a fixed random sequence, so its decision replays exactly.
@@ -14,10 +15,10 @@
 //!    [`Sandbox::prepare_adapter`] / [`Sandbox::prepare_policy`] pre-instantiate a compiled component against its world's
 //!    linker; a component that does not implement the world is refused here. A component
 //!    built for a released contract before the current one is prepared against that version's
-//!    world ([`PreparedAdapter::V0_5`], [`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_6`],
-//!    [`PreparedPolicy::V0_3`], [`PreparedPolicy::V0_2`], [`PreparedPolicy::V0_1`]; a 0.6.0
-//!    adapter has the current world's shape) and its values adapted per call
-//!    (`crate::bindings::v0_1`, `v0_2`, `v0_3`, `v0_6`).
+//!    world ([`PreparedAdapter::V0_5`], [`PreparedAdapter::V0_1`], [`PreparedPolicy::V0_7`],
+//!    [`PreparedPolicy::V0_6`], [`PreparedPolicy::V0_3`], [`PreparedPolicy::V0_2`],
+//!    [`PreparedPolicy::V0_1`]; a 0.6.0 or 0.7.0 adapter has the current world's shape) and
+//!    its values adapted per call (`crate::bindings::v0_1`, `v0_2`, `v0_3`, `v0_6`, `v0_7`).
 //!    Each plugin runs with its own [`Limits`]: `[sandbox]`'s defaults, or its
 //!    `[[sandbox.plugin]]` override (an interpreter-based component, JavaScript or Python,
 //!    needs more fuel and memory than a Rust one), never above `[sandbox]`'s `max_*` ceilings.
@@ -50,6 +51,7 @@ use crate::bindings::adapter::{AdapterPre, gatehouse::plugin::log};
 use crate::bindings::adapter_0_1::gatehouse::plugin::log as log_0_1;
 use crate::bindings::adapter_0_5::gatehouse::plugin::{caller as caller_0_5, log as log_0_5};
 use crate::bindings::adapter_0_6::gatehouse::plugin::{caller as caller_0_6, log as log_0_6};
+use crate::bindings::adapter_0_7::gatehouse::plugin::{caller as caller_0_7, log as log_0_7};
 use crate::bindings::caller;
 use crate::bindings::policy::PolicyPre;
 use crate::bindings::policy_0_2::gatehouse::plugin::log as log_0_2;
@@ -60,8 +62,8 @@ use crate::bindings::types::{
     ToolOutput,
 };
 use crate::bindings::{
-    adapter_0_1, adapter_0_5, policy_0_1, policy_0_2, policy_0_3, policy_0_6, v0_1, v0_2, v0_3,
-    v0_6,
+    adapter_0_1, adapter_0_5, policy_0_1, policy_0_2, policy_0_3, policy_0_6, policy_0_7, v0_1,
+    v0_2, v0_3, v0_6, v0_7,
 };
 use crate::caller::CallerGate;
 use crate::egress::{EgressAttempt, EgressGate, Paused};
@@ -423,8 +425,8 @@ fn stderr_suffix(stderr: &str) -> String {
 /// A component does not implement the world it claims, in any released contract version.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the component does not implement the `{world}` world of gatehouse:plugin@0.7.0 (nor of \
-     the released 0.6.0, 0.5.0, 0.4.0, 0.3.0, 0.2.0 or 0.1.0): {detail}"
+    "the component does not implement the `{world}` world of gatehouse:plugin@0.8.0 (nor of \
+     the released 0.7.0, 0.6.0, 0.5.0, 0.4.0, 0.3.0, 0.2.0 or 0.1.0): {detail}"
 )]
 pub struct WorldMismatch {
     /// `adapter` or `policy`.
@@ -435,8 +437,8 @@ pub struct WorldMismatch {
 
 /// An adapter pre-instantiated against the world of the contract version it was built for.
 pub enum PreparedAdapter {
-    /// The current contract, `gatehouse:plugin@0.7.0`: tools, resources and prompts; or the
-    /// released 0.6.0, whose adapter world is the same but for its version.
+    /// The current contract, `gatehouse:plugin@0.8.0`: tools, resources and prompts; or the
+    /// released 0.7.0 or 0.6.0, whose adapter worlds are the same but for their version.
     Current(AdapterPre<CallState>),
     /// The released `gatehouse:plugin@0.5.0`, or 0.4.0, 0.3.0 or 0.2.0, whose adapter worlds
     /// have the same shape less the `caller` import: tools only (`invoke`).
@@ -512,8 +514,10 @@ pub enum Served {
 /// A policy module pre-instantiated against the world of the contract version it was built
 /// for.
 pub enum PreparedPolicy {
-    /// The current contract, `gatehouse:plugin@0.7.0`.
+    /// The current contract, `gatehouse:plugin@0.8.0`.
     Current(PolicyPre<CallState>),
+    /// The released `gatehouse:plugin@0.7.0`: its action has no `protocol` or `delegated-by`.
+    V0_7(policy_0_7::PolicyPre<CallState>),
     /// The released `gatehouse:plugin@0.6.0`, or 0.5.0 or 0.4.0, whose policy worlds are the
     /// same but for their version: its action has no `sends`, and its prior actions are tool
     /// names.
@@ -603,6 +607,8 @@ impl Sandbox {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut adapter_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         caller::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        log_0_7::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
+        caller_0_7::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_6::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         caller_0_6::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
         log_0_5::add_to_linker::<CallState, HasSelf<CallState>>(&mut adapter_linker, |s| s)?;
@@ -615,6 +621,7 @@ impl Sandbox {
         let mut policy_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut policy_linker)?;
         log::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
+        log_0_7::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_6::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_5::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
         log_0_4::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy_linker, |s| s)?;
@@ -686,8 +693,8 @@ impl Sandbox {
     }
 
     /// Load phase: pre-instantiates a policy module, checking it implements the `policy` world
-    /// of the current contract or, failing that, of the released 0.6.0 (which 0.4.0 and 0.5.0
-    /// policies satisfy too), then 0.3.0, then 0.2.0, then 0.1.0.
+    /// of the current contract or, failing that, of the released 0.7.0, then 0.6.0 (which
+    /// 0.4.0 and 0.5.0 policies satisfy too), then 0.3.0, then 0.2.0, then 0.1.0.
     pub fn prepare_policy(&self, component: &Component) -> Result<PreparedPolicy, WorldMismatch> {
         let mismatch = |e: wasmtime::Error| WorldMismatch {
             world: "policy",
@@ -699,8 +706,9 @@ impl Sandbox {
             .map_err(mismatch)?;
         match PolicyPre::new(pre.clone()) {
             Ok(current) => Ok(PreparedPolicy::Current(current)),
-            Err(current) => policy_0_6::PolicyPre::new(pre.clone())
-                .map(PreparedPolicy::V0_6)
+            Err(current) => policy_0_7::PolicyPre::new(pre.clone())
+                .map(PreparedPolicy::V0_7)
+                .or_else(|_| policy_0_6::PolicyPre::new(pre.clone()).map(PreparedPolicy::V0_6))
                 .or_else(|_| policy_0_3::PolicyPre::new(pre.clone()).map(PreparedPolicy::V0_3))
                 .or_else(|_| policy_0_2::PolicyPre::new(pre.clone()).map(PreparedPolicy::V0_2))
                 .or_else(|_| policy_0_1::PolicyPre::new(pre).map(PreparedPolicy::V0_1))
@@ -827,6 +835,7 @@ impl Sandbox {
                         let policy = pre.instantiate_checked_once(&mut *store).await?;
                         policy.call_evaluate(store, action, config).await
                     }
+                    PreparedPolicy::V0_7(pre) => older!(store, pre, v0_7),
                     PreparedPolicy::V0_6(pre) => older!(store, pre, v0_6),
                     PreparedPolicy::V0_3(pre) => older!(store, pre, v0_3),
                     PreparedPolicy::V0_2(pre) => older!(store, pre, v0_2),
@@ -1111,7 +1120,7 @@ fn older_serves_tools_only() -> ToolError {
         message: "this adapter was built for a contract before 0.6.0, which serves tools only"
             .to_owned(),
         retryable: false,
-        remediation: Some("rebuild it against gatehouse:plugin@0.7.0".to_owned()),
+        remediation: Some("rebuild it against gatehouse:plugin@0.8.0".to_owned()),
     }
 }
 

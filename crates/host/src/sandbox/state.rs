@@ -251,7 +251,8 @@ older_log!(
     policy_0_3,
     policy_0_4,
     adapter_0_5,
-    adapter_0_6
+    adapter_0_6,
+    adapter_0_7
 );
 
 impl log::Host for CallState {
@@ -351,6 +352,13 @@ mod caller_host_0_5 {
 mod caller_host_0_6 {
     use super::{CallState, Question};
     use crate::bindings::adapter_0_6::gatehouse::plugin::caller;
+
+    caller_host!();
+}
+
+mod caller_host_0_7 {
+    use super::{CallState, Question};
+    use crate::bindings::adapter_0_7::gatehouse::plugin::caller;
 
     caller_host!();
 }

@@ -51,7 +51,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use gatehouse_core::agent_card;
-use gatehouse_core::envelope::{OutcomeCode, Status, ToolResultEnvelope};
+use gatehouse_core::envelope::{OutcomeCode, Protocol, Status, ToolResultEnvelope};
 use gatehouse_core::keys::SigningKey;
 use gatehouse_core::model::ContentBlock;
 use gatehouse_store::{Task, TaskFilter, TaskStatus};
@@ -455,7 +455,7 @@ impl A2a {
         let caller = caller.in_session(Some(context.clone()));
         let name = gateway.aliases().tool(&tool).unwrap_or(&tool).to_owned();
         let mut call = caller
-            .envelope(&name, arguments)
+            .envelope(Protocol::A2a, &name, arguments)
             .with_idempotency_key(format!("a2a:{message_id}"));
         let traceparent = traceparent(headers);
         if let Some(traceparent) = &traceparent {

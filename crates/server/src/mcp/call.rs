@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use gatehouse_core::envelope::{OutcomeCode, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::envelope::{OutcomeCode, Protocol, ToolCallEnvelope, ToolResultEnvelope};
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use gatehouse_host::plugin::manifest::{Capability, TaskSupport};
@@ -118,7 +118,7 @@ impl Gateway {
             &mut args,
             meta_str(meta, IDEMPOTENCY_KEY_META)?,
         );
-        let mut call = caller.envelope(name, Value::Object(args));
+        let mut call = caller.envelope(Protocol::Mcp, name, Value::Object(args));
         // W3C trace context: the call joins the caller's trace, from `_meta` (SEP-414) or else
         // the HTTP request's header.
         let traceparent = meta.get_traceparent().or(traceparent);

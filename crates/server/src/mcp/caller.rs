@@ -2,7 +2,7 @@
 //! the anonymous tenant; [`super::jwt`]: a verified JWT's claims), and every call envelope
 //! carries.
 
-use gatehouse_core::envelope::ToolCallEnvelope;
+use gatehouse_core::envelope::{Protocol, ToolCallEnvelope};
 use gatehouse_core::model::{Claims, Principal, PrincipalKind};
 use gatehouse_host::delegation::Delegation;
 use serde_json::Value;
@@ -47,10 +47,11 @@ impl Caller {
         self
     }
 
-    /// This caller's call of `tool` with `args`: its tenant, principal (after the delegating
-    /// call's chain, if it acts on one's behalf), claims and session.
-    pub fn envelope(&self, tool: &str, args: Value) -> ToolCallEnvelope {
+    /// This caller's call of `tool` with `args`, come by `protocol`: its tenant, principal
+    /// (after the delegating call's chain, if it acts on one's behalf), claims and session.
+    pub fn envelope(&self, protocol: Protocol, tool: &str, args: Value) -> ToolCallEnvelope {
         let mut call = ToolCallEnvelope::new(&self.tenant, tool, args)
+            .by(protocol)
             .with_principal(self.principal.clone())
             .with_claims(self.claims.clone());
         call.session_id.clone_from(&self.session);

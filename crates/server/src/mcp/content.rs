@@ -8,7 +8,9 @@
 //! Names: a resource is listed by its URI (with the manifest's `name`); a prompt by its
 //! gatehouse name `<adapter id>.<id>`, or its `[mcp.aliases]` alias, as a tool is.
 
-use gatehouse_core::envelope::{OutcomeCode, Status, ToolCallEnvelope, ToolResultEnvelope};
+use gatehouse_core::envelope::{
+    OutcomeCode, Protocol, Status, ToolCallEnvelope, ToolResultEnvelope,
+};
 use gatehouse_core::model::{ContentBlock, Operation};
 use gatehouse_host::CompletionRef;
 use rmcp::ErrorData;
@@ -210,7 +212,9 @@ impl Gateway {
 
 /// `caller`'s call of `operation` on `name` with `args`.
 fn envelope(caller: &Caller, name: &str, operation: Operation, args: Value) -> ToolCallEnvelope {
-    caller.envelope(name, args).with_operation(operation)
+    caller
+        .envelope(Protocol::Mcp, name, args)
+        .with_operation(operation)
 }
 
 /// A `prompts/get` of `asked` whose governed call ended with `result`: the prompt's messages;

@@ -7,7 +7,9 @@
 //! `prior-actions` (their tools), so tests can see what the host told it; with
 //! `report_flows = true`, a reason `BROUGHT` naming each prior action that brought labels,
 //! with them (`tool#call-id: label+label`, `; ` between), and a reason `SENDS` with the
-//! action's `sends` (contract 0.7.0). With `reason_bytes = n` it adds a
+//! action's `sends` (contract 0.7.0); with `report_origin = true`, reasons `PROTOCOL` (how the
+//! call came), `DELEGATED_BY` (the call it was made on behalf of, or empty) and `CHAIN` (the
+//! principals' ids, `>` between) (contract 0.8.0). With `reason_bytes = n` it adds a
 //! reason `BIG` of `n` bytes; with `report_entropy = true` a reason `ENTROPY` with what its
 //! wall clock and a randomly seeded hasher read.
 
@@ -24,6 +26,7 @@ struct Config {
     behavior: Behavior,
     report_prior_actions: bool,
     report_flows: bool,
+    report_origin: bool,
     reason_bytes: Option<usize>,
     report_entropy: bool,
 }
@@ -87,6 +90,14 @@ impl Policy for Probe {
             decision = decision
                 .with_reason("BROUGHT", brought.join("; "))
                 .with_reason("SENDS", action.context.sends.join(","));
+        }
+        if config.report_origin {
+            let chain: Vec<&str> = action.principals.iter().map(|p| p.id.as_str()).collect();
+            let by = action.context.delegated_by.clone().unwrap_or_default();
+            decision = decision
+                .with_reason("PROTOCOL", action.context.protocol.clone())
+                .with_reason("DELEGATED_BY", by)
+                .with_reason("CHAIN", chain.join(">"));
         }
         decision
     }
