@@ -3,7 +3,7 @@ the JSON-RPC binding): "Room desk", which books meeting rooms. The tests put it 
 gatehouse's generic A2A adapter and read what reached it from its log.
 
     python a2a_peer.py --port PORT --log FILE [--sign-key B64SEED] [--extended-token TOKEN]
-                       [--gateway URL --gateway-key KEY] [--tls CERT KEY]
+                       [--gateway URL --gateway-key KEY] [--tls CERT KEY] [--no-streaming]
 
 It listens on 127.0.0.1:PORT (PORT 0: a free port) and, once listening, prints one JSON line,
 {"url": "http://127.0.0.1:PORT"}. It serves:
@@ -31,6 +31,8 @@ Options:
                             the MCP endpoint (Streamable HTTP) and key the `callback` skill uses
     --tls CERT KEY          serve https with this certificate (for `localhost`) and key (PEM):
                             its URL is then https://localhost:PORT
+    --no-streaming          the card says `capabilities.streaming` false (the SDK still
+                            serves streams to whoever asks)
 
 A message names its skill in `metadata["gatehouse/skill"]`; a message continuing a task
 (`taskId` set) goes to that task's skill. An unknown skill: the task is TASK_STATE_REJECTED.
@@ -191,8 +193,9 @@ class Desk:
     """The agent cards, public and extended, kept up to date: both objects are the ones the
     SDK serves, changed in place when the card drifts, and signed anew each time."""
 
-    def __init__(self, url: str, seed: bytes | None, extended: bool):
+    def __init__(self, url: str, seed: bytes | None, extended: bool, streaming: bool = True):
         self.url = url
+        self.streaming = streaming
         self.extended_offered = extended
         self.drifted = False
         self.card = AgentCard()
@@ -226,7 +229,7 @@ class Desk:
                 AgentInterface(url=self.url + "/", protocol_binding="JSONRPC", protocol_version="1.0")
             ],
             capabilities=AgentCapabilities(
-                streaming=True,
+                streaming=self.streaming,
                 push_notifications=False,
                 extended_agent_card=self.extended_offered,
             ),
@@ -388,7 +391,7 @@ class RoomDesk(AgentExecutor):
 def app(args, url: str) -> Starlette:
     log = Log(args.log)
     seed = base64.b64decode(args.sign_key) if args.sign_key else None
-    desk = Desk(url, seed, extended=args.extended_token is not None)
+    desk = Desk(url, seed, extended=args.extended_token is not None, streaming=not args.no_streaming)
 
     async def extended_card(card: AgentCard, context: ServerCallContext) -> AgentCard:
         """The extended card, for the bearer of the token only."""
@@ -453,6 +456,7 @@ def main() -> None:
     parser.add_argument("--gateway")
     parser.add_argument("--gateway-key")
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    parser.add_argument("--no-streaming", action="store_true")
     args = parser.parse_args()
     if bool(args.gateway) != bool(args.gateway_key):
         sys.exit("--gateway and --gateway-key go together")

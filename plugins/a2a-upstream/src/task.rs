@@ -5,7 +5,9 @@
 //!   reaches the caller as progress, artifacts are gathered as they come. Another gets
 //!   `SendMessage` with `returnImmediately`, so the task's id is known at once.
 //! - **Following.** A task that has not ended (`SUBMITTED`, `WORKING`) is followed:
-//!   `SubscribeToTask` where the agent streams, else `GetTask` every [`POLL`]. Nothing here
+//!   `SubscribeToTask` where the agent streams, else `GetTask`, first after [`POLL`], each
+//!   wait twice the last up to [`MAX_POLL`] (so a long task spends few of the call's egress
+//!   requests, `[egress] max_requests`). Nothing here
 //!   bounds the wait: the call's time budget does, so a peer that never answers ends the call
 //!   as the operator configured, and the audit record says so.
 //! - **Input.** A task in `INPUT_REQUIRED` asks the caller its question as a form
@@ -30,8 +32,11 @@ use crate::result;
 
 /// Messages one call sends at most: the first, and answers to the agent's questions.
 const MAX_ROUNDS: usize = 8;
-/// How often a task is asked how it stands, where the agent does not stream.
+/// How long a task is left before it is first asked how it stands, where the agent does not
+/// stream (or a subscription ended early).
 const POLL: Duration = Duration::from_millis(500);
+/// The longest wait between two such questions.
+const MAX_POLL: Duration = Duration::from_secs(8);
 /// The message metadata key that names the skill (A2A has no field for it).
 pub const SKILL_KEY: &str = "gatehouse/skill";
 
@@ -164,6 +169,7 @@ impl Conversation<'_> {
     /// Follows `task` until it ends or stops for input or credentials: the task then.
     fn settle(&self, task: Value) -> Result<Value, ToolError> {
         let mut task = Some(task);
+        let mut wait = POLL;
         loop {
             let now = task.as_ref().expect("set above and below");
             if settled(state(now)) {
@@ -175,7 +181,8 @@ impl Conversation<'_> {
                     Ok(self.apply(&mut task, &event))
                 })
             } else {
-                std::thread::sleep(POLL);
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(MAX_POLL);
                 self.peer.call("GetTask", &id).map(|now| {
                     self.tell(&now);
                     task = Some(now);
@@ -185,7 +192,11 @@ impl Conversation<'_> {
                 return Err(self.cancel(task.as_ref(), error));
             }
             if self.mapping.streaming && !settled(state(task.as_ref().expect("kept"))) {
-                // The subscription ended early: ask once how the task stands, then follow on.
+                // The subscription ended early: ask once how the task stands, then follow on
+                // (after a pause, so an agent that ends every subscription at once is not
+                // asked in a loop).
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(MAX_POLL);
                 let now = self.peer.call("GetTask", &id);
                 task = Some(now.map_err(|error| self.cancel(task.as_ref(), error))?);
             }

@@ -325,6 +325,31 @@ async fn an_agent_on_https_is_imported_and_called_trusting_the_operators_ca() {
     assert_eq!(said[0], "echo: over tls");
 }
 
+/// An agent whose card says it does not stream: a message is sent with `SendMessage`, and its
+/// task, which the SDK answers at once (`returnImmediately`), is polled to its end with
+/// `GetTask`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_does_not_stream_has_its_task_polled_to_its_end() {
+    let peer = Peer::start(&["--no-streaming"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, printed, key) = import(&peer, dir.path(), &["--include", "count"]);
+    assert_eq!(code, 0, "{printed}");
+    let manifest = std::fs::read_to_string(dir.path().join("out/manifest.toml")).unwrap();
+    assert!(manifest.contains("streaming = false"), "{manifest}");
+    let out = dir.path().join("out");
+    let gateway =
+        Imported::start_tuned(&out, ID, &key, (PEER_ENV, PEER_TOKEN), "", budgets(20_000)).await;
+    let client = gateway.client().await;
+    let (said, structured, record) =
+        call(&client, "test.desk.count", json!({ "text": "go" })).await;
+    assert_eq!(record["outcome"], "OK", "{said:?} {record}");
+    assert_eq!(said, ["counted to 3"]);
+    assert_eq!(structured["state"], "completed");
+    assert_eq!(peer.requests("SendMessage").len(), 1, "{:#?}", peer.log());
+    assert!(peer.requests("SendStreamingMessage").is_empty());
+    assert!(!peer.requests("GetTask").is_empty(), "{:#?}", peer.log());
+}
+
 /// A card signed by a key other than the one given is not imported, and nothing is written;
 /// an unsigned card with a key given is refused too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
