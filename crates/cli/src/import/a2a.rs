@@ -373,6 +373,7 @@ pub fn build(
     };
     let filter = Filter::new(&options.include, &options.exclude)?;
     let mut ids = Ids::default();
+    let pin = card.pin();
     let (mut capabilities, mut choices, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
     let skills = card.card["skills"]
         .as_array()
@@ -394,7 +395,7 @@ pub fn build(
             continue;
         }
         let id = ids.assign(name)?;
-        let (capability, choice) = capability(card, id, skill);
+        let (capability, choice) = capability(card, &pin, id, skill);
         capabilities.push(capability);
         choices.push(choice);
     }
@@ -456,16 +457,29 @@ pub fn input_schema() -> Value {
     })
 }
 
-/// The card as its digest is pinned over: without its signatures.
-fn unsigned(card: &Value) -> Value {
-    let mut card = card.clone();
-    if let Some(fields) = card.as_object_mut() {
-        fields.remove("signatures");
+impl Card {
+    /// The digest of the card, without its signatures.
+    fn digest(&self) -> String {
+        let mut unsigned = self.card.clone();
+        if let Some(fields) = unsigned.as_object_mut() {
+            fields.remove("signatures");
+        }
+        digest::of(&unsigned)
     }
-    card
+
+    /// What each capability pins of the card: where it was read, its digest, and the key its
+    /// signature verified with.
+    fn pin(&self) -> Value {
+        let mut pin = json!({ "url": self.url, "digest": self.digest() });
+        if let Some(signer) = &self.signer {
+            pin["signer"] = Value::from(signer.to_base64());
+        }
+        pin
+    }
 }
 
-fn capability(card: &Card, id: String, skill: &Value) -> (Capability, Choice) {
+/// The capability `id` of `skill` of `card`, pinning `pin` ([`Card::pin`]).
+fn capability(card: &Card, pin: &Value, id: String, skill: &Value) -> (Capability, Choice) {
     let name = skill["id"].as_str().unwrap_or_default();
     let tags: Vec<String> = (skill["tags"].as_array().into_iter().flatten())
         .filter_map(Value::as_str)
@@ -490,13 +504,6 @@ fn capability(card: &Card, id: String, skill: &Value) -> (Capability, Choice) {
             "no read-only or destructive tag",
         )
     };
-    let mut pin = json!({
-        "url": card.url,
-        "digest": digest::of(&unsigned(&card.card)),
-    });
-    if let Some(signer) = &card.signer {
-        pin["signer"] = Value::from(signer.to_base64());
-    }
     let upstream = json!({
         "url": card.endpoint,
         "skill": name,
@@ -554,7 +561,7 @@ pub fn drift(
         .filter_map(|u| Some((u["skill"].as_str()?, u["digest"].as_str()?)))
         .collect();
     let mut drift = Drift::default();
-    let card_now = digest::of(&unsigned(&card.card));
+    let card_now = card.digest();
     if upstreams().any(|u| u["card"]["digest"].as_str() != Some(card_now.as_str())) {
         drift.changed.push("card".to_owned());
     }
