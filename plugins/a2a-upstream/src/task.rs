@@ -68,12 +68,7 @@ pub fn run(mapping: &Mapping, input: Input, message_id: &str) -> Result<ToolOutp
         peer: Peer::new(&mapping.url),
         updates: Cell::new(0),
     };
-    let mut message = json!({
-        "messageId": message_id,
-        "role": "ROLE_USER",
-        "parts": parts(input.text, input.data),
-        "metadata": { SKILL_KEY: mapping.skill },
-    });
+    let mut message = user_message(message_id, &mapping.skill, parts(input.text, input.data));
     if let Some(task) = input.task_id {
         message["taskId"] = Value::from(task);
     }
@@ -92,14 +87,10 @@ pub fn run(mapping: &Mapping, input: Input, message_id: &str) -> Result<ToolOutp
                 let Some(answer) = ask(&question, round)? else {
                     return Ok(result::input_required(&task, &question));
                 };
-                message = json!({
-                    "messageId": format!("{message_id}.{}", round + 1),
-                    "role": "ROLE_USER",
-                    "parts": parts(Some(answer), None),
-                    "taskId": task["id"],
-                    "contextId": task["contextId"],
-                    "metadata": { SKILL_KEY: mapping.skill },
-                });
+                let id = format!("{message_id}.{}", round + 1);
+                message = user_message(&id, &mapping.skill, parts(Some(answer), None));
+                message["taskId"] = task["id"].clone();
+                message["contextId"] = task["contextId"].clone();
             }
             other => return Err(result::ended(mapping, &task, other)),
         }
@@ -170,6 +161,10 @@ impl Conversation<'_> {
     fn settle(&self, task: Value) -> Result<Value, ToolError> {
         let mut task = Some(task);
         let mut wait = POLL;
+        let mut pause = || {
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(MAX_POLL);
+        };
         loop {
             let now = task.as_ref().expect("set above and below");
             if settled(state(now)) {
@@ -181,8 +176,7 @@ impl Conversation<'_> {
                     Ok(self.apply(&mut task, &event))
                 })
             } else {
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(MAX_POLL);
+                pause();
                 self.peer.call("GetTask", &id).map(|now| {
                     self.tell(&now);
                     task = Some(now);
@@ -195,8 +189,7 @@ impl Conversation<'_> {
                 // The subscription ended early: ask once how the task stands, then follow on
                 // (after a pause, so an agent that ends every subscription at once is not
                 // asked in a loop).
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(MAX_POLL);
+                pause();
                 let now = self.peer.call("GetTask", &id);
                 task = Some(now.map_err(|error| self.cancel(task.as_ref(), error))?);
             }
@@ -245,6 +238,14 @@ impl Conversation<'_> {
         }
         error
     }
+}
+
+/// A user message `id` to `skill` with `parts`.
+fn user_message(id: &str, skill: &str, parts: Vec<Value>) -> Value {
+    let mut message =
+        json!({ "messageId": id, "role": "ROLE_USER", "metadata": { SKILL_KEY: skill } });
+    message["parts"] = Value::Array(parts);
+    message
 }
 
 /// `text` and `data` as a message's parts.
