@@ -3,9 +3,9 @@
 //!
 //! bubblewrap makes the namespace and can put nothing into it but a loopback interface. So
 //! the socket is made by a short-lived child of the gateway: between `fork` and `exec` (std's
-//! `pre_exec`, where only system calls run), it enters the server's user namespace (which
-//! owns the network namespace, and in which the gateway's user, its creator, holds every
-//! capability; a root gateway holds them anyway), then the network namespace, binds and
+//! `pre_exec`, where only system calls run), it enters the user namespace that owns the
+//! network namespace (in which the gateway's user, its creator, holds every capability; a
+//! root gateway holds them anyway), then the network namespace, binds and
 //! listens there, and passes the socket back over a socket pair (`SCM_RIGHTS`) before it
 //! execs `true`. A socket keeps the namespace it was made in, so the gateway then accepts the
 //! server's connections from its own namespace; nothing else crosses.
@@ -40,19 +40,18 @@ const LOOPBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 ///
 /// bubblewrap reports the pid before its child has finished setting the namespaces up, so on
 /// a busy machine the helper can come first: the bind fails with `EADDRNOTAVAIL` (no loopback
-/// yet), or entering the user namespace with `EPERM` (its uid map not written yet; both seen
-/// under a full test run). Then it is tried again, [`LOOPBACK_TRIES`] times [`LOOPBACK_WAIT`]
-/// apart.
+/// yet). Then it is tried again, [`LOOPBACK_TRIES`] times [`LOOPBACK_WAIT`] apart.
+///
+/// The user namespace entered is the network namespace's owner (`NS_GET_USERNS`), not the
+/// process's own: with `--dev`, bubblewrap first maps the user to root (to mount devpts), then
+/// moves the sandbox into a second, nested user namespace that maps it back. A helper that
+/// came after that move and entered `/proc/PID/ns/user` held no capability over the network
+/// namespace, and every try failed with `EPERM` (seen under a full test run on two cores).
 pub fn listen_in(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
     let mut tries = 0;
     loop {
         match listen_once(pid, addr) {
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::AddrNotAvailable | io::ErrorKind::PermissionDenied
-                ) && tries < LOOPBACK_TRIES =>
-            {
+            Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable && tries < LOOPBACK_TRIES => {
                 tries += 1;
                 std::thread::sleep(LOOPBACK_WAIT);
             }
@@ -63,8 +62,8 @@ pub fn listen_in(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
 
 /// One try of [`listen_in`].
 fn listen_once(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
-    let user = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
     let net = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    let user = std::fs::File::from(owner(&net)?);
     // Entering the user namespace one is already in fails; a gateway that runs bubblewrap
     // without a user namespace of its own (setuid bubblewrap) skips that step.
     let ours = std::fs::metadata("/proc/self/ns/user")?;
@@ -148,4 +147,18 @@ fn listen_once(pid: u32, addr: SocketAddrV4) -> io::Result<TcpListener> {
     let listener = TcpListener::from(socket);
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+/// The user namespace that owns the namespace `ns` (`ioctl(NS_GET_USERNS)`).
+fn owner(ns: &std::fs::File) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    #[allow(unsafe_code, reason = "an ioctl rustix does not wrap")]
+    // SAFETY: `NS_GET_USERNS` takes no argument and returns a new descriptor, or -1.
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), libc::NS_GET_USERNS) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is new and ours alone.
+    #[allow(unsafe_code, reason = "owning the descriptor the ioctl returned")]
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
