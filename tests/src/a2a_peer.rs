@@ -3,7 +3,7 @@
 //! skills and options are in that file's docstring. [`Peer::start`] runs it; what reached it is
 //! read from its log ([`Peer::requests`], [`Peer::effects`], [`Peer::cancelled`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -54,14 +54,7 @@ impl Peer {
             .stderr(Stdio::piped())
             .spawn()
             .expect("the peer starts");
-        let stdout = child.stdout.take().expect("piped");
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver.recv_timeout(START).unwrap_or_default();
+        let line = crate::first_line(&mut child, START);
         let Ok(ready) = serde_json::from_str::<Value>(&line) else {
             let _ = child.kill();
             let mut stderr = String::new();

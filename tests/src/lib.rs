@@ -34,6 +34,7 @@ pub mod host;
 pub mod load;
 pub mod mcp;
 pub mod mcp_upstream;
+pub mod oauth;
 pub mod postgres;
 pub mod registry;
 pub mod relay;
@@ -284,6 +285,20 @@ pub fn trust(key: &SigningKey, adapters: &[&str], policies: &[&str]) -> Publishe
 /// The value after `name` on the command line (a bench's `-- --seconds 3`).
 pub fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
+}
+
+/// The first line `child` writes to its piped standard output (taken), or an empty string
+/// if none comes within `within`: a server's "ready" line.
+pub fn first_line(child: &mut std::process::Child, within: std::time::Duration) -> String {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().expect("standard output is piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = sender.send(line);
+    });
+    receiver.recv_timeout(within).unwrap_or_default()
 }
 
 /// A loopback port nothing listens on now, for a server a test starts on it.

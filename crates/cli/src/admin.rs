@@ -64,6 +64,21 @@ pub enum AdminCommand {
         #[arg(long)]
         principal: Option<String>,
     },
+    /// Users' connections to OAuth providers, their own upstream accounts (roles `operator`
+    /// or `auditor`; revoking one takes `operator`). Never their tokens.
+    Connections {
+        #[command(subcommand)]
+        command: Option<ConnectionsCommand>,
+        /// Only this tenant's connections.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this principal's connections.
+        #[arg(long)]
+        principal: Option<String>,
+        /// Only connections to this `[[oauth.provider]]`.
+        #[arg(long)]
+        provider: Option<String>,
+    },
     /// Check the audit log's hash chain (role `auditor`); exit code 1 if it is broken.
     Verify {
         /// A head an earlier verify printed, `SEQ:HASH` (a bare hash is looked up): the log
@@ -103,6 +118,25 @@ pub enum SessionsCommand {
     End {
         #[command(flatten)]
         session: SessionArgs,
+    },
+}
+
+/// `gatehouse admin connections ...`
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCommand {
+    /// Revoke a user's connection: its tokens revoked at the provider (where it has a
+    /// revocation endpoint) and forgotten; their next call that needs it asks them to connect
+    /// again. Audited.
+    Revoke {
+        /// The connection's tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The principal whose connection it is.
+        #[arg(long)]
+        principal: String,
+        /// The `[[oauth.provider]]` it is to.
+        #[arg(long)]
+        provider: String,
     },
 }
 
@@ -261,6 +295,66 @@ pub(super) fn admin(
                     out,
                     "ended: {}",
                     reply["message"].as_str().unwrap_or("the session ended")
+                );
+            }
+        },
+        AdminCommand::Connections {
+            command,
+            tenant,
+            principal,
+            provider,
+        } => match command {
+            None => {
+                let mut query = url::form_urlencoded::Serializer::new(String::new());
+                for (name, value) in [
+                    ("tenant", &tenant),
+                    ("principal", &principal),
+                    ("provider", &provider),
+                ] {
+                    if let Some(value) = value {
+                        query.append_pair(name, value);
+                    }
+                }
+                let reply = send(
+                    http::Method::GET,
+                    &format!("/v1/connections?{}", query.finish()),
+                    None,
+                )?;
+                let connections = reply["connections"].as_array().cloned().unwrap_or_default();
+                if connections.is_empty() {
+                    say!(out, "no connections");
+                }
+                for c in &connections {
+                    say!(
+                        out,
+                        "{:<12} {:<24} {:<12} token {} updated {} expires {}",
+                        c["tenant"].as_str().unwrap_or("?"),
+                        c["principal"].as_str().unwrap_or("?"),
+                        c["provider"].as_str().unwrap_or("?"),
+                        c["token_hash"].as_str().unwrap_or("?"),
+                        c["updated_at_ms"],
+                        c["expires_at_ms"],
+                    );
+                }
+            }
+            Some(ConnectionsCommand::Revoke {
+                tenant,
+                principal,
+                provider,
+            }) => {
+                let mut query = url::form_urlencoded::Serializer::new(String::new());
+                query
+                    .append_pair("tenant", &tenant)
+                    .append_pair("principal", &principal)
+                    .append_pair("provider", &provider);
+                let path = format!("/v1/connections/revoke?{}", query.finish());
+                let reply = send(http::Method::POST, &path, None)?;
+                say!(
+                    out,
+                    "revoked: {}",
+                    reply["message"]
+                        .as_str()
+                        .unwrap_or("the connection is revoked")
                 );
             }
         },

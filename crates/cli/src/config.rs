@@ -9,6 +9,7 @@ use gatehouse_host::oci::OciConfig;
 use gatehouse_host::watch::WatchConfig;
 use gatehouse_server::admin::AdminConfig;
 use gatehouse_server::mcp::McpConfig;
+use gatehouse_server::oauth::OAuthConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{Failure, usage};
@@ -51,6 +52,9 @@ pub struct ServeConfig {
     /// What `serve` serves besides its `--adapter` and `--policy` arguments (`[plugins]`):
     /// files (relative to the config file) and `oci://` references, read again on SIGHUP.
     pub plugins: PluginSources,
+    /// Each user's own upstream accounts (`[oauth]`): the providers they connect at and the
+    /// vault their tokens are kept in. Default: none.
+    pub oauth: Option<OAuthConfig>,
 }
 
 /// The `[plugins]` table: signed components `serve` installs, as files or `oci://` references.
@@ -94,6 +98,7 @@ impl ServeConfig {
         let import = document.take("import")?;
         let oci = document.take("oci")?;
         let plugins = document.take("plugins")?;
+        let oauth = document.take("oauth")?;
         Ok(Self {
             host: document.into_host_config()?,
             mcp,
@@ -102,6 +107,7 @@ impl ServeConfig {
             import,
             oci,
             plugins,
+            oauth,
         })
     }
 }

@@ -132,6 +132,7 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
         import: _,
         oci,
         plugins: _,
+        oauth,
     } = config;
     let registries = Registries::new(&oci, &config.cache.resolved_dir());
     if mcp.api_keys.is_empty() && mcp.jwt.is_none() && mcp.anonymous_tenant.is_none() {
@@ -193,7 +194,43 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
                 .with_file_name("request-state.key"),
         );
     }
-    let host = Arc::new(Host::new(config).map_err(usage)?);
+    let oauth_grants: Vec<(String, String)> = (config.egress.grants.iter())
+        .flat_map(|grant| {
+            (grant.credentials.values())
+                .filter_map(|credential| credential.oauth.clone())
+                .map(|provider| (grant.adapter.clone(), provider))
+        })
+        .collect();
+    let default_vault_key = config.store.resolved_path().with_file_name("vault.key");
+    let mut host = Host::new(config).map_err(usage)?;
+    // Each user's own accounts: one broker for the pipeline (their tokens) and the MCP
+    // listener (the pages that connect them).
+    let broker = oauth
+        .map(|oauth| {
+            let origin = gatehouse_server::mcp::server::public_origin(&mcp)
+                .map_err(|e| in_file(e.to_string()))?;
+            gatehouse_server::oauth::Broker::new(
+                &oauth,
+                Arc::clone(host.store()),
+                host.tls().clone(),
+                &origin,
+                &default_vault_key,
+            )
+            .map(Arc::new)
+            .map_err(|e| in_file(e.to_string()))
+        })
+        .transpose()?;
+    for (adapter, provider) in &oauth_grants {
+        if !broker.as_ref().is_some_and(|b| b.has_provider(provider)) {
+            return Err(in_file(format!(
+                "an `[[egress.grant]]` of `{adapter}` sends each caller's `oauth = \"{provider}\"` token, and no `[[oauth.provider]]` has id `{provider}`; add it"
+            )));
+        }
+    }
+    if let Some(broker) = &broker {
+        host.set_accounts(Arc::clone(broker) as Arc<dyn gatehouse_host::accounts::Accounts>);
+    }
+    let host = Arc::new(host);
     let mut loaded = Vec::new();
     for Plugin {
         label,
@@ -229,12 +266,18 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
             ),
         });
     }
-    let server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
+    let mut server = McpServer::new(Arc::clone(&host), &mcp).map_err(|e| in_file(e.to_string()))?;
+    if let Some(broker) = &broker {
+        server = server.with_oauth(Arc::clone(broker));
+    }
     let admin = admin
         .map(|(admin, listener)| {
-            let server = AdminServer::new(Arc::clone(&host), &admin)
+            let mut server = AdminServer::new(Arc::clone(&host), &admin)
                 .map_err(|e| in_file(e.to_string()))?
                 .with_registries(registries.clone());
+            if let Some(broker) = &broker {
+                server = server.with_oauth(Arc::clone(broker));
+            }
             admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
             Ok::<_, Failure>((listener, server))
         })
@@ -656,6 +699,7 @@ fn changed_sections(old: &ServeConfig, new: &ServeConfig) -> Vec<String> {
         sections.insert("watch".into(), value(serde_json::to_value(&config.watch)));
         sections.insert("import".into(), value(serde_json::to_value(&config.import)));
         sections.insert("oci".into(), value(serde_json::to_value(&config.oci)));
+        sections.insert("oauth".into(), value(serde_json::to_value(&config.oauth)));
         sections.insert(
             "plugins".into(),
             value(serde_json::to_value(&config.plugins)),
@@ -767,6 +811,7 @@ fn demo_plugins() -> Result<(ServeConfig, Plugins), Failure> {
         oci: Default::default(),
         plugins: Default::default(),
         import: Default::default(),
+        oauth: None,
     };
     let plugins = demo
         .plugins

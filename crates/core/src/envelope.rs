@@ -196,7 +196,7 @@ pub enum Status {
     Ok,
     /// The call failed; `error` says why.
     Failed,
-    /// Waiting for an approver.
+    /// Waiting for an approver, or for the caller to connect an account.
     Paused,
     /// Refused before anything ran.
     Rejected,
@@ -265,6 +265,13 @@ pub enum OutcomeCode {
     ApprovalMismatch,
     /// The state store could not record the call, so nothing ran; retry.
     StoreUnavailable,
+    /// The call sends its caller's own token to a provider they have not connected (or must
+    /// connect again): nothing ran; once they connect at the URL the result names, the same
+    /// call (same idempotency key) runs.
+    ConnectionRequired,
+    /// The gateway could not get the caller's token (its provider or store did not answer);
+    /// nothing ran; retry.
+    ConnectionUnavailable,
     /// The host failed; not the caller's or the tool's fault.
     InternalError,
 }
@@ -298,6 +305,8 @@ impl OutcomeCode {
             Self::ApprovalExpired => "APPROVAL_EXPIRED",
             Self::ApprovalMismatch => "APPROVAL_MISMATCH",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
+            Self::ConnectionRequired => "CONNECTION_REQUIRED",
+            Self::ConnectionUnavailable => "CONNECTION_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -341,6 +350,11 @@ pub struct ToolResultEnvelope {
     /// The approval the call waits for (`paused`) or ran under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// Where the caller's user connects the account the call needs (`CONNECTION_REQUIRED`):
+    /// the gateway's start page for this principal and provider. Given to the caller only:
+    /// the audit record never holds it (the link is a capability until it is used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_url: Option<String>,
     /// Set when this result is a replay: nothing ran; this is the result the call with this id
     /// delivered under the same idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -393,6 +407,7 @@ impl ToolResultEnvelope {
             resolved_from: None,
             approval_mode_effective: None,
             approval_id: None,
+            connect_url: None,
             replay_of: None,
             status: Status::Ok,
             outcome: OutcomeCode::Ok,
@@ -463,6 +478,7 @@ mod tests {
             status: Some(200),
             request_bytes: 0,
             response_bytes: 3,
+            credentials: Vec::new(),
         }];
         let text = serde_json::to_string(&result).unwrap();
         assert_eq!(
@@ -478,6 +494,7 @@ mod tests {
             OutcomeCode::IdempotencyInFlight,
             OutcomeCode::StoreUnavailable,
             OutcomeCode::ToolOutputTooLarge,
+            OutcomeCode::ConnectionRequired,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
         }

@@ -211,6 +211,13 @@ impl Host {
         })
     }
 
+    /// Gives the pipeline the account broker that keeps callers' own tokens, for grants whose
+    /// credential is one (`oauth = "..."`, [`crate::accounts`]). Without one, such a call fails
+    /// `CONNECTION_UNAVAILABLE`.
+    pub fn set_accounts(&mut self, accounts: Arc<dyn crate::accounts::Accounts>) {
+        self.pipeline.accounts = Some(accounts);
+    }
+
     /// Sends `request` for the served adapter `adapter` the one way its own calls go out: the
     /// egress gate, with that adapter's grants (their rules, address checks, headers and
     /// credentials, and nothing else), as a `read_only` call (safe methods, and the methods a

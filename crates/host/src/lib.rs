@@ -18,7 +18,8 @@
 //! surface is this root, [`config`] (every config table), [`envelope`] (both envelopes and
 //! what they carry), [`model`] (the specs' vocabulary), [`plugin`] (manifests, signing keys,
 //! `pack` and `inspect`), [`state`] (the store), [`error`] (every error type), [`watch`],
-//! [`telemetry`], [`delegation`] and, with its feature, [`oci`].
+//! [`telemetry`], [`delegation`], [`accounts`] (each user's own upstream accounts) and, with
+//! its feature, [`oci`].
 //!
 //! The MCP server, the admin API and the console are the `gatehouse-server` crate, and the
 //! `gatehouse` command line is `gatehouse-cli`: this crate compiles neither, nor clap, nor
@@ -42,8 +43,9 @@
 
 // Layers, top to bottom (see crates/host/README.md): watch -> host, oci -> config, metrics ->
 // pipeline -> policy -> plugin -> sandbox -> egress, caller -> stdio, bindings -> relay,
-// skills, telemetry, decisions, delegation, atomic_file; below them the crates gatehouse-store and
+// skills, telemetry, decisions, delegation, accounts, atomic_file; below them the crates gatehouse-store and
 // gatehouse-core.
+pub mod accounts;
 mod atomic_file;
 mod bindings;
 mod caller;

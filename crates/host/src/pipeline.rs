@@ -21,6 +21,9 @@
 //! 6. **approve** ([`approve`]) — a require-approval decision, or a risk mode of network
 //!    or above on a capability with an approval gate: the call is proposed in the store and
 //!    ends `paused` / `APPROVAL_REQUIRED` with its approval id, until an approver approves it;
+//!    then **connect** ([`connect`]) — the caller's own tokens for the grants that send them:
+//!    one the caller has not connected pauses the call, `CONNECTION_REQUIRED`, with the URL
+//!    where they connect ([`crate::accounts`]);
 //! 7. **deduplicate** ([`dedupe`]) — a call with an idempotency key claims it, durably, before
 //!    anything runs: replay, conflict, wait for the holder, or indeterminate;
 //! 8. **invoke** ([`invoke`]) — the adapter run in a fresh sandbox, with the skills' text, at
@@ -44,6 +47,7 @@
 
 pub mod approve;
 pub mod config;
+pub mod connect;
 pub mod dedupe;
 pub mod deliver;
 pub mod invariants;
@@ -145,6 +149,8 @@ pub struct Pipeline {
     rate_budget: Arc<dyn rate::RateBudget>,
     /// How long each call's record took to commit (`gatehouse_store_commit_seconds`).
     pub(crate) commits: prometheus_client::metrics::histogram::Histogram,
+    /// The account broker, for grants that send the caller's own token.
+    pub(crate) accounts: Option<Arc<dyn crate::accounts::Accounts>>,
 }
 
 impl Pipeline {
@@ -185,6 +191,7 @@ impl Pipeline {
             delegations,
             rate_limits: config.rate_limits.clone(),
             commits: crate::metrics::commit_histogram(),
+            accounts: None,
         })
     }
 
@@ -408,6 +415,11 @@ impl Pipeline {
                 executes = Some(approval.id);
             }
 
+            // Connect: the caller's own tokens, for the grants that send them.
+            let providers = connect::providers(&tool.adapter().grants());
+            let user_tokens =
+                connect::tokens(self.accounts.as_deref(), &providers, &call, &tool.name).await?;
+
             // 7. Deduplicate.
             if let Some(key) = key {
                 let key = IdempotencyKey {
@@ -452,6 +464,7 @@ impl Pipeline {
                 &call,
                 &target,
                 run,
+                user_tokens,
                 relay,
                 &mut result,
             )
@@ -482,6 +495,11 @@ impl Pipeline {
             Ok::<(), Stop>(())
         };
         let stopped = gates.instrument(span.clone()).await.err();
+        // The link a call paused for a connection gives its caller: never recorded.
+        let connect_url = match &stopped {
+            Some(Stop::ConnectionRequired { url, .. }) => Some(url.clone()),
+            _ => None,
+        };
         if let Some(stop) = &stopped {
             span.in_scope(|| outcome::end(&mut result, stop));
             if let (Stop::ApprovalRequired { approval_id, .. }, Some(url)) =
@@ -554,6 +572,9 @@ impl Pipeline {
             result.receipt = receipt::issue(&*self.store, key, &call, &result)
                 .instrument(span)
                 .await;
+        }
+        if let Some(url) = &connect_url {
+            outcome::name_connect_url(&mut result, url);
         }
         result
     }

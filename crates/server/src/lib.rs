@@ -24,4 +24,5 @@ pub mod admin;
 mod bearer;
 pub mod listener;
 pub mod mcp;
+pub mod oauth;
 pub mod outbound;

@@ -57,3 +57,42 @@ where
         .await
         .map_err(|e| e.to_string())
 }
+
+/// A URL the gateway's own requests may go to: `https`, or `http` to a loopback host (a
+/// service beside the gateway, a test's); no credentials in it. The error says so, naming
+/// `raw`.
+pub fn checked_url(raw: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("`{raw}` is not a URL: {e}"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let ok = match url.scheme() {
+        "https" => url.host().is_some(),
+        "http" => loopback,
+        _ => false,
+    };
+    if !ok || !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "`{raw}` must be `https://host/path` (plain `http` only to a loopback host, no credentials)"
+        ));
+    }
+    Ok(url)
+}
+
+/// A connection to `url`'s host and port (its scheme's default port if none), for [`send`]:
+/// to what the host name resolves to, unchecked (the gateway's own requests go to places its
+/// operator named).
+pub async fn connect(url: &url::Url) -> Result<TcpStream, String> {
+    let host = url
+        .host_str()
+        .ok_or("no host")?
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let port = url.port_or_known_default().ok_or("no port")?;
+    TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))
+}

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::rows::{KeyRow, key_state};
 use crate::checkpoint::Checkpoint;
+use crate::connections::{Authorization, Connection, ConnectionKey};
 use crate::records::{
     Approval, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest, DecidedAs, Decision,
     IdempotencyKey, KeyState, PluginChange, Resolution, ServedAs, ServedVersion, StoreError, Task,
@@ -76,6 +77,24 @@ pub(super) enum Op {
         key: SessionKey,
         at_ms: u64,
     },
+    /// A connection stored, in place of the principal's earlier one to the provider.
+    PutConnection(Connection),
+    /// A connection removed: Done::Count(0) if there was none.
+    DeleteConnection(ConnectionKey),
+    /// A flow starts.
+    BeginAuthorization(Authorization),
+    /// A browser opens a flow: its nonce's hash kept, if the flow is live and no browser
+    /// opened it yet; answered with the flow as it now stands, or none.
+    OpenAuthorization {
+        state_hash: String,
+        browser_hash: String,
+        now_ms: u64,
+    },
+    /// The callback takes a flow: deleted, and answered if it was live and opened.
+    TakeAuthorization {
+        state_hash: String,
+        now_ms: u64,
+    },
 }
 
 impl Op {
@@ -101,7 +120,12 @@ impl Op {
             | Self::AddPluginChange(_)
             | Self::RecordServed(_)
             | Self::StartSession { .. }
-            | Self::EndSession { .. } => None,
+            | Self::EndSession { .. }
+            | Self::PutConnection(_)
+            | Self::DeleteConnection(_)
+            | Self::BeginAuthorization(_)
+            | Self::OpenAuthorization { .. }
+            | Self::TakeAuthorization { .. } => None,
         }
     }
 }
@@ -294,6 +318,55 @@ macro_rules! queued_writes {
             Box::pin(async move { Ok(write.await?.count()? > 0) })
         }
 
+        fn put_connection(
+            &self,
+            connection: $crate::connections::Connection,
+        ) -> $crate::store::StoreFuture<'_, ()> {
+            let write = self.write($crate::jobs::Op::PutConnection(connection), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn delete_connection(
+            &self,
+            key: $crate::connections::ConnectionKey,
+        ) -> $crate::store::StoreFuture<'_, bool> {
+            let write = self.write($crate::jobs::Op::DeleteConnection(key), true);
+            Box::pin(async move { Ok(write.await?.count()? > 0) })
+        }
+
+        fn begin_authorization(
+            &self,
+            flow: $crate::connections::Authorization,
+        ) -> $crate::store::StoreFuture<'_, ()> {
+            let write = self.write($crate::jobs::Op::BeginAuthorization(flow), true);
+            Box::pin(async move { write.await.map(drop) })
+        }
+
+        fn open_authorization(
+            &self,
+            state_hash: String,
+            browser_hash: String,
+            now_ms: u64,
+        ) -> $crate::store::StoreFuture<'_, Option<$crate::connections::Authorization>> {
+            let op = $crate::jobs::Op::OpenAuthorization {
+                state_hash,
+                browser_hash,
+                now_ms,
+            };
+            let write = self.write(op, true);
+            Box::pin(async move { write.await?.authorization() })
+        }
+
+        fn take_authorization(
+            &self,
+            state_hash: String,
+            now_ms: u64,
+        ) -> $crate::store::StoreFuture<'_, Option<$crate::connections::Authorization>> {
+            let op = $crate::jobs::Op::TakeAuthorization { state_hash, now_ms };
+            let write = self.write(op, true);
+            Box::pin(async move { write.await?.authorization() })
+        }
+
         fn flush(&self) -> $crate::store::StoreFuture<'_, ()> {
             let write = self.write($crate::jobs::Op::Flush, true);
             Box::pin(async move { write.await.map(drop) })
@@ -336,6 +409,8 @@ pub(super) enum Done {
     /// A task as written, or none (an update that did not apply).
     Task(Option<Box<Task>>),
     Count(u64),
+    /// A flow as opened or taken, or none (no live flow answered).
+    Authorization(Option<Box<Authorization>>),
     Unit,
     /// A refusal that is itself written, and committed: a refused decision's audit entry
     /// (`approval_refused`). The caller's answer is [`StoreError::Refused`] with this reason.
@@ -369,6 +444,13 @@ impl Done {
         self.task()?.map_or_else(wrong_answer, Ok)
     }
 
+    pub fn authorization(self) -> Result<Option<Authorization>, StoreError> {
+        match self {
+            Self::Authorization(flow) => Ok(flow.map(|flow| *flow)),
+            other => other.unexpected(),
+        }
+    }
+
     pub fn count(self) -> Result<u64, StoreError> {
         match self {
             Self::Count(n) => Ok(n),
@@ -381,9 +463,12 @@ impl Done {
     fn unexpected<T>(self) -> Result<T, StoreError> {
         match self {
             Self::Refused(why) => Err(StoreError::Refused(why)),
-            Self::Claim(_) | Self::Approval(_) | Self::Task(_) | Self::Count(_) | Self::Unit => {
-                wrong_answer()
-            }
+            Self::Claim(_)
+            | Self::Approval(_)
+            | Self::Task(_)
+            | Self::Count(_)
+            | Self::Authorization(_)
+            | Self::Unit => wrong_answer(),
         }
     }
 }

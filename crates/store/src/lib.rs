@@ -39,6 +39,7 @@ pub mod audit;
 pub mod checkpoint;
 mod checkpointer;
 mod config;
+pub mod connections;
 mod jobs;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -57,6 +58,7 @@ pub use audit::{Anchor, AnchorBreak, AuditEntry, AuditQuery, ChainBreak, ChainHe
 pub use checkpoint::{Checkpoint, CheckpointConfig};
 pub use checkpointer::Checkpointer;
 pub use config::StoreConfig;
+pub use connections::{Authorization, Connection, ConnectionFilter, ConnectionKey};
 pub use records::{
     Approval, ApprovalFilter, ApprovalLookup, ApprovalStatus, AuditEvent, CallRecord, Claim,
     ClaimRequest, DecidedAs, Decision, IdempotencyKey, KeyRecord, KeyState, PluginChange,

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::audit::AuditEntry;
 use crate::checkpoint::Checkpoint;
+use crate::connections::{Authorization, Connection, ConnectionKey};
 use crate::records::{
     Approval, ApprovalStatus, AuditEvent, DecidedAs, IdempotencyKey, KeyRecord, KeyState,
     ServedVersion, Task, TaskStatus, Waiting,
@@ -342,6 +343,53 @@ pub(super) fn key_row<R: Columns>(row: &R) -> Result<KeyRow, R::Error> {
         lease_until_ms: from_db(row.int(3)?),
         result: row.text_or_null(4)?,
         expires_at_ms: from_db(row.int(5)?),
+    })
+}
+
+/// The columns of a `connections` row, in the order [`connection`] reads them (and both
+/// backends write them).
+pub(super) const CONNECTION_COLUMNS: &str = "tenant, principal, provider, resource, sealed, \
+     token_hash, scope, expires_at, created_at, updated_at";
+
+/// A connection, from a row of [`CONNECTION_COLUMNS`].
+pub(super) fn connection<R: Columns>(row: &R) -> Result<Connection, R::Error> {
+    Ok(Connection {
+        key: ConnectionKey {
+            tenant: row.text(0)?,
+            principal: row.text(1)?,
+            provider: row.text(2)?,
+        },
+        resource: row.text(3)?,
+        sealed: row.text(4)?,
+        token_hash: row.text(5)?,
+        scope: row.text(6)?,
+        expires_at_ms: row.int_or_null(7)?.map(from_db),
+        created_at_ms: from_db(row.int(8)?),
+        updated_at_ms: from_db(row.int(9)?),
+    })
+}
+
+/// The columns of an `authorizations` row, in the order [`authorization`] reads them (and
+/// both backends write them).
+pub(super) const AUTHORIZATION_COLUMNS: &str = "state_hash, tenant, principal, provider, resource, \
+     sealed_verifier, tool, tool_call_id, browser_hash, created_at, expires_at";
+
+/// A flow under way, from a row of [`AUTHORIZATION_COLUMNS`].
+pub(super) fn authorization<R: Columns>(row: &R) -> Result<Authorization, R::Error> {
+    Ok(Authorization {
+        state_hash: row.text(0)?,
+        key: ConnectionKey {
+            tenant: row.text(1)?,
+            principal: row.text(2)?,
+            provider: row.text(3)?,
+        },
+        resource: row.text(4)?,
+        sealed_verifier: row.text(5)?,
+        tool: row.text(6)?,
+        tool_call_id: row.text(7)?,
+        browser_hash: row.text_or_null(8)?,
+        created_at_ms: from_db(row.int(9)?),
+        expires_at_ms: from_db(row.int(10)?),
     })
 }
 

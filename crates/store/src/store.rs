@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;
+use crate::connections::{Authorization, Connection, ConnectionFilter, ConnectionKey};
 use crate::rate::RateBudget;
 use crate::records::{
     Approval, ApprovalFilter, ApprovalLookup, CallRecord, Claim, ClaimRequest, Decision,
@@ -114,6 +115,40 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// or it ended already.
     fn end_session(&self, key: SessionKey, now_ms: u64) -> StoreFuture<'_, bool>;
 
+    /// Stores a principal's connection to a provider, in place of the one it had.
+    fn put_connection(&self, connection: Connection) -> StoreFuture<'_, ()>;
+
+    /// A principal's connection to a provider, if it has one.
+    fn connection(&self, key: ConnectionKey) -> StoreFuture<'_, Option<Connection>>;
+
+    /// Connections, by tenant, principal and provider.
+    fn connections(&self, filter: ConnectionFilter) -> StoreFuture<'_, Vec<Connection>>;
+
+    /// Removes a connection; false if there was none.
+    fn delete_connection(&self, key: ConnectionKey) -> StoreFuture<'_, bool>;
+
+    /// Stores a flow that starts ([`Authorization`]).
+    fn begin_authorization(&self, flow: Authorization) -> StoreFuture<'_, ()>;
+
+    /// A browser opens the flow whose state hashes to `state_hash`: the hash of the nonce it
+    /// was given is kept, atomically, if the flow is live (`expires_at_ms >= now_ms`) and no
+    /// browser opened it before. The flow if so, else `None` (nothing changed).
+    fn open_authorization(
+        &self,
+        state_hash: String,
+        browser_hash: String,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Option<Authorization>>;
+
+    /// Takes the flow whose state hashes to `state_hash`, atomically: it is removed, and
+    /// returned if it was live and opened by a browser. Of two callbacks with one state, one
+    /// gets it.
+    fn take_authorization(
+        &self,
+        state_hash: String,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Option<Authorization>>;
+
     /// Idempotency records; `indeterminate_only` lists only those needing an operator.
     fn keys(&self, indeterminate_only: bool, now_ms: u64) -> StoreFuture<'_, Vec<KeyRecord>>;
 
@@ -126,7 +161,8 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
         now_ms: u64,
     ) -> StoreFuture<'_, ()>;
 
-    /// Forgets idempotency records past their window, and tasks and sessions past their expiry
+    /// Forgets idempotency records past their window, and tasks, sessions and authorization
+    /// flows past their expiry
     /// (`expires_at_ms < now_ms`); returns how many together.
     fn prune(&self, now_ms: u64) -> StoreFuture<'_, u64>;
 

@@ -110,6 +110,7 @@ async fn rest_get_reaches_the_upstream_with_the_injected_credential() {
             status: Some(200),
             request_bytes: 0,
             response_bytes: seen_len(&envelope),
+            credentials: Vec::new(),
         }]
     );
     let whole = serde_json::to_string(&envelope).unwrap();

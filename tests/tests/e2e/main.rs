@@ -26,6 +26,7 @@ mod jwt;
 mod languages;
 mod mcp;
 mod new;
+mod oauth;
 mod ops;
 mod pipeline;
 mod postgres;

@@ -119,6 +119,7 @@ pub fn bindings(headers: &[HeaderCredential]) -> BTreeMap<String, CredentialConf
                 CredentialConfig {
                     env: Some(h.env.clone()),
                     file: None,
+                    oauth: None,
                     header: h.name.clone(),
                     scheme: h.scheme.clone(),
                 },

@@ -56,6 +56,11 @@ pub struct EgressAttempt {
     pub request_bytes: u64,
     /// Response body bytes delivered to the guest.
     pub response_bytes: u64,
+    /// The caller's own tokens the request carried (a grant's `oauth` credential), each as
+    /// `principal@provider#hash`: whose connection, and the first 16 hex digits of the
+    /// token's SHA-256, never the token. Empty for the operator's credentials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// What an adapter told and asked its caller during one call (contract 0.5.0's `caller`

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_core::model::EgressAttempt;
+use http::HeaderValue;
 
 use super::FAREWELL;
 use super::addr::AddressRefused;
@@ -173,6 +174,9 @@ pub struct CallInfo {
     /// The call's sealed delegation, which requests of `delegate = true` grants carry
     /// ([`crate::delegation`]); none for a call whose adapter has no such grant.
     pub delegation: Option<String>,
+    /// The caller's own access tokens, for the credentials of its grants that send them
+    /// (`oauth = "..."`); fetched before the call by the pipeline ([`crate::accounts`]).
+    pub user_tokens: Vec<crate::accounts::UserToken>,
 }
 
 impl CallInfo {
@@ -189,6 +193,7 @@ impl CallInfo {
             idempotency_key,
             tenant: String::new(),
             delegation: None,
+            user_tokens: Vec::new(),
         }
     }
 
@@ -204,6 +209,22 @@ impl CallInfo {
     pub fn delegating(mut self, token: Option<String>) -> Self {
         self.delegation = token;
         self
+    }
+
+    /// The same facts, with the caller's own access tokens.
+    #[must_use]
+    pub fn with_user_tokens(mut self, tokens: Vec<crate::accounts::UserToken>) -> Self {
+        self.user_tokens = tokens;
+        self
+    }
+
+    /// The header value of the caller's token for `provider`, after `scheme`, marked
+    /// sensitive; none if the call brought none.
+    pub fn user_token(&self, provider: &str, scheme: &str) -> Option<HeaderValue> {
+        let token = self.user_tokens.iter().find(|t| t.provider == provider)?;
+        let mut value = HeaderValue::from_str(&format!("{scheme} {}", token.expose())).ok()?;
+        value.set_sensitive(true);
+        Some(value)
     }
 }
 
@@ -315,7 +336,8 @@ impl Ledger {
     /// it is allowed only if each allows it: the strictest call's approval mode, every call's
     /// budgets and the earliest deadline. It is charged to and recorded on each of them, and
     /// carries the oldest call's trace id, and an idempotency key only when there is one call
-    /// (a key names the write of one call), and a delegation likewise.
+    /// (a key names the write of one call), and a delegation and the caller's own tokens
+    /// likewise.
     pub(super) fn joint(grants: Arc<Grants>, calls: Vec<Arc<Ledger>>) -> Self {
         let oldest = &calls[0].call;
         let call = CallInfo {
@@ -327,8 +349,13 @@ impl Ledger {
             trace_id: oldest.trace_id.clone(),
             idempotency_key: oldest.idempotency_key.clone().filter(|_| calls.len() == 1),
             tenant: oldest.tenant.clone(),
-            // Like a key, a delegation names one call.
+            // Like a key, a delegation names one call, and so do a caller's own tokens.
             delegation: oldest.delegation.clone().filter(|_| calls.len() == 1),
+            user_tokens: if calls.len() == 1 {
+                oldest.user_tokens.clone()
+            } else {
+                Vec::new()
+            },
         };
         Self {
             started: Instant::now(),
@@ -598,6 +625,7 @@ pub(super) fn attempt(method: String, destination: String) -> EgressAttempt {
         status: None,
         request_bytes: 0,
         response_bytes: 0,
+        credentials: Vec::new(),
     }
 }
 

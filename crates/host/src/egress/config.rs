@@ -177,7 +177,8 @@ pub struct GrantConfig {
     pub delegate: bool,
 }
 
-/// Where a credential comes from and how it is sent. Exactly one of `env` and `file`.
+/// Where a credential comes from and how it is sent. Exactly one of `env`, `file` and
+/// `oauth`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialConfig {
@@ -187,10 +188,16 @@ pub struct CredentialConfig {
     /// File holding the secret (surrounding whitespace is trimmed).
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// The `[[oauth.provider]]` whose token *of the caller* is sent: each user acts as
+    /// themselves upstream, with the access token they connected ([`crate::accounts`]). A call
+    /// whose caller has none pauses until they connect. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<String>,
     /// Header to send it in. Default: `authorization`.
     #[serde(default = "default_header")]
     pub header: String,
-    /// Prefix written before the secret with one space, e.g. `Bearer`. Default: none.
+    /// Prefix written before the secret with one space, e.g. `Bearer`. Default: none; `Bearer`
+    /// for an `oauth` credential.
     #[serde(default)]
     pub scheme: Option<String>,
 }

@@ -103,17 +103,47 @@ pub struct Credential {
     pub slot: String,
     /// The header it is sent in.
     pub header: HeaderName,
-    /// The value, marked sensitive (HTTP tooling and `Debug` never print it).
-    pub value: HeaderValue,
-    /// Where the secret starts in `value` (after the scheme and its space, if any).
-    secret_at: usize,
+    /// Whose secret it is.
+    pub source: CredentialSource,
+}
+
+/// Whose secret a credential sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// The operator's, read at load.
+    Fixed {
+        /// The value, marked sensitive (HTTP tooling and `Debug` never print it).
+        value: HeaderValue,
+        /// Where the secret starts in `value` (after the scheme and its space, if any).
+        secret_at: usize,
+    },
+    /// The caller's own access token for this `[[oauth.provider]]`, which each call brings
+    /// ([`super::CallInfo::user_tokens`]); a call that brings none sends none.
+    Caller {
+        /// The provider.
+        provider: String,
+        /// Written before the token with one space (`Bearer` unless the grant says).
+        scheme: String,
+    },
 }
 
 impl Credential {
-    /// The secret itself, without the scheme written before it: what an adapter's ask to its
-    /// caller may not carry ([`crate::caller`]).
-    pub fn secret(&self) -> &[u8] {
-        &self.value.as_bytes()[self.secret_at..]
+    /// The operator's secret itself, without the scheme written before it: what an adapter's
+    /// ask to its caller may not carry ([`crate::caller`]); none for a caller's own token
+    /// (which the call's caller gate holds instead).
+    pub fn secret(&self) -> Option<&[u8]> {
+        match &self.source {
+            CredentialSource::Fixed { value, secret_at } => Some(&value.as_bytes()[*secret_at..]),
+            CredentialSource::Caller { .. } => None,
+        }
+    }
+
+    /// The `[[oauth.provider]]` whose caller's token this sends, if it is one.
+    pub fn provider(&self) -> Option<&str> {
+        match &self.source {
+            CredentialSource::Fixed { .. } => None,
+            CredentialSource::Caller { provider, .. } => Some(provider),
+        }
     }
 }
 
@@ -369,9 +399,28 @@ fn requested_list(requested: &[EgressRequest]) -> String {
 
 /// Reads a credential. Errors name the variable or file, never the value.
 fn load_credential(slot: &str, binding: &CredentialConfig) -> Result<Credential, String> {
-    let secret = gatehouse_core::secret::read(binding.env.as_deref(), binding.file.as_deref())?;
     let header = HeaderName::from_bytes(binding.header.as_bytes())
         .map_err(|_| format!("`{}` is not a valid header name", binding.header))?;
+    if let Some(provider) = &binding.oauth {
+        if binding.env.is_some() || binding.file.is_some() {
+            return Err(
+                "set one of `env`, `file` and `oauth`: an `oauth` credential is each caller's own token"
+                    .to_owned(),
+            );
+        }
+        return Ok(Credential {
+            slot: slot.to_owned(),
+            header,
+            source: CredentialSource::Caller {
+                provider: provider.clone(),
+                scheme: binding
+                    .scheme
+                    .clone()
+                    .unwrap_or_else(|| "Bearer".to_owned()),
+            },
+        });
+    }
+    let secret = gatehouse_core::secret::read(binding.env.as_deref(), binding.file.as_deref())?;
     let (text, secret_at) = match &binding.scheme {
         Some(scheme) => (format!("{scheme} {}", secret.expose()), scheme.len() + 1),
         None => (secret.expose().to_owned(), 0),
@@ -382,7 +431,6 @@ fn load_credential(slot: &str, binding: &CredentialConfig) -> Result<Credential,
     Ok(Credential {
         slot: slot.to_owned(),
         header,
-        value,
-        secret_at,
+        source: CredentialSource::Fixed { value, secret_at },
     })
 }

@@ -104,7 +104,7 @@ pub use call::{CallInfo, Denial, Paused};
 pub use config::{CredentialConfig, EgressConfig, GrantConfig};
 use gatehouse_core::model::ApprovalMode;
 pub use gatehouse_core::model::EgressAttempt;
-pub use grants::{GrantError, Grants, Rule, STANDARD_HEADERS};
+pub use grants::{CredentialSource, GrantError, Grants, Rule, STANDARD_HEADERS};
 pub use rules::{
     DestHost, Destination, DestinationError, EgressRequest, MethodName, PatternError,
     TUNNEL_METHODS, UrlPattern, is_safe,
@@ -284,6 +284,7 @@ async fn send(
         .body(http_body_util::Full::new(checked.body.clone()))
         .map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
     *outgoing.headers_mut() = outgoing_headers(&ledger, &parts.headers, &checked, &method);
+    attempt.credentials = caller_credentials(&ledger, &checked);
 
     // The guest may ask for a shorter wait for the response head; never a longer one.
     let deadline = ledger.deadline();
@@ -529,6 +530,28 @@ async fn read_body(ledger: &Ledger, mut body: WasiBody) -> Result<Bytes, Stop> {
     Ok(buf.freeze())
 }
 
+/// What the audit record says of the caller's own tokens a request carries: whose, at which
+/// provider, the token's hash.
+fn caller_credentials(ledger: &Ledger, checked: &Checked) -> Vec<String> {
+    let rule = &ledger.grants.rules[checked.rule];
+    (rule.credentials.iter())
+        .filter_map(|credential| credential.provider())
+        .filter_map(|provider| {
+            ledger
+                .call
+                .user_tokens
+                .iter()
+                .find(|t| t.provider == provider)
+        })
+        .map(|token| {
+            format!(
+                "{}@{}#{}",
+                token.principal, token.provider, token.token_hash
+            )
+        })
+        .collect()
+}
+
 /// Step 7: the headers sent upstream.
 fn outgoing_headers(
     ledger: &Ledger,
@@ -547,7 +570,15 @@ fn outgoing_headers(
         headers.insert(header::HOST, host);
     }
     for credential in &rule.credentials {
-        headers.insert(credential.header.clone(), credential.value.clone());
+        let value = match &credential.source {
+            CredentialSource::Fixed { value, .. } => Some(value.clone()),
+            CredentialSource::Caller { provider, scheme } => {
+                ledger.call.user_token(provider, scheme)
+            }
+        };
+        if let Some(value) = value {
+            headers.insert(credential.header.clone(), value);
+        }
     }
     if let Ok(value) = HeaderValue::from_str(&crate::telemetry::traceparent(&ledger.call.trace_id))
     {

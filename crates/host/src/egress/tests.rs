@@ -299,6 +299,7 @@ async fn allowed_request_carries_credential_trace_and_idempotency_key() {
             status: Some(200),
             request_bytes: 12,
             response_bytes: 11,
+            credentials: Vec::new(),
         }]
     );
     let recorded = format!("{attempts:?} {}", serde_json::to_string(&attempts).unwrap());
@@ -758,10 +759,11 @@ fn credentials_from_env_get_their_scheme() {
     let grants = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap();
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "authorization");
-    assert_eq!(
-        credential.value.to_str().unwrap(),
-        format!("Token {}", path.trim())
-    );
+    let CredentialSource::Fixed { value, .. } = &credential.source else {
+        panic!("{credential:?}")
+    };
+    assert_eq!(value.to_str().unwrap(), format!("Token {}", path.trim()));
+    assert_eq!(credential.secret(), Some(path.trim().as_bytes()));
 }
 
 #[test]
@@ -777,8 +779,11 @@ fn credentials_from_files_are_trimmed_and_redacted() {
     let grants = Grants::for_adapter(&config, &TlsClient::default(), "t", &requested()).unwrap();
     let credential = &grants.rules[0].credentials[0];
     assert_eq!(credential.header, "x-api-key");
-    assert_eq!(credential.value, "file-secret");
-    assert!(credential.value.is_sensitive());
+    let CredentialSource::Fixed { value, .. } = &credential.source else {
+        panic!("{credential:?}")
+    };
+    assert_eq!(value, "file-secret");
+    assert!(value.is_sensitive());
     assert!(!format!("{grants:?}").contains("file-secret"));
 }
 

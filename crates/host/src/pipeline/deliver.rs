@@ -93,6 +93,10 @@ fn fixed(outcome: OutcomeCode) -> Option<(&'static str, Option<&'static str>)> {
             "the gateway could not record the call, so nothing ran",
             Some("retry shortly"),
         ),
+        O::ConnectionUnavailable => (
+            "the gateway could not get your account's token for this tool; nothing ran",
+            Some("retry shortly; tell the gateway's operator if it persists"),
+        ),
         O::InternalError => (
             "the gateway failed while handling the call",
             Some("retry later; report it to the gateway's operator if it persists"),
@@ -105,6 +109,7 @@ fn fixed(outcome: OutcomeCode) -> Option<(&'static str, Option<&'static str>)> {
         | O::IdentityInvalid
         | O::PolicyBlocked
         | O::ApprovalRequired
+        | O::ConnectionRequired
         | O::RollbackRequired
         | O::EvidenceMissing
         | O::ToolError

@@ -22,8 +22,8 @@ use crate::sandbox::{Export, Sandbox, Served};
 
 /// Gate 8: runs the target capability at approval mode `mode`, with the resolved skills'
 /// text as its `skill-context`, what it tells and asks its caller going to `relay`, its
-/// delegation sealed with `delegations` for the grants that send it; returns its output, or
-/// why there is none.
+/// delegation sealed with `delegations` and the caller's `user_tokens` for the grants that
+/// send them; returns its output, or why there is none.
 #[expect(
     clippy::too_many_arguments,
     reason = "the call, what the pipeline resolved for it, and where its result goes"
@@ -35,6 +35,7 @@ pub async fn invoke(
     call: &ToolCallEnvelope,
     target: &Target,
     mode: ApprovalMode,
+    user_tokens: Vec<crate::accounts::UserToken>,
     relay: Option<Arc<dyn Relay>>,
     result: &mut ToolResultEnvelope,
 ) -> Result<wit::ToolOutput, Stop> {
@@ -72,7 +73,8 @@ pub async fn invoke(
         grants,
         CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
             .for_tenant(&call.tenant_id)
-            .delegating(delegation),
+            .delegating(delegation)
+            .with_user_tokens(user_tokens),
     )
     .cancelled_by(relay.as_ref().and_then(|relay| relay.cancel()));
     let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);
@@ -245,6 +247,7 @@ mod tests {
             status: None,
             request_bytes: 0,
             response_bytes: 0,
+            credentials: Vec::new(),
         }
     }
 

@@ -21,6 +21,8 @@
 //! | `STORE_UNAVAILABLE`          | failed   | the store failed or is unreachable; nothing ran  | yes       |
 //! | `STORE_UNAVAILABLE`          | failed   | the call ran but its record did not commit ([`unrecorded`]) | no |
 //! | `APPROVAL_REQUIRED`          | paused   | pending approval (retry once it is approved)     | yes       |
+//! | `CONNECTION_REQUIRED`        | paused   | the caller's account is not connected (retry once it is) | yes |
+//! | `CONNECTION_UNAVAILABLE`     | failed   | the caller's token could not be got; nothing ran | yes       |
 //! | `APPROVAL_REJECTED`          | rejected | an approver rejected it                          | no        |
 //! | `APPROVAL_EXPIRED`           | rejected | the approval expired (propose again, new key)    | no        |
 //! | `APPROVAL_EXPIRED`           | rejected | the approval ran, and its result is no longer kept | no      |
@@ -89,6 +91,24 @@ pub enum Stop {
         /// Whether the call has an idempotency key (it resumes with it; else with the id).
         keyed: bool,
     },
+    /// Connect: the call sends its caller's token for `provider`, and they have no usable
+    /// connection; a flow is begun at `url`.
+    #[error(
+        "`{tool}` acts as you at `{provider}`, and your account there is not connected; open the link the gateway gives (`connect_url`) to connect it"
+    )]
+    ConnectionRequired {
+        /// The tool.
+        tool: String,
+        /// The `[[oauth.provider]]`.
+        provider: String,
+        /// Where the user connects.
+        url: String,
+        /// Whether the call has an idempotency key (the retry names it).
+        keyed: bool,
+    },
+    /// Connect: the account broker could not answer.
+    #[error("the caller's account could not be used: {0}")]
+    Connect(crate::accounts::AccountError),
     /// Gate 6: an approver rejected the call.
     #[error("approval `{id}` was rejected by `{by}`: {reason}")]
     ApprovalRejected {
@@ -327,6 +347,40 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 "once an approver approves it, call again with the same arguments and the approval id (`approval_id`; over MCP `_meta[\"gatehouse/approval_id\"]`); it runs then, once",
             ),
         ),
+        Stop::ConnectionRequired { keyed: true, .. } => (
+            Paused,
+            O::ConnectionRequired,
+            K::Policy,
+            true,
+            Some(
+                "once you have connected your account at the link, call again with the same arguments and the same idempotency key; it runs then, once",
+            ),
+        ),
+        Stop::ConnectionRequired { keyed: false, .. } => (
+            Paused,
+            O::ConnectionRequired,
+            K::Policy,
+            true,
+            Some(
+                "once you have connected your account at the link, call again with the same arguments",
+            ),
+        ),
+        Stop::Connect(crate::accounts::AccountError::UnknownProvider(_)) => (
+            Failed,
+            O::ConnectionUnavailable,
+            K::Internal,
+            false,
+            Some(
+                "the gateway's operator must configure the provider its grant names (`[[oauth.provider]]`)",
+            ),
+        ),
+        Stop::Connect(crate::accounts::AccountError::Unavailable(_)) => (
+            Failed,
+            O::ConnectionUnavailable,
+            K::Unavailable,
+            true,
+            Some("nothing ran; retry shortly"),
+        ),
         Stop::ApprovalRejected { .. } => (Rejected, O::ApprovalRejected, K::Policy, false, None),
         Stop::ApprovalExpired { .. } => (
             Rejected,
@@ -488,6 +542,17 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
     result.status = status;
     result.outcome = outcome;
     result.error = Some(error);
+}
+
+/// Gives the caller of a call paused for a connection the link where its user connects: in
+/// `connect_url` and at the end of the message. Called after the call is recorded: the link is
+/// a capability until it is used, and no record or log line holds it.
+pub fn name_connect_url(result: &mut ToolResultEnvelope, url: &str) {
+    result.connect_url = Some(url.to_owned());
+    if let Some(error) = &mut result.error {
+        error.message.push_str(": ");
+        error.message.push_str(url);
+    }
 }
 
 /// Adds where an approver decides to a paused result's remediation.

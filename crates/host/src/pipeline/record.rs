@@ -392,6 +392,8 @@ impl<'a> LeanResult<'a> {
             usage,
             // Signed over the entry this record becomes: it cannot be in it.
             receipt: _,
+            // A capability until it is used: given to the caller, never recorded.
+            connect_url: _,
         } = result;
         Self {
             envelope_version: unless(envelope_version, RESULT_ENVELOPE),

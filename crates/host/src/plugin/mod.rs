@@ -435,7 +435,7 @@ pub(crate) fn load_adapter(
     }
     let secrets = (egress.rules.iter())
         .flat_map(|rule| &rule.credentials)
-        .map(|credential| (credential.slot.clone(), credential.secret().to_vec()))
+        .filter_map(|credential| Some((credential.slot.clone(), credential.secret()?.to_vec())))
         .collect();
     let caller = Arc::new(CallerGrant::for_adapter(
         caller,

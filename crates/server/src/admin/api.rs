@@ -746,3 +746,78 @@ pub async fn end_session(
         &json!({ "ended": key, "message": "its next call starts a new session, with no labels" }),
     ))
 }
+
+/// Users' connections to `[[oauth.provider]]`s (their own upstream accounts), never their
+/// tokens; `tenant`, `principal` and `provider` filter.
+pub async fn list_connections(
+    broker: Option<&crate::oauth::Broker>,
+    mut query: Query,
+) -> Result<Reply, ApiError> {
+    let broker = broker.ok_or_else(no_oauth)?;
+    let filter = gatehouse_store::ConnectionFilter {
+        tenant: query.take("tenant"),
+        principal: query.take("principal"),
+        provider: query.take("provider"),
+    };
+    query.none()?;
+    let connections = broker.connections(filter).await.map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({ "connections": connections }),
+    ))
+}
+
+/// Revokes a user's connection (`tenant`, `principal`, `provider`): at the provider where it
+/// has a revocation endpoint, and in the store; audited. Their next call that needs it pauses
+/// for them to connect again.
+pub async fn revoke_connection(
+    host: &Host,
+    broker: Option<&crate::oauth::Broker>,
+    operator: &Operator,
+    mut query: Query,
+) -> Result<Reply, ApiError> {
+    let broker = broker.ok_or_else(no_oauth)?;
+    let mut required = |name: &str| {
+        query.take(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "query parameter `{name}` is required: a connection is a principal's (`principal`) in a tenant (`tenant`) at a provider (`provider`)"
+            ))
+        })
+    };
+    let key = gatehouse_store::ConnectionKey {
+        tenant: required("tenant")?,
+        principal: required("principal")?,
+        provider: required("provider")?,
+    };
+    query.none()?;
+    let revoked = broker.revoke(&key).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the connection could not be revoked: {e}"),
+        )
+    })?;
+    if !revoked {
+        return Err(ApiError::not_found(format!(
+            "`{}` of tenant `{}` has no connection to `{}`",
+            key.principal, key.tenant, key.provider
+        )));
+    }
+    let record = json!({ "connection_revoked": {
+        "tenant": key.tenant, "principal": key.principal, "provider": key.provider,
+    } });
+    host.audit_event("connection", &operator.principal, &record)
+        .await
+        .map_err(store_error)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({
+            "revoked": record["connection_revoked"],
+            "message": "its tokens are forgotten (and revoked at the provider, where it has a revocation endpoint); the user's next call that needs them asks them to connect again",
+        }),
+    ))
+}
+
+fn no_oauth() -> ApiError {
+    ApiError::not_found("this gateway keeps no users' connections (no `[oauth]` in its config)")
+}

@@ -50,6 +50,8 @@ pub struct AdminServer {
     /// Where `POST /v1/plugins` with an `oci://` source pulls from (`[oci]`).
     #[cfg(feature = "oci")]
     registries: Option<Arc<gatehouse_host::oci::Registries>>,
+    /// Users' connections (`[oauth]`), if the gateway keeps them.
+    oauth: Option<Arc<crate::oauth::Broker>>,
 }
 
 impl std::fmt::Debug for AdminServer {
@@ -76,6 +78,7 @@ impl AdminServer {
             reveal: config.reveal_sensitive.clone().into(),
             #[cfg(feature = "oci")]
             registries: None,
+            oauth: None,
         })
     }
 
@@ -83,6 +86,13 @@ impl AdminServer {
     #[cfg(feature = "oci")]
     pub fn with_registries(mut self, registries: gatehouse_host::oci::Registries) -> Self {
         self.registries = Some(Arc::new(registries));
+        self
+    }
+
+    /// Lists and revokes the users' connections `broker` keeps (`/v1/connections`).
+    #[must_use]
+    pub fn with_oauth(mut self, broker: Arc<crate::oauth::Broker>) -> Self {
+        self.oauth = Some(broker);
         self
     }
 
@@ -333,6 +343,16 @@ impl AdminServer {
                 require(&operator, &[Role::Operator])?;
                 query.none()?;
                 api::promote(host, &operator, id).await
+            }
+            ["v1", "connections"] => {
+                allow(method, &Method::GET)?;
+                require(&operator, &[Role::Operator, Role::Auditor])?;
+                api::list_connections(self.oauth.as_deref(), query).await
+            }
+            ["v1", "connections", "revoke"] => {
+                allow(method, &Method::POST)?;
+                require(&operator, &[Role::Operator])?;
+                api::revoke_connection(host, self.oauth.as_deref(), &operator, query).await
             }
             ["v1", "skills", "resolve"] => {
                 allow(method, &Method::GET)?;

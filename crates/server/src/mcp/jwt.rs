@@ -42,7 +42,6 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::net::TcpStream;
 
 use super::caller::{Caller, caller};
 
@@ -258,7 +257,8 @@ impl JwtVerifier {
         let url = match &config.jwks_url {
             None => None,
             Some(raw) => Some((
-                checked_url(raw).map_err(err)?,
+                crate::outbound::checked_url(raw)
+                    .map_err(|problem| err(format!("`jwks_url` {problem}")))?,
                 tls.clone(),
                 Duration::from_secs(config.refresh_secs),
             )),
@@ -455,39 +455,9 @@ fn key(jwk: &Jwk, allowed: &[Algorithm]) -> Option<Key> {
     })
 }
 
-/// `https`, or `http` to a loopback host; no credentials in the URL.
-fn checked_url(raw: &str) -> Result<url::Url, String> {
-    let url = url::Url::parse(raw).map_err(|e| format!("`jwks_url` `{raw}` is not a URL: {e}"))?;
-    let loopback = match url.host() {
-        Some(url::Host::Domain(name)) => name == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    let ok = match url.scheme() {
-        "https" => url.host().is_some(),
-        "http" => loopback,
-        _ => false,
-    };
-    if !ok || !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "`jwks_url` `{raw}` must be `https://host/path` (plain `http` only to a loopback host, no credentials)"
-        ));
-    }
-    Ok(url)
-}
-
 /// One GET, no redirects, body within [`MAX_JWKS_BYTES`]. The caller bounds the time.
 async fn fetch(url: &url::Url, tls: &TlsClient) -> Result<Bytes, String> {
-    let host = url
-        .host_str()
-        .ok_or("no host")?
-        .trim_matches(['[', ']'])
-        .to_owned();
-    let port = url.port_or_known_default().ok_or("no port")?;
-    let tcp = TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
+    let tcp = crate::outbound::connect(url).await?;
     let request = http::Request::get(&url[url::Position::BeforePath..])
         .header(http::header::HOST, url.authority())
         .header(http::header::ACCEPT, "application/json")

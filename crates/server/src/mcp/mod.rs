@@ -51,6 +51,7 @@ pub mod approvals;
 mod call;
 mod caller;
 pub mod config;
+mod connect;
 pub(crate) mod content;
 #[cfg(test)]
 mod fuzz;

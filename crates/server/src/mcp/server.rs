@@ -86,6 +86,8 @@ pub struct McpServer {
     gateway: Gateway,
     /// A2A on the same listener, if `[mcp.a2a]` is set.
     a2a: Option<Arc<A2a>>,
+    /// The pages that connect users' own accounts, if `[oauth]` is set.
+    oauth: Option<Arc<crate::oauth::Broker>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -161,7 +163,17 @@ impl McpServer {
                 .map(|a2a| A2a::new(a2a, &base).map(Arc::new))
                 .transpose()
                 .map_err(ServerConfigError::A2aKey)?,
+            oauth: None,
         })
+    }
+
+    /// Serves the pages of `broker`'s flows (`/oauth/start`, `/oauth/callback`) on this
+    /// listener; the host the server was built over must use the same broker
+    /// ([`gatehouse_host::Host::set_accounts`]).
+    #[must_use]
+    pub fn with_oauth(mut self, broker: Arc<crate::oauth::Broker>) -> Self {
+        self.oauth = Some(broker);
+        self
     }
 
     /// Start phase: fetches the `[mcp.jwt] jwks_url` keys, so a gateway whose identity
@@ -211,6 +223,14 @@ impl McpServer {
                 return response;
             }
             return reply::json(StatusCode::OK, &self.metadata);
+        }
+        if let Some(oauth) = &self.oauth
+            && matches!(
+                request.uri().path(),
+                crate::oauth::START_PATH | crate::oauth::CALLBACK_PATH
+            )
+        {
+            return oauth_page(oauth, &request).await;
         }
         if let Some(a2a) = &self.a2a {
             let path = request.uri().path();
@@ -444,6 +464,101 @@ impl Endpoint for Serving {
 /// The URL clients reach the listener at: `[mcp] public_url`, else `http://<listen>`
 /// (`http://localhost:<port>` for an unspecified address), checked to be an absolute
 /// `http(s)` URL without query or fragment; without a trailing `/`.
+/// A page of a flow that connects a user's account ([`crate::oauth`]): GET only; never cached,
+/// and no referrer (the callback's URL carries the provider's code).
+async fn oauth_page(broker: &crate::oauth::Broker, request: &Request<Incoming>) -> Response<Body> {
+    use crate::oauth::Page;
+    use http_body_util::BodyExt as _;
+    if request.method() != http::Method::GET {
+        let mut response = reply::plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this page is opened with GET",
+        );
+        response
+            .headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+        return response;
+    }
+    let query: Vec<(String, String)> =
+        url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let param = |name: &str| {
+        (query.iter())
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let page = if request.uri().path() == crate::oauth::START_PATH {
+        match param("state") {
+            Some(state) => broker.start(state).await,
+            None => Page::Done {
+                ok: false,
+                message: "This link names no connection under way.".to_owned(),
+            },
+        }
+    } else {
+        let cookie = (request.headers().get_all(http::header::COOKIE).iter())
+            .filter_map(|value| value.to_str().ok())
+            .collect::<Vec<_>>()
+            .join("; ");
+        broker
+            .callback(param("state"), param("code"), param("error"), Some(&cookie))
+            .await
+    };
+    let mut response = match page {
+        Page::Redirect { location, cookie } => {
+            let mut response = Response::new(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            );
+            *response.status_mut() = StatusCode::SEE_OTHER;
+            let headers = response.headers_mut();
+            if let (Ok(location), Ok(cookie)) = (
+                http::HeaderValue::try_from(location),
+                http::HeaderValue::try_from(cookie),
+            ) {
+                headers.insert(http::header::LOCATION, location);
+                headers.insert(http::header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Page::Done { ok, message } => {
+            let status = if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            let mut response =
+                reply::bytes(status, bytes::Bytes::from(crate::oauth::html(ok, &message)));
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            response
+        }
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    headers.insert(
+        http::header::REFERRER_POLICY,
+        http::HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// The origin (scheme, host, port) browsers reach the MCP endpoint at: `[mcp] public_url`'s,
+/// else the listen address's.
+pub fn public_origin(config: &McpConfig) -> Result<String, ServerConfigError> {
+    let base = public_base(config)?;
+    let url = url::Url::parse(&base).map_err(|_| ServerConfigError::PublicUrl(base.clone()))?;
+    Ok(url.origin().ascii_serialization())
+}
+
 fn public_base(config: &McpConfig) -> Result<String, ServerConfigError> {
     let base = match &config.public_url {
         Some(url) => url.clone(),

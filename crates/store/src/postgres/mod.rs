@@ -77,6 +77,7 @@ use self::writer::{Crew, Writer, write_loop};
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;
 use crate::config::StoreConfig;
+use crate::connections::{Connection, ConnectionFilter, ConnectionKey};
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{RateBudget, RateFuture};
 use crate::records::{
@@ -101,6 +102,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0011_served_versions.sql"),
     include_str!("../../migrations/0012_sessions.sql"),
     include_str!("../../migrations/postgres/0013_audit_by_session.sql"),
+    include_str!("../../migrations/0014_connections.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin
@@ -636,6 +638,14 @@ impl Store for PostgresStore {
 
     fn served_versions(&self) -> StoreFuture<'_, Vec<ServedVersion>> {
         self.read(move |client| async move { sql::served_versions(&**client).await })
+    }
+
+    fn connection(&self, key: ConnectionKey) -> StoreFuture<'_, Option<Connection>> {
+        self.read(move |client| async move { sql::connection(&**client, &key).await })
+    }
+
+    fn connections(&self, filter: ConnectionFilter) -> StoreFuture<'_, Vec<Connection>> {
+        self.read(move |client| async move { sql::connections(&**client, &filter).await })
     }
 
     fn chains(&self) -> u32 {

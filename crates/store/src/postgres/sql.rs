@@ -15,6 +15,7 @@ use super::rows::{PgError, audit_entry};
 use super::{CHANNEL, WRITE_LOCK, describe};
 use crate::audit::{self, AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;
+use crate::connections::{Connection, ConnectionFilter, ConnectionKey};
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, CallRecord, Claim, ClaimRequest,
@@ -22,9 +23,10 @@ use crate::records::{
     TaskFilter, TaskUpdate, Waiting,
 };
 use crate::rows::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
-    SESSION_COLUMNS, TASK_COLUMNS, from_db, to_db,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, AUTHORIZATION_COLUMNS, CHECKPOINT_COLUMNS,
+    CHECKPOINTS_QUERY, CONNECTION_COLUMNS, Columns, KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS,
+    PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY, SESSION_COLUMNS, TASK_COLUMNS, from_db,
+    to_db,
 };
 use crate::sessions::{Session, SessionAction, SessionFilter, SessionKey};
 use crate::store::Waiters;
@@ -348,7 +350,10 @@ pub(super) async fn apply<'a>(
             let sessions = txn
                 .execute("DELETE FROM sessions WHERE expires_at < $1", &[&now])
                 .await?;
-            Done::Count(keys + tasks + sessions)
+            let flows = txn
+                .execute("DELETE FROM authorizations WHERE expires_at < $1", &[&now])
+                .await?;
+            Done::Count(keys + tasks + sessions + flows)
         }
         Op::Flush => Done::Unit,
         Op::AddCheckpoint(checkpoint) => {
@@ -404,6 +409,100 @@ pub(super) async fn apply<'a>(
             )
             .await?,
         ),
+        Op::PutConnection(c) => {
+            txn.execute(
+                &format!(
+                    "INSERT INTO connections ({CONNECTION_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT (tenant, principal, provider) DO UPDATE SET \
+                     resource = excluded.resource, sealed = excluded.sealed, \
+                     token_hash = excluded.token_hash, scope = excluded.scope, \
+                     expires_at = excluded.expires_at, updated_at = excluded.updated_at"
+                ),
+                &[
+                    &c.key.tenant,
+                    &c.key.principal,
+                    &c.key.provider,
+                    &c.resource,
+                    &c.sealed,
+                    &c.token_hash,
+                    &c.scope,
+                    &c.expires_at_ms.map(to_db),
+                    &to_db(c.created_at_ms),
+                    &to_db(c.updated_at_ms),
+                ],
+            )
+            .await?;
+            Done::Unit
+        }
+        Op::DeleteConnection(key) => Done::Count(
+            txn.execute(
+                "DELETE FROM connections WHERE tenant = $1 AND principal = $2 AND provider = $3",
+                &[&key.tenant, &key.principal, &key.provider],
+            )
+            .await?,
+        ),
+        Op::BeginAuthorization(flow) => {
+            txn.execute(
+                &format!(
+                    "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                ),
+                &[
+                    &flow.state_hash,
+                    &flow.key.tenant,
+                    &flow.key.principal,
+                    &flow.key.provider,
+                    &flow.resource,
+                    &flow.sealed_verifier,
+                    &flow.tool,
+                    &flow.tool_call_id,
+                    &flow.browser_hash,
+                    &to_db(flow.created_at_ms),
+                    &to_db(flow.expires_at_ms),
+                ],
+            )
+            .await?;
+            Done::Unit
+        }
+        Op::OpenAuthorization {
+            state_hash,
+            browser_hash,
+            now_ms,
+        } => {
+            let row = txn
+                .query_opt(
+                    &format!(
+                        "UPDATE authorizations SET browser_hash = $2 \
+                         WHERE state_hash = $1 AND browser_hash IS NULL AND expires_at >= $3 \
+                         RETURNING {AUTHORIZATION_COLUMNS}"
+                    ),
+                    &[state_hash, browser_hash, &to_db(*now_ms)],
+                )
+                .await?;
+            match inside(row.as_ref().map(rows::authorization).transpose())? {
+                Ok(flow) => Done::Authorization(flow.map(Box::new)),
+                Err(corrupt) => return Ok(Err(corrupt)),
+            }
+        }
+        Op::TakeAuthorization { state_hash, now_ms } => {
+            let row = txn
+                .query_opt(
+                    &format!(
+                        "DELETE FROM authorizations WHERE state_hash = $1 \
+                         RETURNING {AUTHORIZATION_COLUMNS}"
+                    ),
+                    &[state_hash],
+                )
+                .await?;
+            match inside(row.as_ref().map(rows::authorization).transpose())? {
+                Ok(flow) => Done::Authorization(
+                    flow.filter(|f| f.expires_at_ms >= *now_ms && f.browser_hash.is_some())
+                        .map(Box::new),
+                ),
+                Err(corrupt) => return Ok(Err(corrupt)),
+            }
+        }
     };
     Ok(Ok(done))
 }
@@ -1126,4 +1225,39 @@ pub(super) fn record_writes<'a, C: GenericClient + Sync>(
         }));
     }
     pending
+}
+
+/// A principal's connection to a provider.
+pub(super) async fn connection(
+    client: &impl GenericClient,
+    key: &ConnectionKey,
+) -> Result<Option<Connection>, PgError> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {CONNECTION_COLUMNS} FROM connections \
+                 WHERE tenant = $1 AND principal = $2 AND provider = $3"
+            ),
+            &[&key.tenant, &key.principal, &key.provider],
+        )
+        .await?;
+    row.as_ref().map(rows::connection).transpose()
+}
+
+/// Connections `filter` selects, by tenant, principal and provider.
+pub(super) async fn connections(
+    client: &impl GenericClient,
+    filter: &ConnectionFilter,
+) -> Result<Vec<Connection>, PgError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {CONNECTION_COLUMNS} FROM connections \
+                 WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR principal = $2) \
+                 AND ($3::text IS NULL OR provider = $3) ORDER BY tenant, principal, provider"
+            ),
+            &[&filter.tenant, &filter.principal, &filter.provider],
+        )
+        .await?;
+    rows.iter().map(rows::connection).collect()
 }

@@ -47,6 +47,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::audit::{AuditEntry, AuditQuery, VerifyReport};
 use crate::checkpoint::Checkpoint;
 use crate::config::StoreConfig;
+use crate::connections::{Connection as StoredConnection, ConnectionFilter, ConnectionKey};
 use crate::jobs::{self, Done, Job, Op};
 use crate::rate::{MemoryRateBudget, RateBudget, RateFuture};
 use crate::records::{
@@ -70,6 +71,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0011_served_versions.sql"),
     include_str!("../../migrations/0012_sessions.sql"),
     include_str!("../../migrations/sqlite/0013_audit_by_session.sql"),
+    include_str!("../../migrations/0014_connections.sql"),
 ];
 
 /// How long a connection waits for another process's lock before failing.
@@ -494,6 +496,14 @@ impl Store for SqliteStore {
 
     fn checkpoints(&self) -> StoreFuture<'_, Vec<Checkpoint>> {
         self.read(sql::checkpoints)
+    }
+
+    fn connection(&self, key: ConnectionKey) -> StoreFuture<'_, Option<StoredConnection>> {
+        self.read(move |conn| sql::connection(conn, &key))
+    }
+
+    fn connections(&self, filter: ConnectionFilter) -> StoreFuture<'_, Vec<StoredConnection>> {
+        self.read(move |conn| sql::connections(conn, &filter))
     }
 
     fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>> {

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::unavailable;
 use crate::audit::{self, AuditEntry, AuditQuery, GENESIS, VerifyReport};
 use crate::checkpoint::Checkpoint;
+use crate::connections::{Connection as StoredConnection, ConnectionFilter, ConnectionKey};
 use crate::jobs::{self, Done, Judgement, Op};
 use crate::records::{
     Approval, ApprovalFilter, ApprovalStatus, AuditEvent, Claim, ClaimRequest, Decision,
@@ -14,9 +15,10 @@ use crate::records::{
     TaskUpdate, Waiting,
 };
 use crate::rows::{
-    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, CHECKPOINT_COLUMNS, CHECKPOINTS_QUERY, Columns,
-    KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS, PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY,
-    SESSION_COLUMNS, TASK_COLUMNS, from_db, to_db,
+    self, APPROVAL_COLUMNS, AUDIT_COLUMNS, AUTHORIZATION_COLUMNS, CHECKPOINT_COLUMNS,
+    CHECKPOINTS_QUERY, CONNECTION_COLUMNS, Columns, KEY_RECORD_COLUMNS, KEY_ROW_COLUMNS,
+    PLUGIN_CHANGES_QUERY, SERVED_COLUMNS, SERVED_QUERY, SESSION_COLUMNS, TASK_COLUMNS, from_db,
+    to_db,
 };
 use crate::sessions::{Session, SessionAction, SessionFilter, SessionKey, SessionWrite};
 
@@ -101,7 +103,12 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             );
             let tasks = exec(txn, "DELETE FROM tasks WHERE expires_at < ?1", params![now]);
             let sessions = exec(txn, "DELETE FROM sessions WHERE expires_at < ?1", params![now]);
-            keys.and_then(|keys| Ok(keys + tasks? + sessions?))
+            let flows = exec(
+                txn,
+                "DELETE FROM authorizations WHERE expires_at < ?1",
+                params![now],
+            );
+            keys.and_then(|keys| Ok(keys + tasks? + sessions? + flows?))
                 .map(|n| Done::Count(n as u64))
                 .map_err(unavailable)
         }
@@ -164,7 +171,127 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
         )
         .map(|n| Done::Count(n as u64))
         .map_err(unavailable),
+        Op::PutConnection(c) => exec(
+            txn,
+            &format!(
+                "INSERT INTO connections ({CONNECTION_COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                 ON CONFLICT (tenant, principal, provider) DO UPDATE SET \
+                 resource = excluded.resource, sealed = excluded.sealed, \
+                 token_hash = excluded.token_hash, scope = excluded.scope, \
+                 expires_at = excluded.expires_at, updated_at = excluded.updated_at"
+            ),
+            params![
+                c.key.tenant,
+                c.key.principal,
+                c.key.provider,
+                c.resource,
+                c.sealed,
+                c.token_hash,
+                c.scope,
+                c.expires_at_ms.map(to_db),
+                to_db(c.created_at_ms),
+                to_db(c.updated_at_ms)
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
+        Op::DeleteConnection(key) => exec(
+            txn,
+            "DELETE FROM connections WHERE tenant = ?1 AND principal = ?2 AND provider = ?3",
+            params![key.tenant, key.principal, key.provider],
+        )
+        .map(|n| Done::Count(n as u64))
+        .map_err(unavailable),
+        Op::BeginAuthorization(flow) => exec(
+            txn,
+            &format!(
+                "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ),
+            params![
+                flow.state_hash,
+                flow.key.tenant,
+                flow.key.principal,
+                flow.key.provider,
+                flow.resource,
+                flow.sealed_verifier,
+                flow.tool,
+                flow.tool_call_id,
+                flow.browser_hash,
+                to_db(flow.created_at_ms),
+                to_db(flow.expires_at_ms)
+            ],
+        )
+        .map(|_| Done::Unit)
+        .map_err(unavailable),
+        Op::OpenAuthorization {
+            state_hash,
+            browser_hash,
+            now_ms,
+        } => query_row(
+            txn,
+            &format!(
+                "UPDATE authorizations SET browser_hash = ?2 \
+                 WHERE state_hash = ?1 AND browser_hash IS NULL AND expires_at >= ?3 \
+                 RETURNING {AUTHORIZATION_COLUMNS}"
+            ),
+            params![&*state_hash, &*browser_hash, to_db(*now_ms)],
+            |row| rows::authorization(row),
+        )
+        .optional()
+        .map(|flow| Done::Authorization(flow.map(Box::new)))
+        .map_err(unavailable),
+        Op::TakeAuthorization { state_hash, now_ms } => query_row(
+            txn,
+            &format!(
+                "DELETE FROM authorizations WHERE state_hash = ?1 \
+                 RETURNING {AUTHORIZATION_COLUMNS}"
+            ),
+            params![&*state_hash],
+            |row| rows::authorization(row),
+        )
+        .optional()
+        .map(|flow| {
+            let live = flow.filter(|f| f.expires_at_ms >= *now_ms && f.browser_hash.is_some());
+            Done::Authorization(live.map(Box::new))
+        })
+        .map_err(unavailable),
     }
+}
+
+/// A principal's connection to a provider.
+pub(super) fn connection(
+    conn: &Connection,
+    key: &ConnectionKey,
+) -> rusqlite::Result<Option<StoredConnection>> {
+    query_row(
+        conn,
+        &format!(
+            "SELECT {CONNECTION_COLUMNS} FROM connections \
+             WHERE tenant = ?1 AND principal = ?2 AND provider = ?3"
+        ),
+        params![key.tenant, key.principal, key.provider],
+        |row| rows::connection(row),
+    )
+    .optional()
+}
+
+/// Connections `filter` selects, by tenant, principal and provider.
+pub(super) fn connections(
+    conn: &Connection,
+    filter: &ConnectionFilter,
+) -> rusqlite::Result<Vec<StoredConnection>> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT {CONNECTION_COLUMNS} FROM connections \
+         WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR principal = ?2) \
+         AND (?3 IS NULL OR provider = ?3) ORDER BY tenant, principal, provider"
+    ))?;
+    let rows = statement.query_map(
+        params![filter.tenant, filter.principal, filter.provider],
+        |row| rows::connection(row),
+    )?;
+    rows.collect()
 }
 
 /// The labels a call's result brought join its session, if the session is still the one the

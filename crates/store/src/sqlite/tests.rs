@@ -1,6 +1,7 @@
 //! The SQLite store's own tests: batches, the audit chain, approvals, claims and served versions
 //! on a real file; decisions (`decisions`) and tasks (`tasks`) in their own files.
 
+mod connections;
 mod decisions;
 mod sessions;
 mod tasks;

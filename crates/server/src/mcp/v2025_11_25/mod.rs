@@ -358,6 +358,11 @@ async fn answered(
             .map_err(|error| task_error(error).into());
         return reply::answer(&era_2025(), &id, created);
     }
+    if session.remembered(&caller).url
+        && let Some(error) = super::connect::url_elicitation_error(&result)
+    {
+        return reply::answer(&era_2025(), &id, Err(error.into()));
+    }
     if let Some(url) = session.holds(gateway, &caller, &result) {
         return session.hold(gateway.clone(), &caller, id, tool, result, url, note);
     }

@@ -695,7 +695,14 @@ impl Round {
         };
         match step {
             Ok(Ok(Ok(result))) => {
-                let response = if result.outcome == OutcomeCode::ApprovalRequired {
+                let connect = self
+                    .can
+                    .url
+                    .then(|| super::connect::input_required(&result))
+                    .flatten();
+                let response = if let Some(connect) = connect {
+                    CallToolResponse::InputRequired(connect)
+                } else if result.outcome == OutcomeCode::ApprovalRequired {
                     paused(
                         &self.gateway,
                         &self.caller,

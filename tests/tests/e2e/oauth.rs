@@ -1,0 +1,447 @@
+//! Each user's own upstream account (issue 60), end to end: a certified OpenID provider
+//! (`oidc-provider`) and an MCP server written with the official Python SDK that checks every
+//! bearer token against the provider's keys and records who called, on loopback; the server
+//! imported (with the operator's own token) and served by `gatehouse serve`, its grant then
+//! sending each caller's own token (`oauth = "idp"`); a headless Chromium following the link a
+//! paused call gives, signing in and consenting. What the upstream, the provider and the store
+//! saw is asserted, not only what the gateway says.
+
+use std::path::Path;
+use std::time::Duration;
+
+use gatehouse_tests::artifacts::MCP_UPSTREAM;
+use gatehouse_tests::browser::Browser;
+use gatehouse_tests::cli::gatehouse_output;
+use gatehouse_tests::free_port;
+use gatehouse_tests::gateway::{Gateway, Serve};
+use gatehouse_tests::mcp::{Client, client, rmcp_call, texts};
+use gatehouse_tests::oauth::{Provider, Upstream};
+use serde_json::{Value, json};
+
+use super::import::{key_file, serve_config};
+
+const CLIENT: (&str, &str) = ("gatehouse", "gatehouse-client-secret-5d2e");
+const TRUST: &str = "oauth-e2e-exchange-trust-secret-of-32-bytes";
+const ALICE: &str = "alice-key-oauth-71c3";
+const BOB: &str = "bob-key-oauth-2a9f";
+const OPERATOR: &str = "operator-token-oauth-9b0d";
+const TOOL_WHOAMI: &str = "test.issues.whoami";
+const TOOL_CREATE: &str = "test.issues.create_issue";
+
+/// The gateway serving the import, its store's file and the MCP URL.
+struct Served {
+    gateway: Gateway,
+    store: std::path::PathBuf,
+    mcp: u16,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    async fn client(&self, key: &str) -> Client {
+        client(&format!("http://127.0.0.1:{}/mcp", self.mcp), Some(key)).await
+    }
+
+    /// `SELECT` one column of the store's `connections` rows, by principal.
+    fn connections(&self) -> Vec<(String, String, String)> {
+        let db = rusqlite::Connection::open(&self.store).unwrap();
+        let mut statement = db
+            .prepare("SELECT principal, sealed, token_hash FROM connections ORDER BY principal")
+            .unwrap();
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+}
+
+/// Imports `upstream` as `test.issues` with the operator's own token, then serves it with the
+/// grant sending each caller's token for provider `idp`, alice and bob as API-key callers.
+async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path) -> Served {
+    let (key, key_path) = key_file(dir);
+    let out = dir.join("out");
+    let operator = provider.exchange(CLIENT, TRUST, "operator", upstream.url());
+    let (code, text) = gatehouse_output(
+        &[
+            "import",
+            "mcp",
+            upstream.url(),
+            "--id",
+            "test.issues",
+            "--header",
+            "Authorization: Bearer ${OPERATOR_TOKEN}",
+            "--out",
+            out.to_str().unwrap(),
+            "--key",
+            key_path.to_str().unwrap(),
+            "--component",
+            MCP_UPSTREAM.wasm,
+        ],
+        &[("OPERATOR_TOKEN", &operator)],
+    );
+    assert_eq!(code, 0, "{text}");
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("state.db");
+    let file = |name: &str, text: &str| {
+        let path = state.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let extra = format!(
+        "[oauth]\nvault_key_file = {vault:?}\nrefresh_before_seconds = 1\n\n\
+         [[oauth.provider]]\nid = \"idp\"\nissuer = \"{issuer}\"\nclient_id = \"{id}\"\n\
+         client_secret_file = {secret:?}\nscopes = [\"openid\"]\nresource = \"{resource}\"\n\n\
+         [[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"user:alice\"\nfile = {alice:?}\n\n\
+         [[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"user:bob\"\nfile = {bob:?}\n\n\
+         [[admin.token]]\nprincipal = \"usr_ops_olu\"\nroles = [\"operator\"]\nfile = {operator:?}\n",
+        vault = state.path().join("vault.key").display().to_string(),
+        issuer = provider.issuer(),
+        id = CLIENT.0,
+        secret = file("client.secret", CLIENT.1),
+        resource = upstream.url(),
+        alice = file("alice.key", ALICE),
+        bob = file("bob.key", BOB),
+        operator = file("operator.token", OPERATOR),
+    );
+    let (mcp, admin) = (free_port(), free_port());
+    let store_path = store.clone();
+    let config = serve_config(state.path(), &out, &key, mcp, admin, &extra, |host| {
+        host.store.path = Some(store_path);
+    });
+    // The import bound the operator's token; each caller's own is sent instead.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace("env = \"OPERATOR_TOKEN\"", "oauth = \"idp\"");
+    assert!(text.contains("oauth = \"idp\""), "{text}");
+    std::fs::write(&config, &text).unwrap();
+    let gateway = Serve::config(&config)
+        .adapter(out.join("test.issues.wasm"))
+        .wait_for(mcp)
+        .wait_for(admin)
+        .start()
+        .await;
+    Served {
+        gateway,
+        store,
+        mcp,
+        admin,
+        _dir: state,
+    }
+}
+
+/// Calls `tool` as `client`: the record (`_meta["gatehouse/result"]`) and the text.
+async fn call(client: &Client, tool: &str, args: Value, meta: Value) -> (Value, String) {
+    let (result, record) = rmcp_call(client, tool, args, meta).await;
+    (record, texts(&result).join("\n"))
+}
+
+/// A GET of `url` on loopback, with no cookie (not the browser that opened a flow): the status
+/// and the body.
+async fn get(url: &str) -> (u16, String) {
+    let url = url::Url::parse(url).unwrap();
+    let path = &url[url::Position::BeforePath..];
+    let (status, _, body) =
+        gatehouse_tests::http(url.port().unwrap(), "GET", path, &[], bytes::Bytes::new()).await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// One JSON-RPC request to the MCP endpoint as alice, speaking `version`: the answer.
+async fn raw(port: u16, version: &str, method: &str, params: Value) -> Value {
+    let auth = format!("Bearer {ALICE}");
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params });
+    let mut headers = vec![
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", version),
+    ];
+    if version == "2026-07-28" {
+        headers.extend([("mcp-method", method), ("mcp-name", name.as_str())]);
+    }
+    let (_, _, body) =
+        gatehouse_tests::http(port, "POST", "/mcp", &headers, body.to_string()).await;
+    let text = String::from_utf8_lossy(&body);
+    // An event stream's last `data:` line, or the JSON itself.
+    let json = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .next_back()
+        .unwrap_or(&text);
+    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The start URL a paused call's message names.
+fn start_url(text: &str) -> String {
+    let at = text
+        .find("http://")
+        .unwrap_or_else(|| panic!("no URL in: {text}"));
+    text[at..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches([';', '.', ','])
+        .to_owned()
+}
+
+/// A person opens `url` in a fresh browser, signs in to the provider as `user` and consents:
+/// the gateway's last page's text, and the URL it ended at.
+async fn connect(provider: &Provider, url: &str, user: &str) -> (String, String) {
+    let browser = Browser::start(1000, 800).await;
+    browser.client.goto(url).await.unwrap();
+    browser
+        .wait("input[name=login]", Duration::from_secs(20))
+        .await;
+    browser.type_into("input[name=login]", user).await;
+    browser.type_into("input[name=password]", "any").await;
+    browser.click("button.login-submit").await;
+    for _ in 0..200 {
+        if browser.text("body").await.contains("Authorize") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let consent = browser.text("body").await;
+    assert!(
+        consent.contains("Authorize"),
+        "no consent page: {consent}\nat {:?}\nthe provider said: {}",
+        browser.client.current_url().await,
+        provider.stderr()
+    );
+    browser.click("button.login-submit").await;
+    browser.wait("#outcome", Duration::from_secs(20)).await;
+    let text = browser.text("body").await;
+    let at = browser.client.current_url().await.unwrap().to_string();
+    (text, at)
+}
+
+#[tokio::test]
+async fn each_user_acts_upstream_as_themselves_once_connected() {
+    let provider = Provider::start(
+        CLIENT.0,
+        CLIENT.1,
+        &["--access-ttl", "5", "--exchange-trust-secret", TRUST],
+    );
+    let upstream = Upstream::start(provider.issuer());
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&provider, &upstream, dir.path()).await;
+    let alice = served.client(ALICE).await;
+
+    // Not connected: the call pauses, names where to connect, and nothing reached upstream.
+    let (record, text) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["status"], "paused", "{record}");
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+    let link = start_url(&text);
+    assert!(link.contains("/oauth/start?state="), "{text}");
+    assert!(upstream.calls().is_empty(), "{:?}", upstream.calls());
+    assert!(served.connections().is_empty());
+
+    // A forged state is refused, and nothing is stored.
+    let forged = link.replace("/oauth/start?state=", "/oauth/callback?code=x&state=forged");
+    let (status, body) = get(&forged).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(served.connections().is_empty());
+
+    // Alice connects in her browser; the provider's consent, then the gateway's page.
+    let (page, ended_at) = connect(&provider, &link, "alice").await;
+    assert!(page.contains("Connected"), "{page}");
+    assert!(ended_at.contains("/oauth/callback"), "{ended_at}");
+    let rows = served.connections();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, "user:alice");
+    assert!(
+        !rows[0].1.contains("eyJ"),
+        "the row holds the token sealed only"
+    );
+
+    // The same link cannot be opened again, nor its callback (code and state) replayed.
+    let (status, _) = get(&link).await;
+    assert_eq!(status, 400);
+    let (status, body) = get(&ended_at).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(served.connections().len(), 1);
+
+    // The retry runs as alice, once; a write runs once under its key and replays after.
+    let (record, text) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["status"], "ok", "{record}");
+    assert!(text.contains("alice"), "{text}");
+    let key = json!({ "gatehouse/idempotency_key": "issue-1" });
+    let title = json!({ "title": "broken build" });
+    let (first, _) = call(&alice, TOOL_CREATE, title.clone(), key.clone()).await;
+    let (again, _) = call(&alice, TOOL_CREATE, title, key).await;
+    assert_eq!(first["status"], "ok", "{first}");
+    assert_eq!(again["status"], "ok", "{again}");
+    assert_eq!(
+        upstream.calls(),
+        [
+            ("whoami".to_owned(), "alice".to_owned()),
+            ("create_issue".to_owned(), "alice".to_owned())
+        ]
+    );
+
+    // Bob gets a flow of his own; alice's token is never used for him.
+    let bob = served.client(BOB).await;
+    let (record, text) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+    let bobs = start_url(&text);
+    assert_ne!(bobs, link);
+    let (page, _) = connect(&provider, &bobs, "bob").await;
+    assert!(page.contains("Connected"), "{page}");
+    let (_, text) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert!(text.contains("bob"), "{text}");
+
+    // Alice's sealed tokens copied into bob's row do not open for him: he must connect again,
+    // and the upstream never sees alice for bob's call.
+    let rows = served.connections();
+    let db = rusqlite::Connection::open(&served.store).unwrap();
+    db.execute(
+        "UPDATE connections SET sealed = ?1 WHERE principal = 'user:bob'",
+        [&rows[0].1],
+    )
+    .unwrap();
+    let (record, _) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+    let calls = upstream.calls();
+    assert_eq!(
+        calls.last().unwrap(),
+        &("whoami".to_owned(), "bob".to_owned())
+    );
+    assert_eq!(calls.iter().filter(|(_, sub)| sub == "alice").count(), 2);
+
+    // Alice's access token expires (5 s): the next call refreshes it, without her.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (record, text) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["status"], "ok", "{record}");
+    assert!(text.contains("alice"), "{text}");
+    assert!(
+        provider.events().iter().any(|e| e["event"] == "token"
+            && e["grant_type"] == "refresh_token"
+            && e["sub"] == "alice"),
+        "{:?}",
+        provider.events()
+    );
+
+    // Each call's record names whose connection its request carried, by the token's hash.
+    let audit_text = |store: &Path| -> Vec<String> {
+        rusqlite::Connection::open(store)
+            .unwrap()
+            .prepare("SELECT record FROM audit")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert!(
+        audit_text(&served.store)
+            .iter()
+            .any(|r| r.contains("user:alice@idp#")),
+        "no call record names alice's connection"
+    );
+
+    // An operator lists the connections (never a token) and revokes alice's: the provider is
+    // told, and her next call asks her to connect again.
+    let (status, body) = gatehouse_tests::admin::request(
+        served.admin,
+        "GET",
+        "/v1/connections?tenant=default",
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        listed["connections"].as_array().unwrap().len(),
+        2,
+        "{listed}"
+    );
+    assert!(!String::from_utf8_lossy(&body).contains("eyJ"));
+    let (status, body) = gatehouse_tests::admin::request(
+        served.admin,
+        "POST",
+        "/v1/connections/revoke?tenant=default&principal=user:alice&provider=idp",
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        provider
+            .events()
+            .iter()
+            .any(|e| e["event"] == "revocation" && e["sub"] == "alice"),
+        "{:?}\n{}",
+        provider.events(),
+        served
+            .gateway
+            .log()
+            .lines()
+            .filter(|l| l.contains("revoke"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let (record, _) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+
+    // A 2025-11-25 client that declared URL elicitation gets the URL elicitation error.
+    let initialize = json!({ "protocolVersion": "2025-11-25", "capabilities": { "elicitation": { "url": {} } },
+        "clientInfo": { "name": "t", "version": "1" } });
+    raw(served.mcp, "2025-11-25", "initialize", initialize).await;
+    let answer = raw(
+        served.mcp,
+        "2025-11-25",
+        "tools/call",
+        json!({ "name": TOOL_WHOAMI, "arguments": {} }),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    let elicitation = &answer["error"]["data"]["elicitations"][0];
+    assert_eq!(elicitation["mode"], "url", "{answer}");
+    assert!(
+        elicitation["url"]
+            .as_str()
+            .unwrap()
+            .contains("/oauth/start?state=")
+    );
+
+    // A 2026-07-28 client that declared it gets an `InputRequiredResult`; it connects there,
+    // and its retry runs the call.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "url": {} } },
+    });
+    let params = json!({ "name": TOOL_WHOAMI, "arguments": {}, "_meta": meta });
+    let first = raw(served.mcp, "2026-07-28", "tools/call", params.clone()).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let request = &first["result"]["inputRequests"]["gatehouse_connect"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert_eq!(request["params"]["mode"], "url", "{first}");
+    let link = request["params"]["url"].as_str().unwrap().to_owned();
+    let (page, _) = connect(&provider, &link, "alice").await;
+    assert!(page.contains("Connected"), "{page}");
+    let mut retry = params;
+    retry["inputResponses"] = json!({ "gatehouse_connect": { "action": "accept" } });
+    let answer = raw(served.mcp, "2026-07-28", "tools/call", retry).await;
+    assert_eq!(
+        answer["result"]["_meta"]["gatehouse/result"]["status"], "ok",
+        "{answer}"
+    );
+    assert_eq!(
+        upstream.calls().last().unwrap(),
+        &("whoami".to_owned(), "alice".to_owned())
+    );
+
+    // No token in the gateway's log, the audit log or the results: every access token is a
+    // JWT (`eyJ...`), so none may appear anywhere.
+    let log = served.gateway.log();
+    assert!(!log.contains("eyJ"), "a token in the gateway's log");
+    let audit = audit_text(&served.store);
+    assert!(audit.len() >= 6, "{}", audit.len());
+    assert!(
+        audit.iter().all(|r| !r.contains("eyJ")),
+        "a token in the audit log"
+    );
+    // The provider saw the gateway's own client only, with PKCE-bound codes.
+    assert!(provider.events().iter().all(|e| e["client_id"] == CLIENT.0));
+}
