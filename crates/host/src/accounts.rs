@@ -104,4 +104,8 @@ pub enum AccountError {
     /// use; retryable.
     #[error("{0}")]
     Unavailable(String),
+    /// The caller cannot have a token this way (a token exchange needs a caller identified by
+    /// a JWT, and the provider refused the one it had); not retryable as it is.
+    #[error("{0}")]
+    Refused(String),
 }

@@ -57,8 +57,9 @@ impl Served {
 }
 
 /// Imports `upstream` as `test.issues` with the operator's own token, then serves it with the
-/// grant sending each caller's token for provider `idp`, alice and bob as API-key callers.
-async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path) -> Served {
+/// grant sending each caller's token for provider `idp`, alice and bob as API-key callers;
+/// `extra` ends the config (more keys of the provider's table first, then tables).
+async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path, extra: &str) -> Served {
     let (key, key_path) = key_file(dir);
     let out = dir.join("out");
     let operator = provider.exchange(CLIENT, TRUST, "operator", upstream.url());
@@ -91,7 +92,7 @@ async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path) -> Served {
     let extra = format!(
         "[oauth]\nvault_key_file = {vault:?}\nrefresh_before_seconds = 1\n\n\
          [[oauth.provider]]\nid = \"idp\"\nissuer = \"{issuer}\"\nclient_id = \"{id}\"\n\
-         client_secret_file = {secret:?}\nscopes = [\"openid\"]\nresource = \"{resource}\"\n\n\
+         client_secret_file = {secret:?}\nscopes = [\"openid\"]\nresource = \"{resource}\"\n{extra}\n\n\
          [[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"user:alice\"\nfile = {alice:?}\n\n\
          [[mcp.api_key]]\ntenant = \"default\"\nprincipal = \"user:bob\"\nfile = {bob:?}\n\n\
          [[admin.token]]\nprincipal = \"usr_ops_olu\"\nroles = [\"operator\"]\nfile = {operator:?}\n",
@@ -224,7 +225,7 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     );
     let upstream = Upstream::start(provider.issuer());
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(&provider, &upstream, dir.path()).await;
+    let served = serve(&provider, &upstream, dir.path(), "").await;
     let alice = served.client(ALICE).await;
 
     // Not connected: the call pauses, names where to connect, and nothing reached upstream.
@@ -444,4 +445,66 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     );
     // The provider saw the gateway's own client only, with PKCE-bound codes.
     assert!(provider.events().iter().all(|e| e["client_id"] == CLIENT.0));
+}
+
+/// Token exchange (RFC 8693): a caller identified by its organisation's JWT acts upstream as
+/// itself with no browser and no flow; the exchanged token is kept until it expires; a caller
+/// with an API key is refused, and reaches nothing.
+#[tokio::test]
+async fn a_callers_own_jwt_is_exchanged_for_their_upstream_token() {
+    let provider = Provider::start(CLIENT.0, CLIENT.1, &["--exchange-trust-secret", TRUST]);
+    let upstream = Upstream::start(provider.issuer());
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("jwt.secret");
+    std::fs::write(&secret, TRUST).unwrap();
+    let extra = format!(
+        "exchange = true\n\n[mcp.jwt]\nissuer = \"https://id.example\"\naudience = \"gatehouse\"\n\
+         algorithms = [\"HS256\"]\nsecret_file = {:?}\ntenant = \"default\"\n",
+        secret.display().to_string()
+    );
+    let served = serve(&provider, &upstream, dir.path(), &extra).await;
+    let exp = gatehouse_store::now_ms() / 1000 + 300;
+    let carol = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({ "sub": "carol", "iss": "https://id.example", "aud": "gatehouse", "exp": exp }),
+        &jsonwebtoken::EncodingKey::from_secret(TRUST.as_bytes()),
+    )
+    .unwrap();
+    let carols = served.client(&carol).await;
+    for _ in 0..2 {
+        let (record, text) = call(&carols, TOOL_WHOAMI, json!({}), json!({})).await;
+        assert_eq!(record["status"], "ok", "{record}");
+        assert!(text.contains("carol"), "{text}");
+    }
+    let exchanges: Vec<Value> = (provider.events().into_iter())
+        .filter(|e| e["sub"] == "carol")
+        .collect();
+    assert_eq!(
+        exchanges.len(),
+        1,
+        "kept, not exchanged again: {exchanges:?}"
+    );
+    assert_eq!(
+        exchanges[0]["grant_type"],
+        "urn:ietf:params:oauth:grant-type:token-exchange"
+    );
+    assert_eq!(
+        upstream.calls(),
+        [
+            ("whoami".to_owned(), "carol".to_owned()),
+            ("whoami".to_owned(), "carol".to_owned())
+        ]
+    );
+
+    // An API key names nobody the provider knows: refused, nothing reaches the upstream.
+    let alice = served.client(ALICE).await;
+    let (record, text) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["status"], "rejected", "{record}");
+    assert_eq!(record["outcome"], "IDENTITY_INVALID", "{record}");
+    assert!(text.contains("bearer token"), "{text}");
+    assert_eq!(upstream.calls().len(), 2);
+    assert!(
+        !served.gateway.log().contains(&carol),
+        "the caller's JWT in the log"
+    );
 }

@@ -374,6 +374,15 @@ pub fn end(result: &mut ToolResultEnvelope, stop: &Stop) {
                 "the gateway's operator must configure the provider its grant names (`[[oauth.provider]]`)",
             ),
         ),
+        Stop::Connect(crate::accounts::AccountError::Refused(_)) => (
+            Rejected,
+            O::IdentityInvalid,
+            K::Policy,
+            false,
+            Some(
+                "nothing ran; call with a bearer token from the organisation's identity provider, which the tool's provider accepts",
+            ),
+        ),
         Stop::Connect(crate::accounts::AccountError::Unavailable(_)) => (
             Failed,
             O::ConnectionUnavailable,

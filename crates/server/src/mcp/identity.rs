@@ -106,6 +106,14 @@ impl Identity {
         self.jwt.as_ref()
     }
 
+    /// The bearer token of `headers` if it is a JWT this endpoint verifies rather than an API
+    /// key: after [`Identity::identify`] admitted the caller, the token that identified them.
+    pub fn jwt_of<'h>(&self, headers: &'h HeaderMap) -> Option<&'h str> {
+        let token = bearer(headers).ok()??;
+        (self.jwt.is_some() && looks_like_jwt(token) && self.keys.lookup(token).is_none())
+            .then_some(token)
+    }
+
     /// Gate 1 for one request (steps 1-3 of the module docs).
     pub async fn identify(&self, headers: &HeaderMap) -> Result<Caller, IdentityError> {
         let Some(token) = bearer(headers).map_err(|()| IdentityError::Malformed)? else {

@@ -276,6 +276,12 @@ impl McpServer {
         match self.identity.identify(headers).await {
             Ok(mut caller) => {
                 note.caller(Some(&caller.tenant), &caller.principal.id);
+                // A caller identified by its organisation's JWT: kept for token exchange.
+                if let Some(oauth) = &self.oauth
+                    && let Some(jwt) = self.identity.jwt_of(headers)
+                {
+                    oauth.saw_subject(&caller.tenant, &caller.principal.id, jwt);
+                }
                 // A peer calling back on a call's behalf: the delegation it was given must
                 // verify, for its own tenant, or nothing runs.
                 if let Some(token) = headers.get(delegation::HEADER) {

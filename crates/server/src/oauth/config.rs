@@ -90,6 +90,16 @@ pub struct ProviderConfig {
     /// audience-bound to it. Default: none.
     #[serde(default)]
     pub resource: Option<String>,
+    /// Tokens come from token exchange (RFC 8693, on-behalf-of) of the caller's own bearer JWT
+    /// (the one `[mcp.jwt]` verified) at the token endpoint, with no user interaction, instead
+    /// of each user's authorization flow: for an organisation whose identity provider issues
+    /// the callers' tokens. Only `token_endpoint` is needed. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exchange: bool,
+    /// The `subject_token_type` a token exchange names. Default:
+    /// `urn:ietf:params:oauth:token-type:jwt`.
+    #[serde(default = "defaults::subject_token_type")]
+    pub subject_token_type: String,
 }
 
 /// How the client authenticates at the token endpoint.
@@ -109,5 +119,8 @@ mod defaults {
     }
     pub fn refresh_before_seconds() -> u64 {
         60
+    }
+    pub fn subject_token_type() -> String {
+        "urn:ietf:params:oauth:token-type:jwt".to_owned()
     }
 }

@@ -34,8 +34,8 @@ pub mod config;
 mod provider;
 pub mod vault;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 pub use config::{ClientAuth, OAuthConfig, ProviderConfig};
-use provider::Provider;
+use provider::{ExchangeError, Provider};
 use vault::Vault;
 
 /// The start page's path on the MCP listener.
@@ -71,6 +71,25 @@ struct Tokens {
     refresh_token: Option<String>,
 }
 
+/// How many principals' refresh locks and subject tokens a broker remembers before it forgets
+/// the ones not in use (or expired).
+const MAX_REMEMBERED: usize = 10_000;
+
+/// A caller's bearer JWT, kept for token exchange.
+#[derive(Clone)]
+struct Subject {
+    token: String,
+    expires_at_ms: u64,
+}
+
+/// A JWT's `exp` in ms (the token was verified before it got here; this only reads it).
+fn jwt_expiry(token: &str) -> Option<u64> {
+    let payload = token.split('.').nth(1)?;
+    let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    claims["exp"].as_u64()?.checked_mul(1000)
+}
+
 /// Why `[oauth]` cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error("`[oauth]`: {0}")]
@@ -86,6 +105,10 @@ pub struct Broker {
     public_url: String,
     flow: Duration,
     refresh_before: Duration,
+    /// One lock per connection that is being refreshed.
+    turns: Mutex<HashMap<ConnectionKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// The latest bearer JWT of each caller, for token exchange: by tenant and principal.
+    subjects: Mutex<HashMap<(String, String), Subject>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -208,6 +231,8 @@ impl Broker {
             public_url,
             flow: Duration::from_secs(config.flow_seconds),
             refresh_before: Duration::from_secs(config.refresh_before_seconds),
+            turns: Mutex::default(),
+            subjects: Mutex::default(),
         })
     }
 
@@ -299,19 +324,60 @@ impl Broker {
 
     async fn fresh_token(&self, whose: &ConnectionKey) -> Result<Option<UserToken>, AccountError> {
         let provider = self.provider(&whose.provider)?;
-        let Some(connection) = self.stored(whose).await? else {
-            return Ok(None);
-        };
-        let Some(tokens) = self.open_tokens(&connection) else {
-            return Ok(None);
-        };
-        let now = gatehouse_host::state::now_ms();
-        let due = connection.expires_at_ms.is_some_and(|at| {
-            at <= now + u64::try_from(self.refresh_before.as_millis()).unwrap_or(u64::MAX)
-        });
-        if !due {
+        if let Some(connection) = self.stored(whose).await?
+            && !self.due(&connection)
+            && let Some(tokens) = self.open_tokens(&connection)
+        {
             return Ok(Some(UserToken::new(whose, tokens.access_token)));
         }
+        // One refresh (or exchange) per connection at a time in this gateway: most providers
+        // rotate refresh tokens, and one used twice revokes the user's grant. The connection
+        // is read again in turn: another call may have refreshed it meanwhile.
+        let turn = self.turn(whose);
+        let _turn = turn.lock().await;
+        let stored = self.stored(whose).await?;
+        let opened = (stored.as_ref()).and_then(|c| self.open_tokens(c).map(|t| (c, t)));
+        if let Some((connection, tokens)) = &opened
+            && !self.due(connection)
+        {
+            return Ok(Some(UserToken::new(whose, tokens.access_token.clone())));
+        }
+        if provider.config.exchange {
+            return self.exchange_subject(provider, whose).await.map(Some);
+        }
+        let Some((connection, tokens)) = opened else {
+            return Ok(None);
+        };
+        self.refresh(provider, whose, connection, tokens).await
+    }
+
+    /// Whether `connection`'s access token expires within `refresh_before_seconds`.
+    fn due(&self, connection: &Connection) -> bool {
+        let now = gatehouse_host::state::now_ms();
+        let before = u64::try_from(self.refresh_before.as_millis()).unwrap_or(u64::MAX);
+        connection
+            .expires_at_ms
+            .is_some_and(|at| at <= now.saturating_add(before))
+    }
+
+    /// The lock one connection's refresh takes ([`Broker::fresh_token`]).
+    fn turn(&self, whose: &ConnectionKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        if turns.len() > MAX_REMEMBERED {
+            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
+        }
+        Arc::clone(turns.entry(whose.clone()).or_default())
+    }
+
+    /// The connection refreshed with its refresh token; none (forgotten) if it has none or
+    /// the provider refuses.
+    async fn refresh(
+        &self,
+        provider: &Provider,
+        whose: &ConnectionKey,
+        connection: &Connection,
+        tokens: Tokens,
+    ) -> Result<Option<UserToken>, AccountError> {
         let Some(refresh) = tokens.refresh_token.clone() else {
             tracing::info!(provider = %whose.provider, principal = %whose.principal, "a connection's token expired and it has no refresh token; the user connects again");
             self.forget(whose).await?;
@@ -333,7 +399,7 @@ impl Broker {
                     whose,
                     &connection.resource,
                     &response,
-                    Some((&connection, &tokens)),
+                    Some((connection, &tokens)),
                 );
                 self.store
                     .put_connection(refreshed)
@@ -355,6 +421,90 @@ impl Broker {
                 whose.provider
             ))),
         }
+    }
+
+    /// Keeps the bearer JWT that just identified `principal` of `tenant` (verified by
+    /// `[mcp.jwt]`), for token exchange, until it expires; only where a provider exchanges.
+    pub fn saw_subject(&self, tenant: &str, principal: &str, token: &str) {
+        if !self.providers.values().any(|p| p.config.exchange) {
+            return;
+        }
+        let Some(expires_at_ms) = jwt_expiry(token) else {
+            return;
+        };
+        let mut subjects = self.subjects.lock().unwrap_or_else(PoisonError::into_inner);
+        if subjects.len() > MAX_REMEMBERED {
+            let now = gatehouse_host::state::now_ms();
+            subjects.retain(|_, subject| subject.expires_at_ms > now);
+        }
+        subjects.insert(
+            (tenant.to_owned(), principal.to_owned()),
+            Subject {
+                token: token.to_owned(),
+                expires_at_ms,
+            },
+        );
+    }
+
+    /// The caller's token exchanged for one of `provider` (RFC 8693), kept like a connection
+    /// until it expires (at the latest when the caller's own token does).
+    async fn exchange_subject(
+        &self,
+        provider: &Provider,
+        whose: &ConnectionKey,
+    ) -> Result<UserToken, AccountError> {
+        let now = gatehouse_host::state::now_ms();
+        let subject = (self.subjects.lock().unwrap_or_else(PoisonError::into_inner))
+            .get(&(whose.tenant.clone(), whose.principal.clone()))
+            .filter(|subject| subject.expires_at_ms > now)
+            .cloned()
+            .ok_or_else(|| {
+                AccountError::Refused(format!(
+                    "tools that act as you at `{}` need you identified by a bearer token of your organisation's identity provider, and this call came without a live one",
+                    whose.provider
+                ))
+            })?;
+        let endpoints = provider.endpoints(&self.tls).await.map_err(unavailable)?;
+        let exchanged = provider
+            .exchange(&self.tls, &endpoints.token_endpoint, &subject.token)
+            .await
+            .map_err(|error| match error {
+                ExchangeError::Refused(code) => AccountError::Refused(format!(
+                    "`{}` refused to exchange your token ({code})",
+                    whose.provider
+                )),
+                ExchangeError::Unavailable(why) => unavailable(format!(
+                    "`{}` did not exchange the token: {why}",
+                    whose.provider
+                )),
+            })?;
+        let resource = provider.config.resource.clone().unwrap_or_default();
+        let tokens = Tokens {
+            access_token: exchanged.access_token,
+            refresh_token: None,
+        };
+        let expires_at_ms = exchanged
+            .expires_in
+            .map_or(subject.expires_at_ms, |seconds| {
+                now.saturating_add(seconds.saturating_mul(1000))
+                    .min(subject.expires_at_ms)
+            });
+        let connection = Connection {
+            key: whose.clone(),
+            resource: resource.clone(),
+            sealed: self.seal_tokens(whose, &resource, &tokens),
+            token_hash: token_hash(&tokens.access_token),
+            scope: exchanged.scope.unwrap_or_default(),
+            expires_at_ms: Some(expires_at_ms),
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        self.store
+            .put_connection(connection)
+            .await
+            .map_err(unavailable)?;
+        tracing::info!(provider = %whose.provider, principal = %whose.principal, "a caller's token was exchanged for the provider's");
+        Ok(UserToken::new(whose, tokens.access_token))
     }
 
     async fn stored(&self, whose: &ConnectionKey) -> Result<Option<Connection>, AccountError> {

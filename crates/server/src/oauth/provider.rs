@@ -69,11 +69,12 @@ impl Provider {
         )
         .map_err(|p| problem(format!("client secret: {p}")))?;
         let endpoints = OnceCell::new();
-        if let (Some(authorization), Some(token)) =
-            (&config.authorization_endpoint, &config.token_endpoint)
-        {
+        // A provider that only exchanges tokens sends no browser anywhere.
+        let authorization =
+            (config.authorization_endpoint.clone()).or_else(|| config.exchange.then(String::new));
+        if let (Some(authorization), Some(token)) = (authorization, &config.token_endpoint) {
             let _ = endpoints.set(Endpoints {
-                authorization_endpoint: authorization.clone(),
+                authorization_endpoint: authorization,
                 token_endpoint: token.clone(),
                 revocation_endpoint: config.revocation_endpoint.clone(),
             });
@@ -92,10 +93,10 @@ impl Provider {
             .await
     }
 
-    /// Revokes `token` (of kind `hint`) at `endpoint` (RFC 7009): a form POST with the
-    /// client's authentication. Sent here rather than by the `oauth2` crate, which refuses a
-    /// revocation endpoint that is not `https`; the gateway allows plain `http` to a loopback
-    /// host, as for every other endpoint of a provider ([`crate::outbound::checked_url`]).
+    /// Revokes `token` (of kind `hint`) at `endpoint` (RFC 7009). Sent here rather than by
+    /// the `oauth2` crate, which refuses a revocation endpoint that is not `https`; the
+    /// gateway allows plain `http` to a loopback host, as for every other endpoint of a
+    /// provider ([`crate::outbound::checked_url`]).
     pub async fn revoke(
         &self,
         tls: &TlsClient,
@@ -103,31 +104,86 @@ impl Provider {
         token: &str,
         hint: &str,
     ) -> Result<(), String> {
-        let request = self.revocation(endpoint, token, hint)?;
+        let request = self.form_post(endpoint, &[("token", token), ("token_type_hint", hint)])?;
         let response = send(tls, request).await?;
         if response.status().is_success() {
             return Ok(());
         }
-        let said: String = String::from_utf8_lossy(response.body())
-            .chars()
-            .take(200)
-            .collect();
         Err(format!(
-            "the revocation endpoint answered {}: {said}",
-            response.status()
+            "the revocation endpoint answered {}: {}",
+            response.status(),
+            said(response.body())
         ))
     }
 
-    /// The revocation request of [`Provider::revoke`].
-    fn revocation(
+    /// Exchanges `subject` (a token of `subject_type`) for an access token at the token
+    /// endpoint (RFC 8693): for this provider's `resource` and `scopes`, as this client. The
+    /// `oauth2` crate has no token exchange.
+    pub async fn exchange(
+        &self,
+        tls: &TlsClient,
+        endpoint: &str,
+        subject: &str,
+    ) -> Result<Exchanged, ExchangeError> {
+        let scope = self.config.scopes.join(" ");
+        let mut pairs = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            ("subject_token", subject),
+            (
+                "subject_token_type",
+                self.config.subject_token_type.as_str(),
+            ),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:access_token",
+            ),
+        ];
+        if let Some(resource) = &self.config.resource {
+            pairs.push(("resource", resource));
+        }
+        if !scope.is_empty() {
+            pairs.push(("scope", &scope));
+        }
+        let request = self
+            .form_post(endpoint, &pairs)
+            .map_err(ExchangeError::Unavailable)?;
+        let response = send(tls, request)
+            .await
+            .map_err(ExchangeError::Unavailable)?;
+        if response.status().is_success() {
+            return serde_json::from_slice(response.body()).map_err(|e| {
+                ExchangeError::Unavailable(format!("its answer does not read as a token: {e}"))
+            });
+        }
+        // RFC 6749, section 5.2: a refusal names its error; `invalid_grant` and
+        // `invalid_request` are about the subject token.
+        let error: Option<String> = serde_json::from_slice::<serde_json::Value>(response.body())
+            .ok()
+            .and_then(|body| body["error"].as_str().map(str::to_owned));
+        match error.as_deref() {
+            Some(code @ ("invalid_grant" | "invalid_request" | "invalid_target")) => {
+                Err(ExchangeError::Refused(code.to_owned()))
+            }
+            _ => Err(ExchangeError::Unavailable(format!(
+                "the token endpoint answered {}: {}",
+                response.status(),
+                said(response.body())
+            ))),
+        }
+    }
+
+    /// A form POST to `endpoint` with `pairs` and the client's authentication (HTTP Basic,
+    /// each part form-encoded first as RFC 6749's section 2.3.1 says, or in the form).
+    fn form_post(
         &self,
         endpoint: &str,
-        token: &str,
-        hint: &str,
+        pairs: &[(&str, &str)],
     ) -> Result<http::Request<Vec<u8>>, String> {
         let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.append_pair("token", token)
-            .append_pair("token_type_hint", hint);
+        form.extend_pairs(pairs);
         let mut request = http::Request::post(endpoint)
             .header(
                 http::header::CONTENT_TYPE,
@@ -137,7 +193,6 @@ impl Provider {
         match self.config.client_auth {
             ClientAuth::Basic => {
                 use base64::Engine as _;
-                // RFC 6749, section 2.3.1: each part form-encoded, then Basic.
                 let encode = |part: &str| {
                     url::form_urlencoded::byte_serialize(part.as_bytes()).collect::<String>()
                 };
@@ -228,6 +283,33 @@ async fn discover(issuer: &str, tls: &TlsClient) -> Result<Endpoints, String> {
         "no metadata for issuer `{issuer}` ({}); configure `authorization_endpoint` and `token_endpoint`",
         refusals.join("; ")
     ))
+}
+
+/// A token exchange's answer (RFC 8693, section 2.2.1).
+#[derive(Debug, Deserialize)]
+pub struct Exchanged {
+    /// The token issued.
+    pub access_token: String,
+    /// Its lifetime in seconds, if the provider said.
+    #[serde(default)]
+    pub expires_in: Option<u64>,
+    /// The scopes granted, if the provider said.
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// Why a token exchange gave no token.
+#[derive(Debug)]
+pub enum ExchangeError {
+    /// The provider refused the subject token (its error code).
+    Refused(String),
+    /// It could not be asked, or its answer was not usable.
+    Unavailable(String),
+}
+
+/// The start of an answer's body, for a message.
+fn said(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(200).collect()
 }
 
 /// Why a request to a provider got no answer.
