@@ -4,8 +4,9 @@
 //! database restarted under load, read-only calls while it is down, signed audit checkpoints
 //! and plugin changes kept in the shared database, a claim made while another session holds
 //! the audit chain's lock, the chain the database appends verified with the gateway's hash,
-//! one approval decided at once through two stores (exactly one decision wins), tasks, and
-//! the version each plugin last served (of two gateways recording at once, the higher stands).
+//! one approval decided at once through two stores (exactly one decision wins), tasks, the
+//! version each plugin last served (of two gateways recording at once, the higher stands), and
+//! users' connections and authorization flows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -1313,4 +1314,129 @@ async fn served_versions_are_shared_and_an_install_never_lowers_them() {
             served("policy", "acme.p01", "2.0.0"),
         ]
     );
+}
+
+/// Users' connections and authorization flows (issue 60) on PostgreSQL, as on SQLite: a
+/// connection replaced (its creation kept), listed by filter and removed; a flow opened by one
+/// browser only, taken once (a replayed or forged state finds nothing), never past its expiry,
+/// and pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_and_authorization_flows_keep_their_rules_on_postgres() {
+    use gatehouse_host::state::{Authorization, Connection, ConnectionFilter, ConnectionKey};
+    let pg = Postgres::start();
+    let store = PostgresStore::open(&on(&pg)).unwrap();
+    let whose = |principal: &str| ConnectionKey {
+        tenant: "acme".into(),
+        principal: principal.into(),
+        provider: "github".into(),
+    };
+    let connection = |principal: &str, sealed: &str, at: u64| Connection {
+        key: whose(principal),
+        resource: "https://api.example/".into(),
+        sealed: sealed.into(),
+        token_hash: "0123456789abcdef".into(),
+        scope: "repo".into(),
+        expires_at_ms: (principal == "user:alice").then_some(at + 3_600_000),
+        created_at_ms: at,
+        updated_at_ms: at,
+    };
+    store
+        .put_connection(connection("user:alice", "first", 10))
+        .await
+        .unwrap();
+    store
+        .put_connection(connection("user:bob", "bobs", 20))
+        .await
+        .unwrap();
+    let mut refreshed = connection("user:alice", "second", 30);
+    refreshed.created_at_ms = 99;
+    store.put_connection(refreshed).await.unwrap();
+    let alice = store
+        .connection(whose("user:alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alice.sealed, "second");
+    assert_eq!(alice.updated_at_ms, 30);
+    assert_eq!(
+        alice.created_at_ms, 10,
+        "a replaced connection keeps its creation"
+    );
+    assert_eq!(alice.expires_at_ms, Some(30 + 3_600_000));
+    let bobs = store.connection(whose("user:bob")).await.unwrap().unwrap();
+    assert_eq!(bobs.expires_at_ms, None);
+    let listed = store
+        .connections(ConnectionFilter {
+            principal: Some("user:bob".into()),
+            ..ConnectionFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed, [bobs]);
+    assert_eq!(
+        store
+            .connections(ConnectionFilter::default())
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(store.delete_connection(whose("user:alice")).await.unwrap());
+    assert!(!store.delete_connection(whose("user:alice")).await.unwrap());
+
+    let flow = |state: &str, expires_at_ms: u64| Authorization {
+        state_hash: state.into(),
+        key: whose("user:alice"),
+        resource: String::new(),
+        sealed_verifier: "sealed".into(),
+        tool: "gh.create_issue".into(),
+        tool_call_id: "call-1".into(),
+        browser_hash: None,
+        created_at_ms: 1,
+        expires_at_ms,
+    };
+    store.begin_authorization(flow("s1", 1_000)).await.unwrap();
+    store
+        .begin_authorization(flow("late", 1_000))
+        .await
+        .unwrap();
+    store.begin_authorization(flow("old", 1_000)).await.unwrap();
+    let opened = store
+        .open_authorization("s1".into(), "browser-1".into(), 500)
+        .await
+        .unwrap()
+        .expect("a live flow opens");
+    assert_eq!(opened.browser_hash.as_deref(), Some("browser-1"));
+    assert_eq!(
+        store
+            .open_authorization("s1".into(), "browser-2".into(), 600)
+            .await
+            .unwrap(),
+        None,
+        "a second browser cannot open it"
+    );
+    assert_eq!(
+        store
+            .open_authorization("late".into(), "b".into(), 1_001)
+            .await
+            .unwrap(),
+        None,
+        "past its expiry"
+    );
+    assert_eq!(
+        store.take_authorization("s1".into(), 700).await.unwrap(),
+        Some(opened)
+    );
+    assert_eq!(
+        store.take_authorization("s1".into(), 700).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .take_authorization("forged".into(), 700)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.prune(2_000).await.unwrap(), 2, "`late` and `old`");
 }
