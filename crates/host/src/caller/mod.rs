@@ -216,6 +216,9 @@ pub struct CallerGate {
     record: CallerRecord,
     /// The keys of the asks sent to the relay.
     sent: BTreeSet<String>,
+    /// This call's own secrets no ask may carry either, by name: the caller's tokens its
+    /// egress sends ([`crate::accounts`]).
+    call_secrets: Vec<(String, Vec<u8>)>,
 }
 
 impl CallerGate {
@@ -229,7 +232,17 @@ impl CallerGate {
             sensitive,
             record: CallerRecord::default(),
             sent: BTreeSet::new(),
+            call_secrets: Vec::new(),
         }
+    }
+
+    /// The same gate, refusing too any ask that carries one of `secrets` (name, value): the
+    /// call's own, such as the caller's tokens, which an upstream could echo back to the
+    /// adapter.
+    #[must_use]
+    pub fn holding(mut self, secrets: Vec<(String, Vec<u8>)>) -> Self {
+        self.call_secrets = secrets.into_iter().filter(|(_, s)| !s.is_empty()).collect();
+        self
     }
 
     /// A gate that declares and grants nothing and has nobody to ask (a policy evaluation,
@@ -417,8 +430,8 @@ impl CallerGate {
         let mode = shape(question.kind, params, grant).map_err(AskError::Refused)?;
         if let Some(slot) = self.credential_in(params) {
             return refused(format!(
-                "it carries the value of the egress credential `{slot}` the operator granted \
-                 this adapter; an ask never carries a gateway credential"
+                "it carries the value of the egress credential `{slot}` (the operator's, or \
+                 the caller's own token); an ask never carries a gateway credential"
             ));
         }
         let Some(relay) = &self.relay else {
@@ -448,12 +461,12 @@ impl CallerGate {
         Ok(())
     }
 
-    /// The slot of an egress credential whose value a string in `params` carries, as is or
-    /// percent-decoded.
+    /// The slot of an egress credential (or the name of a call's own secret) whose value a
+    /// string in `params` carries, as is or percent-decoded.
     fn credential_in(&self, params: &Value) -> Option<&str> {
         let mut strings = Vec::new();
         strings_of(params, &mut strings);
-        self.grant.secrets.iter().find_map(|(slot, secret)| {
+        (self.grant.secrets.iter().chain(&self.call_secrets)).find_map(|(slot, secret)| {
             strings
                 .iter()
                 .any(|s| contains(s.as_bytes(), secret) || contains(&percent_decode(s), secret))

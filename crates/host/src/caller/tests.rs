@@ -249,3 +249,27 @@ async fn an_ask_the_caller_cannot_answer_is_not_sent_and_none_without_a_caller()
         Err(AskError::Unavailable(_))
     ));
 }
+
+#[tokio::test]
+async fn an_ask_carrying_the_calls_own_secret_is_refused() {
+    let relay = Arc::new(Recorder {
+        can: everything(),
+        ..Recorder::default()
+    });
+    let mut gate = CallerGate::new(
+        grant(&all_declared(), GRANTED, "s3cret"),
+        Some(relay.clone()),
+        false,
+    )
+    .holding(vec![("oauth:github".to_owned(), b"gho_alices".to_vec())]);
+    let results = gate
+        .ask_all(vec![
+            form("echo", "the upstream said gho_alices"),
+            form("ok", "hi"),
+        ])
+        .await;
+    let why = refusal(&results[0]);
+    assert!(why.contains("`oauth:github`"), "{why}");
+    assert_eq!(results[1], Ok(json!({ "asked": "ok" })));
+    assert_eq!(*relay.seen.lock().unwrap(), ["ask ok"]);
+}

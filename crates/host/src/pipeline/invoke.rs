@@ -69,6 +69,15 @@ pub async fn invoke(
                 .saturating_add(u64::try_from(grants.max_total.as_millis()).unwrap_or(u64::MAX)),
         })
     });
+    // The caller's own tokens: for its egress, and for no ask of the adapter's.
+    let own_tokens = (user_tokens.iter())
+        .map(|t| {
+            (
+                format!("oauth:{}", t.provider),
+                t.expose().as_bytes().to_vec(),
+            )
+        })
+        .collect();
     let egress = EgressGate::new(
         grants,
         CallInfo::new(mode, &call.trace_id, call.idempotency_key.clone())
@@ -77,7 +86,8 @@ pub async fn invoke(
             .with_user_tokens(user_tokens),
     )
     .cancelled_by(relay.as_ref().and_then(|relay| relay.cancel()));
-    let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive);
+    let caller = CallerGate::new(adapter.caller(), relay, target.tool.capability().sensitive)
+        .holding(own_tokens);
     let args = target.args.to_string();
     let id = &target.tool.capability().id;
     let export = match target.tool.kind() {
