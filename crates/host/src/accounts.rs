@@ -46,6 +46,9 @@ pub struct PendingCall {
     pub tool: String,
     /// The call's id.
     pub tool_call_id: String,
+    /// The call itself (its `ToolCallEnvelope`, JSON): what a task waiting for the connection
+    /// runs once it is made.
+    pub call: String,
 }
 
 /// A caller's access token for one provider, as the egress gate injects it.

@@ -75,4 +75,7 @@ pub struct Authorization {
     pub created_at_ms: u64,
     /// When it can no longer be opened or finished.
     pub expires_at_ms: u64,
+    /// The call waiting for it: its `ToolCallEnvelope`, JSON (what a task waiting for the
+    /// connection runs once it is made).
+    pub call: String,
 }

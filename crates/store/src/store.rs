@@ -127,6 +127,10 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// Removes a connection; false if there was none.
     fn delete_connection(&self, key: ConnectionKey) -> StoreFuture<'_, bool>;
 
+    /// The flow whose state hashes to `state_hash`, as stored (live, opened, expired: any
+    /// that is not taken or pruned).
+    fn authorization(&self, state_hash: String) -> StoreFuture<'_, Option<Authorization>>;
+
     /// Stores a flow that starts ([`Authorization`]).
     fn begin_authorization(&self, flow: Authorization) -> StoreFuture<'_, ()>;
 

@@ -508,3 +508,57 @@ async fn a_callers_own_jwt_is_exchanged_for_their_upstream_token() {
         "the caller's JWT in the log"
     );
 }
+
+/// A peer agent's A2A task (issue 59's in-task authorization) waits in `AUTH_REQUIRED` while
+/// its user's account is not connected, its status naming the link; once the user connects,
+/// the task runner runs the call, once, as that user: `COMPLETED`.
+#[tokio::test]
+async fn an_a2a_task_waits_in_auth_required_until_its_user_connects() {
+    let provider = Provider::start(CLIENT.0, CLIENT.1, &["--exchange-trust-secret", TRUST]);
+    let upstream = Upstream::start(provider.issuer());
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(
+        &provider,
+        &upstream,
+        dir.path(),
+        "\n[mcp.a2a]\nname = \"issues\"\n",
+    )
+    .await;
+    let base = format!("http://127.0.0.1:{}", served.mcp);
+    let sent = gatehouse_tests::agent::a2a(
+        &base,
+        Some(ALICE),
+        &["send", TOOL_WHOAMI, "{}", "msg-whoami-1"],
+    )
+    .await;
+    let task = &sent[0]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{task}"
+    );
+    let said = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let link = start_url(&said);
+    assert!(upstream.calls().is_empty());
+
+    let (page, _) = connect(&provider, &link, "alice").await;
+    assert!(page.contains("Connected"), "{page}");
+    let id = task["id"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let got = gatehouse_tests::agent::a2a(&base, Some(ALICE), &["get", id]).await;
+        let task = got[0].clone();
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break task;
+        }
+        assert!(std::time::Instant::now() < deadline, "{task}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(done.to_string().contains("alice"), "{done}");
+    assert_eq!(
+        upstream.calls(),
+        [("whoami".to_owned(), "alice".to_owned())]
+    );
+}

@@ -1394,6 +1394,7 @@ async fn connections_and_authorization_flows_keep_their_rules_on_postgres() {
         browser_hash: None,
         created_at_ms: 1,
         expires_at_ms,
+        call: "{}".into(),
     };
     store.begin_authorization(flow("s1", 1_000)).await.unwrap();
     store

@@ -694,7 +694,9 @@ pub fn wire(task: &Task) -> Value {
 /// The A2A state of `task`, whose call ended with `result` if it did.
 fn state(task: &Task, result: Option<&ToolResultEnvelope>) -> &'static str {
     match (task.status, result.map(|r| r.status)) {
-        (TaskStatus::Working, _) if task.approval_id.is_some() => "TASK_STATE_AUTH_REQUIRED",
+        (TaskStatus::Working, _) if task.approval_id.is_some() || tasks::awaits(task).is_some() => {
+            "TASK_STATE_AUTH_REQUIRED"
+        }
         (TaskStatus::Working, _) => "TASK_STATE_WORKING",
         (TaskStatus::InputRequired, _) => "TASK_STATE_INPUT_REQUIRED",
         (TaskStatus::Cancelled, _) => "TASK_STATE_CANCELED",

@@ -20,6 +20,12 @@
 //! 4. **cancel** (`tasks/cancel`): withdraws the task's pending proposal (the approval ends
 //!    rejected, recorded as withdrawn by the caller) and cancels the task; nothing runs.
 //!
+//! A call paused because its caller's account is not connected (`CONNECTION_REQUIRED`,
+//! [`crate::oauth`]) makes a task `working` too (A2A's `AUTH_REQUIRED`), its status message
+//! naming the link, its stored call the one the flow was begun for, marked with the connection
+//! it waits for ([`AWAITS`]). The runner runs it once the store holds that connection, the
+//! same way; a run that pauses again ends the task with that result (its new link).
+//!
 //! The 2026-07-28 extension also has tasks the server directs ([`running`]): a call of a tool
 //! whose manifest says `task_support = "optional"` or `"required"`, from a client that declared
 //! the extension, still running after `[mcp] task_after_ms`, goes on as a task in the gateway
@@ -38,6 +44,10 @@ use gatehouse_store::{ApprovalStatus, Task, TaskFilter, TaskStatus, TaskUpdate, 
 use serde_json::{Value, json};
 
 use super::caller::Caller;
+
+/// The key of a stored call that marks it as waiting for a connection (tenant, principal,
+/// provider), removed before the call runs.
+pub const AWAITS: &str = "gatehouse/awaits_connection";
 
 /// How often the runner looks for tasks whose approval was decided elsewhere, and the poll
 /// interval tasks suggest to clients.
@@ -118,6 +128,23 @@ pub async fn create(
                 None => approval.expires_at_ms,
             };
         }
+        (_, OutcomeCode::ConnectionRequired) if let Some(flow) = flow_of(host, result).await? => {
+            let mut call: Value = serde_json::from_str(&flow.call).unwrap_or(Value::Null);
+            if let Some(fields) = call.as_object_mut() {
+                let key = &flow.key;
+                fields.insert(
+                    AWAITS.to_owned(),
+                    json!({ "tenant": key.tenant, "principal": key.principal, "provider": key.provider }),
+                );
+            }
+            task.call = call;
+            task.status_message = Some(format!(
+                "waiting for you to connect your `{}` account: open {}; the call runs once it is connected",
+                flow.key.provider,
+                result.connect_url.as_deref().unwrap_or_default()
+            ));
+            task.expires_at_ms = task.expires_at_ms.min(flow.expires_at_ms);
+        }
         _ => {
             let (status, message) = ended(result);
             task.status = status;
@@ -126,6 +153,28 @@ pub async fn create(
         }
     }
     Ok(host.store().create_task(task).await?)
+}
+
+/// The flow a call paused for a connection began, if its link names one that is still stored.
+async fn flow_of(
+    host: &Host,
+    result: &ToolResultEnvelope,
+) -> Result<Option<gatehouse_store::Authorization>, TaskError> {
+    let Some(hash) = (result.connect_url.as_deref()).and_then(crate::oauth::state_hash_of) else {
+        return Ok(None);
+    };
+    Ok(host.store().authorization(hash).await?)
+}
+
+/// The connection a task waits for ([`AWAITS`]), if it waits for one.
+pub fn awaits(task: &Task) -> Option<gatehouse_store::ConnectionKey> {
+    let key = task.call.get(AWAITS)?;
+    let part = |name: &str| key.get(name).and_then(Value::as_str).map(str::to_owned);
+    Some(gatehouse_store::ConnectionKey {
+        tenant: part("tenant")?,
+        principal: part("principal")?,
+        provider: part("provider")?,
+    })
 }
 
 /// What a working task says while its approval is pending.
@@ -371,13 +420,17 @@ async fn round(host: &Arc<Host>, running: &Arc<Mutex<HashSet<String>>>) -> Resul
         .await?;
     let now = now_ms();
     for task in tasks {
-        // A task without an approval runs in the gateway that started it (see [`running`]).
-        let Some(approval_id) = &task.approval_id else {
-            continue;
-        };
-        let due = match host.approval(approval_id).await? {
-            Some(approval) => approval.status != ApprovalStatus::Pending || approval.expired(now),
-            None => true,
+        let due = match (&task.approval_id, awaits(&task)) {
+            (Some(approval_id), _) => match host.approval(approval_id).await? {
+                Some(approval) => {
+                    approval.status != ApprovalStatus::Pending || approval.expired(now)
+                }
+                None => true,
+            },
+            // Waiting for its caller to connect: due once the connection is stored.
+            (None, Some(whose)) => host.store().connection(whose).await?.is_some(),
+            // A task without either runs in the gateway that started it (see [`running`]).
+            (None, None) => continue,
         };
         if !due
             || !running
@@ -392,7 +445,7 @@ async fn round(host: &Arc<Host>, running: &Arc<Mutex<HashSet<String>>>) -> Resul
         tokio::spawn(async move {
             let id = task.id.clone();
             if let Err(error) = execute(&host, task).await {
-                tracing::warn!(task = %id, %error, "a task's approved call could not be stored");
+                tracing::warn!(task = %id, %error, "a task's call could not be run and stored");
             }
             running
                 .lock()
@@ -405,7 +458,11 @@ async fn round(host: &Arc<Host>, running: &Arc<Mutex<HashSet<String>>>) -> Resul
 
 /// Runs a task's call and stores how it ended.
 async fn execute(host: &Host, task: Task) -> Result<(), TaskError> {
-    let result = match serde_json::from_value::<ToolCallEnvelope>(task.call.clone()) {
+    let mut stored = task.call.clone();
+    if let Some(fields) = stored.as_object_mut() {
+        fields.remove(AWAITS);
+    }
+    let result = match serde_json::from_value::<ToolCallEnvelope>(stored) {
         Ok(mut call) => {
             call.tool_call_id = gatehouse_core::ids::tool_call_id();
             host.call_for_caller(call).await

@@ -178,6 +178,13 @@ impl From<Connection> for ConnectionView {
     }
 }
 
+/// The hash the store keeps of the flow a start link (`connect_url`) names.
+pub fn state_hash_of(start_url: &str) -> Option<String> {
+    let url = url::Url::parse(start_url).ok()?;
+    let (_, state) = url.query_pairs().find(|(name, _)| name == "state")?;
+    Some(sha256_hex(&state))
+}
+
 fn sha256_hex(text: &str) -> String {
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
@@ -546,6 +553,7 @@ impl Broker {
             tool: pending.tool.clone(),
             tool_call_id: pending.tool_call_id.clone(),
             browser_hash: None,
+            call: pending.call.clone(),
             created_at_ms: now,
             expires_at_ms: now + u64::try_from(self.flow.as_millis()).unwrap_or(u64::MAX),
         };

@@ -648,6 +648,13 @@ impl Store for PostgresStore {
         self.read(move |client| async move { sql::connections(&**client, &filter).await })
     }
 
+    fn authorization(
+        &self,
+        state_hash: String,
+    ) -> StoreFuture<'_, Option<crate::connections::Authorization>> {
+        self.read(move |client| async move { sql::authorization(&**client, &state_hash).await })
+    }
+
     fn chains(&self) -> u32 {
         self.chains
     }

@@ -446,7 +446,7 @@ pub(super) async fn apply<'a>(
             txn.execute(
                 &format!(
                     "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
                 ),
                 &[
                     &flow.state_hash,
@@ -460,6 +460,7 @@ pub(super) async fn apply<'a>(
                     &flow.browser_hash,
                     &to_db(flow.created_at_ms),
                     &to_db(flow.expires_at_ms),
+                    &flow.call,
                 ],
             )
             .await?;
@@ -1242,6 +1243,20 @@ pub(super) async fn connection(
         )
         .await?;
     row.as_ref().map(rows::connection).transpose()
+}
+
+/// The flow whose state hashes to `state_hash`, as stored (live or not).
+pub(super) async fn authorization(
+    client: &impl GenericClient,
+    state_hash: &str,
+) -> Result<Option<crate::connections::Authorization>, PgError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT {AUTHORIZATION_COLUMNS} FROM authorizations WHERE state_hash = $1"),
+            &[&state_hash],
+        )
+        .await?;
+    row.as_ref().map(rows::authorization).transpose()
 }
 
 /// Connections `filter` selects, by tenant, principal and provider.

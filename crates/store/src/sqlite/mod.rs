@@ -506,6 +506,13 @@ impl Store for SqliteStore {
         self.read(move |conn| sql::connections(conn, &filter))
     }
 
+    fn authorization(
+        &self,
+        state_hash: String,
+    ) -> StoreFuture<'_, Option<crate::connections::Authorization>> {
+        self.read(move |conn| sql::authorization(conn, &state_hash))
+    }
+
     fn plugin_changes(&self) -> StoreFuture<'_, Vec<PluginChange>> {
         jobs::plugin_changes(self.read(sql::plugin_changes))
     }

@@ -207,7 +207,7 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             txn,
             &format!(
                 "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ),
             params![
                 flow.state_hash,
@@ -220,7 +220,8 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
                 flow.tool_call_id,
                 flow.browser_hash,
                 to_db(flow.created_at_ms),
-                to_db(flow.expires_at_ms)
+                to_db(flow.expires_at_ms),
+                flow.call
             ],
         )
         .map(|_| Done::Unit)
@@ -273,6 +274,20 @@ pub(super) fn connection(
         ),
         params![key.tenant, key.principal, key.provider],
         |row| rows::connection(row),
+    )
+    .optional()
+}
+
+/// The flow whose state hashes to `state_hash`, as stored (live or not).
+pub(super) fn authorization(
+    conn: &Connection,
+    state_hash: &str,
+) -> rusqlite::Result<Option<crate::connections::Authorization>> {
+    query_row(
+        conn,
+        &format!("SELECT {AUTHORIZATION_COLUMNS} FROM authorizations WHERE state_hash = ?1"),
+        params![state_hash],
+        |row| rows::authorization(row),
     )
     .optional()
 }

@@ -35,6 +35,7 @@ fn flow(state_hash: &str, expires_at_ms: u64) -> Authorization {
         browser_hash: None,
         created_at_ms: 1,
         expires_at_ms,
+        call: "{}".into(),
     }
 }
 
