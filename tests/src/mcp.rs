@@ -302,3 +302,27 @@ impl KeptAlive {
         answer
     }
 }
+
+/// The next server-sent event's message on a raw stream (its `data:` line as JSON), if one
+/// comes within `wait`.
+///
+/// # Panics
+/// If the stream cannot be read, or an event is not JSON.
+pub async fn next_event(
+    reader: &mut tokio::io::BufReader<tokio::net::TcpStream>,
+    wait: std::time::Duration,
+) -> Option<Value> {
+    use tokio::io::AsyncBufReadExt as _;
+    let read = async {
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await.unwrap() == 0 {
+                return None;
+            }
+            if let Some(data) = line.strip_prefix("data: ") {
+                return Some(serde_json::from_str::<Value>(data.trim()).unwrap());
+            }
+        }
+    };
+    tokio::time::timeout(wait, read).await.ok().flatten()
+}

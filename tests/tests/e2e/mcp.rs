@@ -1069,21 +1069,7 @@ async fn a_stream_tells_a_subscriber_what_changed_and_nothing_else() {
         listen.len()
     );
     let mut modern = open(head, listen).await;
-    // The next event's message, if one comes within `wait`.
-    async fn next(reader: &mut BufReader<tokio::net::TcpStream>, wait: Duration) -> Option<Value> {
-        let read = async {
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).await.unwrap() == 0 {
-                    return None;
-                }
-                if let Some(data) = line.strip_prefix("data: ") {
-                    return Some(serde_json::from_str::<Value>(data.trim()).unwrap());
-                }
-            }
-        };
-        tokio::time::timeout(wait, read).await.ok().flatten()
-    }
+    let next = gatehouse_tests::mcp::next_event;
     let ack = next(&mut modern, Duration::from_secs(5))
         .await
         .expect("the acknowledgement");

@@ -14,7 +14,7 @@ use gatehouse_tests::browser::Browser;
 use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::free_port;
 use gatehouse_tests::gateway::{Gateway, Serve};
-use gatehouse_tests::mcp::{Client, client, rmcp_call, texts};
+use gatehouse_tests::mcp::{Client, client, next_event, rmcp_call, texts};
 use gatehouse_tests::oauth::{Provider, Upstream};
 use serde_json::{Value, json};
 
@@ -170,6 +170,24 @@ async fn raw(port: u16, version: &str, method: &str, params: Value) -> Value {
         .next_back()
         .unwrap_or(&text);
     serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A 2025-11-25 `GET` stream of the MCP endpoint as alice: its reader, past the status line.
+async fn listen(port: u16) -> tokio::io::BufReader<tokio::net::TcpStream> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {ALICE}\r\n\
+         Accept: text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).await.unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    reader
 }
 
 /// The start URL a paused call's message names.
@@ -385,7 +403,28 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     let (record, _) = call(&alice, TOOL_WHOAMI, json!({}), json!({})).await;
     assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
 
-    // A 2025-11-25 client that declared URL elicitation gets the URL elicitation error.
+    // A 2026-07-28 client that declared URL elicitation gets an `InputRequiredResult`.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "url": {} } },
+    });
+    let params = json!({ "name": TOOL_WHOAMI, "arguments": {}, "_meta": meta });
+    let first = raw(served.mcp, "2026-07-28", "tools/call", params.clone()).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let request = &first["result"]["inputRequests"]["gatehouse_connect"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert_eq!(request["params"]["mode"], "url", "{first}");
+    assert!(
+        request["params"]["url"]
+            .as_str()
+            .unwrap()
+            .contains("/oauth/start?state="),
+        "{first}"
+    );
+
+    // A 2025-11-25 client that declared URL elicitation gets the URL elicitation error; once
+    // the user connects there, its `GET` stream hears `notifications/elicitation/complete`.
+    let mut stream = listen(served.mcp).await;
     let initialize = json!({ "protocolVersion": "2025-11-25", "capabilities": { "elicitation": { "url": {} } },
         "clientInfo": { "name": "t", "version": "1" } });
     raw(served.mcp, "2025-11-25", "initialize", initialize).await;
@@ -399,28 +438,22 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     assert_eq!(answer["error"]["code"], -32042, "{answer}");
     let elicitation = &answer["error"]["data"]["elicitations"][0];
     assert_eq!(elicitation["mode"], "url", "{answer}");
-    assert!(
-        elicitation["url"]
-            .as_str()
-            .unwrap()
-            .contains("/oauth/start?state=")
-    );
-
-    // A 2026-07-28 client that declared it gets an `InputRequiredResult`; it connects there,
-    // and its retry runs the call.
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "url": {} } },
-    });
-    let params = json!({ "name": TOOL_WHOAMI, "arguments": {}, "_meta": meta });
-    let first = raw(served.mcp, "2026-07-28", "tools/call", params.clone()).await;
-    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
-    let request = &first["result"]["inputRequests"]["gatehouse_connect"];
-    assert_eq!(request["method"], "elicitation/create", "{first}");
-    assert_eq!(request["params"]["mode"], "url", "{first}");
-    let link = request["params"]["url"].as_str().unwrap().to_owned();
+    let link = elicitation["url"].as_str().unwrap().to_owned();
     let (page, _) = connect(&provider, &link, "alice").await;
     assert!(page.contains("Connected"), "{page}");
+    let heard = next_event(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("the stream tells the client");
+    assert_eq!(
+        heard["method"], "notifications/elicitation/complete",
+        "{heard}"
+    );
+    assert_eq!(
+        heard["params"]["elicitationId"], elicitation["elicitationId"],
+        "{heard}"
+    );
+
+    // The 2026-07-28 client's retry (the same call, its answer given) runs as alice.
     let mut retry = params;
     retry["inputResponses"] = json!({ "gatehouse_connect": { "action": "accept" } });
     let answer = raw(served.mcp, "2026-07-28", "tools/call", retry).await;

@@ -6,7 +6,7 @@
 //! | client | what it gets |
 //! |---|---|
 //! | 2026-07-28, URL elicitation | `InputRequiredResult` with a URL-mode elicitation of the link (no `requestState`: the retry is the same call again) |
-//! | 2025-11-25, URL elicitation declared at `initialize` | the URL elicitation error (-32042) naming the link |
+//! | 2025-11-25, URL elicitation declared at `initialize` | the URL elicitation error (-32042) naming the link; once the user connected, `notifications/elicitation/complete` with its id on the caller's `GET` streams ([`super::watch`]) |
 //! | anything else | the paused result; its text names the link and how to resume |
 //!
 //! The retry (with the same idempotency key) runs the call once the account is connected; a
@@ -23,22 +23,20 @@ pub const CONNECT_INPUT: &str = "gatehouse_connect";
 /// MCP 2025-11-25's URL elicitation required error.
 const URL_ELICITATION_REQUIRED: i32 = -32042;
 
-/// The URL elicitation of `result`'s link, if it is a call paused for a connection: its id is
-/// the link's hash (the link itself names the flow).
+/// The URL elicitation of `result`'s link, if it is a call paused for a connection
+/// ([`crate::oauth::elicitation_id`]).
 fn elicitation(result: &ToolResultEnvelope) -> Option<(Value, String)> {
-    use sha2::Digest as _;
     if result.outcome != OutcomeCode::ConnectionRequired {
         return None;
     }
     let url = result.connect_url.as_deref()?;
-    let id = hex::encode(&sha2::Sha256::digest(url.as_bytes())[..12]);
     let message = format!(
         "`{}` acts as you upstream, and your account there is not connected. Open the link to connect it; the call then runs when it is made again.",
         result.capability_id
     );
     let elicitation = json!({
         "mode": "url",
-        "elicitationId": format!("gatehouse-connect-{id}"),
+        "elicitationId": crate::oauth::elicitation_id(url),
         "url": url,
         "message": message,
     });

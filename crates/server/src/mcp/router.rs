@@ -149,9 +149,16 @@ impl Router {
     }
 
     /// A `GET` of the endpoint (it passed [`Router::check`]): a 2025-11-25 caller's event
-    /// stream of list changes and of the resources it subscribed to ([`super::watch`]). A
-    /// 2026-07-28 client listens with `subscriptions/listen` instead (405).
-    pub fn listen(&self, gateway: &Gateway, caller: Caller, headers: &HeaderMap) -> Response<Body> {
+    /// stream of list changes and of the resources it subscribed to ([`super::watch`]), and,
+    /// with `connected`, of the accounts it connects. A 2026-07-28 client listens with
+    /// `subscriptions/listen` instead (405).
+    pub fn listen(
+        &self,
+        gateway: &Gateway,
+        caller: Caller,
+        headers: &HeaderMap,
+        connected: Option<tokio::sync::broadcast::Receiver<crate::oauth::Connected>>,
+    ) -> Response<Body> {
         let modern = headers
             .get("mcp-protocol-version")
             .is_some_and(|version| version.as_bytes() == b"2026-07-28");
@@ -166,7 +173,7 @@ impl Router {
                 .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
             return refused;
         }
-        v2025_11_25::listen(gateway, &self.session, &self.watchers, caller)
+        v2025_11_25::listen(gateway, &self.session, &self.watchers, caller, connected)
     }
 
     /// This configuration was replaced (a reload): its open streams end ([`super::watch`]).

@@ -254,7 +254,10 @@ impl McpServer {
             return refusal;
         }
         if parts.method == http::Method::GET {
-            return self.router.listen(&self.gateway, caller, &parts.headers);
+            let connected = self.oauth.as_ref().map(|broker| broker.connections_made());
+            return self
+                .router
+                .listen(&self.gateway, caller, &parts.headers, connected);
         }
         let body = match self.body(body).await {
             Ok(body) => body,

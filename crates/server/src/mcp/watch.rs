@@ -4,7 +4,9 @@
 //! (`notifications/resources/updated`). 2025-11-25 reads them on a `GET` of the endpoint, with
 //! the resources `resources/subscribe` named; 2026-07-28 on a `subscriptions/listen` request's
 //! event stream, with what its filter asks (acknowledged first, each notification carrying
-//! the request's id as `subscriptionId`).
+//! the request's id as `subscriptionId`). A 2025-11-25 `GET` stream also tells its caller each
+//! account it connected through the gateway (`notifications/elicitation/complete`, naming
+//! the URL elicitation that gave the link: [`crate::oauth`]).
 //!
 //! The gateway learns of a change by looking: every [`LOOK`] a stream compares what the
 //! caller's tenant is served with what it was served at the last look: each listing, and for a
@@ -32,7 +34,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use super::call::Gateway;
 use super::caller::Caller;
@@ -125,7 +127,12 @@ impl Watchers {
 
     /// A stream for `caller` of `filter` and `uris`, `first` sent before anything (the
     /// 2026-07-28 acknowledgement), each notification tagged with `subscription` (the listen
-    /// request's id) if given. 429 past [`MOST_STREAMS`].
+    /// request's id) if given; with `connected` (a 2025-11-25 `GET`), each account the caller
+    /// connects is told as `notifications/elicitation/complete`. 429 past [`MOST_STREAMS`].
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "what one stream carries, each handed on once"
+    )]
     pub fn stream(
         self: &Arc<Self>,
         gateway: Gateway,
@@ -134,6 +141,7 @@ impl Watchers {
         uris: Uris,
         first: Option<Value>,
         subscription: Option<Value>,
+        mut connected: Option<broadcast::Receiver<crate::oauth::Connected>>,
     ) -> Response<Body> {
         let who = (caller.tenant.clone(), caller.principal.id.clone());
         {
@@ -191,6 +199,19 @@ impl Watchers {
             loop {
                 tokio::select! {
                     () = sender.closed() => return,
+                    made = next_connected(&mut connected) => {
+                        if made.tenant == caller.tenant && made.principal == caller.principal.id {
+                            let complete = notification(
+                                "notifications/elicitation/complete",
+                                json!({ "elicitationId": made.elicitation_id }),
+                            );
+                            if !send(complete).await {
+                                return;
+                            }
+                            quiet = tokio::time::Instant::now();
+                        }
+                        continue;
+                    }
                     _ = retired.changed() => {
                         for (wanted, method) in filter.methods() {
                             if wanted {
@@ -243,6 +264,23 @@ impl Watchers {
         });
         response
     }
+}
+
+/// The next account connected, from `connected`; never, without one (or once it closed).
+async fn next_connected(
+    connected: &mut Option<broadcast::Receiver<crate::oauth::Connected>>,
+) -> crate::oauth::Connected {
+    if let Some(receiver) = connected {
+        loop {
+            match receiver.recv().await {
+                Ok(made) => return made,
+                // Missed some (more than its capacity at once): the next ones still count.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 impl Filter {

@@ -109,6 +109,8 @@ pub struct Broker {
     turns: Mutex<HashMap<ConnectionKey, Arc<tokio::sync::Mutex<()>>>>,
     /// The latest bearer JWT of each caller, for token exchange: by tenant and principal.
     subjects: Mutex<HashMap<(String, String), Subject>>,
+    /// Each account connected here, for the streams that tell their clients.
+    connected: tokio::sync::broadcast::Sender<Connected>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -178,6 +180,27 @@ impl From<Connection> for ConnectionView {
     }
 }
 
+/// A user's account connected through a flow of this gateway's: whose, and the id of the URL
+/// elicitation that gave its link (`notifications/elicitation/complete` names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connected {
+    /// The tenant.
+    pub tenant: String,
+    /// The principal.
+    pub principal: String,
+    /// [`elicitation_id`] of the flow's start link.
+    pub elicitation_id: String,
+}
+
+/// The `elicitationId` of the URL elicitation of a start link: the link's hash (the link
+/// itself names the flow, and is not repeated).
+pub fn elicitation_id(start_url: &str) -> String {
+    format!(
+        "gatehouse-connect-{}",
+        hex::encode(&sha2::Sha256::digest(start_url.as_bytes())[..12])
+    )
+}
+
 /// The hash the store keeps of the flow a start link (`connect_url`) names.
 pub fn state_hash_of(start_url: &str) -> Option<String> {
     let url = url::Url::parse(start_url).ok()?;
@@ -240,7 +263,14 @@ impl Broker {
             refresh_before: Duration::from_secs(config.refresh_before_seconds),
             turns: Mutex::default(),
             subjects: Mutex::default(),
+            connected: tokio::sync::broadcast::Sender::new(64),
         })
+    }
+
+    /// The accounts connected through this gateway from now on: what a 2025-11-25 client's
+    /// stream tells it (`notifications/elicitation/complete`).
+    pub fn connections_made(&self) -> tokio::sync::broadcast::Receiver<Connected> {
+        self.connected.subscribe()
     }
 
     /// Whether a provider of this id is configured.
@@ -709,13 +739,21 @@ impl Broker {
             return refused("The provider sent no code back; nothing was connected.".into());
         };
         match self.exchange(&flow, code).await {
-            Ok(()) => Page::Done {
-                ok: true,
-                message: format!(
-                    "Your {} account is connected. Go back to your agent: the call it was making runs when it calls again.",
-                    flow.key.provider
-                ),
-            },
+            Ok(()) => {
+                let link = format!("{}{START_PATH}?state={state}", self.public_url);
+                let _ = self.connected.send(Connected {
+                    tenant: flow.key.tenant.clone(),
+                    principal: flow.key.principal.clone(),
+                    elicitation_id: elicitation_id(&link),
+                });
+                Page::Done {
+                    ok: true,
+                    message: format!(
+                        "Your {} account is connected. Go back to your agent: the call it was making runs when it calls again.",
+                        flow.key.provider
+                    ),
+                }
+            }
             Err(error) => {
                 tracing::warn!(provider = %flow.key.provider, principal = %flow.key.principal, %error, "an authorization code could not be exchanged; nothing stored");
                 refused(format!(

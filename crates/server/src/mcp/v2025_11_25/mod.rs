@@ -175,6 +175,7 @@ pub fn listen(
     session: &Arc<Session>,
     watchers: &Arc<Watchers>,
     caller: Caller,
+    connected: Option<tokio::sync::broadcast::Receiver<crate::oauth::Connected>>,
 ) -> Response<Body> {
     let filter = Filter {
         tools: true,
@@ -183,7 +184,7 @@ pub fn listen(
     };
     let (session, subscriber) = (Arc::clone(session), caller.clone());
     let uris = Uris::Subscribed(Box::new(move || session.subscribed(&subscriber)));
-    watchers.stream(gateway.clone(), caller, filter, uris, None, None)
+    watchers.stream(gateway.clone(), caller, filter, uris, None, None, connected)
 }
 
 /// `initialize`: the negotiated version, capabilities, name and instructions.

@@ -284,6 +284,7 @@ fn listen(
         Uris::Fixed(uris),
         Some(ack),
         Some(subscription),
+        None,
     ))
 }
 
