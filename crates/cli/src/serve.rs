@@ -270,13 +270,14 @@ fn start(config: ServeConfig, plugins: &Plugins, file: Option<&Path>) -> Result<
     if let Some(broker) = &broker {
         server = server.with_oauth(Arc::clone(broker));
     }
+    let users = server.identity();
     let admin = admin
         .map(|(admin, listener)| {
             let mut server = AdminServer::new(Arc::clone(&host), &admin)
                 .map_err(|e| in_file(e.to_string()))?
                 .with_registries(registries.clone());
             if let Some(broker) = &broker {
-                server = server.with_oauth(Arc::clone(broker));
+                server = server.with_oauth(Arc::clone(broker), Arc::clone(&users));
             }
             admin_tokens_are_not_api_keys(&admin, &mcp).map_err(in_file)?;
             Ok::<_, Failure>((listener, server))

@@ -40,8 +40,17 @@ function status(text) {
   document.getElementById("status").textContent = text || "";
 }
 
+/** Whether the session may do `role`'s work; `user`: a user signed in with their own
+ * credential (their session names their tenant), who sees their own connections. */
 function has(role) {
+  if (role === "user") return !!session && !!session.tenant;
   return !!session && session.roles.includes(role);
+}
+
+/** Where a session starts. */
+function home() {
+  if (has("user")) return "#/connections";
+  return has("approver") || has("auditor") ? "#/approvals" : "#/plugins";
 }
 
 function time(ms) {
@@ -126,8 +135,7 @@ function signIn() {
           session = await api("POST", "/session", { token: input.value });
           input.value = "";
           await start();
-          const home = has("approver") || has("auditor") ? "#/approvals" : "#/plugins";
-          const wanted = location.hash.startsWith("#/signin") || !location.hash ? home : location.hash;
+          const wanted = location.hash.startsWith("#/signin") || !location.hash ? home() : location.hash;
           if (location.hash === wanted) route();
           else location.hash = wanted;
         } catch (error) {
@@ -136,12 +144,12 @@ function signIn() {
       },
     },
     h("h1", {}, "Sign in"),
-    h("label", { for: "token" }, "Admin token"),
+    h("label", { for: "token" }, "Token"),
     input,
     h(
       "p",
       { class: "muted" },
-      "A token from the gateway's [[admin.token]] entries; its roles decide what you can do here."
+      "An admin token (the gateway's [[admin.token]] entries: its roles decide what you can do here), or the credential your agent uses, to see and revoke the accounts you connected."
     ),
     h("button", { type: "submit", id: "signin-submit" }, "Sign in"),
     problem
@@ -169,8 +177,9 @@ function renderChrome() {
   for (const link of nav.querySelectorAll("a")) {
     link.hidden = !link.dataset.role.split(" ").some(has);
   }
-  document.getElementById("principal").textContent =
-    `${session.principal} (${session.roles.join(", ")})`;
+  document.getElementById("principal").textContent = session.tenant
+    ? `${session.principal} (${session.tenant})`
+    : `${session.principal} (${session.roles.join(", ")})`;
 }
 
 // ---- approvals -----------------------------------------------------------------------------
@@ -927,6 +936,75 @@ async function plugins() {
   );
 }
 
+// ---- a user's own connections ------------------------------------------------------------
+
+/** The accounts the signed-in user connected upstream (`/v1/me/connections`), each with a
+ * button that revokes it. */
+async function connections() {
+  let listing;
+  try {
+    listing = await api("GET", "me/connections");
+  } catch (error) {
+    show(h("h1", {}, "My connections"), errorBox(error));
+    return;
+  }
+  const problem = h("div", { "aria-live": "assertive", id: "connections-problem" });
+  const rows = listing.connections.map((c) =>
+    h(
+      "tr",
+      { "data-provider": c.provider },
+      h("td", { "data-label": "Provider", class: "mono" }, c.provider),
+      h("td", { "data-label": "Scopes" }, c.scope),
+      h("td", { "data-label": "Connected" }, time(c.created_at_ms)),
+      h("td", { "data-label": "Expires" }, c.expires_at_ms ? time(c.expires_at_ms) : "never"),
+      h(
+        "td",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            class: "danger",
+            id: `revoke-${c.provider}`,
+            onclick: async () => {
+              problem.replaceChildren();
+              try {
+                await api("POST", `me/connections/revoke?provider=${encodeURIComponent(c.provider)}`);
+                status(`Your ${c.provider} account is no longer connected.`);
+                connections();
+              } catch (error) {
+                problem.replaceChildren(errorBox(error));
+              }
+            },
+          },
+          "Revoke"
+        )
+      )
+    )
+  );
+  show(
+    h("h1", {}, "My connections"),
+    h(
+      "p",
+      { class: "muted" },
+      "The accounts you connected for tools that act as you upstream. Revoking one forgets its tokens here and revokes them at the provider where it can; a tool that needs it asks you to connect again."
+    ),
+    rows.length
+      ? h(
+          "table",
+          { id: "connections" },
+          h(
+            "thead",
+            {},
+            h("tr", {}, ...["Provider", "Scopes", "Connected", "Expires", ""].map((t) => h("th", {}, t)))
+          ),
+          h("tbody", {}, ...rows)
+        )
+      : h("p", { id: "no-connections" }, "No connected accounts."),
+    problem
+  );
+}
+
 // ---- routing -------------------------------------------------------------------------------
 
 async function route() {
@@ -952,8 +1030,10 @@ async function route() {
       const [tenant, principal, key] = rest.map(decodeURIComponent);
       return sessionTimeline(tenant || "", principal || "", key || "");
     }
+    case "connections":
+      return connections();
     default:
-      location.hash = has("approver") || has("auditor") ? "#/approvals" : "#/plugins";
+      location.hash = home();
   }
 }
 

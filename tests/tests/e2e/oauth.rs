@@ -309,15 +309,57 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     let (_, text) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
     assert!(text.contains("bob"), "{text}");
 
-    // Alice's sealed tokens copied into bob's row do not open for him: he must connect again,
-    // and the upstream never sees alice for bob's call.
-    let rows = served.connections();
+    // Bob, signed in to the console with his own credential, sees his connection (not
+    // alice's), no operator's page, and revokes it: the provider is told.
+    {
+        let browser = Browser::start(1000, 800).await;
+        let console = format!("http://127.0.0.1:{}/console/", served.admin);
+        browser.client.goto(&console).await.unwrap();
+        browser.type_into("#token", BOB).await;
+        browser.click("#signin-submit").await;
+        browser.wait("#connections", Duration::from_secs(20)).await;
+        let table = browser.text("#connections").await;
+        assert!(table.contains("idp"), "{table}");
+        let script = "const done = arguments[0]; \
+            Promise.all(['../v1/me/connections', '../v1/connections', '../v1/approvals'] \
+              .map((p) => fetch(p, { credentials: 'same-origin' }).then(async (r) => [r.status, await r.json()]))) \
+            .then(done);";
+        let answers = browser.run_async(script).await;
+        assert_eq!(answers[0][0], 200, "{answers}");
+        let mine = answers[0][1]["connections"].as_array().unwrap();
+        assert_eq!(mine.len(), 1, "{answers}");
+        assert_eq!(mine[0]["principal"], "user:bob", "{answers}");
+        assert_eq!(answers[1][0], 403, "{answers}");
+        assert_eq!(answers[2][0], 403, "{answers}");
+        browser.click("#revoke-idp").await;
+        browser
+            .wait("#no-connections", Duration::from_secs(20))
+            .await;
+    }
+    assert!(
+        provider
+            .events()
+            .iter()
+            .any(|e| e["event"] == "revocation" && e["sub"] == "bob"),
+        "{:?}",
+        provider.events()
+    );
+    let (record, _) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+
+    // Alice's sealed tokens copied into a row of bob's do not open for him: he must connect
+    // again, and the upstream never sees alice for bob's call.
     let db = rusqlite::Connection::open(&served.store).unwrap();
-    db.execute(
-        "UPDATE connections SET sealed = ?1 WHERE principal = 'user:bob'",
-        [&rows[0].1],
-    )
-    .unwrap();
+    let copied = db
+        .execute(
+            "INSERT INTO connections (tenant, principal, provider, resource, sealed, token_hash, \
+             scope, expires_at, created_at, updated_at) SELECT tenant, 'user:bob', provider, \
+             resource, sealed, token_hash, scope, expires_at, created_at, updated_at \
+             FROM connections WHERE principal = 'user:alice'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(copied, 1);
     let (record, _) = call(&bob, TOOL_WHOAMI, json!({}), json!({})).await;
     assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
     let calls = upstream.calls();

@@ -753,13 +753,21 @@ pub async fn list_connections(
     broker: Option<&crate::oauth::Broker>,
     mut query: Query,
 ) -> Result<Reply, ApiError> {
-    let broker = broker.ok_or_else(no_oauth)?;
     let filter = gatehouse_store::ConnectionFilter {
         tenant: query.take("tenant"),
         principal: query.take("principal"),
         provider: query.take("provider"),
     };
     query.none()?;
+    connections(broker, filter).await
+}
+
+/// The connections `filter` selects, as the API answers them.
+async fn connections(
+    broker: Option<&crate::oauth::Broker>,
+    filter: gatehouse_store::ConnectionFilter,
+) -> Result<Reply, ApiError> {
+    let broker = broker.ok_or_else(no_oauth)?;
     let connections = broker.connections(filter).await.map_err(store_error)?;
     Ok(json_reply(
         StatusCode::OK,
@@ -790,6 +798,16 @@ pub async fn revoke_connection(
         provider: required("provider")?,
     };
     query.none()?;
+    revoke(host, broker, &operator.principal, key).await
+}
+
+/// Revokes connection `key`, by `by` (audited as theirs).
+async fn revoke(
+    host: &Host,
+    broker: &crate::oauth::Broker,
+    by: &str,
+    key: gatehouse_store::ConnectionKey,
+) -> Result<Reply, ApiError> {
     let revoked = broker.revoke(&key).await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -806,7 +824,7 @@ pub async fn revoke_connection(
     let record = json!({ "connection_revoked": {
         "tenant": key.tenant, "principal": key.principal, "provider": key.provider,
     } });
-    host.audit_event("connection", &operator.principal, &record)
+    host.audit_event("connection", by, &record)
         .await
         .map_err(store_error)?;
     Ok(json_reply(
@@ -816,6 +834,40 @@ pub async fn revoke_connection(
             "message": "its tokens are forgotten (and revoked at the provider, where it has a revocation endpoint); the user's next call that needs them asks them to connect again",
         }),
     ))
+}
+
+/// A signed-in user's own connections (`whose`: tenant and principal).
+pub async fn my_connections(
+    broker: Option<&crate::oauth::Broker>,
+    whose: (&str, &str),
+) -> Result<Reply, ApiError> {
+    let filter = gatehouse_store::ConnectionFilter {
+        tenant: Some(whose.0.to_owned()),
+        principal: Some(whose.1.to_owned()),
+        provider: None,
+    };
+    connections(broker, filter).await
+}
+
+/// A signed-in user revokes their own connection to `provider`; audited, by them.
+pub async fn revoke_my_connection(
+    host: &Host,
+    broker: Option<&crate::oauth::Broker>,
+    whose: (&str, &str),
+    mut query: Query,
+) -> Result<Reply, ApiError> {
+    let provider = query
+        .take("provider")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| ApiError::bad_request("query parameter `provider` is required"))?;
+    query.none()?;
+    let broker = broker.ok_or_else(no_oauth)?;
+    let key = gatehouse_store::ConnectionKey {
+        tenant: whose.0.to_owned(),
+        principal: whose.1.to_owned(),
+        provider,
+    };
+    revoke(host, broker, whose.1, key).await
 }
 
 fn no_oauth() -> ApiError {

@@ -7,13 +7,18 @@ use http::HeaderMap;
 use super::config::{AdminTokenConfig, Role};
 use crate::bearer::{Source, TokenSet, bearer};
 
-/// An identified operator: the token's principal and roles.
+/// An identified operator: the token's principal and roles; or a user signed in to the console
+/// with their own credential (`tenant` set, no roles), who may see and revoke their own
+/// connections only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operator {
     /// The principal the token acts as.
     pub principal: String,
     /// What it may do.
     pub roles: Vec<Role>,
+    /// A user's tenant, when the console session is a user's (their MCP credential); none
+    /// for an `[[admin.token]]`.
+    pub tenant: Option<String>,
 }
 
 /// Why a `[[admin.token]]` entry cannot be used. Never contains the token.
@@ -81,6 +86,7 @@ impl Tokens {
                 let operator = Operator {
                     principal: entry.principal.clone(),
                     roles: entry.roles.clone(),
+                    tenant: None,
                 };
                 (source, operator)
             }),
@@ -139,6 +145,7 @@ mod tests {
             Ok(Operator {
                 principal: "usr_ana".to_owned(),
                 roles: vec![Role::Approver],
+                tenant: None,
             })
         );
         assert_eq!(tokens.identify(&HeaderMap::new()), Err(AuthError::Missing));

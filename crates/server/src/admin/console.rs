@@ -6,7 +6,9 @@
 //!   Content-Security-Policy (scripts and styles from this origin only, no inline script,
 //!   `frame-ancestors 'none'`), `nosniff` and `no-referrer`.
 //! - **Sign-in** (`POST /console/session` with `{"token": ...}`) checks an `[[admin.token]]`
-//!   exactly like the API's bearer check and opens a session: a random id in an `HttpOnly`,
+//!   exactly like the API's bearer check (or, where users have connections to manage,
+//!   `[oauth]`, a user's own MCP credential: their session sees their connections only,
+//!   `/v1/me/connections`) and opens a session: a random id in an `HttpOnly`,
 //!   `SameSite=Strict` cookie (`Secure` when `[admin] console_url` is `https`), expiring after
 //!   `[admin] session_ttl_seconds`; `DELETE /console/session` signs out. Only the SHA-256 of a
 //!   session id is kept, in memory: a restart signs everyone out.
@@ -74,6 +76,9 @@ pub struct Console {
     sessions: Mutex<HashMap<[u8; 32], Session>>,
     /// Refused sign-ins per source address: how many, since when.
     failures: Mutex<HashMap<std::net::IpAddr, (u32, Instant)>>,
+    /// Who may sign in as a user, with the credential their agent uses: the MCP endpoint's
+    /// identity gate (only where users have connections to manage, `[oauth]`).
+    users: Option<std::sync::Arc<crate::mcp::identity::Identity>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -120,8 +125,15 @@ impl Console {
                 ttl: Duration::from_secs(config.session_ttl_seconds.max(1)),
                 sessions: Mutex::new(HashMap::new()),
                 failures: Mutex::new(HashMap::new()),
+                users: None,
             }
         })
+    }
+
+    /// Lets users sign in with their own MCP credential (an API key or a bearer JWT), which
+    /// `users` checks: their session may list and revoke their own connections only.
+    pub fn admit_users(&mut self, users: std::sync::Arc<crate::mcp::identity::Identity>) {
+        self.users = Some(users);
     }
 
     /// Where people reach the console.
@@ -189,7 +201,7 @@ impl Console {
         clippy::too_many_arguments,
         reason = "one request's parts, as the listener split them"
     )]
-    pub fn route(
+    pub async fn route(
         &self,
         method: &Method,
         rest: &[&str],
@@ -230,7 +242,7 @@ impl Console {
                     StatusCode::OK,
                     &self.with_session(headers, session_json)?,
                 )),
-                Method::POST => self.sign_in(headers, tokens, body, peer),
+                Method::POST => self.sign_in(headers, tokens, body, peer).await,
                 Method::DELETE => {
                     self.identify(method, headers)?;
                     if let Some(id) = cookie(headers, COOKIE_NAME) {
@@ -250,7 +262,7 @@ impl Console {
         }
     }
 
-    fn sign_in(
+    async fn sign_in(
         &self,
         headers: &HeaderMap,
         tokens: &Tokens,
@@ -282,10 +294,26 @@ impl Console {
         let value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| ApiError::bad_request("the token has characters a token never has"))?;
         bearer.insert(http::header::AUTHORIZATION, value);
-        let operator = tokens.identify(&bearer).map_err(|e| {
+        let operator = match (tokens.identify(&bearer), &self.users) {
+            (Ok(operator), _) => Ok(operator),
+            // Not an operator's: a user's own credential, where users may sign in.
+            (Err(_), Some(users)) => match users.identify(&bearer).await {
+                Ok(caller) => Ok(Operator {
+                    principal: caller.principal.id,
+                    roles: Vec::new(),
+                    tenant: Some(caller.tenant),
+                }),
+                Err(_) => Err(
+                    "the token is neither an admin token nor a caller's credential of this gateway"
+                        .to_owned(),
+                ),
+            },
+            (Err(e), None) => Err(e.to_string()),
+        }
+        .map_err(|e| {
             tracing::info!(%peer, "console: a sign-in was refused: {e}");
             self.failed(peer);
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e)
         })?;
         let id = gatehouse_core::ids::random_hex(32);
         let now_ms = gatehouse_store::now_ms();
@@ -375,6 +403,7 @@ fn session_json(session: &Session) -> Value {
     json!({
         "principal": session.operator.principal,
         "roles": session.operator.roles,
+        "tenant": session.operator.tenant,
         "csrf_token": session.csrf,
         "expires_at_ms": session.expires_at_ms,
     })
@@ -461,8 +490,8 @@ mod tests {
         assert_eq!(cookie(&headers, "c"), None);
     }
 
-    #[test]
-    fn a_session_ends_at_its_expiry_and_its_cookie_is_secure_behind_https() {
+    #[tokio::test]
+    async fn a_session_ends_at_its_expiry_and_its_cookie_is_secure_behind_https() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("token");
         std::fs::write(&file, "tok-ana").unwrap();
@@ -480,10 +509,13 @@ mod tests {
         .unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let refused = console.sign_in(&headers, &tokens, br#"{"token": "tok-bob"}"#, LOOPBACK);
+        let refused = console
+            .sign_in(&headers, &tokens, br#"{"token": "tok-bob"}"#, LOOPBACK)
+            .await;
         assert_eq!(refused.unwrap_err().status, StatusCode::UNAUTHORIZED);
         let reply = console
             .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#, LOOPBACK)
+            .await
             .unwrap();
         let set = reply.headers()[SET_COOKIE].to_str().unwrap().to_owned();
         assert!(
@@ -508,6 +540,7 @@ mod tests {
         assert_eq!(behind_tls.url(), "https://gatehouse.example.com/console");
         let reply = behind_tls
             .sign_in(&headers, &tokens, br#"{"token": "tok-ana"}"#, LOOPBACK)
+            .await
             .unwrap();
         let set = reply.headers()[SET_COOKIE].to_str().unwrap();
         assert!(set.ends_with("; Secure"), "{set}");

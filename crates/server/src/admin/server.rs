@@ -89,10 +89,19 @@ impl AdminServer {
         self
     }
 
-    /// Lists and revokes the users' connections `broker` keeps (`/v1/connections`).
+    /// Lists and revokes the users' connections `broker` keeps (`/v1/connections`), and lets
+    /// each user, signed in to the console with the credential `users` checks (the MCP
+    /// endpoint's), list and revoke their own (`/v1/me/connections`).
     #[must_use]
-    pub fn with_oauth(mut self, broker: Arc<crate::oauth::Broker>) -> Self {
+    pub fn with_oauth(
+        mut self,
+        broker: Arc<crate::oauth::Broker>,
+        users: Arc<crate::mcp::identity::Identity>,
+    ) -> Self {
         self.oauth = Some(broker);
+        if let Some(console) = self.console.as_mut().and_then(Arc::get_mut) {
+            console.admit_users(users);
+        }
         self
     }
 
@@ -214,15 +223,17 @@ impl AdminServer {
                         Bytes::new()
                     };
                     query.none()?;
-                    return console.route(
-                        method,
-                        rest,
-                        parts.uri.path().ends_with('/'),
-                        &parts.headers,
-                        &self.tokens,
-                        &body,
-                        peer.ip(),
-                    );
+                    return console
+                        .route(
+                            method,
+                            rest,
+                            parts.uri.path().ends_with('/'),
+                            &parts.headers,
+                            &self.tokens,
+                            &body,
+                            peer.ip(),
+                        )
+                        .await;
                 }
                 return Err(ApiError::not_found(
                     "the console is off here (`[admin] console = false`)",
@@ -344,6 +355,16 @@ impl AdminServer {
                 query.none()?;
                 api::promote(host, &operator, id).await
             }
+            ["v1", "me", "connections"] => {
+                allow(method, &Method::GET)?;
+                let whose = signed_in_user(&operator)?;
+                api::my_connections(self.oauth.as_deref(), whose).await
+            }
+            ["v1", "me", "connections", "revoke"] => {
+                allow(method, &Method::POST)?;
+                let whose = signed_in_user(&operator)?;
+                api::revoke_my_connection(host, self.oauth.as_deref(), whose, query).await
+            }
             ["v1", "connections"] => {
                 allow(method, &Method::GET)?;
                 require(&operator, &[Role::Operator, Role::Auditor])?;
@@ -452,4 +473,16 @@ fn require(operator: &Operator, roles: &[Role]) -> Result<(), ApiError> {
                 .join(", ")
         ),
     ))
+}
+
+/// The tenant and principal of a user's console session: `/v1/me` is theirs alone.
+fn signed_in_user(operator: &Operator) -> Result<(&str, &str), ApiError> {
+    match &operator.tenant {
+        Some(tenant) => Ok((tenant, &operator.principal)),
+        None => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "`/v1/me` is a user's: sign in to the console with your own credential (the API key or token your agent uses)",
+        )),
+    }
 }

@@ -167,6 +167,12 @@ impl McpServer {
         })
     }
 
+    /// The identity gate of this endpoint (its API keys and `[mcp.jwt]`): who may sign in to
+    /// the console as a user ([`crate::admin::AdminServer::with_oauth`]).
+    pub fn identity(&self) -> Arc<Identity> {
+        Arc::clone(&self.identity)
+    }
+
     /// Serves the pages of `broker`'s flows (`/oauth/start`, `/oauth/callback`) on this
     /// listener; the host the server was built over must use the same broker
     /// ([`gatehouse_host::Host::set_accounts`]).
