@@ -637,3 +637,64 @@ async fn an_a2a_task_waits_in_auth_required_until_its_user_connects() {
         [("whoami".to_owned(), "alice".to_owned())]
     );
 }
+
+/// An MCP task waits for its user's connection in both protocol versions (the official Python
+/// SDK's agent, as a task-aware agent host calls): the 2026-07-28 tasks extension's task and a
+/// 2025-11-25 task-augmented call are `working`, naming the link; once the user connects, the
+/// gateway runs each call, once, as that user, and the task ends with its result.
+#[tokio::test]
+async fn an_mcp_task_waits_until_its_user_connects_in_both_versions() {
+    let provider = Provider::start(CLIENT.0, CLIENT.1, &["--exchange-trust-secret", TRUST]);
+    let upstream = Upstream::start(provider.issuer());
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&provider, &upstream, dir.path(), "").await;
+    let url = format!("http://127.0.0.1:{}/mcp", served.mcp);
+    let mut made = Vec::new();
+    for (version, options) in [
+        ("2026-07-28", ["--task", "--task-create"]),
+        ("2025-11-25", ["--task-ttl", "600000"]),
+    ] {
+        let mut options = options.to_vec();
+        if version == "2025-11-25" {
+            options.push("--task-create");
+        }
+        let mut run =
+            gatehouse_tests::agent::python(&url, version, ALICE, TOOL_WHOAMI, &json!({}), &options);
+        let task = run.next("task").await;
+        run.exit().await;
+        let said = task.to_string();
+        assert!(said.contains("/oauth/start?state="), "{version}: {task}");
+        made.push((version, task));
+    }
+    assert!(upstream.calls().is_empty());
+
+    // Alice connects once, through the first task's link.
+    let first = made[0].1.to_string();
+    let link = start_url(&first.replace("\\\"", " ").replace('"', " "));
+    let (page, _) = connect(&provider, &link, "alice").await;
+    assert!(page.contains("Connected"), "{page}");
+    for (version, task) in &made {
+        let id = task["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{task}"));
+        let mut poll = gatehouse_tests::agent::python(
+            &url,
+            version,
+            ALICE,
+            TOOL_WHOAMI,
+            &json!({}),
+            &["--task-get", id],
+        );
+        let result = poll.next("result").await;
+        assert_eq!(result["result"]["isError"], false, "{version}: {result}");
+        assert!(result.to_string().contains("alice"), "{version}: {result}");
+    }
+    assert_eq!(
+        upstream.calls(),
+        [
+            ("whoami".to_owned(), "alice".to_owned()),
+            ("whoami".to_owned(), "alice".to_owned())
+        ],
+        "each task's call once"
+    );
+}

@@ -5,6 +5,7 @@
 //!
 //! | client | what it gets |
 //! |---|---|
+//! | asked for a task (2025-11-25 `params.task`, the 2026-07-28 tasks extension, an A2A message) | a task, `working` (A2A: `AUTH_REQUIRED`), its status message naming the link; it runs once the user connected ([`super::tasks`]) |
 //! | 2026-07-28, URL elicitation | `InputRequiredResult` with a URL-mode elicitation of the link (no `requestState`: the retry is the same call again) |
 //! | 2025-11-25, URL elicitation declared at `initialize` | the URL elicitation error (-32042) naming the link; once the user connected, `notifications/elicitation/complete` with its id on the caller's `GET` streams ([`super::watch`]) |
 //! | anything else | the paused result; its text names the link and how to resume |

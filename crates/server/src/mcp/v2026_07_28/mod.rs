@@ -701,7 +701,19 @@ impl Round {
                     .url
                     .then(|| super::connect::input_required(&result))
                     .flatten();
-                let response = if let Some(connect) = connect {
+                // Waiting for a connection, as for an approval: a task for a client that
+                // takes tasks, else the user asked to open the link.
+                let as_task = result.outcome == OutcomeCode::ConnectionRequired
+                    && self.can.tasks
+                    && self.gateway.task_support(&self.caller, sent.tool)
+                        != Some(TaskSupport::Forbidden);
+                let response = if as_task {
+                    let task =
+                        tasks::create(self.gateway.host(), &self.caller, sent.tool, &result, None)
+                            .await
+                            .map_err(task_error)?;
+                    CallToolResponse::Task(created(&task)?)
+                } else if let Some(connect) = connect {
                     CallToolResponse::InputRequired(connect)
                 } else if result.outcome == OutcomeCode::ApprovalRequired {
                     paused(
