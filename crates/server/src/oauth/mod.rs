@@ -631,7 +631,9 @@ impl Broker {
             Ok(endpoints) => endpoints,
             Err(error) => {
                 tracing::warn!(provider = %flow.key.provider, %error, "the provider's metadata could not be read");
-                return refused("The gateway could not reach the provider; try again shortly.");
+                return refused(
+                    "The gateway could not reach the provider. This link is spent: call the tool again from your agent shortly for a new one.",
+                );
             }
         };
         let aad = vault::flow_aad(
