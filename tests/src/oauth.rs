@@ -60,6 +60,8 @@ fn log_lines(path: &Path) -> Vec<Value> {
 pub struct Provider {
     server: Listening,
     log: PathBuf,
+    /// Its command line after `--port`, to start it again ([`Provider::restart`]).
+    args: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -77,25 +79,39 @@ impl Provider {
         );
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("provider.log");
-        let mut command = Command::new("node");
-        command
-            .arg(script)
-            .args(["--port", "0", "--log"])
-            .arg(&log)
-            .arg("--client")
-            .arg(format!(
-                "{client_id}:{secret}:http://127.0.0.1/oauth/callback"
-            ))
-            .args(options);
+        let mut args = vec![
+            script.display().to_string(),
+            "--log".to_owned(),
+            log.display().to_string(),
+            "--client".to_owned(),
+            format!("{client_id}:{secret}:http://127.0.0.1/oauth/callback"),
+        ];
+        args.extend(options.iter().map(|o| (*o).to_owned()));
+        let server = Self::run(&args, "0", dir.path());
         Self {
-            server: listening(
-                command,
-                "the OpenID provider",
-                &dir.path().join("provider.err"),
-            ),
+            server,
             log,
+            args,
             _dir: dir,
         }
+    }
+
+    fn run(args: &[String], port: &str, dir: &Path) -> Listening {
+        let mut command = Command::new("node");
+        command
+            .arg(&args[0])
+            .args(["--port", port])
+            .args(&args[1..]);
+        listening(command, "the OpenID provider", &dir.join("provider.err"))
+    }
+
+    /// Stops it and starts it again on the same port: it forgets every grant and token it
+    /// issued (its store is in memory), and signs with new keys.
+    pub fn restart(&mut self) {
+        let port = self.server.url.rsplit(':').next().unwrap_or("0").to_owned();
+        let _ = self.server.child.kill();
+        let _ = self.server.child.wait();
+        self.server = Self::run(&self.args, &port, self._dir.path());
     }
 
     /// Its issuer, `http://127.0.0.1:PORT`.

@@ -236,7 +236,7 @@ async fn connect(provider: &Provider, url: &str, user: &str) -> (String, String)
 
 #[tokio::test]
 async fn each_user_acts_upstream_as_themselves_once_connected() {
-    let provider = Provider::start(
+    let mut provider = Provider::start(
         CLIENT.0,
         CLIENT.1,
         &["--access-ttl", "5", "--exchange-trust-secret", TRUST],
@@ -520,6 +520,38 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     );
     // The provider saw the gateway's own client only, with PKCE-bound codes.
     assert!(provider.events().iter().all(|e| e["client_id"] == CLIENT.0));
+
+    // The provider forgets every grant (restarted: its store is in memory). Once alice's
+    // token expires, its refresh is refused: her connection is forgotten, her next call asks
+    // her to connect again, and nothing reaches the upstream.
+    provider.restart();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let before = upstream.calls().len();
+    // (Alice's client declared URL elicitation above: the pause is the -32042 error.)
+    let answer = raw(
+        served.mcp,
+        "2025-11-25",
+        "tools/call",
+        json!({ "name": TOOL_WHOAMI, "arguments": {} }),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    assert!(
+        !served
+            .connections()
+            .iter()
+            .any(|(p, _, _)| p == "user:alice"),
+        "the refused connection is forgotten"
+    );
+    assert_eq!(upstream.calls().len(), before);
+    assert!(
+        provider
+            .events()
+            .iter()
+            .any(|e| e["event"] == "error" && e["grant_type"] == "refresh_token"),
+        "{:?}",
+        provider.events()
+    );
 }
 
 /// Token exchange (RFC 8693): a caller identified by its organisation's JWT acts upstream as
