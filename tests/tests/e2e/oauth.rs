@@ -172,6 +172,15 @@ async fn raw(port: u16, version: &str, method: &str, params: Value) -> Value {
     serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// Alice's 2025-11-25 `whoami`, which must end with the URL elicitation error (-32042): the
+/// answer.
+async fn paused_2025(port: u16) -> Value {
+    let call = json!({ "name": TOOL_WHOAMI, "arguments": {} });
+    let answer = raw(port, "2025-11-25", "tools/call", call).await;
+    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    answer
+}
+
 /// A 2025-11-25 `GET` stream of the MCP endpoint as alice: its reader, past the status line.
 async fn listen(port: u16) -> tokio::io::BufReader<tokio::net::TcpStream> {
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -470,14 +479,7 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     let initialize = json!({ "protocolVersion": "2025-11-25", "capabilities": { "elicitation": { "url": {} } },
         "clientInfo": { "name": "t", "version": "1" } });
     raw(served.mcp, "2025-11-25", "initialize", initialize).await;
-    let answer = raw(
-        served.mcp,
-        "2025-11-25",
-        "tools/call",
-        json!({ "name": TOOL_WHOAMI, "arguments": {} }),
-    )
-    .await;
-    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    let answer = paused_2025(served.mcp).await;
     let elicitation = &answer["error"]["data"]["elicitations"][0];
     assert_eq!(elicitation["mode"], "url", "{answer}");
     let link = elicitation["url"].as_str().unwrap().to_owned();
@@ -528,14 +530,7 @@ async fn each_user_acts_upstream_as_themselves_once_connected() {
     tokio::time::sleep(Duration::from_secs(6)).await;
     let before = upstream.calls().len();
     // (Alice's client declared URL elicitation above: the pause is the -32042 error.)
-    let answer = raw(
-        served.mcp,
-        "2025-11-25",
-        "tools/call",
-        json!({ "name": TOOL_WHOAMI, "arguments": {} }),
-    )
-    .await;
-    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    paused_2025(served.mcp).await;
     assert!(
         !served
             .connections()
