@@ -44,8 +44,6 @@ pub trait Accounts: Send + Sync + std::fmt::Debug {
 pub struct PendingCall {
     /// The tool as resolved.
     pub tool: String,
-    /// The call's id.
-    pub tool_call_id: String,
     /// The call itself (its `ToolCallEnvelope`, JSON): what a task waiting for the connection
     /// runs once it is made.
     pub call: String,

@@ -24,7 +24,6 @@ CREATE TABLE authorizations (
     resource         TEXT   NOT NULL,
     sealed_verifier  TEXT   NOT NULL,
     tool             TEXT   NOT NULL,
-    tool_call_id     TEXT   NOT NULL,
     browser_hash     TEXT,
     created_at       BIGINT NOT NULL,
     expires_at       BIGINT NOT NULL,

@@ -66,8 +66,6 @@ pub struct Authorization {
     pub sealed_verifier: String,
     /// The tool of the call that is waiting for it.
     pub tool: String,
-    /// That call's id.
-    pub tool_call_id: String,
     /// The hex SHA-256 of the nonce the start page gave the browser that opened it (in a
     /// cookie); none until it is opened. The callback is taken only with that cookie.
     pub browser_hash: Option<String>,

@@ -372,7 +372,7 @@ pub(super) fn connection<R: Columns>(row: &R) -> Result<Connection, R::Error> {
 /// The columns of an `authorizations` row, in the order [`authorization`] reads them (and
 /// both backends write them).
 pub(super) const AUTHORIZATION_COLUMNS: &str = "state_hash, tenant, principal, provider, resource, \
-     sealed_verifier, tool, tool_call_id, browser_hash, created_at, expires_at, call";
+     sealed_verifier, tool, browser_hash, created_at, expires_at, call";
 
 /// A flow under way, from a row of [`AUTHORIZATION_COLUMNS`].
 pub(super) fn authorization<R: Columns>(row: &R) -> Result<Authorization, R::Error> {
@@ -386,11 +386,10 @@ pub(super) fn authorization<R: Columns>(row: &R) -> Result<Authorization, R::Err
         resource: row.text(4)?,
         sealed_verifier: row.text(5)?,
         tool: row.text(6)?,
-        tool_call_id: row.text(7)?,
-        browser_hash: row.text_or_null(8)?,
-        created_at_ms: from_db(row.int(9)?),
-        expires_at_ms: from_db(row.int(10)?),
-        call: row.text(11)?,
+        browser_hash: row.text_or_null(7)?,
+        created_at_ms: from_db(row.int(8)?),
+        expires_at_ms: from_db(row.int(9)?),
+        call: row.text(10)?,
     })
 }
 

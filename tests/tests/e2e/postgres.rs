@@ -1390,7 +1390,6 @@ async fn connections_and_authorization_flows_keep_their_rules_on_postgres() {
         resource: String::new(),
         sealed_verifier: "sealed".into(),
         tool: "gh.create_issue".into(),
-        tool_call_id: "call-1".into(),
         browser_hash: None,
         created_at_ms: 1,
         expires_at_ms,

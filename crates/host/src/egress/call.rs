@@ -218,10 +218,15 @@ impl CallInfo {
         self
     }
 
+    /// The caller's token for `provider`, if the call brought one.
+    pub fn user_token(&self, provider: &str) -> Option<&crate::accounts::UserToken> {
+        self.user_tokens.iter().find(|t| t.provider == provider)
+    }
+
     /// The header value of the caller's token for `provider`, after `scheme`, marked
     /// sensitive; none if the call brought none.
-    pub fn user_token(&self, provider: &str, scheme: &str) -> Option<HeaderValue> {
-        let token = self.user_tokens.iter().find(|t| t.provider == provider)?;
+    pub fn user_token_header(&self, provider: &str, scheme: &str) -> Option<HeaderValue> {
+        let token = self.user_token(provider)?;
         let mut value = HeaderValue::from_str(&format!("{scheme} {}", token.expose())).ok()?;
         value.set_sensitive(true);
         Some(value)

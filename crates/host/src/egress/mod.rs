@@ -535,14 +535,7 @@ async fn read_body(ledger: &Ledger, mut body: WasiBody) -> Result<Bytes, Stop> {
 fn caller_credentials(ledger: &Ledger, checked: &Checked) -> Vec<String> {
     let rule = &ledger.grants.rules[checked.rule];
     (rule.credentials.iter())
-        .filter_map(|credential| credential.provider())
-        .filter_map(|provider| {
-            ledger
-                .call
-                .user_tokens
-                .iter()
-                .find(|t| t.provider == provider)
-        })
+        .filter_map(|credential| ledger.call.user_token(credential.provider()?))
         .map(|token| {
             format!(
                 "{}@{}#{}",
@@ -573,7 +566,7 @@ fn outgoing_headers(
         let value = match &credential.source {
             CredentialSource::Fixed { value, .. } => Some(value.clone()),
             CredentialSource::Caller { provider, scheme } => {
-                ledger.call.user_token(provider, scheme)
+                ledger.call.user_token_header(provider, scheme)
             }
         };
         if let Some(value) = value {

@@ -71,7 +71,6 @@ pub async fn tokens(
             None => {
                 let pending = PendingCall {
                     tool: tool.to_owned(),
-                    tool_call_id: call.tool_call_id.clone(),
                     call: serde_json::to_string(call).unwrap_or_default(),
                 };
                 let url = accounts

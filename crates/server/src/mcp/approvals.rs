@@ -336,7 +336,8 @@ pub fn consent_answer(response: &Value) -> Option<bool> {
     }
 }
 
-fn one(key: &str, request: Value) -> InputRequests {
+/// `request` (a JSON `elicitation/create`) as the one input request under `key`.
+pub(super) fn one(key: &str, request: Value) -> InputRequests {
     let mut inputs = InputRequests::new();
     match serde_json::from_value::<InputRequest>(request) {
         Ok(request) => {

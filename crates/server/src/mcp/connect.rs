@@ -15,7 +15,7 @@
 
 use gatehouse_core::envelope::{OutcomeCode, ToolResultEnvelope};
 use rmcp::ErrorData;
-use rmcp::model::{ErrorCode, InputRequests, InputRequiredResult};
+use rmcp::model::{ErrorCode, InputRequiredResult};
 use serde_json::{Value, json};
 
 /// The key of the connection's URL elicitation in an `InputRequiredResult`'s `inputRequests`.
@@ -49,10 +49,10 @@ fn elicitation(result: &ToolResultEnvelope) -> Option<(Value, String)> {
 pub fn input_required(result: &ToolResultEnvelope) -> Option<InputRequiredResult> {
     let (elicitation, _) = elicitation(result)?;
     let request = json!({ "method": "elicitation/create", "params": elicitation });
-    let mut requests = serde_json::Map::new();
-    requests.insert(CONNECT_INPUT.to_owned(), request);
-    let requests: InputRequests = serde_json::from_value(Value::Object(requests)).ok()?;
-    Some(InputRequiredResult::new(Some(requests), None))
+    Some(InputRequiredResult::new(
+        Some(super::approvals::one(CONNECT_INPUT, request)),
+        None,
+    ))
 }
 
 /// 2025-11-25: the URL elicitation required error naming the link, for a client that declared

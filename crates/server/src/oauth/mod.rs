@@ -581,7 +581,6 @@ impl Broker {
             resource: provider.config.resource.clone().unwrap_or_default(),
             sealed_verifier: self.vault.seal(verifier.secret().as_bytes(), &aad),
             tool: pending.tool.clone(),
-            tool_call_id: pending.tool_call_id.clone(),
             browser_hash: None,
             call: pending.call.clone(),
             created_at_ms: now,
@@ -636,15 +635,7 @@ impl Broker {
                 );
             }
         };
-        let aad = vault::flow_aad(
-            &flow.state_hash,
-            &flow.key.tenant,
-            &flow.key.principal,
-            &flow.key.provider,
-        );
-        let Some(verifier) = (self.vault.open(&flow.sealed_verifier, &aad).ok())
-            .and_then(|v| String::from_utf8(v).ok())
-        else {
+        let Some(verifier) = self.verifier(&flow) else {
             return refused(
                 "This link is not valid. Call the tool again from your agent for a new one.",
             );
@@ -765,19 +756,23 @@ impl Broker {
         }
     }
 
-    async fn exchange(&self, flow: &Authorization, code: &str) -> Result<(), String> {
-        let provider = self
-            .provider(&flow.key.provider)
-            .map_err(|e| e.to_string())?;
+    /// The PKCE verifier `flow` keeps sealed for itself, if it opens.
+    fn verifier(&self, flow: &Authorization) -> Option<String> {
         let aad = vault::flow_aad(
             &flow.state_hash,
             &flow.key.tenant,
             &flow.key.principal,
             &flow.key.provider,
         );
-        let verifier = (self.vault.open(&flow.sealed_verifier, &aad).ok())
-            .and_then(|v| String::from_utf8(v).ok())
-            .ok_or("the flow's verifier does not open")?;
+        let opened = self.vault.open(&flow.sealed_verifier, &aad).ok()?;
+        String::from_utf8(opened).ok()
+    }
+
+    async fn exchange(&self, flow: &Authorization, code: &str) -> Result<(), String> {
+        let provider = self
+            .provider(&flow.key.provider)
+            .map_err(|e| e.to_string())?;
+        let verifier = (self.verifier(flow)).ok_or("the flow's verifier does not open")?;
         let endpoints = provider.endpoints(&self.tls).await?;
         let client = provider.client(endpoints, &self.callback_url())?;
         let http = provider::http(&self.tls);

@@ -446,7 +446,7 @@ pub(super) async fn apply<'a>(
             txn.execute(
                 &format!(
                     "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                 ),
                 &[
                     &flow.state_hash,
@@ -456,7 +456,6 @@ pub(super) async fn apply<'a>(
                     &flow.resource,
                     &flow.sealed_verifier,
                     &flow.tool,
-                    &flow.tool_call_id,
                     &flow.browser_hash,
                     &to_db(flow.created_at_ms),
                     &to_db(flow.expires_at_ms),

@@ -207,7 +207,7 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             txn,
             &format!(
                 "INSERT INTO authorizations ({AUTHORIZATION_COLUMNS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
             ),
             params![
                 flow.state_hash,
@@ -217,7 +217,6 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
                 flow.resource,
                 flow.sealed_verifier,
                 flow.tool,
-                flow.tool_call_id,
                 flow.browser_hash,
                 to_db(flow.created_at_ms),
                 to_db(flow.expires_at_ms),

@@ -31,7 +31,6 @@ fn flow(state_hash: &str, expires_at_ms: u64) -> Authorization {
         resource: String::new(),
         sealed_verifier: "sealed".into(),
         tool: "gh.create_issue".into(),
-        tool_call_id: "call-1".into(),
         browser_hash: None,
         created_at_ms: 1,
         expires_at_ms,
