@@ -13,7 +13,8 @@ ACTION is one of:
     subscribe TASK_ID                      SubscribeToTask: each event, a line each
     extended                               GetExtendedAgentCard
     get TASK_ID                            GetTask
-    list                                   ListTasks
+    list [REQUEST_JSON]                    ListTasks, with the request's fields as JSON
+                                           (`contextId`, `status`, `pageSize`, ...)
     cancel TASK_ID                         CancelTask
     push TASK_ID URL [TOKEN]               CreateTaskPushNotificationConfig
 
@@ -111,7 +112,9 @@ async def main() -> None:
             elif args.action == "get":
                 print(json.dumps(wire(await client.get_task(GetTaskRequest(id=args.rest[0])))))
             elif args.action == "list":
-                print(json.dumps(wire(await client.list_tasks(ListTasksRequest()))))
+                fields = json.loads(args.rest[0]) if args.rest else {}
+                request = ParseDict(fields, ListTasksRequest())
+                print(json.dumps(wire(await client.list_tasks(request))))
             elif args.action == "cancel":
                 task = await client.cancel_task(CancelTaskRequest(id=args.rest[0]))
                 print(json.dumps(wire(task)))

@@ -121,6 +121,11 @@ impl Peer {
         lines.remove(0)
     }
 
+    /// `ListTasks` of `request`'s fields, as `key`: the answer.
+    async fn list(&self, key: &str, request: Value) -> Value {
+        self.one(key, &["list", &request.to_string()]).await
+    }
+
     /// `SendMessage` of `tool` with `args` as message `id`, as `key`: the task answered.
     async fn send(&self, key: &str, tool: &str, args: &Value, id: &str) -> Value {
         let answer = self.one(key, &["send", tool, &args.to_string(), id]).await;
@@ -259,6 +264,7 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
         task["metadata"]["gatehouse/result"]["outcome"], "OK",
         "{task}"
     );
+    let first = task.clone();
     let artifact = task["artifacts"][0]["parts"].to_string();
     assert!(artifact.contains("/orders/7"), "{task}");
     assert!(
@@ -414,6 +420,69 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
         said.contains("127.0.0.1 is a loopback address") && said.contains("push_allow_private"),
         "{said}"
     );
+
+    // ListTasks narrows before it pages: alice's completed tasks a page of one at a time, each
+    // page full, each task once, all of them counted; the cancelled one in none.
+    let list = |request: Value| peer.list(ALICE, request);
+    let mut completed = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = list(json!({ "status": "TASK_STATE_COMPLETED", "pageSize": 1,
+                                "pageToken": token }))
+        .await;
+        let tasks = page["tasks"].as_array().unwrap();
+        assert_eq!(tasks.len(), 1, "{page}");
+        assert_eq!(
+            tasks[0]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{page}"
+        );
+        // Artifacts only when asked for.
+        assert!(tasks[0].get("artifacts").is_none(), "{page}");
+        assert_eq!(page["pageSize"], 1, "{page}");
+        completed.push(tasks[0]["id"].as_str().unwrap().to_owned());
+        match page["nextPageToken"].as_str() {
+            Some(next) if !next.is_empty() => token = next.to_owned(),
+            _ => {
+                assert_eq!(page["totalSize"], completed.len(), "{page}");
+                break;
+            }
+        }
+    }
+    let mut distinct = completed.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), completed.len(), "{completed:?}");
+    assert!(completed.len() >= 3, "{completed:?}");
+    assert!(completed.contains(&first["id"].as_str().unwrap().to_owned()));
+    assert!(!completed.contains(&id), "{completed:?}");
+    let cancelled = list(json!({ "status": "TASK_STATE_CANCELED" })).await;
+    assert_eq!(
+        cancelled["tasks"].as_array().unwrap().len(),
+        1,
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["tasks"][0]["id"], id.as_str(), "{cancelled}");
+    // One context's tasks, with their artifacts; those whose status changed since a time.
+    let context = list(json!({ "contextId": first["contextId"], "includeArtifacts": true })).await;
+    assert_eq!(context["totalSize"], 1, "{context}");
+    assert_eq!(context["tasks"][0]["id"], first["id"], "{context}");
+    assert_eq!(
+        context["tasks"][0]["artifacts"], first["artifacts"],
+        "{context}"
+    );
+    let since =
+        list(json!({ "statusTimestampAfter": cancelled["tasks"][0]["status"]["timestamp"] })).await;
+    let since: Vec<&Value> = (since["tasks"].as_array().unwrap().iter())
+        .map(|task| &task["id"])
+        .collect();
+    assert!(since.contains(&&json!(id)), "{since:?}");
+    assert!(!since.contains(&&first["id"]), "{since:?}");
+    // A page size A2A does not allow, or a token that is no page of alice's, is refused.
+    let refused = list(json!({ "pageSize": 500 })).await;
+    assert_eq!(refused["error"]["type"], "InvalidParamsError", "{refused}");
+    assert!(refused.to_string().contains("from 1 to 100"), "{refused}");
+    let bobs = peer.list(BOB, json!({ "pageToken": id })).await;
+    assert_eq!(bobs["error"]["type"], "InvalidParamsError", "{bobs}");
 }
 
 /// Webhooks the operator allows on loopback hear of each state, with their token; a tenant's

@@ -29,7 +29,8 @@
 //!   `metadata["gatehouse/result"]`; one waiting names its approval under
 //!   `metadata["gatehouse/approval_id"]`.
 //! - **`GetTask`, `ListTasks`, `CancelTask`**: the caller's own tasks only; another's is
-//!   `TaskNotFoundError`, as one that does not exist. Cancelling withdraws a pending approval.
+//!   `TaskNotFoundError`, as one that does not exist. `ListTasks` narrows them to a context, a
+//!   state and a time before it pages them. Cancelling withdraws a pending approval.
 //! - **Push notifications** ([`push`]): webhooks for a task, registered with
 //!   `CreateTaskPushNotificationConfig` or with the message, each sent the task when its state
 //!   changes. A webhook's addresses pass the egress gate's address checks: public only, unless
@@ -626,33 +627,187 @@ fn task_id<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Rpc
         .ok_or_else(|| RpcError::invalid_params(format!("`{key}` must name a task")))
 }
 
-/// `ListTasks`: the caller's tasks, newest first, a page at a time, narrowed to a context
-/// and a state when asked.
+/// The task states of A2A 1.0 a `ListTasks` may ask for (all but `UNSPECIFIED`, which asks
+/// for none in particular).
+const STATES: [&str; 8] = [
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+];
+/// A page's size when the request names none, and the most a request may name (A2A 1.0).
+const PAGE: (u64, u64) = (50, 100);
+
+/// What a `ListTasks` asks for: which of the caller's tasks, and which page of them.
+#[derive(Debug, Default, PartialEq)]
+struct ListQuery<'a> {
+    /// Only the tasks of this context.
+    context: Option<&'a str>,
+    /// Only the tasks in this state (one of [`STATES`]).
+    state: Option<&'static str>,
+    /// Only the tasks whose status changed at this time (unix ms) or after.
+    since_ms: Option<u64>,
+    /// At most this many tasks.
+    size: u64,
+    /// After this task: the last of the page before.
+    token: Option<&'a str>,
+    /// With each task's artifacts (A2A leaves them out unless asked).
+    artifacts: bool,
+}
+
+/// `params` read as a `ListTasks` request; a field of the wrong shape is an error naming it.
+fn list_query(params: &Map<String, Value>) -> Result<ListQuery<'_>, RpcError> {
+    let text = |key: &str| -> Result<Option<&str>, RpcError> {
+        match params.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.as_str()).filter(|text| !text.is_empty())),
+            Some(_) => Err(RpcError::invalid_params(format!(
+                "`{key}` must be a string"
+            ))),
+        }
+    };
+    let state =
+        match text("status")? {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(state) => Some(*STATES.iter().find(|known| **known == state).ok_or_else(
+                || {
+                    RpcError::invalid_params(format!(
+                        "`status` `{state}` is not a task state; one of {}",
+                        STATES.join(", ")
+                    ))
+                },
+            )?),
+        };
+    let since_ms = match text("statusTimestampAfter")? {
+        None => None,
+        Some(at) => {
+            let at = chrono::DateTime::parse_from_rfc3339(at).map_err(|e| {
+                RpcError::invalid_params(format!(
+                    "`statusTimestampAfter` `{at}` is not an RFC 3339 time, such as \
+                     2026-11-30T09:00:00Z: {e}"
+                ))
+            })?;
+            Some(u64::try_from(at.timestamp_millis()).unwrap_or(0))
+        }
+    };
+    let size = match params.get("pageSize") {
+        None | Some(Value::Null) => PAGE.0,
+        Some(size) => size
+            .as_u64()
+            .filter(|size| (1..=PAGE.1).contains(size))
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "`pageSize` must be a whole number from 1 to {}, not {size}",
+                    PAGE.1
+                ))
+            })?,
+    };
+    let artifacts = match params.get("includeArtifacts") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(artifacts)) => *artifacts,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "`includeArtifacts` must be true or false",
+            ));
+        }
+    };
+    Ok(ListQuery {
+        context: text("contextId")?,
+        state,
+        since_ms,
+        size,
+        token: text("pageToken")?,
+        artifacts,
+    })
+}
+
+/// The stored statuses of a task that A2A calls `state` ([`state`] tells them apart); none
+/// means any.
+fn stored(state: Option<&str>) -> &'static [TaskStatus] {
+    match state {
+        Some("TASK_STATE_WORKING" | "TASK_STATE_AUTH_REQUIRED") => &[TaskStatus::Working],
+        Some("TASK_STATE_INPUT_REQUIRED") => &[TaskStatus::InputRequired],
+        Some("TASK_STATE_COMPLETED" | "TASK_STATE_REJECTED") => &[TaskStatus::Completed],
+        Some("TASK_STATE_FAILED") => &[TaskStatus::Completed, TaskStatus::Failed],
+        Some("TASK_STATE_CANCELED") => &[TaskStatus::Cancelled],
+        _ => &[],
+    }
+}
+
+/// `ListTasks`: the caller's tasks, newest first, narrowed to a context, a state and a time
+/// when asked, then a page of them. The narrowing comes first, so each page is full but the
+/// last, and `totalSize` counts every task that matches. A page token is the id of the
+/// page's last task; the next page starts after it, wherever the tasks between have gone.
+/// Tasks keep no message history: `historyLength` changes nothing.
 async fn list(
     gateway: &Gateway,
     caller: &Caller,
     params: &Map<String, Value>,
 ) -> Result<Value, RpcError> {
-    let cursor = params
-        .get("pageToken")
-        .and_then(Value::as_str)
-        .filter(|token| !token.is_empty());
-    let (page, next) = tasks::list(gateway.host(), caller, cursor).await?;
-    let context = params.get("contextId").and_then(Value::as_str);
-    let state = params.get("status").and_then(Value::as_str);
+    let query = list_query(params)?;
+    let after = match query.token {
+        Some(token) => {
+            let task = tasks::owned(gateway.host(), caller, token)
+                .await
+                .map_err(|error| match error {
+                    TaskError::Unknown(_) => RpcError::invalid_params(format!(
+                        "`pageToken` `{token}` is not a page of your tasks: give the \
+                         `nextPageToken` of an earlier answer, or none for the first page"
+                    )),
+                    other => other.into(),
+                })?;
+            Some((task.created_at_ms, task.id))
+        }
+        None => None,
+    };
+    let matching: Vec<Task> = tasks::all(gateway.host(), caller, stored(query.state))
+        .await?
+        .into_iter()
+        .filter(|task| {
+            query
+                .context
+                .is_none_or(|context| task.call["session_id"] == context)
+                && query
+                    .state
+                    .is_none_or(|wanted| state(task, tasks::result_of(task).as_ref()) == wanted)
+                && query
+                    .since_ms
+                    .is_none_or(|since| task.updated_at_ms >= since)
+        })
+        .collect();
+    let start = after.map_or(0, |(at, id)| {
+        (matching.iter())
+            .position(|task| (task.created_at_ms, task.id.as_str()) < (at, id.as_str()))
+            .unwrap_or(matching.len())
+    });
+    let size = usize::try_from(query.size).unwrap_or(usize::MAX);
+    let page = &matching[start..matching.len().min(start.saturating_add(size))];
+    let next = match page.last() {
+        Some(last) if start + page.len() < matching.len() => last.id.as_str(),
+        _ => "",
+    };
     let tasks: Vec<Value> = page
         .iter()
-        .map(wire)
-        .filter(|task| context.is_none_or(|context| task["contextId"] == context))
-        .filter(|task| state.is_none_or(|state| task["status"]["state"] == state))
+        .map(|task| {
+            let mut wire = wire(task);
+            if !query.artifacts
+                && let Some(task) = wire.as_object_mut()
+            {
+                task.remove("artifacts");
+            }
+            wire
+        })
         .collect();
-    let mut listed = json!({ "tasks": tasks, "pageSize": tasks.len() });
-    if let Some(next) = next {
-        listed["nextPageToken"] = json!(next);
-    } else if cursor.is_none() {
-        listed["totalSize"] = json!(tasks.len());
-    }
-    Ok(listed)
+    Ok(json!({
+        "tasks": tasks,
+        "nextPageToken": next,
+        "pageSize": query.size,
+        "totalSize": matching.len(),
+    }))
 }
 
 /// A task as A2A has it.
@@ -761,6 +916,108 @@ mod tests {
                 error.message
             );
         }
+    }
+
+    #[test]
+    fn a_list_request_is_read_with_a2as_defaults_and_a_bad_field_is_named() {
+        let query = |params: Value| -> Result<ListQuery<'static>, RpcError> {
+            let params: &'static Map<String, Value> =
+                Box::leak(Box::new(params.as_object().unwrap().clone()));
+            list_query(params)
+        };
+        let defaults = query(json!({})).unwrap();
+        assert_eq!(
+            defaults,
+            ListQuery {
+                size: 50,
+                ..ListQuery::default()
+            }
+        );
+        let asked = query(json!({
+            "contextId": "ctx_1", "status": "TASK_STATE_AUTH_REQUIRED", "pageSize": 100,
+            "pageToken": "task_9", "includeArtifacts": true, "historyLength": 3,
+            "statusTimestampAfter": "2026-11-30T10:00:00.5+01:00",
+        }))
+        .unwrap();
+        assert_eq!(
+            asked,
+            ListQuery {
+                context: Some("ctx_1"),
+                state: Some("TASK_STATE_AUTH_REQUIRED"),
+                since_ms: Some(1_796_029_200_500),
+                size: 100,
+                token: Some("task_9"),
+                artifacts: true,
+            }
+        );
+        // proto3's JSON writes an unset field as its default: no filter.
+        let unset = query(json!({ "status": "TASK_STATE_UNSPECIFIED", "contextId": "",
+                                  "pageToken": "" }))
+        .unwrap();
+        assert_eq!(unset, defaults);
+        for (bad, named) in [
+            (json!({ "pageSize": 0 }), "`pageSize`"),
+            (json!({ "pageSize": 101 }), "`pageSize`"),
+            (json!({ "pageSize": "ten" }), "`pageSize`"),
+            (
+                json!({ "status": "done" }),
+                "`status` `done` is not a task state",
+            ),
+            (json!({ "statusTimestampAfter": "yesterday" }), "RFC 3339"),
+            (json!({ "includeArtifacts": "yes" }), "`includeArtifacts`"),
+            (json!({ "contextId": 7 }), "`contextId` must be a string"),
+        ] {
+            let error = query(bad.clone()).unwrap_err();
+            assert_eq!(error.code, -32602, "{bad}");
+            assert!(error.message.contains(named), "{bad}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn each_a2a_state_is_looked_for_among_the_stored_statuses_it_comes_from() {
+        let result = |status: &str| {
+            json!({
+                "envelope_version": "1", "tool_call_id": "c", "trace_id": "t",
+                "capability_id": "x.y", "status": status, "outcome": "OK",
+                "content": [], "evidence_refs": [],
+            })
+        };
+        // Every task there can be: each stored status, waiting on an approval or not, with
+        // each way its call can have ended; its A2A state is one `stored` looks among.
+        for status in [
+            TaskStatus::Working,
+            TaskStatus::InputRequired,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ] {
+            for approval_id in [None, Some("apr_1".to_owned())] {
+                for ended in [None, Some("ok"), Some("rejected"), Some("failed")] {
+                    let task = Task {
+                        id: "task_1".to_owned(),
+                        tenant: "t".to_owned(),
+                        principal: "p".to_owned(),
+                        tool: "x.y".to_owned(),
+                        approval_id: approval_id.clone(),
+                        call: json!({}),
+                        status,
+                        status_message: None,
+                        result: ended.map(result),
+                        created_at_ms: 1,
+                        updated_at_ms: 1,
+                        expires_at_ms: 2,
+                    };
+                    let state = state(&task, tasks::result_of(&task).as_ref());
+                    assert!(STATES.contains(&state), "{state}");
+                    let stored = stored(Some(state));
+                    assert!(
+                        stored.is_empty() || stored.contains(&status),
+                        "a {status:?} task is {state}, looked for among {stored:?}"
+                    );
+                }
+            }
+        }
+        assert!(stored(None).is_empty());
     }
 
     #[test]

@@ -342,6 +342,35 @@ pub async fn list(
     Ok((tasks, next))
 }
 
+/// Every task of `caller`'s in one of `statuses` (any, when empty), newest first: the store
+/// read a page at a time.
+pub async fn all(
+    host: &Host,
+    caller: &Caller,
+    statuses: &[TaskStatus],
+) -> Result<Vec<Task>, TaskError> {
+    const PAGE: usize = 100;
+    let mut all: Vec<Task> = Vec::new();
+    loop {
+        let page = host
+            .store()
+            .tasks(TaskFilter {
+                tenant: Some(caller.tenant.clone()),
+                principal: Some(caller.principal.id.clone()),
+                statuses: statuses.to_vec(),
+                limit: PAGE,
+                before: all.last().map(|task| (task.created_at_ms, task.id.clone())),
+                ..TaskFilter::default()
+            })
+            .await?;
+        let last = page.len() < PAGE;
+        all.extend(page);
+        if last {
+            return Ok(all);
+        }
+    }
+}
+
 /// Cancels `caller`'s task `id`: withdraws its pending proposal, then the task.
 pub async fn cancel(host: &Host, caller: &Caller, id: &str) -> Result<Task, TaskError> {
     let task = owned(host, caller, id).await?;
@@ -542,24 +571,11 @@ fn wire_status(task: &Task, modern: bool) -> &'static str {
 
 /// Unix ms as an RFC 3339 UTC timestamp (`2026-11-27T03:04:05.678Z`).
 pub fn rfc3339(ms: u64) -> String {
-    let (days, ms_of_day) = (ms / 86_400_000, ms % 86_400_000);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s, milli) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1_000 % 60,
-        ms_of_day % 1_000,
-    );
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+    let at = i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 #[cfg(test)]
