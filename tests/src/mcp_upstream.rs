@@ -4,7 +4,7 @@
 //! [`McpUpstream::start`] serves protocol 2026-07-28 (stateless, JSON responses) and, to
 //! clients that `initialize`, 2025-11-25 without sessions; [`McpUpstream::start_legacy`]
 //! serves only 2025-11-25, with sessions and SSE responses, as servers written before
-//! 2026-07-28 do. Tools:
+//! 2026-07-28 do; [`McpUpstream::start_tls`] serves the first over https. Tools:
 //! 1. `get_forecast` (readOnlyHint): `{ city }` -> text and structured `{ city, sky }`;
 //! 2. `add_note` (no hints): `{ text }` -> text `noted: <text>`;
 //! 3. `fail_always`: an `isError` result saying `no such city`;
@@ -47,7 +47,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use wasmtime_wasi_http::io::TokioIo;
+
+use crate::upstream::TestCa;
 
 /// What the server shares with its handle.
 #[derive(Debug, Default)]
@@ -406,21 +409,28 @@ pub struct McpUpstream {
 impl McpUpstream {
     /// Serves 2026-07-28 and older versions, statelessly, with JSON responses.
     pub async fn start() -> Self {
-        Self::serve(false, false).await
+        Self::serve(false, false, None).await
     }
 
     /// Serves only 2025-11-25, with sessions and SSE responses.
     pub async fn start_legacy() -> Self {
-        Self::serve(true, false).await
+        Self::serve(true, false, None).await
     }
 
     /// [`McpUpstream::start_legacy`] (`legacy`) or [`McpUpstream::start`], offering
     /// `ask_name` and `wait` too.
     pub async fn start_asking(legacy: bool) -> Self {
-        Self::serve(legacy, true).await
+        Self::serve(legacy, true, None).await
     }
 
-    async fn serve(legacy: bool, asking: bool) -> Self {
+    /// [`McpUpstream::start`] over https, at `https://localhost:<port>/mcp`, with a certificate
+    /// `ca` issued for `localhost`.
+    pub async fn start_tls(ca: &TestCa) -> Self {
+        let tls = TlsAcceptor::from(ca.server_config(&["localhost"]));
+        Self::serve(false, false, Some(tls)).await
+    }
+
+    async fn serve(legacy: bool, asking: bool, tls: Option<TlsAcceptor>) -> Self {
         let state = Arc::new(State {
             asking,
             ..State::default()
@@ -440,6 +450,10 @@ impl McpUpstream {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("local address").port();
+        let url = match tls {
+            Some(_) => format!("https://localhost:{port}/mcp"),
+            None => format!("http://127.0.0.1:{port}/mcp"),
+        };
         let recorder = state.clone();
         tokio::spawn(async move {
             loop {
@@ -448,6 +462,7 @@ impl McpUpstream {
                 };
                 let service = service.clone();
                 let recorder = recorder.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let serve = service_fn(move |request: hyper::Request<Incoming>| {
                         recorder
@@ -458,16 +473,22 @@ impl McpUpstream {
                         let service = service.clone();
                         async move { Ok::<_, Infallible>(service.handle(request).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), serve)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let _ = http.serve_connection(TokioIo::new(stream), serve).await;
+                        }
+                        // A failed handshake (an untrusting client) just ends the connection.
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                let _ = http.serve_connection(TokioIo::new(stream), serve).await;
+                            }
+                        }
+                    }
                 });
             }
         });
-        Self {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            state,
-        }
+        Self { url, state }
     }
 
     /// How many times `tool` was called.

@@ -14,6 +14,7 @@ use gatehouse_tests::cli::gatehouse_output;
 use gatehouse_tests::gateway::{Gateway, Serve};
 use gatehouse_tests::mcp::{Client, client, rmcp_call, texts, tool_names};
 use gatehouse_tests::mcp_upstream::McpUpstream;
+use gatehouse_tests::upstream::TestCa;
 use gatehouse_tests::{config, free_port};
 use serde_json::json;
 
@@ -571,6 +572,87 @@ async fn bad_sources_exit_2_and_write_nothing() {
         );
         assert!(!out.exists(), "{args:?}: {out:?} was written");
     }
+}
+
+/// A server on https, with a certificate a private CA issued: the import and `--check` trust
+/// the CA with `--ca-file`, the gateway with `[egress] extra_root_certificates`. Without it the
+/// import stops in the handshake, says why, writes nothing, and the server hears no request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_https_is_imported_checked_and_called_trusting_the_operators_ca() {
+    let ca = TestCa::new();
+    let upstream = McpUpstream::start_tls(&ca).await;
+    assert!(
+        upstream.url.starts_with("https://localhost:"),
+        "{}",
+        upstream.url
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (key, key_path) = key_file(dir.path());
+    let out = dir.path().join("out");
+    let out_arg = out.to_str().unwrap();
+
+    let untrusted = [
+        "import",
+        "mcp",
+        &upstream.url,
+        "--id",
+        "test.secure",
+        "--out",
+        out_arg,
+    ];
+    let (code, text) = gatehouse(&untrusted);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("TLS: invalid peer certificate: UnknownIssuer") && text.contains("--ca-file"),
+        "{text}"
+    );
+    assert!(!out.exists());
+    assert!(upstream.requests().is_empty(), "{:?}", upstream.requests());
+
+    let ca_file = ca.pem_file();
+    let ca_arg = ca_file.to_str().unwrap();
+    let (code, text) =
+        gatehouse(&[&untrusted[..], &["--ca-file", dir.path().to_str().unwrap()]].concat());
+    assert_eq!(code, 2, "a directory is no certificate: {text}");
+    assert!(
+        text.contains("--ca-file") || text.contains(dir.path().to_str().unwrap()),
+        "{text}"
+    );
+    assert!(!out.exists());
+
+    import_with(
+        &upstream,
+        "test.secure",
+        dir.path(),
+        &key_path,
+        &["--ca-file", ca_arg],
+    );
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(manifest.contains(&upstream.url), "{manifest}");
+    let (code, text) = gatehouse(&["import", "mcp", "--check", out_arg, "--ca-file", ca_arg]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.starts_with("no drift"), "{text}");
+
+    let gateway = Imported::start_tuned(
+        &out,
+        "test.secure",
+        &key,
+        (TOKEN_ENV, UPSTREAM_TOKEN),
+        "",
+        |host| host.egress.extra_root_certificates = vec![ca.pem_file()],
+    )
+    .await;
+    let client = gateway.client().await;
+    let (result, record) = rmcp_call(
+        &client,
+        "test.secure.get_forecast",
+        json!({ "city": "Oslo" }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(record["outcome"], "OK", "{record}");
+    assert_eq!(texts(&result), ["sunny in Oslo"]);
+    assert_eq!(upstream.calls("get_forecast"), 1);
 }
 
 /// The Petstore-shaped service, described once as OpenAPI 3.0 JSON: path parameters, a query

@@ -33,7 +33,7 @@ use gatehouse_core::agent_card;
 use gatehouse_core::keys::PublicKey;
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
 use gatehouse_host::TlsClient;
-use gatehouse_host::config::{EgressConfig, MethodName};
+use gatehouse_host::config::MethodName;
 use gatehouse_host::plugin::manifest::{
     AdapterManifest, AskKind, CallerRequest, Capability, TaskSupport,
 };
@@ -273,18 +273,6 @@ async fn extended_card(
              a card"
         ))),
     }
-}
-
-/// How the import reaches an agent over https: the system's roots, and the operator's CAs.
-pub fn tls(ca_files: &[std::path::PathBuf]) -> Result<TlsClient, ImportError> {
-    let config = EgressConfig {
-        extra_root_certificates: ca_files.to_vec(),
-        ..EgressConfig::default()
-    };
-    TlsClient::from_config(&config).map_err(|e| ImportError::Read {
-        path: "--ca-file".into(),
-        reason: e.to_string(),
-    })
 }
 
 /// One request (GET, or a JSON-RPC POST of `body`) with `headers`, over `tls` for an https

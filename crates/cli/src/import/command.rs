@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use gatehouse_host::TlsClient;
 use gatehouse_host::plugin::manifest::{AdapterManifest, Manifest, PluginKind};
 use gatehouse_host::plugin::signature::SigningKey;
 use gatehouse_host::plugin::{self, read_file};
@@ -71,7 +72,7 @@ pub struct A2aArgs {
 /// `gatehouse import mcp`.
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
-    /// The server's MCP endpoint, e.g. http://127.0.0.1:8931/mcp.
+    /// The server's MCP endpoint, http or https, e.g. http://127.0.0.1:8931/mcp.
     #[arg(required_unless_present_any = ["check", "stdio"], conflicts_with = "stdio")]
     url: Option<String>,
     /// Import a stdio server: the command after `--`, e.g. `-- npx -y
@@ -109,6 +110,11 @@ pub struct McpArgs {
     /// tunnels. Without --net the server has no network at all.
     #[arg(long = "net", value_name = "URL", requires = "stdio")]
     net: Vec<String>,
+    /// A CA certificate (PEM) the server's https certificate may chain to, besides the
+    /// system's roots (repeatable): a private CA. The gateway trusts it through `[egress]
+    /// extra_root_certificates`.
+    #[arg(long, value_name = "PEM", conflicts_with = "stdio")]
+    ca_file: Vec<PathBuf>,
     /// Compare the import in this directory with the server's tools now: list tools changed,
     /// added or removed upstream; exit 1 if any.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "id", "out", "key", "component", "config"])]
@@ -325,7 +331,7 @@ fn import_a2a(args: &A2aArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     }
     let resolved = args.output.resolve(Generic::A2aUpstream)?;
     let url = args.url.as_deref().unwrap_or_default();
-    let tls = a2a::tls(&args.ca_file).map_err(usage)?;
+    let tls = crate::import::tls(&args.ca_file).map_err(usage)?;
     let source = a2a::Source {
         url,
         card_key: args.card_key.as_deref(),
@@ -357,7 +363,7 @@ fn check_a2a(
     } else {
         values_now(headers).map_err(usage)?
     };
-    let tls = a2a::tls(&args.ca_file).map_err(usage)?;
+    let tls = crate::import::tls(&args.ca_file).map_err(usage)?;
     let source = a2a::Source {
         url: &card_url,
         card_key: args.card_key.as_deref().or(signer.as_deref()),
@@ -384,7 +390,8 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
     let headers = header_credentials(&args.headers)?;
     let runtime = runtime()?;
     if let Some(dir) = &args.check {
-        return check(&runtime, dir, &headers, &args.output, out);
+        let tls = crate::import::tls(&args.ca_file).map_err(usage)?;
+        return check(&runtime, dir, &headers, &tls, &args.output, out);
     }
     let resolved = args.output.resolve(Generic::McpUpstream)?;
     let options = &resolved.options;
@@ -430,8 +437,9 @@ fn import_mcp(args: &McpArgs, out: &mut dyn Write) -> Result<u8, Failure> {
         return write(&import, &args.command.join(" "), resolved, out);
     }
     let url = args.url.as_deref().unwrap_or_default();
+    let tls = crate::import::tls(&args.ca_file).map_err(usage)?;
     let import = runtime
-        .block_on(mcp::import(url, &headers, options))
+        .block_on(mcp::import(url, &headers, &tls, options))
         .map_err(usage)?;
     write(&import, url, resolved, out)
 }
@@ -614,11 +622,13 @@ fn listed(folder: &Path, component: &Path) -> Result<String, String> {
     })
 }
 
-/// `--check DIR`: the drift between the import in `dir` and the server now.
+/// `--check DIR`: the drift between the import in `dir` and the server now (over https, as
+/// `tls` trusts).
 fn check(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
     headers: &[HeaderCredential],
+    tls: &TlsClient,
     args: &OutputArgs,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
@@ -651,7 +661,9 @@ fn check(
     } else {
         values_now(headers).map_err(usage)?
     };
-    let listing = runtime.block_on(mcp::list(url, &headers)).map_err(usage)?;
+    let listing = runtime
+        .block_on(mcp::list(url, &headers, tls))
+        .map_err(usage)?;
     report(&manifest, &options, &listing, url, out)
 }
 

@@ -1,7 +1,8 @@
 //! `gatehouse import mcp`: the manifest of `gatehouse.mcp-upstream` for the tools of one MCP
 //! server, and `--check`, which compares an import with what the server offers now.
 //!
-//! The server is asked with rmcp's client over Streamable HTTP: protocol 2026-07-28 first
+//! The server is asked with rmcp's client over Streamable HTTP (http, or https trusting the
+//! system's roots and the operator's `--ca-file`s): protocol 2026-07-28 first
 //! (`server/discover`), then 2025-11-25 (`initialize`) if that fails. The version
 //! it answers is recorded in each capability's mapping, and the adapter speaks it per call.
 //!
@@ -25,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use gatehouse_core::model::{ApprovalMode, CapabilityClass};
+use gatehouse_host::TlsClient;
 use gatehouse_host::config::MethodName;
 use gatehouse_host::plugin::manifest::{
     AdapterManifest, Annotations, AskKind, CallerRequest, Capability, Prompt, PromptArgument,
@@ -76,55 +78,64 @@ pub struct Listing {
     pub prompts: Vec<Value>,
 }
 
-/// Imports the tools of the MCP server at `url` (credentials from `headers`).
+/// Imports the tools of the MCP server at `url` (credentials from `headers`; https as `tls`
+/// trusts, [`super::tls`]).
 pub async fn import(
     url: &str,
     headers: &[HeaderCredential],
+    tls: &TlsClient,
     options: &Options,
 ) -> Result<Import, ImportError> {
-    let listing = list(url, &values_now(headers)?).await?;
+    let listing = list(url, &values_now(headers)?, tls).await?;
     build(url, headers, options, &listing)
 }
 
-/// Asks the server at `url` for its tools, sending `headers` (name, value) with each request.
-pub async fn list(url: &str, headers: &[(String, String)]) -> Result<Listing, ImportError> {
+/// Asks the server at `url` for its tools, sending `headers` (name, value) with each request;
+/// over https, trusting what `tls` trusts. A certificate it does not trust is refused in a
+/// handshake before any request is sent, the error naming why.
+pub async fn list(
+    url: &str,
+    headers: &[(String, String)],
+    tls: &TlsClient,
+) -> Result<Listing, ImportError> {
     let parsed = url::Url::parse(url).map_err(|_| ImportError::Url {
         url: url.to_owned(),
     })?;
     let host = parsed
         .host_str()
-        .filter(|_| parsed.scheme() == "http")
-        .ok_or_else(|| match parsed.scheme() {
-            "https" => ImportError::Unreachable {
-                url: url.to_owned(),
-                reason: "this build's import client speaks plain HTTP only (the gateway itself \
-                         reaches https upstreams); import through a local http address of the \
-                         server, then set the manifest's URLs to the https one before signing"
-                    .to_owned(),
-            },
-            _ => ImportError::Url {
-                url: url.to_owned(),
-            },
+        .filter(|_| matches!(parsed.scheme(), "http" | "https"))
+        .map(|host| host.trim_matches(['[', ']']))
+        .ok_or_else(|| ImportError::Url {
+            url: url.to_owned(),
         })?;
     let port = parsed.port_or_known_default().unwrap_or(80);
     let unreachable = |reason: String| ImportError::Unreachable {
         url: url.to_owned(),
         reason,
     };
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        tokio::net::TcpStream::connect((host, port)),
-    )
-    .await
-    {
-        Ok(Ok(_probe)) => {}
-        Ok(Err(e)) => return Err(unreachable(e.to_string())),
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| e.to_string())?;
+        if parsed.scheme() == "https" {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_owned())
+                .map_err(|e| format!("bad server name: {e}"))?;
+            tls.connector().connect(name, tcp).await.map_err(|e| {
+                format!("TLS: {e} (a certificate a private CA issued: give the CA with --ca-file)")
+            })?;
+        }
+        Ok::<_, String>(())
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, probe).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(unreachable(e)),
         Err(_) => {
             return Err(unreachable(format!(
                 "no connection within {CONNECT_TIMEOUT:?}"
             )));
         }
     }
+    let http = http_client(tls)?;
     let mut custom = std::collections::HashMap::new();
     for (name, value) in headers {
         let invalid = |problem: &str| ImportError::Header {
@@ -147,9 +158,9 @@ pub async fn list(url: &str, headers: &[(String, String)]) -> Result<Listing, Im
         let discover = ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         };
-        let client = match connect(url, &custom, discover).await {
+        let client = match connect(url, &http, &custom, discover).await {
             Ok(client) => client,
-            Err(modern) => connect(url, &custom, ClientLifecycleMode::Initialize)
+            Err(modern) => connect(url, &http, &custom, ClientLifecycleMode::Initialize)
                 .await
                 .map_err(|legacy| {
                     not_mcp(format!("{legacy} (and to server/discover: {modern})"))
@@ -213,16 +224,30 @@ fn json(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).expect("rmcp's model types serialize")
 }
 
-/// An rmcp client of the server at `url`, started in `lifecycle` (whose `initialize` asks for
-/// 2025-11-25), sending `headers` with each request.
+/// The HTTP client the server is asked with: over https, `tls`'s configuration, so the import
+/// trusts what the gateway will.
+fn http_client(tls: &TlsClient) -> Result<reqwest::Client, ImportError> {
+    let rustls = tls.connector().config().as_ref().clone();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(rustls)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(|e| ImportError::Read {
+            path: "--ca-file".into(),
+            reason: format!("cannot build the import's HTTP client: {e}"),
+        })
+}
+
+/// An rmcp client of the server at `url`, asked over `http`, started in `lifecycle` (whose
+/// `initialize` asks for 2025-11-25), sending `headers` with each request.
 async fn connect(
     url: &str,
+    http: &reqwest::Client,
     headers: &std::collections::HashMap<http::HeaderName, http::HeaderValue>,
     lifecycle: ClientLifecycleMode,
 ) -> Result<RunningService<RoleClient, ClientConfig>, String> {
-    // rmcp's reqwest client takes the process's rustls provider.
-    gatehouse_host::install_default_provider();
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        http.clone(),
         StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers.clone()),
     );
     let mut info = ClientConfig::default();

@@ -20,7 +20,8 @@
 //! use gatehouse_cli::import::{mcp, Options};
 //!
 //! let options = Options::new("acme.tools");
-//! let import = mcp::import("http://127.0.0.1:8931/mcp", &[], &options).await?;
+//! let tls = gatehouse_cli::import::tls(&[])?; // the system's roots, no extra CA
+//! let import = mcp::import("https://mcp.example.com/mcp", &[], &tls, &options).await?;
 //! println!("{} capabilities", import.manifest.capabilities.len());
 //! # Ok(()) }
 //! ```
@@ -57,6 +58,20 @@ pub mod stdio;
 /// every capability is a tool in `tools/list`: past a few thousand, neither is reviewable nor
 /// usable by a model; `--include`/`--exclude` narrow a larger source.
 pub const MAX_CAPABILITIES: usize = 4096;
+
+/// How an import reaches its source over https, as the gateway will: trusting the system's
+/// roots and the CA certificates in `ca_files` (`--ca-file`, which the gateway trusts through
+/// `[egress] extra_root_certificates`).
+pub fn tls(ca_files: &[std::path::PathBuf]) -> Result<gatehouse_host::TlsClient, ImportError> {
+    let config = gatehouse_host::config::EgressConfig {
+        extra_root_certificates: ca_files.to_vec(),
+        ..gatehouse_host::config::EgressConfig::default()
+    };
+    gatehouse_host::TlsClient::from_config(&config).map_err(|e| ImportError::Read {
+        path: "--ca-file".into(),
+        reason: e.to_string(),
+    })
+}
 
 /// What an import is asked for, besides its source.
 #[derive(Debug, Clone)]
