@@ -24,14 +24,43 @@ pub enum ReceiptCommand {
         /// The receipt: a JSON file holding the receipt, or a whole result envelope (the
         /// `gatehouse/result` of a call's `_meta`) that carries one.
         receipt: PathBuf,
-        /// The gateway's public key (`gatehouse keygen`'s `<id>.pub.toml` of its `[receipts]
-        /// key`).
+        /// The gateway's public key: `gatehouse keygen`'s `<id>.pub.toml` of its `[receipts]
+        /// key`, or the key set the gateway publishes (a saved copy of its
+        /// `/.well-known/jwks.json`), whose key under the receipt's key id is taken.
         #[arg(long, value_name = "FILE")]
         key: PathBuf,
         /// An audit export (JSON lines) that should hold the action.
         #[arg(long, value_name = "EXPORT")]
         audit: Option<PathBuf>,
     },
+}
+
+/// The public key in `path`: a `gatehouse keygen` public key file, or a JWK Set (JSON), whose
+/// key `key_id` is taken.
+fn public_key(path: &Path, key_id: &str) -> Result<PublicKey, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    let Ok(set) = serde_json::from_str::<Value>(&text) else {
+        return PublicKey::from_file(path).map_err(|e| usage(format!("{}: {e}", path.display())));
+    };
+    let keys = set["keys"].as_array().ok_or_else(|| {
+        usage(format!(
+            "{}: JSON, but not a key set (`{{\"keys\": [...]}}`, as a gateway serves at \
+             /.well-known/jwks.json)",
+            path.display()
+        ))
+    })?;
+    let jwk = keys
+        .iter()
+        .find(|jwk| jwk["kid"] == key_id)
+        .ok_or_else(|| {
+            usage(format!(
+                "{}: the key set has no key `{key_id}`, which the receipt names",
+                path.display()
+            ))
+        })?;
+    gatehouse_core::agent_card::jwk_key(key_id, jwk)
+        .map_err(|e| usage(format!("{}: key `{key_id}`: {e}", path.display())))
 }
 
 /// Runs `gatehouse receipt ...`.
@@ -42,7 +71,7 @@ pub(super) fn receipt(command: ReceiptCommand, out: &mut dyn Write) -> Result<u8
         audit,
     } = command;
     let receipt = read_receipt(&receipt)?;
-    let key = PublicKey::from_file(&key).map_err(|e| usage(format!("{}: {e}", key.display())))?;
+    let key = public_key(&key, &receipt.key_id)?;
     if !receipt.verifies(&key) {
         say!(
             out,
@@ -95,7 +124,7 @@ fn read_receipt(path: &Path) -> Result<Receipt, Failure> {
         Some(receipt) => receipt.clone(),
         None => value,
     };
-    serde_json::from_value(value).map_err(|e| {
+    Receipt::from_json(value).map_err(|e| {
         usage(format!(
             "{} holds no receipt ({e}); give the `receipt` of a result, or the result itself",
             path.display()

@@ -12,9 +12,13 @@ use crate::canonical::canonical_json;
 use crate::keys::{PublicKey, SigningKey};
 
 /// The signature of `card` with `key`: `{"protected", "signature"}`, the protected header
-/// `{"alg": "EdDSA", "typ": "JOSE", "kid": <the key's id>}`.
-pub fn sign(card: &Value, key: &SigningKey) -> Value {
-    let header = json!({ "alg": "EdDSA", "typ": "JOSE", "kid": key.key_id });
+/// `{"alg": "EdDSA", "typ": "JOSE", "kid": <the key's id>}`, and `jku`, the URL of a key set
+/// that serves the key's public half ([`jwk`]) under that id, if given.
+pub fn sign(card: &Value, key: &SigningKey, jku: Option<&str>) -> Value {
+    let mut header = json!({ "alg": "EdDSA", "typ": "JOSE", "kid": key.key_id });
+    if let Some(jku) = jku {
+        header["jku"] = json!(jku);
+    }
     let protected = B64URL.encode(canonical_json(&header).as_bytes());
     let signature = key.sign_message(b"", signing_input(card, &protected).as_bytes());
     json!({ "protected": protected, "signature": B64URL.encode(signature) })
@@ -63,7 +67,7 @@ pub fn verify(card: &Value, signature: &Value, key: &PublicKey) -> Result<(), St
 pub fn jwk_key(key_id: &str, jwk: &Value) -> Result<PublicKey, String> {
     if jwk["kty"] != "OKP" || jwk["crv"] != "Ed25519" {
         return Err(format!(
-            "not an Ed25519 key (kty {}, crv {}); gatehouse verifies EdDSA card signatures",
+            "not an Ed25519 key (kty {}, crv {}); gatehouse verifies EdDSA (Ed25519) signatures",
             jwk["kty"], jwk["crv"]
         ));
     }
@@ -72,6 +76,19 @@ pub fn jwk_key(key_id: &str, jwk: &Value) -> Result<PublicKey, String> {
         .ok_or("its `x` is not base64url")?;
     let standard = base64::engine::general_purpose::STANDARD.encode(x);
     PublicKey::from_base64(key_id, &standard).map_err(|e| e.to_string())
+}
+
+/// `key` as a JWK (RFC 8037), as a key set serves it: `{"kty": "OKP", "crv": "Ed25519", "x",
+/// "kid", "alg": "EdDSA", "use": "sig"}`. [`jwk_key`] reads it back.
+pub fn jwk(key: &PublicKey) -> Value {
+    json!({
+        "kty": "OKP",
+        "crv": "Ed25519",
+        "x": B64URL.encode(key.to_bytes()),
+        "kid": key.key_id,
+        "alg": "EdDSA",
+        "use": "sig",
+    })
 }
 
 /// `protected.payload`, what the signature signs.
@@ -126,12 +143,16 @@ mod tests {
     fn a_signature_verifies_until_the_card_changes() {
         let key = SigningKey::generate("desk").unwrap();
         let mut card = json!({ "name": "g", "skills": [{ "id": "a" }] });
-        let signature = sign(&card, &key);
+        let signature = sign(&card, &key, Some("https://g.example/.well-known/jwks.json"));
         card["signatures"] = json!([signature]);
         // Signatures and empty fields are not signed.
         card["description"] = json!("");
         assert_eq!(verify(&card, &signature, &key.public_key()), Ok(()));
         assert_eq!(header(&signature).unwrap()["kid"], "desk");
+        assert_eq!(
+            header(&signature).unwrap()["jku"],
+            "https://g.example/.well-known/jwks.json"
+        );
         card["name"] = json!("h");
         let error = verify(&card, &signature, &key.public_key()).unwrap_err();
         assert!(error.contains("does not verify with key `desk`"), "{error}");
@@ -145,9 +166,17 @@ mod tests {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(public.to_base64())
             .unwrap();
-        let jwk = json!({ "kty": "OKP", "crv": "Ed25519", "x": B64URL.encode(raw) });
+        let jwk = json!({ "kty": "OKP", "crv": "Ed25519", "x": B64URL.encode(&raw) });
         assert_eq!(
             jwk_key("desk", &jwk).unwrap().to_base64(),
+            public.to_base64()
+        );
+        // The JWK a key set serves is the key, under its id.
+        let served = super::jwk(&public);
+        assert_eq!(served["x"], jwk["x"]);
+        assert_eq!(served["kid"], "desk");
+        assert_eq!(
+            jwk_key("desk", &served).unwrap().to_base64(),
             public.to_base64()
         );
         assert!(jwk_key("desk", &json!({ "kty": "EC", "crv": "P-256" })).is_err());

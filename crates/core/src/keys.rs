@@ -187,6 +187,11 @@ impl PublicKey {
         BASE64.encode(self.key.as_bytes())
     }
 
+    /// The key's 32 bytes, as Ed25519 has them (a JWK's `x`, RFC 8037).
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.key.to_bytes()
+    }
+
     /// The public key file's text.
     pub fn to_toml(&self) -> String {
         let file = PublicKeyFile {

@@ -99,6 +99,43 @@ pub fn result_digest(status: &Value, content: &Value, structured: &Value, error:
 }
 
 impl Receipt {
+    /// A receipt read from JSON as it may arrive: a number it holds may have become a double
+    /// on the way (`0.0`), as every number in protobuf's `Struct` does (A2A's metadata, where
+    /// a task carries its call's result), and is read back as the integer it was. Its fields
+    /// are integers that a double holds exactly (positions, milliseconds), so nothing changes.
+    ///
+    /// # Errors
+    /// The JSON is not a receipt.
+    pub fn from_json(value: Value) -> Result<Self, serde_json::Error> {
+        fn integral(value: Value) -> Value {
+            match value {
+                Value::Number(n) if !n.is_i64() && !n.is_u64() => match n.as_f64() {
+                    Some(f) if f.fract() == 0.0 && (0.0..9.007_199_254_740_992e15).contains(&f) =>
+                    {
+                        #[expect(
+                            clippy::cast_possible_truncation,
+                            clippy::cast_sign_loss,
+                            reason = "a whole, non-negative double below 2^53"
+                        )]
+                        Value::from(f as u64)
+                    }
+                    _ => Value::Number(n),
+                },
+                other => other,
+            }
+        }
+        let value = match value {
+            Value::Object(fields) => Value::Object(
+                fields
+                    .into_iter()
+                    .map(|(name, value)| (name, integral(value)))
+                    .collect(),
+            ),
+            other => other,
+        };
+        serde_json::from_value(value)
+    }
+
     /// Signs `statement` with `key` at `at_ms`.
     pub fn sign(key: &SigningKey, statement: Statement, at_ms: u64) -> Self {
         let Statement {
@@ -157,6 +194,38 @@ impl Receipt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receipt_whose_numbers_became_doubles_on_the_way_reads_and_verifies() {
+        let key = SigningKey::generate("gw").unwrap();
+        let statement = Statement {
+            tool_call_id: "call_1".to_owned(),
+            tool: "a.b".to_owned(),
+            request: "sha256:00".to_owned(),
+            decision: "allow".to_owned(),
+            outcome: "OK".to_owned(),
+            result: "sha256:11".to_owned(),
+            entry: (42, 0, 7, "sha256:22".to_owned()),
+        };
+        let receipt = Receipt::sign(&key, statement, 1_796_029_200_500);
+        // What protobuf's Struct makes of it: every number a double.
+        let text = serde_json::to_string(&receipt).unwrap();
+        let doubled = text
+            .replace("\"seq\":42", "\"seq\":42.0")
+            .replace("\"chain\":0", "\"chain\":0.0")
+            .replace("\"at_ms\":1796029200500", "\"at_ms\":1.7960292005e12")
+            .replace("\"v\":1", "\"v\":1.0");
+        assert_ne!(doubled, text);
+        let value: Value = serde_json::from_str(&doubled).unwrap();
+        assert!(serde_json::from_value::<Receipt>(value.clone()).is_err());
+        let read = Receipt::from_json(value).unwrap();
+        assert_eq!(read, receipt);
+        assert!(read.verifies(&key.public_key()));
+        // A fraction is no integer: refused, not rounded.
+        let value: Value =
+            serde_json::from_str(&text.replace("\"seq\":42", "\"seq\":42.5")).unwrap();
+        assert!(Receipt::from_json(value).is_err());
+    }
 
     fn statement() -> Statement {
         Statement {

@@ -778,6 +778,12 @@ impl Host {
         self.pipeline.skills.resolve(tenant, tool, users)
     }
 
+    /// The public half of the key results' receipts are signed with (`[receipts] key`), if
+    /// receipts are on: what a caller verifies them with.
+    pub fn receipt_key(&self) -> Option<gatehouse_core::keys::PublicKey> {
+        self.pipeline.receipt_key()
+    }
+
     /// The state store (idempotency records, approvals, audit log).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.pipeline.store

@@ -154,6 +154,13 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The public half of the key results' receipts are signed with, if receipts are on.
+    pub(crate) fn receipt_key(&self) -> Option<gatehouse_core::keys::PublicKey> {
+        self.receipts
+            .as_ref()
+            .map(gatehouse_core::keys::SigningKey::public_key)
+    }
+
     /// Builds the pipeline from the operator's `[pipeline]` config over `store`; no adapter is
     /// installed.
     pub fn new(

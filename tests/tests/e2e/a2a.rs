@@ -81,6 +81,11 @@ impl Peer {
         let signer = gatehouse_host::plugin::signature::SigningKey::generate("acme-card").unwrap();
         let card_key = signer.public_key().to_base64();
         let signer = file("card.secret.toml", signer.to_toml().as_bytes());
+        // Results carry receipts, signed with a key of their own.
+        let receipts = gatehouse_host::plugin::signature::SigningKey::generate("acme-receipts")
+            .unwrap()
+            .to_toml();
+        host.receipts.key = Some(file("receipts.secret.toml", receipts.as_bytes()).into());
         let (mcp, admin) = (free_port(), free_port());
         let key = |tenant: &str, principal: &str, value: &str| {
             gatehouse_tests::gateway::api_key(dir.path(), tenant, principal, value)
@@ -483,6 +488,78 @@ async fn a_peer_agent_calls_governed_tools_over_a2a_with_approval_as_in_task_aut
     assert!(refused.to_string().contains("from 1 to 100"), "{refused}");
     let bobs = peer.list(BOB, json!({ "pageToken": id })).await;
     assert_eq!(bobs["error"]["type"], "InvalidParamsError", "{bobs}");
+}
+
+/// The gateway publishes its keys at `/.well-known/jwks.json`: the card's, which its
+/// signature names as `jku`, and the receipts'. So `gatehouse import a2a` of this gateway
+/// verifies its card with no key handed over (gatehouse behind gatehouse), and a receipt
+/// verifies offline against a saved copy of the key set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_published_keys_verify_its_card_and_its_receipts() {
+    let peer = Peer::start().await;
+    let (status, _, body) = http(peer.mcp, "GET", "/.well-known/jwks.json", &[], "").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let set: Value = serde_json::from_slice(&body).unwrap();
+    let ids: Vec<&Value> = (set["keys"].as_array().unwrap().iter())
+        .map(|key| &key["kid"])
+        .collect();
+    assert_eq!(ids, [&json!("acme-receipts"), &json!("acme-card")], "{set}");
+    let (status, headers, _) = http(peer.mcp, "POST", "/.well-known/jwks.json", &[], "{}").await;
+    assert_eq!((status, headers["allow"].to_str().unwrap()), (405, "GET"));
+
+    // The card's signature names the key set; the import trusts the key it serves there.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = gatehouse_tests::cli::gatehouse_output(
+        &[
+            "import",
+            "a2a",
+            &format!("{}/", peer.base()),
+            "--id",
+            "test.acme",
+            "--header",
+            "Authorization: Bearer ${ACME_KEY}",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("ACME_KEY", ALICE)],
+    );
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.contains("/.well-known/jwks.json"), "{printed}");
+    let manifest = std::fs::read_to_string(out.join("manifest.toml")).unwrap();
+    assert!(
+        manifest.contains(&peer.card_key),
+        "the card's key is pinned: {manifest}"
+    );
+    assert!(manifest.contains("gatehouse.rest.get"), "{manifest}");
+
+    // A receipt, checked offline with the saved key set.
+    let task = peer
+        .send(ALICE, "gatehouse.rest.get", &read(&peer), "msg-receipt-1")
+        .await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let result = &task["metadata"]["gatehouse/result"];
+    assert_eq!(result["receipt"]["key_id"], "acme-receipts", "{result}");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (keys, receipt) = (
+        write("jwks.json", &String::from_utf8_lossy(&body)),
+        write("result.json", &result.to_string()),
+    );
+    let verify = |receipt: &str, keys: &str| {
+        gatehouse_tests::cli::gatehouse_output(&["receipt", "verify", receipt, "--key", keys], &[])
+    };
+    let (code, printed) = verify(&receipt, &keys);
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.contains("signed by `acme-receipts`"), "{printed}");
+    // A key set without the receipt's key says so.
+    let card_only = json!({ "keys": [set["keys"][1]] }).to_string();
+    let (code, printed) = verify(&receipt, &write("card-only.json", &card_only));
+    assert_eq!(code, 2, "{printed}");
+    assert!(printed.contains("has no key `acme-receipts`"), "{printed}");
 }
 
 /// Webhooks the operator allows on loopback hear of each state, with their token; a tenant's

@@ -66,6 +66,9 @@ pub struct Card {
     pub endpoint: String,
     /// The key its signature verified with, if it is signed.
     pub signer: Option<PublicKey>,
+    /// Where that key was fetched (its signature's `jku`), if no key was given: trusted on
+    /// first use.
+    pub key_from: Option<String>,
 }
 
 /// Where an import reads a card, and how.
@@ -126,7 +129,8 @@ pub async fn read(source: Source<'_>, headers: &[(String, String)]) -> Result<Ca
         }
     };
     let endpoint = endpoint(&card).map_err(&not_a2a)?;
-    let signer = signer(&card_url, &card, card_key, tls).await?;
+    let (signer, key_from) = signer(&card_url, &card, card_key, tls).await?.unzip();
+    let key_from = key_from.flatten();
     let extended = card["capabilities"]["extendedAgentCard"] == true;
     let card = if extended && !headers.is_empty() {
         let extended = extended_card(&endpoint, headers, tls).await?;
@@ -149,6 +153,7 @@ pub async fn read(source: Source<'_>, headers: &[(String, String)]) -> Result<Ca
         card,
         endpoint,
         signer,
+        key_from,
     })
 }
 
@@ -184,13 +189,13 @@ fn endpoint(card: &Value) -> Result<String, String> {
 
 /// The key the card's signature verifies with: none for an unsigned card (refused if a key was
 /// given, which says a signature is expected); `key` (base64) if given, else the key its
-/// `jku` serves under its `kid`.
+/// `jku` serves under its `kid`, with that `jku`.
 async fn signer(
     card_url: &url::Url,
     card: &Value,
     key: Option<&str>,
     tls: &TlsClient,
-) -> Result<Option<PublicKey>, ImportError> {
+) -> Result<Option<(PublicKey, Option<String>)>, ImportError> {
     let refused = |reason: String| ImportError::Signature {
         url: card_url.to_string(),
         reason,
@@ -211,8 +216,11 @@ async fn signer(
     };
     let header = agent_card::header(signature).map_err(&refused)?;
     let kid = header.get("kid").and_then(Value::as_str).unwrap_or("card");
-    let key = match key {
-        Some(key) => PublicKey::from_base64(kid, key).map_err(|e| refused(e.to_string()))?,
+    let (key, from) = match key {
+        Some(key) => (
+            PublicKey::from_base64(kid, key).map_err(|e| refused(e.to_string()))?,
+            None,
+        ),
         None => {
             let jku = header.get("jku").and_then(Value::as_str).ok_or_else(|| {
                 refused(
@@ -221,11 +229,12 @@ async fn signer(
                         .to_owned(),
                 )
             })?;
-            jwks_key(jku, kid, tls).await.map_err(&refused)?
+            let key = jwks_key(jku, kid, tls).await.map_err(&refused)?;
+            (key, Some(jku.to_owned()))
         }
     };
     agent_card::verify(card, signature, &key).map_err(refused)?;
-    Ok(Some(key))
+    Ok(Some((key, from)))
 }
 
 /// The Ed25519 key `kid` of the JWKS at `jku`.
@@ -421,6 +430,12 @@ pub fn build(
             signer.key_id,
             signer.to_base64()
         ));
+        if let Some(jku) = &card.key_from {
+            import.notes.push(format!(
+                "that key is the one {jku} serves, trusted on first use: compare it with the \
+                 key the agent's operator publishes, or import with --card-key"
+            ));
+        }
     }
     Ok(import)
 }
@@ -590,6 +605,7 @@ mod tests {
             }),
             endpoint: "http://127.0.0.1:1/".to_owned(),
             signer: None,
+            key_from: None,
         }
     }
 
@@ -674,12 +690,15 @@ mod tests {
     async fn a_signed_card_verifies_with_the_given_key_or_is_refused() {
         let key = SigningKey::generate("desk").unwrap();
         let mut signed = card(&json!([])).card;
-        signed["signatures"] = json!([agent_card::sign(&signed, &key)]);
+        signed["signatures"] = json!([agent_card::sign(&signed, &key, None)]);
         let url = url::Url::parse("http://127.0.0.1:1/.well-known/agent-card.json").unwrap();
         let public = key.public_key().to_base64();
         let tls = TlsClient::default();
         let verified = signer(&url, &signed, Some(&public), &tls).await.unwrap();
-        assert_eq!(verified.map(|k| k.to_base64()), Some(public.clone()));
+        assert_eq!(
+            verified.map(|(k, from)| (k.to_base64(), from)),
+            Some((public.clone(), None))
+        );
         signed["name"] = json!("Someone else");
         let error = signer_error(&url, &signed, Some(&public)).await;
         assert!(error.contains("does not verify"), "{error}");

@@ -154,6 +154,8 @@ pub struct A2a {
     webhooks: Arc<Webhooks>,
     /// The key signing the card, if any.
     key: Option<SigningKey>,
+    /// The URL of the gateway's key set ([`super::jwks`]), named by the card's signature.
+    jku: String,
 }
 
 /// A JSON-RPC error of the A2A binding: its code and message.
@@ -201,6 +203,7 @@ impl A2a {
     /// refused if its signing key cannot be read.
     pub fn new(config: A2aConfig, base: &str) -> Result<Self, String> {
         let url = format!("{}{}", base.trim_end_matches('/'), config.path);
+        let jku = format!("{}{}", base.trim_end_matches('/'), super::jwks::PATH);
         let webhooks = Arc::new(Webhooks::new(config.push_allow_private.clone()));
         let key = (config.key.as_deref())
             .map(SigningKey::from_file)
@@ -211,7 +214,13 @@ impl A2a {
             url,
             webhooks,
             key,
+            jku,
         })
+    }
+
+    /// The public half of the key the card is signed with, if it is signed.
+    pub fn public_key(&self) -> Option<gatehouse_core::keys::PublicKey> {
+        self.key.as_ref().map(SigningKey::public_key)
     }
 
     /// The JSON-RPC endpoint's path.
@@ -262,7 +271,7 @@ impl A2a {
             "skills": skills,
         });
         if let Some(key) = &self.key {
-            card["signatures"] = json!([agent_card::sign(&card, key)]);
+            card["signatures"] = json!([agent_card::sign(&card, key, Some(&self.jku))]);
         }
         card
     }

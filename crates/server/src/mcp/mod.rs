@@ -5,7 +5,9 @@
 //! 1. anything but the endpoint path is 404;
 //! 2. `GET /.well-known/oauth-protected-resource` (and the same with the endpoint path appended)
 //!    answers the OAuth protected resource metadata (RFC 9728) without identity: `resource`,
-//!    `authorization_servers`, `bearer_methods_supported`, `scopes_supported`;
+//!    `authorization_servers`, `bearer_methods_supported`, `scopes_supported`; `GET
+//!    /.well-known/jwks.json` the gateway's public keys, those of its receipts and its A2A card
+//!    ([`jwks`]);
 //! 3. **identify** (gate 1, [`identity`]): a bearer API key or JWT ([`jwt`]), or the anonymous
 //!    tenant if the operator set one; otherwise 401 with `WWW-Authenticate: Bearer
 //!    resource_metadata="<metadata URL>"` (and `error="invalid_token"` when a token was refused),
@@ -56,6 +58,7 @@ pub(crate) mod content;
 #[cfg(test)]
 mod fuzz;
 pub mod identity;
+pub mod jwks;
 pub mod jwt;
 pub mod keys;
 mod message;

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+use gatehouse_core::keys::PublicKey;
 use gatehouse_core::model::ApprovalMode;
 use gatehouse_host::Host;
 use gatehouse_host::delegation::{self, DelegationError};
@@ -21,6 +22,7 @@ use super::call::Gateway;
 use super::caller::Caller;
 use super::config::McpConfig;
 use super::identity::{ApiKeyError, ApiKeys, Identity};
+use super::jwks;
 use super::jwt::{JwtConfigError, JwtVerifier};
 use super::keys::KeyArgument;
 use super::reply::{self, Body};
@@ -68,6 +70,9 @@ pub enum ServerConfigError {
     /// `[mcp.a2a] key`.
     #[error("`[mcp.a2a] key`: {0}")]
     A2aKey(String),
+    /// The keys the gateway publishes ([`jwks`]).
+    #[error("the keys the gateway publishes at /.well-known/jwks.json: {0}")]
+    KeyIds(String),
 }
 
 /// The MCP endpoint for a host: identity, then the front door, then the pipeline. Cheap to
@@ -88,6 +93,8 @@ pub struct McpServer {
     a2a: Option<Arc<A2a>>,
     /// The pages that connect users' own accounts, if `[oauth]` is set.
     oauth: Option<Arc<crate::oauth::Broker>>,
+    /// The gateway's public keys ([`jwks`]), if it signs anything.
+    jwks: Option<Arc<Value>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -149,6 +156,23 @@ impl McpServer {
             config.consent_modes.clone(),
         )
         .map_err(|e| ServerConfigError::StateKey(format!("the request state key: {e}")))?;
+        let a2a = (config.a2a.clone())
+            .map(|a2a| A2a::new(a2a, &base).map(Arc::new))
+            .transpose()
+            .map_err(ServerConfigError::A2aKey)?;
+        let signers: Vec<(&str, PublicKey)> = [
+            ("[receipts] key", host.receipt_key()),
+            (
+                "[mcp.a2a] key",
+                a2a.as_ref().and_then(|a2a| a2a.public_key()),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(role, key)| Some((role, key?)))
+        .collect();
+        let jwks = jwks::key_set(&signers)
+            .map_err(ServerConfigError::KeyIds)?
+            .map(Arc::new);
         let gateway = Gateway::new(host, config.aliases.clone(), key_argument, approvals);
         Ok(Self {
             path: Arc::from(config.path.as_str()),
@@ -159,11 +183,9 @@ impl McpServer {
             identity: Arc::new(Identity::new(keys, jwt)),
             router: Arc::new(router),
             gateway,
-            a2a: (config.a2a.clone())
-                .map(|a2a| A2a::new(a2a, &base).map(Arc::new))
-                .transpose()
-                .map_err(ServerConfigError::A2aKey)?,
+            a2a,
             oauth: None,
+            jwks,
         })
     }
 
@@ -229,6 +251,9 @@ impl McpServer {
                 return response;
             }
             return reply::json(StatusCode::OK, &self.metadata);
+        }
+        if request.uri().path() == jwks::PATH {
+            return self.key_set(request.method());
         }
         if let Some(oauth) = &self.oauth
             && matches!(
@@ -338,6 +363,27 @@ impl McpServer {
             tracing::debug!(%error, "request body refused");
             reply::plain(status, code, error.to_string())
         })
+    }
+
+    /// `GET` of the gateway's key set ([`jwks`]): 404 when it signs nothing.
+    fn key_set(&self, method: &http::Method) -> Response<Body> {
+        if method != http::Method::GET {
+            let mut refused = reply::json(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &json!({ "error": "method_not_allowed", "message": format!("{} is read with GET", jwks::PATH) }),
+            );
+            refused
+                .headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+            return refused;
+        }
+        match &self.jwks {
+            Some(set) => reply::json(StatusCode::OK, set),
+            None => reply::json(
+                StatusCode::NOT_FOUND,
+                &json!({ "error": "not_found", "message": "this gateway publishes no keys: it signs neither receipts ([receipts] key) nor its A2A card ([mcp.a2a] key)" }),
+            ),
+        }
     }
 
     /// A request to A2A's card or endpoint ([`a2a`]): identified as an MCP request is, and
