@@ -81,6 +81,15 @@ pub(super) enum Op {
     PutConnection(Connection),
     /// A connection removed: Done::Count(0) if there was none.
     DeleteConnection(ConnectionKey),
+    /// The right to refresh a connection taken until `until_ms`: Done::Count(1) if the
+    /// connection still holds the token hashing to `token_hash` and nobody holds the right at
+    /// `now_ms`, else Done::Count(0) and nothing changed.
+    LeaseConnection {
+        key: ConnectionKey,
+        token_hash: String,
+        now_ms: u64,
+        until_ms: u64,
+    },
     /// A flow starts.
     BeginAuthorization(Authorization),
     /// A browser opens a flow: its nonce's hash kept, if the flow is live and no browser
@@ -123,6 +132,7 @@ impl Op {
             | Self::EndSession { .. }
             | Self::PutConnection(_)
             | Self::DeleteConnection(_)
+            | Self::LeaseConnection { .. }
             | Self::BeginAuthorization(_)
             | Self::OpenAuthorization { .. }
             | Self::TakeAuthorization { .. } => None,
@@ -331,6 +341,23 @@ macro_rules! queued_writes {
             key: $crate::connections::ConnectionKey,
         ) -> $crate::store::StoreFuture<'_, bool> {
             let write = self.write($crate::jobs::Op::DeleteConnection(key), true);
+            Box::pin(async move { Ok(write.await?.count()? > 0) })
+        }
+
+        fn lease_connection(
+            &self,
+            key: $crate::connections::ConnectionKey,
+            token_hash: String,
+            now_ms: u64,
+            until_ms: u64,
+        ) -> $crate::store::StoreFuture<'_, bool> {
+            let op = $crate::jobs::Op::LeaseConnection {
+                key,
+                token_hash,
+                now_ms,
+                until_ms,
+            };
+            let write = self.write(op, true);
             Box::pin(async move { Ok(write.await?.count()? > 0) })
         }
 

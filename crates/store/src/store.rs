@@ -127,6 +127,20 @@ pub trait Store: RateBudget + Send + Sync + std::fmt::Debug {
     /// Removes a connection; false if there was none.
     fn delete_connection(&self, key: ConnectionKey) -> StoreFuture<'_, bool>;
 
+    /// Takes the right to refresh the connection under `key` until `until_ms`, atomically for
+    /// every gateway sharing the store: true if the connection still holds the token whose
+    /// hash is `token_hash` and nobody holds the right at `now_ms`. Storing the connection
+    /// ([`Store::put_connection`]) gives the right up. A provider that rotates refresh tokens
+    /// takes each once: of gateways refreshing one connection at once, only the one with the
+    /// right spends it.
+    fn lease_connection(
+        &self,
+        key: ConnectionKey,
+        token_hash: String,
+        now_ms: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'_, bool>;
+
     /// The flow whose state hashes to `state_hash`, as stored (live, opened, expired: any
     /// that is not taken or pruned).
     fn authorization(&self, state_hash: String) -> StoreFuture<'_, Option<Authorization>>;

@@ -34,10 +34,38 @@ struct Served {
     store: std::path::PathBuf,
     mcp: u16,
     admin: u16,
+    /// Its config file, and the signed adapter it serves.
+    config: std::path::PathBuf,
+    adapter: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Served {
+    /// A second gateway with this one's config on other ports: the same store (where it is
+    /// shared), vault key, provider and adapter; and its MCP port.
+    async fn beside(&self) -> (Gateway, u16) {
+        let (mcp, admin) = (free_port(), free_port());
+        let text = std::fs::read_to_string(&self.config)
+            .unwrap()
+            .replace(
+                &format!("127.0.0.1:{}", self.mcp),
+                &format!("127.0.0.1:{mcp}"),
+            )
+            .replace(
+                &format!("127.0.0.1:{}", self.admin),
+                &format!("127.0.0.1:{admin}"),
+            );
+        let config = self.config.with_file_name("beside.toml");
+        std::fs::write(&config, text).unwrap();
+        let gateway = Serve::config(&config)
+            .adapter(&self.adapter)
+            .wait_for(mcp)
+            .wait_for(admin)
+            .start()
+            .await;
+        (gateway, mcp)
+    }
+
     async fn client(&self, key: &str) -> Client {
         client(&format!("http://127.0.0.1:{}/mcp", self.mcp), Some(key)).await
     }
@@ -60,6 +88,17 @@ impl Served {
 /// grant sending each caller's token for provider `idp`, alice and bob as API-key callers;
 /// `extra` ends the config (more keys of the provider's table first, then tables).
 async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path, extra: &str) -> Served {
+    serve_on(provider, upstream, dir, extra, None).await
+}
+
+/// [`serve`], its state in the PostgreSQL database at `database` if given (else a SQLite file).
+async fn serve_on(
+    provider: &Provider,
+    upstream: &Upstream,
+    dir: &Path,
+    extra: &str,
+    database: Option<String>,
+) -> Served {
     let (key, key_path) = key_file(dir);
     let out = dir.join("out");
     let operator = provider.exchange(CLIENT, TRUST, "operator", upstream.url());
@@ -107,16 +146,26 @@ async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path, extra: &str
     );
     let (mcp, admin) = (free_port(), free_port());
     let store_path = store.clone();
-    let config = serve_config(state.path(), &out, &key, mcp, admin, &extra, |host| {
-        host.store.path = Some(store_path);
-    });
+    let config = serve_config(
+        state.path(),
+        &out,
+        &key,
+        mcp,
+        admin,
+        &extra,
+        |host| match database {
+            Some(url) => host.store.url = Some(url),
+            None => host.store.path = Some(store_path),
+        },
+    );
     // The import bound the operator's token; each caller's own is sent instead.
     let text = std::fs::read_to_string(&config).unwrap();
     let text = text.replace("env = \"OPERATOR_TOKEN\"", "oauth = \"idp\"");
     assert!(text.contains("oauth = \"idp\""), "{text}");
     std::fs::write(&config, &text).unwrap();
+    let adapter = out.join("test.issues.wasm");
     let gateway = Serve::config(&config)
-        .adapter(out.join("test.issues.wasm"))
+        .adapter(&adapter)
         .wait_for(mcp)
         .wait_for(admin)
         .start()
@@ -126,6 +175,8 @@ async fn serve(provider: &Provider, upstream: &Upstream, dir: &Path, extra: &str
         store,
         mcp,
         admin,
+        config: config.into(),
+        adapter,
         _dir: state,
     }
 }
@@ -241,6 +292,60 @@ async fn connect(provider: &Provider, url: &str, user: &str) -> (String, String)
     let text = browser.text("body").await;
     let at = browser.client.current_url().await.unwrap().to_string();
     (text, at)
+}
+
+/// Two gateways on one PostgreSQL database, alice's token due for refresh: her calls through
+/// both at once refresh it once. The provider rotates refresh tokens and takes each once, so it
+/// sees one refresh grant and no refused one, and both calls reach the upstream as alice.
+#[tokio::test]
+async fn two_gateways_on_one_database_refresh_a_connection_once() {
+    let pg = gatehouse_tests::postgres::Postgres::start();
+    let provider = Provider::start(
+        CLIENT.0,
+        CLIENT.1,
+        &["--access-ttl", "5", "--exchange-trust-secret", TRUST],
+    );
+    let upstream = Upstream::start(provider.issuer());
+    let dir = tempfile::tempdir().unwrap();
+    let first = serve_on(&provider, &upstream, dir.path(), "", Some(pg.url())).await;
+    let (_second, second_port) = first.beside().await;
+    let on_first = first.client(ALICE).await;
+    let (record, text) = call(&on_first, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["outcome"], "CONNECTION_REQUIRED", "{record}");
+    let (page, _) = connect(&provider, &start_url(&text), "alice").await;
+    assert!(page.contains("Connected"), "{page}");
+    // The second gateway reads her connection from the one database.
+    let on_second = client(&format!("http://127.0.0.1:{second_port}/mcp"), Some(ALICE)).await;
+    let (record, text) = call(&on_second, TOOL_WHOAMI, json!({}), json!({})).await;
+    assert_eq!(record["status"], "ok", "{record}");
+    assert!(text.contains("alice"), "{text}");
+
+    // Her access token expires (5 s); then a call through each gateway at once.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let ((one, one_text), (two, two_text)) = tokio::join!(
+        call(&on_first, TOOL_WHOAMI, json!({}), json!({})),
+        call(&on_second, TOOL_WHOAMI, json!({}), json!({})),
+    );
+    assert_eq!(
+        (&one["status"], &two["status"]),
+        (&json!("ok"), &json!("ok")),
+        "{one} {two}"
+    );
+    assert!(
+        one_text.contains("alice") && two_text.contains("alice"),
+        "{one_text} {two_text}"
+    );
+    let events = provider.events();
+    let refreshes = |event: &str| {
+        (events.iter())
+            .filter(|e| e["event"] == event && e["grant_type"] == "refresh_token")
+            .count()
+    };
+    assert_eq!(
+        (refreshes("token"), refreshes("error")),
+        (1, 0),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test]

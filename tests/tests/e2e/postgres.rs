@@ -1381,6 +1381,34 @@ async fn connections_and_authorization_flows_keep_their_rules_on_postgres() {
             .len(),
         2
     );
+    // The right to refresh alice's connection, across two gateways' stores on one database:
+    // one takes it, the other cannot until it lapses or the refreshed connection is stored.
+    let other = PostgresStore::open(&on(&pg)).unwrap();
+    let hash = alice.token_hash.clone();
+    async fn lease(store: &PostgresStore, key: &ConnectionKey, hash: &str, now: u64) -> bool {
+        (store.lease_connection(key.clone(), hash.to_owned(), now, now + 30_000))
+            .await
+            .unwrap()
+    }
+    let key = whose("user:alice");
+    assert!(lease(&store, &key, &hash, 100).await);
+    assert!(!lease(&other, &key, &hash, 200).await);
+    assert!(lease(&other, &key, &hash, 30_101).await, "lapsed");
+    let mut rotated = connection("user:alice", "third", 40);
+    rotated.token_hash = "fedcba9876543210".into();
+    other.put_connection(rotated.clone()).await.unwrap();
+    assert!(
+        !lease(&store, &key, &hash, 30_200).await,
+        "the spent token's"
+    );
+    assert!(lease(&store, &key, &rotated.token_hash, 30_200).await);
+    assert!(!lease(&other, &key, &rotated.token_hash, 30_300).await);
+    assert!(
+        !store
+            .lease_connection(whose("user:carol"), hash.clone(), 1, 2)
+            .await
+            .unwrap()
+    );
     assert!(store.delete_connection(whose("user:alice")).await.unwrap());
     assert!(!store.delete_connection(whose("user:alice")).await.unwrap());
 

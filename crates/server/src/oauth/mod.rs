@@ -18,7 +18,11 @@
 //!    and the tokens are sealed ([`vault`]) and kept. The user's retry then runs the call.
 //! 4. Each call that needs the token gets it fresh ([`Broker::token`]): refreshed first when
 //!    it expires within `refresh_before_seconds`; a refused refresh forgets the connection, and
-//!    the call pauses for a new flow.
+//!    the call pauses for a new flow. One refresh of a connection runs at a time, in a gateway
+//!    (a lock) and across gateways sharing the store (the right to refresh, taken in the store
+//!    for [`REFRESH_LEASE`]): providers rotate refresh tokens and take each once, and one spent
+//!    twice revokes the user's grant. A gateway that finds the right held waits for the
+//!    refreshed connection the other stores.
 //!
 //! The tokens never leave the broker but into a call's egress gate. Users' connections are
 //! listed and revoked by operators through the admin API ([`Broker::connections`],
@@ -74,6 +78,11 @@ struct Tokens {
 /// How many principals' refresh locks and subject tokens a broker remembers before it forgets
 /// the ones not in use (or expired).
 const MAX_REMEMBERED: usize = 10_000;
+/// How long a gateway holds the right to refresh a connection: past it (a gateway that died
+/// refreshing), another takes it.
+pub const REFRESH_LEASE: Duration = Duration::from_secs(30);
+/// How often a gateway waiting for another's refresh reads the connection again.
+const REFRESH_POLL: Duration = Duration::from_millis(100);
 
 /// A caller's bearer JWT, kept for token exchange.
 #[derive(Clone)]
@@ -385,7 +394,37 @@ impl Broker {
         let Some((connection, tokens)) = opened else {
             return Ok(None);
         };
-        self.refresh(provider, whose, connection, tokens).await
+        // Across gateways: the one that takes the right refreshes; the others wait for what it
+        // stores (a new token), or for the right to lapse.
+        let lease = u64::try_from(REFRESH_LEASE.as_millis()).unwrap_or(u64::MAX);
+        loop {
+            let now = gatehouse_host::state::now_ms();
+            let until = now.saturating_add(lease);
+            let held = (self.store)
+                .lease_connection(whose.clone(), connection.token_hash.clone(), now, until)
+                .await
+                .map_err(unavailable)?;
+            if held {
+                let refreshed = self.refresh(provider, whose, connection, tokens).await;
+                if refreshed.is_err() && gatehouse_host::state::now_ms() < until {
+                    // The provider did not answer: the connection is as it was. Stored again,
+                    // the right is given up, and the next call tries at once.
+                    let _ = self.store.put_connection(connection.clone()).await;
+                }
+                return refreshed;
+            }
+            tokio::time::sleep(REFRESH_POLL).await;
+            let Some(now) = self.stored(whose).await? else {
+                // The other's refresh was refused: the user connects again.
+                return Ok(None);
+            };
+            if now.token_hash != connection.token_hash {
+                tracing::debug!(provider = %whose.provider, principal = %whose.principal, "another gateway refreshed the connection");
+                return Ok(self
+                    .open_tokens(&now)
+                    .map(|tokens| UserToken::new(whose, tokens.access_token)));
+            }
+        }
     }
 
     /// Whether `connection`'s access token expires within `refresh_before_seconds`.

@@ -103,6 +103,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0012_sessions.sql"),
     include_str!("../../migrations/postgres/0013_audit_by_session.sql"),
     include_str!("../../migrations/0014_connections.sql"),
+    include_str!("../../migrations/0015_connection_refresh.sql"),
 ];
 
 /// The advisory lock a transaction takes (last) to append to audit chain 0, and that plugin

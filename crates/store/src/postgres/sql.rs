@@ -417,7 +417,8 @@ pub(super) async fn apply<'a>(
                      ON CONFLICT (tenant, principal, provider) DO UPDATE SET \
                      resource = excluded.resource, sealed = excluded.sealed, \
                      token_hash = excluded.token_hash, scope = excluded.scope, \
-                     expires_at = excluded.expires_at, updated_at = excluded.updated_at"
+                     expires_at = excluded.expires_at, updated_at = excluded.updated_at, \
+                     refreshing_until = NULL"
                 ),
                 &[
                     &c.key.tenant,
@@ -439,6 +440,27 @@ pub(super) async fn apply<'a>(
             txn.execute(
                 "DELETE FROM connections WHERE tenant = $1 AND principal = $2 AND provider = $3",
                 &[&key.tenant, &key.principal, &key.provider],
+            )
+            .await?,
+        ),
+        Op::LeaseConnection {
+            key,
+            token_hash,
+            now_ms,
+            until_ms,
+        } => Done::Count(
+            txn.execute(
+                "UPDATE connections SET refreshing_until = $5 \
+                 WHERE tenant = $1 AND principal = $2 AND provider = $3 AND token_hash = $4 \
+                   AND (refreshing_until IS NULL OR refreshing_until < $6)",
+                &[
+                    &key.tenant,
+                    &key.principal,
+                    &key.provider,
+                    token_hash,
+                    &to_db(*until_ms),
+                    &to_db(*now_ms),
+                ],
             )
             .await?,
         ),

@@ -72,6 +72,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0012_sessions.sql"),
     include_str!("../../migrations/sqlite/0013_audit_by_session.sql"),
     include_str!("../../migrations/0014_connections.sql"),
+    include_str!("../../migrations/0015_connection_refresh.sql"),
 ];
 
 /// How long a connection waits for another process's lock before failing.

@@ -179,7 +179,8 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
                  ON CONFLICT (tenant, principal, provider) DO UPDATE SET \
                  resource = excluded.resource, sealed = excluded.sealed, \
                  token_hash = excluded.token_hash, scope = excluded.scope, \
-                 expires_at = excluded.expires_at, updated_at = excluded.updated_at"
+                 expires_at = excluded.expires_at, updated_at = excluded.updated_at, \
+                 refreshing_until = NULL"
             ),
             params![
                 c.key.tenant,
@@ -200,6 +201,27 @@ pub(super) fn apply(txn: &Connection, head: &mut Head, op: &mut Op) -> Result<Do
             txn,
             "DELETE FROM connections WHERE tenant = ?1 AND principal = ?2 AND provider = ?3",
             params![key.tenant, key.principal, key.provider],
+        )
+        .map(|n| Done::Count(n as u64))
+        .map_err(unavailable),
+        Op::LeaseConnection {
+            key,
+            token_hash,
+            now_ms,
+            until_ms,
+        } => exec(
+            txn,
+            "UPDATE connections SET refreshing_until = ?5 \
+             WHERE tenant = ?1 AND principal = ?2 AND provider = ?3 AND token_hash = ?4 \
+               AND (refreshing_until IS NULL OR refreshing_until < ?6)",
+            params![
+                key.tenant,
+                key.principal,
+                key.provider,
+                token_hash.as_str(),
+                to_db(*until_ms),
+                to_db(*now_ms)
+            ],
         )
         .map(|n| Done::Count(n as u64))
         .map_err(unavailable),

@@ -1,5 +1,6 @@
 //! Connections and authorization flows on a real file: a connection replaced, listed and
-//! removed; a flow opened by one browser only, taken once, and never past its expiry.
+//! removed; the right to refresh one taken by one at a time; a flow opened by one browser
+//! only, taken once, and never past its expiry.
 use super::*;
 use crate::connections::{Authorization, Connection, ConnectionFilter, ConnectionKey};
 
@@ -74,6 +75,45 @@ async fn a_connection_is_replaced_listed_and_removed() {
     assert!(store.delete_connection(whose("user:alice")).await.unwrap());
     assert!(!store.delete_connection(whose("user:alice")).await.unwrap());
     assert_eq!(store.connection(whose("user:alice")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_right_to_refresh_a_connection_is_held_by_one_until_it_lapses_or_is_stored() {
+    let (store, _dir) = store();
+    let held = connection("user:alice", "first", 10);
+    store.put_connection(held.clone()).await.unwrap();
+    let lease = |hash: &str, now_ms: u64| {
+        store.lease_connection(
+            whose("user:alice"),
+            hash.to_owned(),
+            now_ms,
+            now_ms + 30_000,
+        )
+    };
+    // One takes it; another, at once, does not; nor after the token it read was replaced.
+    assert!(lease(&held.token_hash, 100).await.unwrap());
+    assert!(!lease(&held.token_hash, 200).await.unwrap());
+    assert!(!lease("another-token", 200).await.unwrap());
+    // Lapsed, it is taken again.
+    assert!(lease(&held.token_hash, 30_101).await.unwrap());
+    // Storing the refreshed connection gives it up: its new token may be refreshed at once,
+    // the old one's never again.
+    let mut refreshed = connection("user:alice", "second", 10);
+    refreshed.token_hash = "fedcba9876543210".into();
+    store.put_connection(refreshed.clone()).await.unwrap();
+    assert!(!lease(&held.token_hash, 30_200).await.unwrap());
+    assert!(lease(&refreshed.token_hash, 30_200).await.unwrap());
+    // No connection, no right.
+    assert!(
+        !store
+            .lease_connection(whose("user:bob"), held.token_hash.clone(), 1, 2)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.connection(whose("user:alice")).await.unwrap(),
+        Some(refreshed)
+    );
 }
 
 #[tokio::test]
