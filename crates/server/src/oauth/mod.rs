@@ -414,14 +414,14 @@ impl Broker {
                 return refreshed;
             }
             tokio::time::sleep(REFRESH_POLL).await;
-            let Some(now) = self.stored(whose).await? else {
+            let Some(current) = self.stored(whose).await? else {
                 // The other's refresh was refused: the user connects again.
                 return Ok(None);
             };
-            if now.token_hash != connection.token_hash {
+            if current.token_hash != connection.token_hash {
                 tracing::debug!(provider = %whose.provider, principal = %whose.principal, "another gateway refreshed the connection");
                 return Ok(self
-                    .open_tokens(&now)
+                    .open_tokens(&current)
                     .map(|tokens| UserToken::new(whose, tokens.access_token)));
             }
         }
