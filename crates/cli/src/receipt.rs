@@ -43,24 +43,13 @@ fn public_key(path: &Path, key_id: &str) -> Result<PublicKey, Failure> {
     let Ok(set) = serde_json::from_str::<Value>(&text) else {
         return PublicKey::from_file(path).map_err(|e| usage(format!("{}: {e}", path.display())));
     };
-    let keys = set["keys"].as_array().ok_or_else(|| {
+    gatehouse_core::agent_card::key_in_set(&set, key_id).map_err(|e| {
         usage(format!(
-            "{}: JSON, but not a key set (`{{\"keys\": [...]}}`, as a gateway serves at \
-             /.well-known/jwks.json)",
+            "{}: {e} (the key set a gateway serves at /.well-known/jwks.json, holding the key \
+             the receipt names)",
             path.display()
         ))
-    })?;
-    let jwk = keys
-        .iter()
-        .find(|jwk| jwk["kid"] == key_id)
-        .ok_or_else(|| {
-            usage(format!(
-                "{}: the key set has no key `{key_id}`, which the receipt names",
-                path.display()
-            ))
-        })?;
-    gatehouse_core::agent_card::jwk_key(key_id, jwk)
-        .map_err(|e| usage(format!("{}: key `{key_id}`: {e}", path.display())))
+    })
 }
 
 /// Runs `gatehouse receipt ...`.

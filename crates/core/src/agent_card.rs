@@ -91,6 +91,17 @@ pub fn jwk(key: &PublicKey) -> Value {
     })
 }
 
+/// The Ed25519 key `kid` of the JWK Set `set` (`{"keys": [...]}`, as a signature's `jku` or
+/// a gateway's `/.well-known/jwks.json` serves it).
+pub fn key_in_set(set: &Value, kid: &str) -> Result<PublicKey, String> {
+    let keys = set["keys"]
+        .as_array()
+        .ok_or("it is not a key set (`{\"keys\": [...]}`)")?;
+    let jwk = (keys.iter().find(|k| k["kid"] == kid))
+        .ok_or_else(|| format!("the key set has no key `{kid}`"))?;
+    jwk_key(kid, jwk).map_err(|e| format!("key `{kid}`: {e}"))
+}
+
 /// `protected.payload`, what the signature signs.
 fn signing_input(card: &Value, protected: &str) -> String {
     let mut unsigned = card.clone();

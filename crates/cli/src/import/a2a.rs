@@ -247,10 +247,7 @@ async fn jwks_key(jku: &str, kid: &str, tls: &TlsClient) -> Result<PublicKey, St
         .ok()
         .filter(|_| status == 200)
         .ok_or_else(|| format!("{jku} answered HTTP {status}, not a JSON key set"))?;
-    let jwk = (jwks["keys"].as_array().into_iter().flatten())
-        .find(|k| k["kid"] == kid)
-        .ok_or_else(|| format!("the key set at {jku} has no key `{kid}`"))?;
-    agent_card::jwk_key(kid, jwk).map_err(|e| format!("key `{kid}` at {jku}: {e}"))
+    agent_card::key_in_set(&jwks, kid).map_err(|e| format!("{jku}: {e}"))
 }
 
 /// `GetExtendedAgentCard` at `endpoint`, sent with `headers`: the card it answers.

@@ -136,6 +136,19 @@ pub fn plain(status: StatusCode, code: &str, message: impl Into<String>) -> Resp
     json(status, &json!({ "error": code, "message": message.into() }))
 }
 
+/// 405: `message` as a plain refusal (`method_not_allowed`), and `Allow: allow`.
+pub fn method_not_allowed(allow: &'static str, message: impl Into<String>) -> Response<Body> {
+    let mut refused = plain(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        message,
+    );
+    refused
+        .headers_mut()
+        .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    refused
+}
+
 /// 202 Accepted, empty: a notification, or a response the client posted.
 pub fn accepted() -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::new()).boxed());

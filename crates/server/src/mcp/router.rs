@@ -96,16 +96,10 @@ impl Router {
             return Ok(());
         }
         if method != Method::POST {
-            let mut refused = reply::plain(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+            return Err(reply::method_not_allowed(
+                "GET, POST",
                 "the MCP endpoint takes POST, and GET for a 2025-11-25 event stream: the gateway keeps no protocol state for a session, so there is nothing to DELETE",
-            );
-            refused.headers_mut().insert(
-                http::header::ALLOW,
-                http::HeaderValue::from_static("GET, POST"),
-            );
-            return Err(refused);
+            ));
         }
         if accepts(headers) != (true, true) {
             return Err(reply::plain(
@@ -163,15 +157,10 @@ impl Router {
             .get("mcp-protocol-version")
             .is_some_and(|version| version.as_bytes() == b"2026-07-28");
         if modern {
-            let mut refused = reply::plain(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+            return reply::method_not_allowed(
+                "POST",
                 "2026-07-28 has no GET stream: POST subscriptions/listen",
             );
-            refused
-                .headers_mut()
-                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
-            return refused;
         }
         v2025_11_25::listen(gateway, &self.session, &self.watchers, caller, connected)
     }

@@ -241,14 +241,10 @@ impl McpServer {
             .any(|path| request.uri().path() == &**path)
         {
             if request.method() != http::Method::GET {
-                let mut response = reply::json(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    &json!({ "error": "method_not_allowed", "message": "the protected resource metadata is read with GET" }),
+                return reply::method_not_allowed(
+                    "GET",
+                    "the protected resource metadata is read with GET",
                 );
-                response
-                    .headers_mut()
-                    .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
-                return response;
             }
             return reply::json(StatusCode::OK, &self.metadata);
         }
@@ -368,14 +364,7 @@ impl McpServer {
     /// `GET` of the gateway's key set ([`jwks`]): 404 when it signs nothing.
     fn key_set(&self, method: &http::Method) -> Response<Body> {
         if method != http::Method::GET {
-            let mut refused = reply::json(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &json!({ "error": "method_not_allowed", "message": format!("{} is read with GET", jwks::PATH) }),
-            );
-            refused
-                .headers_mut()
-                .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
-            return refused;
+            return reply::method_not_allowed("GET", format!("{} is read with GET", jwks::PATH));
         }
         match &self.jwks {
             Some(set) => reply::json(StatusCode::OK, set),
@@ -406,16 +395,10 @@ impl McpServer {
             http::Method::POST
         };
         if parts.method != allowed {
-            let mut refused = reply::plain(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+            return reply::method_not_allowed(
+                if card { "GET" } else { "POST" },
                 format!("{} takes {allowed}", parts.uri.path()),
             );
-            refused.headers_mut().insert(
-                http::header::ALLOW,
-                http::HeaderValue::from_static(if card { "GET" } else { "POST" }),
-            );
-            return refused;
         }
         let identified = self.identify(&parts.headers, note).await;
         if card {
@@ -531,15 +514,7 @@ async fn oauth_page(broker: &crate::oauth::Broker, request: &Request<Incoming>) 
     use crate::oauth::Page;
     use http_body_util::BodyExt as _;
     if request.method() != http::Method::GET {
-        let mut response = reply::plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "this page is opened with GET",
-        );
-        response
-            .headers_mut()
-            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
-        return response;
+        return reply::method_not_allowed("GET", "this page is opened with GET");
     }
     let query: Vec<(String, String)> =
         url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())

@@ -325,18 +325,9 @@ pub async fn list(
         }
         None => None,
     };
-    let page = 50;
-    let tasks = host
-        .store()
-        .tasks(TaskFilter {
-            tenant: Some(caller.tenant.clone()),
-            principal: Some(caller.principal.id.clone()),
-            limit: page,
-            before,
-            ..TaskFilter::default()
-        })
-        .await?;
-    let next = (tasks.len() == page)
+    let limit = 50;
+    let tasks = page(host, caller, &[], before, limit).await?;
+    let next = (tasks.len() == limit)
         .then(|| tasks.last().map(|task| task.id.clone()))
         .flatten();
     Ok((tasks, next))
@@ -349,26 +340,37 @@ pub async fn all(
     caller: &Caller,
     statuses: &[TaskStatus],
 ) -> Result<Vec<Task>, TaskError> {
-    const PAGE: usize = 100;
+    const LIMIT: usize = 100;
     let mut all: Vec<Task> = Vec::new();
     loop {
-        let page = host
-            .store()
-            .tasks(TaskFilter {
-                tenant: Some(caller.tenant.clone()),
-                principal: Some(caller.principal.id.clone()),
-                statuses: statuses.to_vec(),
-                limit: PAGE,
-                before: all.last().map(|task| (task.created_at_ms, task.id.clone())),
-                ..TaskFilter::default()
-            })
-            .await?;
-        let last = page.len() < PAGE;
-        all.extend(page);
+        let before = all.last().map(|task| (task.created_at_ms, task.id.clone()));
+        let tasks = page(host, caller, statuses, before, LIMIT).await?;
+        let last = tasks.len() < LIMIT;
+        all.extend(tasks);
         if last {
             return Ok(all);
         }
     }
+}
+
+/// At most `limit` of `caller`'s tasks in one of `statuses` (any, when empty), newest first,
+/// those before `before` (a task's creation time and id).
+async fn page(
+    host: &Host,
+    caller: &Caller,
+    statuses: &[TaskStatus],
+    before: Option<(u64, String)>,
+    limit: usize,
+) -> Result<Vec<Task>, TaskError> {
+    let filter = TaskFilter {
+        tenant: Some(caller.tenant.clone()),
+        principal: Some(caller.principal.id.clone()),
+        statuses: statuses.to_vec(),
+        limit,
+        before,
+        ..TaskFilter::default()
+    };
+    Ok(host.store().tasks(filter).await?)
 }
 
 /// Cancels `caller`'s task `id`: withdraws its pending proposal, then the task.
